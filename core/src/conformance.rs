@@ -1,0 +1,409 @@
+//! The store conformance suite: every documented behaviour, run against a store.
+//!
+//! A store's tests call [`store_conformance_suite!`](crate::store_conformance_suite)
+//! with a [`Harness`]; each case becomes one `#[test]`. Times are chosen to hold on a
+//! real clock against a real server (hundreds of milliseconds) and run instantly on a
+//! [`FakeTimer`](crate::FakeTimer).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+
+use crate::{AcquireOptions, BoxFuture, Lock, LockStore, Timer};
+
+/// Drives one case's future to completion on the store's runtime.
+pub type Runner = Arc<dyn Fn(BoxFuture<'static, ()>) + Send + Sync>;
+
+/// A store under test with its clock and a way to run futures.
+#[derive(Clone)]
+pub struct Harness {
+    /// The store.
+    pub store: Arc<dyn LockStore>,
+    /// The clock and sleep the store's locks use.
+    pub timer: Arc<dyn Timer>,
+    /// Runs a case.
+    pub runner: Runner,
+    /// Whether the store hands out fencing tokens.
+    pub fencing: bool,
+}
+
+static NEXT_KEY: AtomicU64 = AtomicU64::new(0);
+
+impl Harness {
+    /// A key no other case uses.
+    #[must_use]
+    pub fn key(&self, name: &str) -> String {
+        let n = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+        format!("conformance:{name}:{}:{n}", std::process::id())
+    }
+
+    /// A lock on `key` in this store.
+    ///
+    /// # Panics
+    /// On an invalid key or TTL.
+    #[must_use]
+    pub fn lock(&self, key: &str, ttl_ms: u64) -> Lock {
+        Lock::new(key, ttl_ms as f64, self.store.clone(), self.timer.clone()).expect("valid lock")
+    }
+
+    /// Runs `future` with this harness's runner.
+    pub fn run(&self, future: BoxFuture<'static, ()>) {
+        (self.runner)(future);
+    }
+
+    async fn sleep(&self, ms: u64) {
+        self.timer.sleep(ms).await;
+    }
+
+    fn now(&self) -> u64 {
+        self.timer.now_ms()
+    }
+}
+
+fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
+    AcquireOptions {
+        timeout_ms,
+        retry_delay_ms,
+    }
+}
+
+/// Generates one `#[test]` per conformance case for the harness `$make` builds.
+#[macro_export]
+macro_rules! store_conformance_suite {
+    ($make:expr) => {
+        $crate::store_conformance_suite!(@cases $make;
+            free_lock_is_taken, second_holder_is_refused, timeout_zero_does_not_wait,
+            waiter_gets_lock_freed_within_timeout, waiter_gives_up_at_timeout,
+            last_attempt_happens_at_deadline, late_release_does_not_free_next_holder,
+            extend_pushes_expiry, extend_after_loss_fails, extend_never_acquired_fails,
+            hold_expires_on_its_own, remaining_time_null_when_unheld, is_expired_cases,
+            serialize_restore_release, serialize_restore_extend, concurrent_acquirers_one_wins,
+            acquire_while_holding_returns_false, release_is_owner_only, fencing_tokens_grow,
+            keys_are_independent);
+    };
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                let harness: $crate::conformance::Harness = $make;
+                harness.run(Box::pin($crate::conformance::$case(harness.clone())));
+            }
+        )*
+    };
+}
+
+/// A free key is taken, and then reads as locked with time left.
+pub async fn free_lock_is_taken(h: Harness) {
+    let l = h.lock(&h.key("free"), 1_000);
+    assert!(!l.is_locked().await.unwrap());
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(l.is_locked().await.unwrap());
+    let left = l.remaining_time().await.unwrap().expect("time left");
+    assert!(left > 0 && left <= 1_000, "{left}");
+    assert!(l.release().await.unwrap());
+    assert!(!l.is_locked().await.unwrap());
+}
+
+/// A second contender is refused while the first holds.
+pub async fn second_holder_is_refused(h: Harness) {
+    let key = h.key("second");
+    let (a, b) = (h.lock(&key, 5_000), h.lock(&key, 5_000));
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(!b.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(
+        b.is_locked().await.unwrap(),
+        "is_locked reports anyone's hold"
+    );
+    assert!(!b.release().await.unwrap());
+    assert!(
+        a.is_locked().await.unwrap(),
+        "the refused handle freed nothing"
+    );
+    assert!(a.release().await.unwrap());
+}
+
+/// With timeout 0, a held key is refused at once.
+pub async fn timeout_zero_does_not_wait(h: Harness) {
+    let key = h.key("nowait");
+    let (a, b) = (h.lock(&key, 5_000), h.lock(&key, 5_000));
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    let start = h.now();
+    assert!(!b.acquire(wait(0, 1_000)).await.unwrap());
+    assert!(h.now() - start < 500, "did not wait a retry delay");
+    a.release().await.unwrap();
+}
+
+/// A waiter gets the key once the holder releases within the waiter's timeout.
+pub async fn waiter_gets_lock_freed_within_timeout(h: Harness) {
+    let key = h.key("waiter");
+    let (a, b) = (h.lock(&key, 5_000), h.lock(&key, 5_000));
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    let start = h.now();
+    let (got, ()) = futures_util::join!(b.acquire(wait(2_000, 50)), async {
+        h.sleep(150).await;
+        assert!(a.release().await.unwrap());
+    });
+    assert!(got.unwrap());
+    let waited = h.now() - start;
+    assert!((150..1_500).contains(&waited), "waited {waited} ms");
+    assert!(b.release().await.unwrap());
+}
+
+/// A waiter whose timeout passes while the key stays held gives up, having waited it all.
+pub async fn waiter_gives_up_at_timeout(h: Harness) {
+    let key = h.key("giveup");
+    let (a, b) = (h.lock(&key, 10_000), h.lock(&key, 10_000));
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    let start = h.now();
+    assert!(!b.acquire(wait(300, 70)).await.unwrap());
+    let waited = h.now() - start;
+    assert!((300..2_000).contains(&waited), "waited {waited} ms");
+    assert!(a.is_locked().await.unwrap());
+    a.release().await.unwrap();
+}
+
+/// The last attempt happens at the deadline, not one retry delay before it: a hold
+/// that expires between the last regular retry and the deadline is taken.
+pub async fn last_attempt_happens_at_deadline(h: Harness) {
+    let key = h.key("deadline");
+    let (a, b) = (h.lock(&key, 250), h.lock(&key, 5_000));
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    // Attempts at 0, 100, 200 find it held; the one at the 300 ms deadline does not.
+    assert!(b.acquire(wait(300, 100)).await.unwrap());
+    b.release().await.unwrap();
+}
+
+/// A holder that outlived its TTL cannot free the next holder's lock.
+pub async fn late_release_does_not_free_next_holder(h: Harness) {
+    let key = h.key("late");
+    let (a, b) = (h.lock(&key, 100), h.lock(&key, 5_000));
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    h.sleep(200).await;
+    assert!(b.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(
+        !a.release().await.unwrap(),
+        "a lost its lock; release must not delete b's"
+    );
+    assert!(b.is_locked().await.unwrap());
+    assert!(!b.is_expired().await.unwrap());
+    let c = h.lock(&key, 5_000);
+    assert!(!c.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(b.release().await.unwrap());
+}
+
+/// `extend` pushes the expiry out, by the lock's TTL or the given one.
+pub async fn extend_pushes_expiry(h: Harness) {
+    let l = h.lock(&h.key("extend"), 300);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    h.sleep(200).await;
+    l.extend(None).await.unwrap();
+    h.sleep(200).await;
+    assert!(l.is_locked().await.unwrap(), "extended past the first TTL");
+    assert!(!l.is_expired().await.unwrap());
+    l.extend(Some(5_000.0)).await.unwrap();
+    let left = l.remaining_time().await.unwrap().unwrap();
+    assert!(left > 300 && left <= 5_000, "{left}");
+    assert_eq!(
+        l.ttl_ms(),
+        300,
+        "extend(ttl) does not change the lock's TTL"
+    );
+    assert!(l.release().await.unwrap());
+}
+
+/// `extend` after the hold was lost fails with `LOCK_NOT_HELD`.
+pub async fn extend_after_loss_fails(h: Harness) {
+    let key = h.key("extendlost");
+    let l = h.lock(&key, 100);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    h.sleep(200).await;
+    assert_eq!(l.extend(None).await.unwrap_err().code(), "LOCK_NOT_HELD");
+    let other = h.lock(&key, 5_000);
+    assert!(other.acquire(AcquireOptions::default()).await.unwrap());
+    let err = l.extend(None).await.unwrap_err();
+    assert_eq!(err.code(), "LOCK_NOT_HELD");
+    assert_eq!(err.key(), Some(key.as_str()));
+    assert!(
+        other.remaining_time().await.unwrap().unwrap() > 1_000,
+        "other's hold untouched"
+    );
+    other.release().await.unwrap();
+}
+
+/// `extend` before any acquire, or after release, fails with `LOCK_NOT_HELD`.
+pub async fn extend_never_acquired_fails(h: Harness) {
+    let l = h.lock(&h.key("extendnever"), 1_000);
+    assert_eq!(l.extend(None).await.unwrap_err().code(), "LOCK_NOT_HELD");
+    assert!(
+        !l.is_locked().await.unwrap(),
+        "a failed extend takes nothing"
+    );
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(l.release().await.unwrap());
+    assert_eq!(l.extend(None).await.unwrap_err().code(), "LOCK_NOT_HELD");
+}
+
+/// A hold ends by itself after its TTL.
+pub async fn hold_expires_on_its_own(h: Harness) {
+    let key = h.key("expires");
+    let l = h.lock(&key, 150);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    h.sleep(300).await;
+    assert!(!l.is_locked().await.unwrap());
+    assert_eq!(l.remaining_time().await.unwrap(), None);
+    assert!(h
+        .lock(&key, 1_000)
+        .acquire(AcquireOptions::default())
+        .await
+        .unwrap());
+}
+
+/// Remaining time is `None` for a key nobody holds.
+pub async fn remaining_time_null_when_unheld(h: Harness) {
+    let l = h.lock(&h.key("remaining"), 1_000);
+    assert_eq!(l.remaining_time().await.unwrap(), None);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(l.remaining_time().await.unwrap().is_some());
+    l.release().await.unwrap();
+    assert_eq!(l.remaining_time().await.unwrap(), None);
+}
+
+/// `is_expired`: we held it and no longer do.
+pub async fn is_expired_cases(h: Harness) {
+    let key = h.key("expired");
+    let l = h.lock(&key, 150);
+    assert!(!l.is_expired().await.unwrap(), "never acquired");
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(!l.is_expired().await.unwrap(), "held");
+    h.sleep(300).await;
+    assert!(l.is_expired().await.unwrap(), "expired, nobody holds it");
+    let other = h.lock(&key, 5_000);
+    assert!(other.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(
+        l.is_expired().await.unwrap(),
+        "expired, someone else holds it"
+    );
+    assert!(!other.is_expired().await.unwrap());
+    assert!(other.release().await.unwrap());
+    assert!(!other.is_expired().await.unwrap(), "released, not lost");
+}
+
+/// A serialized lock restored elsewhere releases the same hold.
+pub async fn serialize_restore_release(h: Harness) {
+    let key = h.key("handoff");
+    let a = h.lock(&key, 5_000);
+    assert_eq!(a.serialize().unwrap_err().code(), "LOCK_NOT_HELD");
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    let text = a.serialize().unwrap();
+    let b = Lock::restore(&text, h.store.clone(), h.timer.clone()).unwrap();
+    assert_eq!(b.key(), key);
+    assert_eq!(b.ttl_ms(), 5_000);
+    assert_eq!(b.fencing_token(), a.fencing_token());
+    assert!(b.release().await.unwrap());
+    assert!(!b.is_locked().await.unwrap());
+    assert!(
+        !a.release().await.unwrap(),
+        "already released through the copy"
+    );
+}
+
+/// A serialized lock restored elsewhere extends the same hold.
+pub async fn serialize_restore_extend(h: Harness) {
+    let key = h.key("handoffext");
+    let a = h.lock(&key, 300);
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    let b = Lock::restore(&a.serialize().unwrap(), h.store.clone(), h.timer.clone()).unwrap();
+    h.sleep(200).await;
+    b.extend(Some(2_000.0)).await.unwrap();
+    h.sleep(300).await;
+    assert!(a.is_locked().await.unwrap());
+    assert!(
+        !a.is_expired().await.unwrap(),
+        "the original handle still owns the hold"
+    );
+    assert!(a.release().await.unwrap());
+}
+
+/// Many contenders at once: exactly one wins.
+pub async fn concurrent_acquirers_one_wins(h: Harness) {
+    let key = h.key("race");
+    let locks: Vec<Lock> = (0..24).map(|_| h.lock(&key, 5_000)).collect();
+    let results = join_all(locks.iter().map(|l| l.acquire(AcquireOptions::default()))).await;
+    let winners = results
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|won| *won)
+        .count();
+    assert_eq!(winners, 1);
+    for l in &locks {
+        l.release().await.unwrap();
+    }
+    assert!(!h.lock(&key, 1).is_locked().await.unwrap());
+}
+
+/// A handle that holds its key does not take it again, nor wait for itself.
+pub async fn acquire_while_holding_returns_false(h: Harness) {
+    let l = h.lock(&h.key("reentrant"), 5_000);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    let token = l.fencing_token();
+    let start = h.now();
+    assert!(!l.acquire(wait(1_000, 50)).await.unwrap());
+    assert!(h.now() - start < 500, "did not wait for itself");
+    assert_eq!(l.fencing_token(), token, "the hold is unchanged");
+    assert!(l.release().await.unwrap());
+    assert!(
+        l.acquire(AcquireOptions::default()).await.unwrap(),
+        "free again after release"
+    );
+    assert!(l.release().await.unwrap());
+}
+
+/// Release without a hold, and a second release, are harmless `false`.
+pub async fn release_is_owner_only(h: Harness) {
+    let key = h.key("release");
+    let l = h.lock(&key, 5_000);
+    assert!(!l.release().await.unwrap());
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(l.release().await.unwrap());
+    assert!(!l.release().await.unwrap());
+    // The store-level contract: a wrong owner frees nothing.
+    assert!(h.store.acquire(&key, "a-token", 5_000).await.unwrap());
+    assert!(!h.store.release(&key, "another-token").await.unwrap());
+    assert!(!h.store.extend(&key, "another-token", 5_000).await.unwrap());
+    assert!(h.store.is_locked(&key).await.unwrap());
+    assert!(h.store.release(&key, "a-token").await.unwrap());
+}
+
+/// Fencing tokens, where the store keeps them, grow with every hold of a key.
+pub async fn fencing_tokens_grow(h: Harness) {
+    let key = h.key("fencing");
+    let mut last = 0;
+    for _ in 0..4 {
+        let l = h.lock(&key, 5_000);
+        assert_eq!(l.fencing_token(), None);
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        match l.fencing_token() {
+            Some(token) => {
+                assert!(h.fencing, "the store gives tokens");
+                assert!(token > last, "{token} after {last}");
+                last = token;
+            }
+            None => assert!(!h.fencing, "the store should give a fencing token"),
+        }
+        assert!(l.release().await.unwrap());
+        assert_eq!(l.fencing_token(), None, "no token once released");
+    }
+}
+
+/// Holding one key says nothing about another.
+pub async fn keys_are_independent(h: Harness) {
+    let (a, b) = (
+        h.lock(&h.key("indep-a"), 5_000),
+        h.lock(&h.key("indep-b"), 5_000),
+    );
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(!b.is_locked().await.unwrap());
+    assert!(b.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(a.release().await.unwrap() && b.release().await.unwrap());
+}

@@ -1,0 +1,31 @@
+//! locksmith-core: the semantics of locksmith's distributed locks over a store trait.
+//!
+//! Everything that decides whether a lock is correct lives here — owner tokens, the
+//! acquire/wait loop, ownership rules, expiry, extend, serialization, validation and
+//! error codes. Bindings (the Node addon, the wasm build) convert types and call in.
+//! This crate knows nothing of JS and brings no async runtime: clock and sleep are
+//! injected through [`Timer`].
+
+mod error;
+mod lock;
+mod memory;
+mod serialized;
+mod store;
+mod token;
+pub mod validate;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod conformance;
+#[cfg(any(test, feature = "testing"))]
+mod fake_timer;
+
+pub use error::{LockError, Result};
+#[cfg(any(test, feature = "testing"))]
+pub use fake_timer::FakeTimer;
+pub use lock::{AcquireOptions, Lock};
+pub use memory::MemoryStore;
+pub use serialized::{SerializedLock, MAX_SERIALIZED_BYTES};
+#[cfg(not(target_arch = "wasm32"))]
+pub use store::MonotonicClock;
+pub use store::{BoxFuture, Clock, Grant, LockStore, MaybeSendSync, SyncLockStore, Timer};
+pub use token::OwnerToken;

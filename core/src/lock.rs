@@ -1,0 +1,378 @@
+//! `Lock`: one key, its TTL, and the owner token while held.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use futures_util::future::{select, Either};
+
+use crate::error::{LockError, Result};
+use crate::serialized::SerializedLock;
+use crate::store::{Grant, LockStore, Timer};
+use crate::token::OwnerToken;
+use crate::validate;
+
+/// How long to wait for a held lock, and how often to try again meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireOptions {
+    /// Milliseconds to wait in all; 0 means one attempt.
+    pub timeout_ms: u64,
+    /// Milliseconds between attempts (a store that signals releases wakes earlier).
+    pub retry_delay_ms: u64,
+}
+
+impl Default for AcquireOptions {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 0,
+            retry_delay_ms: validate::DEFAULT_RETRY_DELAY_MS,
+        }
+    }
+}
+
+impl AcquireOptions {
+    /// Options from JS numbers, validated; `None` takes the default.
+    pub fn from_numbers(timeout: Option<f64>, retry_delay: Option<f64>) -> Result<Self> {
+        let defaults = Self::default();
+        Ok(Self {
+            timeout_ms: timeout.map_or(Ok(defaults.timeout_ms), validate::timeout_ms)?,
+            retry_delay_ms: retry_delay
+                .map_or(Ok(defaults.retry_delay_ms), validate::retry_delay_ms)?,
+        })
+    }
+}
+
+/// What this handle knows of its own hold.
+#[derive(Debug, Default, Clone, Copy)]
+struct Hold {
+    /// The token of the current (or lost) acquisition; `None` before the first acquire
+    /// and after a release.
+    owner: Option<OwnerToken>,
+    fencing_token: Option<u64>,
+    /// When the hold expires at the latest, on the injected clock, measured from
+    /// before the store call. Used when the store cannot say who holds a key.
+    expires_by_ms: u64,
+}
+
+/// A lock on one key.
+///
+/// * A lock always expires: every hold has a TTL.
+/// * Every acquisition mints a fresh 128-bit owner token, and only that token can
+///   release or extend the hold.
+/// * Not re-entrant: `acquire` on a handle that still holds its key returns `false`
+///   at once (without waiting, since it would wait for itself) and leaves the hold as
+///   it is. Once the hold was released or lost, `acquire` takes the key afresh.
+/// * `release` of a lock that was lost is a harmless `false`; `extend` of a lock that
+///   was lost or never taken fails with `LOCK_NOT_HELD`.
+pub struct Lock {
+    key: String,
+    ttl_ms: u64,
+    store: Arc<dyn LockStore>,
+    timer: Arc<dyn Timer>,
+    hold: Mutex<Hold>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("key", &self.key)
+            .field("ttl_ms", &self.ttl_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lock {
+    /// A lock on `key` held for `ttl_ms` once acquired. Both are validated.
+    pub fn new(
+        key: &str,
+        ttl_ms: f64,
+        store: Arc<dyn LockStore>,
+        timer: Arc<dyn Timer>,
+    ) -> Result<Self> {
+        validate::key(key)?;
+        let ttl_ms = validate::ttl_ms(ttl_ms)?;
+        Ok(Self {
+            key: key.to_owned(),
+            ttl_ms,
+            store,
+            timer,
+            hold: Mutex::new(Hold::default()),
+        })
+    }
+
+    /// Rebuilds a held lock from [`serialize`](Self::serialize), owner token and all,
+    /// so this process can release or extend the same hold.
+    pub fn restore(
+        serialized: &str,
+        store: Arc<dyn LockStore>,
+        timer: Arc<dyn Timer>,
+    ) -> Result<Self> {
+        let s = SerializedLock::parse(serialized)?;
+        let hold = Hold {
+            owner: Some(s.owner),
+            fencing_token: s.fencing_token,
+            expires_by_ms: timer.now_ms().saturating_add(s.ttl_ms),
+        };
+        Ok(Self {
+            key: s.key,
+            ttl_ms: s.ttl_ms,
+            store,
+            timer,
+            hold: Mutex::new(hold),
+        })
+    }
+
+    /// The key.
+    #[must_use]
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The TTL each acquisition holds the key for, and `extend()`'s default.
+    #[must_use]
+    pub fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
+    /// The store this lock lives in.
+    #[must_use]
+    pub fn store(&self) -> &Arc<dyn LockStore> {
+        &self.store
+    }
+
+    /// The fencing token of the current hold, when held and the store gives one.
+    #[must_use]
+    pub fn fencing_token(&self) -> Option<u64> {
+        let hold = self.hold();
+        hold.owner.and(hold.fencing_token)
+    }
+
+    fn hold(&self) -> MutexGuard<'_, Hold> {
+        self.hold.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn not_held(&self, reason: &'static str) -> LockError {
+        LockError::NotHeld {
+            key: self.key.clone(),
+            reason,
+        }
+    }
+
+    fn record_grant(&self, owner: OwnerToken, grant: Grant, started_ms: u64) {
+        *self.hold() = Hold {
+            owner: Some(owner),
+            fencing_token: grant.fencing_token,
+            expires_by_ms: started_ms.saturating_add(self.ttl_ms),
+        };
+    }
+
+    /// Forgets `owner`'s hold unless a newer acquisition has replaced it meanwhile.
+    fn forget(&self, owner: OwnerToken) {
+        let mut hold = self.hold();
+        if hold.owner == Some(owner) {
+            *hold = Hold::default();
+        }
+    }
+
+    /// Takes the lock, waiting up to `options.timeout_ms`. `true` if taken.
+    ///
+    /// The last attempt happens at the deadline. If the store fails mid-attempt the
+    /// attempt's token is released again (best effort) before the error is returned,
+    /// so a failed call never leaves a hold behind.
+    pub async fn acquire(&self, options: AcquireOptions) -> Result<bool> {
+        if self.still_holds().await? {
+            return Ok(false);
+        }
+        let owner = OwnerToken::generate()?;
+        let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
+        loop {
+            let signal = if options.timeout_ms > 0 {
+                self.store.release_signal(&self.key)
+            } else {
+                None
+            };
+            if self.attempt(owner).await? {
+                return Ok(true);
+            }
+            let now = self.timer.now_ms();
+            if now >= deadline {
+                return Ok(false);
+            }
+            let sleep = self.timer.sleep(options.retry_delay_ms.min(deadline - now));
+            match signal {
+                Some(released) => drop(select(released, sleep).await),
+                None => sleep.await,
+            }
+        }
+    }
+
+    async fn attempt(&self, owner: OwnerToken) -> Result<bool> {
+        let started = self.timer.now_ms();
+        match self
+            .store
+            .acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms)
+            .await
+        {
+            Ok(Some(grant)) => {
+                self.record_grant(owner, grant, started);
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(err) => {
+                // The store may have taken the key before failing to answer.
+                let _ = self.store.release(&self.key, owner.as_str()).await;
+                Err(err)
+            }
+        }
+    }
+
+    /// Whether this handle's current hold is still in place, per the store when it can
+    /// tell, else per the local expiry estimate.
+    async fn still_holds(&self) -> Result<bool> {
+        let hold = *self.hold();
+        let Some(owner) = hold.owner else {
+            return Ok(false);
+        };
+        Ok(
+            match self.store.is_held_by(&self.key, owner.as_str()).await? {
+                Some(held) => held,
+                None => {
+                    self.timer.now_ms() < hold.expires_by_ms
+                        && self.store.is_locked(&self.key).await?
+                }
+            },
+        )
+    }
+
+    /// One attempt without a promise or a thread hop, for stores that are synchronous.
+    /// `None` when the store is not (then call [`acquire`](Self::acquire)).
+    pub fn try_acquire_now(&self) -> Option<Result<bool>> {
+        let store = self.store.as_sync()?;
+        if let Some(owner) = self.hold().owner {
+            if store.is_held_by_now(&self.key, owner.as_str()) {
+                return Some(Ok(false));
+            }
+        }
+        let owner = match OwnerToken::generate() {
+            Ok(owner) => owner,
+            Err(err) => return Some(Err(err)),
+        };
+        let started = self.timer.now_ms();
+        Some(Ok(
+            match store.acquire_now(&self.key, owner.as_str(), self.ttl_ms) {
+                Some(grant) => {
+                    self.record_grant(owner, grant, started);
+                    true
+                }
+                None => false,
+            },
+        ))
+    }
+
+    /// Frees the lock if this handle holds it. `false` if it was not held (never
+    /// taken, already released, or lost to expiry — then someone else's hold is left
+    /// alone).
+    pub async fn release(&self) -> Result<bool> {
+        let Some(owner) = self.hold().owner else {
+            return Ok(false);
+        };
+        let released = self.store.release(&self.key, owner.as_str()).await?;
+        self.forget(owner);
+        Ok(released)
+    }
+
+    /// [`release`](Self::release) for synchronous stores; `None` when the store is not.
+    pub fn release_now(&self) -> Option<bool> {
+        let store = self.store.as_sync()?;
+        let Some(owner) = self.hold().owner else {
+            return Some(false);
+        };
+        let released = store.release_now(&self.key, owner.as_str());
+        self.forget(owner);
+        Some(released)
+    }
+
+    /// Pushes the expiry to `ttl_ms` (default: the lock's TTL) from now.
+    ///
+    /// # Errors
+    /// `LOCK_NOT_HELD` when the lock was never acquired, was released, or was lost.
+    pub async fn extend(&self, ttl_ms: Option<f64>) -> Result<()> {
+        let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
+        let owner = self.owner_for_extend()?;
+        let started = self.timer.now_ms();
+        let extended = self.store.extend(&self.key, owner.as_str(), ttl_ms).await?;
+        self.finish_extend(owner, extended, started, ttl_ms)
+    }
+
+    /// [`extend`](Self::extend) for synchronous stores; `None` when the store is not.
+    pub fn extend_now(&self, ttl_ms: Option<f64>) -> Option<Result<()>> {
+        let store = self.store.as_sync()?;
+        Some((|| {
+            let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
+            let owner = self.owner_for_extend()?;
+            let started = self.timer.now_ms();
+            let extended = store.extend_now(&self.key, owner.as_str(), ttl_ms);
+            self.finish_extend(owner, extended, started, ttl_ms)
+        })())
+    }
+
+    fn owner_for_extend(&self) -> Result<OwnerToken> {
+        self.hold()
+            .owner
+            .ok_or_else(|| self.not_held("it was never acquired, or was released"))
+    }
+
+    fn finish_extend(
+        &self,
+        owner: OwnerToken,
+        extended: bool,
+        started: u64,
+        ttl_ms: u64,
+    ) -> Result<()> {
+        if !extended {
+            return Err(self.not_held("it expired and was lost"));
+        }
+        let mut hold = self.hold();
+        if hold.owner == Some(owner) {
+            hold.expires_by_ms = started.saturating_add(ttl_ms);
+        }
+        Ok(())
+    }
+
+    /// Whether anyone holds the key (not necessarily this handle).
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.store.is_locked(&self.key).await
+    }
+
+    /// Whether this handle held the key and no longer does — expired, or now held by
+    /// someone else. `false` before the first acquire and after a release.
+    pub async fn is_expired(&self) -> Result<bool> {
+        if self.hold().owner.is_none() {
+            return Ok(false);
+        }
+        Ok(!self.still_holds().await?)
+    }
+
+    /// Milliseconds until the key's hold expires (whoever holds it), or `None` when free.
+    pub async fn remaining_time(&self) -> Result<Option<u64>> {
+        self.store.remaining_time(&self.key).await
+    }
+
+    /// The key, TTL, owner token and fencing token as a string that
+    /// [`restore`](Self::restore) accepts in any runtime. The string is a bearer
+    /// secret: it can release and extend this hold.
+    ///
+    /// # Errors
+    /// `LOCK_NOT_HELD` when this handle holds nothing to hand over.
+    pub fn serialize(&self) -> Result<String> {
+        let hold = *self.hold();
+        let owner = hold
+            .owner
+            .ok_or_else(|| self.not_held("there is no hold to serialize"))?;
+        Ok(SerializedLock {
+            key: self.key.clone(),
+            ttl_ms: self.ttl_ms,
+            owner,
+            fencing_token: hold.fencing_token,
+        }
+        .to_json())
+    }
+}

@@ -1,0 +1,266 @@
+//! `MemoryStore`: locks in a map in this process, with lazy expiry and a sweep.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use event_listener::Event;
+
+use crate::error::Result;
+use crate::store::{BoxFuture, Clock, Grant, LockStore, SyncLockStore};
+
+/// Below this many entries the map is never swept in passing.
+const SWEEP_MIN_ENTRIES: usize = 256;
+/// With at least [`SWEEP_MIN_ENTRIES`], an insert sweeps when this long has passed
+/// since the last sweep, or when the map has doubled since then.
+const SWEEP_INTERVAL_MS: u64 = 1_000;
+
+/// Locks held in this process's memory.
+///
+/// Expired holds are dropped when their key is next touched, and a sweep drops the
+/// rest as the map grows or time passes, so memory follows the live locks. Waiters are
+/// woken when a key is released, and every grant carries a fencing token from a
+/// counter that only grows.
+pub struct MemoryStore {
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+}
+
+struct State {
+    entries: HashMap<Box<str>, Entry>,
+    last_fencing_token: u64,
+    last_sweep_ms: u64,
+    len_after_sweep: usize,
+}
+
+struct Entry {
+    owner: Box<str>,
+    expires_at: u64,
+    /// Created when the first waiter asks to be told of a release.
+    released: Option<Arc<Event>>,
+}
+
+impl Entry {
+    fn live(&self, now: u64) -> bool {
+        self.expires_at > now
+    }
+
+    fn held_by(&self, owner: &str, now: u64) -> bool {
+        self.live(now) && *self.owner == *owner
+    }
+
+    fn wake_one_waiter(&self) {
+        if let Some(event) = &self.released {
+            // One waiter at a time: a woken waiter that gives up passes it on.
+            event.notify(1);
+        }
+    }
+}
+
+impl MemoryStore {
+    /// An empty store on `clock`.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            state: Mutex::new(State {
+                entries: HashMap::new(),
+                last_fencing_token: 0,
+                last_sweep_ms: 0,
+                len_after_sweep: 0,
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // No code path panics while holding the lock; recover the map if one ever does.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Drops every expired hold now. Bindings call this from an idle timer so expired
+    /// keys do not wait for the next insert to go.
+    pub fn sweep(&self) {
+        let now = self.clock.now_ms();
+        self.state().sweep(now);
+    }
+
+    /// How many keys the map holds, expired ones not yet swept included.
+    #[must_use]
+    pub fn entry_count(&self) -> usize {
+        self.state().entries.len()
+    }
+
+    /// Drops every hold.
+    pub fn clear(&self) {
+        let mut state = self.state();
+        for entry in state.entries.values() {
+            entry.wake_one_waiter();
+        }
+        state.entries.clear();
+        state.len_after_sweep = 0;
+    }
+}
+
+impl State {
+    fn sweep(&mut self, now: u64) {
+        self.entries.retain(|_, entry| {
+            let live = entry.live(now);
+            if !live {
+                entry.wake_one_waiter();
+            }
+            live
+        });
+        self.last_sweep_ms = now;
+        self.len_after_sweep = self.entries.len();
+    }
+
+    fn sweep_in_passing(&mut self, now: u64) {
+        let len = self.entries.len();
+        if len >= SWEEP_MIN_ENTRIES
+            && (len >= 2 * self.len_after_sweep.max(1)
+                || now.saturating_sub(self.last_sweep_ms) >= SWEEP_INTERVAL_MS)
+        {
+            self.sweep(now);
+        }
+    }
+
+    fn live_entry(&self, key: &str, now: u64) -> Option<&Entry> {
+        self.entries.get(key).filter(|e| e.live(now))
+    }
+
+    fn next_fencing_token(&mut self) -> u64 {
+        self.last_fencing_token += 1;
+        self.last_fencing_token
+    }
+}
+
+impl SyncLockStore for MemoryStore {
+    fn acquire_now(&self, key: &str, owner: &str, ttl_ms: u64) -> Option<Grant> {
+        let now = self.clock.now_ms();
+        let mut state = self.state();
+        let expires_at = now.saturating_add(ttl_ms);
+        let token = match state.entries.get_mut(key) {
+            Some(entry) if entry.live(now) => return None,
+            Some(_) => {
+                let token = state.next_fencing_token();
+                let entry = state.entries.get_mut(key)?;
+                entry.owner = owner.into();
+                entry.expires_at = expires_at;
+                token
+            }
+            None => {
+                state.sweep_in_passing(now);
+                let token = state.next_fencing_token();
+                state.entries.insert(
+                    key.into(),
+                    Entry {
+                        owner: owner.into(),
+                        expires_at,
+                        released: None,
+                    },
+                );
+                token
+            }
+        };
+        Some(Grant {
+            fencing_token: Some(token),
+        })
+    }
+
+    fn release_now(&self, key: &str, owner: &str) -> bool {
+        let now = self.clock.now_ms();
+        let mut state = self.state();
+        match state.entries.get(key) {
+            Some(entry) if entry.held_by(owner, now) => {
+                entry.wake_one_waiter();
+                state.entries.remove(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn extend_now(&self, key: &str, owner: &str, ttl_ms: u64) -> bool {
+        let now = self.clock.now_ms();
+        let mut state = self.state();
+        match state.entries.get_mut(key) {
+            Some(entry) if entry.held_by(owner, now) => {
+                entry.expires_at = now.saturating_add(ttl_ms);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn is_locked_now(&self, key: &str) -> bool {
+        let now = self.clock.now_ms();
+        self.state().live_entry(key, now).is_some()
+    }
+
+    fn remaining_time_now(&self, key: &str) -> Option<u64> {
+        let now = self.clock.now_ms();
+        self.state()
+            .live_entry(key, now)
+            .map(|e| e.expires_at - now)
+    }
+
+    fn is_held_by_now(&self, key: &str, owner: &str) -> bool {
+        let now = self.clock.now_ms();
+        self.state()
+            .entries
+            .get(key)
+            .is_some_and(|e| e.held_by(owner, now))
+    }
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+impl LockStore for MemoryStore {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        Ok(self.acquire_now(key, owner, ttl_ms).is_some())
+    }
+
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        Ok(self.release_now(key, owner))
+    }
+
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        Ok(self.extend_now(key, owner, ttl_ms))
+    }
+
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        Ok(self.is_locked_now(key))
+    }
+
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        Ok(self.remaining_time_now(key))
+    }
+
+    async fn acquire_with_grant(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+    ) -> Result<Option<Grant>> {
+        Ok(self.acquire_now(key, owner, ttl_ms))
+    }
+
+    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
+        Ok(Some(self.is_held_by_now(key, owner)))
+    }
+
+    fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
+        let now = self.clock.now_ms();
+        let mut state = self.state();
+        match state.entries.get_mut(key) {
+            Some(entry) if entry.live(now) => {
+                let event = entry.released.get_or_insert_with(|| Arc::new(Event::new()));
+                Some(Box::pin(event.listen()))
+            }
+            // Free already: the next attempt should not wait.
+            _ => Some(Box::pin(std::future::ready(()))),
+        }
+    }
+
+    fn as_sync(&self) -> Option<&dyn SyncLockStore> {
+        Some(self)
+    }
+}

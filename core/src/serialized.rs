@@ -1,0 +1,185 @@
+//! The serialized form of a held lock: one JSON object, the same in every runtime.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{LockError, Result};
+use crate::token::OwnerToken;
+use crate::validate;
+
+/// Longer input is refused before it is parsed.
+pub const MAX_SERIALIZED_BYTES: usize = 16 * 1024;
+
+/// `{"key":"invoice:42","ttlMs":30000,"owner":"<32 hex>","fencingToken":7}`.
+/// `fencingToken` is present when the store gave one. The owner token makes this a
+/// bearer secret: whoever has the string can release or extend the lock.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Wire<'a> {
+    #[serde(borrow)]
+    key: std::borrow::Cow<'a, str>,
+    ttl_ms: f64,
+    #[serde(borrow)]
+    owner: std::borrow::Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fencing_token: Option<u64>,
+}
+
+/// A held lock as it travels between processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SerializedLock {
+    /// The lock key.
+    pub key: String,
+    /// The lock's TTL.
+    pub ttl_ms: u64,
+    /// Who holds it.
+    pub owner: OwnerToken,
+    /// The fencing token of the hold, if the store gave one.
+    pub fencing_token: Option<u64>,
+}
+
+impl SerializedLock {
+    /// The JSON text.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let wire = Wire {
+            key: self.key.as_str().into(),
+            ttl_ms: self.ttl_ms as f64,
+            owner: self.owner.as_str().into(),
+            fencing_token: self.fencing_token,
+        };
+        serde_json::to_string(&wire).unwrap_or_default()
+    }
+
+    /// Parses text written by [`to_json`](Self::to_json), and nothing else.
+    pub fn parse(text: &str) -> Result<Self> {
+        let bad = |why: String| LockError::InvalidSerializedLock(why);
+        if text.len() > MAX_SERIALIZED_BYTES {
+            return Err(bad(format!(
+                "it is {} bytes long; a serialized lock is at most {MAX_SERIALIZED_BYTES}",
+                text.len()
+            )));
+        }
+        let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| {
+            bad(format!(
+                "expected JSON {{\"key\", \"ttlMs\", \"owner\"}} from serialize(): {e}"
+            ))
+        })?;
+        validate::key(&wire.key).map_err(|e| bad(strip(&e)))?;
+        let ttl_ms = validate::ttl_ms(wire.ttl_ms).map_err(|e| bad(strip(&e)))?;
+        let owner = OwnerToken::parse(&wire.owner)?;
+        Ok(Self {
+            key: wire.key.into_owned(),
+            ttl_ms,
+            owner,
+            fencing_token: wire.fencing_token,
+        })
+    }
+}
+
+/// The message of an argument error without its `locksmith: ` prefix, to nest it.
+fn strip(err: &LockError) -> String {
+    match err {
+        LockError::InvalidArgument(msg) => msg.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> SerializedLock {
+        SerializedLock {
+            key: "import:99 \"quoted\" ✓".into(),
+            ttl_ms: 60_000,
+            owner: OwnerToken::generate().unwrap(),
+            fencing_token: Some(7),
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let s = sample();
+        let json = s.to_json();
+        assert!(json.contains("\"ttlMs\":60000"), "{json}");
+        assert!(json.contains("\"fencingToken\":7"), "{json}");
+        assert_eq!(SerializedLock::parse(&json).unwrap(), s);
+        let plain = SerializedLock {
+            fencing_token: None,
+            ..s
+        };
+        assert!(!plain.to_json().contains("fencing"));
+        assert_eq!(SerializedLock::parse(&plain.to_json()).unwrap(), plain);
+    }
+
+    #[test]
+    fn refuses_everything_else() {
+        let owner = "0123456789abcdef0123456789abcdef";
+        let cases = [
+            ("", "expected JSON"),
+            ("garbage", "expected JSON"),
+            ("{\"key\":\"a\",\"ttlMs\":1", "expected JSON"),
+            ("[]", "expected JSON"),
+            ("null", "expected JSON"),
+            (
+                &format!("{{\"ttlMs\":1,\"owner\":\"{owner}\"}}"),
+                "missing field `key`",
+            ),
+            (
+                &format!("{{\"key\":\"a\",\"owner\":\"{owner}\"}}"),
+                "missing field `ttlMs`",
+            ),
+            ("{\"key\":\"a\",\"ttlMs\":1}", "missing field `owner`"),
+            (
+                &format!("{{\"key\":5,\"ttlMs\":1,\"owner\":\"{owner}\"}}"),
+                "expected a string",
+            ),
+            (
+                &format!("{{\"key\":\"a\",\"ttlMs\":\"1\",\"owner\":\"{owner}\"}}"),
+                "expected f64",
+            ),
+            (
+                &format!("{{\"key\":\"a\",\"ttlMs\":1.5,\"owner\":\"{owner}\"}}"),
+                "ttlMs",
+            ),
+            (
+                &format!("{{\"key\":\"a\",\"ttlMs\":0,\"owner\":\"{owner}\"}}"),
+                "ttlMs",
+            ),
+            (
+                &format!("{{\"key\":\"\",\"ttlMs\":1,\"owner\":\"{owner}\"}}"),
+                "non-empty",
+            ),
+            (
+                "{\"key\":\"a\",\"ttlMs\":1,\"owner\":\"short\"}",
+                "32 lowercase hex",
+            ),
+            (
+                &format!("{{\"key\":\"a\",\"ttlMs\":1,\"owner\":\"{owner}\",\"x\":1}}"),
+                "unknown field",
+            ),
+            (
+                &format!("{{\"key\":\"a\",\"ttlMs\":1,\"owner\":\"{owner}\",\"fencingToken\":-1}}"),
+                "expected u64",
+            ),
+        ];
+        for (input, why) in cases {
+            let err = SerializedLock::parse(input).unwrap_err();
+            assert_eq!(err.code(), "INVALID_SERIALIZED_LOCK", "{input}");
+            let msg = err.to_string();
+            assert!(
+                msg.starts_with("locksmith: invalid serialized lock: "),
+                "{msg}"
+            );
+            assert!(msg.contains(why), "{input} -> {msg}");
+        }
+        let huge = format!(
+            "{{\"key\":\"{}\",\"ttlMs\":1,\"owner\":\"{owner}\"}}",
+            "k".repeat(20_000)
+        );
+        assert!(SerializedLock::parse(&huge)
+            .unwrap_err()
+            .to_string()
+            .contains("at most"));
+    }
+}

@@ -1,0 +1,152 @@
+//! The store seam: what a backend must do for locks to be correct, and the runtime seam
+//! (clock and sleep) that bindings inject.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::error::Result;
+
+/// `Send + Sync` off wasm32, nothing on it: the same traits serve tokio and the JS event loop.
+#[cfg(not(target_arch = "wasm32"))]
+pub trait MaybeSendSync: Send + Sync {}
+#[cfg(not(target_arch = "wasm32"))]
+impl<T: Send + Sync + ?Sized> MaybeSendSync for T {}
+/// `Send + Sync` off wasm32, nothing on it: the same traits serve tokio and the JS event loop.
+#[cfg(target_arch = "wasm32")]
+pub trait MaybeSendSync {}
+#[cfg(target_arch = "wasm32")]
+impl<T: ?Sized> MaybeSendSync for T {}
+
+/// A boxed future, `Send` off wasm32.
+#[cfg(not(target_arch = "wasm32"))]
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// A boxed future, `Send` off wasm32.
+#[cfg(target_arch = "wasm32")]
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// What a successful acquire hands back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Grant {
+    /// A number that only grows per key, if the store keeps one. A resource that
+    /// remembers the largest token it has seen can refuse writes from a stale holder.
+    pub fencing_token: Option<u64>,
+}
+
+/// A backend that holds locks.
+///
+/// The five required methods are the documented interface. `acquire` must be atomic
+/// (set-if-absent) and `release`/`extend` must act only when `owner` matches: a store
+/// that cannot do both is not a lock. A key's hold ends by itself after its TTL.
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+pub trait LockStore: MaybeSendSync {
+    /// Takes `key` for `owner` for `ttl_ms` if nobody holds it. `true` if taken.
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool>;
+
+    /// Frees `key` if `owner` holds it. `true` if it did.
+    async fn release(&self, key: &str, owner: &str) -> Result<bool>;
+
+    /// Sets the expiry of `key` to `ttl_ms` from now if `owner` holds it. `true` if it did.
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool>;
+
+    /// Whether anyone holds `key`.
+    async fn is_locked(&self, key: &str) -> Result<bool>;
+
+    /// Milliseconds until `key`'s hold expires, or `None` when nobody holds it.
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>>;
+
+    /// [`acquire`](LockStore::acquire), with the fencing token of the new hold for
+    /// stores that keep one. `None` when the key is held.
+    async fn acquire_with_grant(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+    ) -> Result<Option<Grant>> {
+        Ok(self
+            .acquire(key, owner, ttl_ms)
+            .await?
+            .then_some(Grant::default()))
+    }
+
+    /// Whether `owner` holds `key` right now: `Some(answer)`, or `None` when the store
+    /// cannot tell. Stores that can answer make `is_expired` exact.
+    async fn is_held_by(&self, _key: &str, _owner: &str) -> Result<Option<bool>> {
+        Ok(None)
+    }
+
+    /// A future that completes when `key` may have been released, registered before
+    /// the acquire attempt it follows so no release is missed. `None` (the default)
+    /// means the store cannot tell, and waiters sleep the retry delay between attempts.
+    fn release_signal(&self, _key: &str) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
+
+    /// The same store with synchronous operations, for stores that never wait on I/O.
+    /// Bindings use it to take an uncontended lock without a promise or a thread hop.
+    fn as_sync(&self) -> Option<&dyn SyncLockStore> {
+        None
+    }
+}
+
+/// A store whose operations complete immediately (in-process memory).
+pub trait SyncLockStore: MaybeSendSync {
+    /// See [`LockStore::acquire_with_grant`].
+    fn acquire_now(&self, key: &str, owner: &str, ttl_ms: u64) -> Option<Grant>;
+    /// See [`LockStore::release`].
+    fn release_now(&self, key: &str, owner: &str) -> bool;
+    /// See [`LockStore::extend`].
+    fn extend_now(&self, key: &str, owner: &str, ttl_ms: u64) -> bool;
+    /// See [`LockStore::is_locked`].
+    fn is_locked_now(&self, key: &str) -> bool;
+    /// See [`LockStore::remaining_time`].
+    fn remaining_time_now(&self, key: &str) -> Option<u64>;
+    /// See [`LockStore::is_held_by`]; a memory store always knows.
+    fn is_held_by_now(&self, key: &str, owner: &str) -> bool;
+}
+
+/// A monotonic clock in milliseconds (the origin is arbitrary). Injected, so tests run
+/// on a fake one.
+pub trait Clock: MaybeSendSync {
+    /// Milliseconds now.
+    fn now_ms(&self) -> u64;
+}
+
+/// The runtime seam: a clock and a sleep.
+pub trait Timer: Clock {
+    /// A future that completes after `ms` milliseconds.
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()>;
+}
+
+/// A monotonic clock from `std::time::Instant`; sleeping needs a runtime, so bindings
+/// pair it with their own. Not available on wasm32, where `Instant` does not work.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Debug, Clone, Copy)]
+pub struct MonotonicClock {
+    origin: std::time::Instant,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl MonotonicClock {
+    /// A clock whose zero is now.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            origin: std::time::Instant::now(),
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Clock for MonotonicClock {
+    fn now_ms(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}

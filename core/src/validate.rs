@@ -1,0 +1,130 @@
+//! Argument validation. Numbers arrive from JS as `f64`, so every check starts there.
+
+use crate::error::{LockError, Result};
+
+/// The longest key accepted, in bytes of UTF-8.
+pub const MAX_KEY_BYTES: usize = 1024;
+/// The longest TTL accepted, in milliseconds (2^31 - 1, about 24.8 days: the longest
+/// delay a JS timer can express).
+pub const MAX_TTL_MS: u64 = 2_147_483_647;
+/// The TTL of `lock(key)` when none is given.
+pub const DEFAULT_TTL_MS: u64 = 30_000;
+/// The default pause between attempts while waiting.
+pub const DEFAULT_RETRY_DELAY_MS: u64 = 50;
+
+/// Checks a lock key: non-empty, at most [`MAX_KEY_BYTES`], no control characters.
+/// Any other Unicode is fine.
+pub fn key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(LockError::InvalidArgument(
+            "key must be a non-empty string".into(),
+        ));
+    }
+    if key.len() > MAX_KEY_BYTES {
+        return Err(LockError::InvalidArgument(format!(
+            "key is {} bytes long; the maximum is {MAX_KEY_BYTES} bytes of UTF-8",
+            key.len()
+        )));
+    }
+    if let Some(c) = key.chars().find(|c| c.is_control()) {
+        return Err(LockError::InvalidArgument(format!(
+            "key must not contain control characters; found U+{:04X}",
+            c as u32
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a TTL: a positive whole number of milliseconds up to [`MAX_TTL_MS`].
+pub fn ttl_ms(ttl: f64) -> Result<u64> {
+    if !ttl.is_finite() || ttl < 1.0 || ttl.fract() != 0.0 || ttl > MAX_TTL_MS as f64 {
+        return Err(LockError::InvalidArgument(format!(
+            "ttlMs must be a whole number of milliseconds from 1 to {MAX_TTL_MS}; got {}",
+            show(ttl)
+        )));
+    }
+    Ok(ttl as u64)
+}
+
+/// Checks a wait timeout: finite and at least 0. Fractions round up to the next millisecond.
+pub fn timeout_ms(timeout: f64) -> Result<u64> {
+    if !timeout.is_finite() || timeout < 0.0 {
+        return Err(LockError::InvalidArgument(format!(
+            "timeout must be a finite number of milliseconds, 0 or more; got {}",
+            show(timeout)
+        )));
+    }
+    Ok(timeout.ceil().min(u64::MAX as f64) as u64)
+}
+
+/// Checks a retry delay: finite, above 0 and at most [`MAX_TTL_MS`]. Fractions round up.
+pub fn retry_delay_ms(delay: f64) -> Result<u64> {
+    if !delay.is_finite() || delay <= 0.0 || delay > MAX_TTL_MS as f64 {
+        return Err(LockError::InvalidArgument(format!(
+            "retryDelay must be a number of milliseconds above 0 and at most {MAX_TTL_MS}; got {}",
+            show(delay)
+        )));
+    }
+    Ok(delay.ceil() as u64)
+}
+
+/// Formats a number the way JS would print it, so messages match what the user passed.
+fn show(n: f64) -> String {
+    if n.is_nan() {
+        "NaN".into()
+    } else if n.is_infinite() {
+        if n > 0.0 { "Infinity" } else { "-Infinity" }.into()
+    } else {
+        format!("{n}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys() {
+        assert!(key("invoice:42").is_ok());
+        assert!(key("ключ:🔒:請求書").is_ok());
+        assert!(key(&"k".repeat(MAX_KEY_BYTES)).is_ok());
+        for bad in ["", "a\0b", "line\nbreak", "tab\there", "\u{7f}"] {
+            let err = key(bad).unwrap_err();
+            assert_eq!(err.code(), "INVALID_ARGUMENT", "{bad:?}");
+            assert!(err.to_string().starts_with("locksmith: "));
+        }
+        assert!(key(&"k".repeat(MAX_KEY_BYTES + 1))
+            .unwrap_err()
+            .to_string()
+            .contains("1025 bytes"));
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(ttl_ms(1.0).unwrap(), 1);
+        assert_eq!(ttl_ms(MAX_TTL_MS as f64).unwrap(), MAX_TTL_MS);
+        for bad in [
+            0.0,
+            -1.0,
+            1.5,
+            f64::NAN,
+            f64::INFINITY,
+            MAX_TTL_MS as f64 + 1.0,
+        ] {
+            assert_eq!(ttl_ms(bad).unwrap_err().code(), "INVALID_ARGUMENT", "{bad}");
+        }
+        assert!(ttl_ms(f64::NAN)
+            .unwrap_err()
+            .to_string()
+            .contains("got NaN"));
+        assert_eq!(timeout_ms(0.0).unwrap(), 0);
+        assert_eq!(timeout_ms(0.2).unwrap(), 1);
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            assert!(timeout_ms(bad).is_err(), "{bad}");
+        }
+        assert_eq!(retry_delay_ms(0.5).unwrap(), 1);
+        for bad in [0.0, -5.0, f64::NAN, f64::NEG_INFINITY, 1e12] {
+            assert!(retry_delay_ms(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! locksmith's native Node addon.
