@@ -5,6 +5,8 @@
 //! real clock against a real server (hundreds of milliseconds) and run instantly on a
 //! [`FakeTimer`](crate::FakeTimer).
 
+#![allow(clippy::missing_panics_doc)] // The cases are assertions; panicking is how they fail.
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -87,6 +87,18 @@ impl FakeTimer {
         }
     }
 
+    /// The clock's reading, in milliseconds.
+    #[must_use]
+    pub fn now(&self) -> u64 {
+        self.state().now
+    }
+
+    /// Sleeps `ms` on this clock (the same as [`Timer::sleep`], without the box).
+    #[must_use]
+    pub fn sleep_for_test(&self, ms: u64) -> BoxFuture<'static, ()> {
+        Timer::sleep(self, ms)
+    }
+
     /// A runner for [`crate::conformance::Harness`].
     #[must_use]
     pub fn runner(&self) -> crate::conformance::Runner {

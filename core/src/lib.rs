@@ -6,6 +6,7 @@
 //! This crate knows nothing of JS and brings no async runtime: clock and sleep are
 //! injected through [`Timer`].
 
+pub mod contract;
 mod error;
 mod lock;
 mod memory;

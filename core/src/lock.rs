@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use futures_util::future::{select, Either};
+use futures_util::future::select;
 
 use crate::error::{LockError, Result};
 use crate::serialized::SerializedLock;
@@ -233,7 +233,7 @@ impl Lock {
         };
         Ok(
             match self.store.is_held_by(&self.key, owner.as_str()).await? {
-                Some(held) => held,
+                Some(answer) => answer,
                 None => {
                     self.timer.now_ms() < hold.expires_by_ms
                         && self.store.is_locked(&self.key).await?

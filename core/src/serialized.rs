@@ -17,7 +17,7 @@ pub const MAX_SERIALIZED_BYTES: usize = 16 * 1024;
 struct Wire<'a> {
     #[serde(borrow)]
     key: std::borrow::Cow<'a, str>,
-    ttl_ms: f64,
+    ttl_ms: serde_json::Number,
     #[serde(borrow)]
     owner: std::borrow::Cow<'a, str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -43,7 +43,7 @@ impl SerializedLock {
     pub fn to_json(&self) -> String {
         let wire = Wire {
             key: self.key.as_str().into(),
-            ttl_ms: self.ttl_ms as f64,
+            ttl_ms: self.ttl_ms.into(),
             owner: self.owner.as_str().into(),
             fencing_token: self.fencing_token,
         };
@@ -65,7 +65,7 @@ impl SerializedLock {
             ))
         })?;
         validate::key(&wire.key).map_err(|e| bad(strip(&e)))?;
-        let ttl_ms = validate::ttl_ms(wire.ttl_ms).map_err(|e| bad(strip(&e)))?;
+        let ttl_ms = validate::ttl_ms(wire.ttl_ms.as_f64().unwrap_or(f64::NAN)).map_err(|e| bad(strip(&e)))?;
         let owner = OwnerToken::parse(&wire.owner)?;
         Ok(Self {
             key: wire.key.into_owned(),

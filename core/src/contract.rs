@@ -1,0 +1,80 @@
+//! Checks on what a store written in another language answered. Bindings turn the
+//! foreign value into an [`Answer`]; the rules of what is acceptable live here.
+
+use crate::error::{LockError, Result};
+
+/// A value a foreign store resolved to, as far as the contract cares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// `true` / `false`.
+    Bool(bool),
+    /// A number.
+    Number(f64),
+    /// `null` or `undefined`.
+    Nothing,
+    /// Anything else, described for the error message (`string "yes"`, `object`, ...).
+    Other(String),
+}
+
+impl std::fmt::Display for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Bool(b) => write!(f, "{b}"),
+            Self::Number(n) => write!(f, "{n}"),
+            Self::Nothing => f.write_str("null/undefined"),
+            Self::Other(what) => f.write_str(what),
+        }
+    }
+}
+
+/// `acquire`, `release`, `extend` and `isLocked` must resolve to a boolean.
+pub fn expect_bool(op: &str, answer: &Answer) -> Result<bool> {
+    match answer {
+        Answer::Bool(b) => Ok(*b),
+        other => Err(LockError::StoreContractViolation(format!(
+            "store.{op}() resolved to {other}; it must resolve to a boolean"
+        ))),
+    }
+}
+
+/// `remainingTime` must resolve to `null` (nobody holds the key) or milliseconds >= 0.
+pub fn expect_remaining_time(answer: &Answer) -> Result<Option<u64>> {
+    match answer {
+        Answer::Nothing => Ok(None),
+        Answer::Number(ms) if ms.is_finite() && *ms >= 0.0 => Ok(Some(ms.ceil() as u64)),
+        other => Err(LockError::StoreContractViolation(format!(
+            "store.remainingTime() resolved to {other}; it must resolve to null or a number of milliseconds >= 0"
+        ))),
+    }
+}
+
+/// A store call that threw or rejected.
+#[must_use]
+pub fn failed(op: &str, reason: &str) -> LockError {
+    LockError::StoreUnavailable(format!("store.{op}() failed: {reason}"))
+}
+
+/// A store call that did not settle in time.
+#[must_use]
+pub fn timed_out(op: &str, timeout_ms: u64) -> LockError {
+    LockError::StoreUnavailable(format!("store.{op}() did not settle within {timeout_ms} ms"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers() {
+        assert!(expect_bool("acquire", &Answer::Bool(true)).unwrap());
+        let err = expect_bool("acquire", &Answer::Other("string \"yes\"".into())).unwrap_err();
+        assert_eq!(err.code(), "STORE_CONTRACT_VIOLATION");
+        assert!(err.to_string().contains("store.acquire() resolved to string \"yes\""), "{err}");
+        assert_eq!(expect_remaining_time(&Answer::Nothing).unwrap(), None);
+        assert_eq!(expect_remaining_time(&Answer::Number(10.2)).unwrap(), Some(11));
+        for bad in [Answer::Number(-1.0), Answer::Number(f64::NAN), Answer::Bool(true)] {
+            assert_eq!(expect_remaining_time(&bad).unwrap_err().code(), "STORE_CONTRACT_VIOLATION");
+        }
+        assert_eq!(timed_out("release", 5).code(), "STORE_UNAVAILABLE");
+    }
+}

@@ -1,0 +1,246 @@
+//! `MemoryStore` and `Lock` behaviour beyond the shared suite: exact timings on the
+//! fake clock, wake-on-release, the sweep, and failures mid-call.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use locksmith_core::{
+    AcquireOptions, FakeTimer, Grant, Lock, LockError, LockStore, MemoryStore, Result,
+    SyncLockStore,
+};
+
+fn setup() -> (FakeTimer, Arc<MemoryStore>) {
+    let timer = FakeTimer::new();
+    let store = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
+    (timer, store)
+}
+
+fn lock(timer: &FakeTimer, store: &Arc<MemoryStore>, key: &str, ttl: u64) -> Lock {
+    Lock::new(key, ttl as f64, store.clone(), Arc::new(timer.clone())).unwrap()
+}
+
+const fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
+    AcquireOptions {
+        timeout_ms,
+        retry_delay_ms,
+    }
+}
+
+#[test]
+fn waiter_wakes_on_release_not_a_retry_delay_later() {
+    let (timer, store) = setup();
+    let (a, b) = (
+        lock(&timer, &store, "k", 10_000),
+        lock(&timer, &store, "k", 10_000),
+    );
+    timer.run(async {
+        assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+        let (got, ()) = futures_util::join!(b.acquire(wait(5_000, 1_000)), async {
+            timer.sleep_for_test(120).await;
+            assert!(a.release().await.unwrap());
+        });
+        assert!(got.unwrap());
+    });
+    assert_eq!(
+        timer.now(),
+        120,
+        "the waiter took the lock the moment it was released"
+    );
+}
+
+#[test]
+fn waiter_gives_up_exactly_at_the_deadline() {
+    let (timer, store) = setup();
+    let (a, b) = (
+        lock(&timer, &store, "k", 10_000),
+        lock(&timer, &store, "k", 10_000),
+    );
+    timer.run(async {
+        assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+        assert!(!b.acquire(wait(300, 70)).await.unwrap());
+    });
+    assert_eq!(timer.now(), 300);
+}
+
+#[test]
+fn waiter_retries_on_expiry_within_one_retry_delay() {
+    let (timer, store) = setup();
+    let (a, b) = (
+        lock(&timer, &store, "k", 130),
+        lock(&timer, &store, "k", 10_000),
+    );
+    timer.run(async {
+        assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+        assert!(b.acquire(wait(1_000, 50)).await.unwrap());
+    });
+    assert_eq!(timer.now(), 150, "first attempt after the 130 ms expiry");
+}
+
+#[test]
+fn expired_keys_are_swept() {
+    let (timer, store) = setup();
+    for i in 0..100_000 {
+        assert!(store.acquire_now(&format!("k{i}"), "o", 10).is_some());
+    }
+    assert_eq!(store.entry_count(), 100_000);
+    timer.advance(1_000);
+    // The next insert a second after the last sweep sweeps in passing.
+    assert!(store.acquire_now("fresh", "o", 10_000).is_some());
+    assert_eq!(store.entry_count(), 1);
+    for i in 0..1_000 {
+        store.acquire_now(&format!("x{i}"), "o", 10);
+    }
+    timer.advance(20);
+    store.sweep();
+    assert_eq!(store.entry_count(), 1);
+}
+
+#[test]
+fn a_million_cycles_leave_the_store_empty() {
+    let (timer, store) = setup();
+    let l = lock(&timer, &store, "hot", 1_000);
+    for _ in 0..1_000_000 {
+        assert!(l.try_acquire_now().unwrap().unwrap());
+        assert!(l.release_now().unwrap());
+    }
+    assert_eq!(store.entry_count(), 0);
+}
+
+#[test]
+fn sync_fast_path_matches_async_semantics() {
+    let (timer, store) = setup();
+    let (a, b) = (
+        lock(&timer, &store, "k", 100),
+        lock(&timer, &store, "k", 100),
+    );
+    assert_eq!(
+        a.extend_now(None).unwrap().unwrap_err().code(),
+        "LOCK_NOT_HELD"
+    );
+    assert!(a.try_acquire_now().unwrap().unwrap());
+    assert!(!a.try_acquire_now().unwrap().unwrap(), "not re-entrant");
+    assert!(!b.try_acquire_now().unwrap().unwrap());
+    assert!(a.fencing_token().is_some());
+    a.extend_now(Some(500.0)).unwrap().unwrap();
+    timer.advance(400);
+    assert!(!b.try_acquire_now().unwrap().unwrap());
+    timer.advance(200);
+    assert!(b.try_acquire_now().unwrap().unwrap());
+    assert!(!a.release_now().unwrap());
+    assert!(b.fencing_token() > a.fencing_token());
+    let err = a.extend_now(None).unwrap().unwrap_err();
+    assert_eq!(err.code(), "LOCK_NOT_HELD");
+    assert!(
+        err.to_string()
+            .starts_with("locksmith: lock \"k\" is not held"),
+        "{err}"
+    );
+}
+
+#[test]
+fn invalid_arguments_are_refused() {
+    let (timer, store) = setup();
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let cases: Vec<(&str, f64)> = vec![
+        ("", 1.0),
+        ("a\0b", 1.0),
+        ("k", 0.0),
+        ("k", -1.0),
+        ("k", f64::NAN),
+        ("k", 0.5),
+    ];
+    for (key, ttl) in cases {
+        let err = Lock::new(key, ttl, store.clone(), t.clone()).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "{key:?} {ttl}");
+    }
+    let l = lock(&timer, &store, "k", 100);
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        assert_eq!(
+            l.extend(Some(f64::INFINITY)).await.unwrap_err().code(),
+            "INVALID_ARGUMENT"
+        );
+        assert!(
+            !l.is_expired().await.unwrap(),
+            "a refused extend leaves the hold alone"
+        );
+    });
+    for (timeout, retry) in [
+        (Some(-1.0), None),
+        (Some(f64::NAN), None),
+        (None, Some(0.0)),
+        (None, Some(-3.0)),
+    ] {
+        assert_eq!(
+            AcquireOptions::from_numbers(timeout, retry)
+                .unwrap_err()
+                .code(),
+            "INVALID_ARGUMENT"
+        );
+    }
+    assert_eq!(
+        AcquireOptions::from_numbers(None, None).unwrap(),
+        AcquireOptions {
+            timeout_ms: 0,
+            retry_delay_ms: 50
+        }
+    );
+}
+
+/// Takes the key in the inner store, then reports a failure: the answer was lost.
+struct LosesAcquireAnswers {
+    inner: Arc<MemoryStore>,
+    fail: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl LockStore for LosesAcquireAnswers {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        let taken = self.inner.acquire(key, owner, ttl_ms).await?;
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(LockError::StoreUnavailable("connection reset".into()));
+        }
+        Ok(taken)
+    }
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        self.inner.release(key, owner).await
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.inner.extend(key, owner, ttl_ms).await
+    }
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        self.inner.is_locked(key).await
+    }
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        self.inner.remaining_time(key).await
+    }
+}
+
+#[test]
+fn a_failed_acquire_leaves_no_hold_behind() {
+    let (timer, inner) = setup();
+    let store = Arc::new(LosesAcquireAnswers {
+        inner: inner.clone(),
+        fail: AtomicBool::new(true),
+    });
+    let l = Lock::new("k", 1_000.0, store.clone(), Arc::new(timer.clone())).unwrap();
+    timer.run(async {
+        let err = l.acquire(AcquireOptions::default()).await.unwrap_err();
+        assert_eq!(err.code(), "STORE_UNAVAILABLE");
+        assert!(
+            !inner.is_locked_now("k"),
+            "the hold taken before the failure was released"
+        );
+        assert!(!l.is_expired().await.unwrap());
+        store.fail.store(false, Ordering::SeqCst);
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        // A store without owner lookup: is_expired falls back to the local expiry estimate.
+        assert!(!l.is_expired().await.unwrap());
+        assert_eq!(l.fencing_token(), None, "this store gives no tokens");
+    });
+    timer.advance(1_000);
+    timer.run(async {
+        assert!(l.is_expired().await.unwrap());
+    });
+    let _ = Grant::default();
+}

@@ -1,0 +1,464 @@
+// The JS surface of locksmith, the same in every runtime. A binding (the native addon
+// in Node, the wasm build elsewhere) supplies the native pieces; all lock logic lives
+// in the Rust core behind them. This file converts arguments, maps errors to classes,
+// and bridges JS stores.
+
+const DEFAULT_TTL_MS = 30_000;
+const DEFAULT_OPERATION_TIMEOUT_MS = 10_000;
+
+// ---------------------------------------------------------------------------------
+// Errors
+
+/** Base class of every error locksmith throws. `code` is stable. */
+export class LockError extends Error {
+  constructor(message, code, options) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/** `extend()` (or `serialize()`) on a lock that is not held: lost, released or never taken. */
+export class LockNotHeldError extends LockError {
+  constructor(message, key) {
+    super(message, "LOCK_NOT_HELD");
+    this.key = key;
+  }
+}
+
+/** An argument failed validation. */
+export class InvalidArgumentError extends LockError {
+  constructor(message) {
+    super(message, "INVALID_ARGUMENT");
+  }
+}
+
+/** `restoreLock()` was given something other than `serialize()`'s output. */
+export class InvalidSerializedLockError extends LockError {
+  constructor(message) {
+    super(message, "INVALID_SERIALIZED_LOCK");
+  }
+}
+
+/** The store could not be reached, failed, or did not answer in time. */
+export class StoreUnavailableError extends LockError {
+  constructor(message) {
+    super(message, "STORE_UNAVAILABLE");
+  }
+}
+
+/** The store answered something the `LockStore` contract does not allow. */
+export class StoreContractViolationError extends LockError {
+  constructor(message) {
+    super(message, "STORE_CONTRACT_VIOLATION");
+  }
+}
+
+/** The store was reached and refused the operation. */
+export class LockStoreError extends LockError {
+  constructor(message) {
+    super(message, "STORE_ERROR");
+  }
+}
+
+/** The store was closed. */
+export class StoreClosedError extends LockError {
+  constructor(message) {
+    super(message, "STORE_CLOSED");
+  }
+}
+
+for (const cls of [
+  LockError,
+  LockNotHeldError,
+  InvalidArgumentError,
+  InvalidSerializedLockError,
+  StoreUnavailableError,
+  StoreContractViolationError,
+  LockStoreError,
+  StoreClosedError,
+]) {
+  Object.defineProperty(cls.prototype, "name", { value: cls.name, writable: true, configurable: true });
+}
+
+const BY_CODE = {
+  INVALID_ARGUMENT: InvalidArgumentError,
+  INVALID_SERIALIZED_LOCK: InvalidSerializedLockError,
+  STORE_UNAVAILABLE: StoreUnavailableError,
+  STORE_CONTRACT_VIOLATION: StoreContractViolationError,
+  STORE_ERROR: LockStoreError,
+  STORE_CLOSED: StoreClosedError,
+};
+
+// Native errors arrive as `CODE locksmith: message`.
+const NATIVE_ERROR = /^([A-Z][A-Z_]+) (locksmith: [\s\S]*)$/;
+
+/** Turns whatever a binding threw into the matching `LockError` subclass. */
+function toLockError(err, key) {
+  if (err instanceof LockError) return err;
+  const match = NATIVE_ERROR.exec(err?.message ?? "");
+  if (match) {
+    const [, code, message] = match;
+    if (code === "LOCK_NOT_HELD") return new LockNotHeldError(message, key);
+    const Cls = BY_CODE[code];
+    return Cls ? new Cls(message) : new LockError(message, code);
+  }
+  return new LockError(`locksmith: unexpected failure: ${err?.message ?? String(err)}`, "INTERNAL_ERROR", {
+    cause: err,
+  });
+}
+
+const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
+
+function typeName(value) {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? "an object" : typeof value;
+}
+
+function checkString(name, value) {
+  if (typeof value !== "string") throw invalid(`${name} must be a string; got ${typeName(value)}`);
+}
+
+function checkNumber(name, value) {
+  if (typeof value !== "number") throw invalid(`${name} must be a number of milliseconds; got ${typeName(value)}`);
+}
+
+function checkOptionalNumber(name, value) {
+  if (value !== undefined) checkNumber(name, value);
+}
+
+const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
+
+function checkStore(store) {
+  if (store === null || typeof store !== "object") {
+    throw invalid(`a lock store must be an object with ${STORE_METHODS.join(", ")}; got ${typeName(store)}`);
+  }
+  const missing = STORE_METHODS.filter((m) => typeof store[m] !== "function");
+  if (missing.length > 0) throw invalid(`the lock store has no ${missing.join(", ")} method`);
+}
+
+// What a JS store's promise resolved to, in a form every binding can carry.
+function normalizeAnswer(value) {
+  if (value === undefined) return null;
+  const type = typeof value;
+  if (value === null || type === "boolean" || type === "number" || type === "string") return value;
+  return Array.isArray(value) ? [] : {};
+}
+
+/** Builds the public API over a binding. */
+export function makeApi(binding) {
+  // -------------------------------------------------------------------------------
+  // Stores
+
+  const NATIVE = Symbol("locksmith.native");
+
+  /**
+   * Locks in this isolate's memory: native in Node, wasm on the edge. Also a plain
+   * `LockStore` object.
+   */
+  class MemoryLockStore {
+    constructor() {
+      this[NATIVE] = new binding.MemoryStore();
+    }
+
+    /**
+     * The process-wide store called `name`: every worker thread that asks for it gets
+     * the same locks. Node only.
+     */
+    static shared(name) {
+      checkString("name", name);
+      if (!binding.MemoryStore.shared) {
+        throw invalid("MemoryLockStore.shared() needs threads that share memory; this runtime has none");
+      }
+      const store = Object.create(MemoryLockStore.prototype);
+      store[NATIVE] = binding.MemoryStore.shared(name);
+      return store;
+    }
+
+    async acquire(key, owner, ttlMs) {
+      return storeCall(() => this[NATIVE].acquire(key, owner, ttlMs), [key, owner], ttlMs);
+    }
+
+    async release(key, owner) {
+      return storeCall(() => this[NATIVE].release(key, owner), [key, owner]);
+    }
+
+    async extend(key, owner, ttlMs) {
+      return storeCall(() => this[NATIVE].extend(key, owner, ttlMs), [key, owner], ttlMs);
+    }
+
+    async isLocked(key) {
+      return storeCall(() => this[NATIVE].isLocked(key), [key]);
+    }
+
+    async remainingTime(key) {
+      return storeCall(() => this[NATIVE].remainingTime(key), [key]);
+    }
+
+    /** Drops every hold in this store. */
+    clear() {
+      this[NATIVE].clear();
+    }
+  }
+
+  function storeCall(op, strings, ttlMs) {
+    for (const s of strings) checkString("key and owner", s);
+    if (ttlMs !== undefined) checkNumber("ttlMs", ttlMs);
+    try {
+      return op();
+    } catch (err) {
+      throw toLockError(err);
+    }
+  }
+
+  const bridges = new WeakMap();
+
+  function bridgeFor(store) {
+    let bridge = bridges.get(store);
+    if (bridge === undefined) {
+      checkStore(store);
+      const timeout = store.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
+      checkNumber("operationTimeoutMs", timeout);
+      const dispatch = (call) => {
+        try {
+          let pending;
+          switch (call.op) {
+            case "acquire":
+              pending = store.acquire(call.key, call.owner, call.ttlMs);
+              break;
+            case "release":
+              pending = store.release(call.key, call.owner);
+              break;
+            case "extend":
+              pending = store.extend(call.key, call.owner, call.ttlMs);
+              break;
+            case "isLocked":
+              pending = store.isLocked(call.key);
+              break;
+            default:
+              pending = store.remainingTime(call.key);
+          }
+          return Promise.resolve(pending).then(normalizeAnswer);
+        } catch (err) {
+          return Promise.reject(err);
+        }
+      };
+      try {
+        bridge = binding.bridge(dispatch, timeout);
+      } catch (err) {
+        throw toLockError(err);
+      }
+      bridges.set(store, bridge);
+    }
+    return bridge;
+  }
+
+  /** The native side of `store`: its own for a memory store, a bridge for any other. */
+  function backendOf(store) {
+    return store instanceof MemoryLockStore ? store[NATIVE] : bridgeFor(store);
+  }
+
+  let currentStore;
+
+  /** Sets the store that `lock()` and `restoreLock()` use; returns it. */
+  function setLockStore(store) {
+    backendOf(store);
+    currentStore = store;
+    return store;
+  }
+
+  /** The store that `lock()` and `restoreLock()` use. */
+  function getLockStore() {
+    currentStore ??= new MemoryLockStore();
+    return currentStore;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Locks
+
+  const RESTORED = Symbol("locksmith.restored");
+
+  /** A lock on one key. */
+  class Lock {
+    #native;
+    #key;
+
+    constructor(key, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+      if (key === RESTORED) {
+        this.#native = ttlMs;
+        this.#key = ttlMs.key;
+        return;
+      }
+      checkString("key", key);
+      checkNumber("ttlMs", ttlMs);
+      const backend = backendOf(store);
+      try {
+        this.#native = backend.lock(key, ttlMs);
+      } catch (err) {
+        throw toLockError(err, key);
+      }
+      this.#key = key;
+    }
+
+    get key() {
+      return this.#key;
+    }
+
+    get ttlMs() {
+      return this.#native.ttlMs;
+    }
+
+    /** The fencing token of the current hold, or null when not held or the store gives none. */
+    get fencingToken() {
+      return this.#native.fencingToken;
+    }
+
+    /** Acquires, runs `fn(lock)`, and always releases. `[ran, result]`. */
+    async run(fn, options) {
+      if (typeof fn !== "function") throw invalid(`run() needs a function; got ${typeName(fn)}`);
+      if (!(await this.acquire(options))) return [false, undefined];
+      let result;
+      try {
+        result = await fn(this);
+      } catch (err) {
+        // The callback's error is the one to see; a failed release leaves the hold to its TTL.
+        await this.release().catch(() => {});
+        throw err;
+      }
+      try {
+        await this.release();
+      } catch (err) {
+        // The work is done: keep its result with the error.
+        err.result = result;
+        throw err;
+      }
+      return [true, result];
+    }
+
+    /** `run()` that never waits. */
+    runImmediately(fn) {
+      return this.run(fn, { timeout: 0 });
+    }
+
+    /** Takes the lock, waiting up to `options.timeout` ms. `true` if taken. */
+    async acquire(options) {
+      let timeout;
+      let retryDelay;
+      if (options !== undefined && options !== null) {
+        if (typeof options !== "object") throw invalid(`acquire options must be an object; got ${typeName(options)}`);
+        ({ timeout, retryDelay } = options);
+        checkOptionalNumber("timeout", timeout);
+        checkOptionalNumber("retryDelay", retryDelay);
+      }
+      const native = this.#native;
+      try {
+        const now = native.tryAcquireNow(timeout, retryDelay);
+        if (now === true || (now === false && !(timeout > 0))) return now;
+        return await native.acquire(timeout, retryDelay);
+      } catch (err) {
+        throw toLockError(err, this.#key);
+      }
+    }
+
+    /** Takes the lock only if it is free right now. */
+    acquireImmediately() {
+      return this.acquire();
+    }
+
+    /** Frees the lock if this handle holds it; `false` if it no longer did. */
+    async release() {
+      const native = this.#native;
+      try {
+        const now = native.releaseNow();
+        return now !== null ? now : await native.release();
+      } catch (err) {
+        throw toLockError(err, this.#key);
+      }
+    }
+
+    /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now; throws LockNotHeldError if lost. */
+    async extend(ttlMs) {
+      checkOptionalNumber("ttlMs", ttlMs);
+      const native = this.#native;
+      try {
+        if (!native.extendNow(ttlMs)) await native.extend(ttlMs);
+      } catch (err) {
+        throw toLockError(err, this.#key);
+      }
+    }
+
+    /** Whether anyone holds the key. */
+    async isLocked() {
+      try {
+        return await this.#native.isLocked();
+      } catch (err) {
+        throw toLockError(err, this.#key);
+      }
+    }
+
+    /** Whether this handle held the key and no longer does. */
+    async isExpired() {
+      try {
+        return await this.#native.isExpired();
+      } catch (err) {
+        throw toLockError(err, this.#key);
+      }
+    }
+
+    /** Milliseconds until the key's hold expires, or null when nobody holds it. */
+    async getRemainingTime() {
+      try {
+        return await this.#native.remainingTime();
+      } catch (err) {
+        throw toLockError(err, this.#key);
+      }
+    }
+
+    /** The key, TTL and owner token as a string for `restoreLock()`. A bearer secret. */
+    serialize() {
+      try {
+        return this.#native.serialize();
+      } catch (err) {
+        throw toLockError(err, this.#key);
+      }
+    }
+
+    get [Symbol.toStringTag]() {
+      return "Lock";
+    }
+  }
+
+  /** A lock on `key`, held for `ttlMs` once acquired, in the current store. */
+  function lock(key, ttlMs = DEFAULT_TTL_MS) {
+    return new Lock(key, ttlMs);
+  }
+
+  /** Rebuilds a lock from `serialize()`, owner token and all. */
+  function restoreLock(serialized, store = getLockStore()) {
+    checkString("serialized", serialized);
+    const backend = backendOf(store);
+    try {
+      return new Lock(RESTORED, backend.restore(serialized));
+    } catch (err) {
+      throw toLockError(err);
+    }
+  }
+
+  return {
+    lock,
+    Lock,
+    restoreLock,
+    setLockStore,
+    getLockStore,
+    MemoryLockStore,
+    LockError,
+    LockNotHeldError,
+    InvalidArgumentError,
+    InvalidSerializedLockError,
+    StoreUnavailableError,
+    StoreContractViolationError,
+    LockStoreError,
+    StoreClosedError,
+    toLockError,
+  };
+}

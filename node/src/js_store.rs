@@ -1,0 +1,110 @@
+//! `JsStoreBridge`: any JS object with the five async `LockStore` methods, awaited
+//! from Rust. The JS side hands over one dispatch function that always returns a
+//! promise; whatever that promise resolves to is checked against the store contract
+//! in core. A call that throws, rejects, or does not settle within the store's
+//! operation timeout becomes a typed error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use locksmith_core::contract::{self, Answer};
+use locksmith_core::{LockStore, Result};
+use napi::bindgen_prelude::Promise;
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi_derive::napi;
+use serde_json::Value;
+
+use crate::lock::{new_lock, restore_lock, NativeLock};
+
+/// One store call, as the JS dispatcher receives it.
+#[napi(object)]
+pub struct StoreCall {
+    pub op: String,
+    pub key: String,
+    pub owner: Option<String>,
+    pub ttl_ms: Option<f64>,
+}
+
+/// Error-first (`CalleeHandled`), weak (does not keep Node alive).
+type Dispatch = ThreadsafeFunction<StoreCall, Promise<Value>, StoreCall, napi::Status, true, true>;
+
+struct JsStore {
+    dispatch: Dispatch,
+    timeout_ms: u64,
+}
+
+#[napi]
+pub struct JsStoreBridge {
+    inner: Arc<JsStore>,
+}
+
+#[napi]
+impl JsStoreBridge {
+    #[napi(constructor)]
+    pub fn new(dispatch: Dispatch, operation_timeout_ms: f64) -> napi::Result<Self> {
+        let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::ttl_ms(operation_timeout_ms))?;
+        Ok(Self { inner: Arc::new(JsStore { dispatch, timeout_ms }) })
+    }
+
+    #[napi]
+    pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
+        new_lock(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms)
+    }
+
+    #[napi]
+    pub fn restore(&self, serialized: String) -> napi::Result<NativeLock> {
+        restore_lock(self.inner.clone() as Arc<dyn LockStore>, &serialized)
+    }
+}
+
+fn describe(value: &Value) -> Answer {
+    match value {
+        Value::Bool(b) => Answer::Bool(*b),
+        Value::Number(n) => Answer::Number(n.as_f64().unwrap_or(f64::NAN)),
+        Value::Null => Answer::Nothing,
+        Value::String(s) => Answer::Other(format!("string {s:?}")),
+        Value::Array(_) => Answer::Other("an array".into()),
+        Value::Object(_) => Answer::Other("an object".into()),
+    }
+}
+
+impl JsStore {
+    async fn call(&self, op: &'static str, key: &str, owner: Option<&str>, ttl_ms: Option<u64>) -> Result<Answer> {
+        let call = StoreCall {
+            op: op.to_owned(),
+            key: key.to_owned(),
+            owner: owner.map(str::to_owned),
+            ttl_ms: ttl_ms.map(|t| t as f64),
+        };
+        let settled = tokio::time::timeout(Duration::from_millis(self.timeout_ms), async {
+            let promise = self.dispatch.call_async(Ok(call)).await?;
+            promise.await
+        })
+        .await
+        .map_err(|_| contract::timed_out(op, self.timeout_ms))?;
+        settled.map(|v| describe(&v)).map_err(|e| contract::failed(op, &e.reason))
+    }
+}
+
+#[async_trait::async_trait]
+impl LockStore for JsStore {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        contract::expect_bool("acquire", &self.call("acquire", key, Some(owner), Some(ttl_ms)).await?)
+    }
+
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        contract::expect_bool("release", &self.call("release", key, Some(owner), None).await?)
+    }
+
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        contract::expect_bool("extend", &self.call("extend", key, Some(owner), Some(ttl_ms)).await?)
+    }
+
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        contract::expect_bool("isLocked", &self.call("isLocked", key, None, None).await?)
+    }
+
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        contract::expect_remaining_time(&self.call("remainingTime", key, None, None).await?)
+    }
+}

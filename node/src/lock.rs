@@ -1,0 +1,99 @@
+//! `NativeLock`: a `locksmith_core::Lock` for JS. Synchronous `*_now` methods serve
+//! stores that never wait on I/O (one call, no promise, no thread hop); they answer
+//! `null`/`false` for other stores, and the JS surface takes the async method instead.
+
+use std::sync::Arc;
+
+use locksmith_core::{AcquireOptions, Lock, LockStore};
+use napi_derive::napi;
+
+use crate::error::IntoNapi;
+use crate::timer::timer;
+
+#[napi]
+pub struct NativeLock {
+    inner: Arc<Lock>,
+}
+
+pub fn new_lock(store: Arc<dyn LockStore>, key: &str, ttl_ms: f64) -> napi::Result<NativeLock> {
+    Lock::new(key, ttl_ms, store, timer()).napi().map(|l| NativeLock { inner: Arc::new(l) })
+}
+
+pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> napi::Result<NativeLock> {
+    Lock::restore(serialized, store, timer()).napi().map(|l| NativeLock { inner: Arc::new(l) })
+}
+
+#[napi]
+impl NativeLock {
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.inner.key().to_owned()
+    }
+
+    #[napi(getter)]
+    pub fn ttl_ms(&self) -> f64 {
+        self.inner.ttl_ms() as f64
+    }
+
+    #[napi(getter)]
+    pub fn fencing_token(&self) -> Option<f64> {
+        self.inner.fencing_token().map(|t| t as f64)
+    }
+
+    /// One attempt, synchronously: `true`/`false`, or `null` when the store is async.
+    /// Validates the options either way.
+    #[napi]
+    pub fn try_acquire_now(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> napi::Result<Option<bool>> {
+        AcquireOptions::from_numbers(timeout, retry_delay).napi()?;
+        self.inner.try_acquire_now().transpose().napi()
+    }
+
+    #[napi]
+    pub async fn acquire(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> napi::Result<bool> {
+        let options = AcquireOptions::from_numbers(timeout, retry_delay).napi()?;
+        let lock = self.inner.clone();
+        lock.acquire(options).await.napi()
+    }
+
+    /// `true`/`false`, or `null` when the store is async.
+    #[napi]
+    pub fn release_now(&self) -> Option<bool> {
+        self.inner.release_now()
+    }
+
+    #[napi]
+    pub async fn release(&self) -> napi::Result<bool> {
+        self.inner.clone().release().await.napi()
+    }
+
+    /// `true` when extended synchronously, `false` when the store is async.
+    #[napi]
+    pub fn extend_now(&self, ttl_ms: Option<f64>) -> napi::Result<bool> {
+        self.inner.extend_now(ttl_ms).transpose().napi().map(|done| done.is_some())
+    }
+
+    #[napi]
+    pub async fn extend(&self, ttl_ms: Option<f64>) -> napi::Result<()> {
+        self.inner.clone().extend(ttl_ms).await.napi()
+    }
+
+    #[napi]
+    pub async fn is_locked(&self) -> napi::Result<bool> {
+        self.inner.clone().is_locked().await.napi()
+    }
+
+    #[napi]
+    pub async fn is_expired(&self) -> napi::Result<bool> {
+        self.inner.clone().is_expired().await.napi()
+    }
+
+    #[napi]
+    pub async fn remaining_time(&self) -> napi::Result<Option<f64>> {
+        Ok(self.inner.clone().remaining_time().await.napi()?.map(|ms| ms as f64))
+    }
+
+    #[napi]
+    pub fn serialize(&self) -> napi::Result<String> {
+        self.inner.serialize().napi()
+    }
+}
