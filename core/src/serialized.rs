@@ -136,7 +136,7 @@ mod tests {
             ),
             (
                 &format!("{{\"key\":\"a\",\"ttlMs\":\"1\",\"owner\":\"{owner}\"}}"),
-                "expected f64",
+                "expected a JSON number",
             ),
             (
                 &format!("{{\"key\":\"a\",\"ttlMs\":1.5,\"owner\":\"{owner}\"}}"),
