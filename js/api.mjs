@@ -235,6 +235,9 @@ export function makeApi(binding) {
             case "isLocked":
               pending = store.isLocked(call.key);
               break;
+            case "isHeldBy":
+              pending = store.isHeldBy(call.key, call.owner);
+              break;
             default:
               pending = store.remainingTime(call.key);
           }
@@ -244,7 +247,7 @@ export function makeApi(binding) {
         }
       };
       try {
-        bridge = binding.bridge(dispatch, timeout);
+        bridge = binding.bridge(dispatch, timeout, typeof store.isHeldBy === "function");
       } catch (err) {
         throw toLockError(err);
       }

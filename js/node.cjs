@@ -27,7 +27,8 @@ const addon = loadAddon();
 const api = makeApi({
   MemoryStore: addon.NativeMemoryStore,
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
-  bridge: (dispatch, timeoutMs) => new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy) =>
+    new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy),
 });
 
 delete api.toLockError;

@@ -39,9 +39,8 @@ impl FakeTimer {
             let mut state = self.state();
             state.now += ms;
             let now = state.now;
-            let (due, waiting) = std::mem::take(&mut state.sleepers)
-                .into_iter()
-                .partition(|(at, _)| *at <= now);
+            let (due, waiting) =
+                std::mem::take(&mut state.sleepers).into_iter().partition(|(at, _)| *at <= now);
             state.sleepers = waiting;
             due
         };
@@ -54,12 +53,7 @@ impl FakeTimer {
     fn advance_to_next_sleeper(&self) -> bool {
         let next = {
             let state = self.state();
-            state
-                .sleepers
-                .iter()
-                .map(|(at, _)| *at)
-                .min()
-                .map(|at| at.saturating_sub(state.now))
+            state.sleepers.iter().map(|(at, _)| *at).min().map(|at| at.saturating_sub(state.now))
         };
         next.map(|ms| self.advance(ms)).is_some()
     }
@@ -79,10 +73,7 @@ impl FakeTimer {
                 return out;
             }
             if !woken.0.swap(false, Ordering::SeqCst) {
-                assert!(
-                    self.advance_to_next_sleeper(),
-                    "deadlock: pending with no sleeper and no wake-up"
-                );
+                assert!(self.advance_to_next_sleeper(), "deadlock: pending with no sleeper and no wake-up");
             }
         }
     }

@@ -21,10 +21,7 @@ pub struct AcquireOptions {
 
 impl Default for AcquireOptions {
     fn default() -> Self {
-        Self {
-            timeout_ms: 0,
-            retry_delay_ms: validate::DEFAULT_RETRY_DELAY_MS,
-        }
+        Self { timeout_ms: 0, retry_delay_ms: validate::DEFAULT_RETRY_DELAY_MS }
     }
 }
 
@@ -34,8 +31,7 @@ impl AcquireOptions {
         let defaults = Self::default();
         Ok(Self {
             timeout_ms: timeout.map_or(Ok(defaults.timeout_ms), validate::timeout_ms)?,
-            retry_delay_ms: retry_delay
-                .map_or(Ok(defaults.retry_delay_ms), validate::retry_delay_ms)?,
+            retry_delay_ms: retry_delay.map_or(Ok(defaults.retry_delay_ms), validate::retry_delay_ms)?,
         })
     }
 }
@@ -72,52 +68,28 @@ pub struct Lock {
 
 impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lock")
-            .field("key", &self.key)
-            .field("ttl_ms", &self.ttl_ms)
-            .finish_non_exhaustive()
+        f.debug_struct("Lock").field("key", &self.key).field("ttl_ms", &self.ttl_ms).finish_non_exhaustive()
     }
 }
 
 impl Lock {
     /// A lock on `key` held for `ttl_ms` once acquired. Both are validated.
-    pub fn new(
-        key: &str,
-        ttl_ms: f64,
-        store: Arc<dyn LockStore>,
-        timer: Arc<dyn Timer>,
-    ) -> Result<Self> {
+    pub fn new(key: &str, ttl_ms: f64, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Result<Self> {
         validate::key(key)?;
         let ttl_ms = validate::ttl_ms(ttl_ms)?;
-        Ok(Self {
-            key: key.to_owned(),
-            ttl_ms,
-            store,
-            timer,
-            hold: Mutex::new(Hold::default()),
-        })
+        Ok(Self { key: key.to_owned(), ttl_ms, store, timer, hold: Mutex::new(Hold::default()) })
     }
 
     /// Rebuilds a held lock from [`serialize`](Self::serialize), owner token and all,
     /// so this process can release or extend the same hold.
-    pub fn restore(
-        serialized: &str,
-        store: Arc<dyn LockStore>,
-        timer: Arc<dyn Timer>,
-    ) -> Result<Self> {
+    pub fn restore(serialized: &str, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Result<Self> {
         let s = SerializedLock::parse(serialized)?;
         let hold = Hold {
             owner: Some(s.owner),
             fencing_token: s.fencing_token,
             expires_by_ms: timer.now_ms().saturating_add(s.ttl_ms),
         };
-        Ok(Self {
-            key: s.key,
-            ttl_ms: s.ttl_ms,
-            store,
-            timer,
-            hold: Mutex::new(hold),
-        })
+        Ok(Self { key: s.key, ttl_ms: s.ttl_ms, store, timer, hold: Mutex::new(hold) })
     }
 
     /// The key.
@@ -150,10 +122,7 @@ impl Lock {
     }
 
     fn not_held(&self, reason: &'static str) -> LockError {
-        LockError::NotHeld {
-            key: self.key.clone(),
-            reason,
-        }
+        LockError::NotHeld { key: self.key.clone(), reason }
     }
 
     fn record_grant(&self, owner: OwnerToken, grant: Grant, started_ms: u64) {
@@ -164,7 +133,8 @@ impl Lock {
         };
     }
 
-    /// Forgets `owner`'s hold unless a newer acquisition has replaced it meanwhile.
+    /// Forgets `owner`'s hold after a release, unless a newer acquisition has replaced
+    /// it meanwhile.
     fn forget(&self, owner: OwnerToken) {
         let mut hold = self.hold();
         if hold.owner == Some(owner) {
@@ -184,11 +154,7 @@ impl Lock {
         let owner = OwnerToken::generate()?;
         let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
         loop {
-            let signal = if options.timeout_ms > 0 {
-                self.store.release_signal(&self.key)
-            } else {
-                None
-            };
+            let signal = if options.timeout_ms > 0 { self.store.release_signal(&self.key) } else { None };
             if self.attempt(owner).await? {
                 return Ok(true);
             }
@@ -206,11 +172,7 @@ impl Lock {
 
     async fn attempt(&self, owner: OwnerToken) -> Result<bool> {
         let started = self.timer.now_ms();
-        match self
-            .store
-            .acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms)
-            .await
-        {
+        match self.store.acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms).await {
             Ok(Some(grant)) => {
                 self.record_grant(owner, grant, started);
                 Ok(true)
@@ -231,15 +193,10 @@ impl Lock {
         let Some(owner) = hold.owner else {
             return Ok(false);
         };
-        Ok(
-            match self.store.is_held_by(&self.key, owner.as_str()).await? {
-                Some(answer) => answer,
-                None => {
-                    self.timer.now_ms() < hold.expires_by_ms
-                        && self.store.is_locked(&self.key).await?
-                }
-            },
-        )
+        Ok(match self.store.is_held_by(&self.key, owner.as_str()).await? {
+            Some(answer) => answer,
+            None => self.timer.now_ms() < hold.expires_by_ms && self.store.is_locked(&self.key).await?,
+        })
     }
 
     /// One attempt without a promise or a thread hop, for stores that are synchronous.
@@ -256,26 +213,26 @@ impl Lock {
             Err(err) => return Some(Err(err)),
         };
         let started = self.timer.now_ms();
-        Some(Ok(
-            match store.acquire_now(&self.key, owner.as_str(), self.ttl_ms) {
-                Some(grant) => {
-                    self.record_grant(owner, grant, started);
-                    true
-                }
-                None => false,
-            },
-        ))
+        Some(Ok(match store.acquire_now(&self.key, owner.as_str(), self.ttl_ms) {
+            Some(grant) => {
+                self.record_grant(owner, grant, started);
+                true
+            }
+            None => false,
+        }))
     }
 
     /// Frees the lock if this handle holds it. `false` if it was not held (never
     /// taken, already released, or lost to expiry — then someone else's hold is left
-    /// alone).
+    /// alone, and the handle still reports itself expired).
     pub async fn release(&self) -> Result<bool> {
         let Some(owner) = self.hold().owner else {
             return Ok(false);
         };
         let released = self.store.release(&self.key, owner.as_str()).await?;
-        self.forget(owner);
+        if released {
+            self.forget(owner);
+        }
         Ok(released)
     }
 
@@ -286,7 +243,9 @@ impl Lock {
             return Some(false);
         };
         let released = store.release_now(&self.key, owner.as_str());
-        self.forget(owner);
+        if released {
+            self.forget(owner);
+        }
         Some(released)
     }
 
@@ -315,18 +274,10 @@ impl Lock {
     }
 
     fn owner_for_extend(&self) -> Result<OwnerToken> {
-        self.hold()
-            .owner
-            .ok_or_else(|| self.not_held("it was never acquired, or was released"))
+        self.hold().owner.ok_or_else(|| self.not_held("it was never acquired, or was released"))
     }
 
-    fn finish_extend(
-        &self,
-        owner: OwnerToken,
-        extended: bool,
-        started: u64,
-        ttl_ms: u64,
-    ) -> Result<()> {
+    fn finish_extend(&self, owner: OwnerToken, extended: bool, started: u64, ttl_ms: u64) -> Result<()> {
         if !extended {
             return Err(self.not_held("it expired and was lost"));
         }
@@ -364,9 +315,7 @@ impl Lock {
     /// `LOCK_NOT_HELD` when this handle holds nothing to hand over.
     pub fn serialize(&self) -> Result<String> {
         let hold = *self.hold();
-        let owner = hold
-            .owner
-            .ok_or_else(|| self.not_held("there is no hold to serialize"))?;
+        let owner = hold.owner.ok_or_else(|| self.not_held("there is no hold to serialize"))?;
         Ok(SerializedLock {
             key: self.key.clone(),
             ttl_ms: self.ttl_ms,

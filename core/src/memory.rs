@@ -149,20 +149,11 @@ impl SyncLockStore for MemoryStore {
             None => {
                 state.sweep_in_passing(now);
                 let token = state.next_fencing_token();
-                state.entries.insert(
-                    key.into(),
-                    Entry {
-                        owner: owner.into(),
-                        expires_at,
-                        released: None,
-                    },
-                );
+                state.entries.insert(key.into(), Entry { owner: owner.into(), expires_at, released: None });
                 token
             }
         };
-        Some(Grant {
-            fencing_token: Some(token),
-        })
+        Some(Grant { fencing_token: Some(token) })
     }
 
     fn release_now(&self, key: &str, owner: &str) -> bool {
@@ -197,17 +188,12 @@ impl SyncLockStore for MemoryStore {
 
     fn remaining_time_now(&self, key: &str) -> Option<u64> {
         let now = self.clock.now_ms();
-        self.state()
-            .live_entry(key, now)
-            .map(|e| e.expires_at - now)
+        self.state().live_entry(key, now).map(|e| e.expires_at - now)
     }
 
     fn is_held_by_now(&self, key: &str, owner: &str) -> bool {
         let now = self.clock.now_ms();
-        self.state()
-            .entries
-            .get(key)
-            .is_some_and(|e| e.held_by(owner, now))
+        self.state().entries.get(key).is_some_and(|e| e.held_by(owner, now))
     }
 }
 
@@ -234,12 +220,7 @@ impl LockStore for MemoryStore {
         Ok(self.remaining_time_now(key))
     }
 
-    async fn acquire_with_grant(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-    ) -> Result<Option<Grant>> {
+    async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
         Ok(self.acquire_now(key, owner, ttl_ms))
     }
 

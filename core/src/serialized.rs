@@ -60,19 +60,13 @@ impl SerializedLock {
             )));
         }
         let wire: Wire<'_> = serde_json::from_str(text).map_err(|e| {
-            bad(format!(
-                "expected JSON {{\"key\", \"ttlMs\", \"owner\"}} from serialize(): {e}"
-            ))
+            bad(format!("expected JSON {{\"key\", \"ttlMs\", \"owner\"}} from serialize(): {e}"))
         })?;
         validate::key(&wire.key).map_err(|e| bad(strip(&e)))?;
-        let ttl_ms = validate::ttl_ms(wire.ttl_ms.as_f64().unwrap_or(f64::NAN)).map_err(|e| bad(strip(&e)))?;
+        let ttl_ms =
+            validate::ttl_ms(wire.ttl_ms.as_f64().unwrap_or(f64::NAN)).map_err(|e| bad(strip(&e)))?;
         let owner = OwnerToken::parse(&wire.owner)?;
-        Ok(Self {
-            key: wire.key.into_owned(),
-            ttl_ms,
-            owner,
-            fencing_token: wire.fencing_token,
-        })
+        Ok(Self { key: wire.key.into_owned(), ttl_ms, owner, fencing_token: wire.fencing_token })
     }
 }
 
@@ -104,10 +98,7 @@ mod tests {
         assert!(json.contains("\"ttlMs\":60000"), "{json}");
         assert!(json.contains("\"fencingToken\":7"), "{json}");
         assert_eq!(SerializedLock::parse(&json).unwrap(), s);
-        let plain = SerializedLock {
-            fencing_token: None,
-            ..s
-        };
+        let plain = SerializedLock { fencing_token: None, ..s };
         assert!(!plain.to_json().contains("fencing"));
         assert_eq!(SerializedLock::parse(&plain.to_json()).unwrap(), plain);
     }
@@ -121,43 +112,16 @@ mod tests {
             ("{\"key\":\"a\",\"ttlMs\":1", "expected JSON"),
             ("[]", "expected JSON"),
             ("null", "expected JSON"),
-            (
-                &format!("{{\"ttlMs\":1,\"owner\":\"{owner}\"}}"),
-                "missing field `key`",
-            ),
-            (
-                &format!("{{\"key\":\"a\",\"owner\":\"{owner}\"}}"),
-                "missing field `ttlMs`",
-            ),
+            (&format!("{{\"ttlMs\":1,\"owner\":\"{owner}\"}}"), "missing field `key`"),
+            (&format!("{{\"key\":\"a\",\"owner\":\"{owner}\"}}"), "missing field `ttlMs`"),
             ("{\"key\":\"a\",\"ttlMs\":1}", "missing field `owner`"),
-            (
-                &format!("{{\"key\":5,\"ttlMs\":1,\"owner\":\"{owner}\"}}"),
-                "expected a string",
-            ),
-            (
-                &format!("{{\"key\":\"a\",\"ttlMs\":\"1\",\"owner\":\"{owner}\"}}"),
-                "expected a JSON number",
-            ),
-            (
-                &format!("{{\"key\":\"a\",\"ttlMs\":1.5,\"owner\":\"{owner}\"}}"),
-                "ttlMs",
-            ),
-            (
-                &format!("{{\"key\":\"a\",\"ttlMs\":0,\"owner\":\"{owner}\"}}"),
-                "ttlMs",
-            ),
-            (
-                &format!("{{\"key\":\"\",\"ttlMs\":1,\"owner\":\"{owner}\"}}"),
-                "non-empty",
-            ),
-            (
-                "{\"key\":\"a\",\"ttlMs\":1,\"owner\":\"short\"}",
-                "32 lowercase hex",
-            ),
-            (
-                &format!("{{\"key\":\"a\",\"ttlMs\":1,\"owner\":\"{owner}\",\"x\":1}}"),
-                "unknown field",
-            ),
+            (&format!("{{\"key\":5,\"ttlMs\":1,\"owner\":\"{owner}\"}}"), "expected a string"),
+            (&format!("{{\"key\":\"a\",\"ttlMs\":\"1\",\"owner\":\"{owner}\"}}"), "expected a JSON number"),
+            (&format!("{{\"key\":\"a\",\"ttlMs\":1.5,\"owner\":\"{owner}\"}}"), "ttlMs"),
+            (&format!("{{\"key\":\"a\",\"ttlMs\":0,\"owner\":\"{owner}\"}}"), "ttlMs"),
+            (&format!("{{\"key\":\"\",\"ttlMs\":1,\"owner\":\"{owner}\"}}"), "non-empty"),
+            ("{\"key\":\"a\",\"ttlMs\":1,\"owner\":\"short\"}", "32 lowercase hex"),
+            (&format!("{{\"key\":\"a\",\"ttlMs\":1,\"owner\":\"{owner}\",\"x\":1}}"), "unknown field"),
             (
                 &format!("{{\"key\":\"a\",\"ttlMs\":1,\"owner\":\"{owner}\",\"fencingToken\":-1}}"),
                 "expected u64",
@@ -167,19 +131,10 @@ mod tests {
             let err = SerializedLock::parse(input).unwrap_err();
             assert_eq!(err.code(), "INVALID_SERIALIZED_LOCK", "{input}");
             let msg = err.to_string();
-            assert!(
-                msg.starts_with("locksmith: invalid serialized lock: "),
-                "{msg}"
-            );
+            assert!(msg.starts_with("locksmith: invalid serialized lock: "), "{msg}");
             assert!(msg.contains(why), "{input} -> {msg}");
         }
-        let huge = format!(
-            "{{\"key\":\"{}\",\"ttlMs\":1,\"owner\":\"{owner}\"}}",
-            "k".repeat(20_000)
-        );
-        assert!(SerializedLock::parse(&huge)
-            .unwrap_err()
-            .to_string()
-            .contains("at most"));
+        let huge = format!("{{\"key\":\"{}\",\"ttlMs\":1,\"owner\":\"{owner}\"}}", "k".repeat(20_000));
+        assert!(SerializedLock::parse(&huge).unwrap_err().to_string().contains("at most"));
     }
 }

@@ -57,16 +57,8 @@ pub trait LockStore: MaybeSendSync {
 
     /// [`acquire`](LockStore::acquire), with the fencing token of the new hold for
     /// stores that keep one. `None` when the key is held.
-    async fn acquire_with_grant(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-    ) -> Result<Option<Grant>> {
-        Ok(self
-            .acquire(key, owner, ttl_ms)
-            .await?
-            .then_some(Grant::default()))
+    async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
+        Ok(self.acquire(key, owner, ttl_ms).await?.then_some(Grant::default()))
     }
 
     /// Whether `owner` holds `key` right now: `Some(answer)`, or `None` when the store
@@ -131,9 +123,7 @@ impl MonotonicClock {
     /// A clock whose zero is now.
     #[must_use]
     pub fn new() -> Self {
-        Self {
-            origin: std::time::Instant::now(),
-        }
+        Self { origin: std::time::Instant::now() }
     }
 }
 

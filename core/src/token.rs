@@ -35,9 +35,8 @@ impl OwnerToken {
         ENTROPY.with(|cell| {
             let mut pool = cell.borrow_mut();
             if pool.used + TOKEN_BYTES > BUFFER_BYTES {
-                getrandom::fill(&mut pool.bytes).map_err(|e| {
-                    LockError::StoreUnavailable(format!("no secure random source: {e}"))
-                })?;
+                getrandom::fill(&mut pool.bytes)
+                    .map_err(|e| LockError::StoreUnavailable(format!("no secure random source: {e}")))?;
                 pool.used = 0;
             }
             let start = pool.used;
@@ -64,13 +63,9 @@ impl OwnerToken {
     pub fn parse(text: &str) -> Result<Self> {
         let bytes = text.as_bytes();
         if bytes.len() != 2 * TOKEN_BYTES
-            || !bytes
-                .iter()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            || !bytes.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
         {
-            return Err(LockError::InvalidSerializedLock(
-                "owner must be 32 lowercase hex digits".into(),
-            ));
+            return Err(LockError::InvalidSerializedLock("owner must be 32 lowercase hex digits".into()));
         }
         let mut out = [0u8; 2 * TOKEN_BYTES];
         out.copy_from_slice(bytes);
@@ -113,19 +108,13 @@ mod tests {
         // 128 bits per token: the share of one bits must sit near one half
         // (mean n*64, sd sqrt(n*128)/2 = 800; allow 6 sd).
         let mean = n * 64;
-        assert!(
-            ones.abs_diff(mean) < 4_800,
-            "bit balance off: {ones} vs {mean}"
-        );
+        assert!(ones.abs_diff(mean) < 4_800, "bit balance off: {ones} vs {mean}");
     }
 
     #[test]
     fn parse_refuses_other_shapes() {
         for bad in ["", "abc", &"A".repeat(32), &"g".repeat(32), &"a".repeat(33)] {
-            assert_eq!(
-                OwnerToken::parse(bad).unwrap_err().code(),
-                "INVALID_SERIALIZED_LOCK"
-            );
+            assert_eq!(OwnerToken::parse(bad).unwrap_err().code(), "INVALID_SERIALIZED_LOCK");
         }
     }
 

@@ -16,9 +16,7 @@ pub const DEFAULT_RETRY_DELAY_MS: u64 = 50;
 /// Any other Unicode is fine.
 pub fn key(key: &str) -> Result<()> {
     if key.is_empty() {
-        return Err(LockError::InvalidArgument(
-            "key must be a non-empty string".into(),
-        ));
+        return Err(LockError::InvalidArgument("key must be a non-empty string".into()));
     }
     if key.len() > MAX_KEY_BYTES {
         return Err(LockError::InvalidArgument(format!(
@@ -93,30 +91,17 @@ mod tests {
             assert_eq!(err.code(), "INVALID_ARGUMENT", "{bad:?}");
             assert!(err.to_string().starts_with("locksmith: "));
         }
-        assert!(key(&"k".repeat(MAX_KEY_BYTES + 1))
-            .unwrap_err()
-            .to_string()
-            .contains("1025 bytes"));
+        assert!(key(&"k".repeat(MAX_KEY_BYTES + 1)).unwrap_err().to_string().contains("1025 bytes"));
     }
 
     #[test]
     fn numbers() {
         assert_eq!(ttl_ms(1.0).unwrap(), 1);
         assert_eq!(ttl_ms(MAX_TTL_MS as f64).unwrap(), MAX_TTL_MS);
-        for bad in [
-            0.0,
-            -1.0,
-            1.5,
-            f64::NAN,
-            f64::INFINITY,
-            MAX_TTL_MS as f64 + 1.0,
-        ] {
+        for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY, MAX_TTL_MS as f64 + 1.0] {
             assert_eq!(ttl_ms(bad).unwrap_err().code(), "INVALID_ARGUMENT", "{bad}");
         }
-        assert!(ttl_ms(f64::NAN)
-            .unwrap_err()
-            .to_string()
-            .contains("got NaN"));
+        assert!(ttl_ms(f64::NAN).unwrap_err().to_string().contains("got NaN"));
         assert_eq!(timeout_ms(0.0).unwrap(), 0);
         assert_eq!(timeout_ms(0.2).unwrap(), 1);
         for bad in [-1.0, f64::NAN, f64::INFINITY] {

@@ -12,6 +12,7 @@ fn harness() -> Harness {
         timer: Arc::new(timer.clone()),
         runner: timer.runner(),
         fencing: true,
+        exact_ownership: true,
     }
 }
 

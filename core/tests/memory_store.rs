@@ -5,8 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use locksmith_core::{
-    AcquireOptions, FakeTimer, Grant, Lock, LockError, LockStore, MemoryStore, Result,
-    SyncLockStore,
+    AcquireOptions, FakeTimer, Grant, Lock, LockError, LockStore, MemoryStore, Result, SyncLockStore,
 };
 
 fn setup() -> (FakeTimer, Arc<MemoryStore>) {
@@ -20,19 +19,13 @@ fn lock(timer: &FakeTimer, store: &Arc<MemoryStore>, key: &str, ttl: u64) -> Loc
 }
 
 const fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
-    AcquireOptions {
-        timeout_ms,
-        retry_delay_ms,
-    }
+    AcquireOptions { timeout_ms, retry_delay_ms }
 }
 
 #[test]
 fn waiter_wakes_on_release_not_a_retry_delay_later() {
     let (timer, store) = setup();
-    let (a, b) = (
-        lock(&timer, &store, "k", 10_000),
-        lock(&timer, &store, "k", 10_000),
-    );
+    let (a, b) = (lock(&timer, &store, "k", 10_000), lock(&timer, &store, "k", 10_000));
     timer.run(async {
         assert!(a.acquire(AcquireOptions::default()).await.unwrap());
         let (got, ()) = futures_util::join!(b.acquire(wait(5_000, 1_000)), async {
@@ -41,20 +34,13 @@ fn waiter_wakes_on_release_not_a_retry_delay_later() {
         });
         assert!(got.unwrap());
     });
-    assert_eq!(
-        timer.now(),
-        120,
-        "the waiter took the lock the moment it was released"
-    );
+    assert_eq!(timer.now(), 120, "the waiter took the lock the moment it was released");
 }
 
 #[test]
 fn waiter_gives_up_exactly_at_the_deadline() {
     let (timer, store) = setup();
-    let (a, b) = (
-        lock(&timer, &store, "k", 10_000),
-        lock(&timer, &store, "k", 10_000),
-    );
+    let (a, b) = (lock(&timer, &store, "k", 10_000), lock(&timer, &store, "k", 10_000));
     timer.run(async {
         assert!(a.acquire(AcquireOptions::default()).await.unwrap());
         assert!(!b.acquire(wait(300, 70)).await.unwrap());
@@ -65,10 +51,7 @@ fn waiter_gives_up_exactly_at_the_deadline() {
 #[test]
 fn waiter_retries_on_expiry_within_one_retry_delay() {
     let (timer, store) = setup();
-    let (a, b) = (
-        lock(&timer, &store, "k", 130),
-        lock(&timer, &store, "k", 10_000),
-    );
+    let (a, b) = (lock(&timer, &store, "k", 130), lock(&timer, &store, "k", 10_000));
     timer.run(async {
         assert!(a.acquire(AcquireOptions::default()).await.unwrap());
         assert!(b.acquire(wait(1_000, 50)).await.unwrap());
@@ -109,14 +92,8 @@ fn a_million_cycles_leave_the_store_empty() {
 #[test]
 fn sync_fast_path_matches_async_semantics() {
     let (timer, store) = setup();
-    let (a, b) = (
-        lock(&timer, &store, "k", 100),
-        lock(&timer, &store, "k", 100),
-    );
-    assert_eq!(
-        a.extend_now(None).unwrap().unwrap_err().code(),
-        "LOCK_NOT_HELD"
-    );
+    let (a, b) = (lock(&timer, &store, "k", 100), lock(&timer, &store, "k", 100));
+    assert_eq!(a.extend_now(None).unwrap().unwrap_err().code(), "LOCK_NOT_HELD");
     assert!(a.try_acquire_now().unwrap().unwrap());
     assert!(!a.try_acquire_now().unwrap().unwrap(), "not re-entrant");
     assert!(!b.try_acquire_now().unwrap().unwrap());
@@ -130,25 +107,15 @@ fn sync_fast_path_matches_async_semantics() {
     assert!(b.fencing_token() > a.fencing_token());
     let err = a.extend_now(None).unwrap().unwrap_err();
     assert_eq!(err.code(), "LOCK_NOT_HELD");
-    assert!(
-        err.to_string()
-            .starts_with("locksmith: lock \"k\" is not held"),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("locksmith: lock \"k\" is not held"), "{err}");
 }
 
 #[test]
 fn invalid_arguments_are_refused() {
     let (timer, store) = setup();
     let t: Arc<FakeTimer> = Arc::new(timer.clone());
-    let cases: Vec<(&str, f64)> = vec![
-        ("", 1.0),
-        ("a\0b", 1.0),
-        ("k", 0.0),
-        ("k", -1.0),
-        ("k", f64::NAN),
-        ("k", 0.5),
-    ];
+    let cases: Vec<(&str, f64)> =
+        vec![("", 1.0), ("a\0b", 1.0), ("k", 0.0), ("k", -1.0), ("k", f64::NAN), ("k", 0.5)];
     for (key, ttl) in cases {
         let err = Lock::new(key, ttl, store.clone(), t.clone()).unwrap_err();
         assert_eq!(err.code(), "INVALID_ARGUMENT", "{key:?} {ttl}");
@@ -156,34 +123,17 @@ fn invalid_arguments_are_refused() {
     let l = lock(&timer, &store, "k", 100);
     timer.run(async {
         assert!(l.acquire(AcquireOptions::default()).await.unwrap());
-        assert_eq!(
-            l.extend(Some(f64::INFINITY)).await.unwrap_err().code(),
-            "INVALID_ARGUMENT"
-        );
-        assert!(
-            !l.is_expired().await.unwrap(),
-            "a refused extend leaves the hold alone"
-        );
+        assert_eq!(l.extend(Some(f64::INFINITY)).await.unwrap_err().code(), "INVALID_ARGUMENT");
+        assert!(!l.is_expired().await.unwrap(), "a refused extend leaves the hold alone");
     });
-    for (timeout, retry) in [
-        (Some(-1.0), None),
-        (Some(f64::NAN), None),
-        (None, Some(0.0)),
-        (None, Some(-3.0)),
-    ] {
-        assert_eq!(
-            AcquireOptions::from_numbers(timeout, retry)
-                .unwrap_err()
-                .code(),
-            "INVALID_ARGUMENT"
-        );
+    for (timeout, retry) in
+        [(Some(-1.0), None), (Some(f64::NAN), None), (None, Some(0.0)), (None, Some(-3.0))]
+    {
+        assert_eq!(AcquireOptions::from_numbers(timeout, retry).unwrap_err().code(), "INVALID_ARGUMENT");
     }
     assert_eq!(
         AcquireOptions::from_numbers(None, None).unwrap(),
-        AcquireOptions {
-            timeout_ms: 0,
-            retry_delay_ms: 50
-        }
+        AcquireOptions { timeout_ms: 0, retry_delay_ms: 50 }
     );
 }
 
@@ -219,18 +169,12 @@ impl LockStore for LosesAcquireAnswers {
 #[test]
 fn a_failed_acquire_leaves_no_hold_behind() {
     let (timer, inner) = setup();
-    let store = Arc::new(LosesAcquireAnswers {
-        inner: inner.clone(),
-        fail: AtomicBool::new(true),
-    });
+    let store = Arc::new(LosesAcquireAnswers { inner: inner.clone(), fail: AtomicBool::new(true) });
     let l = Lock::new("k", 1_000.0, store.clone(), Arc::new(timer.clone())).unwrap();
     timer.run(async {
         let err = l.acquire(AcquireOptions::default()).await.unwrap_err();
         assert_eq!(err.code(), "STORE_UNAVAILABLE");
-        assert!(
-            !inner.is_locked_now("k"),
-            "the hold taken before the failure was released"
-        );
+        assert!(!inner.is_locked_now("k"), "the hold taken before the failure was released");
         assert!(!l.is_expired().await.unwrap());
         store.fail.store(false, Ordering::SeqCst);
         assert!(l.acquire(AcquireOptions::default()).await.unwrap());

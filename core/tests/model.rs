@@ -44,10 +44,7 @@ struct Model {
 
 impl Model {
     fn holder(&self, key: u8) -> Option<(u8, u64)> {
-        self.holds
-            .get(&key)
-            .copied()
-            .filter(|(_, until)| *until > self.now)
+        self.holds.get(&key).copied().filter(|(_, until)| *until > self.now)
     }
 }
 

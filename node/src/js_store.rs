@@ -31,6 +31,8 @@ type Dispatch = ThreadsafeFunction<StoreCall, Promise<Value>, StoreCall, napi::S
 struct JsStore {
     dispatch: Dispatch,
     timeout_ms: u64,
+    /// The store has the optional `isHeldBy(key, owner)`.
+    has_is_held_by: bool,
 }
 
 #[napi]
@@ -41,9 +43,10 @@ pub struct JsStoreBridge {
 #[napi]
 impl JsStoreBridge {
     #[napi(constructor)]
-    pub fn new(dispatch: Dispatch, operation_timeout_ms: f64) -> napi::Result<Self> {
-        let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::ttl_ms(operation_timeout_ms))?;
-        Ok(Self { inner: Arc::new(JsStore { dispatch, timeout_ms }) })
+    pub fn new(dispatch: Dispatch, operation_timeout_ms: f64, has_is_held_by: bool) -> napi::Result<Self> {
+        let timeout_ms =
+            crate::error::IntoNapi::napi(locksmith_core::validate::ttl_ms(operation_timeout_ms))?;
+        Ok(Self { inner: Arc::new(JsStore { dispatch, timeout_ms, has_is_held_by }) })
     }
 
     #[napi]
@@ -69,7 +72,13 @@ fn describe(value: &Value) -> Answer {
 }
 
 impl JsStore {
-    async fn call(&self, op: &'static str, key: &str, owner: Option<&str>, ttl_ms: Option<u64>) -> Result<Answer> {
+    async fn call(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+    ) -> Result<Answer> {
         let call = StoreCall {
             op: op.to_owned(),
             key: key.to_owned(),
@@ -106,5 +115,13 @@ impl LockStore for JsStore {
 
     async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
         contract::expect_remaining_time(&self.call("remainingTime", key, None, None).await?)
+    }
+
+    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
+        if !self.has_is_held_by {
+            return Ok(None);
+        }
+        let answer = self.call("isHeldBy", key, Some(owner), None).await?;
+        contract::expect_bool("isHeldBy", &answer).map(Some)
     }
 }

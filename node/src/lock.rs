@@ -43,7 +43,11 @@ impl NativeLock {
     /// One attempt, synchronously: `true`/`false`, or `null` when the store is async.
     /// Validates the options either way.
     #[napi]
-    pub fn try_acquire_now(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> napi::Result<Option<bool>> {
+    pub fn try_acquire_now(
+        &self,
+        timeout: Option<f64>,
+        retry_delay: Option<f64>,
+    ) -> napi::Result<Option<bool>> {
         AcquireOptions::from_numbers(timeout, retry_delay).napi()?;
         self.inner.try_acquire_now().transpose().napi()
     }

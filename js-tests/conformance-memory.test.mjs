@@ -1,0 +1,16 @@
+import { conformance } from "./conformance.mjs";
+import { mapStore } from "./js-stores.mjs";
+import { ls } from "./target.mjs";
+
+conformance("MemoryLockStore", { makeStore: () => new ls.MemoryLockStore(), fencing: true, exactOwnership: true });
+conformance("MemoryLockStore.shared", {
+  makeStore: () => ls.MemoryLockStore.shared("conformance"),
+  fencing: true,
+  exactOwnership: true,
+});
+conformance("a plain-JS store", { makeStore: mapStore, fencing: false, exactOwnership: false });
+conformance("a plain-JS store with isHeldBy", {
+  makeStore: () => mapStore({ withIsHeldBy: true }),
+  fencing: false,
+  exactOwnership: true,
+});

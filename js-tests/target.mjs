@@ -1,0 +1,13 @@
+// The build under test, chosen by LOCKSMITH_TARGET: `native` (default, the napi addon)
+// or `wasm` (the WebAssembly build through its Node entry).
+const target = process.env.LOCKSMITH_TARGET ?? "native";
+const entries = { native: "../js/node.mjs", wasm: "../js/wasm-node.mjs" };
+if (!entries[target]) throw new Error(`LOCKSMITH_TARGET must be one of ${Object.keys(entries).join(", ")}`);
+
+export const TARGET = target;
+export const ls = await import(entries[target]);
+
+let next = 0;
+/** A key no other test uses. */
+export const uniqueKey = (name) => `test:${name}:${process.pid}:${next++}`;
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
