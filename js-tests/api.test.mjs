@@ -1,0 +1,244 @@
+// Bad input, misbehaving stores, and error classes: every failure is a typed LockError
+// with a stable code and a `locksmith:` message; nothing crashes, nothing is left held.
+import assert from "node:assert/strict";
+import { describe, it, before, after } from "node:test";
+
+import { mapStore } from "./js-stores.mjs";
+import { ls, uniqueKey } from "./target.mjs";
+
+const { lock, Lock, restoreLock, setLockStore, getLockStore, MemoryLockStore, LockError } = ls;
+
+const unhandled = [];
+const onUnhandled = (reason) => unhandled.push(reason);
+before(() => process.on("unhandledRejection", onUnhandled));
+after(() => {
+  process.off("unhandledRejection", onUnhandled);
+  assert.deepEqual(unhandled, [], "no unhandled rejection escaped");
+});
+
+function assertLockError(err, code, name) {
+  assert.ok(err instanceof LockError, `a LockError, got ${err?.stack ?? err}`);
+  assert.ok(err instanceof Error);
+  assert.equal(err.code, code, err.message);
+  assert.match(err.message, /^locksmith: /);
+  if (name) assert.equal(err.name, name);
+  return true;
+}
+
+const throwsCode = (fn, code, name) => assert.throws(fn, (err) => assertLockError(err, code, name));
+const rejectsCode = (promise, code, name) => assert.rejects(promise, (err) => assertLockError(err, code, name));
+
+describe("bad keys", () => {
+  const bad = [
+    ["empty", ""],
+    ["a number", 42],
+    ["undefined", undefined],
+    ["null", null],
+    ["an object", { key: "k" }],
+    ["NUL", "a\0b"],
+    ["a newline", "line\nbreak"],
+    ["another control character", "bell\u0007"],
+    ["too long", "k".repeat(1025)],
+    ["too long in UTF-8 bytes", "é".repeat(513)],
+  ];
+  for (const [what, key] of bad) {
+    it(`refuses a key that is ${what}`, () => {
+      throwsCode(() => lock(key), "INVALID_ARGUMENT", "InvalidArgumentError");
+    });
+  }
+
+  it("takes any other Unicode", async () => {
+    for (const key of ["请求书:42", "ключ 🔒", "emoji👩‍👩‍👧", "k".repeat(1024), "quote\"'`{}[]--"]) {
+      const l = lock(key, 1_000);
+      assert.equal(l.key, key);
+      assert.equal(await l.acquire(), true);
+      assert.equal(restoreLock(l.serialize()).key, key);
+      assert.equal(await l.release(), true);
+    }
+  });
+});
+
+describe("bad TTLs", () => {
+  const bad = [0, -1, NaN, Infinity, -Infinity, 1.5, 2 ** 31, "100", null, {}];
+  for (const ttl of bad) {
+    it(`refuses ttlMs ${String(ttl)}`, async () => {
+      throwsCode(() => lock("k", ttl), "INVALID_ARGUMENT");
+      const l = lock(uniqueKey("ttl"), 1_000);
+      await l.acquire();
+      if (ttl !== null) await rejectsCode(l.extend(ttl), "INVALID_ARGUMENT");
+      assert.equal(await l.isExpired(), false, "a refused extend leaves the hold alone");
+      await l.release();
+    });
+  }
+
+  it("takes the largest TTL", () => {
+    assert.equal(lock("k", 2 ** 31 - 1).ttlMs, 2 ** 31 - 1);
+    assert.equal(lock("k").ttlMs, 30_000);
+  });
+});
+
+describe("bad acquire options", () => {
+  const bad = [
+    { timeout: -1 },
+    { timeout: NaN },
+    { timeout: Infinity },
+    { timeout: "5" },
+    { retryDelay: 0 },
+    { retryDelay: -5 },
+    { retryDelay: NaN },
+    { retryDelay: "10" },
+    "fast",
+    42,
+  ];
+  for (const options of bad) {
+    it(`refuses ${JSON.stringify(options)}`, async () => {
+      const l = lock(uniqueKey("options"));
+      await rejectsCode(l.acquire(options), "INVALID_ARGUMENT");
+      await rejectsCode(l.run(() => {}, options), "INVALID_ARGUMENT");
+      assert.equal(await l.isLocked(), false, "nothing taken by a refused call");
+    });
+  }
+
+  it("refuses run() without a function", async () => {
+    await rejectsCode(lock("k").run("not a function"), "INVALID_ARGUMENT");
+  });
+});
+
+describe("bad serialized locks", () => {
+  const owner = "0123456789abcdef0123456789abcdef";
+  const bad = [
+    ["garbage", "garbage"],
+    ["empty", ""],
+    ["truncated JSON", `{"key":"a","ttlMs":1000,"owner":"${owner}"`],
+    ["an array", "[1,2]"],
+    ["a missing owner", `{"key":"a","ttlMs":1000}`],
+    ["a missing key", `{"ttlMs":1000,"owner":"${owner}"}`],
+    ["a key of the wrong type", `{"key":1,"ttlMs":1000,"owner":"${owner}"}`],
+    ["a TTL of the wrong type", `{"key":"a","ttlMs":"1000","owner":"${owner}"}`],
+    ["a fractional TTL", `{"key":"a","ttlMs":0.5,"owner":"${owner}"}`],
+    ["a short owner", `{"key":"a","ttlMs":1000,"owner":"abc"}`],
+    ["an unknown field", `{"key":"a","ttlMs":1000,"owner":"${owner}","admin":true}`],
+    ["an empty key", `{"key":"","ttlMs":1000,"owner":"${owner}"}`],
+    ["a huge string", `{"key":"${"k".repeat(100_000)}","ttlMs":1000,"owner":"${owner}"}`],
+  ];
+  for (const [what, text] of bad) {
+    it(`refuses ${what}`, () => {
+      throwsCode(() => restoreLock(text), "INVALID_SERIALIZED_LOCK", "InvalidSerializedLockError");
+    });
+  }
+
+  it("refuses a non-string", () => {
+    throwsCode(() => restoreLock({ key: "a" }), "INVALID_ARGUMENT");
+  });
+
+  it("a token restored under another key holds nothing there", async () => {
+    const a = lock(uniqueKey("token-a"));
+    await a.acquire();
+    const forged = JSON.stringify({ ...JSON.parse(a.serialize()), key: uniqueKey("token-b") });
+    const b = restoreLock(forged);
+    assert.equal(await b.release(), false);
+    await rejectsCode(b.extend(), "LOCK_NOT_HELD");
+    assert.equal(await a.release(), true);
+  });
+});
+
+describe("stores that misbehave", () => {
+  const base = () => ({ ...mapStore(), operationTimeoutMs: 150 });
+  const cases = [
+    ["throws synchronously", (s) => ({ ...s, acquire: () => { throw new Error("sync boom"); } }), "STORE_UNAVAILABLE", /sync boom/],
+    ["rejects", (s) => ({ ...s, acquire: async () => { throw new Error("async boom"); } }), "STORE_UNAVAILABLE", /async boom/],
+    ["rejects with a non-Error", (s) => ({ ...s, acquire: () => Promise.reject("nope") }), "STORE_UNAVAILABLE", /acquire/],
+    ["returns \"yes\"", (s) => ({ ...s, acquire: async () => "yes" }), "STORE_CONTRACT_VIOLATION", /"yes"/],
+    ["returns undefined", (s) => ({ ...s, acquire: async () => undefined }), "STORE_CONTRACT_VIOLATION", /null\/undefined/],
+    ["returns an object", (s) => ({ ...s, acquire: async () => ({ ok: true }) }), "STORE_CONTRACT_VIOLATION", /object/],
+    ["returns a plain value, not a promise", (s) => ({ ...s, acquire: () => 1 }), "STORE_CONTRACT_VIOLATION", /1/],
+    ["never settles", (s) => ({ ...s, acquire: () => new Promise(() => {}) }), "STORE_UNAVAILABLE", /did not settle within 150 ms/],
+  ];
+  for (const [what, make, code, message] of cases) {
+    it(`acquire ${what}`, async () => {
+      const store = make(base());
+      const l = new Lock(uniqueKey("bad-store"), 1_000, store);
+      const err = await l.acquire().catch((e) => e);
+      assertLockError(err, code);
+      assert.match(err.message, message);
+      assert.equal(await l.isExpired(), false);
+      await rejectsCode(l.run(() => assert.fail("must not run")), code);
+    });
+  }
+
+  it("release and extend that fail", async () => {
+    const good = base();
+    const store = {
+      ...good,
+      release: () => Promise.reject(new Error("release boom")),
+      extend: async () => "sure",
+      isLocked: () => new Promise(() => {}),
+      remainingTime: async () => -5,
+    };
+    const l = new Lock(uniqueKey("bad-store2"), 1_000, store);
+    assert.equal(await l.acquire(), true);
+    await rejectsCode(l.release(), "STORE_UNAVAILABLE");
+    await rejectsCode(l.extend(), "STORE_CONTRACT_VIOLATION");
+    await rejectsCode(l.isLocked(), "STORE_UNAVAILABLE");
+    await rejectsCode(l.getRemainingTime(), "STORE_CONTRACT_VIOLATION");
+    assert.equal(await good.release(l.key, JSON.parse(l.serialize()).owner), true, "still releasable");
+  });
+
+  it("a release that fails after run()'s work keeps the result on the error", async () => {
+    const store = { ...base(), release: async () => { throw new Error("gone"); } };
+    const err = await new Lock(uniqueKey("run-release"), 1_000, store).run(() => "the result").catch((e) => e);
+    assertLockError(err, "STORE_UNAVAILABLE");
+    assert.equal(err.result, "the result");
+  });
+
+  it("an acquire whose answer is lost releases what it may have taken", async () => {
+    const inner = mapStore();
+    const store = {
+      ...inner,
+      acquire: async (key, owner, ttl) => {
+        await inner.acquire(key, owner, ttl);
+        throw new Error("connection reset");
+      },
+    };
+    const key = uniqueKey("lost-answer");
+    await rejectsCode(new Lock(key, 5_000, store).acquire(), "STORE_UNAVAILABLE");
+    assert.equal(await inner.isLocked(key), false);
+  });
+});
+
+describe("stores", () => {
+  it("setLockStore refuses what is not a store", () => {
+    for (const bad of [null, undefined, 42, "redis", {}, { acquire() {} }]) {
+      throwsCode(() => setLockStore(bad), "INVALID_ARGUMENT");
+    }
+    throwsCode(() => new Lock("k", 1_000, { acquire() {} }), "INVALID_ARGUMENT");
+  });
+
+  it("setLockStore returns the store, getLockStore reads it back", async () => {
+    const before = getLockStore();
+    assert.ok(before instanceof MemoryLockStore, "the default store is a MemoryLockStore");
+    const store = mapStore();
+    assert.equal(setLockStore(store), store);
+    assert.equal(getLockStore(), store);
+    const l = lock(uniqueKey("custom"));
+    await l.acquire();
+    assert.equal(await store.isLocked(l.key), true);
+    await l.release();
+    setLockStore(before);
+  });
+
+  it("each MemoryLockStore is its own", async () => {
+    const [a, b] = [new MemoryLockStore(), new MemoryLockStore()];
+    assert.equal(await new Lock("same", 1_000, a).acquire(), true);
+    assert.equal(await new Lock("same", 1_000, b).acquire(), true);
+    a.clear();
+    assert.equal(await a.isLocked("same"), false);
+  });
+
+  it("MemoryLockStore's plain methods check their arguments", async () => {
+    const s = new MemoryLockStore();
+    await rejectsCode(s.acquire("k", "o", 0), "INVALID_ARGUMENT");
+    await rejectsCode(s.acquire(1, "o", 10), "INVALID_ARGUMENT");
+    await rejectsCode(s.extend("k", "o", NaN), "INVALID_ARGUMENT");
+  });
+});

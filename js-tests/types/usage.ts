@@ -1,0 +1,77 @@
+// Every documented signature, type-checked with `tsc --noEmit`. Not run.
+import {
+  lock,
+  Lock,
+  restoreLock,
+  setLockStore,
+  getLockStore,
+  MemoryLockStore,
+  LockError,
+  LockNotHeldError,
+  type LockStore,
+  type AcquireOptions,
+  type LockErrorCode,
+} from "locksmith";
+
+declare function charge(id: number): Promise<string>;
+
+export async function usage(): Promise<void> {
+  const [ran, result] = await lock("invoice:42").run(async () => charge(42));
+  const ranIs: boolean = ran;
+  const resultIs: string | undefined = result;
+
+  const options: AcquireOptions = { timeout: 5_000, retryDelay: 100 };
+  await lock("report").run(() => 1, options);
+  const [, n] = await lock("report").runImmediately((l: Lock) => l.key.length);
+  const nIs: number | undefined = n;
+
+  const l: Lock = lock("nightly-report", 300_000);
+  const acquired: boolean = await l.acquire({ timeout: 2_000 });
+  const now: boolean = await l.acquireImmediately();
+  const released: boolean = await l.release();
+  const extended: void = await l.extend();
+  await l.extend(60_000);
+  const locked: boolean = await l.isLocked();
+  const expired: boolean = await l.isExpired();
+  const left: number | null = await l.getRemainingTime();
+  const text: string = l.serialize();
+  const restored: Lock = restoreLock(text);
+  const token: number | null = restored.fencingToken;
+  const key: string = restored.key;
+  const ttl: number = restored.ttlMs;
+
+  const memory = new MemoryLockStore();
+  const same: MemoryLockStore = setLockStore(memory);
+  const current: LockStore = getLockStore();
+  const shared: MemoryLockStore = MemoryLockStore.shared("jobs");
+  const explicit = new Lock("k", 1_000, shared);
+
+  const custom: LockStore = {
+    acquire: async (_k: string, _o: string, _t: number) => true,
+    release: async () => true,
+    extend: async () => false,
+    isLocked: async () => false,
+    remainingTime: async () => null,
+  };
+  setLockStore(custom);
+
+  try {
+    await explicit.extend();
+  } catch (err) {
+    if (err instanceof LockNotHeldError) {
+      const code: "LOCK_NOT_HELD" = err.code;
+      const k: string = err.key;
+      void [code, k];
+    } else if (err instanceof LockError) {
+      const code: LockErrorCode = err.code;
+      void code;
+    }
+  }
+
+  // @ts-expect-error ttlMs is a number
+  lock("k", "30s");
+  // @ts-expect-error a store needs all five methods
+  setLockStore({ acquire: async () => true });
+
+  void [ranIs, resultIs, nIs, acquired, now, released, extended, locked, expired, left, token, key, ttl, same, current];
+}

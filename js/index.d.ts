@@ -1,0 +1,135 @@
+// The public types of locksmith, the same for every runtime (Node addon and WebAssembly).
+
+/** How long to wait for a held lock, and how often to try again meanwhile. */
+export interface AcquireOptions {
+  /** Milliseconds to wait in all. Default 0: one attempt, no waiting. */
+  timeout?: number;
+  /** Milliseconds between attempts. Default 50. Stores that signal releases wake waiters sooner. */
+  retryDelay?: number;
+}
+
+/**
+ * Where locks live. `acquire` must be atomic (set-if-absent); `release` and `extend`
+ * must act only when `owner` matches. Any object with these five methods is a store.
+ */
+export interface LockStore {
+  /** Takes `key` for `owner` for `ttlMs` if nobody holds it. */
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  /** Frees `key` if `owner` holds it. */
+  release(key: string, owner: string): Promise<boolean>;
+  /** Sets `key`'s expiry to `ttlMs` from now if `owner` holds it. */
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  /** Whether anyone holds `key`. */
+  isLocked(key: string): Promise<boolean>;
+  /** Milliseconds until `key`'s hold expires, or null when nobody holds it. */
+  remainingTime(key: string): Promise<number | null>;
+  /** Optional: whether `owner` holds `key` now. Makes `isExpired()` exact. */
+  isHeldBy?(key: string, owner: string): Promise<boolean>;
+  /** Optional: ms after which a call that has not settled fails with STORE_UNAVAILABLE. Default 10 000. */
+  operationTimeoutMs?: number;
+}
+
+/** A lock on one key. */
+export declare class Lock {
+  /** A lock on `key`, held for `ttlMs` (default 30 000) once acquired, in `store` (default: the current store). */
+  constructor(key: string, ttlMs?: number, store?: LockStore);
+  /** The key. */
+  readonly key: string;
+  /** How long each acquisition holds the key, and `extend()`'s default. */
+  readonly ttlMs: number;
+  /** The fencing token of the current hold; null when not held or the store gives none. */
+  readonly fencingToken: number | null;
+  /** Acquires, runs `fn`, and always releases. `ran` is false (and `fn` never ran) when the lock was taken. */
+  run<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: AcquireOptions): Promise<[boolean, T | undefined]>;
+  /** `run()` that never waits. */
+  runImmediately<T>(fn: (lock: Lock) => T | PromiseLike<T>): Promise<[boolean, T | undefined]>;
+  /** Takes the lock, waiting up to `options.timeout`. */
+  acquire(options?: AcquireOptions): Promise<boolean>;
+  /** Takes the lock only if it is free now. */
+  acquireImmediately(): Promise<boolean>;
+  /** Frees the lock; false if this handle no longer held it. */
+  release(): Promise<boolean>;
+  /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now. Rejects with LockNotHeldError if the lock was lost. */
+  extend(ttlMs?: number): Promise<void>;
+  /** Whether anyone holds the key (not necessarily this handle). */
+  isLocked(): Promise<boolean>;
+  /** Whether this handle held the key and no longer does. */
+  isExpired(): Promise<boolean>;
+  /** Milliseconds until the key's hold expires, or null when nobody holds it. */
+  getRemainingTime(): Promise<number | null>;
+  /** Key, TTL and owner token as a string for `restoreLock()`. A bearer secret. Throws LockNotHeldError when not held. */
+  serialize(): string;
+}
+
+/** A lock on `key` in the current store, held for `ttlMs` (default 30 000) once acquired. */
+export declare function lock(key: string, ttlMs?: number): Lock;
+
+/** Rebuilds a lock from `serialize()`, owner token and all, in `store` (default: the current store). */
+export declare function restoreLock(serialized: string, store?: LockStore): Lock;
+
+/** Sets the store `lock()` and `restoreLock()` use; returns it. */
+export declare function setLockStore<S extends LockStore>(store: S): S;
+
+/** The store `lock()` and `restoreLock()` use (a MemoryLockStore until set). */
+export declare function getLockStore(): LockStore;
+
+/** Locks in this isolate's memory (native in Node, wasm on the edge). The default store. */
+export declare class MemoryLockStore implements LockStore {
+  constructor();
+  /** The process-wide store called `name`, shared by every worker thread. Node's native build only. */
+  static shared(name: string): MemoryLockStore;
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  release(key: string, owner: string): Promise<boolean>;
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  isLocked(key: string): Promise<boolean>;
+  remainingTime(key: string): Promise<number | null>;
+  /** Drops every hold. */
+  clear(): void;
+}
+
+/** The stable error codes. */
+export type LockErrorCode =
+  | "LOCK_NOT_HELD"
+  | "INVALID_ARGUMENT"
+  | "INVALID_SERIALIZED_LOCK"
+  | "STORE_UNAVAILABLE"
+  | "STORE_CONTRACT_VIOLATION"
+  | "STORE_ERROR"
+  | "STORE_CLOSED"
+  | "INTERNAL_ERROR";
+
+/** Base class of every error locksmith throws. */
+export declare class LockError extends Error {
+  readonly code: LockErrorCode;
+  /** Set by `run()` when the work finished but the release failed: the work's result. */
+  result?: unknown;
+}
+/** The lock is not held by this handle: lost to expiry, released, or never acquired. */
+export declare class LockNotHeldError extends LockError {
+  readonly code: "LOCK_NOT_HELD";
+  readonly key: string;
+}
+/** An argument failed validation. */
+export declare class InvalidArgumentError extends LockError {
+  readonly code: "INVALID_ARGUMENT";
+}
+/** `restoreLock()` was given something other than `serialize()`'s output. */
+export declare class InvalidSerializedLockError extends LockError {
+  readonly code: "INVALID_SERIALIZED_LOCK";
+}
+/** The store could not be reached, failed, or did not answer in time. */
+export declare class StoreUnavailableError extends LockError {
+  readonly code: "STORE_UNAVAILABLE";
+}
+/** The store answered something the LockStore contract does not allow. */
+export declare class StoreContractViolationError extends LockError {
+  readonly code: "STORE_CONTRACT_VIOLATION";
+}
+/** The store was reached and refused the operation. */
+export declare class LockStoreError extends LockError {
+  readonly code: "STORE_ERROR";
+}
+/** The store was closed. */
+export declare class StoreClosedError extends LockError {
+  readonly code: "STORE_CLOSED";
+}
