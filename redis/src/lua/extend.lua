@@ -1,0 +1,11 @@
+-- extend.lua: set a new expiry only if the owner still holds the lock (compare-and-extend).
+--
+-- KEYS[1]  the lock key
+-- ARGV[1]  the owner token
+-- ARGV[2]  the new TTL from now, in milliseconds
+--
+-- Returns 1 when extended, 0 when the key is free or someone else holds it.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0

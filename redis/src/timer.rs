@@ -1,0 +1,22 @@
+//! The clock and sleep of locks that run on tokio.
+
+use std::time::Duration;
+
+use locksmith_core::{BoxFuture, Clock, MonotonicClock, Timer};
+
+/// `Instant` for the clock, tokio for sleeping.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TokioTimer(MonotonicClock);
+
+impl Clock for TokioTimer {
+    fn now_ms(&self) -> u64 {
+        self.0.now_ms()
+    }
+}
+
+impl Timer for TokioTimer {
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        // The sleep is created on first poll, inside the runtime.
+        Box::pin(async move { tokio::time::sleep(Duration::from_millis(ms)).await })
+    }
+}

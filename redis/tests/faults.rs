@@ -1,0 +1,179 @@
+//! `RedisStore` against servers that go away, come back, forget scripts, refuse
+//! credentials, or hold keys of the wrong type.
+
+mod server;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use locksmith_core::{AcquireOptions, Lock, LockStore};
+use locksmith_redis::{RedisOptions, RedisStore, TokioTimer};
+use server::RedisServer;
+
+fn options(url: String) -> RedisOptions {
+    let mut o = RedisOptions::new(url);
+    o.connect_timeout = Duration::from_millis(500);
+    o.command_timeout = Duration::from_millis(500);
+    o.reconnect_retries = 1;
+    o.reconnect_max_delay = Duration::from_millis(100);
+    o
+}
+
+fn lock(store: &Arc<RedisStore>, key: &str, ttl: f64) -> Lock {
+    Lock::new(key, ttl, store.clone(), Arc::new(TokioTimer::default())).unwrap()
+}
+
+async fn redis_cmd(url: &str, args: &[&str]) -> redis::Value {
+    let client = redis::Client::open(url).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(&mut c).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_fails_fast_with_store_unavailable() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let start = Instant::now();
+    let err = RedisStore::connect(options(format!("redis://127.0.0.1:{port}"))).await.err().unwrap();
+    assert_eq!(err.code(), "STORE_UNAVAILABLE", "{err}");
+    assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_urls_are_invalid_arguments() {
+    for url in ["http://localhost", "not a url", "redis://:notaport"] {
+        let err = RedisStore::connect(options(url.into())).await.err().unwrap();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "{url}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_a_server_restart() {
+    let server = RedisServer::start();
+    let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
+    let l = lock(&store, "restart", 10_000.0);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+
+    server.kill();
+    let start = Instant::now();
+    let err = l.is_locked().await.unwrap_err();
+    assert_eq!(err.code(), "STORE_UNAVAILABLE", "{err}");
+    assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
+
+    server.restart();
+    // The server came back empty: the lost hold reads as lost, and the key is free again.
+    let mut last = None;
+    for _ in 0..40 {
+        match l.is_expired().await {
+            Ok(expired) => {
+                last = Some(expired);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert_eq!(last, Some(true), "the store reconnected by itself");
+    assert_eq!(l.extend(None).await.unwrap_err().code(), "LOCK_NOT_HELD");
+    assert!(lock(&store, "restart", 1_000.0).acquire(AcquireOptions::default()).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_reload_after_script_flush() {
+    let server = server::shared();
+    let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
+    let l = lock(&store, "flush", 10_000.0);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    redis_cmd(&server.url(), &["SCRIPT", "FLUSH"]).await;
+    l.extend(None).await.unwrap();
+    assert!(l.release().await.unwrap());
+    redis_cmd(&server.url(), &["SCRIPT", "FLUSH"]).await;
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(l.release().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_of_the_wrong_type_is_a_clear_error() {
+    let server = server::shared();
+    let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
+    redis_cmd(&server.url(), &["HSET", &store.lock_key("wrongtype"), "field", "1"]).await;
+    let err = lock(&store, "wrongtype", 1_000.0).acquire(AcquireOptions::default()).await.unwrap_err();
+    assert_eq!(err.code(), "STORE_ERROR");
+    assert!(err.to_string().contains("holds a hash, not a lock"), "{err}");
+    let err = store.release("wrongtype", "owner").await.unwrap_err();
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_checked() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let bad = RedisStore::connect(options(format!("redis://:wrong@127.0.0.1:{}", server.port)))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(bad.code(), "STORE_ERROR", "{bad}");
+    assert!(!bad.to_string().contains("wrong@"), "the URL's password is not echoed: {bad}");
+    let none = RedisStore::connect(options(server.url())).await.unwrap();
+    assert_eq!(none.is_locked("k").await.unwrap_err().code(), "STORE_ERROR", "NOAUTH");
+    let good = Arc::new(
+        RedisStore::connect(options(format!("redis://:s3cret@127.0.0.1:{}", server.port))).await.unwrap(),
+    );
+    assert!(lock(&good, "auth", 1_000.0).acquire(AcquireOptions::default()).await.unwrap());
+    // An ACL user.
+    redis_cmd(
+        &format!("redis://:s3cret@127.0.0.1:{}", server.port),
+        &["ACL", "SETUSER", "locker", "on", ">pw", "~locksmith:*", "&*", "+@all"],
+    )
+    .await;
+    let user = Arc::new(
+        RedisStore::connect(options(format!("redis://locker:pw@127.0.0.1:{}", server.port))).await.unwrap(),
+    );
+    assert!(lock(&user, "acl", 1_000.0).acquire(AcquireOptions::default()).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_wake_on_release_not_on_their_retry_delay() {
+    let server = server::shared();
+    let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
+    let holder = lock(&store, "wake", 30_000.0);
+    assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+    let waiter = lock(&store, "wake", 30_000.0);
+    let start = Instant::now();
+    let (got, ()) =
+        tokio::join!(waiter.acquire(AcquireOptions { timeout_ms: 10_000, retry_delay_ms: 5_000 }), async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(holder.release().await.unwrap());
+        });
+    assert!(got.unwrap());
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_millis(2_000),
+        "waited {waited:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_full_of_lua_and_quotes_are_just_keys() {
+    let server = server::shared();
+    let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
+    for key in ["') redis.call('FLUSHALL') --", "\"]] .. KEYS[2] .. [[", "{hash}tag}", "end return 1 --"] {
+        let l = lock(&store, key, 5_000.0);
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap(), "{key}");
+        assert!(!lock(&store, key, 5_000.0).acquire(AcquireOptions::default()).await.unwrap());
+        assert!(l.is_locked().await.unwrap());
+        assert!(l.release().await.unwrap());
+    }
+    let canary = lock(&store, "canary", 5_000.0);
+    assert!(canary.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(canary.is_locked().await.unwrap(), "nothing was flushed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_store_says_so() {
+    let server = server::shared();
+    let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
+    store.close();
+    assert_eq!(store.is_locked("k").await.unwrap_err().code(), "STORE_CLOSED");
+}
