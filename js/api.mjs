@@ -102,6 +102,10 @@ function toLockError(err, key) {
     const Cls = BY_CODE[code];
     return Cls ? new Cls(message) : new LockError(message, code);
   }
+  // Node-API's own conversion errors: a value of the wrong type reached the addon.
+  if (typeof err?.code === "string" && /Expected$|^InvalidArg$/.test(err.code)) {
+    return new InvalidArgumentError(`locksmith: invalid argument: ${err.message}`);
+  }
   return new LockError(`locksmith: unexpected failure: ${err?.message ?? String(err)}`, "INTERNAL_ERROR", {
     cause: err,
   });
@@ -145,12 +149,13 @@ function normalizeAnswer(value) {
   return Array.isArray(value) ? [] : {};
 }
 
+/** Where a store written in Rust keeps its native half. Runtime entries set it. */
+export const NATIVE = Symbol("locksmith.native");
+
 /** Builds the public API over a binding. */
 export function makeApi(binding) {
   // -------------------------------------------------------------------------------
   // Stores
-
-  const NATIVE = Symbol("locksmith.native");
 
   /**
    * Locks in this isolate's memory: native in Node, wasm on the edge. Also a plain
@@ -256,9 +261,9 @@ export function makeApi(binding) {
     return bridge;
   }
 
-  /** The native side of `store`: its own for a memory store, a bridge for any other. */
+  /** The native side of `store`: its own for a native store, a bridge for any other. */
   function backendOf(store) {
-    return store instanceof MemoryLockStore ? store[NATIVE] : bridgeFor(store);
+    return store?.[NATIVE] ?? bridgeFor(store);
   }
 
   let currentStore;
@@ -462,6 +467,7 @@ export function makeApi(binding) {
     StoreContractViolationError,
     LockStoreError,
     StoreClosedError,
-    toLockError,
   };
 }
+
+export { toLockError, checkString, checkNumber, typeName, invalid };

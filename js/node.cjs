@@ -1,7 +1,7 @@
 "use strict";
 // locksmith for Node: the native addon under the shared JS surface.
 
-const { makeApi } = require("./gen/api.cjs");
+const { makeApi, NATIVE, toLockError, checkString, checkNumber, typeName, invalid } = require("./gen/api.cjs");
 
 function platformTriple() {
   const { platform, arch } = process;
@@ -31,5 +31,93 @@ const api = makeApi({
     new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy),
 });
 
-delete api.toLockError;
-module.exports = api;
+const CONNECT_OPTIONS = {
+  keyPrefix: "string",
+  connectTimeoutMs: "number",
+  commandTimeoutMs: "number",
+  reconnectRetries: "number",
+  reconnectMaxDelayMs: "number",
+  notifyReleases: "boolean",
+};
+
+/** Locks in Redis, through the native client. Also a plain `LockStore` object. */
+class RedisLockStore {
+  /**
+   * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
+   * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,
+   * reconnectMaxDelayMs, notifyReleases }`.
+   */
+  static async connect(urlOrOptions) {
+    const options = typeof urlOrOptions === "string" ? { url: urlOrOptions } : urlOrOptions;
+    if (options === null || typeof options !== "object") {
+      throw invalid(`RedisLockStore.connect() needs a URL or an options object; got ${typeName(urlOrOptions)}`);
+    }
+    checkString("url", options.url);
+    for (const [name, type] of Object.entries(CONNECT_OPTIONS)) {
+      if (options[name] !== undefined && typeof options[name] !== type) {
+        throw invalid(`${name} must be a ${type}; got ${typeName(options[name])}`);
+      }
+    }
+    if (options.reconnectRetries !== undefined && !(Number.isInteger(options.reconnectRetries) && options.reconnectRetries >= 0)) {
+      throw invalid(`reconnectRetries must be a whole number >= 0; got ${options.reconnectRetries}`);
+    }
+    let native;
+    try {
+      native = await addon.connectRedis({ ...options });
+    } catch (err) {
+      throw toLockError(err);
+    }
+    const store = new RedisLockStore(ACCESS);
+    store[NATIVE] = native;
+    return store;
+  }
+
+  constructor(access) {
+    if (access !== ACCESS) throw invalid("use `await RedisLockStore.connect(url)` to make a RedisLockStore");
+  }
+
+  /** The prefix put before every lock key. */
+  get keyPrefix() {
+    return this[NATIVE].keyPrefix;
+  }
+
+  /** Closes the connections; later calls fail with StoreClosedError. */
+  async close() {
+    this[NATIVE].close();
+  }
+
+  async acquire(key, owner, ttlMs) {
+    return call(() => this[NATIVE].acquire(key, owner, ttlMs), key, owner, ttlMs);
+  }
+
+  async release(key, owner) {
+    return call(() => this[NATIVE].release(key, owner), key, owner);
+  }
+
+  async extend(key, owner, ttlMs) {
+    return call(() => this[NATIVE].extend(key, owner, ttlMs), key, owner, ttlMs);
+  }
+
+  async isLocked(key) {
+    return call(() => this[NATIVE].isLocked(key), key);
+  }
+
+  async remainingTime(key) {
+    return call(() => this[NATIVE].remainingTime(key), key);
+  }
+}
+
+const ACCESS = Symbol("locksmith.redis");
+
+async function call(op, key, owner, ttlMs) {
+  checkString("key", key);
+  if (owner !== undefined) checkString("owner", owner);
+  if (ttlMs !== undefined) checkNumber("ttlMs", ttlMs);
+  try {
+    return await op();
+  } catch (err) {
+    throw toLockError(err);
+  }
+}
+
+module.exports = { ...api, RedisLockStore };

@@ -17,5 +17,6 @@ export const {
   StoreContractViolationError,
   LockStoreError,
   StoreClosedError,
+  RedisLockStore,
 } = api;
 export default api;

@@ -8,4 +8,5 @@ mod error;
 mod js_store;
 mod lock;
 mod memory;
+mod redis;
 mod timer;

@@ -1,0 +1,37 @@
+// The conformance suite against Redis: the native RedisLockStore, and the documented
+// ioredis recipe as a plain JS store.
+import { Redis } from "ioredis";
+import { after, before } from "node:test";
+
+import { conformance } from "./conformance.mjs";
+import { redisLockStore } from "./ioredis-store.mjs";
+import { startRedis } from "./redis-server.mjs";
+import { TARGET, ls } from "./target.mjs";
+
+let server;
+before(async () => {
+  server = await startRedis();
+});
+after(async () => {
+  await server.stop();
+});
+
+if (TARGET === "native") {
+  conformance("RedisLockStore", {
+    makeStore: () => ls.RedisLockStore.connect(server.url),
+    closeStore: (store) => store.close(),
+    fencing: true,
+    exactOwnership: true,
+  });
+}
+
+let client;
+conformance("the documented ioredis store", {
+  makeStore: () => {
+    client = new Redis(server.url);
+    return redisLockStore(client);
+  },
+  closeStore: () => client.quit(),
+  fencing: false,
+  exactOwnership: false,
+});

@@ -1,0 +1,109 @@
+//! `NativeRedisStore`: `locksmith_redis::RedisStore` for JS.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use locksmith_core::{validate, LockStore};
+use locksmith_redis::{RedisOptions, RedisStore};
+use napi_derive::napi;
+
+use crate::error::IntoNapi;
+use crate::lock::{new_lock, restore_lock, NativeLock};
+
+/// What `RedisLockStore.connect()` takes.
+#[napi(object)]
+pub struct RedisConnectOptions {
+    pub url: String,
+    pub key_prefix: Option<String>,
+    pub connect_timeout_ms: Option<f64>,
+    pub command_timeout_ms: Option<f64>,
+    pub reconnect_retries: Option<u32>,
+    pub reconnect_max_delay_ms: Option<f64>,
+    pub notify_releases: Option<bool>,
+}
+
+fn millis(value: Option<f64>, default: Duration) -> napi::Result<Duration> {
+    value.map_or(Ok(default), |ms| validate::ttl_ms(ms).napi().map(Duration::from_millis))
+}
+
+impl RedisConnectOptions {
+    fn into_options(self) -> napi::Result<RedisOptions> {
+        let mut options = RedisOptions::new(self.url);
+        if let Some(prefix) = self.key_prefix {
+            options.key_prefix = prefix;
+        }
+        options.connect_timeout = millis(self.connect_timeout_ms, options.connect_timeout)?;
+        options.command_timeout = millis(self.command_timeout_ms, options.command_timeout)?;
+        options.reconnect_max_delay = millis(self.reconnect_max_delay_ms, options.reconnect_max_delay)?;
+        if let Some(retries) = self.reconnect_retries {
+            options.reconnect_retries = retries as usize;
+        }
+        if let Some(notify) = self.notify_releases {
+            options.notify_releases = notify;
+        }
+        Ok(options)
+    }
+}
+
+#[napi]
+pub struct NativeRedisStore {
+    inner: Arc<RedisStore>,
+}
+
+#[napi]
+pub async fn connect_redis(options: RedisConnectOptions) -> napi::Result<NativeRedisStore> {
+    let store = RedisStore::connect(options.into_options()?).await.napi()?;
+    Ok(NativeRedisStore { inner: Arc::new(store) })
+}
+
+#[napi]
+impl NativeRedisStore {
+    #[napi]
+    pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
+        new_lock(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms)
+    }
+
+    #[napi]
+    pub fn restore(&self, serialized: String) -> napi::Result<NativeLock> {
+        restore_lock(self.inner.clone() as Arc<dyn LockStore>, &serialized)
+    }
+
+    #[napi(getter)]
+    pub fn key_prefix(&self) -> String {
+        self.inner.options().key_prefix.clone()
+    }
+
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close();
+    }
+
+    // The plain `LockStore` interface.
+
+    #[napi]
+    pub async fn acquire(&self, key: String, owner: String, ttl_ms: f64) -> napi::Result<bool> {
+        let ttl_ms = validate::ttl_ms(ttl_ms).napi()?;
+        self.inner.clone().acquire(&key, &owner, ttl_ms).await.napi()
+    }
+
+    #[napi]
+    pub async fn release(&self, key: String, owner: String) -> napi::Result<bool> {
+        self.inner.clone().release(&key, &owner).await.napi()
+    }
+
+    #[napi]
+    pub async fn extend(&self, key: String, owner: String, ttl_ms: f64) -> napi::Result<bool> {
+        let ttl_ms = validate::ttl_ms(ttl_ms).napi()?;
+        self.inner.clone().extend(&key, &owner, ttl_ms).await.napi()
+    }
+
+    #[napi]
+    pub async fn is_locked(&self, key: String) -> napi::Result<bool> {
+        self.inner.clone().is_locked(&key).await.napi()
+    }
+
+    #[napi]
+    pub async fn remaining_time(&self, key: String) -> napi::Result<Option<f64>> {
+        Ok(self.inner.clone().remaining_time(&key).await.napi()?.map(|ms| ms as f64))
+    }
+}
