@@ -255,7 +255,7 @@ impl LockStore for RedisStore {
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
         let channel = format!("{}:released", self.lock_key(key));
-        self.notifier.as_ref()?.signal(channel)
+        self.notifier.as_ref().map(|n| n.signal(channel))
     }
 }
 

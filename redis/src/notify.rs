@@ -71,7 +71,7 @@ impl ReleaseNotifier {
     }
 
     /// A future that completes when `channel` carries a release.
-    pub fn signal(&self, channel: String) -> Option<BoxFuture<'static, ()>> {
+    pub fn signal(&self, channel: String) -> BoxFuture<'static, ()> {
         let listener = {
             let mut channels = self.channels.lock();
             let entry = channels.entry(channel.clone()).or_insert_with(|| {
@@ -82,10 +82,10 @@ impl ReleaseNotifier {
             entry.event.listen()
         };
         let waiting = Waiting { channels: self.channels.clone(), commands: self.commands.clone(), channel };
-        Some(Box::pin(async move {
+        Box::pin(async move {
             let _waiting = waiting;
             listener.await;
-        }))
+        })
     }
 }
 

@@ -147,11 +147,8 @@ async fn waiters_wake_on_release_not_on_their_retry_delay() {
             assert!(holder.release().await.unwrap());
         });
     assert!(got.unwrap());
-    let waited = start.elapsed();
-    assert!(
-        waited >= Duration::from_millis(300) && waited < Duration::from_millis(2_000),
-        "waited {waited:?}"
-    );
+    let elapsed = start.elapsed();
+    assert!(elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(2), "waited {elapsed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,163 @@
+// RedisLockStore beyond the conformance suite: options, faults, restarts, several
+// processes, fencing tokens, clean exits.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
+
+import { startRedis } from "./redis-server.mjs";
+import { TARGET, ls, sleep, uniqueKey } from "./target.mjs";
+
+const { Lock, RedisLockStore, LockNotHeldError } = ls;
+const skip = TARGET !== "native" && "RedisLockStore is part of the native build";
+
+const fast = { connectTimeoutMs: 300, commandTimeoutMs: 300, reconnectRetries: 1, reconnectMaxDelayMs: 100 };
+
+describe("RedisLockStore", { skip }, () => {
+  let server;
+  let client;
+  before(async () => {
+    server = await startRedis();
+    client = new Redis(server.url);
+  });
+  after(async () => {
+    await client?.quit();
+    await server?.stop();
+  });
+
+  it("refuses bad options with INVALID_ARGUMENT", async () => {
+    for (const bad of [undefined, 42, {}, { url: 5 }, { url: server.url, keyPrefix: 1 }, { url: server.url, commandTimeoutMs: "1s" }, { url: server.url, connectTimeoutMs: 0 }, { url: server.url, reconnectRetries: -1 }, "http://localhost"]) {
+      await assert.rejects(RedisLockStore.connect(bad), { code: "INVALID_ARGUMENT" }, JSON.stringify(bad));
+    }
+    assert.throws(() => new RedisLockStore(), { code: "INVALID_ARGUMENT" });
+  });
+
+  it("puts keys under its prefix, with the key as a hash tag", async () => {
+    const store = await RedisLockStore.connect({ url: server.url, keyPrefix: "app:locks:" });
+    assert.equal(store.keyPrefix, "app:locks:");
+    const key = uniqueKey("prefix");
+    const l = new Lock(key, 5_000, store);
+    await l.acquire();
+    assert.equal(await client.get(`app:locks:{${key}}`), JSON.parse(l.serialize()).owner);
+    assert.ok(Number(await client.get(`app:locks:{${key}}:fence`)) >= l.fencingToken);
+    const pttl = await client.pttl(`app:locks:{${key}}`);
+    assert.ok(pttl > 4_000 && pttl <= 5_000);
+    await l.release();
+    assert.equal(await client.exists(`app:locks:{${key}}`), 0);
+    await store.close();
+  });
+
+  it("keeps millisecond precision", async () => {
+    const store = await RedisLockStore.connect(server.url);
+    const l = new Lock(uniqueKey("ms"), 10_000, store);
+    await l.acquire();
+    await l.extend(250);
+    const left = await l.getRemainingTime();
+    assert.ok(left > 150 && left <= 250, `remaining ${left}`);
+    await sleep(350);
+    assert.equal(await l.isExpired(), true);
+    await store.close();
+  });
+
+  it("fails fast with STORE_UNAVAILABLE when the server is unreachable", async () => {
+    const dead = await startRedis();
+    await dead.stop();
+    const start = performance.now();
+    await assert.rejects(RedisLockStore.connect({ url: dead.url, ...fast }), { code: "STORE_UNAVAILABLE", name: "StoreUnavailableError" });
+    assert.ok(performance.now() - start < 3_000);
+  });
+
+  it("keeps working across a server restart", async () => {
+    const own = await startRedis();
+    const store = await RedisLockStore.connect({ url: own.url, ...fast });
+    const l = new Lock("restart", 10_000, store);
+    assert.equal(await l.acquire(), true);
+    await own.stop();
+    const start = performance.now();
+    await assert.rejects(l.extend(), { code: "STORE_UNAVAILABLE" });
+    assert.ok(performance.now() - start < 2_000, "bounded by the command timeout");
+    await own.start();
+    let expired;
+    for (let i = 0; i < 50 && expired === undefined; i++) {
+      expired = await l.isExpired().catch(() => sleep(100).then(() => undefined));
+    }
+    assert.equal(expired, true, "reconnected; the hold died with the server and reads as lost");
+    await assert.rejects(l.extend(), LockNotHeldError);
+    assert.equal(await new Lock("restart", 1_000, store).acquire(), true);
+    await store.close();
+    await own.stop();
+  });
+
+  it("reloads its scripts after SCRIPT FLUSH", async () => {
+    const store = await RedisLockStore.connect(server.url);
+    const l = new Lock(uniqueKey("flush"), 5_000, store);
+    await l.acquire();
+    await client.script("FLUSH");
+    await l.extend();
+    assert.equal(await l.release(), true);
+    await store.close();
+  });
+
+  it("a closed store says so", async () => {
+    const store = await RedisLockStore.connect(server.url);
+    await store.close();
+    await assert.rejects(store.isLocked("k"), { code: "STORE_CLOSED", name: "StoreClosedError" });
+    await assert.rejects(new Lock("k", 1_000, store).acquire(), { code: "STORE_CLOSED" });
+  });
+
+  it("fencing tokens let a resource refuse a stale holder", async () => {
+    const store = await RedisLockStore.connect(server.url);
+    const key = uniqueKey("fence");
+    // The protected resource remembers the largest token it has accepted.
+    let highest = 0;
+    const write = (token, value) => {
+      if (token <= highest) throw new Error(`stale token ${token}`);
+      highest = token;
+      return value;
+    };
+    const a = new Lock(key, 100, store);
+    await a.acquire();
+    const staleToken = a.fencingToken;
+    await sleep(200); // a pauses past its TTL...
+    const b = new Lock(key, 5_000, store);
+    await b.acquire(); // ...and b takes over
+    assert.ok(b.fencingToken > staleToken);
+    write(b.fencingToken, "b's write");
+    assert.throws(() => write(staleToken, "a's late write"), /stale token/);
+    await b.release();
+    await store.close();
+  });
+
+  it("two Node processes take turns on one key", async () => {
+    const key = uniqueKey("procs");
+    const child = () =>
+      new Promise((resolve, reject) => {
+        const p = spawn(process.execPath, [new URL("./redis-contender.mjs", import.meta.url).pathname, server.url, key, "25"], {
+          stdio: ["ignore", "pipe", "inherit"],
+        });
+        let out = "";
+        p.stdout.on("data", (d) => (out += d));
+        p.once("exit", (code) => (code === 0 ? resolve(Number(out)) : reject(new Error(`contender exited ${code}`))));
+      });
+    const runs = await Promise.all([child(), child()]);
+    assert.deepEqual(runs, [25, 25]);
+    assert.equal(Number(await client.get(`${key}:counter`)), 50, "no lost update");
+    assert.equal(Number(await client.get(`${key}:overlaps`) ?? 0), 0, "never two inside at once");
+  });
+
+  it("lets Node exit promptly after close()", async () => {
+    const started = performance.now();
+    const code = await new Promise((resolve) => {
+      const script = `
+        const { RedisLockStore, Lock } = await import(${JSON.stringify(new URL("../js/node.mjs", import.meta.url).href)});
+        const store = await RedisLockStore.connect(${JSON.stringify(server.url)});
+        const l = new Lock("exit", 60_000, store);
+        await l.acquire({ timeout: 100 });
+        await l.release();
+        await store.close();`;
+      spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: "inherit" }).once("exit", resolve);
+    });
+    assert.equal(code, 0);
+    assert.ok(performance.now() - started < 5_000, "no handle kept the process alive");
+  });
+});
