@@ -87,6 +87,40 @@ export declare class MemoryLockStore implements LockStore {
   clear(): void;
 }
 
+/** Options of `RedisLockStore.connect()`. */
+export interface RedisConnectOptions {
+  /** `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. */
+  url: string;
+  /** Put before every key. Default `"locksmith:"`. */
+  keyPrefix?: string;
+  /** How long connecting may take. Default 2000. */
+  connectTimeoutMs?: number;
+  /** How long one command may take. Default 2000. */
+  commandTimeoutMs?: number;
+  /** Connection attempts per reconnect. Default 2. */
+  reconnectRetries?: number;
+  /** The longest pause between reconnect attempts. Default 1000. */
+  reconnectMaxDelayMs?: number;
+  /** Wake waiters on release through pub/sub. Default true. */
+  notifyReleases?: boolean;
+}
+
+/** Locks in Redis, through the native client (Node). Also a plain `LockStore`. */
+export declare class RedisLockStore implements LockStore {
+  private constructor();
+  /** Connects; rejects with StoreUnavailableError when Redis cannot be reached in time. */
+  static connect(urlOrOptions: string | RedisConnectOptions): Promise<RedisLockStore>;
+  /** The prefix put before every key. */
+  readonly keyPrefix: string;
+  /** Closes the connections; later calls fail with StoreClosedError. */
+  close(): Promise<void>;
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  release(key: string, owner: string): Promise<boolean>;
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  isLocked(key: string): Promise<boolean>;
+  remainingTime(key: string): Promise<number | null>;
+}
+
 /** The stable error codes. */
 export type LockErrorCode =
   | "LOCK_NOT_HELD"

@@ -6,6 +6,7 @@ import {
   setLockStore,
   getLockStore,
   MemoryLockStore,
+  RedisLockStore,
   LockError,
   LockNotHeldError,
   type LockStore,
@@ -45,6 +46,12 @@ export async function usage(): Promise<void> {
   const current: LockStore = getLockStore();
   const shared: MemoryLockStore = MemoryLockStore.shared("jobs");
   const explicit = new Lock("k", 1_000, shared);
+
+  const redis: RedisLockStore = await RedisLockStore.connect({ url: "redis://localhost:6379", keyPrefix: "app:" });
+  setLockStore(redis);
+  const prefix: string = redis.keyPrefix;
+  await redis.close();
+  void prefix;
 
   const custom: LockStore = {
     acquire: async (_k: string, _o: string, _t: number) => true,
