@@ -1,13 +1,15 @@
 import { conformance } from "./conformance.mjs";
 import { mapStore } from "./js-stores.mjs";
-import { ls } from "./target.mjs";
+import { TARGET, ls } from "./target.mjs";
 
 conformance("MemoryLockStore", { makeStore: () => new ls.MemoryLockStore(), fencing: true, exactOwnership: true });
-conformance("MemoryLockStore.shared", {
-  makeStore: () => ls.MemoryLockStore.shared("conformance"),
-  fencing: true,
-  exactOwnership: true,
-});
+if (TARGET === "native") {
+  conformance("MemoryLockStore.shared", {
+    makeStore: () => ls.MemoryLockStore.shared("conformance"),
+    fencing: true,
+    exactOwnership: true,
+  });
+}
 conformance("a plain-JS store", { makeStore: mapStore, fencing: false, exactOwnership: false });
 conformance("a plain-JS store with isHeldBy", {
   makeStore: () => mapStore({ withIsHeldBy: true }),

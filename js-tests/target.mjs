@@ -1,7 +1,7 @@
 // The build under test, chosen by LOCKSMITH_TARGET: `native` (default, the napi addon)
 // or `wasm` (the WebAssembly build through its Node entry).
 const target = process.env.LOCKSMITH_TARGET ?? "native";
-const entries = { native: "../js/node.mjs", wasm: "../js/wasm-node.mjs" };
+const entries = { native: "../js/node.mjs", wasm: "../js/wasm.mjs" };
 if (!entries[target]) throw new Error(`LOCKSMITH_TARGET must be one of ${Object.keys(entries).join(", ")}`);
 
 export const TARGET = target;

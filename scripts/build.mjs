@@ -1,7 +1,9 @@
-// Builds what the package needs, incrementally: the JS surface in CommonJS form and
-// the native addon (cargo only rebuilds what changed).
+// Builds what the package needs, incrementally (cargo only rebuilds what changed):
+// the JS surface in CommonJS form, the native addon, and the WebAssembly build.
+// `node scripts/build.mjs native` or `... wasm` builds one half.
 import { execFileSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildSync } from "esbuild";
@@ -18,12 +20,37 @@ buildSync({
   logLevel: "warning",
 });
 
-const napi = join(root, "node_modules/.bin/napi");
-run(napi, [
+const only = process.argv[2];
+
+if (only !== "wasm") {
+  const napi = join(root, "node_modules/.bin/napi");
+  run(napi, [
   "build",
   "--manifest-path", "node/Cargo.toml",
   "--package-json-path", "package.json",
   "--platform", "--release", "--no-js",
   "--output-dir", "js/native",
   "--dts", "binding.d.ts",
-]);
+  ]);
+}
+
+if (only !== "native") {
+  run("cargo", ["build", "-p", "locksmith-wasm", "--target", "wasm32-unknown-unknown", "--profile", "wasm-release", "--quiet"]);
+  const built = join(root, "target/wasm32-unknown-unknown/wasm-release/locksmith_wasm.wasm");
+  const out = join(root, "js/wasm");
+  const wasmFile = join(out, "locksmith_wasm_bg.wasm");
+  let fresh = false;
+  try {
+    fresh = statSync(wasmFile).mtimeMs >= statSync(built).mtimeMs;
+  } catch {}
+  if (!fresh) {
+    run("wasm-bindgen", [
+      "--target", "web", "--out-dir", out, "--no-typescript",
+      "--remove-name-section", "--remove-producers-section", built,
+    ]);
+    run(join(root, "node_modules/.bin/wasm-opt"), ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext", "--enable-mutable-globals", wasmFile, "-o", wasmFile]);
+  }
+  const bytes = readFileSync(wasmFile);
+  const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
+  console.log(`locksmith_wasm_bg.wasm: ${kb(bytes.length)} raw, ${kb(gzipSync(bytes, { level: 9 }).length)} gzipped`);
+}

@@ -23,6 +23,14 @@ if ! rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unkno
   rustup target add wasm32-unknown-unknown
 fi
 
+# wasm-bindgen-cli, at exactly the version of the wasm-bindgen crate in Cargo.lock.
+wb_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wb_version" ]; then
+  say "installing wasm-bindgen-cli $wb_version (a few minutes, once)"
+  # Not --locked: its lockfile pins a webpki-roots version the registry no longer has.
+  cargo install wasm-bindgen-cli --version "$wb_version" --quiet
+fi
+
 # npm packages, when package-lock.json is newer than what is installed.
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing npm packages"

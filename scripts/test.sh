@@ -36,5 +36,8 @@ node scripts/build.mjs
 step "JS tests (native)"
 node --test --test-reporter=spec --test-concurrency=2 js-tests/
 
+step "JS tests (wasm)"
+LOCKSMITH_TARGET=wasm node --test --test-reporter=spec --test-concurrency=2 js-tests/
+
 step "types"
 node_modules/.bin/tsc -p js-tests/types/tsconfig.json

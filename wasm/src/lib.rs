@@ -1,1 +1,34 @@
-//! locksmith for edge runtimes and browsers. The wasm-bindgen layer comes with the edge build.
+//! locksmith for edge runtimes and browsers: the wasm-bindgen layer. It converts
+//! types, calls `locksmith-core` and maps errors; no lock logic lives here.
+//!
+//! The clock is `performance.now()`, sleeping is `setTimeout`, owner tokens come from
+//! `crypto.getRandomValues` (through getrandom), and JS stores are awaited through
+//! their promises.
+
+// Core shares stores as `Arc<dyn LockStore>` on every target; on wasm32 there is one
+// thread, so the `Arc`s are never sent anywhere.
+#![allow(clippy::arc_with_non_send_sync)]
+
+mod js_store;
+mod lock;
+mod memory;
+mod timer;
+
+use locksmith_core::LockError;
+use wasm_bindgen::JsValue;
+
+/// `LockError` → JS: an `Error` whose message carries the stable code first
+/// (`CODE message`); the JS surface turns it into the matching `LockError` subclass.
+fn to_js(err: &LockError) -> JsValue {
+    js_sys::Error::new(&format!("{} {err}", err.code())).into()
+}
+
+trait IntoJs<T> {
+    fn js(self) -> Result<T, JsValue>;
+}
+
+impl<T> IntoJs<T> for locksmith_core::Result<T> {
+    fn js(self) -> Result<T, JsValue> {
+        self.map_err(|e| to_js(&e))
+    }
+}

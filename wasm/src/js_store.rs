@@ -1,0 +1,125 @@
+//! `WasmJsStoreBridge`: any JS object with the five async `LockStore` methods, awaited
+//! from Rust through its promises. The JS side hands over one dispatch function that
+//! always returns a promise; what it resolves to is checked against the store contract
+//! in core. A call that throws, rejects, or does not settle within the operation
+//! timeout becomes a typed error.
+
+use std::sync::Arc;
+
+use futures_util::future::{select, Either};
+use js_sys::{Function, Object, Promise, Reflect};
+use locksmith_core::contract::{self, Answer};
+use locksmith_core::{validate, LockStore, Result, Timer};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+use crate::lock::{new_lock, restore_lock, WasmLock};
+use crate::timer::timer;
+use crate::IntoJs;
+
+struct JsStore {
+    dispatch: Function,
+    timeout_ms: u64,
+    has_is_held_by: bool,
+    timer: Arc<dyn Timer>,
+}
+
+#[wasm_bindgen]
+pub struct WasmJsStoreBridge {
+    inner: Arc<JsStore>,
+}
+
+#[wasm_bindgen]
+impl WasmJsStoreBridge {
+    #[wasm_bindgen(constructor)]
+    pub fn new(dispatch: Function, operation_timeout_ms: f64, has_is_held_by: bool) -> Result<Self, JsValue> {
+        let timeout_ms = validate::ttl_ms(operation_timeout_ms).js()?;
+        Ok(Self { inner: Arc::new(JsStore { dispatch, timeout_ms, has_is_held_by, timer: timer() }) })
+    }
+
+    pub fn lock(&self, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
+        new_lock(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms)
+    }
+
+    pub fn restore(&self, serialized: &str) -> Result<WasmLock, JsValue> {
+        restore_lock(self.inner.clone() as Arc<dyn LockStore>, serialized)
+    }
+}
+
+fn describe(value: &JsValue) -> Answer {
+    if let Some(b) = value.as_bool() {
+        Answer::Bool(b)
+    } else if let Some(n) = value.as_f64() {
+        Answer::Number(n)
+    } else if value.is_null() || value.is_undefined() {
+        Answer::Nothing
+    } else if let Some(s) = value.as_string() {
+        Answer::Other(format!("string {s:?}"))
+    } else if js_sys::Array::is_array(value) {
+        Answer::Other("an array".into())
+    } else {
+        Answer::Other("an object".into())
+    }
+}
+
+fn reason(err: &JsValue) -> String {
+    err.dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| err.as_string())
+        .unwrap_or_else(|| format!("{err:?}"))
+}
+
+impl JsStore {
+    async fn call(&self, op: &'static str, key: &str, owner: Option<&str>, ttl_ms: Option<u64>) -> Result<Answer> {
+        let call = Object::new();
+        let set = |name: &str, value: &JsValue| {
+            let _ = Reflect::set(&call, &JsValue::from_str(name), value);
+        };
+        set("op", &JsValue::from_str(op));
+        set("key", &JsValue::from_str(key));
+        if let Some(owner) = owner {
+            set("owner", &JsValue::from_str(owner));
+        }
+        if let Some(ttl) = ttl_ms {
+            set("ttlMs", &JsValue::from_f64(ttl as f64));
+        }
+        let returned = self.dispatch.call1(&JsValue::NULL, &call).map_err(|e| contract::failed(op, &reason(&e)))?;
+        let settled = JsFuture::from(Promise::resolve(&returned));
+        match select(settled, self.timer.sleep(self.timeout_ms)).await {
+            Either::Left((Ok(value), _)) => Ok(describe(&value)),
+            Either::Left((Err(err), _)) => Err(contract::failed(op, &reason(&err))),
+            Either::Right(((), _)) => Err(contract::timed_out(op, self.timeout_ms)),
+        }
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl LockStore for JsStore {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        contract::expect_bool("acquire", &self.call("acquire", key, Some(owner), Some(ttl_ms)).await?)
+    }
+
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        contract::expect_bool("release", &self.call("release", key, Some(owner), None).await?)
+    }
+
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        contract::expect_bool("extend", &self.call("extend", key, Some(owner), Some(ttl_ms)).await?)
+    }
+
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        contract::expect_bool("isLocked", &self.call("isLocked", key, None, None).await?)
+    }
+
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        contract::expect_remaining_time(&self.call("remainingTime", key, None, None).await?)
+    }
+
+    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
+        if !self.has_is_held_by {
+            return Ok(None);
+        }
+        let answer = self.call("isHeldBy", key, Some(owner), None).await?;
+        contract::expect_bool("isHeldBy", &answer).map(Some)
+    }
+}

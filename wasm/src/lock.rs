@@ -1,0 +1,114 @@
+//! `WasmLock`: a `locksmith_core::Lock` for JS. Synchronous `*Now` methods serve the
+//! memory store without a promise; they answer `null`/`false` for other stores, and
+//! the JS surface takes the async method instead.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use js_sys::Promise;
+use locksmith_core::{AcquireOptions, Lock, LockStore};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use crate::timer::timer;
+use crate::IntoJs;
+
+#[wasm_bindgen]
+pub struct WasmLock {
+    inner: Rc<Lock>,
+}
+
+pub fn new_lock(store: Arc<dyn LockStore>, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
+    Lock::new(key, ttl_ms, store, timer()).js().map(|l| WasmLock { inner: Rc::new(l) })
+}
+
+pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> Result<WasmLock, JsValue> {
+    Lock::restore(serialized, store, timer()).js().map(|l| WasmLock { inner: Rc::new(l) })
+}
+
+fn bool_value(b: bool) -> JsValue {
+    JsValue::from_bool(b)
+}
+
+/// `null` for `None`, as the native build answers (wasm-bindgen would say `undefined`).
+pub fn or_null<T: Into<JsValue>>(value: Option<T>) -> JsValue {
+    value.map_or(JsValue::NULL, Into::into)
+}
+
+#[wasm_bindgen]
+impl WasmLock {
+    #[wasm_bindgen(getter)]
+    pub fn key(&self) -> String {
+        self.inner.key().to_owned()
+    }
+
+    #[wasm_bindgen(getter, js_name = ttlMs)]
+    pub fn ttl_ms(&self) -> f64 {
+        self.inner.ttl_ms() as f64
+    }
+
+    #[wasm_bindgen(getter, js_name = fencingToken)]
+    pub fn fencing_token(&self) -> JsValue {
+        or_null(self.inner.fencing_token().map(|t| t as f64))
+    }
+
+    /// One attempt, synchronously: `true`/`false`, or `null` when the store is async.
+    #[wasm_bindgen(js_name = tryAcquireNow)]
+    pub fn try_acquire_now(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> Result<JsValue, JsValue> {
+        AcquireOptions::from_numbers(timeout, retry_delay).js()?;
+        self.inner.try_acquire_now().transpose().js().map(or_null)
+    }
+
+    pub fn acquire(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> Promise {
+        let lock = self.inner.clone();
+        future_to_promise(async move {
+            let options = AcquireOptions::from_numbers(timeout, retry_delay).js()?;
+            lock.acquire(options).await.js().map(bool_value)
+        })
+    }
+
+    #[wasm_bindgen(js_name = releaseNow)]
+    pub fn release_now(&self) -> JsValue {
+        or_null(self.inner.release_now())
+    }
+
+    pub fn release(&self) -> Promise {
+        let lock = self.inner.clone();
+        future_to_promise(async move { lock.release().await.js().map(bool_value) })
+    }
+
+    /// `true` when extended synchronously, `false` when the store is async.
+    #[wasm_bindgen(js_name = extendNow)]
+    pub fn extend_now(&self, ttl_ms: Option<f64>) -> Result<bool, JsValue> {
+        self.inner.extend_now(ttl_ms).transpose().js().map(|done| done.is_some())
+    }
+
+    pub fn extend(&self, ttl_ms: Option<f64>) -> Promise {
+        let lock = self.inner.clone();
+        future_to_promise(async move { lock.extend(ttl_ms).await.js().map(|()| JsValue::UNDEFINED) })
+    }
+
+    #[wasm_bindgen(js_name = isLocked)]
+    pub fn is_locked(&self) -> Promise {
+        let lock = self.inner.clone();
+        future_to_promise(async move { lock.is_locked().await.js().map(bool_value) })
+    }
+
+    #[wasm_bindgen(js_name = isExpired)]
+    pub fn is_expired(&self) -> Promise {
+        let lock = self.inner.clone();
+        future_to_promise(async move { lock.is_expired().await.js().map(bool_value) })
+    }
+
+    #[wasm_bindgen(js_name = remainingTime)]
+    pub fn remaining_time(&self) -> Promise {
+        let lock = self.inner.clone();
+        future_to_promise(async move {
+            Ok(or_null(lock.remaining_time().await.js()?.map(|ms| ms as f64)))
+        })
+    }
+
+    pub fn serialize(&self) -> Result<String, JsValue> {
+        self.inner.serialize().js()
+    }
+}

@@ -1,0 +1,70 @@
+//! `WasmMemoryStore`: `locksmith_core::MemoryStore` for this isolate.
+
+use std::sync::Arc;
+
+use locksmith_core::{validate, LockStore, MemoryStore, SyncLockStore};
+use wasm_bindgen::prelude::*;
+
+use crate::lock::{new_lock, or_null, restore_lock, WasmLock};
+use crate::timer::timer;
+use crate::IntoJs;
+
+#[wasm_bindgen]
+pub struct WasmMemoryStore {
+    inner: Arc<MemoryStore>,
+}
+
+#[wasm_bindgen]
+impl WasmMemoryStore {
+    #[wasm_bindgen(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        let clock = timer();
+        Self { inner: Arc::new(MemoryStore::new(clock)) }
+    }
+
+    pub fn lock(&self, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
+        new_lock(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms)
+    }
+
+    pub fn restore(&self, serialized: &str) -> Result<WasmLock, JsValue> {
+        restore_lock(self.inner.clone() as Arc<dyn LockStore>, serialized)
+    }
+
+    // The plain `LockStore` interface, synchronous here; the JS class wraps each in a promise.
+
+    pub fn acquire(&self, key: &str, owner: &str, ttl_ms: f64) -> Result<bool, JsValue> {
+        Ok(self.inner.acquire_now(key, owner, validate::ttl_ms(ttl_ms).js()?).is_some())
+    }
+
+    pub fn release(&self, key: &str, owner: &str) -> bool {
+        self.inner.release_now(key, owner)
+    }
+
+    pub fn extend(&self, key: &str, owner: &str, ttl_ms: f64) -> Result<bool, JsValue> {
+        Ok(self.inner.extend_now(key, owner, validate::ttl_ms(ttl_ms).js()?))
+    }
+
+    #[wasm_bindgen(js_name = isLocked)]
+    pub fn is_locked(&self, key: &str) -> bool {
+        self.inner.is_locked_now(key)
+    }
+
+    #[wasm_bindgen(js_name = remainingTime)]
+    pub fn remaining_time(&self, key: &str) -> JsValue {
+        or_null(self.inner.remaining_time_now(key).map(|ms| ms as f64))
+    }
+
+    #[wasm_bindgen(js_name = entryCount)]
+    pub fn entry_count(&self) -> u32 {
+        u32::try_from(self.inner.entry_count()).unwrap_or(u32::MAX)
+    }
+
+    pub fn sweep(&self) {
+        self.inner.sweep();
+    }
+
+    pub fn clear(&self) {
+        self.inner.clear();
+    }
+}
