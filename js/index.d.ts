@@ -130,6 +130,7 @@ export type LockErrorCode =
   | "STORE_CONTRACT_VIOLATION"
   | "STORE_ERROR"
   | "STORE_CLOSED"
+  | "NOT_INITIALIZED"
   | "INTERNAL_ERROR";
 
 /** Base class of every error locksmith throws. */
