@@ -1,0 +1,83 @@
+// A lock serialized by one build is restored and released by the other, against the
+// same redis-server: the native build through RedisLockStore, the wasm build through
+// a JS store over ioredis that runs locksmith's own Lua scripts on the same key layout.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
+
+import * as native from "../js/node.mjs";
+import * as wasm from "../js/wasm.mjs";
+import { startRedis } from "./redis-server.mjs";
+import { TARGET, uniqueKey } from "./target.mjs";
+
+const script = (name) => readFileSync(new URL(`../redis/src/lua/${name}.lua`, import.meta.url), "utf8");
+
+/** RedisLockStore's layout and scripts, from JS: what an edge worker with a Redis client would run. */
+function compatibleStore(client, prefix = "locksmith:") {
+  const k = (key) => `${prefix}{${key}}`;
+  const [acquire, release, extend] = ["acquire", "release", "extend"].map(script);
+  return {
+    acquire: async (key, owner, ttlMs) => (await client.eval(acquire, 2, k(key), `${k(key)}:fence`, owner, ttlMs, ttlMs + 86_400_000)) > 0,
+    release: async (key, owner) => (await client.eval(release, 1, k(key), owner)) === 1,
+    extend: async (key, owner, ttlMs) => (await client.eval(extend, 1, k(key), owner, ttlMs)) === 1,
+    isLocked: async (key) => (await client.exists(k(key))) === 1,
+    isHeldBy: async (key, owner) => (await client.get(k(key))) === owner,
+    remainingTime: async (key) => {
+      const ms = await client.pttl(k(key));
+      return ms < 0 ? null : ms;
+    },
+  };
+}
+
+describe("cross-runtime handoff over Redis", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+  let server;
+  let client;
+  let nativeStore;
+  let edgeStore;
+  before(async () => {
+    server = await startRedis();
+    client = new Redis(server.url);
+    nativeStore = await native.RedisLockStore.connect(server.url);
+    edgeStore = compatibleStore(client);
+  });
+  after(async () => {
+    await nativeStore?.close();
+    await client?.quit();
+    await server?.stop();
+  });
+
+  it("wasm acquires and serializes; native restores, extends and releases", async () => {
+    const key = uniqueKey("to-native");
+    const edgeLock = new wasm.Lock(key, 30_000, edgeStore);
+    assert.equal(await edgeLock.acquire(), true);
+    const text = edgeLock.serialize();
+    const nativeLock = native.restoreLock(text, nativeStore);
+    assert.equal(await new native.Lock(key, 1_000, nativeStore).acquire(), false, "held, as seen from native");
+    await nativeLock.extend(60_000);
+    assert.ok((await nativeLock.getRemainingTime()) > 30_000);
+    assert.equal(await nativeLock.release(), true);
+    assert.equal(await edgeLock.isExpired(), true, "the wasm handle sees its hold gone");
+  });
+
+  it("native acquires and serializes; wasm restores and releases", async () => {
+    const key = uniqueKey("to-wasm");
+    const nativeLock = new native.Lock(key, 30_000, nativeStore);
+    assert.equal(await nativeLock.acquire(), true);
+    const edgeLock = wasm.restoreLock(nativeLock.serialize(), edgeStore);
+    assert.equal(edgeLock.fencingToken, nativeLock.fencingToken);
+    assert.equal(await new wasm.Lock(key, 1_000, edgeStore).acquire(), false, "held, as seen from wasm");
+    assert.equal(await edgeLock.release(), true);
+    assert.equal(await nativeLock.isLocked(), false);
+    assert.equal(await nativeLock.release(), false);
+  });
+
+  it("the serialized form is the same string in both builds", async () => {
+    const key = uniqueKey("same-form");
+    const a = new native.Lock(key, 12_345, nativeStore);
+    await a.acquire();
+    const text = a.serialize();
+    assert.equal(wasm.restoreLock(text, edgeStore).serialize(), text);
+    await a.release();
+  });
+});
