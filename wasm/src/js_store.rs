@@ -70,7 +70,13 @@ fn reason(err: &JsValue) -> String {
 }
 
 impl JsStore {
-    async fn call(&self, op: &'static str, key: &str, owner: Option<&str>, ttl_ms: Option<u64>) -> Result<Answer> {
+    async fn call(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+    ) -> Result<Answer> {
         let call = Object::new();
         let set = |name: &str, value: &JsValue| {
             let _ = Reflect::set(&call, &JsValue::from_str(name), value);
@@ -83,7 +89,8 @@ impl JsStore {
         if let Some(ttl) = ttl_ms {
             set("ttlMs", &JsValue::from_f64(ttl as f64));
         }
-        let returned = self.dispatch.call1(&JsValue::NULL, &call).map_err(|e| contract::failed(op, &reason(&e)))?;
+        let returned =
+            self.dispatch.call1(&JsValue::NULL, &call).map_err(|e| contract::failed(op, &reason(&e)))?;
         let settled = JsFuture::from(Promise::resolve(&returned));
         match select(settled, self.timer.sleep(self.timeout_ms)).await {
             Either::Left((Ok(value), _)) => Ok(describe(&value)),

@@ -54,7 +54,11 @@ impl WasmLock {
 
     /// One attempt, synchronously: `true`/`false`, or `null` when the store is async.
     #[wasm_bindgen(js_name = tryAcquireNow)]
-    pub fn try_acquire_now(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> Result<JsValue, JsValue> {
+    pub fn try_acquire_now(
+        &self,
+        timeout: Option<f64>,
+        retry_delay: Option<f64>,
+    ) -> Result<JsValue, JsValue> {
         AcquireOptions::from_numbers(timeout, retry_delay).js()?;
         self.inner.try_acquire_now().transpose().js().map(or_null)
     }
@@ -103,9 +107,7 @@ impl WasmLock {
     #[wasm_bindgen(js_name = remainingTime)]
     pub fn remaining_time(&self) -> Promise {
         let lock = self.inner.clone();
-        future_to_promise(async move {
-            Ok(or_null(lock.remaining_time().await.js()?.map(|ms| ms as f64)))
-        })
+        future_to_promise(async move { Ok(or_null(lock.remaining_time().await.js()?.map(|ms| ms as f64))) })
     }
 
     pub fn serialize(&self) -> Result<String, JsValue> {
