@@ -16,6 +16,7 @@ step "clippy"
 # The addon's napi registrations are compiled out under cfg(test), so it is linted as a library only.
 cargo clippy --workspace --all-targets --exclude locksmith-node --quiet -- -D warnings
 cargo clippy -p locksmith-node --quiet -- -D warnings
+cargo clippy -p locksmith-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
 
 step "rustdoc"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
