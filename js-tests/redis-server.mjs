@@ -7,7 +7,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 const WATCHDOG = 'bin="$1"; shift; "$bin" "$@" & pid=$!; echo "$pid"; read -r _; kill "$pid" 2>/dev/null; wait "$pid"';
 
-async function freePort() {
+/** A port nobody listens on right now. */
+export async function freePort() {
   const server = createServer();
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address();

@@ -103,6 +103,8 @@ export interface RedisConnectOptions {
   reconnectMaxDelayMs?: number;
   /** Wake waiters on release through pub/sub. Default true. */
   notifyReleases?: boolean;
+  /** For `rediss://`: the certificate authority to trust (PEM) instead of the system's roots. */
+  tlsCaCert?: string;
 }
 
 /** Locks in Redis, through the native client (Node). Also a plain `LockStore`. */

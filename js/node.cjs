@@ -38,6 +38,7 @@ const CONNECT_OPTIONS = {
   reconnectRetries: "number",
   reconnectMaxDelayMs: "number",
   notifyReleases: "boolean",
+  tlsCaCert: "string",
 };
 
 /** Locks in Redis, through the native client. Also a plain `LockStore` object. */
@@ -45,7 +46,7 @@ class RedisLockStore {
   /**
    * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
    * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,
-   * reconnectMaxDelayMs, notifyReleases }`.
+   * reconnectMaxDelayMs, notifyReleases, tlsCaCert }`.
    */
   static async connect(urlOrOptions) {
     const options = typeof urlOrOptions === "string" ? { url: urlOrOptions } : urlOrOptions;

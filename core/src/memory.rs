@@ -108,6 +108,10 @@ impl State {
             }
             live
         });
+        // Give memory back after a burst of keys has expired.
+        if self.entries.capacity() > 1024 && self.entries.capacity() > 4 * self.entries.len() {
+            self.entries.shrink_to_fit();
+        }
         self.last_sweep_ms = now;
         self.len_after_sweep = self.entries.len();
     }

@@ -20,6 +20,7 @@ pub struct RedisConnectOptions {
     pub reconnect_retries: Option<u32>,
     pub reconnect_max_delay_ms: Option<f64>,
     pub notify_releases: Option<bool>,
+    pub tls_ca_cert: Option<String>,
 }
 
 fn millis(value: Option<f64>, default: Duration) -> napi::Result<Duration> {
@@ -41,6 +42,7 @@ impl RedisConnectOptions {
         if let Some(notify) = self.notify_releases {
             options.notify_releases = notify;
         }
+        options.tls_ca_cert_pem = self.tls_ca_cert;
         Ok(options)
     }
 }

@@ -41,6 +41,9 @@ pub struct RedisOptions {
     pub reconnect_max_delay: Duration,
     /// Subscribe to release notifications so waiters wake on release instead of polling.
     pub notify_releases: bool,
+    /// For `rediss://`: the certificate authority to trust, in PEM, instead of the
+    /// system's roots (a private CA, a self-signed server).
+    pub tls_ca_cert_pem: Option<String>,
 }
 
 impl RedisOptions {
@@ -56,6 +59,7 @@ impl RedisOptions {
             reconnect_retries: 2,
             reconnect_max_delay: Duration::from_secs(1),
             notify_releases: true,
+            tls_ca_cert_pem: None,
         }
     }
 }
@@ -110,11 +114,16 @@ impl RedisStore {
     /// server cannot be reached.
     pub async fn connect(options: RedisOptions) -> Result<Self> {
         install_crypto_provider();
-        let client = redis::Client::open(options.url.as_str()).map_err(|e| {
-            LockError::InvalidArgument(format!(
-                "invalid Redis URL: {}",
-                e.to_string().replace(&options.url, "<url>")
-            ))
+        let opened = match &options.tls_ca_cert_pem {
+            None => redis::Client::open(options.url.as_str()),
+            Some(pem) => redis::Client::build_with_tls(
+                options.url.as_str(),
+                redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone().into_bytes()) },
+            ),
+        };
+        let client = opened.map_err(|e| {
+            let why = e.to_string().replace(&options.url, "<url>");
+            LockError::InvalidArgument(format!("invalid Redis URL or TLS settings: {why}"))
         })?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
@@ -130,9 +139,16 @@ impl RedisStore {
         .await
         .map_err(|_| LockError::StoreUnavailable("redis: connecting timed out".into()))?
         .map_err(|e| store_error(&e))?;
+        let scripts = Scripts::new();
+        // Load the scripts now, so the first EVALSHA of each does not need a second
+        // round trip — which a call that times out would never make.
+        let mut preload = connection.clone();
+        for script in [&scripts.acquire, &scripts.release, &scripts.extend] {
+            script.prepare_invoke().load_async(&mut preload).await.map_err(|e| store_error(&e))?;
+        }
         let notifier =
             if options.notify_releases { Some(notify::ReleaseNotifier::start(client)) } else { None };
-        Ok(Self { connection: Mutex::new(Some(connection)), options, scripts: Scripts::new(), notifier })
+        Ok(Self { connection: Mutex::new(Some(connection)), options, scripts, notifier })
     }
 
     /// Closes the connections. Later operations fail with `STORE_CLOSED`.
