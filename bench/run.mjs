@@ -1,0 +1,343 @@
+// `npm run bench`: locksmith against the libraries users would otherwise pick, in one
+// process run, rounds interleaved (each round runs every contender once). Writes
+// bench/results/<date>.json, BENCHMARKS.md and bench/results/chart.svg.
+// BENCH_ROUNDS (default 5) and BENCH_QUICK=1 (smaller runs) tune the effort.
+import { execFileSync } from "node:child_process";
+import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import os from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import { Mutex as AsyncMutex } from "async-mutex";
+import { Redis } from "ioredis";
+import Redlock from "redlock";
+import { Redlock as SesameRedlock } from "@sesamecare-oss/redlock";
+import { Mutex as SemaphoreMutex } from "redis-semaphore";
+import { Miniflare } from "miniflare";
+
+import * as native from "../js/node.mjs";
+import * as wasm from "../js/wasm.mjs";
+import { startRedis } from "../js-tests/redis-server.mjs";
+import { PlainLock } from "./baseline.mjs";
+import { median, percentile, summarize } from "./stats.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const QUICK = process.env.BENCH_QUICK === "1";
+const scale = (n) => (QUICK ? Math.max(1, Math.floor(n / 10)) : n);
+const log = (...a) => console.log(...a);
+const now = () => performance.now();
+
+/** Runs `contenders` (name → async () => number) ROUNDS times, interleaved. */
+async function interleaved(label, contenders) {
+  const samples = Object.fromEntries(Object.keys(contenders).map((k) => [k, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, run] of Object.entries(contenders)) samples[name].push(await run());
+  }
+  const out = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, summarize(v)]));
+  for (const [name, s] of Object.entries(out)) log(`  ${label} | ${name}: median ${fmt(s.median)} (min ${fmt(s.min)}, max ${fmt(s.max)})`);
+  return out;
+}
+
+const fmt = (n) => (n >= 100 ? Math.round(n).toLocaleString("en-US") : n.toFixed(3));
+
+// ---------------------------------------------------------------------------------
+// Memory
+
+async function sequentialPairs(make, n) {
+  const l = make();
+  const t = now();
+  for (let i = 0; i < n; i++) {
+    await l.acquire();
+    await l.release();
+  }
+  return n / ((now() - t) / 1000);
+}
+
+async function concurrentRuns(runOn, loops, perLoop) {
+  let done = 0;
+  const t = now();
+  await Promise.all(
+    Array.from({ length: loops }, async (_, j) => {
+      for (let i = 0; i < perLoop; i++) {
+        const key = `k${(i * 7919 + j * 104729) % 1000}`;
+        await runOn(key, () => {
+          done += 1;
+        });
+      }
+    }),
+  );
+  return done / ((now() - t) / 1000);
+}
+
+async function memoryBench() {
+  log("memory");
+  const nativeStore = new native.MemoryLockStore();
+  const wasmStore = new wasm.MemoryLockStore();
+  const mutexes = new Map();
+  const mutexFor = (key) => {
+    let m = mutexes.get(key);
+    if (!m) mutexes.set(key, (m = new AsyncMutex()));
+    return m;
+  };
+  const n = scale(200_000);
+  const sequential = await interleaved("sequential pairs/s", {
+    "locksmith (native)": () => sequentialPairs(() => new native.Lock("invoice:42", 30_000, nativeStore), n),
+    "plain-JS baseline": () => sequentialPairs(() => new PlainLock("invoice:42"), n),
+    "async-mutex": () =>
+      sequentialPairs(() => {
+        const m = new AsyncMutex();
+        let release;
+        return { acquire: async () => ((release = await m.acquire()), true), release: async () => (release(), true) };
+      }, n),
+    "locksmith (wasm)": () => sequentialPairs(() => new wasm.Lock("invoice:42", 30_000, wasmStore), n),
+  });
+  const per = scale(3_000);
+  const concurrent = await interleaved("64 loops × run() over 1000 keys, runs/s", {
+    "locksmith (native)": () => concurrentRuns((key, fn) => new native.Lock(key, 30_000, nativeStore).run(fn), 64, per),
+    "plain-JS baseline": () => concurrentRuns((key, fn) => new PlainLock(key).run(fn), 64, per),
+    "async-mutex": () => concurrentRuns((key, fn) => mutexFor(key).runExclusive(fn), 64, per),
+    "locksmith (wasm)": () => concurrentRuns((key, fn) => new wasm.Lock(key, 30_000, wasmStore).run(fn), 64, per),
+  });
+  return { sequential, concurrent };
+}
+
+// ---------------------------------------------------------------------------------
+// Redis
+
+async function redisPeers(url) {
+  const clients = [];
+  const client = () => {
+    const c = new Redis(url);
+    clients.push(c);
+    return c;
+  };
+  const store = await native.RedisLockStore.connect(url);
+  const redlock = new Redlock([client()], { retryCount: 0 });
+  const redlockWait = new Redlock([client()], { retryCount: 1_000, retryDelay: 20, retryJitter: 5 });
+  const sesame = new SesameRedlock([client()], { retryCount: 0 });
+  const sesameWait = new SesameRedlock([client()], { retryCount: 1_000, retryDelay: 20, retryJitter: 5 });
+  const semClient = client();
+  const peers = {
+    locksmith: {
+      once: async (key) => {
+        const l = new native.Lock(key, 30_000, store);
+        if (!(await l.acquire())) throw new Error("not acquired");
+        await l.release();
+      },
+      wait: async (key, fn) => {
+        const l = new native.Lock(key, 30_000, store);
+        if (!(await l.acquire({ timeout: 60_000, retryDelay: 20 }))) throw new Error("timed out");
+        await fn();
+        await l.release();
+      },
+    },
+    redlock: {
+      once: async (key) => (await redlock.acquire([key], 30_000)).release(),
+      wait: async (key, fn) => {
+        const l = await redlockWait.acquire([key], 30_000);
+        await fn();
+        await l.release();
+      },
+    },
+    "@sesamecare-oss/redlock": {
+      once: async (key) => (await sesame.acquire([key], 30_000)).release(),
+      wait: async (key, fn) => {
+        const l = await sesameWait.acquire([key], 30_000);
+        await fn();
+        await l.release();
+      },
+    },
+    "redis-semaphore": {
+      once: async (key) => {
+        const m = new SemaphoreMutex(semClient, key, { lockTimeout: 30_000, acquireAttemptsLimit: 1 });
+        await m.acquire();
+        await m.release();
+      },
+      wait: async (key, fn) => {
+        const m = new SemaphoreMutex(semClient, key, { lockTimeout: 30_000, acquireTimeout: 60_000, retryInterval: 20 });
+        await m.acquire();
+        await fn();
+        await m.release();
+      },
+    },
+  };
+  const close = async () => {
+    await store.close();
+    await Promise.all(clients.map((c) => c.quit()));
+  };
+  return { peers, close };
+}
+
+async function redisBench(server) {
+  log("redis");
+  const { peers, close } = await redisPeers(server.url);
+  const admin = new Redis(server.url);
+  try {
+    // Concurrency 1: pair latency.
+    const n1 = scale(2_000);
+    const latency = {};
+    const c1 = await interleaved("concurrency 1, pair p50 µs", Object.fromEntries(
+      Object.entries(peers).map(([name, p]) => [name, async () => {
+        const times = [];
+        for (let i = 0; i < n1; i++) {
+          const t = now();
+          await p.once(`c1:${name}:${i % 100}`);
+          times.push((now() - t) * 1000);
+        }
+        (latency[name] ??= []).push(percentile(times, 99));
+        return median(times);
+      }]),
+    ));
+    const p99 = Object.fromEntries(Object.entries(latency).map(([k, v]) => [k, summarize(v)]));
+    // Concurrency 64, distinct keys: pairs/s.
+    const per = scale(400);
+    const c64 = await interleaved("concurrency 64 distinct keys, pairs/s", Object.fromEntries(
+      Object.entries(peers).map(([name, p]) => [name, async () => {
+        const t = now();
+        await Promise.all(Array.from({ length: 64 }, async (_, j) => {
+          for (let i = 0; i < per; i++) await p.once(`c64:${name}:${j}`);
+        }));
+        return (64 * per) / ((now() - t) / 1000);
+      }]),
+    ));
+    // Contended: 16 workers on one key.
+    const seconds = QUICK ? 1 : 3;
+    const contended = {};
+    const gaps = {};
+    const commands = {};
+    await interleaved("16 workers on one key, criticals/s", Object.fromEntries(
+      Object.entries(peers).map(([name, p]) => [name, async () => {
+        const key = `contended:${name}`;
+        const events = [];
+        let inside = 0;
+        let overlaps = 0;
+        const before = await totalCommands(admin);
+        const deadline = now() + seconds * 1000;
+        await Promise.all(Array.from({ length: 16 }, async () => {
+          while (now() < deadline) {
+            await p.wait(key, async () => {
+              events.push(["in", now()]);
+              if (++inside > 1) overlaps += 1;
+              inside -= 1;
+              events.push(["out", now()]);
+            });
+          }
+        }));
+        const criticals = events.length / 2;
+        if (overlaps) throw new Error(`${name}: ${overlaps} overlaps`);
+        const gapList = [];
+        for (let i = 1; i + 1 < events.length; i += 2) gapList.push((events[i + 1][1] - events[i][1]) * 1000);
+        (gaps[name] ??= { p50: [], p99: [] }).p50.push(percentile(gapList, 50));
+        gaps[name].p99.push(percentile(gapList, 99));
+        const used = (await totalCommands(admin)) - before - 1;
+        (commands[name] ??= []).push(used / criticals);
+        return (contended[name] = criticals / seconds);
+      }]),
+    ));
+    const handoff = Object.fromEntries(Object.entries(gaps).map(([k, v]) => [k, { p50: summarize(v.p50), p99: summarize(v.p99) }]));
+    for (const [k, v] of Object.entries(handoff)) log(`  release→acquire gap | ${k}: p50 ${fmt(v.p50.median)} µs, p99 ${fmt(v.p99.median)} µs; ${fmt(median(commands[k]))} commands per critical`);
+    const perCritical = Object.fromEntries(Object.entries(commands).map(([k, v]) => [k, summarize(v)]));
+    return { c1, c1p99: p99, c64, contended: { criticals: contended, handoff, commandsPerCritical: perCritical } };
+  } finally {
+    await close();
+    await admin.quit();
+  }
+}
+
+async function totalCommands(admin) {
+  const info = await admin.info("stats");
+  return Number(/total_commands_processed:(\d+)/.exec(info)[1]);
+}
+
+function ceiling(server) {
+  log("redis-benchmark ceiling");
+  const sha = execFileSync("redis-cli", ["-p", String(server.port), "SCRIPT", "LOAD", readFileSync(join(root, "redis/src/lua/release.lua"), "utf8")]).toString().trim();
+  const bench = (pipeline, args) => {
+    const out = execFileSync("redis-benchmark", ["-p", String(server.port), "-c", "64", "-n", String(scale(200_000)), "-r", "100000", "-P", String(pipeline), "-q", ...args]).toString();
+    return Number(/([\d.]+) requests per second/.exec(out.split("\r").pop())[1]);
+  };
+  const result = {};
+  for (const pipeline of [1, 16]) {
+    const set = bench(pipeline, ["SET", "bench:__rand_int__", "owner", "PX", "30000", "NX"]);
+    const release = bench(pipeline, ["EVALSHA", sha, "1", "bench:__rand_int__", "owner"]);
+    result[`P${pipeline}`] = { setPerSec: set, releasePerSec: release, pairsPerSec: 1 / (1 / set + 1 / release) };
+    log(`  -P ${pipeline}: SET NX PX ${fmt(set)}/s, release ${fmt(release)}/s → ${fmt(result[`P${pipeline}`].pairsPerSec)} pairs/s`);
+  }
+  return result;
+}
+
+// ---------------------------------------------------------------------------------
+// wasm
+
+async function wasmBench() {
+  log("wasm");
+  const bytes = readFileSync(join(root, "js/wasm/locksmith_wasm_bg.wasm"));
+  const size = { rawBytes: bytes.length, gzipBytes: gzipSync(bytes, { level: 9 }).length };
+  log(`  size: ${(size.rawBytes / 1024).toFixed(1)} KB raw, ${(size.gzipBytes / 1024).toFixed(1)} KB gzipped`);
+  const inst = [];
+  for (let i = 0; i < 20; i++) {
+    const t = now();
+    const module = await WebAssembly.compile(bytes);
+    await WebAssembly.instantiate(module, wasmImportsStub(module));
+    inst.push(now() - t);
+  }
+  const instantiateMs = summarize(inst);
+  log(`  compile + instantiate: median ${instantiateMs.median.toFixed(2)} ms`);
+
+  // workerd: N pairs inside one request, timed from outside, minus an empty request.
+  const mf = new Miniflare({
+    modules: true,
+    scriptPath: join(root, "bench/workerd-bench.mjs"),
+    modulesRoot: root,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    compatibilityDate: "2025-01-01",
+  });
+  const n = scale(100_000);
+  const timed = async (path) => {
+    const t = now();
+    await (await mf.dispatchFetch(`http://bench${path}`)).text();
+    return now() - t;
+  };
+  try {
+    await timed(`/locksmith?n=10`);
+    await timed(`/baseline?n=10`);
+    const workerd = await interleaved("workerd memory pairs/s", {
+      "locksmith (wasm)": async () => n / (((await timed(`/locksmith?n=${n}`)) - (await timed("/locksmith?n=0"))) / 1000),
+      "plain-JS baseline": async () => n / (((await timed(`/baseline?n=${n}`)) - (await timed("/baseline?n=0"))) / 1000),
+    });
+    return { size, instantiateMs, workerd };
+  } finally {
+    await mf.dispose();
+  }
+}
+
+function wasmImportsStub(module) {
+  const imports = {};
+  for (const { module: m, name } of WebAssembly.Module.imports(module)) (imports[m] ??= {})[name] = () => {};
+  return imports;
+}
+
+// ---------------------------------------------------------------------------------
+
+const server = await startRedis();
+const results = { date: new Date().toISOString(), rounds: ROUNDS, quick: QUICK, machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, platform: `${process.platform}-${process.arch}` } };
+try {
+  results.memory = await memoryBench();
+  results.redis = await redisBench(server);
+  results.ceiling = ceiling(server);
+  results.wasm = await wasmBench();
+} finally {
+  await server.stop();
+}
+
+const day = results.date.slice(0, 10);
+mkdirSync(join(root, "bench/results"), { recursive: true });
+writeFileSync(join(root, `bench/results/${day}.json`), `${JSON.stringify(results, (k, v) => (k === "samples" ? v.map((x) => Math.round(x * 1000) / 1000) : v), 2)}\n`);
+const { report, chart } = await import("./report.mjs");
+writeFileSync(join(root, "BENCHMARKS.md"), report(results, `bench/results/${day}.json`));
+writeFileSync(join(root, "bench/results/chart.svg"), chart(results));
+log(`wrote bench/results/${day}.json, BENCHMARKS.md, bench/results/chart.svg`);
