@@ -4,6 +4,9 @@
 // and bridges JS stores.
 
 const DEFAULT_TTL_MS = 30_000;
+// Settled promises are immutable: the synchronous fast paths hand out these two.
+const RESOLVED_TRUE = Promise.resolve(true);
+const RESOLVED_FALSE = Promise.resolve(false);
 const DEFAULT_OPERATION_TIMEOUT_MS = 10_000;
 
 // ---------------------------------------------------------------------------------
@@ -349,7 +352,22 @@ export function makeApi(binding) {
     }
 
     /** Takes the lock, waiting up to `options.timeout` ms. `true` if taken. */
-    async acquire(options) {
+    acquire(options) {
+      // The fast path: no options, a synchronous store — one native call, and an
+      // already-settled promise.
+      if (options === undefined) {
+        let now;
+        try {
+          now = this.#native.tryAcquire();
+        } catch (err) {
+          return Promise.reject(toLockError(err, this.#key));
+        }
+        if (now !== null) return now ? RESOLVED_TRUE : RESOLVED_FALSE;
+      }
+      return this.#acquireWaiting(options);
+    }
+
+    async #acquireWaiting(options) {
       let timeout;
       let retryDelay;
       if (options !== undefined && options !== null) {
@@ -374,11 +392,20 @@ export function makeApi(binding) {
     }
 
     /** Frees the lock if this handle holds it; `false` if it no longer did. */
-    async release() {
-      const native = this.#native;
+    release() {
+      let now;
       try {
-        const now = native.releaseNow();
-        return now !== null ? now : await native.release();
+        now = this.#native.releaseNow();
+      } catch (err) {
+        return Promise.reject(toLockError(err, this.#key));
+      }
+      if (now !== null) return now ? RESOLVED_TRUE : RESOLVED_FALSE;
+      return this.#releaseAsync();
+    }
+
+    async #releaseAsync() {
+      try {
+        return await this.#native.release();
       } catch (err) {
         throw toLockError(err, this.#key);
       }

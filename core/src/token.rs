@@ -5,9 +5,9 @@ use std::fmt;
 
 use crate::error::{LockError, Result};
 
-/// How many random bytes one call to the OS fetches: 32 tokens' worth. A token costs a
+/// How many random bytes one call to the OS fetches: 256 tokens' worth. A token costs a
 /// copy, not a syscall.
-const BUFFER_BYTES: usize = 512;
+const BUFFER_BYTES: usize = 4096;
 const TOKEN_BYTES: usize = 16;
 
 /// The secret that proves which acquisition holds a lock.

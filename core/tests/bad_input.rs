@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use locksmith_core::{
-    AcquireOptions, FakeTimer, Lock, LockStore, MemoryStore, SerializedLock, SyncLockStore,
-};
+use locksmith_core::{AcquireOptions, FakeTimer, Lock, MemoryStore, SerializedLock, SyncLockStore};
 use proptest::prelude::*;
 
 fn store() -> (FakeTimer, Arc<MemoryStore>) {

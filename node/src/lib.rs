@@ -10,3 +10,12 @@ mod lock;
 mod memory;
 mod redis;
 mod timer;
+
+/// One tokio worker thread: the work per lock call is tiny and I/O-bound, and every
+/// extra thread costs a cross-thread wake-up per call on a small machine.
+#[napi_derive::module_init]
+fn init() {
+    if let Ok(runtime) = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
+        napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
+    }
+}

@@ -52,6 +52,12 @@ impl NativeLock {
         self.inner.try_acquire_now().transpose().napi()
     }
 
+    /// [`try_acquire_now`](Self::try_acquire_now) without options: the hot path.
+    #[napi]
+    pub fn try_acquire(&self) -> napi::Result<Option<bool>> {
+        self.inner.try_acquire_now().transpose().napi()
+    }
+
     #[napi]
     pub async fn acquire(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> napi::Result<bool> {
         let options = AcquireOptions::from_numbers(timeout, retry_delay).napi()?;

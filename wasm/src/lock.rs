@@ -63,6 +63,12 @@ impl WasmLock {
         self.inner.try_acquire_now().transpose().js().map(or_null)
     }
 
+    /// `tryAcquireNow` without options: the hot path.
+    #[wasm_bindgen(js_name = tryAcquire)]
+    pub fn try_acquire(&self) -> Result<JsValue, JsValue> {
+        self.inner.try_acquire_now().transpose().js().map(or_null)
+    }
+
     pub fn acquire(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> Promise {
         let lock = self.inner.clone();
         future_to_promise(async move {
