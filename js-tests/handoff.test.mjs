@@ -18,7 +18,7 @@ function compatibleStore(client, prefix = "locksmith:") {
   const k = (key) => `${prefix}{${key}}`;
   const [acquire, release, extend] = ["acquire", "release", "extend"].map(script);
   return {
-    acquire: async (key, owner, ttlMs) => (await client.eval(acquire, 2, k(key), `${k(key)}:fence`, owner, ttlMs, ttlMs + 86_400_000)) > 0,
+    acquire: async (key, owner, ttlMs) => (await client.eval(acquire, 2, k(key), `${k(key)}:fence`, owner, ttlMs, 86_400_000)) > 0,
     release: async (key, owner) => (await client.eval(release, 1, k(key), owner)) === 1,
     extend: async (key, owner, ttlMs) => (await client.eval(extend, 1, k(key), owner, ttlMs)) === 1,
     isLocked: async (key) => (await client.exists(k(key))) === 1,

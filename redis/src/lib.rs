@@ -1,7 +1,7 @@
 //! locksmith-redis: a [`LockStore`] on Redis.
 //!
-//! * Acquire is `SET key owner PX ttl NX` inside a script that also mints the fencing
-//!   token; release and extend are compare-and-act scripts. Scripts are called by SHA
+//! * Acquire is `SET key owner PX ttl NX GET` inside a script that also mints the
+//!   fencing token (Redis 7 or newer); release and extend are compare-and-act scripts. Scripts are called by SHA
 //!   and reloaded transparently after `SCRIPT FLUSH` or a restart. Keys and values
 //!   travel only in `KEYS`/`ARGV`.
 //! * All operations of a store share one multiplexed connection, so concurrent
@@ -21,8 +21,9 @@ use redis::{RedisError, Script};
 
 pub use timer::TokioTimer;
 
-/// How long a fencing counter outlives the last acquisition of its key.
-const FENCE_IDLE_MS: u64 = 24 * 60 * 60 * 1000;
+/// How long a fencing counter lives after its creation; the next one starts from a
+/// later clock reading, so tokens keep growing.
+const FENCE_LIFETIME_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// How to reach Redis and how patient to be.
 #[derive(Debug, Clone)]
@@ -210,7 +211,7 @@ impl LockStore for RedisStore {
                     .key(&fence_key)
                     .arg(owner)
                     .arg(ttl_ms)
-                    .arg(ttl_ms + FENCE_IDLE_MS)
+                    .arg(FENCE_LIFETIME_MS)
                     .invoke_async(&mut c)
                     .await
             })
