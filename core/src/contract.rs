@@ -20,7 +20,7 @@ impl std::fmt::Display for Answer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Bool(b) => write!(f, "{b}"),
-            Self::Number(n) => write!(f, "{n}"),
+            Self::Number(n) => f.write_str(&crate::validate::show(*n)),
             Self::Nothing => f.write_str("null/undefined"),
             Self::Other(what) => f.write_str(what),
         }
