@@ -69,6 +69,7 @@ pub fn retry_delay_ms(delay: f64) -> Result<u64> {
 /// Formats a number for a message, the way JS prints the common cases (`NaN`,
 /// `Infinity`, `12`, `0.5`, `-3.25`). Written out by hand: core's float formatting
 /// would add about 11 KB to the WebAssembly build for a handful of error messages.
+#[must_use]
 pub fn show(n: f64) -> String {
     if n.is_nan() {
         return "NaN".into();
@@ -93,7 +94,7 @@ pub fn show(n: f64) -> String {
         return format!("{sign}{whole}");
     }
     let mut digits = 6;
-    while fraction % 10 == 0 {
+    while fraction.is_multiple_of(10) {
         fraction /= 10;
         digits -= 1;
     }
