@@ -289,26 +289,102 @@ export function makeApi(binding) {
 
   const RESTORED = Symbol("locksmith.restored");
 
+  // Native lock handles cost far more to create than to reuse. A handle with nothing to
+  // remember (never acquired, or released) goes back to its backend's pool, and the
+  // next Lock on that backend resets it to its own key and TTL.
+  const POOL_LIMIT = 256;
+  const POOL = Symbol("locksmith.pool");
+
+  const USER = Symbol("locksmith.user");
+
+  function takeNative(backend, key, ttlMs, user) {
+    let native = backend[POOL]?.pop();
+    if (native === undefined) native = backend.lock(key, ttlMs);
+    else native.reset(key, ttlMs);
+    native[USER] = user;
+    return native;
+  }
+
+  function giveBack(backend, native) {
+    const pool = (backend[POOL] ??= []);
+    if (pool.length < POOL_LIMIT) pool.push(native);
+  }
+
   /** A lock on one key. */
   class Lock {
+    #backend;
     #native;
     #key;
+    #ttlMs;
+    #busy = 0;
+
+    #returned;
 
     constructor(key, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
       if (key === RESTORED) {
-        this.#native = ttlMs;
-        this.#key = ttlMs.key;
+        const [backend, native] = ttlMs;
+        native[USER] = this;
+        this.#backend = backend;
+        this.#native = native;
+        this.#key = native.key;
+        this.#ttlMs = native.ttlMs;
         return;
       }
       checkString("key", key);
       checkNumber("ttlMs", ttlMs);
       const backend = backendOf(store);
       try {
-        this.#native = backend.lock(key, ttlMs);
+        this.#native = takeNative(backend, key, ttlMs, this);
       } catch (err) {
         throw toLockError(err, key);
       }
+      this.#backend = backend;
       this.#key = key;
+      this.#ttlMs = ttlMs;
+    }
+
+    /**
+     * This lock's native handle. After giving its own back, a lock takes it again if
+     * nobody else did meanwhile (no reset needed), else any from the pool.
+     */
+    #handle() {
+      if (this.#native !== undefined) return this.#native;
+      const returned = this.#returned;
+      if (returned !== undefined) {
+        this.#returned = undefined;
+        const pool = this.#backend[POOL];
+        if (returned[USER] === this && pool[pool.length - 1] === returned) {
+          pool.pop();
+          return (this.#native = returned);
+        }
+      }
+      return (this.#native = takeNative(this.#backend, this.#key, this.#ttlMs, this));
+    }
+
+    #giveBack(native) {
+      this.#native = undefined;
+      this.#returned = native;
+      giveBack(this.#backend, native);
+    }
+
+    /** Gives the handle back when no call is in flight and it holds nothing. */
+    #settle() {
+      const native = this.#native;
+      if (native !== undefined && this.#busy === 0 && !native.hasOwner) this.#giveBack(native);
+    }
+
+    /** Runs an async native call with the handle, settling it afterwards. */
+    async #call(op) {
+      const native = this.#handle();
+      this.#busy += 1;
+      try {
+        return await op(native);
+      } catch (err) {
+        throw toLockError(err, this.#key);
+      } finally {
+        this.#busy -= 1;
+        this.#settle();
+      }
     }
 
     get key() {
@@ -316,12 +392,12 @@ export function makeApi(binding) {
     }
 
     get ttlMs() {
-      return this.#native.ttlMs;
+      return this.#ttlMs;
     }
 
     /** The fencing token of the current hold, or null when not held or the store gives none. */
     get fencingToken() {
-      return this.#native.fencingToken;
+      return this.#native === undefined ? null : this.#native.fencingToken;
     }
 
     /** Acquires, runs `fn(lock)`, and always releases. `[ran, result]`. */
@@ -355,14 +431,19 @@ export function makeApi(binding) {
     acquire(options) {
       // The fast path: no options, a synchronous store — one native call, and an
       // already-settled promise.
-      if (options === undefined) {
+      if (options === undefined && this.#busy === 0) {
+        const native = this.#handle();
         let now;
         try {
-          now = this.#native.tryAcquire();
+          now = native.tryAcquire();
         } catch (err) {
           return Promise.reject(toLockError(err, this.#key));
         }
-        if (now !== null) return now ? RESOLVED_TRUE : RESOLVED_FALSE;
+        if (now === true) return RESOLVED_TRUE;
+        if (now === false) {
+          this.#settle();
+          return RESOLVED_FALSE;
+        }
       }
       return this.#acquireWaiting(options);
     }
@@ -376,14 +457,11 @@ export function makeApi(binding) {
         checkOptionalNumber("timeout", timeout);
         checkOptionalNumber("retryDelay", retryDelay);
       }
-      const native = this.#native;
-      try {
+      return this.#call((native) => {
         const now = native.tryAcquireNow(timeout, retryDelay);
         if (now === true || (now === false && !(timeout > 0))) return now;
-        return await native.acquire(timeout, retryDelay);
-      } catch (err) {
-        throw toLockError(err, this.#key);
-      }
+        return native.acquire(timeout, retryDelay);
+      });
     }
 
     /** Takes the lock only if it is free right now. */
@@ -393,68 +471,57 @@ export function makeApi(binding) {
 
     /** Frees the lock if this handle holds it; `false` if it no longer did. */
     release() {
-      let now;
-      try {
-        now = this.#native.releaseNow();
-      } catch (err) {
-        return Promise.reject(toLockError(err, this.#key));
+      if (this.#busy === 0) {
+        const native = this.#native;
+        if (native === undefined) return RESOLVED_FALSE;
+        let now;
+        try {
+          now = native.releaseNow();
+        } catch (err) {
+          return Promise.reject(toLockError(err, this.#key));
+        }
+        if (now === true) {
+          this.#giveBack(native);
+          return RESOLVED_TRUE;
+        }
+        if (now === false) {
+          this.#settle();
+          return RESOLVED_FALSE;
+        }
       }
-      if (now !== null) return now ? RESOLVED_TRUE : RESOLVED_FALSE;
-      return this.#releaseAsync();
-    }
-
-    async #releaseAsync() {
-      try {
-        return await this.#native.release();
-      } catch (err) {
-        throw toLockError(err, this.#key);
-      }
+      return this.#call((native) => native.release());
     }
 
     /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now; throws LockNotHeldError if lost. */
     async extend(ttlMs) {
       checkOptionalNumber("ttlMs", ttlMs);
-      const native = this.#native;
-      try {
-        if (!native.extendNow(ttlMs)) await native.extend(ttlMs);
-      } catch (err) {
-        throw toLockError(err, this.#key);
-      }
+      return this.#call((native) => (native.extendNow(ttlMs) ? undefined : native.extend(ttlMs)));
     }
 
     /** Whether anyone holds the key. */
-    async isLocked() {
-      try {
-        return await this.#native.isLocked();
-      } catch (err) {
-        throw toLockError(err, this.#key);
-      }
+    isLocked() {
+      return this.#call((native) => native.isLocked());
     }
 
     /** Whether this handle held the key and no longer does. */
     async isExpired() {
-      try {
-        return await this.#native.isExpired();
-      } catch (err) {
-        throw toLockError(err, this.#key);
-      }
+      if (this.#native === undefined) return false;
+      return this.#call((native) => native.isExpired());
     }
 
     /** Milliseconds until the key's hold expires, or null when nobody holds it. */
-    async getRemainingTime() {
-      try {
-        return await this.#native.remainingTime();
-      } catch (err) {
-        throw toLockError(err, this.#key);
-      }
+    getRemainingTime() {
+      return this.#call((native) => native.remainingTime());
     }
 
     /** The key, TTL and owner token as a string for `restoreLock()`. A bearer secret. */
     serialize() {
       try {
-        return this.#native.serialize();
+        return this.#handle().serialize();
       } catch (err) {
         throw toLockError(err, this.#key);
+      } finally {
+        this.#settle();
       }
     }
 
@@ -473,7 +540,7 @@ export function makeApi(binding) {
     checkString("serialized", serialized);
     const backend = backendOf(store);
     try {
-      return new Lock(RESTORED, backend.restore(serialized));
+      return new Lock(RESTORED, [backend, backend.restore(serialized)]);
     } catch (err) {
       throw toLockError(err);
     }

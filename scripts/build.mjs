@@ -45,7 +45,8 @@ if (only !== "native") {
   } catch {}
   if (!fresh) {
     run("wasm-bindgen", [
-      "--target", "web", "--out-dir", out, "--no-typescript",
+      // --weak-refs: wasm objects are freed when their JS wrappers are collected.
+      "--target", "web", "--out-dir", out, "--no-typescript", "--weak-refs",
       "--remove-name-section", "--remove-producers-section", built,
     ]);
     run(join(root, "node_modules/.bin/wasm-opt"), ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext", "--enable-mutable-globals", wasmFile, "-o", wasmFile]);

@@ -110,6 +110,14 @@ impl Lock {
         &self.store
     }
 
+    /// Whether this handle has an acquisition it has not released: held now, or lost to
+    /// expiry without a release since. A handle without one carries no state beyond its
+    /// key and TTL.
+    #[must_use]
+    pub fn has_owner(&self) -> bool {
+        self.hold().owner.is_some()
+    }
+
     /// The fencing token of the current hold, when held and the store gives one.
     #[must_use]
     pub fn fencing_token(&self) -> Option<u64> {

@@ -35,6 +35,21 @@ impl NativeLock {
         self.inner.ttl_ms() as f64
     }
 
+    /// Makes this handle a fresh lock on `key` in the same store, so a handle can be
+    /// reused instead of allocated (creating a native object is the expensive part).
+    #[napi]
+    pub fn reset(&mut self, key: String, ttl_ms: f64) -> napi::Result<()> {
+        let store = self.inner.store().clone();
+        self.inner = Arc::new(Lock::new(&key, ttl_ms, store, timer()).napi()?);
+        Ok(())
+    }
+
+    /// Whether this handle has an acquisition it has not released.
+    #[napi(getter)]
+    pub fn has_owner(&self) -> bool {
+        self.inner.has_owner()
+    }
+
     #[napi(getter)]
     pub fn fencing_token(&self) -> Option<f64> {
         self.inner.fencing_token().map(|t| t as f64)

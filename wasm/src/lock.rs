@@ -47,6 +47,19 @@ impl WasmLock {
         self.inner.ttl_ms() as f64
     }
 
+    /// Makes this handle a fresh lock on `key` in the same store (reuse, not allocation).
+    pub fn reset(&mut self, key: &str, ttl_ms: f64) -> Result<(), JsValue> {
+        let store = self.inner.store().clone();
+        self.inner = Rc::new(Lock::new(key, ttl_ms, store, timer()).js()?);
+        Ok(())
+    }
+
+    /// Whether this handle has an acquisition it has not released.
+    #[wasm_bindgen(getter, js_name = hasOwner)]
+    pub fn has_owner(&self) -> bool {
+        self.inner.has_owner()
+    }
+
     #[wasm_bindgen(getter, js_name = fencingToken)]
     pub fn fencing_token(&self) -> JsValue {
         or_null(self.inner.fencing_token().map(|t| t as f64))
