@@ -4,17 +4,11 @@ import assert from "node:assert/strict";
 import { describe, it, before, after } from "node:test";
 
 import { mapStore } from "./js-stores.mjs";
-import { ls, uniqueKey } from "./target.mjs";
+import { failOnUnhandledRejections, ls, uniqueKey } from "./target.mjs";
 
 const { lock, Lock, restoreLock, setLockStore, getLockStore, MemoryLockStore, LockError } = ls;
 
-const unhandled = [];
-const onUnhandled = (reason) => unhandled.push(reason);
-before(() => process.on("unhandledRejection", onUnhandled));
-after(() => {
-  process.off("unhandledRejection", onUnhandled);
-  assert.deepEqual(unhandled, [], "no unhandled rejection escaped");
-});
+await failOnUnhandledRejections();
 
 function assertLockError(err, code, name) {
   assert.ok(err instanceof LockError, `a LockError, got ${err?.stack ?? err}`);

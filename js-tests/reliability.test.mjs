@@ -14,20 +14,14 @@ import { Redis } from "ioredis";
 
 import { assertNoOverlap, contender } from "./load.mjs";
 import { freePort, startRedis } from "./redis-server.mjs";
-import { TARGET, ls, sleep, uniqueKey } from "./target.mjs";
+import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
 
 const { Lock, RedisLockStore, LockNotHeldError } = ls;
 const SOAK = Number(process.env.LOCKSMITH_SOAK_SECONDS ?? 0);
 const native = TARGET === "native";
 const fast = { connectTimeoutMs: 300, commandTimeoutMs: 300, reconnectRetries: 1, reconnectMaxDelayMs: 100 };
 
-const unhandled = [];
-const onUnhandled = (reason) => unhandled.push(reason);
-before(() => process.on("unhandledRejection", onUnhandled));
-after(() => {
-  process.off("unhandledRejection", onUnhandled);
-  assert.deepEqual(unhandled, [], "no unhandled rejection escaped");
-});
+await failOnUnhandledRejections();
 
 /** Retries `fn` until it stops throwing (the store reconnecting), up to `ms`. */
 async function eventually(fn, ms = 5_000) {

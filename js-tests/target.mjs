@@ -11,3 +11,16 @@ let next = 0;
 /** A key no other test uses. */
 export const uniqueKey = (name) => `test:${name}:${process.pid}:${next++}`;
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Fails the file if any promise rejection goes unhandled while its tests run. */
+export async function failOnUnhandledRejections() {
+  const { before, after } = await import("node:test");
+  const assert = (await import("node:assert/strict")).default;
+  const unhandled = [];
+  const onUnhandled = (reason) => unhandled.push(reason);
+  before(() => process.on("unhandledRejection", onUnhandled));
+  after(() => {
+    process.off("unhandledRejection", onUnhandled);
+    assert.deepEqual(unhandled, [], "no unhandled rejection escaped");
+  });
+}

@@ -1,22 +1,25 @@
-// The wasm half of a runtime entry: the binding the shared JS surface runs on. The
-// binding looks the wasm exports up at call time, so an entry can be imported before
-// the module is initialised, and a call made too early says so.
+// The API of the WebAssembly entries, over whichever module an entry initialised. The
+// binding looks the wasm exports up at call time, so the API exists before the module
+// is initialised, and a call made too early says so.
 import { LockError, makeApi } from "./api.mjs";
 
-/**
- * @param {() => object | undefined} exports the wasm-bindgen exports once initialised
- * @param {string} hint what to do when they are not
- */
-export function wasmApi(exports, hint) {
-  const ready = () => {
-    const wasm = exports();
-    if (wasm === undefined) throw new LockError(`locksmith: the WebAssembly module is not initialised: ${hint}`, "NOT_INITIALIZED");
-    return wasm;
-  };
-  return makeApi({
-    get MemoryStore() {
-      return ready().WasmMemoryStore;
-    },
-    bridge: (dispatch, timeoutMs, hasIsHeldBy) => new (ready().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy),
-  });
+let ready;
+
+/** Called by an entry once its wasm module is initialised. */
+export function useWasm(exports) {
+  ready = exports;
 }
+
+function wasm() {
+  if (ready === undefined) {
+    throw new LockError("locksmith: the WebAssembly module is not initialised: call `await init()` first", "NOT_INITIALIZED");
+  }
+  return ready;
+}
+
+export const api = makeApi({
+  get MemoryStore() {
+    return wasm().WasmMemoryStore;
+  },
+  bridge: (dispatch, timeoutMs, hasIsHeldBy) => new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy),
+});

@@ -2,6 +2,7 @@
 //! foreign value into an [`Answer`]; the rules of what is acceptable live here.
 
 use crate::error::{LockError, Result};
+use crate::store::{LockStore, MaybeSendSync};
 
 /// A value a foreign store resolved to, as far as the contract cares.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +59,61 @@ pub fn failed(op: &str, reason: &str) -> LockError {
 #[must_use]
 pub fn timed_out(op: &str, timeout_ms: u64) -> LockError {
     LockError::StoreUnavailable(format!("store.{op}() did not settle within {timeout_ms} ms"))
+}
+
+/// A store written in another language, reached through one call per operation.
+/// Bindings implement this; [`ForeignLockStore`] turns it into a [`LockStore`], checking
+/// every answer against the contract.
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+pub trait ForeignStore: MaybeSendSync {
+    /// Calls the store's `op` (`acquire`, `release`, `extend`, `isLocked`,
+    /// `remainingTime`, `isHeldBy`) and describes what it answered. A call that throws,
+    /// rejects or does not settle in time is an error (see [`failed`], [`timed_out`]).
+    async fn call(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+    ) -> Result<Answer>;
+
+    /// Whether the store has the optional `isHeldBy(key, owner)`.
+    fn has_is_held_by(&self) -> bool;
+}
+
+/// A [`ForeignStore`] as a [`LockStore`].
+pub struct ForeignLockStore<F>(pub F);
+
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
+impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        expect_bool("acquire", &self.0.call("acquire", key, Some(owner), Some(ttl_ms)).await?)
+    }
+
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        expect_bool("release", &self.0.call("release", key, Some(owner), None).await?)
+    }
+
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        expect_bool("extend", &self.0.call("extend", key, Some(owner), Some(ttl_ms)).await?)
+    }
+
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        expect_bool("isLocked", &self.0.call("isLocked", key, None, None).await?)
+    }
+
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        expect_remaining_time(&self.0.call("remainingTime", key, None, None).await?)
+    }
+
+    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
+        if !self.0.has_is_held_by() {
+            return Ok(None);
+        }
+        expect_bool("isHeldBy", &self.0.call("isHeldBy", key, Some(owner), None).await?).map(Some)
+    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ const SWEEP_INTERVAL_MS: u64 = 1_000;
 pub struct MemoryStore {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
+    release_signals: bool,
 }
 
 /// `foldhash`, seeded at random per process: several times faster than `SipHash` on short
@@ -71,7 +72,17 @@ impl MemoryStore {
                 last_sweep_ms: 0,
                 len_after_sweep: 0,
             }),
+            release_signals: true,
         }
+    }
+
+    /// Turns wake-on-release off: waiters poll at their retry delay. For runtimes where
+    /// one request must not resume another's work — on workerd, a waiter woken from the
+    /// releasing request would run its next steps in that request's context.
+    #[must_use]
+    pub fn without_release_signals(mut self) -> Self {
+        self.release_signals = false;
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -237,6 +248,9 @@ impl LockStore for MemoryStore {
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
+        if !self.release_signals {
+            return None;
+        }
         let now = self.clock.now_ms();
         let mut state = self.state();
         match state.entries.get_mut(key) {

@@ -188,3 +188,19 @@ fn a_failed_acquire_leaves_no_hold_behind() {
     });
     let _ = Grant::default();
 }
+
+#[test]
+fn without_release_signals_waiters_poll() {
+    let timer = FakeTimer::new();
+    let store = Arc::new(MemoryStore::new(Arc::new(timer.clone())).without_release_signals());
+    let (a, b) = (lock(&timer, &store, "k", 10_000), lock(&timer, &store, "k", 10_000));
+    timer.run(async {
+        assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+        let (got, ()) = futures_util::join!(b.acquire(wait(5_000, 100)), async {
+            timer.sleep_for_test(120).await;
+            assert!(a.release().await.unwrap());
+        });
+        assert!(got.unwrap());
+    });
+    assert_eq!(timer.now(), 200, "the waiter found the lock free at its next poll");
+}

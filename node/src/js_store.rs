@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use locksmith_core::contract::{self, Answer};
+use locksmith_core::contract::{self, Answer, ForeignLockStore, ForeignStore};
 use locksmith_core::{LockStore, Result};
 use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::ThreadsafeFunction;
@@ -37,7 +37,7 @@ struct JsStore {
 
 #[napi]
 pub struct JsStoreBridge {
-    inner: Arc<JsStore>,
+    inner: Arc<ForeignLockStore<JsStore>>,
 }
 
 #[napi]
@@ -46,7 +46,7 @@ impl JsStoreBridge {
     pub fn new(dispatch: Dispatch, operation_timeout_ms: f64, has_is_held_by: bool) -> napi::Result<Self> {
         let timeout_ms =
             crate::error::IntoNapi::napi(locksmith_core::validate::ttl_ms(operation_timeout_ms))?;
-        Ok(Self { inner: Arc::new(JsStore { dispatch, timeout_ms, has_is_held_by }) })
+        Ok(Self { inner: Arc::new(ForeignLockStore(JsStore { dispatch, timeout_ms, has_is_held_by })) })
     }
 
     #[napi]
@@ -72,7 +72,7 @@ fn describe(value: &Value) -> Answer {
 }
 
 impl JsStore {
-    async fn call(
+    async fn invoke(
         &self,
         op: &'static str,
         key: &str,
@@ -96,32 +96,18 @@ impl JsStore {
 }
 
 #[async_trait::async_trait]
-impl LockStore for JsStore {
-    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        contract::expect_bool("acquire", &self.call("acquire", key, Some(owner), Some(ttl_ms)).await?)
+impl ForeignStore for JsStore {
+    async fn call(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+    ) -> Result<Answer> {
+        self.invoke(op, key, owner, ttl_ms).await
     }
 
-    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        contract::expect_bool("release", &self.call("release", key, Some(owner), None).await?)
-    }
-
-    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        contract::expect_bool("extend", &self.call("extend", key, Some(owner), Some(ttl_ms)).await?)
-    }
-
-    async fn is_locked(&self, key: &str) -> Result<bool> {
-        contract::expect_bool("isLocked", &self.call("isLocked", key, None, None).await?)
-    }
-
-    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
-        contract::expect_remaining_time(&self.call("remainingTime", key, None, None).await?)
-    }
-
-    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
-        if !self.has_is_held_by {
-            return Ok(None);
-        }
-        let answer = self.call("isHeldBy", key, Some(owner), None).await?;
-        contract::expect_bool("isHeldBy", &answer).map(Some)
+    fn has_is_held_by(&self) -> bool {
+        self.has_is_held_by
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use futures_util::future::{select, Either};
 use js_sys::{Function, Object, Promise, Reflect};
-use locksmith_core::contract::{self, Answer};
+use locksmith_core::contract::{self, Answer, ForeignLockStore, ForeignStore};
 use locksmith_core::{validate, LockStore, Result, Timer};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -26,7 +26,7 @@ struct JsStore {
 
 #[wasm_bindgen]
 pub struct WasmJsStoreBridge {
-    inner: Arc<JsStore>,
+    inner: Arc<ForeignLockStore<JsStore>>,
 }
 
 #[wasm_bindgen]
@@ -34,7 +34,14 @@ impl WasmJsStoreBridge {
     #[wasm_bindgen(constructor)]
     pub fn new(dispatch: Function, operation_timeout_ms: f64, has_is_held_by: bool) -> Result<Self, JsValue> {
         let timeout_ms = validate::ttl_ms(operation_timeout_ms).js()?;
-        Ok(Self { inner: Arc::new(JsStore { dispatch, timeout_ms, has_is_held_by, timer: timer() }) })
+        Ok(Self {
+            inner: Arc::new(ForeignLockStore(JsStore {
+                dispatch,
+                timeout_ms,
+                has_is_held_by,
+                timer: timer(),
+            })),
+        })
     }
 
     pub fn lock(&self, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
@@ -70,7 +77,7 @@ fn reason(err: &JsValue) -> String {
 }
 
 impl JsStore {
-    async fn call(
+    async fn invoke(
         &self,
         op: &'static str,
         key: &str,
@@ -101,32 +108,18 @@ impl JsStore {
 }
 
 #[async_trait::async_trait(?Send)]
-impl LockStore for JsStore {
-    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        contract::expect_bool("acquire", &self.call("acquire", key, Some(owner), Some(ttl_ms)).await?)
+impl ForeignStore for JsStore {
+    async fn call(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+    ) -> Result<Answer> {
+        self.invoke(op, key, owner, ttl_ms).await
     }
 
-    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        contract::expect_bool("release", &self.call("release", key, Some(owner), None).await?)
-    }
-
-    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        contract::expect_bool("extend", &self.call("extend", key, Some(owner), Some(ttl_ms)).await?)
-    }
-
-    async fn is_locked(&self, key: &str) -> Result<bool> {
-        contract::expect_bool("isLocked", &self.call("isLocked", key, None, None).await?)
-    }
-
-    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
-        contract::expect_remaining_time(&self.call("remainingTime", key, None, None).await?)
-    }
-
-    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
-        if !self.has_is_held_by {
-            return Ok(None);
-        }
-        let answer = self.call("isHeldBy", key, Some(owner), None).await?;
-        contract::expect_bool("isHeldBy", &answer).map(Some)
+    fn has_is_held_by(&self) -> bool {
+        self.has_is_held_by
     }
 }

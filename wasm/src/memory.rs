@@ -20,7 +20,8 @@ impl WasmMemoryStore {
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         let clock = timer();
-        Self { inner: Arc::new(MemoryStore::new(clock)) }
+        // Waiters poll: a wake-up from a releasing request must not run another request's work.
+        Self { inner: Arc::new(MemoryStore::new(clock).without_release_signals()) }
     }
 
     pub fn lock(&self, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {

@@ -1,0 +1,19 @@
+// The named exports of every WebAssembly entry.
+import { api } from "./wasm-binding.mjs";
+
+export const {
+  lock,
+  Lock,
+  restoreLock,
+  setLockStore,
+  getLockStore,
+  MemoryLockStore,
+  LockError,
+  LockNotHeldError,
+  InvalidArgumentError,
+  InvalidSerializedLockError,
+  StoreUnavailableError,
+  StoreContractViolationError,
+  LockStoreError,
+  StoreClosedError,
+} = api;
