@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for building and testing locksmith. Safe to run
-# again: each step checks first. Flags: --redis also installs redis-server.
+# again: each step checks first. Flags: --redis also installs redis-server;
+# --native-only skips what only the WebAssembly build needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_redis=0
+want_wasm=1
 for arg in "$@"; do
   case "$arg" in
     --redis) want_redis=1 ;;
+    --native-only) want_wasm=0 ;;
     *) echo "setup.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -25,7 +28,7 @@ fi
 
 # wasm-bindgen-cli, at exactly the version of the wasm-bindgen crate in Cargo.lock.
 wb_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)
-if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wb_version" ]; then
+if [ "$want_wasm" = 1 ] && [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wb_version" ]; then
   say "installing wasm-bindgen-cli $wb_version (a few minutes, once)"
   # Not --locked: its lockfile pins a webpki-roots version the registry no longer has.
   cargo install wasm-bindgen-cli --version "$wb_version" --quiet
