@@ -24,6 +24,62 @@ function loadAddon() {
 
 const addon = loadAddon();
 
+// Async lock calls resolve through one completion channel (see node/src/completion.rs):
+// the promise lives here, keyed by a call id, and the addon reports outcomes in bulk.
+const pending = new Map();
+let nextId = 0;
+let keepAlive; // a ref'd timer while calls are pending: the channel itself does not hold Node open
+
+const completions = new addon.Completions((done) => {
+  const call = pending.get(done.id);
+  if (call === undefined) return;
+  pending.delete(done.id);
+  if (pending.size === 0) {
+    clearInterval(keepAlive);
+    keepAlive = undefined;
+  }
+  if (done.error != null) call.reject(new Error(done.error));
+  else call.resolve(call.number ? (done.number ?? null) : done.flag ?? undefined);
+});
+
+/** Starts `start(id)` and returns the promise of its outcome. */
+function viaCompletions(start, number = false) {
+  const id = nextId;
+  nextId = (nextId + 1) | 0;
+  return new Promise((resolve, reject) => {
+    try {
+      start(id);
+    } catch (err) {
+      reject(err);
+      return;
+    }
+    pending.set(id, { resolve, reject, number });
+    keepAlive ??= setInterval(() => {}, 1 << 30);
+  });
+}
+
+const NativeLock = addon.NativeLock.prototype;
+Object.assign(NativeLock, {
+  acquire(timeout, retryDelay) {
+    return viaCompletions((id) => this.acquireStart(completions, id, timeout, retryDelay));
+  },
+  release() {
+    return viaCompletions((id) => this.releaseStart(completions, id));
+  },
+  extend(ttlMs) {
+    return viaCompletions((id) => this.extendStart(completions, id, ttlMs));
+  },
+  isLocked() {
+    return viaCompletions((id) => this.isLockedStart(completions, id));
+  },
+  isExpired() {
+    return viaCompletions((id) => this.isExpiredStart(completions, id));
+  },
+  remainingTime() {
+    return viaCompletions((id) => this.remainingTimeStart(completions, id), true);
+  },
+});
+
 const api = makeApi({
   MemoryStore: addon.NativeMemoryStore,
   // The addon calls JS stores error-first (Node's threadsafe-function convention).

@@ -4,6 +4,7 @@
 // napi-rs hands JS strings over as owned `String`s.
 #![allow(clippy::needless_pass_by_value)]
 
+mod completion;
 mod error;
 mod js_store;
 mod lock;

@@ -1,12 +1,14 @@
 //! `NativeLock`: a `locksmith_core::Lock` for JS. Synchronous `*_now` methods serve
 //! stores that never wait on I/O (one call, no promise, no thread hop); they answer
-//! `null`/`false` for other stores, and the JS surface takes the async method instead.
+//! `null`/`false` for other stores, and the JS surface starts the async operation
+//! instead (`*_start`, delivered through `Completions`).
 
 use std::sync::Arc;
 
 use locksmith_core::{AcquireOptions, Lock, LockStore};
 use napi_derive::napi;
 
+use crate::completion::{Completions, Outcome};
 use crate::error::IntoNapi;
 use crate::timer::timer;
 
@@ -73,22 +75,10 @@ impl NativeLock {
         self.inner.try_acquire_now().transpose().napi()
     }
 
-    #[napi]
-    pub async fn acquire(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> napi::Result<bool> {
-        let options = AcquireOptions::from_numbers(timeout, retry_delay).napi()?;
-        let lock = self.inner.clone();
-        lock.acquire(options).await.napi()
-    }
-
     /// `true`/`false`, or `null` when the store is async.
     #[napi]
     pub fn release_now(&self) -> Option<bool> {
         self.inner.release_now()
-    }
-
-    #[napi]
-    pub async fn release(&self) -> napi::Result<bool> {
-        self.inner.clone().release().await.napi()
     }
 
     /// `true` when extended synchronously, `false` when the store is async.
@@ -97,24 +87,52 @@ impl NativeLock {
         self.inner.extend_now(ttl_ms).transpose().napi().map(|done| done.is_some())
     }
 
+    // The same async operations, delivered through `Completions` (see completion.rs).
+
     #[napi]
-    pub async fn extend(&self, ttl_ms: Option<f64>) -> napi::Result<()> {
-        self.inner.clone().extend(ttl_ms).await.napi()
+    pub fn acquire_start(
+        &self,
+        done: &Completions,
+        id: u32,
+        timeout: Option<f64>,
+        retry_delay: Option<f64>,
+    ) -> napi::Result<()> {
+        let options = AcquireOptions::from_numbers(timeout, retry_delay).napi()?;
+        let lock = self.inner.clone();
+        done.spawn(id, async move { lock.acquire(options).await.map(Outcome::Flag) });
+        Ok(())
     }
 
     #[napi]
-    pub async fn is_locked(&self) -> napi::Result<bool> {
-        self.inner.clone().is_locked().await.napi()
+    pub fn release_start(&self, done: &Completions, id: u32) {
+        let lock = self.inner.clone();
+        done.spawn(id, async move { lock.release().await.map(Outcome::Flag) });
     }
 
     #[napi]
-    pub async fn is_expired(&self) -> napi::Result<bool> {
-        self.inner.clone().is_expired().await.napi()
+    pub fn extend_start(&self, done: &Completions, id: u32, ttl_ms: Option<f64>) {
+        let lock = self.inner.clone();
+        done.spawn(id, async move { lock.extend(ttl_ms).await.map(|()| Outcome::Nothing) });
     }
 
     #[napi]
-    pub async fn remaining_time(&self) -> napi::Result<Option<f64>> {
-        Ok(self.inner.clone().remaining_time().await.napi()?.map(|ms| ms as f64))
+    pub fn is_locked_start(&self, done: &Completions, id: u32) {
+        let lock = self.inner.clone();
+        done.spawn(id, async move { lock.is_locked().await.map(Outcome::Flag) });
+    }
+
+    #[napi]
+    pub fn is_expired_start(&self, done: &Completions, id: u32) {
+        let lock = self.inner.clone();
+        done.spawn(id, async move { lock.is_expired().await.map(Outcome::Flag) });
+    }
+
+    #[napi]
+    pub fn remaining_time_start(&self, done: &Completions, id: u32) {
+        let lock = self.inner.clone();
+        done.spawn(id, async move {
+            lock.remaining_time().await.map(|ms| Outcome::Number(ms.map(|ms| ms as f64)))
+        });
     }
 
     #[napi]

@@ -1,0 +1,74 @@
+//! Async results without a promise per call on the Rust side. napi's `async fn` makes a
+//! promise and a threadsafe function (a libuv handle) for every call; a lock call is
+//! too small for that. Instead each async call is spawned on tokio with an id, and its
+//! outcome travels back through one threadsafe function per JS environment; the JS side
+//! keeps the promises. Node drains many outcomes per wake-up.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+
+use napi::bindgen_prelude::Unknown;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::Status;
+use napi_derive::napi;
+
+/// The outcome of one async call.
+#[napi(object)]
+pub struct Done {
+    pub id: u32,
+    pub flag: Option<bool>,
+    pub number: Option<f64>,
+    /// `CODE message`, as errors thrown by the addon.
+    pub error: Option<String>,
+}
+
+/// What a call resolves to.
+pub enum Outcome {
+    Flag(bool),
+    Number(Option<f64>),
+    Nothing,
+}
+
+/// Not error-first, weak: the JS side keeps the process alive while calls are pending.
+type Handler = ThreadsafeFunction<Done, Unknown<'static>, Done, Status, false, true>;
+
+#[napi]
+pub struct Completions {
+    handler: Arc<Handler>,
+}
+
+#[napi]
+impl Completions {
+    #[napi(constructor)]
+    pub fn new(handler: Handler) -> Self {
+        Self { handler: Arc::new(handler) }
+    }
+}
+
+impl Completions {
+    /// Runs `work` on tokio and delivers its outcome under `id`.
+    pub fn spawn<F>(&self, id: u32, work: F)
+    where
+        F: Future<Output = locksmith_core::Result<Outcome>> + Send + 'static,
+    {
+        let handler = self.handler.clone();
+        napi::bindgen_prelude::spawn(async move {
+            let mut done = Done { id, flag: None, number: None, error: None };
+            // A panic must still settle the caller's promise, or its process would wait forever.
+            match AssertUnwindSafe(work).catch_unwind().await {
+                Ok(Ok(Outcome::Flag(flag))) => done.flag = Some(flag),
+                Ok(Ok(Outcome::Number(number))) => done.number = number,
+                Ok(Ok(Outcome::Nothing)) => {}
+                Ok(Err(err)) => done.error = Some(format!("{} {err}", err.code())),
+                Err(_) => {
+                    done.error =
+                        Some("INTERNAL_ERROR locksmith: internal error (a panic) in an async call".into());
+                }
+            }
+            handler.call(done, ThreadsafeFunctionCallMode::NonBlocking);
+        });
+    }
+}
