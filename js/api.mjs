@@ -155,6 +155,18 @@ function normalizeAnswer(value) {
 /** Where a store written in Rust keeps its native half. Runtime entries set it. */
 export const NATIVE = Symbol("locksmith.native");
 
+/** One call of a native store's plain `LockStore` interface: arguments checked, errors typed. */
+async function storeCall(op, key, owner, ttlMs) {
+  checkString("key", key);
+  if (owner !== undefined) checkString("owner", owner);
+  if (ttlMs !== undefined) checkNumber("ttlMs", ttlMs);
+  try {
+    return await op();
+  } catch (err) {
+    throw toLockError(err);
+  }
+}
+
 /** Builds the public API over a binding. */
 export function makeApi(binding) {
   // -------------------------------------------------------------------------------
@@ -184,38 +196,28 @@ export function makeApi(binding) {
     }
 
     async acquire(key, owner, ttlMs) {
-      return storeCall(() => this[NATIVE].acquire(key, owner, ttlMs), [key, owner], ttlMs);
+      return storeCall(() => this[NATIVE].acquire(key, owner, ttlMs), key, owner, ttlMs);
     }
 
     async release(key, owner) {
-      return storeCall(() => this[NATIVE].release(key, owner), [key, owner]);
+      return storeCall(() => this[NATIVE].release(key, owner), key, owner);
     }
 
     async extend(key, owner, ttlMs) {
-      return storeCall(() => this[NATIVE].extend(key, owner, ttlMs), [key, owner], ttlMs);
+      return storeCall(() => this[NATIVE].extend(key, owner, ttlMs), key, owner, ttlMs);
     }
 
     async isLocked(key) {
-      return storeCall(() => this[NATIVE].isLocked(key), [key]);
+      return storeCall(() => this[NATIVE].isLocked(key), key);
     }
 
     async remainingTime(key) {
-      return storeCall(() => this[NATIVE].remainingTime(key), [key]);
+      return storeCall(() => this[NATIVE].remainingTime(key), key);
     }
 
     /** Drops every hold in this store. */
     clear() {
       this[NATIVE].clear();
-    }
-  }
-
-  function storeCall(op, strings, ttlMs) {
-    for (const s of strings) checkString("key and owner", s);
-    if (ttlMs !== undefined) checkNumber("ttlMs", ttlMs);
-    try {
-      return op();
-    } catch (err) {
-      throw toLockError(err);
     }
   }
 
@@ -564,4 +566,4 @@ export function makeApi(binding) {
   };
 }
 
-export { toLockError, checkString, checkNumber, typeName, invalid };
+export { toLockError, storeCall, checkString, typeName, invalid };

@@ -1,7 +1,7 @@
 "use strict";
 // locksmith for Node: the native addon under the shared JS surface.
 
-const { makeApi, NATIVE, toLockError, checkString, checkNumber, typeName, invalid } = require("./gen/api.cjs");
+const { makeApi, NATIVE, toLockError, storeCall, checkString, typeName, invalid } = require("./gen/api.cjs");
 
 function platformTriple() {
   const { platform, arch } = process;
@@ -144,37 +144,26 @@ class RedisLockStore {
   }
 
   async acquire(key, owner, ttlMs) {
-    return call(() => this[NATIVE].acquire(key, owner, ttlMs), key, owner, ttlMs);
+    return storeCall(() => this[NATIVE].acquire(key, owner, ttlMs), key, owner, ttlMs);
   }
 
   async release(key, owner) {
-    return call(() => this[NATIVE].release(key, owner), key, owner);
+    return storeCall(() => this[NATIVE].release(key, owner), key, owner);
   }
 
   async extend(key, owner, ttlMs) {
-    return call(() => this[NATIVE].extend(key, owner, ttlMs), key, owner, ttlMs);
+    return storeCall(() => this[NATIVE].extend(key, owner, ttlMs), key, owner, ttlMs);
   }
 
   async isLocked(key) {
-    return call(() => this[NATIVE].isLocked(key), key);
+    return storeCall(() => this[NATIVE].isLocked(key), key);
   }
 
   async remainingTime(key) {
-    return call(() => this[NATIVE].remainingTime(key), key);
+    return storeCall(() => this[NATIVE].remainingTime(key), key);
   }
 }
 
 const ACCESS = Symbol("locksmith.redis");
-
-async function call(op, key, owner, ttlMs) {
-  checkString("key", key);
-  if (owner !== undefined) checkString("owner", owner);
-  if (ttlMs !== undefined) checkNumber("ttlMs", ttlMs);
-  try {
-    return await op();
-  } catch (err) {
-    throw toLockError(err);
-  }
-}
 
 module.exports = { ...api, RedisLockStore };
