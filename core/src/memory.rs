@@ -37,8 +37,31 @@ struct State {
     len_after_sweep: usize,
 }
 
+/// An owner, inline when it has the length of locksmith's own tokens (no allocation on
+/// the hot path), boxed otherwise (any string a caller of the plain interface passes).
+enum Owner {
+    Inline([u8; 32]),
+    Boxed(Box<str>),
+}
+
+impl Owner {
+    fn new(owner: &str) -> Self {
+        match <[u8; 32]>::try_from(owner.as_bytes()) {
+            Ok(bytes) => Self::Inline(bytes),
+            Err(_) => Self::Boxed(owner.into()),
+        }
+    }
+
+    fn is(&self, owner: &str) -> bool {
+        match self {
+            Self::Inline(bytes) => bytes == owner.as_bytes(),
+            Self::Boxed(boxed) => **boxed == *owner,
+        }
+    }
+}
+
 struct Entry {
-    owner: Box<str>,
+    owner: Owner,
     expires_at: u64,
     /// Created when the first waiter asks to be told of a release.
     released: Option<Arc<Event>>,
@@ -50,7 +73,7 @@ impl Entry {
     }
 
     fn held_by(&self, owner: &str, now: u64) -> bool {
-        self.live(now) && *self.owner == *owner
+        self.live(now) && self.owner.is(owner)
     }
 
     fn wake_one_waiter(&self) {
@@ -161,14 +184,16 @@ impl SyncLockStore for MemoryStore {
             Some(_) => {
                 let token = state.next_fencing_token();
                 let entry = state.entries.get_mut(key)?;
-                entry.owner = owner.into();
+                entry.owner = Owner::new(owner);
                 entry.expires_at = expires_at;
                 token
             }
             None => {
                 state.sweep_in_passing(now);
                 let token = state.next_fencing_token();
-                state.entries.insert(key.into(), Entry { owner: owner.into(), expires_at, released: None });
+                state
+                    .entries
+                    .insert(key.into(), Entry { owner: Owner::new(owner), expires_at, released: None });
                 token
             }
         };
