@@ -167,6 +167,32 @@ async function storeCall(op, key, owner, ttlMs) {
   }
 }
 
+/**
+ * The plain `LockStore` interface of a store implemented natively (the memory stores,
+ * Redis): arguments checked, errors typed, answers as promises.
+ */
+export class NativeStore {
+  async acquire(key, owner, ttlMs) {
+    return storeCall(() => this[NATIVE].acquire(key, owner, ttlMs), key, owner, ttlMs);
+  }
+
+  async release(key, owner) {
+    return storeCall(() => this[NATIVE].release(key, owner), key, owner);
+  }
+
+  async extend(key, owner, ttlMs) {
+    return storeCall(() => this[NATIVE].extend(key, owner, ttlMs), key, owner, ttlMs);
+  }
+
+  async isLocked(key) {
+    return storeCall(() => this[NATIVE].isLocked(key), key);
+  }
+
+  async remainingTime(key) {
+    return storeCall(() => this[NATIVE].remainingTime(key), key);
+  }
+}
+
 /** Builds the public API over a binding. */
 export function makeApi(binding) {
   // -------------------------------------------------------------------------------
@@ -176,8 +202,9 @@ export function makeApi(binding) {
    * Locks in this isolate's memory: native in Node, wasm on the edge. Also a plain
    * `LockStore` object.
    */
-  class MemoryLockStore {
+  class MemoryLockStore extends NativeStore {
     constructor() {
+      super();
       this[NATIVE] = new binding.MemoryStore();
     }
 
@@ -193,26 +220,6 @@ export function makeApi(binding) {
       const store = Object.create(MemoryLockStore.prototype);
       store[NATIVE] = binding.MemoryStore.shared(name);
       return store;
-    }
-
-    async acquire(key, owner, ttlMs) {
-      return storeCall(() => this[NATIVE].acquire(key, owner, ttlMs), key, owner, ttlMs);
-    }
-
-    async release(key, owner) {
-      return storeCall(() => this[NATIVE].release(key, owner), key, owner);
-    }
-
-    async extend(key, owner, ttlMs) {
-      return storeCall(() => this[NATIVE].extend(key, owner, ttlMs), key, owner, ttlMs);
-    }
-
-    async isLocked(key) {
-      return storeCall(() => this[NATIVE].isLocked(key), key);
-    }
-
-    async remainingTime(key) {
-      return storeCall(() => this[NATIVE].remainingTime(key), key);
     }
 
     /** Drops every hold in this store. */
@@ -566,4 +573,4 @@ export function makeApi(binding) {
   };
 }
 
-export { toLockError, storeCall, checkString, typeName, invalid };
+export { toLockError, checkString, typeName, invalid };

@@ -1,7 +1,7 @@
 "use strict";
 // locksmith for Node: the native addon under the shared JS surface.
 
-const { makeApi, NATIVE, toLockError, storeCall, checkString, typeName, invalid } = require("./gen/api.cjs");
+const { makeApi, NATIVE, NativeStore, toLockError, checkString, typeName, invalid } = require("./gen/api.cjs");
 
 function platformTriple() {
   const { platform, arch } = process;
@@ -98,7 +98,7 @@ const CONNECT_OPTIONS = {
 };
 
 /** Locks in Redis, through the native client. Also a plain `LockStore` object. */
-class RedisLockStore {
+class RedisLockStore extends NativeStore {
   /**
    * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
    * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,
@@ -130,6 +130,7 @@ class RedisLockStore {
   }
 
   constructor(access) {
+    super();
     if (access !== ACCESS) throw invalid("use `await RedisLockStore.connect(url)` to make a RedisLockStore");
   }
 
@@ -141,26 +142,6 @@ class RedisLockStore {
   /** Closes the connections; later calls fail with StoreClosedError. */
   async close() {
     this[NATIVE].close();
-  }
-
-  async acquire(key, owner, ttlMs) {
-    return storeCall(() => this[NATIVE].acquire(key, owner, ttlMs), key, owner, ttlMs);
-  }
-
-  async release(key, owner) {
-    return storeCall(() => this[NATIVE].release(key, owner), key, owner);
-  }
-
-  async extend(key, owner, ttlMs) {
-    return storeCall(() => this[NATIVE].extend(key, owner, ttlMs), key, owner, ttlMs);
-  }
-
-  async isLocked(key) {
-    return storeCall(() => this[NATIVE].isLocked(key), key);
-  }
-
-  async remainingTime(key) {
-    return storeCall(() => this[NATIVE].remainingTime(key), key);
   }
 }
 
