@@ -26,8 +26,13 @@ const addon = loadAddon();
 
 // Async lock calls resolve through one completion channel (see node/src/completion.rs):
 // the promise lives here, keyed by a call id, and the addon reports outcomes in bulk.
+// Ids are the addon's u32: they count up to 2^32 - 1, wrap to 0, and skip any id whose
+// call is still pending, so an id is never reused while its promise waits.
 const pending = new Map();
-let nextId = 0;
+const MAX_CALL_ID = 0xffff_ffff;
+// Where the ids start. Tests set LOCKSMITH_TEST_FIRST_CALL_ID to reach the wrap-around
+// without making four billion calls first.
+let nextId = Number(process.env.LOCKSMITH_TEST_FIRST_CALL_ID ?? 0) >>> 0;
 let keepAlive; // a ref'd timer while calls are pending: the channel itself does not hold Node open
 
 const completions = new addon.Completions((done) => {
@@ -44,8 +49,9 @@ const completions = new addon.Completions((done) => {
 
 /** Starts `start(id)` and returns the promise of its outcome. */
 function viaCompletions(start, number = false) {
-  const id = nextId;
-  nextId = (nextId + 1) | 0;
+  let id = nextId;
+  while (pending.has(id)) id = id === MAX_CALL_ID ? 0 : id + 1;
+  nextId = id === MAX_CALL_ID ? 0 : id + 1;
   return new Promise((resolve, reject) => {
     try {
       start(id);

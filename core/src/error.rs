@@ -34,6 +34,10 @@ pub enum LockError {
     /// The store was closed; it takes no more operations.
     #[error("locksmith: store is closed")]
     StoreClosed,
+    /// The platform's secure random source is missing or failed, so no owner token
+    /// could be minted. Nothing was acquired.
+    #[error("locksmith: no secure random source for owner tokens: {0}")]
+    NoRandomSource(String),
 }
 
 impl LockError {
@@ -48,6 +52,7 @@ impl LockError {
             Self::StoreContractViolation(_) => "STORE_CONTRACT_VIOLATION",
             Self::StoreError(_) => "STORE_ERROR",
             Self::StoreClosed => "STORE_CLOSED",
+            Self::NoRandomSource(_) => "NO_RANDOM_SOURCE",
         }
     }
 

@@ -11,7 +11,7 @@ use crate::store::{BoxFuture, Clock, Timer};
 
 /// A clock that moves only when told, or when [`run`](FakeTimer::run) finds every
 /// task asleep.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct FakeTimer {
     shared: Arc<Mutex<FakeState>>,
 }
@@ -19,14 +19,35 @@ pub struct FakeTimer {
 #[derive(Default)]
 struct FakeState {
     now: u64,
+    /// What `unix_time_ms` adds to `now`.
+    unix_offset_ms: u64,
     sleepers: Vec<(u64, Waker)>,
+    /// Tasks handed to [`Timer::spawn`], polled by [`FakeTimer::run`].
+    spawned: Vec<BoxFuture<'static, ()>>,
 }
 
+/// Where the fake wall clock stands at fake time 0: 2026-01-01T00:00:00Z.
+const UNIX_START_MS: u64 = 1_767_225_600_000;
+
 impl FakeTimer {
-    /// A clock at 0.
+    /// A clock at 0, whose wall clock reads 2026-01-01T00:00:00Z.
     #[must_use]
     pub fn new() -> Self {
-        Self::default()
+        let state = FakeState { unix_offset_ms: UNIX_START_MS, ..FakeState::default() };
+        Self { shared: Arc::new(Mutex::new(state)) }
+    }
+
+    /// Sets the wall clock (`unix_time_ms`) to `ms` now, without moving the monotonic
+    /// clock: another host's clock, for tests of what travels between hosts.
+    pub fn set_unix_time_ms(&self, ms: u64) {
+        let mut state = self.state();
+        state.unix_offset_ms = ms.saturating_sub(state.now);
+    }
+
+    /// How many tasks handed to `spawn` have not finished.
+    #[must_use]
+    pub fn spawned_tasks(&self) -> usize {
+        self.state().spawned.len()
     }
 
     fn state(&self) -> MutexGuard<'_, FakeState> {
@@ -72,10 +93,23 @@ impl FakeTimer {
             if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
                 return out;
             }
+            self.poll_spawned(&mut cx);
             if !woken.0.swap(false, Ordering::SeqCst) {
                 assert!(self.advance_to_next_sleeper(), "deadlock: pending with no sleeper and no wake-up");
             }
         }
+    }
+
+    /// Polls every spawned task once, keeping those that are still pending.
+    fn poll_spawned(&self, cx: &mut Context<'_>) {
+        let tasks = std::mem::take(&mut self.state().spawned);
+        let mut pending: Vec<_> = tasks
+            .into_iter()
+            .filter_map(|mut task| task.as_mut().poll(cx).is_pending().then_some(task))
+            .collect();
+        let mut state = self.state();
+        pending.append(&mut state.spawned);
+        state.spawned = pending;
     }
 
     /// The clock's reading, in milliseconds.
@@ -98,6 +132,12 @@ impl FakeTimer {
     }
 }
 
+impl Default for FakeTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 struct Flag(AtomicBool);
 
 impl Wake for Flag {
@@ -109,6 +149,11 @@ impl Wake for Flag {
 impl Clock for FakeTimer {
     fn now_ms(&self) -> u64 {
         self.state().now
+    }
+
+    fn unix_time_ms(&self) -> Option<u64> {
+        let state = self.state();
+        Some(state.now + state.unix_offset_ms)
     }
 }
 
@@ -125,5 +170,10 @@ impl Timer for FakeTimer {
                 Poll::Pending
             }
         }))
+    }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {
+        self.state().spawned.push(task);
+        true
     }
 }

@@ -6,12 +6,19 @@ use futures_util::future::select;
 
 use crate::error::{LockError, Result};
 use crate::serialized::SerializedLock;
-use crate::store::{Grant, LockStore, Timer};
+use crate::store::{Grant, LockStore, SyncLockStore, Timer};
 use crate::token::OwnerToken;
 use crate::validate;
 
 /// How long to wait for a held lock, and how often to try again meanwhile.
+///
+/// ```
+/// use locksmith_core::AcquireOptions;
+/// let wait = AcquireOptions::default().with_timeout_ms(5_000).with_retry_delay_ms(100);
+/// assert_eq!((wait.timeout_ms, wait.retry_delay_ms), (5_000, 100));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AcquireOptions {
     /// Milliseconds to wait in all; 0 means one attempt.
     pub timeout_ms: u64,
@@ -26,13 +33,18 @@ impl Default for AcquireOptions {
 }
 
 impl AcquireOptions {
-    /// Options from JS numbers, validated; `None` takes the default.
-    pub fn from_numbers(timeout: Option<f64>, retry_delay: Option<f64>) -> Result<Self> {
-        let defaults = Self::default();
-        Ok(Self {
-            timeout_ms: timeout.map_or(Ok(defaults.timeout_ms), validate::timeout_ms)?,
-            retry_delay_ms: retry_delay.map_or(Ok(defaults.retry_delay_ms), validate::retry_delay_ms)?,
-        })
+    /// Wait up to `timeout_ms` in all (0: one attempt, the default).
+    #[must_use]
+    pub const fn with_timeout_ms(mut self, timeout_ms: u64) -> Self {
+        self.timeout_ms = timeout_ms;
+        self
+    }
+
+    /// Try again every `retry_delay_ms` while waiting (default 50; at least 1).
+    #[must_use]
+    pub const fn with_retry_delay_ms(mut self, retry_delay_ms: u64) -> Self {
+        self.retry_delay_ms = retry_delay_ms;
+        self
     }
 }
 
@@ -58,6 +70,15 @@ struct Hold {
 ///   it is. Once the hold was released or lost, `acquire` takes the key afresh.
 /// * `release` of a lock that was lost is a harmless `false`; `extend` of a lock that
 ///   was lost or never taken fails with `LOCK_NOT_HELD`.
+///
+/// # Cancellation
+/// Every method is safe to cancel (to drop its future before it completes):
+/// * `acquire`: a hold that the store granted to an attempt whose answer never arrived
+///   is released in the background through [`Timer::spawn`]; where the runtime cannot
+///   spawn, the handle remembers the attempt's token, so a later `release` frees it.
+///   Either way nothing stays held past its TTL unknown to the handle.
+/// * `release` and `extend`: the hold stays recorded on the handle until the store
+///   confirmed the release, so a cancelled `release` can simply be called again.
 pub struct Lock {
     key: String,
     ttl_ms: u64,
@@ -73,8 +94,9 @@ impl std::fmt::Debug for Lock {
 }
 
 impl Lock {
-    /// A lock on `key` held for `ttl_ms` once acquired. Both are validated.
-    pub fn new(key: &str, ttl_ms: f64, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Result<Self> {
+    /// A lock on `key` held for `ttl_ms` milliseconds once acquired. Both are validated:
+    /// see [`validate::key`] and [`validate::ttl_ms`].
+    pub fn new(key: &str, ttl_ms: u64, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Result<Self> {
         validate::key(key)?;
         let ttl_ms = validate::ttl_ms(ttl_ms)?;
         Ok(Self { key: key.to_owned(), ttl_ms, store, timer, hold: Mutex::new(Hold::default()) })
@@ -82,12 +104,19 @@ impl Lock {
 
     /// Rebuilds a held lock from [`serialize`](Self::serialize), owner token and all,
     /// so this process can release or extend the same hold.
+    ///
+    /// The hold's expiry travels as wall-clock time; a string from before it did (no
+    /// `expiresAt`) is taken to have its full TTL left from now.
     pub fn restore(serialized: &str, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Result<Self> {
         let s = SerializedLock::parse(serialized)?;
+        let left_ms = match (s.expires_at_unix_ms, timer.unix_time_ms()) {
+            (Some(at), Some(now)) => at.saturating_sub(now).min(s.ttl_ms),
+            _ => s.ttl_ms,
+        };
         let hold = Hold {
             owner: Some(s.owner),
             fencing_token: s.fencing_token,
-            expires_by_ms: timer.now_ms().saturating_add(s.ttl_ms),
+            expires_by_ms: timer.now_ms().saturating_add(left_ms),
         };
         Ok(Self { key: s.key, ttl_ms: s.ttl_ms, store, timer, hold: Mutex::new(hold) })
     }
@@ -156,6 +185,7 @@ impl Lock {
     /// attempt's token is released again (best effort) before the error is returned,
     /// so a failed call never leaves a hold behind.
     pub async fn acquire(&self, options: AcquireOptions) -> Result<bool> {
+        validate::retry_delay_ms(options.retry_delay_ms)?;
         if self.still_holds().await? {
             return Ok(false);
         }
@@ -180,16 +210,44 @@ impl Lock {
 
     async fn attempt(&self, owner: OwnerToken) -> Result<bool> {
         let started = self.timer.now_ms();
+        // Armed until the store's answer is in hand: if this future is dropped while
+        // the store may have granted the key, the guard frees it.
+        let in_flight = InFlightAttempt { lock: self, owner };
         match self.store.acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms).await {
             Ok(Some(grant)) => {
+                std::mem::forget(in_flight);
                 self.record_grant(owner, grant, started);
                 Ok(true)
             }
-            Ok(None) => Ok(false),
+            Ok(None) => {
+                std::mem::forget(in_flight);
+                Ok(false)
+            }
             Err(err) => {
                 // The store may have taken the key before failing to answer.
                 let _ = self.store.release(&self.key, owner.as_str()).await;
+                std::mem::forget(in_flight);
                 Err(err)
+            }
+        }
+    }
+
+    /// Frees what an attempt cancelled mid-flight may hold (see [`InFlightAttempt`]).
+    fn abandon_attempt(&self, owner: OwnerToken) {
+        let store = self.store.clone();
+        let key = self.key.clone();
+        let release = Box::pin(async move {
+            let _ = store.release(&key, owner.as_str()).await;
+        });
+        if !self.timer.spawn(release) {
+            // No way to run the release now: keep the token, so `release()` frees it.
+            let mut hold = self.hold();
+            if hold.owner.is_none() {
+                *hold = Hold {
+                    owner: Some(owner),
+                    fencing_token: None,
+                    expires_by_ms: self.timer.now_ms().saturating_add(self.ttl_ms),
+                };
             }
         }
     }
@@ -262,7 +320,7 @@ impl Lock {
     ///
     /// # Errors
     /// `LOCK_NOT_HELD` when the lock was never acquired, was released, or was lost.
-    pub async fn extend(&self, ttl_ms: Option<f64>) -> Result<()> {
+    pub async fn extend(&self, ttl_ms: Option<u64>) -> Result<()> {
         let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
         let owner = self.owner_for_extend()?;
         let started = self.timer.now_ms();
@@ -271,7 +329,7 @@ impl Lock {
     }
 
     /// [`extend`](Self::extend) for synchronous stores; `None` when the store is not.
-    pub fn extend_now(&self, ttl_ms: Option<f64>) -> Option<Result<()>> {
+    pub fn extend_now(&self, ttl_ms: Option<u64>) -> Option<Result<()>> {
         let store = self.store.as_sync()?;
         Some((|| {
             let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
@@ -316,7 +374,7 @@ impl Lock {
         self.store.remaining_time(&self.key).await
     }
 
-    /// The key, TTL, owner token and fencing token as a string that
+    /// The key, TTL, owner token, fencing token and expiry as a string that
     /// [`restore`](Self::restore) accepts in any runtime. The string is a bearer
     /// secret: it can release and extend this hold.
     ///
@@ -330,7 +388,42 @@ impl Lock {
             ttl_ms: self.ttl_ms,
             owner,
             fencing_token: hold.fencing_token,
+            expires_at_unix_ms: self.expires_at_unix_ms(&hold, owner),
         }
         .to_json())
+    }
+
+    /// When the hold expires at the latest, in wall-clock time, if the runtime has a
+    /// wall clock.
+    fn expires_at_unix_ms(&self, hold: &Hold, owner: OwnerToken) -> Option<u64> {
+        let unix_now = self.timer.unix_time_ms()?;
+        let left_ms = match self.store.as_sync() {
+            // A synchronous store knows exactly (and its grants skip the local estimate).
+            Some(store) => remaining_if_held(store, &self.key, owner),
+            None => hold.expires_by_ms.saturating_sub(self.timer.now_ms()),
+        };
+        Some(unix_now.saturating_add(left_ms))
+    }
+}
+
+fn remaining_if_held(store: &dyn SyncLockStore, key: &str, owner: OwnerToken) -> u64 {
+    if store.is_held_by_now(key, owner.as_str()) {
+        store.remaining_time_now(key).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// An acquire attempt whose answer has not arrived. Dropping it (the caller cancelled
+/// the `acquire` future) gives up the hold the store may have granted; completing the
+/// attempt forgets the guard instead.
+struct InFlightAttempt<'a> {
+    lock: &'a Lock,
+    owner: OwnerToken,
+}
+
+impl Drop for InFlightAttempt<'_> {
+    fn drop(&mut self) {
+        self.lock.abandon_attempt(self.owner);
     }
 }

@@ -9,9 +9,12 @@ use crate::validate;
 /// Longer input is refused before it is parsed.
 pub const MAX_SERIALIZED_BYTES: usize = 16 * 1024;
 
-/// `{"key":"invoice:42","ttlMs":30000,"owner":"<32 hex>","fencingToken":7}`.
-/// `fencingToken` is present when the store gave one. The owner token makes this a
-/// bearer secret: whoever has the string can release or extend the lock.
+/// `{"key":"invoice:42","ttlMs":30000,"owner":"<32 hex>","fencingToken":7,"expiresAt":1764500000000}`.
+/// `fencingToken` is present when the store gave one; `expiresAt` (milliseconds since
+/// the Unix epoch, by the serializing host's wall clock) when the runtime has a wall
+/// clock, and is optional on input so strings written before it existed still restore.
+/// The owner token makes this a bearer secret: whoever has the string can release or
+/// extend the lock.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Wire<'a> {
@@ -22,10 +25,13 @@ struct Wire<'a> {
     owner: std::borrow::Cow<'a, str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fencing_token: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expires_at: Option<u64>,
 }
 
 /// A held lock as it travels between processes.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SerializedLock {
     /// The lock key.
     pub key: String,
@@ -35,6 +41,8 @@ pub struct SerializedLock {
     pub owner: OwnerToken,
     /// The fencing token of the hold, if the store gave one.
     pub fencing_token: Option<u64>,
+    /// When the hold expires at the latest, in milliseconds since the Unix epoch.
+    pub expires_at_unix_ms: Option<u64>,
 }
 
 impl SerializedLock {
@@ -46,6 +54,7 @@ impl SerializedLock {
             ttl_ms: self.ttl_ms.into(),
             owner: self.owner.as_str().into(),
             fencing_token: self.fencing_token,
+            expires_at: self.expires_at_unix_ms,
         };
         serde_json::to_string(&wire).unwrap_or_default()
     }
@@ -63,10 +72,25 @@ impl SerializedLock {
             bad(format!("expected JSON {{\"key\", \"ttlMs\", \"owner\"}} from serialize(): {e}"))
         })?;
         validate::key(&wire.key).map_err(|e| bad(strip(&e)))?;
-        let ttl_ms =
-            validate::ttl_ms(wire.ttl_ms.as_f64().unwrap_or(f64::NAN)).map_err(|e| bad(strip(&e)))?;
+        let ttl_ms = wire
+            .ttl_ms
+            .as_u64()
+            .ok_or_else(|| {
+                bad(format!(
+                    "ttlMs must be a whole number of milliseconds from 1 to {}; got {}",
+                    validate::MAX_TTL_MS,
+                    wire.ttl_ms
+                ))
+            })
+            .and_then(|ms| validate::ttl_ms(ms).map_err(|e| bad(strip(&e))))?;
         let owner = OwnerToken::parse(&wire.owner)?;
-        Ok(Self { key: wire.key.into_owned(), ttl_ms, owner, fencing_token: wire.fencing_token })
+        Ok(Self {
+            key: wire.key.into_owned(),
+            ttl_ms,
+            owner,
+            fencing_token: wire.fencing_token,
+            expires_at_unix_ms: wire.expires_at,
+        })
     }
 }
 
@@ -88,6 +112,7 @@ mod tests {
             ttl_ms: 60_000,
             owner: OwnerToken::generate().unwrap(),
             fencing_token: Some(7),
+            expires_at_unix_ms: Some(1_764_500_000_000),
         }
     }
 
@@ -97,9 +122,11 @@ mod tests {
         let json = s.to_json();
         assert!(json.contains("\"ttlMs\":60000"), "{json}");
         assert!(json.contains("\"fencingToken\":7"), "{json}");
+        assert!(json.contains("\"expiresAt\":1764500000000"), "{json}");
         assert_eq!(SerializedLock::parse(&json).unwrap(), s);
-        let plain = SerializedLock { fencing_token: None, ..s };
+        let plain = SerializedLock { fencing_token: None, expires_at_unix_ms: None, ..s };
         assert!(!plain.to_json().contains("fencing"));
+        assert!(!plain.to_json().contains("expiresAt"));
         assert_eq!(SerializedLock::parse(&plain.to_json()).unwrap(), plain);
     }
 

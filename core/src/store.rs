@@ -26,10 +26,19 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// What a successful acquire hands back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Grant {
     /// A number that only grows per key, if the store keeps one. A resource that
     /// remembers the largest token it has seen can refuse writes from a stale holder.
     pub fencing_token: Option<u64>,
+}
+
+impl Grant {
+    /// A grant carrying `fencing_token`.
+    #[must_use]
+    pub const fn with_fencing_token(fencing_token: u64) -> Self {
+        Self { fencing_token: Some(fencing_token) }
+    }
 }
 
 /// A backend that holds locks.
@@ -102,12 +111,27 @@ pub trait SyncLockStore: MaybeSendSync {
 pub trait Clock: MaybeSendSync {
     /// Milliseconds now.
     fn now_ms(&self) -> u64;
+
+    /// Wall-clock time in milliseconds since the Unix epoch, when the runtime has one.
+    /// Only the serialized form of a lock uses it, to say when the hold expires in
+    /// terms another process can read.
+    fn unix_time_ms(&self) -> Option<u64> {
+        None
+    }
 }
 
-/// The runtime seam: a clock and a sleep.
+/// The runtime seam: a clock, a sleep and a way to run clean-up in the background.
 pub trait Timer: Clock {
     /// A future that completes after `ms` milliseconds.
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()>;
+
+    /// Runs `task` to completion in the background, detached from its caller. `false`
+    /// when the runtime cannot (then the caller does without). A lock uses it to
+    /// release a hold whose acquire was cancelled after the store granted it.
+    fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {
+        drop(task);
+        false
+    }
 }
 
 /// A monotonic clock from `std::time::Instant`; sleeping needs a runtime, so bindings
@@ -131,6 +155,11 @@ impl MonotonicClock {
 impl Clock for MonotonicClock {
     fn now_ms(&self) -> u64 {
         self.origin.elapsed().as_millis() as u64
+    }
+
+    fn unix_time_ms(&self) -> Option<u64> {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?;
+        u64::try_from(since.as_millis()).ok()
     }
 }
 

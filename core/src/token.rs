@@ -1,52 +1,30 @@
 //! Owner tokens: 128 bits from the operating system's CSPRNG, as 32 lowercase hex digits.
 
-use std::cell::RefCell;
 use std::fmt;
 
 use crate::error::{LockError, Result};
 
-/// How many random bytes one call to the OS fetches: 256 tokens' worth. A token costs a
-/// copy, not a syscall.
-const BUFFER_BYTES: usize = 4096;
 const TOKEN_BYTES: usize = 16;
 
 /// The secret that proves which acquisition holds a lock.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct OwnerToken([u8; 2 * TOKEN_BYTES]);
 
-struct Entropy {
-    bytes: [u8; BUFFER_BYTES],
-    used: usize,
-}
-
-thread_local! {
-    static ENTROPY: RefCell<Entropy> = const {
-        RefCell::new(Entropy { bytes: [0; BUFFER_BYTES], used: BUFFER_BYTES })
-    };
-}
-
 impl OwnerToken {
-    /// A fresh token from the CSPRNG.
+    /// A fresh token, drawn from the operating system's CSPRNG (`crypto.getRandomValues`
+    /// on wasm) on every call.
+    ///
+    /// Nothing is buffered in the process: a buffer of entropy would be copied by
+    /// `fork()` and by VM or isolate snapshots, and two copies would then mint the same
+    /// tokens. The kernel's generator is reseeded across both.
     ///
     /// # Errors
-    /// [`LockError::StoreUnavailable`] only when the platform has no secure random
-    /// source at all (no `crypto.getRandomValues` on wasm).
+    /// [`LockError::NoRandomSource`] when the platform has no secure random source (no
+    /// `crypto.getRandomValues` on wasm) or it failed.
     pub fn generate() -> Result<Self> {
-        ENTROPY.with(|cell| {
-            let mut pool = cell.borrow_mut();
-            if pool.used + TOKEN_BYTES > BUFFER_BYTES {
-                getrandom::fill(&mut pool.bytes)
-                    .map_err(|e| LockError::StoreUnavailable(format!("no secure random source: {e}")))?;
-                pool.used = 0;
-            }
-            let start = pool.used;
-            let mut raw = [0u8; TOKEN_BYTES];
-            raw.copy_from_slice(&pool.bytes[start..start + TOKEN_BYTES]);
-            // Never hand out the same bytes twice.
-            pool.bytes[start..start + TOKEN_BYTES].fill(0);
-            pool.used += TOKEN_BYTES;
-            Ok(Self::from_raw(raw))
-        })
+        let mut raw = [0u8; TOKEN_BYTES];
+        getrandom::fill(&mut raw).map_err(|e| LockError::NoRandomSource(e.to_string()))?;
+        Ok(Self::from_raw(raw))
     }
 
     fn from_raw(raw: [u8; TOKEN_BYTES]) -> Self {

@@ -1,4 +1,5 @@
-//! Argument validation. Numbers arrive from JS as `f64`, so every check starts there.
+//! Argument validation: keys and durations in whole milliseconds. The bindings turn
+//! JavaScript numbers into milliseconds with [`js`] (feature `js-numbers`).
 
 use crate::error::{LockError, Result};
 
@@ -33,37 +34,83 @@ pub fn key(key: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks a TTL: a positive whole number of milliseconds up to [`MAX_TTL_MS`].
-pub fn ttl_ms(ttl: f64) -> Result<u64> {
-    if !ttl.is_finite() || ttl < 1.0 || ttl.fract() != 0.0 || ttl > MAX_TTL_MS as f64 {
+/// Checks a TTL: at least 1 ms and at most [`MAX_TTL_MS`].
+pub fn ttl_ms(ttl_ms: u64) -> Result<u64> {
+    if !(1..=MAX_TTL_MS).contains(&ttl_ms) {
         return Err(LockError::InvalidArgument(format!(
-            "ttlMs must be a whole number of milliseconds from 1 to {MAX_TTL_MS}; got {}",
-            show(ttl)
+            "ttlMs must be a whole number of milliseconds from 1 to {MAX_TTL_MS}; got {ttl_ms}"
         )));
     }
-    Ok(ttl as u64)
+    Ok(ttl_ms)
 }
 
-/// Checks a wait timeout: finite and at least 0. Fractions round up to the next millisecond.
-pub fn timeout_ms(timeout: f64) -> Result<u64> {
-    if !timeout.is_finite() || timeout < 0.0 {
+/// Checks a retry delay: at least 1 ms (0 would spin) and at most [`MAX_TTL_MS`].
+pub fn retry_delay_ms(delay_ms: u64) -> Result<u64> {
+    if !(1..=MAX_TTL_MS).contains(&delay_ms) {
         return Err(LockError::InvalidArgument(format!(
-            "timeout must be a finite number of milliseconds, 0 or more; got {}",
-            show(timeout)
+            "retryDelay must be a number of milliseconds above 0 and at most {MAX_TTL_MS}; got {delay_ms}"
         )));
     }
-    Ok(timeout.ceil().min(u64::MAX as f64) as u64)
+    Ok(delay_ms)
 }
 
-/// Checks a retry delay: finite, above 0 and at most [`MAX_TTL_MS`]. Fractions round up.
-pub fn retry_delay_ms(delay: f64) -> Result<u64> {
-    if !delay.is_finite() || delay <= 0.0 || delay > MAX_TTL_MS as f64 {
-        return Err(LockError::InvalidArgument(format!(
-            "retryDelay must be a number of milliseconds above 0 and at most {MAX_TTL_MS}; got {}",
-            show(delay)
-        )));
+/// Numbers as JavaScript passes them (`f64`), checked and converted to whole
+/// milliseconds, with messages that name the option at fault. For the bindings.
+#[cfg(feature = "js-numbers")]
+pub mod js {
+    use super::{show, MAX_TTL_MS};
+    use crate::error::{LockError, Result};
+
+    /// A TTL (`ttlMs`): a whole number of milliseconds from 1 to [`MAX_TTL_MS`].
+    pub fn ttl_ms(ttl: f64) -> Result<u64> {
+        if !ttl.is_finite() || ttl < 1.0 || ttl.fract() != 0.0 || ttl > MAX_TTL_MS as f64 {
+            return Err(LockError::InvalidArgument(format!(
+                "ttlMs must be a whole number of milliseconds from 1 to {MAX_TTL_MS}; got {}",
+                show(ttl)
+            )));
+        }
+        Ok(ttl as u64)
     }
-    Ok(delay.ceil() as u64)
+
+    /// A wait timeout (`timeout`): finite and at least 0. Fractions round up.
+    pub fn timeout_ms(timeout: f64) -> Result<u64> {
+        if !timeout.is_finite() || timeout < 0.0 {
+            return Err(LockError::InvalidArgument(format!(
+                "timeout must be a finite number of milliseconds, 0 or more; got {}",
+                show(timeout)
+            )));
+        }
+        Ok(timeout.ceil().min(u64::MAX as f64) as u64)
+    }
+
+    /// A retry delay (`retryDelay`): above 0 and at most [`MAX_TTL_MS`]. Fractions round up.
+    pub fn retry_delay_ms(delay: f64) -> Result<u64> {
+        positive_ms("retryDelay", delay)
+    }
+
+    /// `acquire()`'s `timeout` and `retryDelay`; `None` takes the default.
+    pub fn acquire_options(timeout: Option<f64>, retry_delay: Option<f64>) -> Result<crate::AcquireOptions> {
+        let mut options = crate::AcquireOptions::default();
+        if let Some(timeout) = timeout {
+            options.timeout_ms = timeout_ms(timeout)?;
+        }
+        if let Some(delay) = retry_delay {
+            options.retry_delay_ms = retry_delay_ms(delay)?;
+        }
+        Ok(options)
+    }
+
+    /// Any other duration option called `name`: above 0 and at most [`MAX_TTL_MS`]
+    /// milliseconds. Fractions round up.
+    pub fn positive_ms(name: &str, ms: f64) -> Result<u64> {
+        if !ms.is_finite() || ms <= 0.0 || ms > MAX_TTL_MS as f64 {
+            return Err(LockError::InvalidArgument(format!(
+                "{name} must be a number of milliseconds above 0 and at most {MAX_TTL_MS}; got {}",
+                show(ms)
+            )));
+        }
+        Ok(ms.ceil() as u64)
+    }
 }
 
 /// Formats a number for a message, the way JS prints the common cases (`NaN`,
@@ -138,21 +185,41 @@ mod tests {
     }
 
     #[test]
-    fn numbers() {
-        assert_eq!(ttl_ms(1.0).unwrap(), 1);
-        assert_eq!(ttl_ms(MAX_TTL_MS as f64).unwrap(), MAX_TTL_MS);
+    fn whole_milliseconds() {
+        assert_eq!(ttl_ms(1).unwrap(), 1);
+        assert_eq!(ttl_ms(MAX_TTL_MS).unwrap(), MAX_TTL_MS);
+        for bad in [0, MAX_TTL_MS + 1, u64::MAX] {
+            let err = ttl_ms(bad).unwrap_err();
+            assert_eq!(err.code(), "INVALID_ARGUMENT", "{bad}");
+            assert!(err.to_string().starts_with("locksmith: ttlMs must be"), "{err}");
+        }
+        assert_eq!(retry_delay_ms(1).unwrap(), 1);
+        for bad in [0, MAX_TTL_MS + 1] {
+            assert!(retry_delay_ms(bad).unwrap_err().to_string().contains("retryDelay"), "{bad}");
+        }
+    }
+
+    #[cfg(feature = "js-numbers")]
+    #[test]
+    fn js_numbers() {
+        assert_eq!(js::ttl_ms(1.0).unwrap(), 1);
+        assert_eq!(js::ttl_ms(MAX_TTL_MS as f64).unwrap(), MAX_TTL_MS);
         for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY, MAX_TTL_MS as f64 + 1.0] {
-            assert_eq!(ttl_ms(bad).unwrap_err().code(), "INVALID_ARGUMENT", "{bad}");
+            assert_eq!(js::ttl_ms(bad).unwrap_err().code(), "INVALID_ARGUMENT", "{bad}");
         }
-        assert!(ttl_ms(f64::NAN).unwrap_err().to_string().contains("got NaN"));
-        assert_eq!(timeout_ms(0.0).unwrap(), 0);
-        assert_eq!(timeout_ms(0.2).unwrap(), 1);
+        assert!(js::ttl_ms(f64::NAN).unwrap_err().to_string().contains("got NaN"));
+        assert_eq!(js::timeout_ms(0.0).unwrap(), 0);
+        assert_eq!(js::timeout_ms(0.2).unwrap(), 1);
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
-            assert!(timeout_ms(bad).is_err(), "{bad}");
+            let err = js::timeout_ms(bad).unwrap_err();
+            assert!(err.to_string().starts_with("locksmith: timeout must be"), "{bad}: {err}");
         }
-        assert_eq!(retry_delay_ms(0.5).unwrap(), 1);
+        assert_eq!(js::retry_delay_ms(0.5).unwrap(), 1);
         for bad in [0.0, -5.0, f64::NAN, f64::NEG_INFINITY, 1e12] {
-            assert!(retry_delay_ms(bad).is_err(), "{bad}");
+            let err = js::retry_delay_ms(bad).unwrap_err();
+            assert!(err.to_string().starts_with("locksmith: retryDelay must be"), "{bad}: {err}");
         }
+        let err = js::positive_ms("operationTimeoutMs", 0.0).unwrap_err();
+        assert!(err.to_string().starts_with("locksmith: operationTimeoutMs must be"), "{err}");
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use locksmith_core::validate::js;
 use locksmith_core::{AcquireOptions, FakeTimer, Lock, MemoryStore, SerializedLock, SyncLockStore};
 use proptest::prelude::*;
 
@@ -38,7 +39,9 @@ fn bad_input_table() {
         ("TTL far above the maximum", "k", 1e300, "INVALID_ARGUMENT"),
     ];
     for (what, key, ttl, code) in &locks {
-        let err = Lock::new(key, *ttl, memory.clone(), Arc::new(timer.clone())).unwrap_err();
+        let err = js::ttl_ms(*ttl)
+            .and_then(|ttl| Lock::new(key, ttl, memory.clone(), Arc::new(timer.clone())))
+            .unwrap_err();
         assert_eq!(err.code(), *code, "{what}");
         assert!(err.to_string().starts_with("locksmith: "), "{what}: {err}");
     }
@@ -53,7 +56,7 @@ fn bad_input_table() {
         ("retry delay above the maximum", None, Some(1e10)),
     ];
     for (what, timeout, retry) in &options {
-        let err = AcquireOptions::from_numbers(*timeout, *retry).unwrap_err();
+        let err = js::acquire_options(*timeout, *retry).unwrap_err();
         assert_eq!(err.code(), "INVALID_ARGUMENT", "{what}");
     }
     let serialized: Vec<(&str, String)> = vec![
@@ -86,7 +89,7 @@ fn bad_input_table() {
     assert!(locks.len() + options.len() + serialized.len() >= 30);
 
     // Calls out of order.
-    let l = Lock::new("k", 1_000.0, memory.clone(), Arc::new(timer.clone())).unwrap();
+    let l = Lock::new("k", 1_000, memory.clone(), Arc::new(timer.clone())).unwrap();
     timer.run(async {
         assert_eq!(l.extend(None).await.unwrap_err().code(), "LOCK_NOT_HELD", "extend before acquire");
         assert_eq!(l.serialize().unwrap_err().code(), "LOCK_NOT_HELD", "serialize before acquire");
@@ -94,7 +97,7 @@ fn bad_input_table() {
         assert!(l.acquire(AcquireOptions::default()).await.unwrap());
         assert!(l.release().await.unwrap());
         assert!(!l.release().await.unwrap(), "double release");
-        assert_eq!(l.extend(Some(0.0)).await.unwrap_err().code(), "INVALID_ARGUMENT");
+        assert_eq!(l.extend(Some(0)).await.unwrap_err().code(), "INVALID_ARGUMENT");
     });
     assert_eq!(memory.entry_count(), 0, "no failed call left a hold behind");
 }
@@ -116,12 +119,18 @@ proptest! {
         key in "[a-z:🔒]{1,20}",
         ttl in 1u64..1_000_000,
         token in proptest::option::of(1u64..u64::MAX),
+        expires_at in proptest::option::of(0u64..u64::MAX),
         cut in 0usize..120,
         flip in 0usize..120,
         byte in any::<u8>(),
     ) {
         let (timer, memory) = store();
-        let lock = SerializedLock { key, ttl_ms: ttl, owner: locksmith_core::OwnerToken::generate().unwrap(), fencing_token: token };
+        let mut lock = SerializedLock::parse(&format!("{{\"key\":\"k\",\"ttlMs\":1,\"owner\":\"{OWNER}\"}}")).unwrap();
+        lock.key = key;
+        lock.ttl_ms = ttl;
+        lock.owner = locksmith_core::OwnerToken::generate().unwrap();
+        lock.fencing_token = token;
+        lock.expires_at_unix_ms = expires_at;
         let text = lock.to_json();
         prop_assert_eq!(SerializedLock::parse(&text).unwrap(), lock);
         let mut bytes = text.into_bytes();

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use locksmith_core::{
-    AcquireOptions, FakeTimer, Grant, Lock, LockError, LockStore, MemoryStore, Result, SyncLockStore,
+    validate, AcquireOptions, FakeTimer, Grant, Lock, LockError, LockStore, MemoryStore, Result,
+    SyncLockStore,
 };
 
 fn setup() -> (FakeTimer, Arc<MemoryStore>) {
@@ -15,11 +16,11 @@ fn setup() -> (FakeTimer, Arc<MemoryStore>) {
 }
 
 fn lock(timer: &FakeTimer, store: &Arc<MemoryStore>, key: &str, ttl: u64) -> Lock {
-    Lock::new(key, ttl as f64, store.clone(), Arc::new(timer.clone())).unwrap()
+    Lock::new(key, ttl, store.clone(), Arc::new(timer.clone())).unwrap()
 }
 
-const fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
-    AcquireOptions { timeout_ms, retry_delay_ms }
+fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
+    AcquireOptions::default().with_timeout_ms(timeout_ms).with_retry_delay_ms(retry_delay_ms)
 }
 
 #[test]
@@ -98,7 +99,7 @@ fn sync_fast_path_matches_async_semantics() {
     assert!(!a.try_acquire_now().unwrap().unwrap(), "not re-entrant");
     assert!(!b.try_acquire_now().unwrap().unwrap());
     assert!(a.fencing_token().is_some());
-    a.extend_now(Some(500.0)).unwrap().unwrap();
+    a.extend_now(Some(500)).unwrap().unwrap();
     timer.advance(400);
     assert!(!b.try_acquire_now().unwrap().unwrap());
     timer.advance(200);
@@ -114,8 +115,8 @@ fn sync_fast_path_matches_async_semantics() {
 fn invalid_arguments_are_refused() {
     let (timer, store) = setup();
     let t: Arc<FakeTimer> = Arc::new(timer.clone());
-    let cases: Vec<(&str, f64)> =
-        vec![("", 1.0), ("a\0b", 1.0), ("k", 0.0), ("k", -1.0), ("k", f64::NAN), ("k", 0.5)];
+    let cases: Vec<(&str, u64)> =
+        vec![("", 1), ("a\0b", 1), ("k", 0), ("k", validate::MAX_TTL_MS + 1), ("k", u64::MAX)];
     for (key, ttl) in cases {
         let err = Lock::new(key, ttl, store.clone(), t.clone()).unwrap_err();
         assert_eq!(err.code(), "INVALID_ARGUMENT", "{key:?} {ttl}");
@@ -123,18 +124,16 @@ fn invalid_arguments_are_refused() {
     let l = lock(&timer, &store, "k", 100);
     timer.run(async {
         assert!(l.acquire(AcquireOptions::default()).await.unwrap());
-        assert_eq!(l.extend(Some(f64::INFINITY)).await.unwrap_err().code(), "INVALID_ARGUMENT");
+        assert_eq!(l.extend(Some(0)).await.unwrap_err().code(), "INVALID_ARGUMENT");
+        assert_eq!(l.acquire(wait(10, 0)).await.unwrap_err().code(), "INVALID_ARGUMENT", "retry delay 0");
         assert!(!l.is_expired().await.unwrap(), "a refused extend leaves the hold alone");
     });
     for (timeout, retry) in
         [(Some(-1.0), None), (Some(f64::NAN), None), (None, Some(0.0)), (None, Some(-3.0))]
     {
-        assert_eq!(AcquireOptions::from_numbers(timeout, retry).unwrap_err().code(), "INVALID_ARGUMENT");
+        assert_eq!(validate::js::acquire_options(timeout, retry).unwrap_err().code(), "INVALID_ARGUMENT");
     }
-    assert_eq!(
-        AcquireOptions::from_numbers(None, None).unwrap(),
-        AcquireOptions { timeout_ms: 0, retry_delay_ms: 50 }
-    );
+    assert_eq!(validate::js::acquire_options(None, None).unwrap(), wait(0, 50));
 }
 
 /// Takes the key in the inner store, then reports a failure: the answer was lost.
@@ -170,7 +169,7 @@ impl LockStore for LosesAcquireAnswers {
 fn a_failed_acquire_leaves_no_hold_behind() {
     let (timer, inner) = setup();
     let store = Arc::new(LosesAcquireAnswers { inner: inner.clone(), fail: AtomicBool::new(true) });
-    let l = Lock::new("k", 1_000.0, store.clone(), Arc::new(timer.clone())).unwrap();
+    let l = Lock::new("k", 1_000, store.clone(), Arc::new(timer.clone())).unwrap();
     timer.run(async {
         let err = l.acquire(AcquireOptions::default()).await.unwrap_err();
         assert_eq!(err.code(), "STORE_UNAVAILABLE");

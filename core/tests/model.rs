@@ -127,20 +127,20 @@ proptest! {
         let timer = FakeTimer::new();
         let store: Arc<MemoryStore> = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
         let handles: Vec<Vec<Lock>> = (0..OWNERS)
-            .map(|_| (0..KEYS).map(|k| Lock::new(&key_name(k), 100.0, store.clone(), Arc::new(timer.clone())).unwrap()).collect())
+            .map(|_| (0..KEYS).map(|k| Lock::new(&key_name(k), 100, store.clone(), Arc::new(timer.clone())).unwrap()).collect())
             .collect();
         timer.run(async {
             for op in ops {
                 match op {
                     Op::Acquire { owner, key, ttl } => {
-                        let opts = AcquireOptions { timeout_ms: ttl % 3 * 40, retry_delay_ms: 1 + ttl % 50 };
+                        let opts = AcquireOptions::default().with_timeout_ms(ttl % 3 * 40).with_retry_delay_ms(1 + ttl % 50);
                         handles[owner as usize][key as usize].acquire(opts).await.unwrap();
                     }
                     Op::Release { owner, key } => {
                         handles[owner as usize][key as usize].release().await.unwrap();
                     }
                     Op::Extend { owner, key, ttl } => {
-                        let _ = handles[owner as usize][key as usize].extend(Some(ttl as f64)).await;
+                        let _ = handles[owner as usize][key as usize].extend(Some(ttl)).await;
                     }
                     Op::Advance(ms) => timer.advance(ms),
                     Op::Inspect { .. } | Op::Sweep => store.sweep(),

@@ -44,8 +44,10 @@ pub struct JsStoreBridge {
 impl JsStoreBridge {
     #[napi(constructor)]
     pub fn new(dispatch: Dispatch, operation_timeout_ms: f64, has_is_held_by: bool) -> napi::Result<Self> {
-        let timeout_ms =
-            crate::error::IntoNapi::napi(locksmith_core::validate::ttl_ms(operation_timeout_ms))?;
+        let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::js::positive_ms(
+            "operationTimeoutMs",
+            operation_timeout_ms,
+        ))?;
         Ok(Self { inner: Arc::new(ForeignLockStore(JsStore { dispatch, timeout_ms, has_is_held_by })) })
     }
 

@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use locksmith_core::{AcquireOptions, Lock, LockStore};
+use locksmith_core::validate::js;
+use locksmith_core::{Lock, LockStore};
 use napi_derive::napi;
 
 use crate::completion::{Completions, Outcome};
@@ -18,7 +19,9 @@ pub struct NativeLock {
 }
 
 pub fn new_lock(store: Arc<dyn LockStore>, key: &str, ttl_ms: f64) -> napi::Result<NativeLock> {
-    Lock::new(key, ttl_ms, store, timer()).napi().map(|l| NativeLock { inner: Arc::new(l) })
+    Lock::new(key, js::ttl_ms(ttl_ms).napi()?, store, timer())
+        .napi()
+        .map(|l| NativeLock { inner: Arc::new(l) })
 }
 
 pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> napi::Result<NativeLock> {
@@ -42,7 +45,7 @@ impl NativeLock {
     #[napi]
     pub fn reset(&mut self, key: String, ttl_ms: f64) -> napi::Result<()> {
         let store = self.inner.store().clone();
-        self.inner = Arc::new(Lock::new(&key, ttl_ms, store, timer()).napi()?);
+        self.inner = Arc::new(Lock::new(&key, js::ttl_ms(ttl_ms).napi()?, store, timer()).napi()?);
         Ok(())
     }
 
@@ -65,7 +68,7 @@ impl NativeLock {
         timeout: Option<f64>,
         retry_delay: Option<f64>,
     ) -> napi::Result<Option<bool>> {
-        AcquireOptions::from_numbers(timeout, retry_delay).napi()?;
+        js::acquire_options(timeout, retry_delay).napi()?;
         self.inner.try_acquire_now().transpose().napi()
     }
 
@@ -84,6 +87,7 @@ impl NativeLock {
     /// `true` when extended synchronously, `false` when the store is async.
     #[napi]
     pub fn extend_now(&self, ttl_ms: Option<f64>) -> napi::Result<bool> {
+        let ttl_ms = ttl_ms.map(js::ttl_ms).transpose().napi()?;
         self.inner.extend_now(ttl_ms).transpose().napi().map(|done| done.is_some())
     }
 
@@ -97,7 +101,7 @@ impl NativeLock {
         timeout: Option<f64>,
         retry_delay: Option<f64>,
     ) -> napi::Result<()> {
-        let options = AcquireOptions::from_numbers(timeout, retry_delay).napi()?;
+        let options = js::acquire_options(timeout, retry_delay).napi()?;
         let lock = self.inner.clone();
         done.spawn(id, async move { lock.acquire(options).await.map(Outcome::Flag) });
         Ok(())
@@ -110,9 +114,11 @@ impl NativeLock {
     }
 
     #[napi]
-    pub fn extend_start(&self, done: &Completions, id: u32, ttl_ms: Option<f64>) {
+    pub fn extend_start(&self, done: &Completions, id: u32, ttl_ms: Option<f64>) -> napi::Result<()> {
+        let ttl_ms = ttl_ms.map(js::ttl_ms).transpose().napi()?;
         let lock = self.inner.clone();
         done.spawn(id, async move { lock.extend(ttl_ms).await.map(|()| Outcome::Nothing) });
+        Ok(())
     }
 
     #[napi]

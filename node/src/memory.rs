@@ -46,7 +46,7 @@ fn new_store() -> Arc<MemoryStore> {
 }
 
 fn check_ttl(ttl_ms: f64) -> napi::Result<u64> {
-    locksmith_core::validate::ttl_ms(ttl_ms).napi()
+    locksmith_core::validate::js::ttl_ms(ttl_ms).napi()
 }
 
 #[napi]

@@ -24,7 +24,7 @@ pub struct RedisConnectOptions {
 }
 
 fn millis(value: Option<f64>, default: Duration) -> napi::Result<Duration> {
-    value.map_or(Ok(default), |ms| validate::ttl_ms(ms).napi().map(Duration::from_millis))
+    value.map_or(Ok(default), |ms| validate::js::ttl_ms(ms).napi().map(Duration::from_millis))
 }
 
 impl RedisConnectOptions {
@@ -84,7 +84,7 @@ impl NativeRedisStore {
 
     #[napi]
     pub async fn acquire(&self, key: String, owner: String, ttl_ms: f64) -> napi::Result<bool> {
-        let ttl_ms = validate::ttl_ms(ttl_ms).napi()?;
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
         self.inner.clone().acquire(&key, &owner, ttl_ms).await.napi()
     }
 
@@ -95,7 +95,7 @@ impl NativeRedisStore {
 
     #[napi]
     pub async fn extend(&self, key: String, owner: String, ttl_ms: f64) -> napi::Result<bool> {
-        let ttl_ms = validate::ttl_ms(ttl_ms).napi()?;
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
         self.inner.clone().extend(&key, &owner, ttl_ms).await.napi()
     }
 

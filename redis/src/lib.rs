@@ -216,7 +216,7 @@ impl LockStore for RedisStore {
                     .await
             })
             .await?;
-        Ok(u64::try_from(token).ok().filter(|t| *t > 0).map(|t| Grant { fencing_token: Some(t) }))
+        Ok(u64::try_from(token).ok().filter(|t| *t > 0).map(Grant::with_fencing_token))
     }
 
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {

@@ -12,11 +12,25 @@ impl Clock for TokioTimer {
     fn now_ms(&self) -> u64 {
         self.0.now_ms()
     }
+
+    fn unix_time_ms(&self) -> Option<u64> {
+        self.0.unix_time_ms()
+    }
 }
 
 impl Timer for TokioTimer {
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
         // The sleep is created on first poll, inside the runtime.
         Box::pin(async move { tokio::time::sleep(Duration::from_millis(ms)).await })
+    }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                drop(runtime.spawn(task));
+                true
+            }
+            Err(_) => false,
+        }
     }
 }

@@ -19,7 +19,7 @@ fn options(url: String) -> RedisOptions {
     o
 }
 
-fn lock(store: &Arc<RedisStore>, key: &str, ttl: f64) -> Lock {
+fn lock(store: &Arc<RedisStore>, key: &str, ttl: u64) -> Lock {
     Lock::new(key, ttl, store.clone(), Arc::new(TokioTimer::default())).unwrap()
 }
 
@@ -54,7 +54,7 @@ async fn bad_urls_are_invalid_arguments() {
 async fn survives_a_server_restart() {
     let server = RedisServer::start();
     let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
-    let l = lock(&store, "restart", 10_000.0);
+    let l = lock(&store, "restart", 10_000);
     assert!(l.acquire(AcquireOptions::default()).await.unwrap());
 
     server.kill();
@@ -77,14 +77,14 @@ async fn survives_a_server_restart() {
     }
     assert_eq!(last, Some(true), "the store reconnected by itself");
     assert_eq!(l.extend(None).await.unwrap_err().code(), "LOCK_NOT_HELD");
-    assert!(lock(&store, "restart", 1_000.0).acquire(AcquireOptions::default()).await.unwrap());
+    assert!(lock(&store, "restart", 1_000).acquire(AcquireOptions::default()).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_reload_after_script_flush() {
     let server = server::shared();
     let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
-    let l = lock(&store, "flush", 10_000.0);
+    let l = lock(&store, "flush", 10_000);
     assert!(l.acquire(AcquireOptions::default()).await.unwrap());
     redis_cmd(&server.url(), &["SCRIPT", "FLUSH"]).await;
     l.extend(None).await.unwrap();
@@ -99,7 +99,7 @@ async fn a_key_of_the_wrong_type_is_a_clear_error() {
     let server = server::shared();
     let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
     redis_cmd(&server.url(), &["HSET", &store.lock_key("wrongtype"), "field", "1"]).await;
-    let err = lock(&store, "wrongtype", 1_000.0).acquire(AcquireOptions::default()).await.unwrap_err();
+    let err = lock(&store, "wrongtype", 1_000).acquire(AcquireOptions::default()).await.unwrap_err();
     assert_eq!(err.code(), "STORE_ERROR");
     assert!(err.to_string().contains("holds a hash, not a lock"), "{err}");
     let err = store.release("wrongtype", "owner").await.unwrap_err();
@@ -122,7 +122,7 @@ async fn credentials_are_checked() {
     let good = Arc::new(
         RedisStore::connect(options(format!("redis://:s3cret@127.0.0.1:{}", server.port))).await.unwrap(),
     );
-    assert!(lock(&good, "auth", 1_000.0).acquire(AcquireOptions::default()).await.unwrap());
+    assert!(lock(&good, "auth", 1_000).acquire(AcquireOptions::default()).await.unwrap());
     // An ACL user.
     redis_cmd(
         &format!("redis://:s3cret@127.0.0.1:{}", server.port),
@@ -132,22 +132,24 @@ async fn credentials_are_checked() {
     let user = Arc::new(
         RedisStore::connect(options(format!("redis://locker:pw@127.0.0.1:{}", server.port))).await.unwrap(),
     );
-    assert!(lock(&user, "acl", 1_000.0).acquire(AcquireOptions::default()).await.unwrap());
+    assert!(lock(&user, "acl", 1_000).acquire(AcquireOptions::default()).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_wake_on_release_not_on_their_retry_delay() {
     let server = server::shared();
     let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
-    let holder = lock(&store, "wake", 30_000.0);
+    let holder = lock(&store, "wake", 30_000);
     assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
-    let waiter = lock(&store, "wake", 30_000.0);
+    let waiter = lock(&store, "wake", 30_000);
     let start = Instant::now();
-    let (got, ()) =
-        tokio::join!(waiter.acquire(AcquireOptions { timeout_ms: 10_000, retry_delay_ms: 5_000 }), async {
+    let (got, ()) = tokio::join!(
+        waiter.acquire(AcquireOptions::default().with_timeout_ms(10_000).with_retry_delay_ms(5_000)),
+        async {
             tokio::time::sleep(Duration::from_millis(300)).await;
             assert!(holder.release().await.unwrap());
-        });
+        }
+    );
     assert!(got.unwrap());
     let elapsed = start.elapsed();
     assert!(elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(2), "waited {elapsed:?}");
@@ -158,13 +160,13 @@ async fn keys_full_of_lua_and_quotes_are_just_keys() {
     let server = server::shared();
     let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
     for key in ["') redis.call('FLUSHALL') --", "\"]] .. KEYS[2] .. [[", "{hash}tag}", "end return 1 --"] {
-        let l = lock(&store, key, 5_000.0);
+        let l = lock(&store, key, 5_000);
         assert!(l.acquire(AcquireOptions::default()).await.unwrap(), "{key}");
-        assert!(!lock(&store, key, 5_000.0).acquire(AcquireOptions::default()).await.unwrap());
+        assert!(!lock(&store, key, 5_000).acquire(AcquireOptions::default()).await.unwrap());
         assert!(l.is_locked().await.unwrap());
         assert!(l.release().await.unwrap());
     }
-    let canary = lock(&store, "canary", 5_000.0);
+    let canary = lock(&store, "canary", 5_000);
     assert!(canary.acquire(AcquireOptions::default()).await.unwrap());
     assert!(canary.is_locked().await.unwrap(), "nothing was flushed");
 }

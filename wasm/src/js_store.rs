@@ -33,7 +33,7 @@ pub struct WasmJsStoreBridge {
 impl WasmJsStoreBridge {
     #[wasm_bindgen(constructor)]
     pub fn new(dispatch: Function, operation_timeout_ms: f64, has_is_held_by: bool) -> Result<Self, JsValue> {
-        let timeout_ms = validate::ttl_ms(operation_timeout_ms).js()?;
+        let timeout_ms = validate::js::positive_ms("operationTimeoutMs", operation_timeout_ms).js()?;
         Ok(Self {
             inner: Arc::new(ForeignLockStore(JsStore {
                 dispatch,

@@ -6,7 +6,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use js_sys::Promise;
-use locksmith_core::{AcquireOptions, Lock, LockStore};
+use locksmith_core::validate::js;
+use locksmith_core::{Lock, LockStore};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
@@ -19,7 +20,7 @@ pub struct WasmLock {
 }
 
 pub fn new_lock(store: Arc<dyn LockStore>, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
-    Lock::new(key, ttl_ms, store, timer()).js().map(|l| WasmLock { inner: Rc::new(l) })
+    Lock::new(key, js::ttl_ms(ttl_ms).js()?, store, timer()).js().map(|l| WasmLock { inner: Rc::new(l) })
 }
 
 pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> Result<WasmLock, JsValue> {
@@ -50,7 +51,7 @@ impl WasmLock {
     /// Makes this handle a fresh lock on `key` in the same store (reuse, not allocation).
     pub fn reset(&mut self, key: &str, ttl_ms: f64) -> Result<(), JsValue> {
         let store = self.inner.store().clone();
-        self.inner = Rc::new(Lock::new(key, ttl_ms, store, timer()).js()?);
+        self.inner = Rc::new(Lock::new(key, js::ttl_ms(ttl_ms).js()?, store, timer()).js()?);
         Ok(())
     }
 
@@ -72,7 +73,7 @@ impl WasmLock {
         timeout: Option<f64>,
         retry_delay: Option<f64>,
     ) -> Result<JsValue, JsValue> {
-        AcquireOptions::from_numbers(timeout, retry_delay).js()?;
+        js::acquire_options(timeout, retry_delay).js()?;
         self.inner.try_acquire_now().transpose().js().map(or_null)
     }
 
@@ -85,7 +86,7 @@ impl WasmLock {
     pub fn acquire(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> Promise {
         let lock = self.inner.clone();
         future_to_promise(async move {
-            let options = AcquireOptions::from_numbers(timeout, retry_delay).js()?;
+            let options = js::acquire_options(timeout, retry_delay).js()?;
             lock.acquire(options).await.js().map(bool_value)
         })
     }
@@ -103,12 +104,16 @@ impl WasmLock {
     /// `true` when extended synchronously, `false` when the store is async.
     #[wasm_bindgen(js_name = extendNow)]
     pub fn extend_now(&self, ttl_ms: Option<f64>) -> Result<bool, JsValue> {
+        let ttl_ms = ttl_ms.map(js::ttl_ms).transpose().js()?;
         self.inner.extend_now(ttl_ms).transpose().js().map(|done| done.is_some())
     }
 
     pub fn extend(&self, ttl_ms: Option<f64>) -> Promise {
         let lock = self.inner.clone();
-        future_to_promise(async move { lock.extend(ttl_ms).await.js().map(|()| JsValue::UNDEFINED) })
+        future_to_promise(async move {
+            let ttl_ms = ttl_ms.map(js::ttl_ms).transpose().js()?;
+            lock.extend(ttl_ms).await.js().map(|()| JsValue::UNDEFINED)
+        })
     }
 
     #[wasm_bindgen(js_name = isLocked)]

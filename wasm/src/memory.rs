@@ -35,7 +35,7 @@ impl WasmMemoryStore {
     // The plain `LockStore` interface, synchronous here; the JS class wraps each in a promise.
 
     pub fn acquire(&self, key: &str, owner: &str, ttl_ms: f64) -> Result<bool, JsValue> {
-        Ok(self.inner.acquire_now(key, owner, validate::ttl_ms(ttl_ms).js()?).is_some())
+        Ok(self.inner.acquire_now(key, owner, validate::js::ttl_ms(ttl_ms).js()?).is_some())
     }
 
     pub fn release(&self, key: &str, owner: &str) -> bool {
@@ -43,7 +43,7 @@ impl WasmMemoryStore {
     }
 
     pub fn extend(&self, key: &str, owner: &str, ttl_ms: f64) -> Result<bool, JsValue> {
-        Ok(self.inner.extend_now(key, owner, validate::ttl_ms(ttl_ms).js()?))
+        Ok(self.inner.extend_now(key, owner, validate::js::ttl_ms(ttl_ms).js()?))
     }
 
     #[wasm_bindgen(js_name = isLocked)]

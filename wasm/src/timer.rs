@@ -11,6 +11,9 @@ extern "C" {
     #[wasm_bindgen(js_namespace = performance, js_name = now)]
     fn performance_now() -> f64;
 
+    #[wasm_bindgen(js_namespace = Date, js_name = now)]
+    fn date_now() -> f64;
+
     #[wasm_bindgen(js_name = setTimeout)]
     fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
 }
@@ -20,6 +23,10 @@ struct JsTimer;
 impl Clock for JsTimer {
     fn now_ms(&self) -> u64 {
         performance_now() as u64
+    }
+
+    fn unix_time_ms(&self) -> Option<u64> {
+        Some(date_now() as u64)
     }
 }
 
@@ -31,6 +38,11 @@ impl Timer for JsTimer {
         Box::pin(async move {
             let _ = JsFuture::from(promise).await;
         })
+    }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {
+        wasm_bindgen_futures::spawn_local(task);
+        true
     }
 }
 
