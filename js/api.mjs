@@ -134,6 +134,35 @@ function checkOptionalNumber(name, value) {
   if (value !== undefined) checkNumber(name, value);
 }
 
+/** Edit distance between two short strings, for "did you mean" hints. */
+function distance(a, b) {
+  let row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[b.length];
+}
+
+/**
+ * Refuses keys of an options object that `where` does not know: a misspelt option
+ * must not silently mean its default.
+ */
+function checkOptionKeys(options, known, where) {
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue;
+    const lower = name.toLowerCase();
+    const near = known.find((k) => k.toLowerCase() === lower || distance(k.toLowerCase(), lower) <= 2);
+    const hint = near ? `did you mean \`${near}\`? ` : "";
+    throw invalid(`unknown option \`${name}\` for ${where}; ${hint}the options are ${known.join(", ")}`);
+  }
+}
+
+const ACQUIRE_OPTIONS = ["timeout", "retryDelay"];
+
 const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
 
 function checkStore(store) {
@@ -461,7 +490,10 @@ export function makeApi(binding) {
       let timeout;
       let retryDelay;
       if (options !== undefined && options !== null) {
-        if (typeof options !== "object") throw invalid(`acquire options must be an object; got ${typeName(options)}`);
+        if (typeof options !== "object" || Array.isArray(options)) {
+          throw invalid(`acquire options must be an object; got ${typeName(options)}`);
+        }
+        checkOptionKeys(options, ACQUIRE_OPTIONS, "acquire() and run()");
         ({ timeout, retryDelay } = options);
         checkOptionalNumber("timeout", timeout);
         checkOptionalNumber("retryDelay", retryDelay);
@@ -573,4 +605,4 @@ export function makeApi(binding) {
   };
 }
 
-export { toLockError, checkString, typeName, invalid };
+export { toLockError, checkString, typeName, invalid, checkOptionKeys };

@@ -1,0 +1,62 @@
+// Options objects: a misspelt key is an error that names it, never a silent default.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { failOnUnhandledRejections, ls, uniqueKey } from "./target.mjs";
+
+const { lock, LockError } = ls;
+
+await failOnUnhandledRejections();
+
+function invalidArgument(pattern) {
+  return (err) => {
+    assert.ok(err instanceof LockError, `a LockError, got ${err?.stack ?? err}`);
+    assert.equal(err.code, "INVALID_ARGUMENT");
+    assert.equal(err.name, "InvalidArgumentError");
+    assert.match(err.message, /^locksmith: /);
+    assert.match(err.message, pattern);
+    return true;
+  };
+}
+
+describe("acquire() and run() options", () => {
+  const misspelt = [
+    [{ timeOut: 5_000 }, /unknown option `timeOut`.*did you mean `timeout`\?/],
+    [{ wait: 5_000 }, /unknown option `wait` for acquire\(\) and run\(\); the options are timeout, retryDelay/],
+    [{ retrydelay: 10 }, /unknown option `retrydelay`.*did you mean `retryDelay`\?/],
+    [{ timeout: 100, retry: 10 }, /unknown option `retry`/],
+  ];
+  for (const [options, message] of misspelt) {
+    it(`acquire(${JSON.stringify(options)}) is refused and takes nothing`, async () => {
+      const l = lock(uniqueKey("options"));
+      await assert.rejects(l.acquire(options), invalidArgument(message));
+      assert.equal(await l.isLocked(), false, "a refused acquire leaves the key free");
+    });
+    it(`run(fn, ${JSON.stringify(options)}) is refused without running fn`, async () => {
+      let ran = false;
+      await assert.rejects(
+        lock(uniqueKey("options")).run(() => (ran = true), options),
+        invalidArgument(message),
+      );
+      assert.equal(ran, false);
+    });
+  }
+
+  it("names the option whose value is wrong", async () => {
+    const l = lock(uniqueKey("options"));
+    await assert.rejects(l.acquire({ timeout: "5000" }), invalidArgument(/^locksmith: timeout must be a number/));
+    await assert.rejects(l.acquire({ timeout: -1 }), invalidArgument(/^locksmith: timeout must be/));
+    await assert.rejects(l.acquire({ retryDelay: 0 }), invalidArgument(/^locksmith: retryDelay must be/));
+    await assert.rejects(l.acquire({ retryDelay: Number.NaN }), invalidArgument(/^locksmith: retryDelay must be/));
+    await assert.rejects(l.acquire([]), invalidArgument(/acquire options must be an object/));
+    await assert.rejects(l.extend(0), (err) => err.code === "INVALID_ARGUMENT" && /^locksmith: ttlMs must be/.test(err.message));
+  });
+
+  it("accepts the known options, and undefined values for them", async () => {
+    const l = lock(uniqueKey("options"));
+    assert.equal(await l.acquire({ timeout: 10, retryDelay: 5 }), true);
+    assert.equal(await l.release(), true);
+    assert.equal(await l.acquire({ timeout: undefined, retryDelay: undefined }), true);
+    assert.equal(await l.release(), true);
+  });
+});
