@@ -132,6 +132,7 @@ export type LockErrorCode =
   | "STORE_CONTRACT_VIOLATION"
   | "STORE_ERROR"
   | "STORE_CLOSED"
+  | "NO_RANDOM_SOURCE"
   | "NOT_INITIALIZED"
   | "INTERNAL_ERROR";
 
