@@ -1,4 +1,12 @@
-// BENCHMARKS.md and the chart, from a results object of run.mjs.
+// BENCHMARKS.md and the chart, from a results object of run.mjs. Run directly
+// (`node bench/report.mjs`), it rewrites both from the latest file in bench/results/.
+import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { exclusionVerdict } from "./exclusion.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const fmt = (n) => (n >= 100 ? Math.round(n).toLocaleString("en-US") : n.toFixed(2));
 const row = (cells) => `| ${cells.join(" | ")} |`;
 
@@ -10,6 +18,14 @@ function table(title, unit, data, { higherIsBetter = true, versus } = {}) {
     lines.push(row([name, fmt(s.median), fmt(s.min), fmt(s.max), name.startsWith("locksmith") ? "" : `${ratio.toFixed(2)}×`]));
   }
   return `${lines.join("\n")}\n`;
+}
+
+/**
+ * Contended criticals/s per contender as { median, min, max }. Runs before every round was
+ * kept recorded one number (the last round); those show as that one round.
+ */
+function contendedRates(criticals) {
+  return Object.fromEntries(Object.entries(criticals).map(([k, v]) => [k, typeof v === "number" ? { median: v, min: v, max: v, samples: [v] } : v]));
 }
 
 function bestPeer(data, higherIsBetter = true) {
@@ -31,6 +47,9 @@ export function report(r, file) {
   const pollers = Object.entries(cmds).filter(([k]) => k !== "locksmith");
   const fewest = Math.min(...pollers.map(([, v]) => v.median));
   const gz = r.wasm.size.gzipBytes / 1024;
+  const contended = contendedRates(red.contended.criticals);
+  const oneRound = Object.values(contended).some((v) => v.samples?.length === 1) && r.rounds > 1;
+  const exclusion = exclusionVerdict(r.exclusion);
   const check = (ok) => (ok ? "met" : "not met");
   const targets = [
     ["Memory pairs/s ≥ 1.5× the plain-JS baseline", `${memRatio.toFixed(2)}×`, check(memRatio >= 1.5)],
@@ -61,7 +80,7 @@ ${table("Sequential acquire + release on one key", "pairs/s", mem.sequential, { 
 ${table("64 concurrent run() loops over 1 000 keys", "runs/s", mem.concurrent, { versus: "each" })}
 The baseline (\`bench/baseline.mjs\`) is a Map-based lock with the same API and guarantees: a
 \`crypto.randomUUID()\` owner per acquisition, expiry, owner-only release. async-mutex is an
-in-process mutex without TTL or ownership tokens.
+in-process mutex without TTL or ownership tokens.${r.exclusion ? " Each run()'s critical section awaits once while it holds the lock, so that the exclusion check could see two holders of one key." : ""}
 
 ## Redis
 
@@ -71,12 +90,12 @@ wakes on a release notification.
 ${table("Concurrency 1: pair latency (acquire + release), p50", "µs", red.c1, { higherIsBetter: false, versus: "each" })}
 ${table("Concurrency 1: p99", "µs", red.c1p99, { higherIsBetter: false, versus: "each" })}
 ${table("Concurrency 64, distinct keys", "pairs/s", red.c64, { versus: "each" })}
-${table("Contended: 16 workers on one key", "criticals/s", Object.fromEntries(Object.entries(red.contended.criticals).map(([k, v]) => [k, { median: v, min: v, max: v }])), { versus: "each" })}
+${table("Contended: 16 workers on one key", "criticals/s", contended, { versus: "each" })}${oneRound ? "\nThis run kept only the last round of the contended workload: its median, min and max are that one round.\n" : ""}
 ${row(["contended", "release→acquire gap p50 µs", "gap p99 µs", "Redis commands per critical"])}
 ${row(["---", "---:", "---:", "---:"])}
 ${Object.entries(handoff).map(([k, v]) => row([k, fmt(v.p50.median), fmt(v.p99.median), cmds[k].median.toFixed(2)])).join("\n")}
 
-Mutual exclusion was checked in every contended run (no overlap seen).
+${exclusion.text}
 
 ### Ceiling: redis-benchmark, 64 connections
 
@@ -103,7 +122,7 @@ export function chart(r) {
     ["memory run() ×64 vs plain JS", r.memory.concurrent["locksmith (native)"].median / r.memory.concurrent["plain-JS baseline"].median],
     ["Redis c64 vs best peer", r.redis.c64.locksmith.median / bestPeer(r.redis.c64)[1].median],
     ["Redis c1 latency (inverse) vs best peer", bestPeer(r.redis.c1, false)[1].median / r.redis.c1.locksmith.median],
-    ["contended criticals/s vs best peer", r.redis.contended.criticals.locksmith / Math.max(...Object.entries(r.redis.contended.criticals).filter(([k]) => k !== "locksmith").map(([, v]) => v))],
+    ["contended criticals/s vs best peer", contendedRates(r.redis.contended.criticals).locksmith.median / bestPeer(contendedRates(r.redis.contended.criticals))[1].median],
     ["workerd pairs/s vs plain JS", r.wasm.workerd["locksmith (wasm)"].median / r.wasm.workerd["plain-JS baseline"].median],
   ];
   const width = 720;
@@ -125,4 +144,30 @@ export function chart(r) {
   ${rows}
 </svg>
 `;
+}
+
+/** Writes BENCHMARKS.md and the chart for `results` (read from `file`); returns the exclusion verdict. */
+export function writeReport(results, file) {
+  writeFileSync(join(root, "BENCHMARKS.md"), report(results, file));
+  writeFileSync(join(root, "bench/results/chart.svg"), chart(results));
+  return exclusionVerdict(results.exclusion);
+}
+
+/** The results file of the most recent run (by the date recorded in it). */
+export function latestResults() {
+  const files = readdirSync(join(root, "bench/results")).filter((f) => /^\d{4}-\d{2}-\d{2}.*\.json$/.test(f));
+  if (files.length === 0) throw new Error("no results in bench/results/: run `npm run bench` first");
+  const runs = files.map((f) => ({ file: `bench/results/${f}`, results: JSON.parse(readFileSync(join(root, "bench/results", f), "utf8")) }));
+  runs.sort((a, b) => a.results.date.localeCompare(b.results.date));
+  return runs.at(-1);
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const { file, results } = latestResults();
+  const verdict = writeReport(results, file);
+  console.log(`wrote BENCHMARKS.md and bench/results/chart.svg from ${file}`);
+  if (results.exclusion && !verdict.ok) {
+    console.error(`FAILED: ${verdict.text.replaceAll("**", "")}`);
+    process.exitCode = 1;
+  }
 }

@@ -1,7 +1,10 @@
 // `npm run bench`: locksmith against the libraries users would otherwise pick, in one
 // process run, rounds interleaved (each round runs every contender once). Writes
-// bench/results/<date>.json, BENCHMARKS.md and bench/results/chart.svg.
+// bench/results/<timestamp>.json (one file per run), BENCHMARKS.md and bench/results/chart.svg.
 // BENCH_ROUNDS (default 5) and BENCH_QUICK=1 (smaller runs) tune the effort.
+// Every critical section is checked for mutual exclusion (bench/exclusion.mjs); a run that
+// sees an overlap still writes its results, then exits non-zero.
+// `node bench/run.mjs --self-test` shows the check failing on a lock that is not one.
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import os from "node:os";
@@ -19,6 +22,7 @@ import * as native from "../js/node.mjs";
 import * as wasm from "../js/wasm.mjs";
 import { startRedis } from "../js-tests/redis-server.mjs";
 import { PlainLock } from "./baseline.mjs";
+import { contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
 import { median, percentile, summarize } from "./stats.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -27,6 +31,15 @@ const QUICK = process.env.BENCH_QUICK === "1";
 const scale = (n) => (QUICK ? Math.max(1, Math.floor(n / 10)) : n);
 const log = (...a) => console.log(...a);
 const now = () => performance.now();
+
+/** Per workload and contender: critical sections run and overlaps seen, over every round. */
+const exclusion = {};
+function recordExclusion(workload, name, { sections, overlaps }) {
+  const r = ((exclusion[workload] ??= {})[name] ??= { sections: 0, overlaps: 0 });
+  r.sections += sections;
+  r.overlaps += overlaps;
+  if (overlaps) console.error(`  !! ${workload} | ${name}: ${overlaps} overlapping critical sections`);
+}
 
 /** Runs `contenders` (name → async () => number) ROUNDS times, interleaved. */
 async function interleaved(label, contenders) {
@@ -54,20 +67,21 @@ async function sequentialPairs(make, n) {
   return n / ((now() - t) / 1000);
 }
 
-async function concurrentRuns(runOn, loops, perLoop) {
-  let done = 0;
+/** `loops` concurrent loops of run() over 1 000 keys; each critical section awaits once. */
+async function concurrentRuns(name, runOn, loops, perLoop) {
+  const check = exclusionCheck();
   const t = now();
   await Promise.all(
     Array.from({ length: loops }, async (_, j) => {
       for (let i = 0; i < perLoop; i++) {
         const key = `k${(i * 7919 + j * 104729) % 1000}`;
-        await runOn(key, () => {
-          done += 1;
-        });
+        await runOn(key, () => check.section(key, async () => await null));
       }
     }),
   );
-  return done / ((now() - t) / 1000);
+  const rate = check.sections / ((now() - t) / 1000);
+  recordExclusion("memory run() ×64", name, check);
+  return rate;
 }
 
 async function memoryBench() {
@@ -94,10 +108,10 @@ async function memoryBench() {
   });
   const per = scale(3_000);
   const concurrent = await interleaved("64 loops × run() over 1000 keys, runs/s", {
-    "locksmith (native)": () => concurrentRuns((key, fn) => new native.Lock(key, 30_000, nativeStore).run(fn), 64, per),
-    "plain-JS baseline": () => concurrentRuns((key, fn) => new PlainLock(key).run(fn), 64, per),
-    "async-mutex": () => concurrentRuns((key, fn) => mutexFor(key).runExclusive(fn), 64, per),
-    "locksmith (wasm)": () => concurrentRuns((key, fn) => new wasm.Lock(key, 30_000, wasmStore).run(fn), 64, per),
+    "locksmith (native)": () => concurrentRuns("locksmith (native)", (key, fn) => new native.Lock(key, 30_000, nativeStore).run(fn), 64, per),
+    "plain-JS baseline": () => concurrentRuns("plain-JS baseline", (key, fn) => new PlainLock(key).run(fn), 64, per),
+    "async-mutex": () => concurrentRuns("async-mutex", (key, fn) => mutexFor(key).runExclusive(fn), 64, per),
+    "locksmith (wasm)": () => concurrentRuns("locksmith (wasm)", (key, fn) => new wasm.Lock(key, 30_000, wasmStore).run(fn), 64, per),
   });
   return { sequential, concurrent };
 }
@@ -201,38 +215,24 @@ async function redisBench(server) {
         return (64 * per) / ((now() - t) / 1000);
       }]),
     ));
-    // Contended: 16 workers on one key.
+    // Contended: 16 workers on one key; each critical section yields a turn while held.
     const seconds = QUICK ? 1 : 3;
-    const contended = {};
     const gaps = {};
     const commands = {};
-    await interleaved("16 workers on one key, criticals/s", Object.fromEntries(
+    const contended = await interleaved("16 workers on one key, criticals/s", Object.fromEntries(
       Object.entries(peers).map(([name, p]) => [name, async () => {
         const key = `contended:${name}`;
-        const events = [];
-        let inside = 0;
-        let overlaps = 0;
         const before = await totalCommands(admin);
-        const deadline = now() + seconds * 1000;
-        await Promise.all(Array.from({ length: 16 }, async () => {
-          while (now() < deadline) {
-            await p.wait(key, async () => {
-              events.push(["in", now()]);
-              if (++inside > 1) overlaps += 1;
-              inside -= 1;
-              events.push(["out", now()]);
-            });
-          }
-        }));
-        const criticals = events.length / 2;
-        if (overlaps) throw new Error(`${name}: ${overlaps} overlaps`);
+        const { events, sections, overlaps } = await contendOnOneKey(p.wait, { key, workers: 16, ms: seconds * 1000 });
+        recordExclusion("Redis contended", name, { sections, overlaps });
+        const criticals = sections;
         const gapList = [];
         for (let i = 1; i + 1 < events.length; i += 2) gapList.push((events[i + 1][1] - events[i][1]) * 1000);
         (gaps[name] ??= { p50: [], p99: [] }).p50.push(percentile(gapList, 50));
         gaps[name].p99.push(percentile(gapList, 99));
         const used = (await totalCommands(admin)) - before - 1;
         (commands[name] ??= []).push(used / criticals);
-        return (contended[name] = criticals / seconds);
+        return criticals / seconds;
       }]),
     ));
     const handoff = Object.fromEntries(Object.entries(gaps).map(([k, v]) => [k, { p50: summarize(v.p50), p99: summarize(v.p99) }]));
@@ -323,6 +323,39 @@ function wasmImportsStub(module) {
 
 // ---------------------------------------------------------------------------------
 
+if (process.argv.includes("--self-test")) {
+  await selfTest();
+  process.exit(0);
+}
+
+/**
+ * The exclusion check must be able to say no: a Lock over a store whose acquire always
+ * answers true lets holders overlap, and the check must see it; a real store must not.
+ */
+async function selfTest() {
+  const grantsAll = { acquire: async () => true, release: async () => true, extend: async () => true, isLocked: async () => true, remainingTime: async () => null };
+  const over = (store) => async (key, fn) => {
+    const l = new native.Lock(key, 30_000, store);
+    if (!(await l.acquire({ timeout: 60_000, retryDelay: 1 }))) throw new Error("timed out");
+    await fn();
+    await l.release();
+  };
+  const records = {
+    "self-test": {
+      "a store that grants every acquire": await contendOnOneKey(over(grantsAll), { key: "self-test", ms: 300 }),
+      "MemoryLockStore": await contendOnOneKey(over(new native.MemoryLockStore()), { key: "self-test", ms: 300 }),
+    },
+  };
+  for (const [name, r] of Object.entries(records["self-test"])) log(`  ${name}: ${r.sections} sections, ${r.overlaps} overlaps`);
+  const broken = exclusionVerdict({ x: { y: records["self-test"]["a store that grants every acquire"] } });
+  const real = exclusionVerdict({ x: { y: records["self-test"].MemoryLockStore } });
+  if (broken.ok || !real.ok) {
+    console.error(`self-test failed: broken lock verdict ${JSON.stringify(broken)}, real lock verdict ${JSON.stringify(real)}`);
+    process.exit(1);
+  }
+  log("self-test passed: the check caught the broken lock and passed the real one");
+}
+
 const server = await startRedis();
 const results = { date: new Date().toISOString(), rounds: ROUNDS, quick: QUICK, machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, platform: `${process.platform}-${process.arch}` } };
 try {
@@ -332,12 +365,17 @@ try {
   results.wasm = await wasmBench();
 } finally {
   await server.stop();
+  results.exclusion = exclusion;
 }
 
-const day = results.date.slice(0, 10);
+// One file per run, named by its start time: 2026-11-29T23-10-30Z.json.
+const file = `bench/results/${results.date.replace(/\.\d+Z$/, "Z").replaceAll(":", "-")}.json`;
 mkdirSync(join(root, "bench/results"), { recursive: true });
-writeFileSync(join(root, `bench/results/${day}.json`), `${JSON.stringify(results, (k, v) => (k === "samples" ? v.map((x) => Math.round(x * 1000) / 1000) : v), 2)}\n`);
-const { report, chart } = await import("./report.mjs");
-writeFileSync(join(root, "BENCHMARKS.md"), report(results, `bench/results/${day}.json`));
-writeFileSync(join(root, "bench/results/chart.svg"), chart(results));
-log(`wrote bench/results/${day}.json, BENCHMARKS.md, bench/results/chart.svg`);
+writeFileSync(join(root, file), `${JSON.stringify(results, (k, v) => (k === "samples" ? v.map((x) => Math.round(x * 1000) / 1000) : v), 2)}\n`);
+const { writeReport } = await import("./report.mjs");
+const verdict = writeReport(results, file);
+log(`wrote ${file}, BENCHMARKS.md, bench/results/chart.svg`);
+if (!verdict.ok) {
+  console.error(`\nFAILED: ${verdict.text.replaceAll("**", "")}`);
+  process.exitCode = 1;
+}

@@ -1,10 +1,12 @@
 // Bad input, misbehaving stores, and error classes: every failure is a typed LockError
 // with a stable code and a `locksmith:` message; nothing crashes, nothing is left held.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { describe, it, before, after } from "node:test";
+import { promisify } from "node:util";
 
 import { mapStore } from "./js-stores.mjs";
-import { failOnUnhandledRejections, ls, uniqueKey } from "./target.mjs";
+import { TARGET, failOnUnhandledRejections, ls, uniqueKey } from "./target.mjs";
 
 const { lock, Lock, restoreLock, setLockStore, getLockStore, MemoryLockStore, LockError } = ls;
 
@@ -197,6 +199,46 @@ describe("stores that misbehave", () => {
     const key = uniqueKey("lost-answer");
     await rejectsCode(new Lock(key, 5_000, store).acquire(), "STORE_UNAVAILABLE");
     assert.equal(await inner.isLocked(key), false);
+  });
+});
+
+describe("timers", () => {
+  const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
+
+  it("calls through a JS store leave no timer behind once answered", async () => {
+    const store = { ...mapStore(), operationTimeoutMs: 10_000 };
+    const before = timeouts();
+    for (let i = 0; i < 100; i++) {
+      const l = new Lock(uniqueKey("timers"), 1_000, store);
+      assert.equal(await l.acquire(), true);
+      assert.equal(await l.isLocked(), true);
+      assert.equal(await l.release(), true);
+    }
+    const left = timeouts() - before;
+    assert.ok(left < 5, `${left} timers still pending after 300 answered store calls`);
+  });
+
+  it("a process that used a JS store exits as soon as its work is done", async () => {
+    const entry = new URL(TARGET === "wasm" ? "../js/wasm.mjs" : "../js/node.mjs", import.meta.url).href;
+    const script = `
+      const { Lock } = await import(${JSON.stringify(entry)});
+      const held = new Map();
+      const store = {
+        acquire: async (k) => !held.has(k) && Boolean(held.set(k, 1)),
+        release: async (k) => held.delete(k),
+        extend: async (k) => held.has(k),
+        isLocked: async (k) => held.has(k),
+        remainingTime: async () => null,
+        operationTimeoutMs: 10_000,
+      };
+      for (let i = 0; i < 10; i++) {
+        const l = new Lock("k", 1_000, store);
+        if (!(await l.acquire()) || !(await l.release())) throw new Error("the store misbehaved");
+      }`;
+    const start = performance.now();
+    await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script]);
+    const ms = performance.now() - start;
+    assert.ok(ms < 5_000, `the process took ${Math.round(ms)} ms to exit (a store call's 10 s timeout kept it alive?)`);
   });
 });
 

@@ -139,9 +139,14 @@ describe("documented examples", () => {
     assert.equal(await l.getRemainingTime(), null);
   });
 
-  it("testing: a clean MemoryLockStore per test", async () => {
-    // The beforeEach above set a fresh store: nothing from other tests is held.
-    assert.equal(await lock("invoice:42").isLocked(), false);
-    assert.equal(await lock("report").isLocked(), false);
+  it("testing: a test that forgets to release…", async () => {
+    assert.equal(await lock("left-held", 60_000).acquire(), true);
+    assert.equal(await lock("left-held").isLocked(), true);
+  });
+
+  it("testing: …leaves nothing held for the next test, which gets a clean MemoryLockStore", async () => {
+    // The beforeEach above set a fresh store: the previous test's hold is not in it.
+    assert.equal(await lock("left-held").isLocked(), false);
+    assert.equal(await lock("left-held").acquire(), true);
   });
 });

@@ -39,6 +39,9 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     }
     assert.ok(files.some((f) => f.endsWith(".node")), "the native addon is in the package");
     assert.ok(!files.some((f) => f.includes("binding.d.ts")), "generated binding typings stay internal");
+    const top = await readdir(pkg);
+    for (const needed of ["LICENSE", "README.md", "package.json"]) assert.ok(top.includes(needed), `${needed} is in the package`);
+    assert.ok(!top.some((f) => f.endsWith(".log")), "no profiler logs in the package");
   });
 
   it("imports from ESM and requires from CommonJS, as one instance", async () => {

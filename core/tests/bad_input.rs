@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use locksmith_core::validate::js;
+use locksmith_core::validate::{self, js};
 use locksmith_core::{AcquireOptions, FakeTimer, Lock, MemoryStore, SerializedLock, SyncLockStore};
 use proptest::prelude::*;
 
@@ -38,13 +38,31 @@ fn bad_input_table() {
         ("TTL above the maximum", "k", 2_147_483_648.0, "INVALID_ARGUMENT"),
         ("TTL far above the maximum", "k", 1e300, "INVALID_ARGUMENT"),
     ];
+    let held = Lock::new("held", 1_000, memory.clone(), Arc::new(timer.clone())).unwrap();
+    assert!(held.try_acquire_now().unwrap().unwrap());
     for (what, key, ttl, code) in &locks {
         let err = js::ttl_ms(*ttl)
             .and_then(|ttl| Lock::new(key, ttl, memory.clone(), Arc::new(timer.clone())))
             .unwrap_err();
         assert_eq!(err.code(), *code, "{what}");
         assert!(err.to_string().starts_with("locksmith: "), "{what}: {err}");
+        // The row is refused for what it names: with that one value made good, it passes.
+        let key_is_bad = ttl.to_bits() == 1_000.0_f64.to_bits();
+        let (good_key, good_ttl) = if key_is_bad { ("k", *ttl) } else { (*key, 1_000.0) };
+        assert!(
+            js::ttl_ms(good_ttl)
+                .and_then(|ttl| Lock::new(good_key, ttl, memory.clone(), Arc::new(timer.clone())))
+                .is_ok(),
+            "{what}, corrected"
+        );
     }
+    // Whole milliseconds out of range, given to extend, leave the hold as it was.
+    for ttl in [0, validate::MAX_TTL_MS + 1, u64::MAX] {
+        let err = timer.run(held.extend(Some(ttl))).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "extend({ttl})");
+        assert_eq!(memory.remaining_time_now("held"), Some(1_000), "extend({ttl})");
+    }
+    assert!(timer.run(held.release()).unwrap());
     let options: Vec<(&str, Option<f64>, Option<f64>)> = vec![
         ("negative timeout", Some(-1.0), None),
         ("NaN timeout", Some(f64::NAN), None),
@@ -58,6 +76,7 @@ fn bad_input_table() {
     for (what, timeout, retry) in &options {
         let err = js::acquire_options(*timeout, *retry).unwrap_err();
         assert_eq!(err.code(), "INVALID_ARGUMENT", "{what}");
+        assert!(err.to_string().starts_with("locksmith: "), "{what}: {err}");
     }
     let serialized: Vec<(&str, String)> = vec![
         ("garbage", "garbage".into()),
@@ -86,7 +105,9 @@ fn bad_input_table() {
         assert_eq!(err.code(), "INVALID_SERIALIZED_LOCK", "{what}");
         assert!(err.to_string().starts_with("locksmith: invalid serialized lock: "), "{what}");
     }
-    assert!(locks.len() + options.len() + serialized.len() >= 30);
+    // The same text with the defect removed restores.
+    let good = format!("{{\"key\":\"a\",\"ttlMs\":1,\"owner\":\"{OWNER}\"}}");
+    assert_eq!(Lock::restore(&good, memory.clone(), Arc::new(timer.clone())).unwrap().key(), "a");
 
     // Calls out of order.
     let l = Lock::new("k", 1_000, memory.clone(), Arc::new(timer.clone())).unwrap();
@@ -132,17 +153,27 @@ proptest! {
         lock.fencing_token = token;
         lock.expires_at_unix_ms = expires_at;
         let text = lock.to_json();
-        prop_assert_eq!(SerializedLock::parse(&text).unwrap(), lock);
+        prop_assert_eq!(&SerializedLock::parse(&text).unwrap(), &lock);
         let mut bytes = text.into_bytes();
         if flip < bytes.len() {
             bytes[flip] = byte;
         }
         bytes.truncate(cut.max(1).min(bytes.len()));
         let mutated = String::from_utf8_lossy(&bytes);
-        match Lock::restore(&mutated, memory.clone(), Arc::new(timer)) {
-            Ok(restored) => prop_assert!(!restored.key().is_empty()),
-            Err(err) => prop_assert_eq!(err.code(), "INVALID_SERIALIZED_LOCK"),
+        // The original is a live hold in the store; a restored copy can release it only
+        // when it still names the same key and owner.
+        prop_assert!(memory.acquire_now(&lock.key, lock.owner.as_str(), ttl).is_some());
+        match Lock::restore(&mutated, memory.clone(), Arc::new(timer.clone())) {
+            Ok(restored) => {
+                let copy = SerializedLock::parse(&restored.serialize().unwrap()).unwrap();
+                let same = copy.key == lock.key && copy.owner == lock.owner;
+                prop_assert_eq!(timer.run(restored.release()).unwrap(), same, "release by {:?}", copy);
+                prop_assert_eq!(memory.is_locked_now(&lock.key), !same);
+            }
+            Err(err) => {
+                prop_assert_eq!(err.code(), "INVALID_SERIALIZED_LOCK");
+                prop_assert!(memory.is_locked_now(&lock.key));
+            }
         }
-        prop_assert!(!memory.is_locked_now("anything"));
     }
 }

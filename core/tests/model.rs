@@ -2,11 +2,19 @@
 //! clock advances from several owners on a few keys, `MemoryStore` checked step by
 //! step against a small reference model. Never two owners at once; only the owner
 //! releases or extends; holds end at their TTL; fencing tokens only grow per key.
+//! Then `Lock` handles from concurrent tasks, whose awaits interleave: never two
+//! tasks inside one key's critical section.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use locksmith_core::{AcquireOptions, FakeTimer, Lock, MemoryStore, SyncLockStore};
+use locksmith_core::{
+    AcquireOptions, BoxFuture, FakeTimer, Grant, Lock, LockStore, MemoryStore, Result, SyncLockStore,
+};
 use proptest::prelude::*;
 
 const OWNERS: u8 = 3;
@@ -120,43 +128,195 @@ proptest! {
         }
     }
 
-    /// The same interleavings through `Lock` handles: whichever handles believe they
-    /// hold (not expired), at most one per key does, and it is the store's holder.
+    /// Tasks on one executor take locks through a store that yields at every call, and
+    /// sleep inside their critical sections: whoever is inside a key's section is alone
+    /// there, holds the lock the whole time, and fencing tokens grow in entry order.
     #[test]
-    fn lock_handles_never_overlap(ops in prop::collection::vec(op(), 1..80)) {
+    fn lock_handles_never_overlap(tasks in prop::collection::vec(prop::collection::vec(visit(), 1..8), 2..=4)) {
         let timer = FakeTimer::new();
-        let store: Arc<MemoryStore> = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
-        let handles: Vec<Vec<Lock>> = (0..OWNERS)
-            .map(|_| (0..KEYS).map(|k| Lock::new(&key_name(k), 100, store.clone(), Arc::new(timer.clone())).unwrap()).collect())
-            .collect();
-        timer.run(async {
-            for op in ops {
-                match op {
-                    Op::Acquire { owner, key, ttl } => {
-                        let opts = AcquireOptions::default().with_timeout_ms(ttl % 3 * 40).with_retry_delay_ms(1 + ttl % 50);
-                        handles[owner as usize][key as usize].acquire(opts).await.unwrap();
-                    }
-                    Op::Release { owner, key } => {
-                        handles[owner as usize][key as usize].release().await.unwrap();
-                    }
-                    Op::Extend { owner, key, ttl } => {
-                        let _ = handles[owner as usize][key as usize].extend(Some(ttl)).await;
-                    }
-                    Op::Advance(ms) => timer.advance(ms),
-                    Op::Inspect { .. } | Op::Sweep => store.sweep(),
+        let store = Arc::new(Yielding(Arc::new(MemoryStore::new(Arc::new(timer.clone())))));
+        let outcome = contend(&timer, &(store as Arc<dyn LockStore>), &tasks);
+        prop_assert!(outcome.is_ok(), "{}", outcome.unwrap_err());
+    }
+}
+
+/// One critical section of one task: which key, the lock's TTL, how long the work
+/// inside takes (always less than the TTL, extended or not), and how long to wait.
+#[derive(Debug, Clone)]
+struct Visit {
+    key: u8,
+    ttl: u64,
+    hold: u64,
+    extend: bool,
+    timeout: u64,
+    retry_delay: u64,
+}
+
+fn visit() -> impl Strategy<Value = Visit> {
+    (0..KEYS, 2..200u64, any::<bool>(), 0..3u64, 1..60u64).prop_flat_map(
+        |(key, ttl, extend, timeout, retry_delay)| {
+            (0..ttl).prop_map(move |hold| Visit {
+                key,
+                ttl,
+                hold,
+                extend,
+                timeout: timeout * 70,
+                retry_delay,
+            })
+        },
+    )
+}
+
+/// Runs every task's visits concurrently on `timer`'s executor. `Err` describes the
+/// first violation seen: two tasks inside one key's section, a section whose lock was
+/// gone at its end, or a fencing token that did not grow.
+fn contend(timer: &FakeTimer, store: &Arc<dyn LockStore>, tasks: &[Vec<Visit>]) -> Result<(), String> {
+    let inside: RefCell<Vec<Option<usize>>> = RefCell::new(vec![None; KEYS as usize]);
+    let last_token: RefCell<Vec<Option<u64>>> = RefCell::new(vec![None; KEYS as usize]);
+    let entered = Cell::new(0usize);
+    let task = |id: usize, visits: &[Vec<Visit>]| {
+        let visits = visits[id].clone();
+        let (store, inside, last_token, entered) = (store.clone(), &inside, &last_token, &entered);
+        async move {
+            for v in visits {
+                let key = v.key as usize;
+                let l = Lock::new(&key_name(v.key), v.ttl, store.clone(), Arc::new(timer.clone())).unwrap();
+                let options =
+                    AcquireOptions::default().with_timeout_ms(v.timeout).with_retry_delay_ms(v.retry_delay);
+                if !l.acquire(options).await.map_err(|e| e.to_string())? {
+                    continue;
                 }
-                for key in 0..KEYS as usize {
-                    let mut believers = 0;
-                    for per_owner in &handles {
-                        let l = &per_owner[key];
-                        if l.fencing_token().is_some() && !l.is_expired().await.unwrap() {
-                            believers += 1;
-                        }
+                if let Some(other) = inside.borrow_mut()[key].replace(id) {
+                    return Err(format!(
+                        "overlap: task {id} entered key {key} while task {other} was inside"
+                    ));
+                }
+                entered.set(entered.get() + 1);
+                if let Some(token) = l.fencing_token() {
+                    let mut last = last_token.borrow_mut();
+                    if last[key].is_some_and(|prev| token <= prev) {
+                        return Err(format!("fencing token {token} after {:?} on key {key}", last[key]));
                     }
-                    assert!(believers <= 1, "two handles hold {key}");
-                    assert_eq!(believers == 1, store.is_locked_now(&key_name(key as u8)));
+                    last[key] = Some(token);
+                }
+                timer.sleep_for_test(v.hold / 2).await;
+                if v.extend {
+                    l.extend(Some(v.ttl)).await.map_err(|e| format!("extend inside the section: {e}"))?;
+                }
+                if l.is_expired().await.map_err(|e| e.to_string())? {
+                    return Err(format!("task {id} lost key {key} inside its section"));
+                }
+                timer.sleep_for_test(v.hold - v.hold / 2).await;
+                if inside.borrow_mut()[key].take() != Some(id) {
+                    return Err(format!("overlap: task {id} left key {key} while another was marked inside"));
+                }
+                if !l.release().await.map_err(|e| e.to_string())? {
+                    return Err(format!("task {id} no longer held key {key} at the end of its section"));
                 }
             }
-        });
+            Ok::<(), String>(())
+        }
+    };
+    let results = timer.run(futures_util::future::join_all((0..tasks.len()).map(|id| task(id, tasks))));
+    results.into_iter().collect::<Result<Vec<()>, String>>()?;
+    if entered.get() == 0 {
+        return Err("no task ever entered a critical section".into());
+    }
+    Ok(())
+}
+
+/// The overlap check can fail: against a store that grants every acquire, two tasks
+/// end up inside one key's section.
+#[test]
+fn the_overlap_check_sees_a_store_that_grants_everything() {
+    let timer = FakeTimer::new();
+    let store = Arc::new(Yielding(Arc::new(GrantsEverything)));
+    let both = vec![Visit { key: 0, ttl: 100, hold: 50, extend: false, timeout: 0, retry_delay: 10 }];
+    let outcome = contend(&timer, &(store as Arc<dyn LockStore>), &[both.clone(), both]);
+    assert!(outcome.as_ref().is_err_and(|e| e.starts_with("overlap")), "{outcome:?}");
+}
+
+/// Returns control to the executor once before it completes, so other tasks run.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// A store that yields to the executor before and after every call to the inner
+/// store, as a networked store would.
+struct Yielding<S>(Arc<S>);
+
+#[async_trait::async_trait]
+impl<S: LockStore + 'static> LockStore for Yielding<S> {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        YieldNow(false).await;
+        let out = self.0.acquire(key, owner, ttl_ms).await;
+        YieldNow(false).await;
+        out
+    }
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        YieldNow(false).await;
+        let out = self.0.release(key, owner).await;
+        YieldNow(false).await;
+        out
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        YieldNow(false).await;
+        let out = self.0.extend(key, owner, ttl_ms).await;
+        YieldNow(false).await;
+        out
+    }
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        YieldNow(false).await;
+        self.0.is_locked(key).await
+    }
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        YieldNow(false).await;
+        self.0.remaining_time(key).await
+    }
+    async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
+        YieldNow(false).await;
+        let out = self.0.acquire_with_grant(key, owner, ttl_ms).await;
+        YieldNow(false).await;
+        out
+    }
+    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
+        YieldNow(false).await;
+        self.0.is_held_by(key, owner).await
+    }
+    fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
+        self.0.release_signal(key)
+    }
+}
+
+/// Not a lock: every acquire succeeds.
+struct GrantsEverything;
+
+#[async_trait::async_trait]
+impl LockStore for GrantsEverything {
+    async fn acquire(&self, _key: &str, _owner: &str, _ttl_ms: u64) -> Result<bool> {
+        Ok(true)
+    }
+    async fn release(&self, _key: &str, _owner: &str) -> Result<bool> {
+        Ok(true)
+    }
+    async fn extend(&self, _key: &str, _owner: &str, _ttl_ms: u64) -> Result<bool> {
+        Ok(true)
+    }
+    async fn is_locked(&self, _key: &str) -> Result<bool> {
+        Ok(true)
+    }
+    async fn remaining_time(&self, _key: &str) -> Result<Option<u64>> {
+        Ok(Some(1))
     }
 }

@@ -1,6 +1,9 @@
 //! `performance.now()` and `setTimeout`, from whichever global scope runs us.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use locksmith_core::{BoxFuture, Clock, Timer};
 use wasm_bindgen::prelude::*;
@@ -16,6 +19,9 @@ extern "C" {
 
     #[wasm_bindgen(js_name = setTimeout)]
     fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
+
+    #[wasm_bindgen(js_name = clearTimeout)]
+    fn clear_timeout(handle: &JsValue);
 }
 
 struct JsTimer;
@@ -30,14 +36,43 @@ impl Clock for JsTimer {
     }
 }
 
+/// A `setTimeout` as a future. Dropping it before it fires clears the timer, so a
+/// sleep that lost a race (a store call that answered before its timeout, a waiter
+/// woken by a release) leaves no timer behind to keep the event loop alive.
+struct Sleep {
+    fired: JsFuture,
+    handle: Option<JsValue>,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        match Pin::new(&mut self.fired).poll(cx) {
+            Poll::Ready(_) => {
+                self.handle = None;
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            clear_timeout(&handle);
+        }
+    }
+}
+
 impl Timer for JsTimer {
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        let mut handle = JsValue::UNDEFINED;
         let promise = js_sys::Promise::new(&mut |resolve, _reject| {
-            set_timeout(&resolve, ms as f64);
+            handle = set_timeout(&resolve, ms as f64);
         });
-        Box::pin(async move {
-            let _ = JsFuture::from(promise).await;
-        })
+        Box::pin(Sleep { fired: JsFuture::from(promise), handle: Some(handle) })
     }
 
     fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {

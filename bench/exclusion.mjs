@@ -1,0 +1,81 @@
+// The benchmark's mutual-exclusion check. A critical section marks its key as occupied,
+// awaits (so other contenders run meanwhile, as they would during real work), then
+// clears the mark; anyone who enters a key that is marked is an overlap. The state spans
+// the await, so a lock that lets two holders in at once is seen.
+
+/** A fresh counter of critical sections and of overlaps among them. */
+export function exclusionCheck() {
+  const occupants = new Map();
+  const check = {
+    sections: 0,
+    overlaps: 0,
+    /** Runs `work` as a critical section on `key`, counting an overlap if `key` is occupied. */
+    async section(key, work) {
+      const before = occupants.get(key) ?? 0;
+      if (before > 0) check.overlaps += 1;
+      occupants.set(key, before + 1);
+      check.sections += 1;
+      try {
+        return await work();
+      } finally {
+        const left = occupants.get(key) - 1;
+        if (left === 0) occupants.delete(key);
+        else occupants.set(key, left);
+      }
+    },
+  };
+  return check;
+}
+
+/** One macrotask turn: long enough for pending I/O and every other contender to run. */
+export const yieldTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * `workers` loops on one key for `ms`, each taking the lock with `wait(key, fn)` and
+ * running a critical section that yields a turn. Resolves with the entry/exit times
+ * and the check's counts.
+ */
+export async function contendOnOneKey(wait, { key, workers = 16, ms }) {
+  const check = exclusionCheck();
+  const events = [];
+  const deadline = performance.now() + ms;
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (performance.now() < deadline) {
+        await wait(key, () =>
+          check.section(key, async () => {
+            events.push(["in", performance.now()]);
+            await yieldTurn();
+            events.push(["out", performance.now()]);
+          }),
+        );
+      }
+    }),
+  );
+  return { events, sections: check.sections, overlaps: check.overlaps };
+}
+
+/**
+ * What a run's exclusion records (`{ workload: { contender: { sections, overlaps } } }`)
+ * say: `ok` only when every check ran at least one section and saw no overlap.
+ */
+export function exclusionVerdict(records) {
+  if (!records) return { ok: false, text: "Mutual exclusion was not checked in this run: its results predate the check." };
+  const rows = Object.entries(records).flatMap(([workload, byName]) =>
+    Object.entries(byName).map(([name, r]) => ({ workload, name, ...r })),
+  );
+  const broken = rows.filter((r) => r.overlaps > 0);
+  if (broken.length) {
+    const list = broken.map((r) => `${r.name} (${r.workload}): ${r.overlaps} overlaps in ${r.sections} sections`).join("; ");
+    return { ok: false, text: `**Mutual exclusion was violated**: ${list}.` };
+  }
+  const empty = rows.filter((r) => r.sections === 0);
+  if (empty.length || rows.length === 0) {
+    return { ok: false, text: `Mutual exclusion was not shown: no critical section ran for ${empty.map((r) => r.name).join(", ") || "any contender"}.` };
+  }
+  const sections = rows.reduce((n, r) => n + r.sections, 0);
+  return {
+    ok: true,
+    text: `Mutual exclusion held: ${sections.toLocaleString("en-US")} critical sections, each awaiting inside the lock, and no two on one key ever overlapped (checked for every contender of ${[...new Set(rows.map((r) => r.workload))].join(" and ")}).`,
+  };
+}
