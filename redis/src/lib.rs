@@ -147,8 +147,13 @@ impl RedisStore {
         for script in [&scripts.acquire, &scripts.release, &scripts.extend] {
             script.prepare_invoke().load_async(&mut preload).await.map_err(|e| store_error(&e))?;
         }
-        let notifier =
-            if options.notify_releases { Some(notify::ReleaseNotifier::start(client)) } else { None };
+        let notifier = options.notify_releases.then(|| {
+            let timeouts = notify::NotifierTimeouts {
+                connect: options.connect_timeout,
+                command: options.command_timeout,
+            };
+            notify::ReleaseNotifier::start(client, timeouts)
+        });
         Ok(Self { connection: Mutex::new(Some(connection)), options, scripts, notifier })
     }
 
