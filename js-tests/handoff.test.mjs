@@ -18,9 +18,10 @@ function compatibleStore(client, prefix = "locksmith:") {
   const k = (key) => `${prefix}{${key}}`;
   const [acquire, release, extend] = ["acquire", "release", "extend"].map(script);
   return {
-    acquire: async (key, owner, ttlMs) => (await client.eval(acquire, 2, k(key), `${k(key)}:fence`, owner, ttlMs, 86_400_000)) > 0,
+    // The fencing counter lives as long as the lock plus a second (FENCE_GRACE_MS).
+    acquire: async (key, owner, ttlMs) => (await client.eval(acquire, 2, k(key), `${k(key)}:fence`, owner, ttlMs, ttlMs + 1_000)) > 0,
     release: async (key, owner) => (await client.eval(release, 1, k(key), owner)) === 1,
-    extend: async (key, owner, ttlMs) => (await client.eval(extend, 1, k(key), owner, ttlMs)) === 1,
+    extend: async (key, owner, ttlMs) => (await client.eval(extend, 2, k(key), `${k(key)}:fence`, owner, ttlMs, ttlMs + 1_000)) === 1,
     isLocked: async (key) => (await client.exists(k(key))) === 1,
     isHeldBy: async (key, owner) => (await client.get(k(key))) === owner,
     remainingTime: async (key) => {

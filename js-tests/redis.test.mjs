@@ -33,6 +33,36 @@ describe("RedisLockStore", { skip }, () => {
     assert.throws(() => new RedisLockStore(), { code: "INVALID_ARGUMENT" });
   });
 
+  it("refuses unknown connect options, naming them and the likely one", async () => {
+    const cases = [
+      [{ prefix: "app:" }, /unknown option `prefix` for RedisLockStore\.connect\(\); did you mean keyPrefix\?/],
+      [{ commandTimeout: 500 }, /unknown option `commandTimeout`.*did you mean commandTimeoutMs\?/],
+      [{ tlsInsecre: true }, /unknown option `tlsInsecre`.*did you mean tlsInsecure\?/],
+      [{ frobnicate: 1 }, /unknown option `frobnicate`.*known options: url, keyPrefix/],
+    ];
+    for (const [extra, message] of cases) {
+      await assert.rejects(RedisLockStore.connect({ url: server.url, ...extra }), (err) => {
+        assert.equal(err.code, "INVALID_ARGUMENT");
+        assert.match(err.message, /^locksmith: /);
+        assert.match(err.message, message);
+        return true;
+      });
+    }
+  });
+
+  it("names the timeout option at fault, not the TTL", async () => {
+    for (const name of ["connectTimeoutMs", "commandTimeoutMs", "reconnectMaxDelayMs"]) {
+      for (const value of [0, 1.5, -1, Infinity]) {
+        await assert.rejects(RedisLockStore.connect({ url: server.url, [name]: value }), (err) => {
+          assert.equal(err.code, "INVALID_ARGUMENT");
+          assert.match(err.message, new RegExp(`^locksmith: ${name} must be a whole number of milliseconds`));
+          assert.doesNotMatch(err.message, /ttlMs/);
+          return true;
+        });
+      }
+    }
+  });
+
   it("puts keys under its prefix, with the key as a hash tag", async () => {
     const store = await RedisLockStore.connect({ url: server.url, keyPrefix: "app:locks:" });
     assert.equal(store.keyPrefix, "app:locks:");

@@ -105,12 +105,22 @@ export interface RedisConnectOptions {
   notifyReleases?: boolean;
   /** For `rediss://`: the certificate authority to trust (PEM) instead of the system's roots. */
   tlsCaCert?: string;
+  /**
+   * For `rediss://`: skip certificate and host name checks. Anyone on the path can read
+   * and change the traffic: development only. Default false. (A `#insecure` URL
+   * fragment is refused.)
+   */
+  tlsInsecure?: boolean;
 }
 
 /** Locks in Redis, through the native client (Node). Also a plain `LockStore`. */
 export declare class RedisLockStore implements LockStore {
   private constructor();
-  /** Connects; rejects with StoreUnavailableError when Redis cannot be reached in time. */
+  /**
+   * Connects; rejects with StoreUnavailableError when Redis cannot be reached in time,
+   * with LockStoreError when the server is older than Redis 7.0, and with
+   * InvalidArgumentError for an unknown option.
+   */
   static connect(urlOrOptions: string | RedisConnectOptions): Promise<RedisLockStore>;
   /** The prefix put before every key. */
   readonly keyPrefix: string;

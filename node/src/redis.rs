@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use locksmith_core::{validate, LockStore};
+use locksmith_core::{validate, LockError, LockStore};
 use locksmith_redis::{RedisOptions, RedisStore};
 use napi_derive::napi;
 
@@ -21,10 +21,24 @@ pub struct RedisConnectOptions {
     pub reconnect_max_delay_ms: Option<f64>,
     pub notify_releases: Option<bool>,
     pub tls_ca_cert: Option<String>,
+    pub tls_insecure: Option<bool>,
 }
 
-fn millis(value: Option<f64>, default: Duration) -> napi::Result<Duration> {
-    value.map_or(Ok(default), |ms| validate::js::ttl_ms(ms).napi().map(Duration::from_millis))
+/// A duration option in milliseconds: a whole number from 1 to 2^31 - 1, named in the
+/// message by its JS name.
+fn millis(name: &str, value: Option<f64>, default: Duration) -> napi::Result<Duration> {
+    let Some(ms) = value else {
+        return Ok(default);
+    };
+    if !ms.is_finite() || ms < 1.0 || ms.fract() != 0.0 || ms > validate::MAX_TTL_MS as f64 {
+        return Err::<Duration, _>(LockError::InvalidArgument(format!(
+            "{name} must be a whole number of milliseconds from 1 to {}; got {}",
+            validate::MAX_TTL_MS,
+            validate::show(ms)
+        )))
+        .napi();
+    }
+    Ok(Duration::from_millis(ms as u64))
 }
 
 impl RedisConnectOptions {
@@ -33,9 +47,12 @@ impl RedisConnectOptions {
         if let Some(prefix) = self.key_prefix {
             options.key_prefix = prefix;
         }
-        options.connect_timeout = millis(self.connect_timeout_ms, options.connect_timeout)?;
-        options.command_timeout = millis(self.command_timeout_ms, options.command_timeout)?;
-        options.reconnect_max_delay = millis(self.reconnect_max_delay_ms, options.reconnect_max_delay)?;
+        options.connect_timeout =
+            millis("connectTimeoutMs", self.connect_timeout_ms, options.connect_timeout)?;
+        options.command_timeout =
+            millis("commandTimeoutMs", self.command_timeout_ms, options.command_timeout)?;
+        options.reconnect_max_delay =
+            millis("reconnectMaxDelayMs", self.reconnect_max_delay_ms, options.reconnect_max_delay)?;
         if let Some(retries) = self.reconnect_retries {
             options.reconnect_retries = retries as usize;
         }
@@ -43,6 +60,7 @@ impl RedisConnectOptions {
             options.notify_releases = notify;
         }
         options.tls_ca_cert_pem = self.tls_ca_cert;
+        options.tls_insecure = self.tls_insecure.unwrap_or(false);
         Ok(options)
     }
 }

@@ -21,14 +21,22 @@ use redis::{RedisError, Script};
 
 pub use timer::TokioTimer;
 
-/// How long a fencing counter lives after its creation; the next one starts from a
-/// later clock reading, so tokens keep growing.
-const FENCE_LIFETIME_MS: u64 = 24 * 60 * 60 * 1000;
+/// How much longer than its lock a fencing counter lives: each acquire and extend sets
+/// the counter's expiry to the lock's TTL plus this. Once it has gone, the next counter
+/// starts from a later reading of the server's clock, so tokens keep growing.
+pub const FENCE_GRACE_MS: u64 = 1_000;
+
+/// The oldest Redis that locksmith works with: `SET … NX GET` came in 7.0.
+pub const MIN_REDIS_VERSION: (u32, u32) = (7, 0);
 
 /// How to reach Redis and how patient to be.
-#[derive(Debug, Clone)]
+///
+/// `Debug` prints the URL without its password.
+#[derive(Clone)]
+#[non_exhaustive]
 pub struct RedisOptions {
-    /// `redis://[user:password@]host:port[/db]` or `rediss://` for TLS.
+    /// `redis://[user:password@]host:port[/db]` or `rediss://` for TLS. A URL fragment
+    /// (such as redis-rs' `#insecure`) is refused: see [`tls_insecure`](Self::tls_insecure).
     pub url: String,
     /// Put before every key. Default `locksmith:`.
     pub key_prefix: String,
@@ -45,6 +53,62 @@ pub struct RedisOptions {
     /// For `rediss://`: the certificate authority to trust, in PEM, instead of the
     /// system's roots (a private CA, a self-signed server).
     pub tls_ca_cert_pem: Option<String>,
+    /// For `rediss://`: skip certificate and host name checks. Anyone on the path can
+    /// then read and change the traffic, owner tokens included: for development only.
+    pub tls_insecure: bool,
+}
+
+impl std::fmt::Debug for RedisOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisOptions")
+            .field("url", &redact_url(&self.url))
+            .field("key_prefix", &self.key_prefix)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("reconnect_retries", &self.reconnect_retries)
+            .field("reconnect_max_delay", &self.reconnect_max_delay)
+            .field("notify_releases", &self.notify_releases)
+            .field("tls_ca_cert_pem", &self.tls_ca_cert_pem.as_ref().map(|_| "<pem>"))
+            .field("tls_insecure", &self.tls_insecure)
+            .finish()
+    }
+}
+
+/// `url` with the password of its user info replaced by `***`.
+#[must_use]
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    let user = rest[..at].split(':').next().unwrap_or("");
+    format!("{}{user}:***{}", &url[..scheme_end], &rest[at..])
+}
+
+/// `(major, minor)` of `redis_version:` in the text of `INFO server`.
+#[must_use]
+pub fn parse_redis_version(info: &str) -> Option<(u32, u32)> {
+    let version = info.lines().find_map(|line| line.trim().strip_prefix("redis_version:"))?;
+    let mut parts = version.trim().split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().map_or(Some(0), |m| m.parse().ok())?;
+    Some((major, minor))
+}
+
+/// Refuses a server older than [`MIN_REDIS_VERSION`], given its `INFO server` text.
+/// A text without a version (a proxy that hides it) passes.
+pub fn check_redis_version(info: &str) -> Result<()> {
+    match parse_redis_version(info) {
+        Some(version) if version < MIN_REDIS_VERSION => Err(LockError::StoreError(format!(
+            "this server is Redis {}.{}; locksmith needs Redis {}.{} or newer (it uses SET … NX GET)",
+            version.0, version.1, MIN_REDIS_VERSION.0, MIN_REDIS_VERSION.1
+        ))),
+        _ => Ok(()),
+    }
 }
 
 impl RedisOptions {
@@ -61,6 +125,7 @@ impl RedisOptions {
             reconnect_max_delay: Duration::from_secs(1),
             notify_releases: true,
             tls_ca_cert_pem: None,
+            tls_insecure: false,
         }
     }
 }
@@ -89,9 +154,15 @@ impl Scripts {
     }
 }
 
+/// Server error codes of states that pass: a replica not (yet) promoted, a server still
+/// loading its data set, a primary that lost its own, a busy script, a cluster moving slots.
+const TRANSIENT_CODES: [&str; 6] = ["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN"];
+
 /// Maps a Redis failure to a locksmith error.
 fn store_error(err: &RedisError) -> LockError {
-    if err.kind() == redis::ErrorKind::AuthenticationFailed {
+    if err.code().is_some_and(|code| TRANSIENT_CODES.contains(&code)) {
+        LockError::StoreUnavailable(format!("redis: {err}"))
+    } else if err.kind() == redis::ErrorKind::AuthenticationFailed {
         LockError::StoreError(format!("redis refused the credentials: {err}"))
     } else if err.is_io_error()
         || err.is_timeout()
@@ -105,25 +176,64 @@ fn store_error(err: &RedisError) -> LockError {
     }
 }
 
-fn install_crypto_provider() {
-    // Idempotent: an error only means a provider is installed already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// Makes sure rustls has a crypto provider before a TLS connection is made.
+///
+/// redis 1.8 builds its rustls `ClientConfig` itself, with `ClientConfig::builder()`,
+/// which takes the process-wide default provider; it has no way to pass a config or a
+/// provider (and `ConnectionManager` no way to supply our own TLS stream). So for TLS
+/// only, and only when no provider is installed yet, install ring as the default: that
+/// is what rustls itself does when ring is its only provider, and it keeps a build that
+/// also enables aws-lc-rs from panicking. An application that wants its own provider
+/// installs it before connecting, and it is used. In the Node addon the rustls copy is
+/// private to the addon, so nothing outside locksmith sees it.
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // An error only means another thread installed one first.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// The URL handed to redis-rs: the user's, checked, with `#insecure` added when
+/// `tls_insecure` asks for it (the only way redis-rs takes that setting from a URL).
+fn client_url(options: &RedisOptions) -> Result<String> {
+    if options.url.contains('#') {
+        return Err(LockError::InvalidArgument(format!(
+            "the Redis URL {} has a fragment; locksmith takes no settings from it. To skip TLS certificate checks (development only), set tlsInsecure: true (tls_insecure in Rust)",
+            redact_url(&options.url)
+        )));
+    }
+    let tls = options.url.starts_with("rediss://");
+    if !options.tls_insecure {
+        return Ok(options.url.clone());
+    }
+    if !tls {
+        return Err(LockError::InvalidArgument("tlsInsecure needs a rediss:// URL".into()));
+    }
+    if options.tls_ca_cert_pem.is_some() {
+        return Err(LockError::InvalidArgument(
+            "tlsInsecure skips certificate checks, so a tlsCaCert with it would not be used; pass one of them".into(),
+        ));
+    }
+    Ok(format!("{}#insecure", options.url))
 }
 
 impl RedisStore {
     /// Connects, failing with `STORE_UNAVAILABLE` within the connect timeout when the
     /// server cannot be reached.
     pub async fn connect(options: RedisOptions) -> Result<Self> {
-        install_crypto_provider();
+        let url = client_url(&options)?;
+        if url.starts_with("rediss://") {
+            ensure_crypto_provider();
+        }
         let opened = match &options.tls_ca_cert_pem {
-            None => redis::Client::open(options.url.as_str()),
+            None => redis::Client::open(url.as_str()),
             Some(pem) => redis::Client::build_with_tls(
-                options.url.as_str(),
+                url.as_str(),
                 redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone().into_bytes()) },
             ),
         };
         let client = opened.map_err(|e| {
-            let why = e.to_string().replace(&options.url, "<url>");
+            let why = e.to_string().replace(&url, "<url>").replace(&options.url, "<url>");
             LockError::InvalidArgument(format!("invalid Redis URL or TLS settings: {why}"))
         })?;
         let config = ConnectionManagerConfig::new()
@@ -140,6 +250,15 @@ impl RedisStore {
         .await
         .map_err(|_| LockError::StoreUnavailable("redis: connecting timed out".into()))?
         .map_err(|e| store_error(&e))?;
+        // `SET … NX GET` needs Redis 7: say so now rather than fail each acquire. A
+        // server that refuses INFO (an ACL without it) is taken as it is.
+        let mut check = connection.clone();
+        match redis::cmd("INFO").arg("server").query_async::<String>(&mut check).await {
+            Ok(info) => check_redis_version(&info)?,
+            Err(e) if e.code().is_some() && !e.code().is_some_and(|code| TRANSIENT_CODES.contains(&code)) => {
+            }
+            Err(e) => return Err(store_error(&e)),
+        }
         let scripts = Scripts::new();
         // Load the scripts now, so the first EVALSHA of each does not need a second
         // round trip — which a call that times out would never make.
@@ -147,8 +266,13 @@ impl RedisStore {
         for script in [&scripts.acquire, &scripts.release, &scripts.extend] {
             script.prepare_invoke().load_async(&mut preload).await.map_err(|e| store_error(&e))?;
         }
-        let notifier =
-            if options.notify_releases { Some(notify::ReleaseNotifier::start(client)) } else { None };
+        let notifier = options.notify_releases.then(|| {
+            let timeouts = notify::NotifierTimeouts {
+                connect: options.connect_timeout,
+                command: options.command_timeout,
+            };
+            notify::ReleaseNotifier::start(client, timeouts)
+        });
         Ok(Self { connection: Mutex::new(Some(connection)), options, scripts, notifier })
     }
 
@@ -211,7 +335,7 @@ impl LockStore for RedisStore {
                     .key(&fence_key)
                     .arg(owner)
                     .arg(ttl_ms)
-                    .arg(FENCE_LIFETIME_MS)
+                    .arg(ttl_ms.saturating_add(FENCE_GRACE_MS))
                     .invoke_async(&mut c)
                     .await
             })
@@ -231,9 +355,18 @@ impl LockStore for RedisStore {
 
     async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
         let lock_key = self.lock_key(key);
+        let fence_key = format!("{lock_key}:fence");
         let extended: i64 = self
             .run(|mut c| async move {
-                self.scripts.extend.key(&lock_key).arg(owner).arg(ttl_ms).invoke_async(&mut c).await
+                self.scripts
+                    .extend
+                    .key(&lock_key)
+                    .key(&fence_key)
+                    .arg(owner)
+                    .arg(ttl_ms)
+                    .arg(ttl_ms.saturating_add(FENCE_GRACE_MS))
+                    .invoke_async(&mut c)
+                    .await
             })
             .await?;
         Ok(extended == 1)
@@ -279,5 +412,43 @@ impl LockStore for RedisStore {
 impl Drop for RedisStore {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_versions_are_read_from_info_server() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\n";
+        assert_eq!(parse_redis_version(info), Some((7, 0)));
+        assert_eq!(parse_redis_version("redis_version:6.2.14\n"), Some((6, 2)));
+        assert_eq!(parse_redis_version("redis_version:8\n"), Some((8, 0)));
+        assert_eq!(parse_redis_version("# Server\nredis_mode:standalone\n"), None);
+        assert_eq!(parse_redis_version("redis_version:unknown\n"), None);
+    }
+
+    #[test]
+    fn servers_older_than_7_are_refused_with_a_clear_error() {
+        let err = check_redis_version("redis_version:6.2.14\r\n").unwrap_err();
+        assert_eq!(err.code(), "STORE_ERROR");
+        assert!(err.to_string().contains("Redis 6.2; locksmith needs Redis 7.0 or newer"), "{err}");
+        assert!(check_redis_version("redis_version:5.0.7\n").is_err());
+        check_redis_version("redis_version:7.0.0\n").unwrap();
+        check_redis_version("redis_version:7.2.4\n").unwrap();
+        check_redis_version("redis_version:10.0.0\n").unwrap();
+        check_redis_version("# no version here\n").unwrap();
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let options = RedisOptions::new("redis://locker:s3cret@db.internal:6380/2");
+        let shown = format!("{options:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("redis://locker:***@db.internal:6380/2"), "{shown}");
+        assert_eq!(redact_url("rediss://:pw@host"), "rediss://:***@host");
+        assert_eq!(redact_url("redis://host:6379/0"), "redis://host:6379/0");
+        assert_eq!(redact_url("redis://u:p@ss@host/0"), "redis://u:***@host/0");
     }
 }

@@ -51,6 +51,19 @@ async fn bad_urls_are_invalid_arguments() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificate_checks_are_skipped_only_when_asked_by_name() {
+    // redis-rs' `#insecure` fragment is refused, not honoured.
+    let err = RedisStore::connect(options("rediss://:pw@127.0.0.1:1/#insecure".into())).await.err().unwrap();
+    assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
+    assert!(err.to_string().contains("tlsInsecure"), "{err}");
+    assert!(!err.to_string().contains("pw@"), "{err}");
+    let mut insecure = options(server::shared().url());
+    insecure.tls_insecure = true;
+    let err = RedisStore::connect(insecure).await.err().unwrap();
+    assert_eq!(err.code(), "INVALID_ARGUMENT", "tlsInsecure without TLS: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survives_a_server_restart() {
     let server = RedisServer::start();
     let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
@@ -177,4 +190,65 @@ async fn closed_store_says_so() {
     let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
     store.close();
     assert_eq!(store.is_locked("k").await.unwrap_err().code(), "STORE_CLOSED");
+}
+
+async fn info_field(url: &str, section: &str, field: &str) -> Option<String> {
+    let text: String = redis::from_redis_value(redis_cmd(url, &["INFO", section]).await).unwrap();
+    let prefix = format!("{field}:");
+    text.lines().find_map(|line| line.strip_prefix(&prefix).map(|value| value.trim().to_owned()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_of_a_lock_outlives_its_ttl_by_more_than_a_small_bound() {
+    let server = RedisServer::start();
+    let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
+    let l = lock(&store, "leaves-nothing", 300);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    let first = l.fencing_token().unwrap();
+    l.extend(Some(500)).await.unwrap();
+    // Released and taken again at once: the counter carries on.
+    assert!(l.release().await.unwrap());
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    assert_eq!(l.fencing_token(), Some(first + 1));
+    l.extend(Some(500)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500 + locksmith_redis::FENCE_GRACE_MS + 300)).await;
+    let keys = redis_cmd(&server.url(), &["KEYS", "*"]).await;
+    assert_eq!(keys, redis::Value::Array(vec![]), "keys left behind");
+    assert_eq!(redis_cmd(&server.url(), &["DBSIZE"]).await, redis::Value::Int(0));
+    // A new counter starts from a later clock reading: tokens still grow.
+    let again = lock(&store, "leaves-nothing", 300);
+    assert!(again.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(again.fencing_token().unwrap() > first + 1, "{:?} after {}", again.fencing_token(), first + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_memory_is_a_store_error_with_the_servers_message() {
+    let server = RedisServer::start_with(&["--maxmemory", "1", "--maxmemory-policy", "noeviction"]);
+    let store = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
+    let err = lock(&store, "oom", 1_000).acquire(AcquireOptions::default()).await.unwrap_err();
+    assert_eq!(err.code(), "STORE_ERROR", "{err}");
+    assert!(err.to_string().contains("OOM"), "{err}");
+    assert!(!err.to_string().contains("WRONGTYPE"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_replica_is_unavailable_not_a_wrong_type() {
+    // A primary of its own, and a replica that writes what it receives under /tmp.
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().unwrap();
+    let primary = RedisServer::start_with(&["--dir", dir]);
+    let port = primary.port.to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port, "--dir", dir]);
+    for _ in 0..100 {
+        if info_field(&replica.url(), "replication", "master_link_status").await.as_deref() == Some("up") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let store = Arc::new(RedisStore::connect(options(replica.url())).await.unwrap());
+    let err = lock(&store, "replica", 1_000).acquire(AcquireOptions::default()).await.unwrap_err();
+    assert_eq!(err.code(), "STORE_UNAVAILABLE", "{err}");
+    assert!(err.to_string().contains("read only replica"), "{err}");
+    let err = store.extend("replica", "owner", 1_000).await;
+    assert!(matches!(err, Ok(false)), "nothing to extend on the replica: {err:?}");
 }

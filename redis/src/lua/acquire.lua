@@ -4,7 +4,8 @@
 -- KEYS[2]  the lock's fencing counter (same hash slot: both share the {key} hash tag)
 -- ARGV[1]  the owner token
 -- ARGV[2]  the TTL, in milliseconds
--- ARGV[3]  how long a new fencing counter lives, in milliseconds
+-- ARGV[3]  how long the fencing counter lives from now, in milliseconds: the TTL plus
+--          a small bound, so the counter goes soon after the lock
 --
 -- Returns the fencing token (> 0) when taken, 0 when someone holds the key.
 --
@@ -12,19 +13,27 @@
 -- WRONGTYPE on a key that is not a string, in one command (Redis 7).
 local held = redis.pcall('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX', 'GET')
 if type(held) == 'table' and held.err then
-  local kind = redis.call('TYPE', KEYS[1])['ok']
-  return redis.error_reply('WRONGTYPE key ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a lock')
+  if string.sub(held.err, 1, 10) == 'WRONGTYPE ' then
+    local kind = redis.call('TYPE', KEYS[1])['ok']
+    return redis.error_reply('WRONGTYPE key ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a lock')
+  end
+  -- OOM, READONLY, LOADING, ...: the server's own error, as it said it.
+  return held
 end
 if held then
   return 0
 end
 -- Tokens count up from the server's clock in microseconds at the counter's creation.
--- When an idle counter has expired, the new one starts from a later clock reading,
--- far above anything the old one reached: tokens only grow.
+-- The counter lives as long as its lock (plus a small bound); when it has gone, the new
+-- one starts from a later clock reading, above anything the old one reached (each
+-- acquisition takes more than a microsecond): tokens only grow, as long as the
+-- server's clock does not go back.
 local token = redis.call('INCR', KEYS[2])
 if token == 1 then
   local now = redis.call('TIME')
   token = tonumber(now[1]) * 1000000 + tonumber(now[2])
   redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[3])
+else
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
 end
 return token
