@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 
-use crate::{AcquireOptions, BoxFuture, Lock, LockStore, Timer};
+use crate::{AcquireOptions, AutoExtend, BoxFuture, HoldEnd, Lock, LockStore, Timer};
 
 /// Drives one case's future to completion on the store's runtime.
 pub type Runner = Arc<dyn Fn(BoxFuture<'static, ()>) + Send + Sync>;
@@ -86,7 +86,9 @@ macro_rules! store_conformance_suite {
             hold_expires_on_its_own, remaining_time_null_when_unheld, is_expired_cases,
             serialize_restore_release, serialize_restore_extend, concurrent_acquirers_one_wins,
             acquire_while_holding_returns_false, release_is_owner_only, fencing_tokens_grow,
-            keys_are_independent);
+            keys_are_independent, hold_ends_released, hold_ends_lost_at_ttl,
+            auto_extend_outlives_many_ttls, auto_extend_stops_at_its_cap,
+            auto_extend_sees_theft);
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
         $(
@@ -378,4 +380,79 @@ pub async fn keys_are_independent(h: Harness) {
     assert!(!b.is_locked().await.unwrap());
     assert!(b.acquire(AcquireOptions::default()).await.unwrap());
     assert!(a.release().await.unwrap() && b.release().await.unwrap());
+}
+
+/// The end of a hold that this handle released is reported as released.
+pub async fn hold_ends_released(h: Harness) {
+    let l = h.lock(&h.key("ends-released"), 5_000);
+    assert!(matches!(l.hold_ended().await, HoldEnd::Lost(_)), "nothing held: lost at once");
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    let (end, ()) = futures_util::join!(l.hold_ended(), async {
+        h.sleep(50).await;
+        assert!(l.release().await.unwrap());
+    });
+    assert_eq!(end, HoldEnd::Released);
+}
+
+/// A hold nobody extends is reported lost once its TTL has passed, not before.
+pub async fn hold_ends_lost_at_ttl(h: Harness) {
+    let l = h.lock(&h.key("ends-ttl"), 200);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    let start = h.now();
+    let end = l.hold_ended().await;
+    let after = h.now() - start;
+    match end {
+        HoldEnd::Lost(err) => assert_eq!(err.code(), "LOCK_NOT_HELD"),
+        HoldEnd::Released => panic!("not released"),
+    }
+    assert!((200..=200 + h.slack_ms).contains(&after), "reported lost after {after} ms for a 200 ms TTL");
+}
+
+/// Auto-extend keeps a hold through work that lasts many TTLs, and stops at release.
+pub async fn auto_extend_outlives_many_ttls(h: Harness) {
+    let key = h.key("auto-extend");
+    let l = h.lock(&key, 150);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    let other = h.lock(&key, 5_000);
+    let ((), end, ()) =
+        futures_util::join!(l.keep_extending(AutoExtend::for_ttl_ms(150)), l.hold_ended(), async {
+            for _ in 0..8 {
+                h.sleep(100).await;
+                assert!(!other.acquire(AcquireOptions::default()).await.unwrap(), "held throughout");
+            }
+            assert!(!l.is_expired().await.unwrap());
+            assert!(l.release().await.unwrap());
+        });
+    assert_eq!(end, HoldEnd::Released, "kept for 800 ms of a 150 ms TTL, then released");
+}
+
+/// Auto-extend stops at its cap; the hold then expires at its TTL.
+pub async fn auto_extend_stops_at_its_cap(h: Harness) {
+    let l = h.lock(&h.key("auto-cap"), 150);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    let start = h.now();
+    let plan = AutoExtend::for_ttl_ms(150).with_max_hold_ms(300);
+    let ((), end) = futures_util::join!(l.keep_extending(plan), l.hold_ended());
+    let after = h.now() - start;
+    assert!(matches!(end, HoldEnd::Lost(ref err) if err.code() == "LOCK_NOT_HELD"), "{end:?}");
+    // Extended last at 300 ms at the latest, so it ends by 450 ms; and not before the cap.
+    assert!((300..=450 + h.slack_ms).contains(&after), "ended after {after} ms");
+}
+
+/// A hold freed behind the holder's back and taken by another is reported lost at the
+/// next auto-extend.
+pub async fn auto_extend_sees_theft(h: Harness) {
+    let key = h.key("auto-theft");
+    let l = h.lock(&key, 300);
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    let copy = Lock::restore(&l.serialize().unwrap(), h.store.clone(), h.timer.clone()).unwrap();
+    let thief = h.lock(&key, 5_000);
+    let ((), end, ()) =
+        futures_util::join!(l.keep_extending(AutoExtend::for_ttl_ms(300)), l.hold_ended(), async {
+            h.sleep(20).await;
+            assert!(copy.release().await.unwrap());
+            assert!(thief.acquire(AcquireOptions::default()).await.unwrap());
+        });
+    assert!(matches!(end, HoldEnd::Lost(ref err) if err.code() == "LOCK_NOT_HELD"), "{end:?}");
+    assert!(thief.release().await.unwrap(), "the thief's hold was left alone");
 }

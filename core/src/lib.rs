@@ -8,6 +8,7 @@
 
 pub mod contract;
 mod error;
+mod lifetime;
 mod lock;
 mod memory;
 mod serialized;
@@ -23,6 +24,7 @@ mod fake_timer;
 pub use error::{LockError, Result};
 #[cfg(any(test, feature = "testing"))]
 pub use fake_timer::FakeTimer;
+pub use lifetime::{AutoExtend, HoldEnd};
 pub use lock::{AcquireOptions, Lock};
 pub use memory::MemoryStore;
 pub use serialized::{SerializedLock, MAX_SERIALIZED_BYTES};

@@ -2,9 +2,11 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use event_listener::Event;
 use futures_util::future::select;
 
 use crate::error::{LockError, Result};
+use crate::lifetime::HoldEnd;
 use crate::serialized::SerializedLock;
 use crate::store::{Grant, LockStore, SyncLockStore, Timer};
 use crate::token::OwnerToken;
@@ -50,14 +52,17 @@ impl AcquireOptions {
 
 /// What this handle knows of its own hold.
 #[derive(Debug, Default, Clone, Copy)]
-struct Hold {
+pub(crate) struct Hold {
     /// The token of the current (or lost) acquisition; `None` before the first acquire
     /// and after a release.
-    owner: Option<OwnerToken>,
-    fencing_token: Option<u64>,
+    pub(crate) owner: Option<OwnerToken>,
+    pub(crate) fencing_token: Option<u64>,
     /// When the hold expires at the latest, on the injected clock, measured from
     /// before the store call. Used when the store cannot say who holds a key.
-    expires_by_ms: u64,
+    pub(crate) expires_by_ms: u64,
+    /// Counts this handle's acquisitions: each hold has its own number, so whoever
+    /// watches a hold can tell it from a later one.
+    pub(crate) generation: u64,
 }
 
 /// A lock on one key.
@@ -80,11 +85,15 @@ struct Hold {
 /// * `release` and `extend`: the hold stays recorded on the handle until the store
 ///   confirmed the release, so a cancelled `release` can simply be called again.
 pub struct Lock {
-    key: String,
-    ttl_ms: u64,
-    store: Arc<dyn LockStore>,
-    timer: Arc<dyn Timer>,
-    hold: Mutex<Hold>,
+    pub(crate) key: String,
+    pub(crate) ttl_ms: u64,
+    pub(crate) store: Arc<dyn LockStore>,
+    pub(crate) timer: Arc<dyn Timer>,
+    pub(crate) hold: Mutex<Hold>,
+    /// How the latest hold that ended did, by generation (see `lifetime.rs`).
+    pub(crate) ending: Mutex<Option<(u64, HoldEnd)>>,
+    /// Notified whenever the hold changes: taken, extended, released or lost.
+    pub(crate) changes: Event,
 }
 
 impl std::fmt::Debug for Lock {
@@ -99,7 +108,7 @@ impl Lock {
     pub fn new(key: &str, ttl_ms: u64, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Result<Self> {
         validate::key(key)?;
         let ttl_ms = validate::ttl_ms(ttl_ms)?;
-        Ok(Self { key: key.to_owned(), ttl_ms, store, timer, hold: Mutex::new(Hold::default()) })
+        Ok(Self::with_hold(key.to_owned(), ttl_ms, store, timer, Hold::default()))
     }
 
     /// Rebuilds a held lock from [`serialize`](Self::serialize), owner token and all,
@@ -117,8 +126,27 @@ impl Lock {
             owner: Some(s.owner),
             fencing_token: s.fencing_token,
             expires_by_ms: timer.now_ms().saturating_add(left_ms),
+            generation: 1,
         };
-        Ok(Self { key: s.key, ttl_ms: s.ttl_ms, store, timer, hold: Mutex::new(hold) })
+        Ok(Self::with_hold(s.key, s.ttl_ms, store, timer, hold))
+    }
+
+    fn with_hold(
+        key: String,
+        ttl_ms: u64,
+        store: Arc<dyn LockStore>,
+        timer: Arc<dyn Timer>,
+        hold: Hold,
+    ) -> Self {
+        Self {
+            key,
+            ttl_ms,
+            store,
+            timer,
+            hold: Mutex::new(hold),
+            ending: Mutex::new(None),
+            changes: Event::new(),
+        }
     }
 
     /// The key.
@@ -154,28 +182,62 @@ impl Lock {
         hold.owner.and(hold.fencing_token)
     }
 
-    fn hold(&self) -> MutexGuard<'_, Hold> {
+    pub(crate) fn hold(&self) -> MutexGuard<'_, Hold> {
         self.hold.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn not_held(&self, reason: &'static str) -> LockError {
+    /// Records how hold `generation` ended and tells its watchers; the first word on
+    /// a hold's end stands.
+    pub(crate) fn end_hold(&self, generation: u64, end: HoldEnd) {
+        {
+            let mut ending = self.ending.lock().unwrap_or_else(PoisonError::into_inner);
+            if ending.as_ref().is_none_or(|(g, _)| *g != generation) {
+                *ending = Some((generation, end));
+            }
+        }
+        self.changes.notify(usize::MAX);
+    }
+
+    pub(crate) fn not_held(&self, reason: &'static str) -> LockError {
         LockError::NotHeld { key: self.key.clone(), reason }
     }
 
     fn record_grant(&self, owner: OwnerToken, grant: Grant, started_ms: u64) {
-        *self.hold() = Hold {
-            owner: Some(owner),
-            fencing_token: grant.fencing_token,
-            expires_by_ms: started_ms.saturating_add(self.ttl_ms),
+        let ended = {
+            let mut hold = self.hold();
+            let previous = *hold;
+            *hold = Hold {
+                owner: Some(owner),
+                fencing_token: grant.fencing_token,
+                expires_by_ms: started_ms.saturating_add(self.ttl_ms),
+                generation: previous.generation + 1,
+            };
+            previous.owner.is_some().then_some(previous.generation)
         };
+        match ended {
+            // A lost hold is replaced by a new one: it ended, lost.
+            Some(generation) => {
+                self.end_hold(generation, HoldEnd::Lost(self.not_held("it expired and was lost")));
+            }
+            None => {
+                self.changes.notify(usize::MAX);
+            }
+        }
     }
 
     /// Forgets `owner`'s hold after a release, unless a newer acquisition has replaced
     /// it meanwhile.
     fn forget(&self, owner: OwnerToken) {
-        let mut hold = self.hold();
-        if hold.owner == Some(owner) {
-            *hold = Hold::default();
+        let released = {
+            let mut hold = self.hold();
+            (hold.owner == Some(owner)).then(|| {
+                hold.owner = None;
+                hold.fencing_token = None;
+                hold.generation
+            })
+        };
+        if let Some(generation) = released {
+            self.end_hold(generation, HoldEnd::Released);
         }
     }
 
@@ -247,6 +309,7 @@ impl Lock {
                     owner: Some(owner),
                     fencing_token: None,
                     expires_by_ms: self.timer.now_ms().saturating_add(self.ttl_ms),
+                    generation: hold.generation + 1,
                 };
             }
         }
@@ -345,13 +408,21 @@ impl Lock {
     }
 
     fn finish_extend(&self, owner: OwnerToken, extended: bool, started: u64, ttl_ms: u64) -> Result<()> {
+        let hold = {
+            let mut hold = self.hold();
+            if extended && hold.owner == Some(owner) {
+                hold.expires_by_ms = started.saturating_add(ttl_ms);
+            }
+            *hold
+        };
         if !extended {
-            return Err(self.not_held("it expired and was lost"));
+            let err = self.not_held("it expired and was lost");
+            if hold.owner == Some(owner) {
+                self.end_hold(hold.generation, HoldEnd::Lost(err.clone()));
+            }
+            return Err(err);
         }
-        let mut hold = self.hold();
-        if hold.owner == Some(owner) {
-            hold.expires_by_ms = started.saturating_add(ttl_ms);
-        }
+        self.changes.notify(usize::MAX);
         Ok(())
     }
 

@@ -125,6 +125,13 @@ pub trait Timer: Clock {
     /// A future that completes after `ms` milliseconds.
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()>;
 
+    /// [`sleep`](Timer::sleep) for background work (auto-extend, watching a hold's
+    /// expiry) that must not keep the host process alive on its own: in Node, an
+    /// unref'd timer.
+    fn sleep_in_background(&self, ms: u64) -> BoxFuture<'static, ()> {
+        self.sleep(ms)
+    }
+
     /// Runs `task` to completion in the background, detached from its caller. `false`
     /// when the runtime cannot (then the caller does without). A lock uses it to
     /// release a hold whose acquire was cancelled after the store granted it.

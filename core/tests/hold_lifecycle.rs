@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use futures_util::future::{join_all, select, Either};
 use locksmith_core::{
-    AcquireOptions, BoxFuture, Clock, FakeTimer, Grant, Lock, LockStore, MemoryStore, Result, SyncLockStore,
-    Timer,
+    AcquireOptions, AutoExtend, BoxFuture, Clock, FakeTimer, Grant, HoldEnd, Lock, LockStore, MemoryStore,
+    Result, SyncLockStore, Timer,
 };
 
 fn setup() -> (FakeTimer, Arc<MemoryStore>) {
@@ -232,4 +232,62 @@ fn the_expiry_travels_as_wall_clock_time_between_hosts() {
     let old_form = text.split(",\"expiresAt\"").next().unwrap().to_owned() + "}";
     let old_copy = Lock::restore(&old_form, store, Arc::new(other.clone())).unwrap();
     assert_eq!(old_copy.key(), "k");
+}
+
+/// A store whose extends fail as if it were out of reach, while `down` is set.
+struct Flaky {
+    inner: Arc<MemoryStore>,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl LockStore for Flaky {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        Ok(self.inner.acquire_now(key, owner, ttl_ms).is_some())
+    }
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        Ok(self.inner.release_now(key, owner))
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(locksmith_core::LockError::StoreUnavailable("connection refused".into()));
+        }
+        Ok(self.inner.extend_now(key, owner, ttl_ms))
+    }
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        Ok(self.inner.is_locked_now(key))
+    }
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        Ok(self.inner.remaining_time_now(key))
+    }
+}
+
+#[test]
+fn auto_extend_rides_out_a_short_outage_and_reports_a_long_one() {
+    let (timer, memory) = setup();
+    let store = Arc::new(Flaky { inner: memory, down: false.into() });
+    let l = Lock::new("k", 300, store.clone(), Arc::new(timer.clone())).unwrap();
+    let (end, lost_at) = timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        let outages = async {
+            // Down across one extend (at 100 ms), back before the hold would expire.
+            timer.sleep_for_test(90).await;
+            store.down.store(true, std::sync::atomic::Ordering::SeqCst);
+            timer.sleep_for_test(100).await;
+            store.down.store(false, std::sync::atomic::Ordering::SeqCst);
+            // Then down for good from 550 ms.
+            timer.sleep_for_test(360).await;
+            store.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        };
+        let ((), end, ()) =
+            futures_util::join!(l.keep_extending(AutoExtend::for_ttl_ms(300)), l.hold_ended(), outages);
+        (end, timer.now())
+    });
+    match end {
+        HoldEnd::Lost(err) => assert_eq!(err.code(), "STORE_UNAVAILABLE", "{err}"),
+        HoldEnd::Released => panic!("not released"),
+    }
+    // Extended at 200 (after retries), 300, 400 and 500 ms; the one at 600 ms fails and
+    // is retried until the hold runs out at 800 ms: lost then, not earlier.
+    assert_eq!(lost_at, 800, "lost when the last extend ran out");
 }

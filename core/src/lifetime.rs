@@ -1,0 +1,198 @@
+//! A hold's lifetime: noticing how it ends, and keeping it alive while work runs.
+//!
+//! Both are futures on [`Lock`] that a binding runs in the background: `hold_ended`
+//! feeds the JS `lock.signal`, `keep_extending` is the `autoExtend` option. Neither
+//! outlives the hold it watches.
+
+use futures_util::future::{select, Either};
+
+use crate::error::LockError;
+use crate::lock::{Hold, Lock};
+use crate::token::OwnerToken;
+
+/// How a hold ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldEnd {
+    /// This handle released it.
+    Released,
+    /// It was lost: its TTL passed without an extend, an extend found the key free or
+    /// someone else's, or the store could not be reached before the hold expired. The
+    /// error says which (`LOCK_NOT_HELD`, `STORE_UNAVAILABLE`, ...).
+    Lost(LockError),
+}
+
+/// How [`Lock::keep_extending`] keeps a hold alive.
+///
+/// ```
+/// use locksmith_core::AutoExtend;
+/// let plan = AutoExtend::for_ttl_ms(30_000).with_max_hold_ms(600_000);
+/// assert_eq!((plan.interval_ms, plan.max_hold_ms), (10_000, Some(600_000)));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AutoExtend {
+    /// Milliseconds between extends; each extends by the lock's TTL.
+    pub interval_ms: u64,
+    /// Stop extending once the hold has lasted this long; it then expires at its TTL.
+    pub max_hold_ms: Option<u64>,
+}
+
+impl AutoExtend {
+    /// Extend every third of `ttl_ms`, with no cap.
+    #[must_use]
+    pub const fn for_ttl_ms(ttl_ms: u64) -> Self {
+        let third = ttl_ms / 3;
+        Self { interval_ms: if third == 0 { 1 } else { third }, max_hold_ms: None }
+    }
+
+    /// Extend every `interval_ms` instead.
+    #[must_use]
+    pub const fn with_interval_ms(mut self, interval_ms: u64) -> Self {
+        self.interval_ms = interval_ms;
+        self
+    }
+
+    /// Stop extending after `max_hold_ms` of hold.
+    #[must_use]
+    pub const fn with_max_hold_ms(mut self, max_hold_ms: u64) -> Self {
+        self.max_hold_ms = Some(max_hold_ms);
+        self
+    }
+}
+
+impl Lock {
+    /// The number of the hold this handle has now, if any; each acquisition has its own.
+    #[must_use]
+    pub fn held_generation(&self) -> Option<u64> {
+        let hold = self.hold();
+        hold.owner.map(|_| hold.generation)
+    }
+
+    fn ending_of(&self, generation: u64) -> Option<HoldEnd> {
+        let ending = self.ending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        ending.as_ref().filter(|(g, _)| *g == generation).map(|(_, end)| end.clone())
+    }
+
+    /// Milliseconds until the hold is due to expire, as far as this handle knows; 0
+    /// once it is past due (or, for a store that knows exactly, no longer held).
+    fn time_left(&self, hold: &Hold, owner: OwnerToken) -> u64 {
+        match self.store.as_sync() {
+            Some(store) if store.is_held_by_now(&self.key, owner.as_str()) => {
+                store.remaining_time_now(&self.key).unwrap_or(0)
+            }
+            Some(_) => 0,
+            None => hold.expires_by_ms.saturating_sub(self.timer.now_ms()),
+        }
+    }
+
+    /// At the hold's due time: whether it is still held after all (a restored copy
+    /// elsewhere extended it), and for how much longer.
+    async fn still_held_past_due(&self, owner: OwnerToken) -> Option<u64> {
+        if self.store.as_sync().is_some() {
+            return None;
+        }
+        match self.store.is_held_by(&self.key, owner.as_str()).await {
+            Ok(Some(true)) => match self.store.remaining_time(&self.key).await {
+                Ok(Some(left)) if left > 0 => Some(left),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Completes when the hold this handle has now ends, and says how: released by
+    /// this handle, or lost (TTL passed, an extend failed, the store was out of reach
+    /// until the hold expired). With nothing held, completes at once as lost.
+    ///
+    /// It sleeps until the hold is due to expire and wakes early on any change to the
+    /// hold, so it costs one timer, never a poll of the store before the hold is due.
+    pub async fn hold_ended(&self) -> HoldEnd {
+        let hold = *self.hold();
+        let Some(owner) = hold.owner else {
+            return self
+                .ending_of(hold.generation)
+                .unwrap_or_else(|| HoldEnd::Lost(self.not_held("nothing is held")));
+        };
+        let generation = hold.generation;
+        loop {
+            let changed = self.changes.listen();
+            if let Some(end) = self.ending_of(generation) {
+                return end;
+            }
+            let hold = *self.hold();
+            if hold.generation != generation || hold.owner != Some(owner) {
+                return self.ending_of(generation).unwrap_or(HoldEnd::Released);
+            }
+            let left = self.time_left(&hold, owner);
+            if left == 0 {
+                if let Some(more) = self.still_held_past_due(owner).await {
+                    let mut hold = self.hold();
+                    if hold.generation == generation {
+                        hold.expires_by_ms = self.timer.now_ms().saturating_add(more);
+                    }
+                    continue;
+                }
+                self.end_hold(generation, HoldEnd::Lost(self.not_held("its TTL passed without an extend")));
+                continue;
+            }
+            drop(select(changed, self.timer.sleep_in_background(left)).await);
+        }
+    }
+
+    /// Extends the hold this handle has now every `plan.interval_ms` by the lock's TTL,
+    /// until it is released or lost, or `plan.max_hold_ms` have passed since the call
+    /// (then the hold expires at its TTL). A failed extend that is not a loss (the store
+    /// is unreachable, say) is retried until the hold would expire; then the hold is
+    /// lost with that error.
+    pub async fn keep_extending(&self, plan: AutoExtend) {
+        let Some(generation) = self.held_generation() else {
+            return;
+        };
+        let interval = plan.interval_ms.max(1);
+        let retry_every = (interval / 4).clamp(10, 1_000);
+        let stop_at = plan.max_hold_ms.map(|ms| self.timer.now_ms().saturating_add(ms));
+        let current =
+            |lock: &Self| lock.held_generation() == Some(generation) && lock.ending_of(generation).is_none();
+        loop {
+            let changed = self.changes.listen();
+            if !current(self) {
+                return;
+            }
+            let now = self.timer.now_ms();
+            let wait = match stop_at {
+                Some(stop) if now >= stop => return,
+                Some(stop) => interval.min(stop - now),
+                None => interval,
+            };
+            if let Either::Left(_) = select(changed, self.timer.sleep_in_background(wait)).await {
+                continue; // the hold changed: look again
+            }
+            if stop_at.is_some_and(|stop| self.timer.now_ms() >= stop) {
+                return;
+            }
+            loop {
+                if !current(self) {
+                    return;
+                }
+                match self.extend(None).await {
+                    Ok(()) => break,
+                    // `extend` recorded the loss, or the hold was released meanwhile.
+                    Err(LockError::NotHeld { .. }) => return,
+                    Err(err) => {
+                        let hold = *self.hold();
+                        let Some(owner) = hold.owner.filter(|_| hold.generation == generation) else {
+                            return;
+                        };
+                        let left = self.time_left(&hold, owner);
+                        if left == 0 {
+                            self.end_hold(generation, HoldEnd::Lost(err));
+                            return;
+                        }
+                        let changed = self.changes.listen();
+                        drop(select(changed, self.timer.sleep_in_background(retry_every.min(left))).await);
+                    }
+                }
+            }
+        }
+    }
+}
