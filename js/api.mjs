@@ -161,7 +161,31 @@ function checkOptionKeys(options, known, where) {
   }
 }
 
-const ACQUIRE_OPTIONS = ["timeout", "retryDelay"];
+const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend"];
+const AUTO_EXTEND_OPTIONS = ["intervalMs", "maxHoldMs"];
+
+/** `autoExtend`: `true`, or `{ intervalMs, maxHoldMs }`; `undefined` when off. */
+function parseAutoExtend(value) {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return {};
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw invalid(`autoExtend must be true, false or { intervalMs, maxHoldMs }; got ${typeName(value)}`);
+  }
+  checkOptionKeys(value, AUTO_EXTEND_OPTIONS, "autoExtend");
+  checkOptionalNumber("autoExtend.intervalMs", value.intervalMs);
+  checkOptionalNumber("autoExtend.maxHoldMs", value.maxHoldMs);
+  return value;
+}
+
+// `Symbol.asyncDispose` where the runtime has it; the well-known fallback elsewhere
+// (what TypeScript's `await using` looks up when the runtime lacks the symbol).
+const ASYNC_DISPOSE = Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose");
+
+/** The reason a hold's signal aborts with when the holder released it. */
+function releasedReason(key) {
+  const message = `locksmith: the lock on ${JSON.stringify(key)} was released`;
+  return typeof DOMException === "function" ? new DOMException(message, "AbortError") : Object.assign(new Error(message), { name: "AbortError" });
+}
 
 const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
 
@@ -357,6 +381,8 @@ export function makeApi(binding) {
     #busy = 0;
 
     #returned;
+    /** The current hold's signal: `{ generation, controller }`. */
+    #watch;
 
     constructor(key, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
       if (key === RESTORED) {
@@ -489,6 +515,7 @@ export function makeApi(binding) {
     async #acquireWaiting(options) {
       let timeout;
       let retryDelay;
+      let autoExtend;
       if (options !== undefined && options !== null) {
         if (typeof options !== "object" || Array.isArray(options)) {
           throw invalid(`acquire options must be an object; got ${typeName(options)}`);
@@ -497,12 +524,54 @@ export function makeApi(binding) {
         ({ timeout, retryDelay } = options);
         checkOptionalNumber("timeout", timeout);
         checkOptionalNumber("retryDelay", retryDelay);
+        autoExtend = parseAutoExtend(options.autoExtend);
       }
-      return this.#call((native) => {
+      return this.#call(async (native) => {
+        if (autoExtend) native.checkAutoExtend(autoExtend.intervalMs, autoExtend.maxHoldMs);
         const now = native.tryAcquireNow(timeout, retryDelay);
-        if (now === true || (now === false && !(timeout > 0))) return now;
-        return native.acquire(timeout, retryDelay);
+        const taken = now === true || (now === false && !(timeout > 0)) ? now : await native.acquire(timeout, retryDelay);
+        if (taken && autoExtend) native.autoExtend(autoExtend.intervalMs, autoExtend.maxHoldMs);
+        return taken;
       });
+    }
+
+    /**
+     * An AbortSignal for the current hold: it aborts when the hold ends — released
+     * (an AbortError), or lost (LockNotHeldError: the TTL passed, an extend found the
+     * key gone or someone else's; StoreUnavailableError: the store was out of reach
+     * until the hold expired). Already aborted when nothing is held.
+     */
+    get signal() {
+      const native = this.#native;
+      const generation = native === undefined ? null : native.holdGeneration;
+      const watch = this.#watch;
+      if (generation === null) {
+        if (watch !== undefined) {
+          if (!watch.controller.signal.aborted) watch.controller.abort(releasedReason(this.#key));
+          return watch.controller.signal;
+        }
+        return AbortSignal.abort(
+          new LockNotHeldError(`locksmith: lock ${JSON.stringify(this.#key)} is not held by this handle (nothing is held)`, this.#key),
+        );
+      }
+      if (watch !== undefined && watch.generation === generation) return watch.controller.signal;
+      if (watch !== undefined && !watch.controller.signal.aborted) {
+        watch.controller.abort(new LockNotHeldError(`locksmith: lock ${JSON.stringify(this.#key)} is not held by this handle (it expired and was lost)`, this.#key));
+      }
+      const controller = new AbortController();
+      this.#watch = { generation, controller };
+      const key = this.#key;
+      native.watch().then(
+        () => controller.abort(releasedReason(key)),
+        (err) => controller.abort(toLockError(err, key)),
+      );
+      return controller.signal;
+    }
+
+    /** Ends the current hold's signal as released (the watcher may say so later too). */
+    #released() {
+      const watch = this.#watch;
+      if (watch !== undefined && !watch.controller.signal.aborted) watch.controller.abort(releasedReason(this.#key));
     }
 
     /** Takes the lock only if it is free right now. */
@@ -522,6 +591,7 @@ export function makeApi(binding) {
           return Promise.reject(toLockError(err, this.#key));
         }
         if (now === true) {
+          this.#released();
           this.#giveBack(native);
           return RESOLVED_TRUE;
         }
@@ -530,7 +600,16 @@ export function makeApi(binding) {
           return RESOLVED_FALSE;
         }
       }
-      return this.#call((native) => native.release());
+      return this.#call(async (native) => {
+        const released = await native.release();
+        if (released) this.#released();
+        return released;
+      });
+    }
+
+    /** Releases a held lock; harmless when nothing is held. For `await using`. */
+    async [ASYNC_DISPOSE]() {
+      await this.release();
     }
 
     /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now; throws LockNotHeldError if lost. */

@@ -16,4 +16,4 @@ export {
   LockStoreError,
   StoreClosedError,
 } from "./index.js";
-export type { AcquireOptions, LockStore, LockErrorCode } from "./index.js";
+export type { AcquireOptions, AutoExtendOptions, LockStore, LockErrorCode } from "./index.js";

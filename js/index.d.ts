@@ -1,4 +1,5 @@
 // The public types of locksmith, the same for every runtime (Node addon and WebAssembly).
+/// <reference lib="esnext.disposable" />
 
 /** How long to wait for a held lock, and how often to try again meanwhile. */
 export interface AcquireOptions {
@@ -6,6 +7,22 @@ export interface AcquireOptions {
   timeout?: number;
   /** Milliseconds between attempts. Default 50. Stores that signal releases wake waiters sooner. */
   retryDelay?: number;
+  /**
+   * Keep the hold extended in the background until it is released (or, in `run()`,
+   * until the function settles): `true` extends every third of the TTL; `intervalMs`
+   * sets the interval (below the TTL), `maxHoldMs` a cap on the whole hold, after which
+   * it expires at its TTL. Failed extends are retried until the hold would expire;
+   * `lock.signal` says when it was lost.
+   */
+  autoExtend?: boolean | AutoExtendOptions;
+}
+
+/** The object form of `AcquireOptions.autoExtend`. */
+export interface AutoExtendOptions {
+  /** Milliseconds between extends, below the TTL. Default: a third of the TTL. */
+  intervalMs?: number;
+  /** Stop extending once the hold has lasted this long. Default: no cap. */
+  maxHoldMs?: number;
 }
 
 /**
@@ -59,6 +76,15 @@ export declare class Lock {
   getRemainingTime(): Promise<number | null>;
   /** Key, TTL and owner token as a string for `restoreLock()`. A bearer secret. Throws LockNotHeldError when not held. */
   serialize(): string;
+  /**
+   * An AbortSignal for the current hold. It aborts when the hold ends: released (an
+   * `AbortError`), or lost — the TTL passed without an extend, an extend found the key
+   * gone or someone else's (LockNotHeldError), or the store was out of reach until the
+   * hold expired (StoreUnavailableError). Already aborted when nothing is held.
+   */
+  readonly signal: AbortSignal;
+  /** Releases a held lock; harmless when nothing is held. `await using l = lock("k")`. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** A lock on `key` in the current store, held for `ttlMs` (default 30 000) once acquired. */

@@ -34,12 +34,15 @@ const MAX_CALL_ID = 0xffff_ffff;
 // without making four billion calls first.
 let nextId = Number(process.env.LOCKSMITH_TEST_FIRST_CALL_ID ?? 0) >>> 0;
 let keepAlive; // a ref'd timer while calls are pending: the channel itself does not hold Node open
+// Pending calls that keep Node alive. Background calls (watching a hold's end) do not:
+// a process whose only work left is a held lock's signal may exit.
+let holding = 0;
 
 const completions = new addon.Completions((done) => {
   const call = pending.get(done.id);
   if (call === undefined) return;
   pending.delete(done.id);
-  if (pending.size === 0) {
+  if (!call.background && --holding === 0) {
     clearInterval(keepAlive);
     keepAlive = undefined;
   }
@@ -48,7 +51,7 @@ const completions = new addon.Completions((done) => {
 });
 
 /** Starts `start(id)` and returns the promise of its outcome. */
-function viaCompletions(start, number = false) {
+function viaCompletions(start, number = false, background = false) {
   let id = nextId;
   while (pending.has(id)) id = id === MAX_CALL_ID ? 0 : id + 1;
   nextId = id === MAX_CALL_ID ? 0 : id + 1;
@@ -59,8 +62,8 @@ function viaCompletions(start, number = false) {
       reject(err);
       return;
     }
-    pending.set(id, { resolve, reject, number });
-    keepAlive ??= setInterval(() => {}, 1 << 30);
+    pending.set(id, { resolve, reject, number, background });
+    if (!background && holding++ === 0) keepAlive = setInterval(() => {}, 1 << 30);
   });
 }
 
@@ -71,6 +74,9 @@ Object.assign(NativeLock, {
   },
   release() {
     return viaCompletions((id) => this.releaseStart(completions, id));
+  },
+  watch() {
+    return viaCompletions((id) => this.watchStart(completions, id), false, true);
   },
   extend(ttlMs) {
     return viaCompletions((id) => this.extendStart(completions, id, ttlMs));

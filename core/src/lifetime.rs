@@ -73,6 +73,15 @@ impl Lock {
         ending.as_ref().filter(|(g, _)| *g == generation).map(|(_, end)| end.clone())
     }
 
+    fn failure_of(&self, generation: u64) -> Option<LockError> {
+        let failure = self.extend_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        failure.as_ref().filter(|(g, _)| *g == generation).map(|(_, err)| err.clone())
+    }
+
+    fn set_failure(&self, failure: Option<(u64, LockError)>) {
+        *self.extend_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = failure;
+    }
+
     /// Milliseconds until the hold is due to expire, as far as this handle knows; 0
     /// once it is past due (or, for a store that knows exactly, no longer held).
     fn time_left(&self, hold: &Hold, owner: OwnerToken) -> u64 {
@@ -132,7 +141,11 @@ impl Lock {
                     }
                     continue;
                 }
-                self.end_hold(generation, HoldEnd::Lost(self.not_held("its TTL passed without an extend")));
+                // Out of time: lost to whatever kept auto-extend from extending, if
+                // anything did, else to the TTL.
+                let failure = self.failure_of(generation);
+                let reason = failure.unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
+                self.end_hold(generation, HoldEnd::Lost(reason));
                 continue;
             }
             drop(select(changed, self.timer.sleep_in_background(left)).await);
@@ -175,10 +188,14 @@ impl Lock {
                     return;
                 }
                 match self.extend(None).await {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        self.set_failure(None);
+                        break;
+                    }
                     // `extend` recorded the loss, or the hold was released meanwhile.
                     Err(LockError::NotHeld { .. }) => return,
                     Err(err) => {
+                        self.set_failure(Some((generation, err.clone())));
                         let hold = *self.hold();
                         let Some(owner) = hold.owner.filter(|_| hold.generation == generation) else {
                             return;

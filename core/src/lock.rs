@@ -94,6 +94,9 @@ pub struct Lock {
     pub(crate) ending: Mutex<Option<(u64, HoldEnd)>>,
     /// Notified whenever the hold changes: taken, extended, released or lost.
     pub(crate) changes: Event,
+    /// The error of auto-extend's latest failed extend of a hold, by generation, while
+    /// it retries: what the hold is lost to if it runs out meanwhile.
+    pub(crate) extend_failure: Mutex<Option<(u64, LockError)>>,
 }
 
 impl std::fmt::Debug for Lock {
@@ -146,6 +149,7 @@ impl Lock {
             hold: Mutex::new(hold),
             ending: Mutex::new(None),
             changes: Event::new(),
+            extend_failure: Mutex::new(None),
         }
     }
 

@@ -100,6 +100,30 @@ pub mod js {
         Ok(options)
     }
 
+    /// The `autoExtend` option of a lock with TTL `ttl_ms`: `intervalMs` (default a third
+    /// of the TTL, and below the TTL, or the hold would lapse between extends) and
+    /// `maxHoldMs` (default: no cap).
+    pub fn auto_extend(
+        ttl_ms: u64,
+        interval: Option<f64>,
+        max_hold: Option<f64>,
+    ) -> Result<crate::AutoExtend> {
+        let mut plan = crate::AutoExtend::for_ttl_ms(ttl_ms);
+        if let Some(interval) = interval {
+            let interval = positive_ms("autoExtend.intervalMs", interval)?;
+            if interval >= ttl_ms {
+                return Err(LockError::InvalidArgument(format!(
+                    "autoExtend.intervalMs must be below the lock's TTL ({ttl_ms} ms), or the hold lapses between extends; got {interval}"
+                )));
+            }
+            plan = plan.with_interval_ms(interval);
+        }
+        if let Some(max_hold) = max_hold {
+            plan = plan.with_max_hold_ms(positive_ms("autoExtend.maxHoldMs", max_hold)?);
+        }
+        Ok(plan)
+    }
+
     /// Any other duration option called `name`: above 0 and at most [`MAX_TTL_MS`]
     /// milliseconds. Fractions round up.
     pub fn positive_ms(name: &str, ms: f64) -> Result<u64> {

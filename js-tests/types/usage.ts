@@ -28,6 +28,16 @@ export async function usage(): Promise<void> {
 
   const l: Lock = lock("nightly-report", 300_000);
   const acquired: boolean = await l.acquire({ timeout: 2_000 });
+  await l.acquire({ autoExtend: true });
+  await l.run(async (held) => {
+    const signal: AbortSignal = held.signal;
+    return signal.aborted;
+  }, { timeout: 100, autoExtend: { intervalMs: 10_000, maxHoldMs: 600_000 } });
+  {
+    await using disposable = lock("disposed");
+    await disposable.acquire();
+  }
+  const dispose: () => Promise<void> = l[Symbol.asyncDispose];
   const now: boolean = await l.acquireImmediately();
   const released: boolean = await l.release();
   const extended: void = await l.extend();

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use locksmith_core::validate::js;
-use locksmith_core::{Lock, LockStore};
+use locksmith_core::{HoldEnd, Lock, LockStore};
 use napi_derive::napi;
 
 use crate::completion::{Completions, Outcome};
@@ -139,6 +139,39 @@ impl NativeLock {
         done.spawn(id, async move {
             lock.remaining_time().await.map(|ms| Outcome::Number(ms.map(|ms| ms as f64)))
         });
+    }
+
+    /// The number of the current hold, or `null` when nothing is held.
+    #[napi(getter)]
+    pub fn hold_generation(&self) -> Option<f64> {
+        self.inner.held_generation().map(|g| g as f64)
+    }
+
+    /// Settles when the current hold ends: `true` when released, an error when lost.
+    #[napi]
+    pub fn watch_start(&self, done: &Completions, id: u32) {
+        let lock = self.inner.clone();
+        done.spawn(id, async move {
+            match lock.hold_ended().await {
+                HoldEnd::Released => Ok(Outcome::Flag(true)),
+                HoldEnd::Lost(err) => Err(err),
+            }
+        });
+    }
+
+    /// Keeps the current hold extended in the background (the `autoExtend` option).
+    #[napi]
+    pub fn auto_extend(&self, interval_ms: Option<f64>, max_hold_ms: Option<f64>) -> napi::Result<()> {
+        let plan = js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).napi()?;
+        let lock = self.inner.clone();
+        napi::bindgen_prelude::spawn(async move { lock.keep_extending(plan).await });
+        Ok(())
+    }
+
+    /// Checks an `autoExtend` option without starting anything.
+    #[napi]
+    pub fn check_auto_extend(&self, interval_ms: Option<f64>, max_hold_ms: Option<f64>) -> napi::Result<()> {
+        js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).napi().map(drop)
     }
 
     #[napi]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use js_sys::Promise;
 use locksmith_core::validate::js;
-use locksmith_core::{Lock, LockStore};
+use locksmith_core::{HoldEnd, Lock, LockStore};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
@@ -136,5 +136,41 @@ impl WasmLock {
 
     pub fn serialize(&self) -> Result<String, JsValue> {
         self.inner.serialize().js()
+    }
+
+    /// The number of the current hold, or `null` when nothing is held.
+    #[wasm_bindgen(getter, js_name = holdGeneration)]
+    pub fn hold_generation(&self) -> JsValue {
+        or_null(self.inner.held_generation().map(|g| g as f64))
+    }
+
+    /// Settles when the current hold ends: `true` when released, rejected when lost.
+    pub fn watch(&self) -> Promise {
+        let lock = self.inner.clone();
+        future_to_promise(async move {
+            match lock.hold_ended().await {
+                HoldEnd::Released => Ok(JsValue::TRUE),
+                HoldEnd::Lost(err) => Err::<JsValue, _>(err).js(),
+            }
+        })
+    }
+
+    /// Keeps the current hold extended in the background (the `autoExtend` option).
+    #[wasm_bindgen(js_name = autoExtend)]
+    pub fn auto_extend(&self, interval_ms: Option<f64>, max_hold_ms: Option<f64>) -> Result<(), JsValue> {
+        let plan = js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).js()?;
+        let lock = self.inner.clone();
+        wasm_bindgen_futures::spawn_local(async move { lock.keep_extending(plan).await });
+        Ok(())
+    }
+
+    /// Checks an `autoExtend` option without starting anything.
+    #[wasm_bindgen(js_name = checkAutoExtend)]
+    pub fn check_auto_extend(
+        &self,
+        interval_ms: Option<f64>,
+        max_hold_ms: Option<f64>,
+    ) -> Result<(), JsValue> {
+        js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).js().map(drop)
     }
 }

@@ -75,6 +75,21 @@ impl Timer for JsTimer {
         Box::pin(Sleep { fired: JsFuture::from(promise), handle: Some(handle) })
     }
 
+    fn sleep_in_background(&self, ms: u64) -> BoxFuture<'static, ()> {
+        let mut handle = JsValue::UNDEFINED;
+        let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+            handle = set_timeout(&resolve, ms as f64);
+        });
+        // Node's timers have `unref()`: background work must not keep the process up.
+        // Elsewhere the handle is a number and there is nothing to do.
+        if let Ok(unref) = js_sys::Reflect::get(&handle, &JsValue::from_str("unref")) {
+            if let Some(unref) = unref.dyn_ref::<js_sys::Function>() {
+                let _ = unref.call0(&handle);
+            }
+        }
+        Box::pin(Sleep { fired: JsFuture::from(promise), handle: Some(handle) })
+    }
+
     fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {
         wasm_bindgen_futures::spawn_local(task);
         true

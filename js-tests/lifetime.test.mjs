@@ -1,0 +1,191 @@
+// A hold's lifetime from JS: `lock.signal`, the `autoExtend` option, and async disposal,
+// on the built-in memory store and on plain JS stores, in both builds.
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+import { mapStore } from "./js-stores.mjs";
+import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./target.mjs";
+
+const { lock, Lock, MemoryLockStore, restoreLock, LockNotHeldError, StoreUnavailableError } = ls;
+
+await failOnUnhandledRejections();
+
+/**
+ * Resolves with the signal's reason once it aborts, and how long that took. Holds the
+ * event loop open meanwhile: locksmith's own timers for a hold never do (a process
+ * whose only work left is a held lock may exit), so a test waiting on one must.
+ */
+function aborted(signal) {
+  const start = performance.now();
+  const open = setInterval(() => {}, 1_000);
+  return new Promise((resolve) => {
+    const done = () => {
+      clearInterval(open);
+      resolve({ reason: signal.reason, after: performance.now() - start });
+    };
+    if (signal.aborted) done();
+    else signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+const stores = {
+  "the memory store": () => new MemoryLockStore(),
+  "a plain JS store": () => mapStore(),
+  "a plain JS store with isHeldBy": () => mapStore({ withIsHeldBy: true }),
+};
+
+for (const [name, makeStore] of Object.entries(stores)) {
+  describe(`lock.signal on ${name}`, () => {
+    it("is already aborted when nothing is held", async () => {
+      const l = new Lock(uniqueKey("signal"), 1_000, makeStore());
+      assert.equal(l.signal.aborted, true);
+      assert.ok(l.signal.reason instanceof LockNotHeldError);
+    });
+
+    it("aborts as released when the holder releases", async () => {
+      const l = new Lock(uniqueKey("signal"), 5_000, makeStore());
+      assert.equal(await l.acquire(), true);
+      const signal = l.signal;
+      assert.equal(signal.aborted, false);
+      assert.equal(l.signal, signal, "the same signal for the same hold");
+      assert.equal(await l.release(), true);
+      assert.equal(signal.aborted, true, "aborted by the time release() resolves");
+      assert.equal(signal.reason.name, "AbortError");
+      assert.match(signal.reason.message, /^locksmith: the lock on ".*" was released$/);
+      assert.equal(l.signal.aborted, true);
+    });
+
+    it("aborts as lost when the TTL passes without an extend", async () => {
+      const l = new Lock(uniqueKey("signal"), 150, makeStore());
+      assert.equal(await l.acquire(), true);
+      const { reason, after } = await aborted(l.signal);
+      assert.ok(reason instanceof LockNotHeldError, String(reason));
+      assert.equal(reason.code, "LOCK_NOT_HELD");
+      assert.ok(after >= 100 && after < 2_000, `lost after ${Math.round(after)} ms for a 150 ms TTL`);
+    });
+
+    it("a new hold gets a new signal", async () => {
+      const l = new Lock(uniqueKey("signal"), 5_000, makeStore());
+      assert.equal(await l.acquire(), true);
+      const first = l.signal;
+      await l.release();
+      assert.equal(await l.acquire(), true);
+      assert.notEqual(l.signal, first);
+      assert.equal(l.signal.aborted, false);
+      await l.release();
+    });
+  });
+
+  describe(`autoExtend on ${name}`, () => {
+    it("keeps the hold through work that lasts many TTLs, then releases", async () => {
+      const store = makeStore();
+      const key = uniqueKey("auto");
+      const l = new Lock(key, 120, store);
+      const [ran, result] = await l.run(async (held) => {
+        for (let i = 0; i < 6; i++) {
+          await sleep(100);
+          assert.equal(held.signal.aborted, false, `still held at ${(i + 1) * 100} ms`);
+          assert.equal(await new Lock(key, 1_000, store).acquire(), false, "nobody else gets in");
+        }
+        return "done";
+      }, { autoExtend: true });
+      assert.deepEqual([ran, result], [true, "done"]);
+      assert.equal(await new Lock(key, 1_000, store).isLocked(), false, "released at the end");
+    });
+
+    it("stops at maxHoldMs; the hold then expires and the signal aborts", async () => {
+      const l = new Lock(uniqueKey("auto-cap"), 100, makeStore());
+      assert.equal(await l.acquire({ autoExtend: { intervalMs: 30, maxHoldMs: 200 } }), true);
+      const { reason, after } = await aborted(l.signal);
+      assert.equal(reason.code, "LOCK_NOT_HELD");
+      assert.ok(after >= 150 && after < 3_000, `lost after ${Math.round(after)} ms (cap 200 + TTL 100)`);
+    });
+
+    it("sees a hold taken away behind its back", async () => {
+      const store = makeStore();
+      const key = uniqueKey("auto-theft");
+      const l = new Lock(key, 1_000, store);
+      assert.equal(await l.acquire({ autoExtend: { intervalMs: 40 } }), true);
+      const signal = l.signal;
+      const copy = restoreLock(l.serialize(), store);
+      assert.equal(await copy.release(), true);
+      const thief = new Lock(key, 5_000, store);
+      assert.equal(await thief.acquire(), true);
+      const { reason, after } = await aborted(signal);
+      assert.equal(reason.code, "LOCK_NOT_HELD");
+      assert.ok(after < 900, `noticed after ${Math.round(after)} ms, before the TTL ran out`);
+      assert.equal(await thief.isExpired(), false, "the thief's hold was left alone");
+      await thief.release();
+    });
+
+    it("refuses a bad autoExtend without taking the lock", async () => {
+      const l = new Lock(uniqueKey("auto-bad"), 100, makeStore());
+      const bad = [
+        [{ autoExtend: { intervalMs: 100 } }, /autoExtend\.intervalMs must be below the lock's TTL/],
+        [{ autoExtend: { interval: 10 } }, /unknown option `interval` for autoExtend; did you mean `intervalMs`\?/],
+        [{ autoExtend: "yes" }, /autoExtend must be true, false or/],
+        [{ autoExtend: { maxHoldMs: -1 } }, /autoExtend\.maxHoldMs must be/],
+      ];
+      for (const [options, message] of bad) {
+        await assert.rejects(l.acquire(options), (err) => err.code === "INVALID_ARGUMENT" && message.test(err.message));
+      }
+      assert.equal(await l.isLocked(), false);
+    });
+  });
+}
+
+describe("autoExtend through a store outage", () => {
+  it("retries while the store is down and reports STORE_UNAVAILABLE once the hold ran out", async () => {
+    const store = mapStore();
+    let down = false;
+    const extend = store.extend;
+    store.extend = async (...args) => {
+      if (down) throw new Error("connection refused");
+      return extend(...args);
+    };
+    const l = new Lock(uniqueKey("outage"), 500, store);
+    assert.equal(await l.acquire({ autoExtend: { intervalMs: 100 } }), true);
+    const signal = l.signal;
+    down = true;
+    await sleep(150);
+    down = false; // a short outage, well inside the TTL: ridden out
+    await sleep(300);
+    assert.equal(signal.aborted, false, `still held after a 150 ms outage (${signal.reason})`);
+    down = true;
+    const { reason, after } = await aborted(signal);
+    assert.ok(reason instanceof StoreUnavailableError, String(reason));
+    assert.ok(after >= 300 && after < 3_000, `lost after ${Math.round(after)} ms for a 500 ms TTL`);
+  });
+});
+
+describe("async disposal", () => {
+  it("releases a held lock, and is harmless otherwise", async () => {
+    const key = uniqueKey("dispose");
+    const l = lock(key, 5_000);
+    const dispose = l[Symbol.asyncDispose];
+    assert.equal(typeof dispose, "function");
+    await l[Symbol.asyncDispose](); // nothing held
+    assert.equal(await l.acquire(), true);
+    await l[Symbol.asyncDispose]();
+    assert.equal(await lock(key).isLocked(), false);
+    await l[Symbol.asyncDispose]();
+  });
+});
+
+it("a held lock with autoExtend and a watched signal does not keep the process alive", async () => {
+  const entry = fileURLToPath(new URL(TARGET === "wasm" ? "../js/wasm.mjs" : "../js/node.mjs", import.meta.url));
+  const script = `
+    const { lock } = await import(${JSON.stringify(entry)});
+    const l = lock("keepalive", 60_000);
+    await l.acquire({ autoExtend: true });
+    l.signal.addEventListener("abort", () => {});
+    console.log("held");
+  `;
+  const start = performance.now();
+  const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], { timeout: 20_000 });
+  assert.equal(stdout.trim(), "held");
+  assert.ok(performance.now() - start < 5_000, `exited after ${Math.round(performance.now() - start)} ms`);
+});
