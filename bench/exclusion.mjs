@@ -79,3 +79,37 @@ export function exclusionVerdict(records) {
     text: `Mutual exclusion held: ${sections.toLocaleString("en-US")} critical sections, each awaiting inside the lock, and no two on one key ever overlapped (checked for every contender of ${[...new Set(rows.map((r) => r.workload))].join(" and ")}).`,
   };
 }
+
+/**
+ * The key of loop `j`'s `i`-th section in the memory workload: spread over 1 000 keys
+ * by a multiplicative hash, so concurrent loops meet on a key now and then (a schedule
+ * that gave every loop its own key at every step could never show an overlap).
+ */
+export function scheduleKey(i, j) {
+  // lowbias32: a full-avalanche integer hash (a plain multiplicative one spreads
+  // consecutive inputs evenly and would keep concurrent loops apart).
+  let x = i * 64 + j + 1;
+  x ^= x >>> 16;
+  x = Math.imul(x, 0x7feb352d);
+  x ^= x >>> 15;
+  x = Math.imul(x, 0x846ca68b);
+  x ^= x >>> 16;
+  return `k${(x >>> 0) % 1000}`;
+}
+
+/**
+ * `loops` concurrent loops of `runOn(key, fn)` over the schedule above, each section
+ * holding its lock across one event-loop turn (so two holders of a key could meet);
+ * `check` counts sections and overlaps.
+ */
+export async function concurrentSections(runOn, { loops, perLoop, check }) {
+  await Promise.all(
+    Array.from({ length: loops }, async (_, j) => {
+      for (let i = 0; i < perLoop; i++) {
+        const key = scheduleKey(i, j);
+        await runOn(key, () => check.section(key, yieldTurn));
+      }
+    }),
+  );
+  return check;
+}

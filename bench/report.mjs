@@ -80,7 +80,7 @@ ${table("Sequential acquire + release on one key", "pairs/s", mem.sequential, { 
 ${table("64 concurrent run() loops over 1 000 keys", "runs/s", mem.concurrent, { versus: "each" })}
 The baseline (\`bench/baseline.mjs\`) is a Map-based lock with the same API and guarantees: a
 \`crypto.randomUUID()\` owner per acquisition, expiry, owner-only release. async-mutex is an
-in-process mutex without TTL or ownership tokens.${r.exclusion ? " Each run()'s critical section awaits once while it holds the lock, so that the exclusion check could see two holders of one key." : ""}
+in-process mutex without TTL or ownership tokens.${r.exclusion ? " Each run()'s critical section holds its lock across one event-loop turn, and the 64 loops' keys collide now and then, so that the exclusion check could see two holders of one key." : ""}
 
 ## Redis
 

@@ -22,7 +22,7 @@ import * as native from "../js/node.mjs";
 import * as wasm from "../js/wasm.mjs";
 import { startRedis } from "../js-tests/redis-server.mjs";
 import { PlainLock } from "./baseline.mjs";
-import { contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
+import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
 import { median, percentile, summarize } from "./stats.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -67,18 +67,11 @@ async function sequentialPairs(make, n) {
   return n / ((now() - t) / 1000);
 }
 
-/** `loops` concurrent loops of run() over 1 000 keys; each critical section awaits once. */
+/** `loops` concurrent loops of run() over 1 000 keys; each critical section holds across one turn. */
 async function concurrentRuns(name, runOn, loops, perLoop) {
   const check = exclusionCheck();
   const t = now();
-  await Promise.all(
-    Array.from({ length: loops }, async (_, j) => {
-      for (let i = 0; i < perLoop; i++) {
-        const key = `k${(i * 7919 + j * 104729) % 1000}`;
-        await runOn(key, () => check.section(key, async () => await null));
-      }
-    }),
-  );
+  await concurrentSections(runOn, { loops, perLoop, check });
   const rate = check.sections / ((now() - t) / 1000);
   recordExclusion("memory run() ×64", name, check);
   return rate;

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { contendOnOneKey, exclusionCheck, exclusionVerdict, yieldTurn } from "../bench/exclusion.mjs";
+import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict, yieldTurn } from "../bench/exclusion.mjs";
 import { ls, uniqueKey } from "./target.mjs";
 
 const { Lock, MemoryLockStore } = ls;
@@ -35,6 +35,16 @@ describe("the benchmark's exclusion check", () => {
     const verdict = exclusionVerdict({ contended: { broken: r } });
     assert.equal(verdict.ok, false);
     assert.match(verdict.text, /violated/);
+  });
+
+  it("sees overlaps in the memory run() workload when the lock is not one, and none when it is", async () => {
+    const grantsAll = { acquire: async () => true, release: async () => true, extend: async () => true, isLocked: async () => true, remainingTime: async () => null };
+    const runOn = (store) => (key, fn) => new Lock(key, 30_000, store).runImmediately(fn);
+    const broken = await concurrentSections(runOn(grantsAll), { loops: 64, perLoop: 20, check: exclusionCheck() });
+    assert.ok(broken.overlaps > 0, `${broken.sections} sections of 64 loops, no overlap seen`);
+    const real = await concurrentSections(runOn(new MemoryLockStore()), { loops: 64, perLoop: 20, check: exclusionCheck() });
+    assert.equal(real.overlaps, 0);
+    assert.ok(real.sections < 64 * 20, "some runs found their key taken and did not run");
   });
 
   it("sees no overlap on a MemoryLockStore", async () => {

@@ -122,7 +122,9 @@ impl Lock {
     pub fn restore(serialized: &str, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Result<Self> {
         let s = SerializedLock::parse(serialized)?;
         let left_ms = match (s.expires_at_unix_ms, timer.unix_time_ms()) {
-            (Some(at), Some(now)) => at.saturating_sub(now).min(s.ttl_ms),
+            // An extend may have pushed the hold past the lock's TTL: bound it by the
+            // longest TTL there is, not this lock's.
+            (Some(at), Some(now)) => at.saturating_sub(now).min(validate::MAX_TTL_MS),
             _ => s.ttl_ms,
         };
         let hold = Hold {
@@ -278,7 +280,7 @@ impl Lock {
         let started = self.timer.now_ms();
         // Armed until the store's answer is in hand: if this future is dropped while
         // the store may have granted the key, the guard frees it.
-        let in_flight = InFlightAttempt { lock: self, owner };
+        let in_flight = InFlightAttempt { lock: self, owner, generation: self.hold().generation };
         match self.store.acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms).await {
             Ok(Some(grant)) => {
                 std::mem::forget(in_flight);
@@ -299,7 +301,7 @@ impl Lock {
     }
 
     /// Frees what an attempt cancelled mid-flight may hold (see [`InFlightAttempt`]).
-    fn abandon_attempt(&self, owner: OwnerToken) {
+    fn abandon_attempt(&self, owner: OwnerToken, started_generation: u64) {
         let store = self.store.clone();
         let key = self.key.clone();
         let release = Box::pin(async move {
@@ -307,12 +309,14 @@ impl Lock {
         });
         if !self.timer.spawn(release) {
             // No way to run the release now: keep the token, so `release()` frees it.
+            // Only if no other call on this handle took the key meanwhile; the attempt
+            // ran because any earlier hold was gone. Unconfirmed, it counts as expired.
             let mut hold = self.hold();
-            if hold.owner.is_none() {
+            if hold.generation == started_generation {
                 *hold = Hold {
                     owner: Some(owner),
                     fencing_token: None,
-                    expires_by_ms: self.timer.now_ms().saturating_add(self.ttl_ms),
+                    expires_by_ms: self.timer.now_ms(),
                     generation: hold.generation + 1,
                 };
             }
@@ -495,10 +499,12 @@ fn remaining_if_held(store: &dyn SyncLockStore, key: &str, owner: OwnerToken) ->
 struct InFlightAttempt<'a> {
     lock: &'a Lock,
     owner: OwnerToken,
+    /// The handle's hold generation when the attempt started.
+    generation: u64,
 }
 
 impl Drop for InFlightAttempt<'_> {
     fn drop(&mut self) {
-        self.lock.abandon_attempt(self.owner);
+        self.lock.abandon_attempt(self.owner, self.generation);
     }
 }

@@ -29,8 +29,8 @@ pub struct MemoryStore {
 
 /// The standard library's `SipHash`-1-3 with a per-map random key. Lock keys often come
 /// from user input (`invoice:{id}`), and a hasher without a keyed, collision-resistant
-/// design lets crafted keys pile into one bucket; `SipHash` is built to prevent that.
-/// It costs a few tens of nanoseconds more per operation than an unkeyed hasher.
+/// design lets crafted keys pile into one bucket; `SipHash` is built to prevent that,
+/// at some cost per hash over an unkeyed hasher.
 type Map<V> = HashMap<Box<str>, V, RandomState>;
 
 struct State {
@@ -147,6 +147,11 @@ impl State {
     fn wake_one_waiter(&mut self, key: &str) {
         if let Some(event) = self.waiters.get(key) {
             event.notify(1);
+            // Nobody left to wake (the waiters of earlier releases got in or gave up):
+            // the record goes with the hold.
+            if event.total_listeners() == 0 {
+                self.waiters.remove(key);
+            }
         }
     }
 
@@ -167,11 +172,11 @@ impl State {
             self.entries.shrink_to_fit();
         }
         self.last_sweep_ms = now;
-        self.len_after_sweep = self.entries.len();
+        self.len_after_sweep = self.entries.len() + self.waiters.len();
     }
 
     fn sweep_in_passing(&mut self, now: u64) {
-        let len = self.entries.len();
+        let len = self.entries.len() + self.waiters.len();
         if len >= SWEEP_MIN_ENTRIES
             && (len >= 2 * self.len_after_sweep.max(1)
                 || now.saturating_sub(self.last_sweep_ms) >= SWEEP_INTERVAL_MS)

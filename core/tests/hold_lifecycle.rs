@@ -54,7 +54,11 @@ fn every_waiter_is_woken_in_turn_not_a_retry_delay_later() {
 }
 
 #[test]
-fn a_waiter_that_gives_up_passes_its_wake_up_on() {
+fn a_woken_waiter_that_gives_up_passes_its_wake_up_on() {
+    use std::cell::Cell;
+    use std::future::Future;
+    use std::task::Poll;
+
     let (timer, store) = setup();
     let t: Arc<FakeTimer> = Arc::new(timer.clone());
     let holder = Lock::new("k", 10_000, store.clone(), t.clone()).unwrap();
@@ -62,23 +66,59 @@ fn a_waiter_that_gives_up_passes_its_wake_up_on() {
         Lock::new("k", 10_000, store.clone(), t.clone()).unwrap(),
         Lock::new("k", 10_000, store.clone(), t).unwrap(),
     );
+    let released = Cell::new(false);
     let got = timer.run(async {
         assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        // The quitter queues first; once the release has notified it, it is dropped
+        // without being polled again: its wake-up must go to the stayer.
         let quit = async {
-            // Queued first, gone at 50 ms: cancelled by its caller.
-            match select(Box::pin(quitter.acquire(wait(60_000, 20_000))), timer.sleep_for_test(50)).await {
-                Either::Left(_) => panic!("the quitter cannot get the key"),
-                Either::Right(((), _)) => {}
-            }
+            let mut acquire = Box::pin(quitter.acquire(wait(60_000, 20_000)));
+            std::future::poll_fn(|cx| {
+                if released.get() {
+                    return Poll::Ready(());
+                }
+                assert!(acquire.as_mut().poll(cx).is_pending(), "the quitter cannot get the key yet");
+                Poll::Pending
+            })
+            .await;
+            drop(acquire);
         };
-        let stay = async { stayer.acquire(wait(60_000, 20_000)).await.unwrap().then(|| timer.now()) };
+        let stay = async {
+            timer.sleep_for_test(10).await; // queued after the quitter
+            stayer.acquire(wait(60_000, 20_000)).await.unwrap().then(|| timer.now())
+        };
         let release = async {
             timer.sleep_for_test(100).await;
             assert!(holder.release().await.unwrap());
+            released.set(true);
         };
         futures_util::join!(quit, stay, release).1
     });
-    assert_eq!(got, Some(100));
+    assert_eq!(got, Some(100), "the stayer got the wake-up the quitter was given");
+}
+
+#[test]
+fn waiter_records_go_with_the_holds_without_a_sweep() {
+    let (timer, store) = setup();
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    for i in 0..200 {
+        let key = format!("k{i}");
+        let (holder, waiter) = (
+            Lock::new(&key, 10_000, store.clone(), t.clone()).unwrap(),
+            Lock::new(&key, 10_000, store.clone(), t.clone()).unwrap(),
+        );
+        timer.run(async {
+            assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+            let (got, ()) = futures_util::join!(waiter.acquire(wait(1_000, 500)), async {
+                timer.sleep_for_test(5).await;
+                assert!(holder.release().await.unwrap());
+            });
+            assert!(got.unwrap());
+            assert!(waiter.release().await.unwrap());
+        });
+    }
+    assert_eq!(store.entry_count(), 0);
+    assert_eq!(store.waiter_key_count(), 0, "no waiter record outlives its key's holds");
 }
 
 /// Grants at once, answers 100 ms later: an acquire whose answer is lost in transit.
@@ -153,6 +193,20 @@ impl Timer for NoSpawn {
 }
 
 #[test]
+fn without_spawn_a_cancelled_reacquire_after_a_lost_hold_is_remembered() {
+    let (timer, memory) = setup();
+    let store = Arc::new(SlowAnswers { inner: memory.clone(), timer: timer.clone() });
+    let lock = Lock::new("k", 200, store, Arc::new(NoSpawn(timer.clone()))).unwrap();
+    // A first hold, lost to its TTL without a release: the handle still has its owner.
+    assert!(timer.run(lock.acquire(AcquireOptions::default())).unwrap());
+    timer.advance(300);
+    cancel_mid_acquire(&timer, &lock);
+    assert!(memory.is_locked_now("k"), "the second attempt was granted");
+    assert!(timer.run(lock.release()).unwrap(), "release() frees the cancelled attempt's hold");
+    assert!(!memory.is_locked_now("k"));
+}
+
+#[test]
 fn without_spawn_a_cancelled_acquire_leaves_its_token_to_release() {
     let (timer, memory) = setup();
     let store = Arc::new(SlowAnswers { inner: memory.clone(), timer: timer.clone() });
@@ -207,6 +261,22 @@ fn a_restored_lock_expires_when_the_original_hold_does() {
     assert!(expired, "restored at 800 ms, the copy's hold ended at 1 000 ms, not 1 800 ms");
     assert!(timer.run(original.is_expired()).unwrap());
     drop(restored);
+}
+
+#[test]
+fn a_restored_copy_keeps_an_expiry_extended_past_the_ttl() {
+    let (timer, memory) = setup();
+    let store: Arc<dyn LockStore> = Arc::new(PlainStore(memory));
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let original = Lock::new("k", 1_000, store.clone(), t.clone()).unwrap();
+    let expired = timer.run(async {
+        assert!(original.acquire(AcquireOptions::default()).await.unwrap());
+        original.extend(Some(60_000)).await.unwrap();
+        let copy = Lock::restore(&original.serialize().unwrap(), store.clone(), t.clone()).unwrap();
+        timer.sleep_for_test(2_000).await;
+        copy.is_expired().await.unwrap()
+    });
+    assert!(!expired, "extended to 60 s: still held at 2 s");
 }
 
 #[test]

@@ -8,6 +8,11 @@
 //!   commands pipeline. Release notifications use a second, subscriber connection.
 //! * A server that is down gives `STORE_UNAVAILABLE` within the configured timeouts;
 //!   the store reconnects by itself when the server is back.
+//! * TLS (`rediss://`) needs a rustls crypto provider. The redis crate builds its rustls
+//!   configuration with the process-wide default provider and offers no way to pass
+//!   one, so when none is installed at the first TLS connect, this crate installs
+//!   *ring* as the process default. An application that wants another provider
+//!   installs it before connecting.
 
 mod notify;
 mod timer;
@@ -81,8 +86,10 @@ pub fn redact_url(url: &str) -> String {
         return url.to_owned();
     };
     let rest = &url[scheme_end..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
+    // The last `@` ends the credentials, even when an unencoded password holds `/`,
+    // `?` or `#` (generated passwords often do). A URL with an `@` only in its path or
+    // query is redacted too much, never too little.
+    let Some(at) = rest.rfind('@') else {
         return url.to_owned();
     };
     let user = rest[..at].split(':').next().unwrap_or("");
@@ -276,6 +283,14 @@ impl RedisStore {
         Ok(Self { connection: Mutex::new(Some(connection)), options, scripts, notifier })
     }
 
+    /// How many channels the release notifier keeps an entry for (subscribed or
+    /// waiting to be): for tests of what the notifier holds on to.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn notification_channels(&self) -> usize {
+        self.notifier.as_ref().map_or(0, notify::ReleaseNotifier::entries)
+    }
+
     /// Closes the connections. Later operations fail with `STORE_CLOSED`.
     pub fn close(&self) {
         self.connection.lock().unwrap_or_else(PoisonError::into_inner).take();
@@ -450,5 +465,13 @@ mod tests {
         assert_eq!(redact_url("rediss://:pw@host"), "rediss://:***@host");
         assert_eq!(redact_url("redis://host:6379/0"), "redis://host:6379/0");
         assert_eq!(redact_url("redis://u:p@ss@host/0"), "redis://u:***@host/0");
+        // Unencoded `#`, `/` and `?` in a password must not end the credentials early.
+        for url in ["redis://app:Xk#9pQ@db.internal:6379/0", "redis://app:a/b?c@db:6379", "rediss://:p#w@h"] {
+            let redacted = redact_url(url);
+            assert!(
+                !redacted.contains("Xk") && !redacted.contains("a/b") && !redacted.contains("p#w"),
+                "{redacted}"
+            );
+        }
     }
 }

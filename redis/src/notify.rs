@@ -174,9 +174,8 @@ impl ReleaseNotifier {
         })
     }
 
-    /// Channels with a subscription entry, subscribed or not (for tests).
-    #[cfg(test)]
-    fn entries(&self) -> usize {
+    /// Channels with a subscription entry, subscribed or not.
+    pub fn entries(&self) -> usize {
         self.shared.lock().len()
     }
 }
@@ -239,9 +238,18 @@ async fn unsubscribe_idle(sink: &mut PubSubSink, shared: &Shared) -> bool {
     idle.is_empty() || bounded(shared.timeouts.command, sink.unsubscribe(&idle)).await
 }
 
+/// Between connections: forgets the channels nobody waits on (there is no subscription
+/// to keep for them) and the queued requests (the channels still wanted are in the map),
+/// so a subscriber that keeps failing holds nothing for keys no longer contended.
+fn forget_while_disconnected(shared: &Shared, commands: &mut mpsc::UnboundedReceiver<Command>) {
+    while commands.try_recv().is_ok() {}
+    shared.lock().retain(|_, entry| entry.waiters > 0);
+}
+
 async fn run(client: redis::Client, shared: Arc<Shared>, mut commands: mpsc::UnboundedReceiver<Command>) {
     let mut backoff = Duration::from_millis(100);
     loop {
+        forget_while_disconnected(&shared, &mut commands);
         // Connect only when some channel is wanted.
         while shared.lock().is_empty() {
             if commands.recv().await.is_none() {

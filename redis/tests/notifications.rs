@@ -268,3 +268,33 @@ async fn a_stalled_subscriber_neither_blocks_waiters_nor_stays_stalled() {
     let woken = start.elapsed();
     assert!(woken < Duration::from_millis(1_500), "woken after {woken:?}, not on release");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_is_refused_keeps_nothing_for_keys_no_longer_waited_on() {
+    let server = RedisServer::start();
+    let admin = redis::Client::open(server.url()).unwrap();
+    let mut c = admin.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "nosub", "on", ">pw", "~*", "&*", "+@all", "-subscribe"])
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let url = server.url().replace("redis://", "redis://nosub:pw@");
+    let store = Arc::new(RedisStore::connect(options(url)).await.unwrap());
+    let dyn_store: Arc<dyn LockStore> = store.clone();
+    for i in 0..30 {
+        let key = format!("refused-{i}");
+        let holder = lock(dyn_store.clone(), &key, 5_000);
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        let waiter = lock(dyn_store.clone(), &key, 5_000);
+        let wait = AcquireOptions::default().with_timeout_ms(30).with_retry_delay_ms(10);
+        assert!(!waiter.acquire(wait).await.unwrap(), "held: the waiter gives up at its timeout");
+        assert!(holder.release().await.unwrap());
+    }
+    // Every waiter is gone; the subscriber keeps failing. What it holds must go.
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while store.notification_channels() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(store.notification_channels(), 0, "channels kept for keys nobody waits on");
+}
