@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 
-use crate::{AcquireOptions, AutoExtend, BoxFuture, HoldEnd, Lock, LockStore, Timer};
+use crate::{AcquireOptions, AutoExtend, BoxFuture, HoldEnd, HoldKind, Lock, LockStore, Timer};
 
 /// Drives one case's future to completion on the store's runtime.
 pub type Runner = Arc<dyn Fn(BoxFuture<'static, ()>) + Send + Sync>;
@@ -31,6 +31,9 @@ pub struct Harness {
     /// Whether the store can say who holds a key (`is_held_by`), which makes
     /// `is_expired` exact when a restored copy extended the hold.
     pub exact_ownership: bool,
+    /// Whether the store has semaphores and read-write locks (the permit methods); a
+    /// store without them must refuse them with `UNSUPPORTED`.
+    pub permits: bool,
     /// How late the runtime's timers and the store's round trips may make an attempt,
     /// in milliseconds: 0 on a fake clock, tens of milliseconds on a real one. Cases
     /// that check a deadline allow this much past it and no more.
@@ -54,6 +57,15 @@ impl Harness {
     #[must_use]
     pub fn lock(&self, key: &str, ttl_ms: u64) -> Lock {
         Lock::new(key, ttl_ms, self.store.clone(), self.timer.clone()).expect("valid lock")
+    }
+
+    /// A handle of `kind` on `key` in this store.
+    ///
+    /// # Panics
+    /// On an invalid key, TTL or kind.
+    #[must_use]
+    pub fn handle(&self, key: &str, ttl_ms: u64, kind: HoldKind) -> Lock {
+        Lock::of_kind(key, ttl_ms, kind, self.store.clone(), self.timer.clone()).expect("valid handle")
     }
 
     /// Runs `future` with this harness's runner.
@@ -88,7 +100,9 @@ macro_rules! store_conformance_suite {
             acquire_while_holding_returns_false, release_is_owner_only, fencing_tokens_grow,
             keys_are_independent, hold_ends_released, hold_ends_lost_at_ttl,
             auto_extend_outlives_many_ttls, auto_extend_stops_at_its_cap,
-            auto_extend_sees_theft);
+            auto_extend_sees_theft, semaphore_admits_up_to_its_limit, semaphore_permits_expire,
+            readers_share_and_a_writer_is_alone, a_waiting_writer_is_not_starved,
+            a_writer_that_gives_up_lets_readers_in, permits_serialize_and_restore);
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
         $(
@@ -455,4 +469,154 @@ pub async fn auto_extend_sees_theft(h: Harness) {
         });
     assert!(matches!(end, HoldEnd::Lost(ref err) if err.code() == "LOCK_NOT_HELD"), "{end:?}");
     assert!(thief.release().await.unwrap(), "the thief's hold was left alone");
+}
+
+/// For stores without permits: the first call says `UNSUPPORTED`, and nothing is taken.
+async fn refuses_permits(h: &Harness) -> bool {
+    if h.permits {
+        return false;
+    }
+    let s = h.handle(&h.key("unsupported"), 1_000, HoldKind::Permit { limit: 2 });
+    assert_eq!(s.acquire(AcquireOptions::default()).await.unwrap_err().code(), "UNSUPPORTED");
+    assert!(!s.has_owner(), "a refused semaphore holds nothing");
+    let w = h.handle(&h.key("unsupported"), 1_000, HoldKind::Write);
+    assert_eq!(w.acquire(wait(100, 10)).await.unwrap_err().code(), "UNSUPPORTED");
+    true
+}
+
+/// A semaphore of 3 under 12 contenders: never more than 3 inside, and all get through.
+pub async fn semaphore_admits_up_to_its_limit(h: Harness) {
+    if refuses_permits(&h).await {
+        return;
+    }
+    let key = h.key("semaphore");
+    let kind = HoldKind::Permit { limit: 3 };
+    let inside = AtomicU64::new(0);
+    let most = AtomicU64::new(0);
+    let contenders: Vec<Lock> = (0..12).map(|_| h.handle(&key, 5_000, kind)).collect();
+    join_all(contenders.iter().map(|s| {
+        let (inside, most, h) = (&inside, &most, &h);
+        async move {
+            assert!(s.acquire(wait(10_000, 20)).await.unwrap(), "every contender gets a permit in time");
+            let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            assert!(s.count().await.unwrap() <= 3);
+            h.sleep(30).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            assert!(s.release().await.unwrap());
+        }
+    }))
+    .await;
+    assert_eq!(most.load(Ordering::SeqCst), 3, "three at once, never more");
+    assert_eq!(h.handle(&key, 1_000, kind).count().await.unwrap(), 0);
+}
+
+/// Each permit expires on its own TTL: a crashed holder frees its permit.
+pub async fn semaphore_permits_expire(h: Harness) {
+    if refuses_permits(&h).await {
+        return;
+    }
+    let key = h.key("semaphore-ttl");
+    let kind = HoldKind::Permit { limit: 2 };
+    let (a, b, c) = (h.handle(&key, 150, kind), h.handle(&key, 5_000, kind), h.handle(&key, 5_000, kind));
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(b.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(!c.acquire(AcquireOptions::default()).await.unwrap(), "full");
+    let start = h.now();
+    assert!(c.acquire(wait(2_000, 20)).await.unwrap(), "a's permit expired");
+    assert!(h.now() - start >= 100);
+    assert!(a.is_expired().await.unwrap());
+    assert!(!a.release().await.unwrap(), "a lost permit releases nothing");
+    assert_eq!(c.count().await.unwrap(), 2);
+    assert!(b.release().await.unwrap() && c.release().await.unwrap());
+}
+
+/// Readers share the key; a writer is alone.
+pub async fn readers_share_and_a_writer_is_alone(h: Harness) {
+    if refuses_permits(&h).await {
+        return;
+    }
+    let key = h.key("rw");
+    let (r1, r2, w) = (
+        h.handle(&key, 5_000, HoldKind::Read),
+        h.handle(&key, 5_000, HoldKind::Read),
+        h.handle(&key, 5_000, HoldKind::Write),
+    );
+    assert!(r1.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(r2.acquire(AcquireOptions::default()).await.unwrap(), "readers share");
+    assert_eq!(r1.count().await.unwrap(), 2);
+    assert!(!w.acquire(AcquireOptions::default()).await.unwrap(), "no writer while read");
+    assert!(w.release().await.is_ok());
+    assert!(r1.release().await.unwrap() && r2.release().await.unwrap());
+    assert!(w.acquire(AcquireOptions::default()).await.unwrap(), "alone once the readers left");
+    let r3 = h.handle(&key, 5_000, HoldKind::Read);
+    assert!(!r3.acquire(AcquireOptions::default()).await.unwrap(), "no reader while written");
+    let w2 = h.handle(&key, 5_000, HoldKind::Write);
+    assert!(!w2.acquire(AcquireOptions::default()).await.unwrap(), "no second writer");
+    // A plain lock and a semaphore on the same name are other things.
+    assert!(h.lock(&key, 1_000).acquire(AcquireOptions::default()).await.unwrap());
+    assert!(w.release().await.unwrap());
+}
+
+/// A waiting writer keeps new readers out, so a stream of readers cannot starve it.
+pub async fn a_waiting_writer_is_not_starved(h: Harness) {
+    if refuses_permits(&h).await {
+        return;
+    }
+    let key = h.key("rw-starve");
+    let r1 = h.handle(&key, 5_000, HoldKind::Read);
+    let w = h.handle(&key, 5_000, HoldKind::Write);
+    let r2 = h.handle(&key, 5_000, HoldKind::Read);
+    assert!(r1.acquire(AcquireOptions::default()).await.unwrap());
+    let (writer_got, ()) = futures_util::join!(w.acquire(wait(3_000, 20)), async {
+        h.sleep(60).await;
+        assert!(
+            !r2.acquire(AcquireOptions::default()).await.unwrap(),
+            "a new reader waits behind the writer"
+        );
+        assert!(r1.release().await.unwrap());
+    });
+    assert!(writer_got.unwrap(), "the writer got in once the reader left");
+    assert!(!r2.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(w.release().await.unwrap());
+    assert!(r2.acquire(AcquireOptions::default()).await.unwrap(), "readers again after the writer");
+    assert!(r2.release().await.unwrap());
+}
+
+/// A writer that gives up waiting takes its claim with it.
+pub async fn a_writer_that_gives_up_lets_readers_in(h: Harness) {
+    if refuses_permits(&h).await {
+        return;
+    }
+    let key = h.key("rw-giveup");
+    let (r1, w, r2) = (
+        h.handle(&key, 5_000, HoldKind::Read),
+        h.handle(&key, 5_000, HoldKind::Write),
+        h.handle(&key, 5_000, HoldKind::Read),
+    );
+    assert!(r1.acquire(AcquireOptions::default()).await.unwrap());
+    assert!(!w.acquire(wait(100, 20)).await.unwrap());
+    assert!(r2.acquire(AcquireOptions::default()).await.unwrap(), "the claim went with the writer");
+    assert!(r1.release().await.unwrap() && r2.release().await.unwrap());
+}
+
+/// A permit serialized and restored elsewhere releases the same permit.
+pub async fn permits_serialize_and_restore(h: Harness) {
+    if refuses_permits(&h).await {
+        return;
+    }
+    let key = h.key("permit-handoff");
+    let kind = HoldKind::Permit { limit: 2 };
+    let a = h.handle(&key, 5_000, kind);
+    assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+    let b = Lock::restore(&a.serialize().unwrap(), h.store.clone(), h.timer.clone()).unwrap();
+    assert_eq!(b.kind(), kind);
+    assert_eq!(b.count().await.unwrap(), 1);
+    assert!(b.release().await.unwrap());
+    assert_eq!(a.count().await.unwrap(), 0);
+    let w = h.handle(&key, 5_000, HoldKind::Write);
+    assert!(w.acquire(AcquireOptions::default()).await.unwrap());
+    let copy = Lock::restore(&w.serialize().unwrap(), h.store.clone(), h.timer.clone()).unwrap();
+    assert_eq!(copy.kind(), HoldKind::Write);
+    assert!(copy.release().await.unwrap());
 }

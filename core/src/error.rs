@@ -34,6 +34,10 @@ pub enum LockError {
     /// The store was closed; it takes no more operations.
     #[error("locksmith: store is closed")]
     StoreClosed,
+    /// The store cannot do what was asked (a semaphore or read-write lock on a store
+    /// without them). Nothing was taken.
+    #[error("locksmith: {0}")]
+    Unsupported(String),
     /// The platform's secure random source is missing or failed, so no owner token
     /// could be minted. Nothing was acquired.
     #[error("locksmith: no secure random source for owner tokens: {0}")]
@@ -53,6 +57,7 @@ impl LockError {
             Self::StoreError(_) => "STORE_ERROR",
             Self::StoreClosed => "STORE_CLOSED",
             Self::NoRandomSource(_) => "NO_RANDOM_SOURCE",
+            Self::Unsupported(_) => "UNSUPPORTED",
         }
     }
 

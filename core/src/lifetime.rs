@@ -85,7 +85,7 @@ impl Lock {
     /// Milliseconds until the hold is due to expire, as far as this handle knows; 0
     /// once it is past due (or, for a store that knows exactly, no longer held).
     fn time_left(&self, hold: &Hold, owner: OwnerToken) -> u64 {
-        match self.store.as_sync() {
+        match self.sync_store() {
             Some(store) if store.is_held_by_now(&self.key, owner.as_str()) => {
                 store.remaining_time_now(&self.key).unwrap_or(0)
             }
@@ -97,11 +97,11 @@ impl Lock {
     /// At the hold's due time: whether it is still held after all (a restored copy
     /// elsewhere extended it), and for how much longer.
     async fn still_held_past_due(&self, owner: OwnerToken) -> Option<u64> {
-        if self.store.as_sync().is_some() {
+        if self.sync_store().is_some() {
             return None;
         }
-        match self.store.is_held_by(&self.key, owner.as_str()).await {
-            Ok(Some(true)) => match self.store.remaining_time(&self.key).await {
+        match self.store_held_by(owner).await {
+            Ok(Some(true)) => match self.store_time_left(Some(owner)).await {
                 Ok(Some(left)) if left > 0 => Some(left),
                 _ => None,
             },

@@ -8,7 +8,7 @@ use futures_util::future::select;
 use crate::error::{LockError, Result};
 use crate::lifetime::HoldEnd;
 use crate::serialized::SerializedLock;
-use crate::store::{Grant, LockStore, SyncLockStore, Timer};
+use crate::store::{BoxFuture, Grant, HoldKind, LockStore, SyncLockStore, Timer};
 use crate::token::OwnerToken;
 use crate::validate;
 
@@ -87,6 +87,7 @@ pub(crate) struct Hold {
 pub struct Lock {
     pub(crate) key: String,
     pub(crate) ttl_ms: u64,
+    pub(crate) kind: HoldKind,
     pub(crate) store: Arc<dyn LockStore>,
     pub(crate) timer: Arc<dyn Timer>,
     pub(crate) hold: Mutex<Hold>,
@@ -111,7 +112,28 @@ impl Lock {
     pub fn new(key: &str, ttl_ms: u64, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Result<Self> {
         validate::key(key)?;
         let ttl_ms = validate::ttl_ms(ttl_ms)?;
-        Ok(Self::with_hold(key.to_owned(), ttl_ms, store, timer, Hold::default()))
+        Ok(Self::with_hold(key.to_owned(), ttl_ms, HoldKind::Exclusive, store, timer, Hold::default()))
+    }
+
+    /// A handle of `kind` on `key`: a semaphore permit (`limit` at least 1), a read or a
+    /// write lock, or a plain lock. All of a lock's methods work the same on each.
+    pub fn of_kind(
+        key: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        store: Arc<dyn LockStore>,
+        timer: Arc<dyn Timer>,
+    ) -> Result<Self> {
+        validate::key(key)?;
+        let ttl_ms = validate::ttl_ms(ttl_ms)?;
+        validate::kind(kind)?;
+        Ok(Self::with_hold(key.to_owned(), ttl_ms, kind, store, timer, Hold::default()))
+    }
+
+    /// What this handle holds: a lock, a semaphore permit, a read or a write lock.
+    #[must_use]
+    pub fn kind(&self) -> HoldKind {
+        self.kind
     }
 
     /// Rebuilds a held lock from [`serialize`](Self::serialize), owner token and all,
@@ -133,12 +155,13 @@ impl Lock {
             expires_by_ms: timer.now_ms().saturating_add(left_ms),
             generation: 1,
         };
-        Ok(Self::with_hold(s.key, s.ttl_ms, store, timer, hold))
+        Ok(Self::with_hold(s.key, s.ttl_ms, s.kind, store, timer, hold))
     }
 
     fn with_hold(
         key: String,
         ttl_ms: u64,
+        kind: HoldKind,
         store: Arc<dyn LockStore>,
         timer: Arc<dyn Timer>,
         hold: Hold,
@@ -146,6 +169,7 @@ impl Lock {
         Self {
             key,
             ttl_ms,
+            kind,
             store,
             timer,
             hold: Mutex::new(hold),
@@ -186,6 +210,62 @@ impl Lock {
     pub fn fencing_token(&self) -> Option<u64> {
         let hold = self.hold();
         hold.owner.and(hold.fencing_token)
+    }
+
+    /// The store's synchronous face, for plain locks on stores that have one.
+    pub(crate) fn sync_store(&self) -> Option<&dyn SyncLockStore> {
+        if self.kind == HoldKind::Exclusive {
+            self.store.as_sync()
+        } else {
+            None
+        }
+    }
+
+    fn store_release_signal(&self) -> Option<BoxFuture<'static, ()>> {
+        match self.kind {
+            HoldKind::Exclusive => self.store.release_signal(&self.key),
+            kind => self.store.permit_release_signal(&self.key, kind),
+        }
+    }
+
+    async fn store_acquire(&self, owner: OwnerToken) -> Result<Option<Grant>> {
+        match self.kind {
+            HoldKind::Exclusive => {
+                self.store.acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms).await
+            }
+            kind => self.store.acquire_permit(&self.key, owner.as_str(), self.ttl_ms, kind).await,
+        }
+    }
+
+    async fn store_release(&self, owner: OwnerToken) -> Result<bool> {
+        release_in(&*self.store, &self.key, owner, self.kind).await
+    }
+
+    async fn store_extend(&self, owner: OwnerToken, ttl_ms: u64) -> Result<bool> {
+        match self.kind {
+            HoldKind::Exclusive => self.store.extend(&self.key, owner.as_str(), ttl_ms).await,
+            kind => self.store.extend_permit(&self.key, owner.as_str(), ttl_ms, kind).await,
+        }
+    }
+
+    /// Whether `owner` holds this handle's key now, when the store can tell.
+    pub(crate) async fn store_held_by(&self, owner: OwnerToken) -> Result<Option<bool>> {
+        match self.kind {
+            HoldKind::Exclusive => self.store.is_held_by(&self.key, owner.as_str()).await,
+            kind => {
+                Ok(Some(self.store.permit_remaining_time(&self.key, owner.as_str(), kind).await?.is_some()))
+            }
+        }
+    }
+
+    /// How long `owner`'s hold has left: the key's hold for a plain lock, `owner`'s own
+    /// hold for the other kinds.
+    pub(crate) async fn store_time_left(&self, owner: Option<OwnerToken>) -> Result<Option<u64>> {
+        match (self.kind, owner) {
+            (HoldKind::Exclusive, _) => self.store.remaining_time(&self.key).await,
+            (kind, Some(owner)) => self.store.permit_remaining_time(&self.key, owner.as_str(), kind).await,
+            (_, None) => Ok(None),
+        }
     }
 
     pub(crate) fn hold(&self) -> MutexGuard<'_, Hold> {
@@ -260,12 +340,16 @@ impl Lock {
         let owner = OwnerToken::generate()?;
         let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
         loop {
-            let signal = if options.timeout_ms > 0 { self.store.release_signal(&self.key) } else { None };
+            let signal = if options.timeout_ms > 0 { self.store_release_signal() } else { None };
             if self.attempt(owner).await? {
                 return Ok(true);
             }
             let now = self.timer.now_ms();
             if now >= deadline {
+                if self.kind == HoldKind::Write {
+                    // Give up the claim a refused writer leaves, so readers get in again.
+                    let _ = self.store_release(owner).await;
+                }
                 return Ok(false);
             }
             let sleep = self.timer.sleep(options.retry_delay_ms.min(deadline - now));
@@ -281,7 +365,7 @@ impl Lock {
         // Armed until the store's answer is in hand: if this future is dropped while
         // the store may have granted the key, the guard frees it.
         let in_flight = InFlightAttempt { lock: self, owner, generation: self.hold().generation };
-        match self.store.acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms).await {
+        match self.store_acquire(owner).await {
             Ok(Some(grant)) => {
                 std::mem::forget(in_flight);
                 self.record_grant(owner, grant, started);
@@ -293,7 +377,7 @@ impl Lock {
             }
             Err(err) => {
                 // The store may have taken the key before failing to answer.
-                let _ = self.store.release(&self.key, owner.as_str()).await;
+                let _ = self.store_release(owner).await;
                 std::mem::forget(in_flight);
                 Err(err)
             }
@@ -304,8 +388,9 @@ impl Lock {
     fn abandon_attempt(&self, owner: OwnerToken, started_generation: u64) {
         let store = self.store.clone();
         let key = self.key.clone();
+        let kind = self.kind;
         let release = Box::pin(async move {
-            let _ = store.release(&key, owner.as_str()).await;
+            let _ = release_in(&*store, &key, owner, kind).await;
         });
         if !self.timer.spawn(release) {
             // No way to run the release now: keep the token, so `release()` frees it.
@@ -330,7 +415,7 @@ impl Lock {
         let Some(owner) = hold.owner else {
             return Ok(false);
         };
-        Ok(match self.store.is_held_by(&self.key, owner.as_str()).await? {
+        Ok(match self.store_held_by(owner).await? {
             Some(answer) => answer,
             None => self.timer.now_ms() < hold.expires_by_ms && self.store.is_locked(&self.key).await?,
         })
@@ -339,7 +424,7 @@ impl Lock {
     /// One attempt without a promise or a thread hop, for stores that are synchronous.
     /// `None` when the store is not (then call [`acquire`](Self::acquire)).
     pub fn try_acquire_now(&self) -> Option<Result<bool>> {
-        let store = self.store.as_sync()?;
+        let store = self.sync_store()?;
         if let Some(owner) = self.hold().owner {
             if store.is_held_by_now(&self.key, owner.as_str()) {
                 return Some(Ok(false));
@@ -367,7 +452,7 @@ impl Lock {
         let Some(owner) = self.hold().owner else {
             return Ok(false);
         };
-        let released = self.store.release(&self.key, owner.as_str()).await?;
+        let released = self.store_release(owner).await?;
         if released {
             self.forget(owner);
         }
@@ -376,7 +461,7 @@ impl Lock {
 
     /// [`release`](Self::release) for synchronous stores; `None` when the store is not.
     pub fn release_now(&self) -> Option<bool> {
-        let store = self.store.as_sync()?;
+        let store = self.sync_store()?;
         let Some(owner) = self.hold().owner else {
             return Some(false);
         };
@@ -395,13 +480,13 @@ impl Lock {
         let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
         let owner = self.owner_for_extend()?;
         let started = self.timer.now_ms();
-        let extended = self.store.extend(&self.key, owner.as_str(), ttl_ms).await?;
+        let extended = self.store_extend(owner, ttl_ms).await?;
         self.finish_extend(owner, extended, started, ttl_ms)
     }
 
     /// [`extend`](Self::extend) for synchronous stores; `None` when the store is not.
     pub fn extend_now(&self, ttl_ms: Option<u64>) -> Option<Result<()>> {
-        let store = self.store.as_sync()?;
+        let store = self.sync_store()?;
         Some((|| {
             let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
             let owner = self.owner_for_extend()?;
@@ -434,9 +519,22 @@ impl Lock {
         Ok(())
     }
 
-    /// Whether anyone holds the key (not necessarily this handle).
+    /// Whether anyone holds the key (not necessarily this handle); for the other kinds,
+    /// whether any hold of the key is live.
     pub async fn is_locked(&self) -> Result<bool> {
-        self.store.is_locked(&self.key).await
+        match self.kind {
+            HoldKind::Exclusive => self.store.is_locked(&self.key).await,
+            kind => Ok(self.store.permit_count(&self.key, kind).await? > 0),
+        }
+    }
+
+    /// How many holds of the key are live now: semaphore permits, or readers (a writer
+    /// counts one). For a plain lock, 0 or 1.
+    pub async fn count(&self) -> Result<u64> {
+        match self.kind {
+            HoldKind::Exclusive => Ok(u64::from(self.store.is_locked(&self.key).await?)),
+            kind => self.store.permit_count(&self.key, kind).await,
+        }
     }
 
     /// Whether this handle held the key and no longer does — expired, or now held by
@@ -449,8 +547,10 @@ impl Lock {
     }
 
     /// Milliseconds until the key's hold expires (whoever holds it), or `None` when free.
+    /// For the other kinds: until this handle's own hold expires, `None` when it has none.
     pub async fn remaining_time(&self) -> Result<Option<u64>> {
-        self.store.remaining_time(&self.key).await
+        let owner = self.hold().owner;
+        self.store_time_left(owner).await
     }
 
     /// The key, TTL, owner token, fencing token and expiry as a string that
@@ -468,6 +568,7 @@ impl Lock {
             owner,
             fencing_token: hold.fencing_token,
             expires_at_unix_ms: self.expires_at_unix_ms(&hold, owner),
+            kind: self.kind,
         }
         .to_json())
     }
@@ -476,12 +577,20 @@ impl Lock {
     /// wall clock.
     fn expires_at_unix_ms(&self, hold: &Hold, owner: OwnerToken) -> Option<u64> {
         let unix_now = self.timer.unix_time_ms()?;
-        let left_ms = match self.store.as_sync() {
+        let left_ms = match self.sync_store() {
             // A synchronous store knows exactly (and its grants skip the local estimate).
             Some(store) => remaining_if_held(store, &self.key, owner),
             None => hold.expires_by_ms.saturating_sub(self.timer.now_ms()),
         };
         Some(unix_now.saturating_add(left_ms))
+    }
+}
+
+/// Gives back `owner`'s hold of `key` of `kind` in `store`.
+async fn release_in(store: &dyn LockStore, key: &str, owner: OwnerToken, kind: HoldKind) -> Result<bool> {
+    match kind {
+        HoldKind::Exclusive => store.release(key, owner.as_str()).await,
+        kind => store.release_permit(key, owner.as_str(), kind).await,
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use event_listener::Event;
 
 use crate::error::Result;
-use crate::store::{BoxFuture, Clock, Grant, LockStore, SyncLockStore};
+use crate::store::{BoxFuture, Clock, Grant, HoldKind, LockStore, SyncLockStore};
 
 /// Below this many entries the map is never swept in passing.
 const SWEEP_MIN_ENTRIES: usize = 256;
@@ -35,6 +35,9 @@ type Map<V> = HashMap<Box<str>, V, RandomState>;
 
 struct State {
     entries: Map<Entry>,
+    /// Semaphores and read-write locks, apart from the plain locks and from each other.
+    semaphores: Map<Holds>,
+    rwlocks: Map<Holds>,
     /// The waiters of each key, kept apart from the hold so a release that removes the
     /// hold still reaches everyone queued behind it. Dropped once nobody listens.
     waiters: Map<Arc<Event>>,
@@ -81,6 +84,78 @@ impl Entry {
     }
 }
 
+/// The holders of one semaphore or read-write lock.
+#[derive(Default)]
+struct Holds {
+    holders: Vec<Holder>,
+    /// A refused writer's claim: new readers stay out until it gets in, gives up or
+    /// its claim expires.
+    writer_waiting: Option<(Owner, u64)>,
+}
+
+struct Holder {
+    owner: Owner,
+    expires_at: u64,
+    writer: bool,
+}
+
+impl Holds {
+    fn prune(&mut self, now: u64) -> bool {
+        let before = self.holders.len();
+        self.holders.retain(|h| h.expires_at > now);
+        if self.writer_waiting.as_ref().is_some_and(|(_, until)| *until <= now) {
+            self.writer_waiting = None;
+        }
+        self.holders.len() != before
+    }
+
+    fn is_empty(&self) -> bool {
+        self.holders.is_empty() && self.writer_waiting.is_none()
+    }
+
+    fn position(&self, owner: &str) -> Option<usize> {
+        self.holders.iter().position(|h| h.owner.is(owner))
+    }
+
+    /// Admits `owner` as `kind` if the key allows it now.
+    fn admit(&mut self, owner: &str, expires_at: u64, kind: HoldKind) -> bool {
+        let admitted = match kind {
+            HoldKind::Permit { limit } => self.holders.len() < limit as usize,
+            HoldKind::Read => !self.holders.iter().any(|h| h.writer) && self.writer_waiting.is_none(),
+            HoldKind::Write => {
+                self.holders.is_empty()
+                    && self.writer_waiting.as_ref().is_none_or(|(claimant, _)| claimant.is(owner))
+            }
+            _ => false,
+        };
+        if admitted {
+            if kind == HoldKind::Write {
+                self.writer_waiting = None;
+            }
+            self.holders.push(Holder {
+                owner: Owner::new(owner),
+                expires_at,
+                writer: kind == HoldKind::Write,
+            });
+        } else if kind == HoldKind::Write
+            && self.writer_waiting.as_ref().is_none_or(|(claimant, _)| claimant.is(owner))
+        {
+            // Claimed, or the claim renewed by the claimant's next attempt.
+            self.writer_waiting = Some((Owner::new(owner), expires_at));
+        }
+        admitted
+    }
+}
+
+/// Where the waiters of a semaphore or read-write lock are kept: a name no lock key can
+/// have (keys never hold control characters).
+fn waiter_key(key: &str, kind: HoldKind) -> String {
+    match kind {
+        HoldKind::Permit { .. } => format!("\u{1}semaphore\u{1}{key}"),
+        _ => format!("\u{1}rwlock\u{1}{key}"),
+    }
+}
+
 impl MemoryStore {
     /// An empty store on `clock`.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
@@ -88,6 +163,8 @@ impl MemoryStore {
             clock,
             state: Mutex::new(State {
                 entries: Map::default(),
+                semaphores: Map::default(),
+                rwlocks: Map::default(),
                 waiters: Map::default(),
                 last_fencing_token: 0,
                 last_sweep_ms: 0,
@@ -128,6 +205,8 @@ impl MemoryStore {
     pub fn clear(&self) {
         let mut state = self.state();
         state.entries.clear();
+        state.semaphores.clear();
+        state.rwlocks.clear();
         state.len_after_sweep = 0;
         for event in state.waiters.values() {
             event.notify(1);
@@ -143,6 +222,30 @@ impl MemoryStore {
 }
 
 impl State {
+    /// Everything the store keeps per key.
+    fn len(&self) -> usize {
+        self.entries.len() + self.semaphores.len() + self.rwlocks.len() + self.waiters.len()
+    }
+
+    fn holds_of(&mut self, kind: HoldKind) -> &mut Map<Holds> {
+        match kind {
+            HoldKind::Permit { .. } => &mut self.semaphores,
+            _ => &mut self.rwlocks,
+        }
+    }
+
+    /// Wakes every waiter of a semaphore or read-write lock: a release can admit
+    /// several (readers), and each checks for itself.
+    fn wake_permit_waiters(&mut self, key: &str, kind: HoldKind) {
+        let name = waiter_key(key, kind);
+        if let Some(event) = self.waiters.get(name.as_str()) {
+            event.notify(usize::MAX);
+            if event.total_listeners() == 0 {
+                self.waiters.remove(name.as_str());
+            }
+        }
+    }
+
     /// Wakes one waiter of `key`: a woken waiter that gives up passes the wake-up on.
     fn wake_one_waiter(&mut self, key: &str) {
         if let Some(event) = self.waiters.get(key) {
@@ -166,17 +269,31 @@ impl State {
             }
             live
         });
+        for kind in [HoldKind::Permit { limit: 1 }, HoldKind::Read] {
+            let mut freed = Vec::new();
+            self.holds_of(kind).retain(|key, holds| {
+                if holds.prune(now) {
+                    freed.push(key.clone());
+                }
+                !holds.is_empty()
+            });
+            for key in freed {
+                if let Some(event) = self.waiters.get(waiter_key(&key, kind).as_str()) {
+                    event.notify(usize::MAX);
+                }
+            }
+        }
         self.waiters.retain(|_, event| event.total_listeners() > 0);
         // Give memory back after a burst of keys has expired.
         if self.entries.capacity() > 1024 && self.entries.capacity() > 4 * self.entries.len() {
             self.entries.shrink_to_fit();
         }
         self.last_sweep_ms = now;
-        self.len_after_sweep = self.entries.len() + self.waiters.len();
+        self.len_after_sweep = self.len();
     }
 
     fn sweep_in_passing(&mut self, now: u64) {
-        let len = self.entries.len() + self.waiters.len();
+        let len = self.len();
         if len >= SWEEP_MIN_ENTRIES
             && (len >= 2 * self.len_after_sweep.max(1)
                 || now.saturating_sub(self.last_sweep_ms) >= SWEEP_INTERVAL_MS)
@@ -310,5 +427,93 @@ impl LockStore for MemoryStore {
 
     fn as_sync(&self) -> Option<&dyn SyncLockStore> {
         Some(self)
+    }
+
+    async fn acquire_permit(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+    ) -> Result<Option<Grant>> {
+        crate::validate::kind(kind)?;
+        let now = self.clock.now_ms();
+        let mut state = self.state();
+        if !state.holds_of(kind).contains_key(key) {
+            state.sweep_in_passing(now);
+        }
+        let holds = state.holds_of(kind).entry(key.into()).or_default();
+        holds.prune(now);
+        if holds.position(owner).is_some() {
+            return Ok(None);
+        }
+        if !holds.admit(owner, now.saturating_add(ttl_ms), kind) {
+            return Ok(None);
+        }
+        Ok(Some(Grant::with_fencing_token(state.next_fencing_token())))
+    }
+
+    async fn release_permit(&self, key: &str, owner: &str, kind: HoldKind) -> Result<bool> {
+        let now = self.clock.now_ms();
+        let mut state = self.state();
+        let Some(holds) = state.holds_of(kind).get_mut(key) else {
+            return Ok(false);
+        };
+        holds.prune(now);
+        if holds.writer_waiting.as_ref().is_some_and(|(claimant, _)| claimant.is(owner)) {
+            holds.writer_waiting = None;
+        }
+        let released = holds.position(owner).map(|i| holds.holders.swap_remove(i)).is_some();
+        if holds.is_empty() {
+            state.holds_of(kind).remove(key);
+        }
+        state.wake_permit_waiters(key, kind);
+        Ok(released)
+    }
+
+    async fn extend_permit(&self, key: &str, owner: &str, ttl_ms: u64, kind: HoldKind) -> Result<bool> {
+        let now = self.clock.now_ms();
+        let mut state = self.state();
+        let Some(holds) = state.holds_of(kind).get_mut(key) else {
+            return Ok(false);
+        };
+        holds.prune(now);
+        Ok(match holds.position(owner) {
+            Some(i) => {
+                holds.holders[i].expires_at = now.saturating_add(ttl_ms);
+                true
+            }
+            None => false,
+        })
+    }
+
+    async fn permit_count(&self, key: &str, kind: HoldKind) -> Result<u64> {
+        let now = self.clock.now_ms();
+        let mut state = self.state();
+        Ok(state
+            .holds_of(kind)
+            .get(key)
+            .map_or(0, |holds| holds.holders.iter().filter(|h| h.expires_at > now).count() as u64))
+    }
+
+    async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
+        let now = self.clock.now_ms();
+        let mut state = self.state();
+        Ok(state.holds_of(kind).get(key).and_then(|holds| {
+            holds.holders.iter().find(|h| h.owner.is(owner) && h.expires_at > now).map(|h| h.expires_at - now)
+        }))
+    }
+
+    fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
+        if !self.release_signals {
+            return None;
+        }
+        let mut state = self.state();
+        let name = waiter_key(key, kind);
+        let event = match state.waiters.get(name.as_str()) {
+            Some(event) => event.clone(),
+            None => state.waiters.entry(name.into()).or_default().clone(),
+        };
+        Some(Box::pin(event.listen()))
     }
 }

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LockError, Result};
+use crate::store::HoldKind;
 use crate::token::OwnerToken;
 use crate::validate;
 
@@ -27,6 +28,12 @@ struct Wire<'a> {
     fencing_token: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expires_at: Option<u64>,
+    /// `"semaphore"`, `"read"` or `"write"`; absent for a plain lock.
+    #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    /// A semaphore's limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limit: Option<u32>,
 }
 
 /// A held lock as it travels between processes.
@@ -43,6 +50,8 @@ pub struct SerializedLock {
     pub fencing_token: Option<u64>,
     /// When the hold expires at the latest, in milliseconds since the Unix epoch.
     pub expires_at_unix_ms: Option<u64>,
+    /// A lock, a semaphore permit, a read or a write lock.
+    pub kind: HoldKind,
 }
 
 impl SerializedLock {
@@ -55,6 +64,16 @@ impl SerializedLock {
             owner: self.owner.as_str().into(),
             fencing_token: self.fencing_token,
             expires_at: self.expires_at_unix_ms,
+            kind: match self.kind {
+                HoldKind::Permit { .. } => Some("semaphore".into()),
+                HoldKind::Read => Some("read".into()),
+                HoldKind::Write => Some("write".into()),
+                _ => None,
+            },
+            limit: match self.kind {
+                HoldKind::Permit { limit } => Some(limit),
+                _ => None,
+            },
         };
         serde_json::to_string(&wire).unwrap_or_default()
     }
@@ -84,12 +103,24 @@ impl SerializedLock {
             })
             .and_then(|ms| validate::ttl_ms(ms).map_err(|e| bad(strip(&e))))?;
         let owner = OwnerToken::parse(&wire.owner)?;
+        let kind = match (wire.kind.as_deref(), wire.limit) {
+            (None, None) => HoldKind::Exclusive,
+            (Some("semaphore"), Some(limit)) if limit >= 1 => HoldKind::Permit { limit },
+            (Some("read"), None) => HoldKind::Read,
+            (Some("write"), None) => HoldKind::Write,
+            (kind, limit) => {
+                return Err(bad(format!(
+                    "kind {kind:?} with limit {limit:?}: expected no kind (a lock), \"semaphore\" with a limit from 1, \"read\" or \"write\""
+                )))
+            }
+        };
         Ok(Self {
             key: wire.key.into_owned(),
             ttl_ms,
             owner,
             fencing_token: wire.fencing_token,
             expires_at_unix_ms: wire.expires_at,
+            kind,
         })
     }
 }
@@ -113,6 +144,7 @@ mod tests {
             owner: OwnerToken::generate().unwrap(),
             fencing_token: Some(7),
             expires_at_unix_ms: Some(1_764_500_000_000),
+            kind: HoldKind::Exclusive,
         }
     }
 
@@ -127,6 +159,16 @@ mod tests {
         let plain = SerializedLock { fencing_token: None, expires_at_unix_ms: None, ..s };
         assert!(!plain.to_json().contains("fencing"));
         assert!(!plain.to_json().contains("expiresAt"));
+        for kind in [HoldKind::Permit { limit: 3 }, HoldKind::Read, HoldKind::Write] {
+            let other = SerializedLock { kind, ..plain.clone() };
+            assert_eq!(SerializedLock::parse(&other.to_json()).unwrap(), other, "{kind:?}");
+        }
+        let bad = plain.to_json().replace('}', ",\"kind\":\"semaphore\"}");
+        assert_eq!(
+            SerializedLock::parse(&bad).unwrap_err().code(),
+            "INVALID_SERIALIZED_LOCK",
+            "a semaphore needs its limit"
+        );
         assert_eq!(SerializedLock::parse(&plain.to_json()).unwrap(), plain);
     }
 

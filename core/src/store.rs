@@ -41,6 +41,30 @@ impl Grant {
     }
 }
 
+/// What a lock handle holds: the whole key, or one of several holds a key admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HoldKind {
+    /// A lock: one holder at a time.
+    Exclusive,
+    /// A semaphore permit: at most `limit` holders of the key at a time.
+    Permit {
+        /// How many holders the key admits.
+        limit: u32,
+    },
+    /// A read lock: shared with other readers, never with a writer.
+    Read,
+    /// A write lock: alone. A waiting writer keeps new readers out, so a stream of
+    /// readers cannot starve it.
+    Write,
+}
+
+fn no_permits() -> crate::error::LockError {
+    crate::error::LockError::Unsupported(
+        "this store has no semaphores or read-write locks (it does not implement the permit methods)".into(),
+    )
+}
+
 /// A backend that holds locks.
 ///
 /// The five required methods are the documented interface. `acquire` must be atomic
@@ -80,6 +104,48 @@ pub trait LockStore: MaybeSendSync {
     /// the acquire attempt it follows so no release is missed. `None` (the default)
     /// means the store cannot tell, and waiters sleep the retry delay between attempts.
     fn release_signal(&self, _key: &str) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
+
+    /// Takes one of the holds that `key` admits for `owner` (a semaphore permit, a read
+    /// or a write lock; see [`HoldKind`]), for `ttl_ms`. `None` when the key admits no
+    /// more. Semaphores and read-write locks live apart from plain locks and from each
+    /// other: `key` names a different thing for each. A refused writer marks the key as
+    /// wanted by a writer until it gets in, gives up ([`release_permit`](LockStore::release_permit)) or its TTL passes.
+    ///
+    /// The default, for stores without them: `UNSUPPORTED`.
+    async fn acquire_permit(
+        &self,
+        _key: &str,
+        _owner: &str,
+        _ttl_ms: u64,
+        _kind: HoldKind,
+    ) -> Result<Option<Grant>> {
+        Err(no_permits())
+    }
+
+    /// Gives back `owner`'s hold of `key` (and a waiting writer's claim). `true` if it held one.
+    async fn release_permit(&self, _key: &str, _owner: &str, _kind: HoldKind) -> Result<bool> {
+        Err(no_permits())
+    }
+
+    /// Sets the expiry of `owner`'s hold of `key` to `ttl_ms` from now. `true` if it held one.
+    async fn extend_permit(&self, _key: &str, _owner: &str, _ttl_ms: u64, _kind: HoldKind) -> Result<bool> {
+        Err(no_permits())
+    }
+
+    /// How many holds of `key` are live now.
+    async fn permit_count(&self, _key: &str, _kind: HoldKind) -> Result<u64> {
+        Err(no_permits())
+    }
+
+    /// Milliseconds until `owner`'s hold of `key` expires, or `None` when it has none.
+    async fn permit_remaining_time(&self, _key: &str, _owner: &str, _kind: HoldKind) -> Result<Option<u64>> {
+        Err(no_permits())
+    }
+
+    /// [`release_signal`](LockStore::release_signal) for the holds of `key`.
+    fn permit_release_signal(&self, _key: &str, _kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
         None
     }
 

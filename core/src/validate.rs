@@ -44,6 +44,16 @@ pub fn ttl_ms(ttl_ms: u64) -> Result<u64> {
     Ok(ttl_ms)
 }
 
+/// Checks a hold kind: a semaphore admits at least one holder.
+pub fn kind(kind: crate::HoldKind) -> Result<crate::HoldKind> {
+    if let crate::HoldKind::Permit { limit: 0 } = kind {
+        return Err(LockError::InvalidArgument(
+            "limit must be a whole number from 1 to 4294967295; got 0".into(),
+        ));
+    }
+    Ok(kind)
+}
+
 /// Checks a retry delay: at least 1 ms (0 would spin) and at most [`MAX_TTL_MS`].
 pub fn retry_delay_ms(delay_ms: u64) -> Result<u64> {
     if !(1..=MAX_TTL_MS).contains(&delay_ms) {
@@ -122,6 +132,17 @@ pub mod js {
             plan = plan.with_max_hold_ms(positive_ms("autoExtend.maxHoldMs", max_hold)?);
         }
         Ok(plan)
+    }
+
+    /// A semaphore's `limit`: a whole number from 1 to 2^32 - 1.
+    pub fn limit(limit: f64) -> Result<u32> {
+        if !limit.is_finite() || limit < 1.0 || limit.fract() != 0.0 || limit > f64::from(u32::MAX) {
+            return Err(LockError::InvalidArgument(format!(
+                "limit must be a whole number from 1 to 4294967295; got {}",
+                show(limit)
+            )));
+        }
+        Ok(limit as u32)
     }
 
     /// Any other duration option called `name`: above 0 and at most [`MAX_TTL_MS`]

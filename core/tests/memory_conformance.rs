@@ -13,6 +13,7 @@ fn harness() -> Harness {
         runner: timer.runner(),
         fencing: true,
         exact_ownership: true,
+        permits: true,
         slack_ms: 0,
     }
 }

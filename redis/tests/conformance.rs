@@ -24,6 +24,7 @@ fn harness() -> Harness {
         runner: Arc::new(|future| runtime().block_on(future)),
         fencing: true,
         exact_ownership: true,
+        permits: false,
         // Timers on tokio and a loopback round trip on a busy 2-core machine.
         slack_ms: 100,
     }
