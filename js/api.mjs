@@ -70,6 +70,13 @@ export class StoreClosedError extends LockError {
   }
 }
 
+/** The store cannot do this (a semaphore or read-write lock on a store without them). */
+export class UnsupportedError extends LockError {
+  constructor(message) {
+    super(message, "UNSUPPORTED");
+  }
+}
+
 for (const cls of [
   LockError,
   LockNotHeldError,
@@ -79,6 +86,7 @@ for (const cls of [
   StoreContractViolationError,
   LockStoreError,
   StoreClosedError,
+  UnsupportedError,
 ]) {
   Object.defineProperty(cls.prototype, "name", { value: cls.name, writable: true, configurable: true });
 }
@@ -90,6 +98,7 @@ const BY_CODE = {
   STORE_CONTRACT_VIOLATION: StoreContractViolationError,
   STORE_ERROR: LockStoreError,
   STORE_CLOSED: StoreClosedError,
+  UNSUPPORTED: UnsupportedError,
 };
 
 // Native errors arrive as `CODE locksmith: message`.
@@ -350,6 +359,7 @@ export function makeApi(binding) {
   // Locks
 
   const RESTORED = Symbol("locksmith.restored");
+  const KINDED = Symbol("locksmith.kinded");
 
   // Native lock handles cost far more to create than to reuse. A handle with nothing to
   // remember (never acquired, or released) goes back to its backend's pool, and the
@@ -383,6 +393,8 @@ export function makeApi(binding) {
     #returned;
     /** The current hold's signal: `{ generation, controller }`. */
     #watch;
+    /** `lock`, `semaphore`, `read` or `write`: only plain locks share pooled handles. */
+    #kind = "lock";
 
     constructor(key, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
       if (key === RESTORED) {
@@ -392,6 +404,31 @@ export function makeApi(binding) {
         this.#native = native;
         this.#key = native.key;
         this.#ttlMs = native.ttlMs;
+        this.#kind = native.kind;
+        return;
+      }
+      if (key === KINDED) {
+        // semaphore() and readWriteLock(): { key, ttlMs, kind, limit, store }.
+        const spec = ttlMs;
+        checkString("key", spec.key);
+        checkNumber("ttlMs", spec.ttlMs);
+        if (spec.limit !== undefined && typeof spec.limit !== "number") {
+          throw invalid(`limit must be a whole number from 1 to 4294967295; got ${typeName(spec.limit)}`);
+        }
+        const backend = backendOf(spec.store);
+        if (typeof backend.handle !== "function") {
+          throw new UnsupportedError(`locksmith: this store has no semaphores or read-write locks`);
+        }
+        try {
+          this.#native = backend.handle(spec.key, spec.ttlMs, spec.kind, spec.limit);
+        } catch (err) {
+          throw toLockError(err, spec.key);
+        }
+        this.#native[USER] = this;
+        this.#backend = backend;
+        this.#key = spec.key;
+        this.#ttlMs = spec.ttlMs;
+        this.#kind = spec.kind;
         return;
       }
       checkString("key", key);
@@ -426,6 +463,8 @@ export function makeApi(binding) {
     }
 
     #giveBack(native) {
+      // A semaphore or read-write handle keeps its own native half.
+      if (this.#kind !== "lock") return;
       this.#native = undefined;
       this.#returned = native;
       giveBack(this.#backend, native);
@@ -618,6 +657,11 @@ export function makeApi(binding) {
       return this.#call((native) => (native.extendNow(ttlMs) ? undefined : native.extend(ttlMs)));
     }
 
+    /** How many holds of the key are live now: permits of a semaphore, readers (or one writer); 0 or 1 for a lock. */
+    count() {
+      return this.#call((native) => native.count());
+    }
+
     /** Whether anyone holds the key. */
     isLocked() {
       return this.#call((native) => native.isLocked());
@@ -655,6 +699,30 @@ export function makeApi(binding) {
     return new Lock(key, ttlMs);
   }
 
+  /**
+   * A handle on the semaphore `key` (at most `limit` holders at once), each permit held
+   * for `ttlMs` once acquired, in `store`. It has a lock's methods, and `count()`.
+   */
+  function semaphore(key, limit, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+    return new Lock(KINDED, { key, ttlMs, kind: "semaphore", limit: limit ?? Number.NaN, store });
+  }
+
+  /**
+   * The read-write lock `key`: `readLock()` handles share it, a `writeLock()` handle has
+   * it alone, and a waiting writer keeps new readers out.
+   */
+  function readWriteLock(key, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+    checkString("key", key);
+    checkNumber("ttlMs", ttlMs);
+    backendOf(store);
+    return Object.freeze({
+      key,
+      ttlMs,
+      readLock: () => new Lock(KINDED, { key, ttlMs, kind: "read", store }),
+      writeLock: () => new Lock(KINDED, { key, ttlMs, kind: "write", store }),
+    });
+  }
+
   /** Rebuilds a lock from `serialize()`, owner token and all. */
   function restoreLock(serialized, store = getLockStore()) {
     checkString("serialized", serialized);
@@ -668,6 +736,8 @@ export function makeApi(binding) {
 
   return {
     lock,
+    semaphore,
+    readWriteLock,
     Lock,
     restoreLock,
     setLockStore,
@@ -681,6 +751,7 @@ export function makeApi(binding) {
     StoreContractViolationError,
     LockStoreError,
     StoreClosedError,
+    UnsupportedError,
   };
 }
 

@@ -2,6 +2,8 @@
 // everything of index.d.ts but the native Redis store.
 export {
   lock,
+  semaphore,
+  readWriteLock,
   Lock,
   restoreLock,
   setLockStore,
@@ -15,5 +17,6 @@ export {
   StoreContractViolationError,
   LockStoreError,
   StoreClosedError,
+  UnsupportedError,
 } from "./index.js";
-export type { AcquireOptions, AutoExtendOptions, LockStore, LockErrorCode } from "./index.js";
+export type { AcquireOptions, AutoExtendOptions, LockStore, LockErrorCode, ReadWriteLock } from "./index.js";

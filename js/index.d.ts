@@ -70,6 +70,8 @@ export declare class Lock {
   extend(ttlMs?: number): Promise<void>;
   /** Whether anyone holds the key (not necessarily this handle). */
   isLocked(): Promise<boolean>;
+  /** How many holds of the key are live: a semaphore's permits, readers (or one writer); 0 or 1 for a lock. */
+  count(): Promise<number>;
   /** Whether this handle held the key and no longer does. */
   isExpired(): Promise<boolean>;
   /** Milliseconds until the key's hold expires, or null when nobody holds it. */
@@ -89,6 +91,27 @@ export declare class Lock {
 
 /** A lock on `key` in the current store, held for `ttlMs` (default 30 000) once acquired. */
 export declare function lock(key: string, ttlMs?: number): Lock;
+
+/**
+ * A handle on the semaphore `key`: at most `limit` holders at once, each permit held for
+ * `ttlMs` (default 30 000) once acquired, in `store` (default: the current store). It has
+ * a lock's methods; `count()` says how many permits are held now. Stores without
+ * semaphores refuse with UnsupportedError.
+ */
+export declare function semaphore(key: string, limit: number, ttlMs?: number, store?: LockStore): Lock;
+
+/** The read-write lock `key`. */
+export interface ReadWriteLock {
+  readonly key: string;
+  readonly ttlMs: number;
+  /** A handle that shares the key with other readers, never with a writer. */
+  readLock(): Lock;
+  /** A handle that has the key alone; while it waits, new readers wait behind it. */
+  writeLock(): Lock;
+}
+
+/** The read-write lock `key`, each hold lasting `ttlMs` (default 30 000) once acquired. */
+export declare function readWriteLock(key: string, ttlMs?: number, store?: LockStore): ReadWriteLock;
 
 /** Rebuilds a lock from `serialize()`, owner token and all, in `store` (default: the current store). */
 export declare function restoreLock(serialized: string, store?: LockStore): Lock;
@@ -168,6 +191,7 @@ export type LockErrorCode =
   | "STORE_CONTRACT_VIOLATION"
   | "STORE_ERROR"
   | "STORE_CLOSED"
+  | "UNSUPPORTED"
   | "NO_RANDOM_SOURCE"
   | "NOT_INITIALIZED"
   | "INTERNAL_ERROR";
@@ -206,4 +230,8 @@ export declare class LockStoreError extends LockError {
 /** The store was closed. */
 export declare class StoreClosedError extends LockError {
   readonly code: "STORE_CLOSED";
+}
+/** The store cannot do this: a semaphore or read-write lock on a store without them. */
+export declare class UnsupportedError extends LockError {
+  readonly code: "UNSUPPORTED";
 }

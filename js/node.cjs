@@ -84,6 +84,9 @@ Object.assign(NativeLock, {
   isLocked() {
     return viaCompletions((id) => this.isLockedStart(completions, id));
   },
+  count() {
+    return viaCompletions((id) => this.countStart(completions, id), true);
+  },
   isExpired() {
     return viaCompletions((id) => this.isExpiredStart(completions, id));
   },

@@ -13,6 +13,8 @@ try {
 
 export const {
   lock,
+  semaphore,
+  readWriteLock,
   Lock,
   restoreLock,
   setLockStore,
@@ -26,6 +28,7 @@ export const {
   StoreContractViolationError,
   LockStoreError,
   StoreClosedError,
+  UnsupportedError,
   RedisLockStore,
 } = api;
 export default api;

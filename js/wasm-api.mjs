@@ -3,6 +3,8 @@ import { api } from "./wasm-binding.mjs";
 
 export const {
   lock,
+  semaphore,
+  readWriteLock,
   Lock,
   restoreLock,
   setLockStore,
@@ -16,4 +18,5 @@ export const {
   StoreContractViolationError,
   LockStoreError,
   StoreClosedError,
+  UnsupportedError,
 } = api;

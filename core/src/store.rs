@@ -59,6 +59,28 @@ pub enum HoldKind {
     Write,
 }
 
+impl HoldKind {
+    /// The name the JS surface uses: `lock`, `semaphore`, `read` or `write`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Exclusive => "lock",
+            Self::Permit { .. } => "semaphore",
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+
+    /// A semaphore's limit.
+    #[must_use]
+    pub const fn limit(self) -> Option<u32> {
+        match self {
+            Self::Permit { limit } => Some(limit),
+            _ => None,
+        }
+    }
+}
+
 fn no_permits() -> crate::error::LockError {
     crate::error::LockError::Unsupported(
         "this store has no semaphores or read-write locks (it does not implement the permit methods)".into(),

@@ -134,6 +134,22 @@ pub mod js {
         Ok(plan)
     }
 
+    /// A handle's kind as the JS surface names it: `"lock"`, `"semaphore"` (with its
+    /// `limit`), `"read"` or `"write"`.
+    pub fn kind(name: &str, limit: Option<f64>) -> Result<crate::HoldKind> {
+        Ok(match name {
+            "lock" => crate::HoldKind::Exclusive,
+            "semaphore" => crate::HoldKind::Permit { limit: self::limit(limit.unwrap_or(f64::NAN))? },
+            "read" => crate::HoldKind::Read,
+            "write" => crate::HoldKind::Write,
+            other => {
+                return Err(LockError::InvalidArgument(format!(
+                    "kind must be lock, semaphore, read or write; got {other:?}"
+                )))
+            }
+        })
+    }
+
     /// A semaphore's `limit`: a whole number from 1 to 2^32 - 1.
     pub fn limit(limit: f64) -> Result<u32> {
         if !limit.is_finite() || limit < 1.0 || limit.fract() != 0.0 || limit > f64::from(u32::MAX) {

@@ -12,6 +12,10 @@ import {
   type LockStore,
   type AcquireOptions,
   type LockErrorCode,
+  semaphore,
+  readWriteLock,
+  type ReadWriteLock,
+  UnsupportedError,
 } from "locksmith";
 
 declare function charge(id: number): Promise<string>;
@@ -38,6 +42,11 @@ export async function usage(): Promise<void> {
     await disposable.acquire();
   }
   const dispose: () => Promise<void> = l[Symbol.asyncDispose];
+  const permits: Lock = semaphore("pool", 3, 10_000);
+  const held: number = await permits.count();
+  const rw: ReadWriteLock = readWriteLock("doc");
+  await rw.readLock().run(() => held, { timeout: 1_000 });
+  await rw.writeLock().acquire();
   const now: boolean = await l.acquireImmediately();
   const released: boolean = await l.release();
   const extended: void = await l.extend();

@@ -14,7 +14,7 @@ use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use serde_json::Value;
 
-use crate::lock::{new_lock, restore_lock, NativeLock};
+use crate::lock::{new_handle, new_lock, restore_lock, NativeLock};
 
 /// One store call, as the JS dispatcher receives it.
 #[napi(object)]
@@ -54,6 +54,17 @@ impl JsStoreBridge {
     #[napi]
     pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
         new_lock(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms)
+    }
+
+    #[napi]
+    pub fn handle(
+        &self,
+        key: String,
+        ttl_ms: f64,
+        kind: String,
+        limit: Option<f64>,
+    ) -> napi::Result<NativeLock> {
+        new_handle(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms, &kind, limit)
     }
 
     #[napi]

@@ -24,6 +24,20 @@ pub fn new_lock(store: Arc<dyn LockStore>, key: &str, ttl_ms: f64) -> napi::Resu
         .map(|l| NativeLock { inner: Arc::new(l) })
 }
 
+/// A handle of the kind the JS surface names (`"semaphore"` with `limit`, `"read"`, `"write"`).
+pub fn new_handle(
+    store: Arc<dyn LockStore>,
+    key: &str,
+    ttl_ms: f64,
+    kind: &str,
+    limit: Option<f64>,
+) -> napi::Result<NativeLock> {
+    let kind = js::kind(kind, limit).napi()?;
+    Lock::of_kind(key, js::ttl_ms(ttl_ms).napi()?, kind, store, timer())
+        .napi()
+        .map(|l| NativeLock { inner: Arc::new(l) })
+}
+
 pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> napi::Result<NativeLock> {
     Lock::restore(serialized, store, timer()).napi().map(|l| NativeLock { inner: Arc::new(l) })
 }
@@ -122,6 +136,12 @@ impl NativeLock {
     }
 
     #[napi]
+    pub fn count_start(&self, done: &Completions, id: u32) {
+        let lock = self.inner.clone();
+        done.spawn(id, async move { lock.count().await.map(|n| Outcome::Number(Some(n as f64))) });
+    }
+
+    #[napi]
     pub fn is_locked_start(&self, done: &Completions, id: u32) {
         let lock = self.inner.clone();
         done.spawn(id, async move { lock.is_locked().await.map(Outcome::Flag) });
@@ -139,6 +159,18 @@ impl NativeLock {
         done.spawn(id, async move {
             lock.remaining_time().await.map(|ms| Outcome::Number(ms.map(|ms| ms as f64)))
         });
+    }
+
+    /// `lock`, `semaphore`, `read` or `write`.
+    #[napi(getter)]
+    pub fn kind(&self) -> &'static str {
+        self.inner.kind().name()
+    }
+
+    /// A semaphore's limit, else `null`.
+    #[napi(getter)]
+    pub fn limit(&self) -> Option<u32> {
+        self.inner.kind().limit()
     }
 
     /// The number of the current hold, or `null` when nothing is held.

@@ -10,7 +10,7 @@ use locksmith_core::{LockStore, MemoryStore, SyncLockStore};
 use napi_derive::napi;
 
 use crate::error::IntoNapi;
-use crate::lock::{new_lock, restore_lock, NativeLock};
+use crate::lock::{new_handle, new_lock, restore_lock, NativeLock};
 use crate::timer::timer;
 
 #[napi]
@@ -69,6 +69,17 @@ impl NativeMemoryStore {
     #[napi]
     pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
         new_lock(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms)
+    }
+
+    #[napi]
+    pub fn handle(
+        &self,
+        key: String,
+        ttl_ms: f64,
+        kind: String,
+        limit: Option<f64>,
+    ) -> napi::Result<NativeLock> {
+        new_handle(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms, &kind, limit)
     }
 
     #[napi]

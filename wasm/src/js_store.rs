@@ -13,7 +13,7 @@ use locksmith_core::{validate, LockStore, Result, Timer};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::lock::{new_lock, restore_lock, WasmLock};
+use crate::lock::{new_handle, new_lock, restore_lock, WasmLock};
 use crate::timer::timer;
 use crate::IntoJs;
 
@@ -46,6 +46,16 @@ impl WasmJsStoreBridge {
 
     pub fn lock(&self, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
         new_lock(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms)
+    }
+
+    pub fn handle(
+        &self,
+        key: &str,
+        ttl_ms: f64,
+        kind: &str,
+        limit: Option<f64>,
+    ) -> Result<WasmLock, JsValue> {
+        new_handle(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms, kind, limit)
     }
 
     pub fn restore(&self, serialized: &str) -> Result<WasmLock, JsValue> {

@@ -23,6 +23,20 @@ pub fn new_lock(store: Arc<dyn LockStore>, key: &str, ttl_ms: f64) -> Result<Was
     Lock::new(key, js::ttl_ms(ttl_ms).js()?, store, timer()).js().map(|l| WasmLock { inner: Rc::new(l) })
 }
 
+/// A handle of the kind the JS surface names (`"semaphore"` with `limit`, `"read"`, `"write"`).
+pub fn new_handle(
+    store: Arc<dyn LockStore>,
+    key: &str,
+    ttl_ms: f64,
+    kind: &str,
+    limit: Option<f64>,
+) -> Result<WasmLock, JsValue> {
+    let kind = js::kind(kind, limit).js()?;
+    Lock::of_kind(key, js::ttl_ms(ttl_ms).js()?, kind, store, timer())
+        .js()
+        .map(|l| WasmLock { inner: Rc::new(l) })
+}
+
 pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> Result<WasmLock, JsValue> {
     Lock::restore(serialized, store, timer()).js().map(|l| WasmLock { inner: Rc::new(l) })
 }
@@ -136,6 +150,24 @@ impl WasmLock {
 
     pub fn serialize(&self) -> Result<String, JsValue> {
         self.inner.serialize().js()
+    }
+
+    /// `lock`, `semaphore`, `read` or `write`.
+    #[wasm_bindgen(getter)]
+    pub fn kind(&self) -> String {
+        self.inner.kind().name().to_owned()
+    }
+
+    /// A semaphore's limit, else `null`.
+    #[wasm_bindgen(getter)]
+    pub fn limit(&self) -> JsValue {
+        or_null(self.inner.kind().limit().map(f64::from))
+    }
+
+    /// How many holds of the key are live now.
+    pub fn count(&self) -> Promise {
+        let lock = self.inner.clone();
+        future_to_promise(async move { lock.count().await.js().map(|n| JsValue::from_f64(n as f64)) })
     }
 
     /// The number of the current hold, or `null` when nothing is held.

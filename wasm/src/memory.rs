@@ -5,7 +5,7 @@ use std::sync::Arc;
 use locksmith_core::{validate, LockStore, MemoryStore, SyncLockStore};
 use wasm_bindgen::prelude::*;
 
-use crate::lock::{new_lock, or_null, restore_lock, WasmLock};
+use crate::lock::{new_handle, new_lock, or_null, restore_lock, WasmLock};
 use crate::timer::timer;
 use crate::IntoJs;
 
@@ -26,6 +26,16 @@ impl WasmMemoryStore {
 
     pub fn lock(&self, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
         new_lock(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms)
+    }
+
+    pub fn handle(
+        &self,
+        key: &str,
+        ttl_ms: f64,
+        kind: &str,
+        limit: Option<f64>,
+    ) -> Result<WasmLock, JsValue> {
+        new_handle(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms, kind, limit)
     }
 
     pub fn restore(&self, serialized: &str) -> Result<WasmLock, JsValue> {
