@@ -73,4 +73,23 @@ if (!isMainThread) {
   say(`thread E took import:99 and handed over ${serialized.length} characters (key, TTL and the secret owner token)`);
   say(await run({ role: "finish", name: "thread F", serialized }));
   say(`import:99 is locked now? ${await new Lock("import:99", 1_000, shared).isLocked()}`);
+
+  console.log("\n5. Long work auto-extends, and stops cleanly when its lock is taken away:");
+  const sync = lock("catalog-sync", 300);
+  let batches = 0;
+  const thief = setTimeout(async () => {
+    // Someone with the serialized lock frees it behind the worker's back, and another
+    // worker takes the key.
+    await restoreLock(sync.serialize()).release();
+    await lock("catalog-sync", 10_000).acquire();
+  }, 1_000);
+  const [syncRan, outcome] = await sync.run(async (l) => {
+    while (!l.signal.aborted) {
+      await sleep(100); // one batch; the TTL is 300 ms, auto-extend keeps it
+      batches++;
+    }
+    return l.signal.reason;
+  }, { autoExtend: true });
+  clearTimeout(thief);
+  say(`ran ${batches} batches over ~${batches * 100} ms on a 300 ms TTL (auto-extended), then stopped: ${syncRan ? outcome.message : "never ran"}`);
 }

@@ -509,7 +509,7 @@ impl Lock {
             *hold
         };
         if !extended {
-            let err = self.not_held("it expired and was lost");
+            let err = self.not_held("it expired, or someone else took it");
             if hold.owner == Some(owner) {
                 self.end_hold(hold.generation, HoldEnd::Lost(err.clone()));
             }
