@@ -5,7 +5,8 @@ import { spawn } from "node:child_process";
 import { createServer, connect } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 
-const WATCHDOG = 'bin="$1"; shift; "$bin" "$@" & pid=$!; echo "$pid"; read -r _; kill "$pid" 2>/dev/null; wait "$pid"';
+// The server's own log goes to /dev/null, so the first line on stdout is its pid.
+const WATCHDOG = 'bin="$1"; shift; "$bin" "$@" >/dev/null & pid=$!; echo "$pid"; read -r _; kill "$pid" 2>/dev/null; wait "$pid"';
 
 /** A port nobody listens on right now. */
 export async function freePort() {
@@ -53,7 +54,8 @@ export async function startRedis(extra = []) {
         { stdio: ["pipe", "pipe", "inherit"] },
       );
       child.on("error", () => {});
-      pid = Number(await new Promise((resolve) => child.stdout.once("data", (d) => resolve(d.toString().trim()))));
+      pid = Number(await new Promise((resolve) => child.stdout.once("data", (d) => resolve(d.toString().split("\n")[0].trim()))));
+      if (!Number.isInteger(pid)) throw new Error(`the redis-server watchdog did not report a pid (got ${pid})`);
       const deadline = Date.now() + 10_000;
       while (!(await ping(port))) {
         if (child.exitCode !== null || Date.now() > deadline) {
