@@ -1,8 +1,11 @@
 // Stores written in plain JS, as users write them: the conformance suite runs against
 // them to prove that any object with the five async methods is a store.
 
-/** A Map with expiry times: the smallest correct store; optionally with `isHeldBy`. */
-export function mapStore({ withIsHeldBy = false } = {}) {
+/**
+ * A Map with expiry times: the smallest correct store; optionally with `isHeldBy`, and
+ * with the permit methods that give it semaphores and read-write locks.
+ */
+export function mapStore({ withIsHeldBy = false, withPermits = false } = {}) {
   const holds = new Map();
   const live = (key) => {
     const hold = holds.get(key);
@@ -36,5 +39,61 @@ export function mapStore({ withIsHeldBy = false } = {}) {
     },
   };
   if (withIsHeldBy) store.isHeldBy = async (key, owner) => live(key)?.owner === owner;
+  if (withPermits) Object.assign(store, permitMethods());
   return store;
+}
+
+/**
+ * The optional permit methods, as a user would write them: per key a set of holders
+ * with their own expiry, and a waiting writer's claim that keeps new readers out.
+ */
+function permitMethods() {
+  const sets = new Map();
+  const setOf = (key, kind) => {
+    const name = `${kind === "semaphore" ? "s" : "rw"}:${key}`;
+    let set = sets.get(name);
+    if (!set) sets.set(name, (set = { holders: new Map(), writerWaiting: undefined }));
+    const now = performance.now();
+    for (const [owner, hold] of set.holders) if (hold.expiresAt <= now) set.holders.delete(owner);
+    if (set.writerWaiting && set.writerWaiting.until <= now) set.writerWaiting = undefined;
+    return set;
+  };
+  return {
+    async acquirePermit(key, owner, ttlMs, kind, limit) {
+      const set = setOf(key, kind);
+      if (set.holders.has(owner)) return false;
+      const writers = [...set.holders.values()].some((h) => h.writer);
+      const claim = set.writerWaiting;
+      const admitted =
+        kind === "semaphore" ? set.holders.size < limit
+        : kind === "read" ? !writers && !claim
+        : set.holders.size === 0 && (!claim || claim.owner === owner);
+      const expiresAt = performance.now() + ttlMs;
+      if (admitted) {
+        if (kind === "write") set.writerWaiting = undefined;
+        set.holders.set(owner, { expiresAt, writer: kind === "write" });
+      } else if (kind === "write" && (!claim || claim.owner === owner)) {
+        set.writerWaiting = { owner, until: expiresAt };
+      }
+      return admitted;
+    },
+    async releasePermit(key, owner, kind) {
+      const set = setOf(key, kind);
+      if (set.writerWaiting?.owner === owner) set.writerWaiting = undefined;
+      return set.holders.delete(owner);
+    },
+    async extendPermit(key, owner, ttlMs, kind) {
+      const hold = setOf(key, kind).holders.get(owner);
+      if (!hold) return false;
+      hold.expiresAt = performance.now() + ttlMs;
+      return true;
+    },
+    async countPermits(key, kind) {
+      return setOf(key, kind).holders.size;
+    },
+    async permitRemainingTime(key, owner, kind) {
+      const hold = setOf(key, kind).holders.get(owner);
+      return hold ? Math.ceil(hold.expiresAt - performance.now()) : null;
+    },
+  };
 }

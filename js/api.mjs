@@ -197,6 +197,8 @@ function releasedReason(key) {
 }
 
 const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
+/** Optional: a store with all of these has semaphores and read-write locks. */
+const PERMIT_METHODS = ["acquirePermit", "releasePermit", "extendPermit", "countPermits", "permitRemainingTime"];
 
 function checkStore(store) {
   if (store === null || typeof store !== "object") {
@@ -317,6 +319,21 @@ export function makeApi(binding) {
             case "isHeldBy":
               pending = store.isHeldBy(call.key, call.owner);
               break;
+            case "acquirePermit":
+              pending = store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined);
+              break;
+            case "releasePermit":
+              pending = store.releasePermit(call.key, call.owner, call.kind);
+              break;
+            case "extendPermit":
+              pending = store.extendPermit(call.key, call.owner, call.ttlMs, call.kind);
+              break;
+            case "countPermits":
+              pending = store.countPermits(call.key, call.kind);
+              break;
+            case "permitRemainingTime":
+              pending = store.permitRemainingTime(call.key, call.owner, call.kind);
+              break;
             default:
               pending = store.remainingTime(call.key);
           }
@@ -326,7 +343,7 @@ export function makeApi(binding) {
         }
       };
       try {
-        bridge = binding.bridge(dispatch, timeout, typeof store.isHeldBy === "function");
+        bridge = binding.bridge(dispatch, timeout, typeof store.isHeldBy === "function", PERMIT_METHODS.every((m) => typeof store[m] === "function"));
       } catch (err) {
         throw toLockError(err);
       }

@@ -98,8 +98,8 @@ Object.assign(NativeLock, {
 const api = makeApi({
   MemoryStore: addon.NativeMemoryStore,
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
-  bridge: (dispatch, timeoutMs, hasIsHeldBy) =>
-    new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits) =>
+    new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy, hasPermits),
 });
 
 const CONNECT_OPTIONS = {

@@ -21,5 +21,6 @@ export const api = makeApi({
   get MemoryStore() {
     return wasm().WasmMemoryStore;
   },
-  bridge: (dispatch, timeoutMs, hasIsHeldBy) => new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits) =>
+    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits),
 });

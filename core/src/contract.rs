@@ -2,7 +2,7 @@
 //! foreign value into an [`Answer`]; the rules of what is acceptable live here.
 
 use crate::error::{LockError, Result};
-use crate::store::{LockStore, MaybeSendSync};
+use crate::store::{Grant, HoldKind, LockStore, MaybeSendSync};
 
 /// A value a foreign store resolved to, as far as the contract cares.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,6 +80,31 @@ pub trait ForeignStore: MaybeSendSync {
 
     /// Whether the store has the optional `isHeldBy(key, owner)`.
     fn has_is_held_by(&self) -> bool;
+
+    /// Calls one of the optional permit methods (`acquirePermit`, `releasePermit`,
+    /// `extendPermit`, `countPermits`, `permitRemainingTime`) with the hold's kind
+    /// (`"semaphore"` with its `limit`, `"read"`, `"write"`).
+    async fn call_permit(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+        kind: HoldKind,
+    ) -> Result<Answer>;
+
+    /// Whether the store has the optional permit methods.
+    fn has_permits(&self) -> bool;
+}
+
+/// `countPermits` must resolve to a whole number >= 0.
+pub fn expect_count(answer: &Answer) -> Result<u64> {
+    match answer {
+        Answer::Number(n) if n.is_finite() && *n >= 0.0 && n.fract() == 0.0 => Ok(*n as u64),
+        other => Err(LockError::StoreContractViolation(format!(
+            "store.countPermits() resolved to {other}; it must resolve to a whole number >= 0"
+        ))),
+    }
 }
 
 /// A [`ForeignStore`] as a [`LockStore`].
@@ -113,6 +138,59 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
             return Ok(None);
         }
         expect_bool("isHeldBy", &self.0.call("isHeldBy", key, Some(owner), None).await?).map(Some)
+    }
+
+    async fn acquire_permit(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+    ) -> Result<Option<Grant>> {
+        self.permits()?;
+        let answer = self.0.call_permit("acquirePermit", key, Some(owner), Some(ttl_ms), kind).await?;
+        Ok(expect_bool("acquirePermit", &answer)?.then_some(Grant::default()))
+    }
+
+    async fn release_permit(&self, key: &str, owner: &str, kind: HoldKind) -> Result<bool> {
+        self.permits()?;
+        expect_bool(
+            "releasePermit",
+            &self.0.call_permit("releasePermit", key, Some(owner), None, kind).await?,
+        )
+    }
+
+    async fn extend_permit(&self, key: &str, owner: &str, ttl_ms: u64, kind: HoldKind) -> Result<bool> {
+        self.permits()?;
+        let answer = self.0.call_permit("extendPermit", key, Some(owner), Some(ttl_ms), kind).await?;
+        expect_bool("extendPermit", &answer)
+    }
+
+    async fn permit_count(&self, key: &str, kind: HoldKind) -> Result<u64> {
+        self.permits()?;
+        expect_count(&self.0.call_permit("countPermits", key, None, None, kind).await?)
+    }
+
+    async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
+        self.permits()?;
+        let answer = self.0.call_permit("permitRemainingTime", key, Some(owner), None, kind).await?;
+        expect_remaining_time(&answer).map_err(|_| {
+            LockError::StoreContractViolation(format!(
+                "store.permitRemainingTime() resolved to {answer}; it must resolve to null or a number of milliseconds >= 0"
+            ))
+        })
+    }
+}
+
+impl<F: ForeignStore> ForeignLockStore<F> {
+    fn permits(&self) -> Result<()> {
+        if self.0.has_permits() {
+            Ok(())
+        } else {
+            Err(LockError::Unsupported(
+                "this store has no semaphores or read-write locks: it lacks acquirePermit, releasePermit, extendPermit, countPermits and permitRemainingTime".into(),
+            ))
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use locksmith_core::contract::{self, Answer, ForeignLockStore, ForeignStore};
-use locksmith_core::{LockStore, Result};
+use locksmith_core::{HoldKind, LockStore, Result};
 use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
@@ -23,6 +23,10 @@ pub struct StoreCall {
     pub key: String,
     pub owner: Option<String>,
     pub ttl_ms: Option<f64>,
+    /// For the permit methods: `semaphore`, `read` or `write`.
+    pub kind: Option<String>,
+    /// A semaphore's limit.
+    pub limit: Option<u32>,
 }
 
 /// Error-first (`CalleeHandled`), weak (does not keep Node alive).
@@ -33,6 +37,8 @@ struct JsStore {
     timeout_ms: u64,
     /// The store has the optional `isHeldBy(key, owner)`.
     has_is_held_by: bool,
+    /// The store has the optional permit methods.
+    has_permits: bool,
 }
 
 #[napi]
@@ -43,12 +49,19 @@ pub struct JsStoreBridge {
 #[napi]
 impl JsStoreBridge {
     #[napi(constructor)]
-    pub fn new(dispatch: Dispatch, operation_timeout_ms: f64, has_is_held_by: bool) -> napi::Result<Self> {
+    pub fn new(
+        dispatch: Dispatch,
+        operation_timeout_ms: f64,
+        has_is_held_by: bool,
+        has_permits: bool,
+    ) -> napi::Result<Self> {
         let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::js::positive_ms(
             "operationTimeoutMs",
             operation_timeout_ms,
         ))?;
-        Ok(Self { inner: Arc::new(ForeignLockStore(JsStore { dispatch, timeout_ms, has_is_held_by })) })
+        Ok(Self {
+            inner: Arc::new(ForeignLockStore(JsStore { dispatch, timeout_ms, has_is_held_by, has_permits })),
+        })
     }
 
     #[napi]
@@ -91,12 +104,15 @@ impl JsStore {
         key: &str,
         owner: Option<&str>,
         ttl_ms: Option<u64>,
+        kind: Option<HoldKind>,
     ) -> Result<Answer> {
         let call = StoreCall {
             op: op.to_owned(),
             key: key.to_owned(),
             owner: owner.map(str::to_owned),
             ttl_ms: ttl_ms.map(|t| t as f64),
+            kind: kind.map(|k| k.name().to_owned()),
+            limit: kind.and_then(HoldKind::limit),
         };
         let settled = tokio::time::timeout(Duration::from_millis(self.timeout_ms), async {
             let promise = self.dispatch.call_async(Ok(call)).await?;
@@ -117,10 +133,25 @@ impl ForeignStore for JsStore {
         owner: Option<&str>,
         ttl_ms: Option<u64>,
     ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms).await
+        self.invoke(op, key, owner, ttl_ms, None).await
     }
 
     fn has_is_held_by(&self) -> bool {
         self.has_is_held_by
+    }
+
+    async fn call_permit(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+        kind: HoldKind,
+    ) -> Result<Answer> {
+        self.invoke(op, key, owner, ttl_ms, Some(kind)).await
+    }
+
+    fn has_permits(&self) -> bool {
+        self.has_permits
     }
 }

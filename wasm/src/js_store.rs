@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures_util::future::{select, Either};
 use js_sys::{Function, Object, Promise, Reflect};
 use locksmith_core::contract::{self, Answer, ForeignLockStore, ForeignStore};
-use locksmith_core::{validate, LockStore, Result, Timer};
+use locksmith_core::{validate, HoldKind, LockStore, Result, Timer};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -21,6 +21,7 @@ struct JsStore {
     dispatch: Function,
     timeout_ms: u64,
     has_is_held_by: bool,
+    has_permits: bool,
     timer: Arc<dyn Timer>,
 }
 
@@ -32,13 +33,19 @@ pub struct WasmJsStoreBridge {
 #[wasm_bindgen]
 impl WasmJsStoreBridge {
     #[wasm_bindgen(constructor)]
-    pub fn new(dispatch: Function, operation_timeout_ms: f64, has_is_held_by: bool) -> Result<Self, JsValue> {
+    pub fn new(
+        dispatch: Function,
+        operation_timeout_ms: f64,
+        has_is_held_by: bool,
+        has_permits: bool,
+    ) -> Result<Self, JsValue> {
         let timeout_ms = validate::js::positive_ms("operationTimeoutMs", operation_timeout_ms).js()?;
         Ok(Self {
             inner: Arc::new(ForeignLockStore(JsStore {
                 dispatch,
                 timeout_ms,
                 has_is_held_by,
+                has_permits,
                 timer: timer(),
             })),
         })
@@ -93,6 +100,7 @@ impl JsStore {
         key: &str,
         owner: Option<&str>,
         ttl_ms: Option<u64>,
+        kind: Option<HoldKind>,
     ) -> Result<Answer> {
         let call = Object::new();
         let set = |name: &str, value: &JsValue| {
@@ -105,6 +113,12 @@ impl JsStore {
         }
         if let Some(ttl) = ttl_ms {
             set("ttlMs", &JsValue::from_f64(ttl as f64));
+        }
+        if let Some(kind) = kind {
+            set("kind", &JsValue::from_str(kind.name()));
+            if let Some(limit) = kind.limit() {
+                set("limit", &JsValue::from_f64(f64::from(limit)));
+            }
         }
         let returned =
             self.dispatch.call1(&JsValue::NULL, &call).map_err(|e| contract::failed(op, &reason(&e)))?;
@@ -126,10 +140,25 @@ impl ForeignStore for JsStore {
         owner: Option<&str>,
         ttl_ms: Option<u64>,
     ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms).await
+        self.invoke(op, key, owner, ttl_ms, None).await
     }
 
     fn has_is_held_by(&self) -> bool {
         self.has_is_held_by
+    }
+
+    async fn call_permit(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+        kind: HoldKind,
+    ) -> Result<Answer> {
+        self.invoke(op, key, owner, ttl_ms, Some(kind)).await
+    }
+
+    fn has_permits(&self) -> bool {
+        self.has_permits
     }
 }
