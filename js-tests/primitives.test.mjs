@@ -126,4 +126,13 @@ describe("stores without semaphores", () => {
     await assert.rejects(readWriteLock(uniqueKey("unsupported"), 1_000, store).writeLock().acquire({ timeout: 50 }), (err) => err.code === "UNSUPPORTED");
     assert.equal(s.signal.aborted, true, "nothing held");
   });
+
+  it("a store whose permit methods answer the wrong type breaks its contract, typed", async () => {
+    const store = mapStore({ withPermits: true });
+    store.countPermits = async () => "3";
+    store.acquirePermit = async () => "yes";
+    const s = semaphore(uniqueKey("contract"), 2, 1_000, store);
+    await assert.rejects(s.acquire(), (err) => err.code === "STORE_CONTRACT_VIOLATION" && /store\.acquirePermit\(\) resolved to string "yes"/.test(err.message));
+    await assert.rejects(s.count(), (err) => err.code === "STORE_CONTRACT_VIOLATION" && /countPermits/.test(err.message));
+  });
 });
