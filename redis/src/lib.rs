@@ -9,6 +9,7 @@
 //! * A server that is down gives `STORE_UNAVAILABLE` within the configured timeouts;
 //!   the store reconnects by itself when the server is back.
 
+pub mod engine;
 mod notify;
 mod timer;
 
@@ -89,6 +90,13 @@ pub fn redact_url(url: &str) -> String {
     format!("{}{user}:***{}", &url[..scheme_end], &rest[at..])
 }
 
+/// The Redis key of a lock: `<prefix>{<key>}`. The braces make it a hash tag, so the
+/// lock and its companions (`…:fence`, `…:released`) share a cluster slot.
+#[must_use]
+pub fn lock_key(prefix: &str, key: &str) -> String {
+    format!("{prefix}{{{key}}}")
+}
+
 /// `(major, minor)` of `redis_version:` in the text of `INFO server`.
 #[must_use]
 pub fn parse_redis_version(info: &str) -> Option<(u32, u32)> {
@@ -156,7 +164,8 @@ impl Scripts {
 
 /// Server error codes of states that pass: a replica not (yet) promoted, a server still
 /// loading its data set, a primary that lost its own, a busy script, a cluster moving slots.
-const TRANSIENT_CODES: [&str; 6] = ["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN"];
+pub(crate) const TRANSIENT_CODES: [&str; 6] =
+    ["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN"];
 
 /// Maps a Redis failure to a locksmith error.
 fn store_error(err: &RedisError) -> LockError {
@@ -294,7 +303,7 @@ impl RedisStore {
     /// lock and its fencing counter share a cluster slot.
     #[must_use]
     pub fn lock_key(&self, key: &str) -> String {
-        format!("{}{{{key}}}", self.options.key_prefix)
+        lock_key(&self.options.key_prefix, key)
     }
 
     fn connection(&self) -> Result<ConnectionManager> {
