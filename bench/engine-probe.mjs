@@ -1,14 +1,13 @@
-// A focused comparison of the Redis paths at the store level and the lock level:
-// today's redis-rs store (tokio thread) against the sans-I/O engine on Node's socket.
-// c=1 pair latency p50 and c=64 pairs/s, interleaved rounds. A benchmark, not a test.
+// A focused comparison of the two Redis clients, at the store level and the lock level:
+// redis-rs on a tokio thread (LOCKSMITH_REDIS_CLIENT=redis-rs) against the sans-I/O
+// engine on Node's socket. c=1 pair latency p50 and c=64 pairs/s, interleaved rounds.
+// A benchmark, not a test. PROBE_ONLY=<substring> keeps matching contenders.
 import { createRequire } from "node:module";
 import { randomUUID } from "node:crypto";
 import { startRedis } from "../js-tests/redis-server.mjs";
 
 const require = createRequire(import.meta.url);
 const native = require("../js/node.cjs");
-const { EngineConnection } = require("../js/redis-engine.cjs");
-const addon = native.__addon ?? require(`../js/native/locksmith.linux-x64-gnu.node`);
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 const N1 = Number(process.env.N1 ?? 2000);
@@ -17,30 +16,31 @@ const now = () => performance.now();
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const server = await startRedis();
-const store = await native.RedisLockStore.connect(server.url);
-const engine = new EngineConnection(addon, { url: server.url, keyPrefix: "locksmith:" });
-await engine.connect();
+process.env.LOCKSMITH_REDIS_CLIENT = "redis-rs";
+const old = await native.RedisLockStore.connect(server.url);
+delete process.env.LOCKSMITH_REDIS_CLIENT;
+const engine = await native.RedisLockStore.connect(server.url);
 
+const storeLevel = (store) => async (key) => {
+  const owner = randomUUID();
+  if (!(await store.acquire(key, owner, 30_000))) throw new Error("not acquired");
+  await store.release(key, owner);
+};
+const lockLevel = (store) => async (key) => {
+  const l = new native.Lock(key, 30_000, store);
+  if (!(await l.acquire())) throw new Error("not acquired");
+  await l.release();
+};
 const contenders = {
-  "redis-rs store.acquire+release": async (key) => {
-    const owner = randomUUID();
-    if (!(await store.acquire(key, owner, 30_000))) throw new Error("not acquired");
-    await store.release(key, owner);
-  },
-  "redis-rs Lock": async (key) => {
-    const l = new native.Lock(key, 30_000, store);
-    if (!(await l.acquire())) throw new Error("not acquired");
-    await l.release();
-  },
-  "engine acquire+release": async (key) => {
-    const owner = randomUUID();
-    if (!(await engine.acquire(key, owner, 30_000))) throw new Error("not acquired");
-    await engine.release(key, owner);
-  },
+  "redis-rs store.acquire+release": storeLevel(old),
+  "engine store.acquire+release": storeLevel(engine),
+  "redis-rs Lock": lockLevel(old),
+  "engine Lock": lockLevel(engine),
 };
 if (process.env.PROBE_ONLY) {
   for (const name of Object.keys(contenders)) if (!name.includes(process.env.PROBE_ONLY)) delete contenders[name];
 }
+
 const c1 = {};
 const c64 = {};
 for (let round = 0; round < ROUNDS; round++) {
@@ -61,9 +61,8 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 for (const name of Object.keys(contenders)) {
   const r = (xs) => xs.map((x) => Math.round(x)).join(" ");
-  console.log(`${name.padEnd(34)} c=1 p50 µs: median ${Math.round(median(c1[name]))} [${r(c1[name])}]   c=64 pairs/s: median ${Math.round(median(c64[name]))} [${r(c64[name])}]`);
+  console.log(`${name.padEnd(32)} c=1 p50 µs: median ${Math.round(median(c1[name]))} [${r(c1[name])}]   c=64 pairs/s: median ${Math.round(median(c64[name]))} [${r(c64[name])}]`);
 }
-store.close();
-engine.close();
-await server.stop?.();
-process.exit(0);
+await old.close();
+await engine.close();
+await server.stop();

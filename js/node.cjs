@@ -2,6 +2,7 @@
 // locksmith for Node: the native addon under the shared JS surface.
 
 const { makeApi, NATIVE, NativeStore, toLockError, checkString, typeName, invalid } = require("./gen/api.cjs");
+const { makeEngineDriver } = require("./redis-engine.cjs");
 
 function platformTriple() {
   const { platform, arch } = process;
@@ -47,6 +48,10 @@ const completions = new addon.Completions((done) => {
   else call.resolve(call.number ? (done.number ?? null) : done.flag ?? undefined);
 });
 
+// Set below to the Redis engine driver's: a call that runs as a local task of an engine
+// store (`start` returns true) has commands to write this turn.
+let flushEngines = () => {};
+
 /** Starts `start(id)` and returns the promise of its outcome. */
 function viaCompletions(start, number = false) {
   let id = nextId;
@@ -54,7 +59,7 @@ function viaCompletions(start, number = false) {
   nextId = id === MAX_CALL_ID ? 0 : id + 1;
   return new Promise((resolve, reject) => {
     try {
-      start(id);
+      if (start(id) === true) flushEngines();
     } catch (err) {
       reject(err);
       return;
@@ -92,6 +97,44 @@ const api = makeApi({
   bridge: (dispatch, timeoutMs, hasIsHeldBy) =>
     new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy),
 });
+
+// The Redis store: the sans-I/O engine driven by Node's sockets (js/redis-engine.cjs).
+// LOCKSMITH_REDIS_CLIENT=redis-rs (read at connect) selects the earlier client, redis-rs
+// on a tokio thread.
+
+/** Settles the calls in an engine turn's `[next timer, id, value, ...]` (see node/src/redis_engine.rs). */
+function settleEngineCalls(outcomes, native) {
+  let errors;
+  for (let i = 1; i < outcomes.length; i += 2) {
+    const id = outcomes[i];
+    const value = outcomes[i + 1];
+    const call = pending.get(id);
+    if (call === undefined) continue;
+    pending.delete(id);
+    if (value <= -2) {
+      errors ??= native.errors();
+      call.reject(new Error(errors[-2 - value]));
+    } else if (call.number) {
+      call.resolve(value < 0 ? null : value);
+    } else {
+      call.resolve(value === 1 ? true : value === 0 ? false : undefined);
+    }
+  }
+  if (pending.size === 0 && keepAlive !== undefined) {
+    clearInterval(keepAlive);
+    keepAlive = undefined;
+  }
+}
+
+const engineDriver = makeEngineDriver({
+  addon,
+  completions,
+  viaCompletions,
+  settle: settleEngineCalls,
+  invalid,
+  toLockError,
+});
+flushEngines = engineDriver.flushSoon;
 
 const CONNECT_OPTIONS = {
   keyPrefix: "string",
@@ -168,7 +211,9 @@ class RedisLockStore extends NativeStore {
     }
     let native;
     try {
-      native = await addon.connectRedis({ ...options });
+      native = process.env.LOCKSMITH_REDIS_CLIENT === "redis-rs"
+        ? await addon.connectRedis({ ...options })
+        : await engineDriver.connect(addon.checkRedisOptions({ ...options }));
     } catch (err) {
       throw toLockError(err);
     }

@@ -1,34 +1,29 @@
 "use strict";
-// The Redis engine's driver: Node's own socket (net or tls) under the sans-I/O engine in
-// the addon (node/src/redis_engine.rs, redis/src/engine/). No thread in between:
-// the commands of one event-loop turn leave in one write, and each chunk that arrives is
-// handed to the engine once and settles every reply in it, on this thread.
+// The Redis store's driver: Node's own socket (net or tls) under the sans-I/O engine in
+// the addon (node/src/redis_engine.rs, redis/src/engine/). No thread in between: the
+// commands of one event-loop turn leave in one write, and each chunk that arrives is
+// handed to the engine once, which settles every reply in it and runs the lock tasks
+// they woke, on this thread.
 
 const net = require("node:net");
 const tls = require("node:tls");
 
-const FLUSH = process.env.LOCKSMITH_ENGINE_FLUSH ?? "microtask";
-const schedule = FLUSH === "microtask" ? queueMicrotask : FLUSH === "tick" ? process.nextTick : setImmediate;
-
-const KIND_FLAG = 0;
-const KIND_TOKEN = 1;
-const KIND_MILLIS = 2;
-
 /** `{ host, port, tls, user, password, db }` from a `redis://` or `rediss://` URL. */
-function parseRedisUrl(url) {
+function parseRedisUrl(url, invalid) {
   let parsed;
   try {
     parsed = new URL(url);
   } catch {
-    throw new Error(`INVALID_ARGUMENT locksmith: invalid Redis URL`);
+    throw invalid("invalid Redis URL: it should look like redis://[user:password@]host:port[/db]");
   }
   const secure = parsed.protocol === "rediss:";
   if (!secure && parsed.protocol !== "redis:") {
-    throw new Error(`INVALID_ARGUMENT locksmith: a Redis URL starts with redis:// or rediss://; got ${parsed.protocol}//`);
+    throw invalid(`invalid Redis URL: the scheme must be redis:// or rediss://, not ${parsed.protocol}//`);
   }
-  const db = parsed.pathname.length > 1 ? Number(parsed.pathname.slice(1)) : 0;
-  if (!Number.isInteger(db) || db < 0) throw new Error("INVALID_ARGUMENT locksmith: the Redis URL's database must be a number");
-  const host = parsed.hostname.startsWith("[") ? parsed.hostname.slice(1, -1) : parsed.hostname;
+  const path = parsed.pathname.replace(/^\/+/, "");
+  const db = path === "" ? 0 : Number(path);
+  if (!Number.isInteger(db) || db < 0) throw invalid("invalid Redis URL: the database after the host must be a number");
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
   return {
     host: host || "127.0.0.1",
     port: parsed.port ? Number(parsed.port) : 6379,
@@ -39,132 +34,248 @@ function parseRedisUrl(url) {
   };
 }
 
-/** One connection: a socket, the engine, the promises of pending requests. */
-class EngineConnection {
-  constructor(addon, options) {
-    this.engine = new addon.RedisEngine(options.keyPrefix ?? "locksmith:", options.commandTimeoutMs ?? 2000);
-    this.options = options;
-    this.target = parseRedisUrl(options.url);
-    this.calls = new Map(); // id -> [resolve, reject, kind]
-    this.socket = null;
-    this.ready = false;
-    this.flushQueued = false;
-    this.closed = false;
-    this.timer = null;
-    this.flush = () => {
-      this.flushQueued = false;
-      if (!this.ready || this.socket === null) return;
-      const out = this.engine.takeOutput();
-      if (out !== null) this.socket.write(out);
-    };
+/**
+ * The driver, over the addon's completion channel: `viaCompletions(start)` makes a
+ * call id and its promise; `settle(outcomes, errors)` settles finished calls.
+ */
+function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid, toLockError }) {
+  const live = new Set();
+  let flushQueued = false;
+
+  function flushAll() {
+    flushQueued = false;
+    for (const connection of live) connection.flush();
   }
 
-  /** Opens the socket and runs the handshake. */
-  connect() {
-    return new Promise((resolve, reject) => {
+  /** Writes every connection's pending commands once this turn's code has run. */
+  function flushSoon() {
+    if (!flushQueued) {
+      flushQueued = true;
+      queueMicrotask(flushAll);
+    }
+  }
+
+  class EngineConnection {
+    constructor(native, options) {
+      this.native = native;
+      this.options = options;
+      this.target = parseRedisUrl(options.url, invalid);
+      this.socket = null;
+      this.ready = false;
+      this.closed = false;
+      this.failures = 0;
+      this.sleepTimer = null;
+      this.sleepAt = Infinity;
+      this.reconnectTimer = null;
+      this.lastError = "the connection closed";
+      const tick = Math.max(10, Math.min(250, Math.floor(options.commandTimeoutMs / 4)));
+      this.expiry = setInterval(() => {
+        if (this.native.expire()) this.socket?.destroy();
+        this.take(this.native.turn());
+      }, tick);
+      this.expiry.unref();
+      live.add(this);
+    }
+
+    flush() {
+      if (!this.ready) return;
+      const out = this.native.takeOutput();
+      if (out !== null) this.socket.write(out);
+    }
+
+    /** Settles what a turn of the engine finished and arms the sleep timer. */
+    take(outcomes) {
+      if (outcomes === null) return;
+      const next = outcomes[0];
+      if (next >= 0) {
+        const at = performance.now() + next;
+        if (at < this.sleepAt) {
+          clearTimeout(this.sleepTimer);
+          this.sleepAt = at;
+          this.sleepTimer = setTimeout(() => {
+            this.sleepAt = Infinity;
+            this.take(this.native.fire());
+            flushSoon();
+          }, next);
+          this.sleepTimer.unref();
+        }
+      }
+      if (outcomes.length > 1) settle(outcomes, this.native);
+      flushSoon();
+    }
+
+    /** Opens a socket and queues the handshake; resolves when the server accepted it. */
+    open() {
       const { host, port, user, password, db } = this.target;
+      const handshake = viaCompletions((id) => this.native.handshakeStart(completions, id, user, password, db));
       const onConnect = () => {
         this.ready = true;
-        const out = this.engine.takeOutput();
-        if (out !== null) socket.write(out);
+        this.flush();
       };
-      const socket = this.target.tls
-        ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host, ca: this.options.tlsCaCert, rejectUnauthorized: !this.options.tlsInsecure }, onConnect)
-        : net.connect({ host, port }, onConnect);
-      socket.setNoDelay(true);
-      this.socket = socket;
-      socket.on("data", (chunk) => this.onData(chunk));
-      socket.on("error", () => {});
-      socket.on("close", () => this.onClose("the connection closed"));
-      this.request(this.engine.handshake(user, password, db), KIND_FLAG).then(resolve, reject);
-    });
-  }
-
-  onData(chunk) {
-    let outcomes;
-    try {
-      outcomes = this.engine.feed(chunk);
-    } catch (err) {
-      this.socket.destroy();
-      return;
-    }
-    if (outcomes !== null) this.settle(outcomes);
-  }
-
-  onClose(why) {
-    this.ready = false;
-    this.socket = null;
-    const outcomes = this.engine.connectionLost(why);
-    if (outcomes !== null) this.settle(outcomes);
-  }
-
-  settle(outcomes) {
-    let errors;
-    for (let i = 0; i < outcomes.length; i += 2) {
-      const id = outcomes[i];
-      const value = outcomes[i + 1];
-      const call = this.calls.get(id);
-      if (call === undefined) continue;
-      this.calls.delete(id);
-      if (value <= -2) {
-        errors ??= this.engine.errors();
-        call[1](new Error(errors[-2 - value]));
-      } else if (call[2] === KIND_TOKEN) {
-        call[0](value > 0);
-      } else if (call[2] === KIND_MILLIS) {
-        call[0](value < 0 ? null : value);
+      let socket;
+      if (this.target.tls) {
+        socket = tls.connect(
+          {
+            host,
+            port,
+            servername: net.isIP(host) ? undefined : host,
+            ca: this.options.tlsCaCert ?? undefined,
+            rejectUnauthorized: !this.options.tlsInsecure,
+            checkServerIdentity: this.options.tlsInsecure ? () => undefined : tls.checkServerIdentity,
+          },
+          onConnect,
+        );
       } else {
-        call[0](value === 1);
+        socket = net.connect({ host, port }, onConnect);
+      }
+      socket.setNoDelay(true);
+      socket.unref();
+      socket.setTimeout(this.options.connectTimeoutMs, () => {
+        if (!this.ready) {
+          this.lastError = `connecting timed out after ${this.options.connectTimeoutMs} ms`;
+          socket.destroy();
+        }
+      });
+      this.socket = socket;
+      socket.on("data", (chunk) => {
+        let outcomes;
+        try {
+          outcomes = this.native.feed(chunk);
+        } catch {
+          socket.destroy();
+          return;
+        }
+        this.take(outcomes);
+      });
+      socket.on("error", (err) => {
+        this.lastError = err.message;
+      });
+      socket.on("close", () => this.onClose(socket));
+      return handshake.then(
+        () => {
+          socket.setTimeout(0);
+          this.failures = 0;
+        },
+        (err) => {
+          socket.destroy();
+          throw err;
+        },
+      );
+    }
+
+    onClose(socket) {
+      if (this.socket !== socket) return;
+      this.ready = false;
+      this.socket = null;
+      this.native.connectionLost(this.lastError);
+      this.take(this.native.turn());
+      this.lastError = "the connection closed";
+      if (!this.closed && this.connected) this.reconnectSoon();
+    }
+
+    reconnectSoon() {
+      if (this.reconnectTimer !== null || this.closed) return;
+      const delay = this.failures === 0 ? 0 : Math.min(50 * 2 ** this.failures, this.options.reconnectMaxDelayMs);
+      this.failures += 1;
+      this.reconnectTimer = setTimeout(() => {
+        this.reconnectTimer = null;
+        if (this.closed) return;
+        this.open().catch(() => {});
+      }, delay);
+      this.reconnectTimer.unref();
+    }
+
+    /** The first connection, with `reconnectRetries` more tries. */
+    async start() {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.open();
+          this.connected = true;
+          return;
+        } catch (err) {
+          const lockError = toLockError(err);
+          if (lockError.code !== "STORE_UNAVAILABLE" || attempt >= this.options.reconnectRetries) {
+            this.close();
+            throw lockError;
+          }
+          await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, this.options.reconnectMaxDelayMs)));
+        }
       }
     }
-    if (this.calls.size === 0 && this.timer !== null) {
-      clearInterval(this.timer);
-      this.timer = null;
+
+    close() {
+      if (this.closed) return;
+      this.closed = true;
+      live.delete(this);
+      clearInterval(this.expiry);
+      clearTimeout(this.sleepTimer);
+      clearTimeout(this.reconnectTimer);
+      this.native.close();
+      this.take(this.native.turn());
+      this.ready = false;
+      this.socket?.destroy();
     }
   }
 
-  /** The promise of request `id`. */
-  request(id, kind) {
-    if (!this.flushQueued) {
-      this.flushQueued = true;
-      schedule(this.flush);
+  /** The native side of a RedisLockStore on the engine, as api.mjs uses a backend. */
+  class EngineBackend {
+    constructor(native, connection) {
+      this.native = native;
+      this.connection = connection;
     }
-    this.timer ??= setInterval(() => {
-      const outcomes = this.engine.expire();
-      if (outcomes !== null) {
-        this.socket?.destroy();
-        this.settle(outcomes);
-      }
-    }, Math.max(10, Math.min(250, (this.options.commandTimeoutMs ?? 2000) / 4)));
-    return new Promise((resolve, reject) => this.calls.set(id, [resolve, reject, kind]));
+
+    get keyPrefix() {
+      return this.native.keyPrefix;
+    }
+
+    lock(key, ttlMs) {
+      return this.native.lock(key, ttlMs);
+    }
+
+    restore(serialized) {
+      return this.native.restore(serialized);
+    }
+
+    #call(start, number = false) {
+      const promise = viaCompletions(start, number);
+      flushSoon();
+      return promise;
+    }
+
+    acquire(key, owner, ttlMs) {
+      return this.#call((id) => this.native.acquireStart(completions, id, key, owner, ttlMs));
+    }
+
+    release(key, owner) {
+      return this.#call((id) => this.native.releaseStart(completions, id, key, owner));
+    }
+
+    extend(key, owner, ttlMs) {
+      return this.#call((id) => this.native.extendStart(completions, id, key, owner, ttlMs));
+    }
+
+    isLocked(key) {
+      return this.#call((id) => this.native.isLockedStart(completions, id, key));
+    }
+
+    remainingTime(key) {
+      return this.#call((id) => this.native.remainingTimeStart(completions, id, key), true);
+    }
+
+    close() {
+      this.connection.close();
+    }
   }
 
-  acquire(key, owner, ttlMs) {
-    return this.request(this.engine.acquire(key, owner, ttlMs), KIND_TOKEN);
+  /** Connects with checked options (see `checkRedisOptions` in the addon). */
+  async function connect(options) {
+    const native = new addon.NativeEngineStore(options.keyPrefix, options.commandTimeoutMs);
+    const connection = new EngineConnection(native, options);
+    await connection.start();
+    return new EngineBackend(native, connection);
   }
 
-  release(key, owner) {
-    return this.request(this.engine.release(key, owner), KIND_FLAG);
-  }
-
-  extend(key, owner, ttlMs) {
-    return this.request(this.engine.extend(key, owner, ttlMs), KIND_FLAG);
-  }
-
-  isLocked(key) {
-    return this.request(this.engine.isLocked(key), KIND_FLAG);
-  }
-
-  remainingTime(key) {
-    return this.request(this.engine.remainingTime(key), KIND_MILLIS);
-  }
-
-  close() {
-    this.closed = true;
-    this.socket?.destroy();
-    if (this.timer !== null) clearInterval(this.timer);
-    this.timer = null;
-  }
+  return { connect, flushSoon };
 }
 
-module.exports = { EngineConnection, parseRedisUrl };
+module.exports = { makeEngineDriver, parseRedisUrl };

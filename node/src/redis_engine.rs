@@ -1,159 +1,216 @@
-//! `RedisEngine`: the sans-I/O Redis engine (`locksmith_redis::engine`) for a JS
-//! driver on Node's own sockets (`js/redis-engine.cjs`). No thread, no promise here:
-//! an operation returns a request id, `takeOutput()` gives the bytes of a turn,
-//! `feed(chunk)` gives the outcomes of every reply in a chunk.
+//! `NativeEngineStore`: the sans-I/O Redis engine (`locksmith_redis::engine`) driven by
+//! Node's own sockets (`js/redis-engine.cjs`). No tokio and no thread hop: a lock's
+//! calls run as tasks polled on the JS thread; their commands collect in the engine until
+//! the driver writes a turn's worth at once; `feed(chunk)` settles every reply in a
+//! chunk and runs the tasks it woke.
 //!
-//! Outcomes travel as one `Float64Array` of `[id, value]` pairs, to cross the boundary
-//! once per chunk: the value is the fencing token (`acquire`, 0 when not taken), 1/0
-//! (`release`, `extend`, `isLocked`, the handshake), milliseconds or -1 for none
-//! (`remainingTime`), or `-2 - i` for the i-th message of `errors()` (`CODE message`).
+//! Finished calls travel back as one `Float64Array` per chunk, to cross the boundary
+//! once: `[next timer in ms (-1: none), id, value, id, value, ...]`. A value is 1/0 for
+//! a flag, milliseconds (or -1 for none) for a number, -1 for nothing, and `-2 - i` for
+//! the i-th message of `errors()` (`CODE message`).
 
-use std::time::Instant;
+use std::sync::Arc;
 
-use locksmith_core::validate;
-use locksmith_redis::engine::{Completion, Engine, EngineOptions, Handshake, Value};
+use locksmith_core::{validate, Clock, LockStore, MonotonicClock};
+use locksmith_redis::engine::local::LocalTimer;
+use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake};
 use napi::bindgen_prelude::{Buffer, BufferSlice, Float64Array};
 use napi_derive::napi;
 
+use crate::completion::{Completions, Outcome};
 use crate::error::IntoNapi;
+use crate::lock::{new_lock_on, restore_lock_on, LocalTasks, NativeLock, Runner};
 
 #[napi]
-pub struct RedisEngine {
-    engine: Engine,
-    started: Instant,
-    done: Vec<Completion>,
+pub struct NativeEngineStore {
+    store: Arc<EngineStore>,
+    timer: Arc<LocalTimer>,
+    tasks: Arc<LocalTasks>,
+    finished: Vec<(u32, locksmith_core::Result<Outcome>)>,
     errors: Vec<String>,
 }
 
 #[napi]
-impl RedisEngine {
+impl NativeEngineStore {
     #[napi(constructor)]
     pub fn new(key_prefix: String, command_timeout_ms: f64) -> napi::Result<Self> {
         let command_timeout_ms = validate::js::positive_ms("commandTimeoutMs", command_timeout_ms).napi()?;
+        let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
         Ok(Self {
-            engine: Engine::new(EngineOptions { key_prefix, command_timeout_ms }),
-            started: Instant::now(),
-            done: Vec::new(),
+            store: Arc::new(EngineStore::new(EngineOptions { key_prefix, command_timeout_ms }, clock.clone())),
+            timer: Arc::new(LocalTimer::new(clock)),
+            tasks: Arc::new(LocalTasks::default()),
+            finished: Vec::new(),
             errors: Vec::new(),
         })
     }
 
-    fn now(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
+    fn runner(&self) -> Runner {
+        Runner { timer: self.timer.clone(), local: Some(self.tasks.clone()) }
     }
 
     #[napi]
-    pub fn acquire(&mut self, key: String, owner: String, ttl_ms: f64) -> napi::Result<u32> {
+    pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
+        new_lock_on(self.store.clone() as Arc<dyn LockStore>, self.runner(), &key, ttl_ms)
+    }
+
+    #[napi]
+    pub fn restore(&self, serialized: String) -> napi::Result<NativeLock> {
+        restore_lock_on(self.store.clone() as Arc<dyn LockStore>, self.runner(), &serialized)
+    }
+
+    #[napi(getter)]
+    pub fn key_prefix(&self) -> String {
+        self.store.key_prefix()
+    }
+
+    fn start<F>(&self, done: &Completions, id: u32, work: F)
+    where
+        F: std::future::Future<Output = locksmith_core::Result<Outcome>> + Send + 'static,
+    {
+        if let Some(outcome) = self.tasks.spawn(id, Box::pin(work)) {
+            done.deliver(id, outcome);
+        }
+    }
+
+    /// Queues the handshake of a new connection in front of everything else; call id
+    /// `id` settles when the server has answered it.
+    #[napi]
+    pub fn handshake_start(
+        &self,
+        done: &Completions,
+        id: u32,
+        user: Option<String>,
+        password: Option<String>,
+        db: u32,
+    ) {
+        let store = self.store.clone();
+        let handshake = Handshake { auth: password.map(|password| (user, password)), db };
+        self.start(done, id, async move { store.handshake(&handshake).await.map(|()| Outcome::Nothing) });
+    }
+
+    // The plain `LockStore` interface, as local tasks.
+
+    #[napi]
+    pub fn acquire_start(&self, done: &Completions, id: u32, key: String, owner: String, ttl_ms: f64) -> napi::Result<()> {
         let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
-        let now = self.now();
-        Ok(self.engine.acquire(&key, &owner, ttl_ms, now))
+        let store = self.store.clone();
+        self.start(done, id, async move { store.acquire(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
+        Ok(())
     }
 
     #[napi]
-    pub fn release(&mut self, key: String, owner: String) -> u32 {
-        let now = self.now();
-        self.engine.release(&key, &owner, now)
+    pub fn release_start(&self, done: &Completions, id: u32, key: String, owner: String) {
+        let store = self.store.clone();
+        self.start(done, id, async move { store.release(&key, &owner).await.map(Outcome::Flag) });
     }
 
     #[napi]
-    pub fn extend(&mut self, key: String, owner: String, ttl_ms: f64) -> napi::Result<u32> {
+    pub fn extend_start(&self, done: &Completions, id: u32, key: String, owner: String, ttl_ms: f64) -> napi::Result<()> {
         let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
-        let now = self.now();
-        Ok(self.engine.extend(&key, &owner, ttl_ms, now))
+        let store = self.store.clone();
+        self.start(done, id, async move { store.extend(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
+        Ok(())
     }
 
     #[napi]
-    pub fn is_locked(&mut self, key: String) -> u32 {
-        let now = self.now();
-        self.engine.is_locked(&key, now)
+    pub fn is_locked_start(&self, done: &Completions, id: u32, key: String) {
+        let store = self.store.clone();
+        self.start(done, id, async move { store.is_locked(&key).await.map(Outcome::Flag) });
     }
 
     #[napi]
-    pub fn remaining_time(&mut self, key: String) -> u32 {
-        let now = self.now();
-        self.engine.remaining_time(&key, now)
+    pub fn remaining_time_start(&self, done: &Completions, id: u32, key: String) {
+        let store = self.store.clone();
+        self.start(done, id, async move {
+            store.remaining_time(&key).await.map(|ms| Outcome::Number(ms.map(|ms| ms as f64)))
+        });
     }
 
-    /// Queues the handshake of a new connection in front of everything else.
-    #[napi]
-    pub fn handshake(&mut self, user: Option<String>, password: Option<String>, db: u32) -> u32 {
-        let auth = password.map(|password| (user, password));
-        let now = self.now();
-        self.engine.handshake(&Handshake { auth, db }, now)
-    }
+    // Driving.
 
     /// The bytes to write now, or `null`.
     #[napi]
-    pub fn take_output(&mut self) -> Option<Buffer> {
-        self.engine.has_output().then(|| Buffer::from(self.engine.take_output()))
+    pub fn take_output(&self) -> Option<Buffer> {
+        self.store.take_output().map(Buffer::from)
     }
 
-    /// Outcomes of every reply in `chunk`, or `null` when none finished. Throws when the
-    /// bytes are out of step: the host then drops the connection.
+    /// Settles every reply in `chunk` and runs what it woke. Throws when the bytes are
+    /// out of step: the driver then drops the connection.
     #[napi]
     pub fn feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
-        let now = self.now();
-        let mut done = std::mem::take(&mut self.done);
-        let fed = self.engine.feed(&chunk, now, &mut done);
-        let outcomes = self.outcomes(&mut done);
-        self.done = done;
+        let fed = self.store.feed(&chunk);
+        let out = self.turn();
         fed.napi()?;
-        Ok(outcomes)
+        Ok(out)
     }
 
-    /// Fails requests past their deadline. `null` when none was; otherwise the outcomes,
-    /// and the host must drop the connection and reconnect.
+    /// Ends the sleeps that are due and runs what they woke.
     #[napi]
-    pub fn expire(&mut self) -> Option<Float64Array> {
-        let now = self.now();
-        let mut done = std::mem::take(&mut self.done);
-        self.engine.expire(now, &mut done);
-        let outcomes = self.outcomes(&mut done);
-        self.done = done;
-        outcomes
+    pub fn fire(&mut self) -> Option<Float64Array> {
+        self.timer.fire();
+        self.turn()
     }
 
-    /// The connection is gone: every pending request fails with `STORE_UNAVAILABLE`.
+    /// Fails requests past their deadline; `true` when the driver must drop the
+    /// connection. Their callers settle on the next `turn()`.
     #[napi]
-    pub fn connection_lost(&mut self, why: String) -> Option<Float64Array> {
-        let mut done = std::mem::take(&mut self.done);
-        self.engine.connection_lost(&why, &mut done);
-        let outcomes = self.outcomes(&mut done);
-        self.done = done;
-        outcomes
+    pub fn expire(&self) -> bool {
+        self.store.expire()
     }
 
-    /// Requests waiting for a reply.
-    #[napi(getter)]
-    pub fn pending(&self) -> u32 {
-        self.engine.pending() as u32
-    }
-
-    /// The error messages the last outcomes point at.
+    /// The connection is gone: pending requests fail with `STORE_UNAVAILABLE`.
     #[napi]
-    pub fn errors(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.errors)
+    pub fn connection_lost(&self, why: String) {
+        self.store.connection_lost(&why);
     }
 
-    fn outcomes(&mut self, done: &mut Vec<Completion>) -> Option<Float64Array> {
-        if done.is_empty() {
+    /// Later calls fail with `STORE_CLOSED`; pending ones fail now.
+    #[napi]
+    pub fn close(&self) {
+        self.store.close();
+    }
+
+    /// Runs woken tasks: what finished, and when the next sleep ends.
+    #[napi]
+    pub fn turn(&mut self) -> Option<Float64Array> {
+        self.timer.run_background();
+        let mut finished = std::mem::take(&mut self.finished);
+        self.tasks.run_ready(&mut finished);
+        self.timer.run_background();
+        let next = self.timer.next_deadline_ms().map(|at| at.saturating_sub(self.timer.now_ms()));
+        if finished.is_empty() && next.is_none() {
+            self.finished = finished;
             return None;
         }
         self.errors.clear();
-        let mut pairs = Vec::with_capacity(done.len() * 2);
-        for completion in done.drain(..) {
-            pairs.push(f64::from(completion.id));
-            pairs.push(match completion.result {
-                Ok(Value::Acquired(token)) => token.map_or(0.0, |t| t as f64),
-                Ok(Value::Flag(flag)) => f64::from(u8::from(flag)),
-                Ok(Value::Millis(ms)) => ms.map_or(-1.0, |ms| ms as f64),
-                Ok(Value::Done) => 1.0,
+        let mut out = Vec::with_capacity(1 + finished.len() * 2);
+        out.push(next.map_or(-1.0, |ms| ms as f64));
+        for (id, outcome) in finished.drain(..) {
+            out.push(f64::from(id));
+            out.push(match outcome {
+                Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),
+                Ok(Outcome::Number(Some(ms))) => ms,
+                Ok(Outcome::Number(None) | Outcome::Nothing) => -1.0,
                 Err(err) => {
                     self.errors.push(format!("{} {err}", err.code()));
                     -1.0 - self.errors.len() as f64
                 }
             });
         }
-        Some(Float64Array::new(pairs))
+        self.finished = finished;
+        Some(Float64Array::new(out))
+    }
+
+    /// Requests waiting for a reply, and tasks waiting.
+    #[napi(getter)]
+    pub fn pending(&self) -> u32 {
+        (self.store.pending() + self.tasks.len()) as u32
+    }
+
+    /// The messages that the last `turn()`'s error values point at.
+    #[napi]
+    pub fn errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.errors)
     }
 }

@@ -202,6 +202,12 @@ fn ensure_crypto_provider() {
     }
 }
 
+/// Checks the URL against the TLS settings (no fragment; `tls_insecure` only with
+/// `rediss://` and without a CA), as [`RedisStore::connect`] does.
+pub fn check_url_settings(options: &RedisOptions) -> Result<()> {
+    client_url(options).map(drop)
+}
+
 /// The URL handed to redis-rs: the user's, checked, with `#insecure` added when
 /// `tls_insecure` asks for it (the only way redis-rs takes that setting from a URL).
 fn client_url(options: &RedisOptions) -> Result<String> {
