@@ -129,6 +129,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
         socket = net.connect({ host, port }, onConnect);
       }
       socket.setNoDelay(true);
+      socket.setKeepAlive(true, 10_000);
       socket.unref();
       socket.setTimeout(this.options.connectTimeoutMs, () => {
         if (!this.ready) {
@@ -145,6 +146,8 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
           socket.destroy();
           return;
         }
+        // Even with nothing settled the engine may have more to send (a NOSCRIPT retry).
+        flushSoon();
         this.take(outcomes);
       });
       socket.on("error", (err) => {

@@ -63,7 +63,12 @@ pub fn new_lock(store: Arc<dyn LockStore>, key: &str, ttl_ms: f64) -> napi::Resu
     new_lock_on(store, Runner::tokio(), key, ttl_ms)
 }
 
-pub fn new_lock_on(store: Arc<dyn LockStore>, runner: Runner, key: &str, ttl_ms: f64) -> napi::Result<NativeLock> {
+pub fn new_lock_on(
+    store: Arc<dyn LockStore>,
+    runner: Runner,
+    key: &str,
+    ttl_ms: f64,
+) -> napi::Result<NativeLock> {
     Lock::new(key, js::ttl_ms(ttl_ms).napi()?, store, runner.timer.clone())
         .napi()
         .map(|l| NativeLock { inner: Arc::new(l), runner })
@@ -73,8 +78,14 @@ pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> napi::Result
     restore_lock_on(store, Runner::tokio(), serialized)
 }
 
-pub fn restore_lock_on(store: Arc<dyn LockStore>, runner: Runner, serialized: &str) -> napi::Result<NativeLock> {
-    Lock::restore(serialized, store, runner.timer.clone()).napi().map(|l| NativeLock { inner: Arc::new(l), runner })
+pub fn restore_lock_on(
+    store: Arc<dyn LockStore>,
+    runner: Runner,
+    serialized: &str,
+) -> napi::Result<NativeLock> {
+    Lock::restore(serialized, store, runner.timer.clone())
+        .napi()
+        .map(|l| NativeLock { inner: Arc::new(l), runner })
 }
 
 #[napi]

@@ -37,7 +37,10 @@ impl NativeEngineStore {
         let command_timeout_ms = validate::js::positive_ms("commandTimeoutMs", command_timeout_ms).napi()?;
         let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
         Ok(Self {
-            store: Arc::new(EngineStore::new(EngineOptions { key_prefix, command_timeout_ms }, clock.clone())),
+            store: Arc::new(EngineStore::new(
+                EngineOptions { key_prefix, command_timeout_ms },
+                clock.clone(),
+            )),
             timer: Arc::new(LocalTimer::new(clock)),
             tasks: Arc::new(LocalTasks::default()),
             finished: Vec::new(),
@@ -92,7 +95,14 @@ impl NativeEngineStore {
     // The plain `LockStore` interface, as local tasks.
 
     #[napi]
-    pub fn acquire_start(&self, done: &Completions, id: u32, key: String, owner: String, ttl_ms: f64) -> napi::Result<()> {
+    pub fn acquire_start(
+        &self,
+        done: &Completions,
+        id: u32,
+        key: String,
+        owner: String,
+        ttl_ms: f64,
+    ) -> napi::Result<()> {
         let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
         let store = self.store.clone();
         self.start(done, id, async move { store.acquire(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
@@ -106,7 +116,14 @@ impl NativeEngineStore {
     }
 
     #[napi]
-    pub fn extend_start(&self, done: &Completions, id: u32, key: String, owner: String, ttl_ms: f64) -> napi::Result<()> {
+    pub fn extend_start(
+        &self,
+        done: &Completions,
+        id: u32,
+        key: String,
+        owner: String,
+        ttl_ms: f64,
+    ) -> napi::Result<()> {
         let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
         let store = self.store.clone();
         self.start(done, id, async move { store.extend(&key, &owner, ttl_ms).await.map(Outcome::Flag) });

@@ -10,10 +10,12 @@
 //! 3. every chunk that arrives goes to [`Engine::feed`], which parses each complete
 //!    reply (with the `redis-protocol` crate), matches replies to requests in order, and
 //!    hands back one [`Completion`] per finished request;
-//! 4. now and then (a coarse timer while requests are pending) the host calls
-//!    [`Engine::expire`]: a request past its deadline fails with `STORE_UNAVAILABLE`,
-//!    and since replies match requests by order, the connection is then reset: every
-//!    pending request fails and the host reconnects.
+//! 4. now and then (a coarse timer) the host calls [`Engine::expire`]: a request past
+//!    its deadline fails with `STORE_UNAVAILABLE`, and its reply, if one comes, is read
+//!    and dropped. The connection stays: what was sent on it may still run (a frozen
+//!    server resumes), and a lock's clean-up sent after it on the same connection then
+//!    runs after it. Only a reply overdue by [`RESET_AFTER_MS`] more resets the
+//!    connection: every pending request fails and the host reconnects.
 //!
 //! Scripts are called with `EVALSHA`; a `NOSCRIPT` reply (after `SCRIPT FLUSH` or a
 //! restart) re-sends that one call as `EVAL`, which also caches the script again. Key
@@ -34,6 +36,10 @@ pub use scripts::{Script, ACQUIRE, EXTEND, RELEASE};
 pub use store::EngineStore;
 
 use crate::{check_redis_version, FENCE_GRACE_MS, TRANSIENT_CODES};
+
+/// How long past its deadline a reply may still come before the connection counts as
+/// dead (besides the socket's own close, which the host reports at once).
+pub const RESET_AFTER_MS: u64 = 10_000;
 
 /// A request's id, unique among the engine's pending requests.
 pub type RequestId = u32;
@@ -117,6 +123,8 @@ struct Pending {
     id: RequestId,
     op: Op,
     deadline_ms: u64,
+    /// Failed at its deadline: its reply is read and dropped.
+    abandoned: bool,
 }
 
 /// The engine. See the [module documentation](self).
@@ -166,7 +174,12 @@ impl Engine {
     fn push(&mut self, op: Op, now_ms: u64) -> RequestId {
         let id = self.next_id();
         self.encode(&op, false);
-        self.pending.push_back(Pending { id, op, deadline_ms: now_ms + self.options.command_timeout_ms });
+        self.pending.push_back(Pending {
+            id,
+            op,
+            deadline_ms: now_ms + self.options.command_timeout_ms,
+            abandoned: false,
+        });
         id
     }
 
@@ -270,7 +283,7 @@ impl Engine {
         let count = steps.len();
         for (i, info) in steps.into_iter().enumerate().rev() {
             let op = Op::Handshake { last: i + 1 == count, info };
-            self.pending.push_front(Pending { id, op, deadline_ms });
+            self.pending.push_front(Pending { id, op, deadline_ms, abandoned: false });
         }
         bytes.extend_from_slice(&self.output);
         self.output = bytes;
@@ -346,17 +359,17 @@ impl Engine {
     }
 
     fn settle(&mut self, request: Pending, reply: &Reply<'_>, now_ms: u64, done: &mut Vec<Completion>) {
-        let Pending { id, op, .. } = request;
+        let Pending { id, op, abandoned, .. } = request;
+        if abandoned {
+            return;
+        }
         if let Some(error) = reply.error() {
             if error.starts_with("NOSCRIPT")
                 && matches!(op, Op::Acquire { .. } | Op::Release { .. } | Op::Extend { .. })
             {
                 self.encode(&op, true);
-                self.pending.push_back(Pending {
-                    id,
-                    op,
-                    deadline_ms: now_ms + self.options.command_timeout_ms,
-                });
+                let deadline_ms = now_ms + self.options.command_timeout_ms;
+                self.pending.push_back(Pending { id, op, deadline_ms, abandoned: false });
                 return;
             }
             if let Op::Handshake { .. } = op {
@@ -418,20 +431,35 @@ impl Engine {
         done.push(Completion { id, result });
     }
 
-    /// Fails every request whose deadline has passed. Returns `true` when one had been
-    /// sent (or was waiting behind one that had): the connection is then out of step —
-    /// every other pending request failed too, and the host must drop the socket and
+    /// Fails every request whose deadline has passed (its reply, if it comes, is
+    /// dropped). Returns `true` when the oldest reply is overdue by [`RESET_AFTER_MS`]:
+    /// every pending request has then failed, and the host must drop the socket and
     /// reconnect.
     pub fn expire(&mut self, now_ms: u64, done: &mut Vec<Completion>) -> bool {
-        if !self.pending.iter().any(|p| p.deadline_ms <= now_ms) {
-            return false;
-        }
         let timeout = self.options.command_timeout_ms;
-        self.fail_all(
-            || LockError::StoreUnavailable(format!("redis did not answer within {timeout} ms")),
-            done,
-        );
-        true
+        let mut last = None;
+        for request in &mut self.pending {
+            if request.abandoned || request.deadline_ms > now_ms {
+                continue;
+            }
+            request.abandoned = true;
+            // A handshake is several steps under one id: report it once.
+            if last == Some(request.id) {
+                continue;
+            }
+            last = Some(request.id);
+            let error = LockError::StoreUnavailable(format!("redis did not answer within {timeout} ms"));
+            done.push(Completion { id: request.id, result: Err(error) });
+        }
+        let overdue =
+            self.pending.front().is_some_and(|p| p.deadline_ms.saturating_add(RESET_AFTER_MS) <= now_ms);
+        if overdue {
+            self.fail_all(
+                || LockError::StoreUnavailable("redis: no reply for too long; reconnecting".into()),
+                done,
+            );
+        }
+        overdue
     }
 
     /// The connection dropped (or the host dropped it): every pending request fails with
@@ -446,7 +474,7 @@ impl Engine {
         let mut last = None;
         for request in self.pending.drain(..) {
             // A handshake is several steps under one id: report it once.
-            if last == Some(request.id) {
+            if request.abandoned || last == Some(request.id) {
                 continue;
             }
             last = Some(request.id);

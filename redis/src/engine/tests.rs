@@ -80,17 +80,37 @@ fn server_errors_keep_their_text_and_transient_ones_are_unavailable() {
 }
 
 #[test]
-fn a_late_reply_fails_everything_pending_and_asks_for_a_new_connection() {
+fn a_late_reply_fails_its_request_and_is_dropped_when_it_comes() {
     let mut e = engine();
     let a = e.acquire("k", "o", 10, 0);
     let b = e.is_locked("k", 50);
     let mut done = Vec::new();
     assert!(!e.expire(99, &mut done));
     assert!(done.is_empty());
-    assert!(e.expire(100, &mut done));
+    assert!(!e.expire(100, &mut done));
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].id, a);
+    assert_eq!(done[0].result.as_ref().unwrap_err().code(), "STORE_UNAVAILABLE");
+    // The connection stays; the late reply is read and dropped, the next one settles b.
+    let later = feed(&mut e, b":0\r\n:1\r\n");
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].id, b);
+    assert_eq!(later[0].result.as_ref().unwrap(), &Value::Flag(true));
+}
+
+#[test]
+fn a_reply_overdue_for_long_resets_the_connection() {
+    let mut e = engine();
+    let a = e.acquire("k", "o", 10, 0);
+    let b = e.is_locked("k", 5_000);
+    let mut done = Vec::new();
+    assert!(!e.expire(100, &mut done));
+    assert_eq!(done.len(), 1);
+    assert!(!e.expire(100 + RESET_AFTER_MS - 1, &mut done));
+    assert_eq!(done.len(), 2, "b is past its own deadline by now");
+    assert!(e.expire(100 + RESET_AFTER_MS, &mut done));
     let ids: Vec<_> = done.iter().map(|c| c.id).collect();
-    assert_eq!(ids, vec![a, b]);
-    assert!(done.iter().all(|c| c.result.as_ref().unwrap_err().code() == "STORE_UNAVAILABLE"));
+    assert_eq!(ids, vec![a, b], "each request fails once");
     assert_eq!(e.pending(), 0);
     assert!(!e.has_output());
 }
