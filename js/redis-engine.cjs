@@ -69,8 +69,12 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.reconnectTimer = null;
       this.lastError = "the connection closed";
       const tick = Math.max(10, Math.min(250, Math.floor(options.commandTimeoutMs / 4)));
+      this.sub = null; // the subscriber socket (release notifications), opened when wanted
+      this.subReady = false;
+      this.subRetryAt = 0;
       this.expiry = setInterval(() => {
         if (this.native.expire()) this.socket?.destroy();
+        if (this.options.notifyReleases && this.native.subscriberTick()) this.sub?.destroy();
         this.take(this.native.turn());
       }, tick);
       this.expiry.unref();
@@ -78,9 +82,80 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     }
 
     flush() {
-      if (!this.ready) return;
-      const out = this.native.takeOutput();
-      if (out !== null) this.socket.write(out);
+      if (this.ready) {
+        const out = this.native.takeOutput();
+        if (out !== null) this.socket.write(out);
+      }
+      if (!this.options.notifyReleases || this.closed) return;
+      if (this.sub !== null) {
+        if (this.subReady) {
+          const out = this.native.subscriberOutput();
+          if (out !== null) this.sub.write(out);
+        }
+      } else if (performance.now() >= this.subRetryAt && this.native.subscriberWanted) {
+        this.openSubscriber();
+      }
+    }
+
+    /** A socket to the server, plain or TLS; `onConnect` runs once it is up. */
+    dial(onConnect) {
+      const { host, port } = this.target;
+      let socket;
+      if (this.target.tls) {
+        socket = tls.connect(
+          {
+            host,
+            port,
+            servername: net.isIP(host) ? undefined : host,
+            ca: this.options.tlsCaCert ?? undefined,
+            rejectUnauthorized: !this.options.tlsInsecure,
+            checkServerIdentity: this.options.tlsInsecure ? () => undefined : tls.checkServerIdentity,
+          },
+          onConnect,
+        );
+      } else {
+        socket = net.connect({ host, port }, onConnect);
+      }
+      socket.setNoDelay(true);
+      socket.setKeepAlive(true, 10_000);
+      socket.unref();
+      return socket;
+    }
+
+    /** The subscriber connection: SUBSCRIBE confirmations and release messages. */
+    openSubscriber() {
+      const { user, password } = this.target;
+      const sub = this.dial(() => {
+        this.subReady = true;
+        this.native.subscriberConnected(user, password);
+        const out = this.native.subscriberOutput();
+        if (out !== null) sub.write(out);
+      });
+      this.sub = sub;
+      this.subReady = false;
+      sub.setTimeout(this.options.connectTimeoutMs, () => {
+        if (!this.subReady) sub.destroy();
+      });
+      sub.on("data", (chunk) => {
+        let outcomes;
+        try {
+          outcomes = this.native.subscriberFeed(chunk);
+        } catch {
+          sub.destroy();
+          return;
+        }
+        sub.setTimeout(0);
+        this.take(outcomes);
+      });
+      sub.on("error", () => {});
+      sub.on("close", () => {
+        if (this.sub !== sub) return;
+        this.sub = null;
+        this.subReady = false;
+        this.native.subscriberLost();
+        // Waiters fall back to their retry delay meanwhile.
+        this.subRetryAt = performance.now() + 100;
+      });
     }
 
     /** Settles what a turn of the engine finished and arms the sleep timer. */
@@ -106,31 +181,12 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
     /** Opens a socket and queues the handshake; resolves when the server accepted it. */
     open() {
-      const { host, port, user, password, db } = this.target;
+      const { user, password, db } = this.target;
       const handshake = viaCompletions((id) => this.native.handshakeStart(completions, id, user, password, db));
-      const onConnect = () => {
+      const socket = this.dial(() => {
         this.ready = true;
         this.flush();
-      };
-      let socket;
-      if (this.target.tls) {
-        socket = tls.connect(
-          {
-            host,
-            port,
-            servername: net.isIP(host) ? undefined : host,
-            ca: this.options.tlsCaCert ?? undefined,
-            rejectUnauthorized: !this.options.tlsInsecure,
-            checkServerIdentity: this.options.tlsInsecure ? () => undefined : tls.checkServerIdentity,
-          },
-          onConnect,
-        );
-      } else {
-        socket = net.connect({ host, port }, onConnect);
-      }
-      socket.setNoDelay(true);
-      socket.setKeepAlive(true, 10_000);
-      socket.unref();
+      });
       socket.setTimeout(this.options.connectTimeoutMs, () => {
         if (!this.ready) {
           this.lastError = `connecting timed out after ${this.options.connectTimeoutMs} ms`;
@@ -217,6 +273,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.take(this.native.turn());
       this.ready = false;
       this.socket?.destroy();
+      this.sub?.destroy();
     }
   }
 
@@ -272,7 +329,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
   /** Connects with checked options (see `checkRedisOptions` in the addon). */
   async function connect(options) {
-    const native = new addon.NativeEngineStore(options.keyPrefix, options.commandTimeoutMs);
+    const native = new addon.NativeEngineStore(options.keyPrefix, options.commandTimeoutMs, options.notifyReleases);
     const connection = new EngineConnection(native, options);
     await connection.start();
     return new EngineBackend(native, connection);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use locksmith_core::{validate, Clock, LockStore, MonotonicClock};
 use locksmith_redis::engine::local::LocalTimer;
-use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake};
+use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
 use napi::bindgen_prelude::{Buffer, BufferSlice, Float64Array};
 use napi_derive::napi;
 
@@ -33,14 +33,13 @@ pub struct NativeEngineStore {
 #[napi]
 impl NativeEngineStore {
     #[napi(constructor)]
-    pub fn new(key_prefix: String, command_timeout_ms: f64) -> napi::Result<Self> {
+    pub fn new(key_prefix: String, command_timeout_ms: f64, notify_releases: bool) -> napi::Result<Self> {
         let command_timeout_ms = validate::js::positive_ms("commandTimeoutMs", command_timeout_ms).napi()?;
         let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
+        let subscriber = notify_releases.then(|| Subscriber::new(command_timeout_ms));
+        let options = EngineOptions { key_prefix, command_timeout_ms };
         Ok(Self {
-            store: Arc::new(EngineStore::new(
-                EngineOptions { key_prefix, command_timeout_ms },
-                clock.clone(),
-            )),
+            store: Arc::new(EngineStore::new(options, clock.clone(), subscriber)),
             timer: Arc::new(LocalTimer::new(clock)),
             tasks: Arc::new(LocalTasks::default()),
             finished: Vec::new(),
@@ -182,10 +181,12 @@ impl NativeEngineStore {
         self.store.connection_lost(&why);
     }
 
-    /// Later calls fail with `STORE_CLOSED`; pending ones fail now.
+    /// Later calls fail with `STORE_CLOSED`; pending ones fail now, and waiting locks
+    /// wake to find out.
     #[napi]
     pub fn close(&self) {
         self.store.close();
+        self.timer.wake_all();
     }
 
     /// Runs woken tasks: what finished, and when the next sleep ends.
@@ -217,6 +218,56 @@ impl NativeEngineStore {
         }
         self.finished = finished;
         Some(Float64Array::new(out))
+    }
+
+    // The subscriber connection (release notifications).
+
+    /// Whether the subscriber wants a connection that it does not have.
+    #[napi(getter)]
+    pub fn subscriber_wanted(&self) -> bool {
+        self.store.subscriber().is_some_and(Subscriber::wants_connection)
+    }
+
+    /// The subscriber's socket is up: queues AUTH and the wanted SUBSCRIBEs.
+    #[napi]
+    pub fn subscriber_connected(&self, user: Option<String>, password: Option<String>) {
+        if let Some(subscriber) = self.store.subscriber() {
+            let auth = password.as_deref().map(|password| (user.as_deref(), password));
+            subscriber.connected(auth, self.timer.now_ms());
+        }
+    }
+
+    /// The subscriber's bytes to write now, or `null`.
+    #[napi]
+    pub fn subscriber_output(&self) -> Option<Buffer> {
+        self.store.subscriber().and_then(Subscriber::take_output).map(Buffer::from)
+    }
+
+    /// Reads confirmations and releases, and runs the waiters they woke. Throws when
+    /// the connection must be dropped.
+    #[napi]
+    pub fn subscriber_feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+        let now = self.timer.now_ms();
+        let fed = self.store.subscriber().map_or(Ok(()), |s| s.feed(&chunk, now));
+        let out = self.turn();
+        fed.napi()?;
+        Ok(out)
+    }
+
+    /// Unsubscribes idle channels and pings; `true` when the subscriber connection
+    /// must be dropped.
+    #[napi]
+    pub fn subscriber_tick(&self) -> bool {
+        let now = self.timer.now_ms();
+        self.store.subscriber().is_some_and(|s| s.tick(now))
+    }
+
+    /// The subscriber connection is gone.
+    #[napi]
+    pub fn subscriber_lost(&self) {
+        if let Some(subscriber) = self.store.subscriber() {
+            subscriber.connection_lost();
+        }
     }
 
     /// Requests waiting for a reply, and tasks waiting.

@@ -153,7 +153,16 @@ impl LocalTimer {
     /// Ends every sleep whose time has come (waking its task) and runs background tasks
     /// that are ready.
     pub fn fire(&self) {
-        let now = self.clock.now_ms();
+        self.end_sleeps(self.clock.now_ms());
+    }
+
+    /// Ends every sleep now, due or not (its store was closed: the tasks should find
+    /// out rather than wait).
+    pub fn wake_all(&self) {
+        self.end_sleeps(u64::MAX - 1);
+    }
+
+    fn end_sleeps(&self, now: u64) {
         let due: Vec<_> = {
             let mut sleeps = lock(&self.sleeps);
             let later = sleeps.waiting.split_off(&(now + 1, 0));

@@ -26,6 +26,7 @@ pub mod local;
 mod resp;
 mod scripts;
 mod store;
+pub mod subscriber;
 
 use std::collections::VecDeque;
 
@@ -34,6 +35,7 @@ use redis_protocol::resp2::types::RangeFrame;
 
 pub use scripts::{Script, ACQUIRE, EXTEND, RELEASE};
 pub use store::EngineStore;
+pub use subscriber::Subscriber;
 
 use crate::{check_redis_version, FENCE_GRACE_MS, TRANSIENT_CODES};
 

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use locksmith_core::{Clock, Grant, LockError, LockStore, Result};
+use locksmith_core::{BoxFuture, Clock, Grant, LockError, LockStore, Result};
 
-use super::{Completion, Engine, EngineOptions, Handshake, RequestId, Value};
+use super::{Completion, Engine, EngineOptions, Handshake, RequestId, Subscriber, Value};
 
 enum Slot {
     Waiting(Option<Waker>),
@@ -30,6 +30,7 @@ pub struct EngineStore {
     shared: Mutex<Shared>,
     clock: Arc<dyn Clock>,
     closed: AtomicBool,
+    subscriber: Option<Subscriber>,
 }
 
 impl std::fmt::Debug for EngineStore {
@@ -39,10 +40,12 @@ impl std::fmt::Debug for EngineStore {
 }
 
 impl EngineStore {
-    /// A store with nothing pending; `clock` stamps command deadlines.
+    /// A store with nothing pending; `clock` stamps command deadlines. With a
+    /// `subscriber`, waiters wake on release notifications.
     #[must_use]
-    pub fn new(options: EngineOptions, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(options: EngineOptions, clock: Arc<dyn Clock>, subscriber: Option<Subscriber>) -> Self {
         Self {
+            subscriber,
             shared: Mutex::new(Shared {
                 engine: Engine::new(options),
                 slots: HashMap::new(),
@@ -51,6 +54,12 @@ impl EngineStore {
             clock,
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// The release notifications' engine, when the store has one.
+    #[must_use]
+    pub fn subscriber(&self) -> Option<&Subscriber> {
+        self.subscriber.as_ref()
     }
 
     fn shared(&self) -> MutexGuard<'_, Shared> {
@@ -251,5 +260,11 @@ impl LockStore for EngineStore {
             Value::Flag(flag) => Ok(Some(flag)),
             other => Err(unexpected("is_held_by", &other)),
         }
+    }
+
+    fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
+        let subscriber = self.subscriber.as_ref()?;
+        let channel = format!("{}:released", crate::lock_key(&self.key_prefix(), key));
+        Some(subscriber.signal(channel))
     }
 }
