@@ -131,6 +131,7 @@ impl Subscriber {
     }
 
     /// A future that completes when `channel` may carry a release (see the module docs).
+    #[must_use]
     pub fn signal(&self, channel: String) -> BoxFuture<'static, ()> {
         {
             let mut state = self.state();
@@ -207,6 +208,7 @@ impl Subscriber {
     }
 
     /// The bytes to write now, if connected and any.
+    #[must_use]
     pub fn take_output(&self) -> Option<Vec<u8>> {
         let mut state = self.state();
         (state.connected && !state.output.is_empty()).then(|| std::mem::take(&mut state.output))
