@@ -43,6 +43,7 @@ if (process.env.PROBE_ONLY) {
 
 const c1 = {};
 const c64 = {};
+const cpu64 = {}; // Node's CPU µs per pair at c=64: less sensitive to a busy machine than wall time
 for (let round = 0; round < ROUNDS; round++) {
   for (const [name, once] of Object.entries(contenders)) {
     const times = [];
@@ -53,15 +54,18 @@ for (let round = 0; round < ROUNDS; round++) {
     }
     (c1[name] ??= []).push(median(times));
     const t = now();
+    const cpu = process.cpuUsage();
     await Promise.all(Array.from({ length: 64 }, async (_, j) => {
       for (let i = 0; i < PER; i++) await once(`probe64:${name}:${j}`);
     }));
     (c64[name] ??= []).push((64 * PER) / ((now() - t) / 1000));
+    const used = process.cpuUsage(cpu);
+    (cpu64[name] ??= []).push((used.user + used.system) / (64 * PER));
   }
 }
 for (const name of Object.keys(contenders)) {
   const r = (xs) => xs.map((x) => Math.round(x)).join(" ");
-  console.log(`${name.padEnd(32)} c=1 p50 µs: median ${Math.round(median(c1[name]))} [${r(c1[name])}]   c=64 pairs/s: median ${Math.round(median(c64[name]))} [${r(c64[name])}]`);
+  console.log(`${name.padEnd(32)} c=1 p50 µs: median ${Math.round(median(c1[name]))} [${r(c1[name])}]   c=64 pairs/s: median ${Math.round(median(c64[name]))} [${r(c64[name])}]   node CPU µs/pair at c=64: ${median(cpu64[name]).toFixed(1)}`);
 }
 await old.close();
 await engine.close();
