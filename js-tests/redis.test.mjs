@@ -229,6 +229,24 @@ describe("RedisLockStore", { skip }, () => {
     assert.ok(closed.every((o) => o.reason.code === "STORE_CLOSED"), String(closed[0]?.reason));
   });
 
+  it("lets Node exit when the server went away from an idle store that was never closed", { timeout: 20_000 }, async () => {
+    const started = performance.now();
+    const code = await new Promise((resolve) => {
+      const script = `
+        const { RedisLockStore, Lock } = await import(${JSON.stringify(new URL("../js/node.mjs", import.meta.url).href)});
+        const { startRedis } = await import(${JSON.stringify(new URL("./redis-server.mjs", import.meta.url).href)});
+        const server = await startRedis();
+        const store = await RedisLockStore.connect({ url: server.url, ...${JSON.stringify(fast)} });
+        const l = new Lock("idle-exit", 60_000, store);
+        await l.acquire();
+        await l.release();
+        await server.stop();`;
+      spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: "inherit" }).once("exit", resolve);
+    });
+    assert.equal(code, 0);
+    assert.ok(performance.now() - started < 5_000, "reconnect attempts kept the process alive");
+  });
+
   it("lets Node exit promptly after close()", async () => {
     const started = performance.now();
     const code = await new Promise((resolve) => {

@@ -85,6 +85,10 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       if (this.ready) {
         const out = this.native.takeOutput();
         if (out !== null) this.socket.write(out);
+      } else if (this.socket === null && this.connected && !this.closed) {
+        // A call (or a waking waiter) on a store whose connection went while it was
+        // idle: connect again; its commands wait behind the handshake.
+        this.reconnectSoon();
       }
       if (!this.options.notifyReleases || this.closed) return;
       if (this.sub !== null) {
@@ -229,7 +233,9 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.native.connectionLost(this.lastError);
       this.take(this.native.turn());
       this.lastError = "the connection closed";
-      if (!this.closed && this.connected) this.reconnectSoon();
+      // Reconnect now only if some lock still waits; an idle store reconnects on its next
+      // call, so a server that stays down keeps neither a retry loop nor the process alive.
+      if (!this.closed && this.connected && this.native.pending > 0) this.reconnectSoon();
     }
 
     reconnectSoon() {
