@@ -229,6 +229,42 @@ describe("RedisLockStore", { skip }, () => {
     assert.ok(closed.every((o) => o.reason.code === "STORE_CLOSED"), String(closed[0]?.reason));
   });
 
+  it("logs in with the URL's password or ACL user, uses its database, and waits on notifications there too", async () => {
+    const own = await startRedis(["--requirepass", "s3cret"]);
+    const admin = new Redis(`redis://:s3cret@127.0.0.1:${own.port}`);
+    try {
+      const wrong = await RedisLockStore.connect({ url: `redis://:wrong@127.0.0.1:${own.port}`, ...fast }).catch((e) => e);
+      assert.equal(wrong.code, "STORE_ERROR", String(wrong));
+      assert.doesNotMatch(wrong.message, /wrong@/, "the URL's password is not echoed");
+      const none = await RedisLockStore.connect({ url: own.url, ...fast }).catch((e) => e);
+      assert.equal(none.code, "STORE_ERROR", String(none));
+      assert.match(none.message, /NOAUTH/);
+
+      const store = await RedisLockStore.connect(`redis://:s3cret@127.0.0.1:${own.port}/3`);
+      const key = uniqueKey("db3");
+      const holder = new Lock(key, 5_000, store);
+      assert.equal(await holder.acquire(), true);
+      await admin.select(3);
+      assert.equal(await admin.get(`locksmith:{${key}}`), JSON.parse(holder.serialize()).owner, "the lock is in database 3");
+      // A waiter subscribes on the second connection, which logs in too.
+      const started = performance.now();
+      const waited = new Lock(key, 5_000, store).acquire({ timeout: 5_000, retryDelay: 3_000 });
+      await sleep(200);
+      await holder.release();
+      assert.equal(await waited, true);
+      assert.ok(performance.now() - started < 1_500, "the waiter was not woken by the release");
+      await store.close();
+
+      await admin.call("ACL", "SETUSER", "locker", "on", ">pw", "~locksmith:*", "&*", "+@all");
+      const user = await RedisLockStore.connect(`redis://locker:pw@127.0.0.1:${own.port}`);
+      assert.equal(await new Lock(uniqueKey("acl"), 1_000, user).acquire(), true);
+      await user.close();
+    } finally {
+      admin.disconnect();
+      await own.stop();
+    }
+  });
+
   it("lets Node exit when the server went away from an idle store that was never closed", { timeout: 20_000 }, async () => {
     const started = performance.now();
     const code = await new Promise((resolve) => {
