@@ -352,3 +352,95 @@ impl Drop for Waiting {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    fn poll(future: &mut BoxFuture<'static, ()>) -> Poll<()> {
+        future.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    fn output(subscriber: &Subscriber) -> String {
+        String::from_utf8(subscriber.take_output().unwrap_or_default()).unwrap()
+    }
+
+    const CONFIRM: &[u8] = b"*3\r\n$9\r\nsubscribe\r\n$3\r\nk:r\r\n:1\r\n";
+    const MESSAGE: &[u8] = b"*3\r\n$7\r\nmessage\r\n$3\r\nk:r\r\n$0\r\n\r\n";
+
+    #[test]
+    fn a_signal_subscribes_once_polled_and_completes_on_the_confirmation() {
+        let sub = Subscriber::new(100);
+        let unpolled = sub.signal("k:r".into());
+        assert!(!sub.wants_connection(), "a signal never polled wants nothing");
+        let mut first = sub.signal("k:r".into());
+        let mut second = sub.signal("k:r".into());
+        assert!(poll(&mut first).is_pending());
+        assert!(poll(&mut second).is_pending());
+        assert!(sub.wants_connection());
+        assert!(sub.take_output().is_none(), "nothing is written before the connection is up");
+        sub.connected(Some((Some("u"), "pw")), 0);
+        let out = output(&sub);
+        assert_eq!(out.matches("SUBSCRIBE").count(), 1, "one subscription for both waiters: {out}");
+        assert!(out.starts_with("*3\r\n$4\r\nAUTH\r\n"), "{out}");
+        sub.feed(b"+OK\r\n", 1).unwrap();
+        assert!(poll(&mut first).is_pending());
+        sub.feed(CONFIRM, 2).unwrap();
+        assert!(poll(&mut first).is_ready());
+        assert!(poll(&mut second).is_ready());
+        drop(unpolled);
+    }
+
+    #[test]
+    fn a_release_wakes_one_listener() {
+        let sub = Subscriber::new(100);
+        sub.connected(None, 0);
+        let mut first = sub.signal("k:r".into());
+        assert!(poll(&mut first).is_pending());
+        sub.feed(CONFIRM, 1).unwrap();
+        assert!(poll(&mut first).is_ready());
+        // Subscribed now: new signals listen for releases.
+        let mut a = sub.signal("k:r".into());
+        let mut b = sub.signal("k:r".into());
+        assert!(poll(&mut a).is_pending() && poll(&mut b).is_pending());
+        sub.feed(MESSAGE, 2).unwrap();
+        let woken = [poll(&mut a).is_ready(), poll(&mut b).is_ready()];
+        assert_eq!(woken.iter().filter(|w| **w).count(), 1, "one release wakes one waiter: {woken:?}");
+        let mut rest = if woken[0] { b } else { a };
+        sub.feed(MESSAGE, 3).unwrap();
+        assert!(poll(&mut rest).is_ready(), "the next release wakes the other");
+    }
+
+    #[test]
+    fn idle_channels_are_unsubscribed_and_a_silent_connection_is_given_up() {
+        let sub = Subscriber::new(100);
+        sub.connected(None, 0);
+        let mut signal = sub.signal("k:r".into());
+        assert!(poll(&mut signal).is_pending());
+        output(&sub);
+        sub.feed(CONFIRM, 10).unwrap();
+        assert!(poll(&mut signal).is_ready());
+        // While subscribed, a tick pings; an answer keeps the connection.
+        assert!(!sub.tick(20));
+        assert!(output(&sub).contains("PING"));
+        sub.feed(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n", 30).unwrap();
+        assert!(!sub.tick(40));
+        assert!(output(&sub).contains("PING"));
+        assert!(!sub.tick(139), "the ping is not overdue yet");
+        assert!(sub.tick(140), "no pong within the command timeout");
+        // A new connection subscribes the channel again. Its waiter stopped waiting when
+        // its signal completed at 10 ms: the channel goes a second after that.
+        sub.connection_lost();
+        sub.connected(None, 200);
+        assert!(output(&sub).contains("SUBSCRIBE"), "the wanted channel is subscribed again");
+        sub.feed(CONFIRM, 200).unwrap();
+        drop(signal);
+        assert!(!sub.tick(1_000));
+        assert_eq!(sub.channels(), 1);
+        assert!(!sub.tick(1_010));
+        assert_eq!(sub.channels(), 0);
+        assert!(output(&sub).contains("UNSUBSCRIBE"));
+    }
+}
