@@ -9,7 +9,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use locksmith_core::conformance::Harness;
-use locksmith_core::{AcquireOptions, Clock, Lock, LockStore, MonotonicClock};
+use std::sync::Mutex;
+
+use locksmith_core::{AcquireOptions, BoxFuture, Clock, Grant, Lock, LockStore, MonotonicClock, Result};
 use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
 use locksmith_redis::{RedisOptions, RedisStore, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,8 +51,9 @@ async fn drive(store: Arc<EngineStore>, port: u16) {
     }
 }
 
-/// Drives the subscriber connection the same way.
-async fn drive_subscriber(subscriber: Subscriber, port: u16, clock: Arc<dyn Clock>) {
+/// Drives the subscriber connection the same way; `delay_ms` holds back each write (a
+/// slow subscriber connection).
+async fn drive_subscriber(subscriber: Subscriber, port: u16, clock: Arc<dyn Clock>, delay_ms: u64) {
     while !subscriber.wants_connection() {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -67,6 +70,7 @@ async fn drive_subscriber(subscriber: Subscriber, port: u16, clock: Arc<dyn Cloc
             _ = tick.tick() => {
                 subscriber.tick(clock.now_ms());
                 if let Some(out) = subscriber.take_output() {
+                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
                     socket.write_all(&out).await.unwrap();
                 }
             }
@@ -75,13 +79,17 @@ async fn drive_subscriber(subscriber: Subscriber, port: u16, clock: Arc<dyn Cloc
 }
 
 fn connect(port: u16, notify: bool) -> Arc<EngineStore> {
+    connect_with(port, notify, 0)
+}
+
+fn connect_with(port: u16, notify: bool, subscriber_delay_ms: u64) -> Arc<EngineStore> {
     let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
     let subscriber = notify.then(|| Subscriber::new(2_000));
     let options = EngineOptions { key_prefix: "locksmith:".into(), command_timeout_ms: 2_000 };
     let store = Arc::new(EngineStore::new(options, clock.clone(), subscriber.clone()));
     runtime().spawn(drive(store.clone(), port));
     if let Some(subscriber) = subscriber {
-        runtime().spawn(drive_subscriber(subscriber, port, clock));
+        runtime().spawn(drive_subscriber(subscriber, port, clock, subscriber_delay_ms));
     }
     runtime().block_on(store.handshake(&Handshake::default())).expect("handshake");
     store
@@ -154,5 +162,74 @@ fn a_waiter_wakes_on_release_not_at_its_retry_delay() {
         let (acquired, ()) = tokio::join!(wait, release);
         assert!(acquired.unwrap());
         assert!(started.elapsed() < Duration::from_millis(1_500), "woke after {:?}", started.elapsed());
+    });
+}
+
+/// A store that, right after a failed acquire attempt and before answering it, lets the
+/// holder release: the release lands between the waiter's attempt and its wait.
+struct ReleasesAfterAFailedAttempt {
+    inner: Arc<EngineStore>,
+    holder: Mutex<Option<Arc<Lock>>>,
+}
+
+#[async_trait::async_trait]
+impl LockStore for ReleasesAfterAFailedAttempt {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        Ok(self.acquire_with_grant(key, owner, ttl_ms).await?.is_some())
+    }
+    async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
+        let grant = self.inner.acquire_with_grant(key, owner, ttl_ms).await?;
+        if grant.is_none() {
+            let holder = self.holder.lock().unwrap().take();
+            if let Some(holder) = holder {
+                assert!(holder.release().await.unwrap());
+            }
+        }
+        Ok(grant)
+    }
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        self.inner.release(key, owner).await
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.inner.extend(key, owner, ttl_ms).await
+    }
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        self.inner.is_locked(key).await
+    }
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        self.inner.remaining_time(key).await
+    }
+    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
+        self.inner.is_held_by(key, owner).await
+    }
+    fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
+        self.inner.release_signal(key)
+    }
+}
+
+#[test]
+fn a_release_right_after_a_failed_attempt_wakes_the_waiter() {
+    let server = server::shared();
+    // The subscriber connection is slow, so its SUBSCRIBE reaches Redis after the release.
+    let inner = connect_with(server.port, true, 100);
+    let direct = connect(server.port, false);
+    let store = Arc::new(ReleasesAfterAFailedAttempt { inner, holder: Mutex::new(None) });
+    let timer = Arc::new(TokioTimer::default());
+    runtime().block_on(async {
+        for round in 0..5 {
+            let key = format!("engine-right-after-{round}");
+            let holder = Arc::new(Lock::new(&key, 30_000, direct.clone(), timer.clone()).unwrap());
+            assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+            *store.holder.lock().unwrap() = Some(holder);
+            let waiter = Lock::new(&key, 30_000, store.clone(), timer.clone()).unwrap();
+            let start = std::time::Instant::now();
+            assert!(waiter
+                .acquire(AcquireOptions::default().with_timeout_ms(10_000).with_retry_delay_ms(5_000))
+                .await
+                .unwrap());
+            let slept = start.elapsed();
+            assert!(slept < Duration::from_secs(1), "round {round}: the waiter slept {slept:?}");
+            assert!(waiter.release().await.unwrap());
+        }
     });
 }
