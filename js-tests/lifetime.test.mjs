@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 import { mapStore } from "./js-stores.mjs";
+import { startRedis } from "./redis-server.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./target.mjs";
 
 const { lock, Lock, MemoryLockStore, restoreLock, LockNotHeldError, StoreUnavailableError } = ls;
@@ -188,4 +189,34 @@ it("a held lock with autoExtend and a watched signal does not keep the process a
   const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], { timeout: 20_000 });
   assert.equal(stdout.trim(), "held");
   assert.ok(performance.now() - start < 5_000, `exited after ${Math.round(performance.now() - start)} ms`);
+});
+
+describe("lock.signal and autoExtend on RedisLockStore", { skip: TARGET !== "native" && "RedisLockStore is native" }, () => {
+  it("keeps a hold through many TTLs, reports theft, and reports release", async () => {
+    const server = await startRedis();
+    const store = await ls.RedisLockStore.connect(server.url);
+    try {
+      const key = uniqueKey("redis-life");
+      const l = new Lock(key, 150, store);
+      assert.equal(await l.acquire({ autoExtend: true }), true);
+      const signal = l.signal;
+      await sleep(500);
+      assert.equal(signal.aborted, false, "extended past three TTLs");
+      assert.equal(await new Lock(key, 1_000, store).acquire(), false, "held throughout");
+      await restoreLock(l.serialize(), store).release();
+      assert.equal(await new Lock(key, 5_000, store).acquire(), true, "taken by another");
+      const { reason } = await aborted(signal);
+      assert.equal(reason.code, "LOCK_NOT_HELD");
+
+      const m = new Lock(uniqueKey("redis-life"), 5_000, store);
+      assert.equal(await m.acquire(), true);
+      const mine = m.signal;
+      assert.equal(await m.release(), true);
+      assert.equal(mine.aborted, true);
+      assert.equal(mine.reason.name, "AbortError");
+    } finally {
+      await store.close();
+      await server.stop();
+    }
+  });
 });

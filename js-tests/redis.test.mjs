@@ -167,6 +167,122 @@ describe("RedisLockStore", { skip }, () => {
     assertNoOverlap(await client.lrange(`${key}:log`, 0, -1));
   });
 
+  /** How many times the server ran `command` so far (INFO commandstats). */
+  async function calls(command) {
+    const info = await client.info("commandstats");
+    return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+  }
+
+  it("wakes a waiter on release, not at its retry delay; an uncontended wait subscribes nothing", async () => {
+    const store = await RedisLockStore.connect(server.url);
+    const key = uniqueKey("notify");
+    const subscribes = await calls("subscribe");
+    const free = new Lock(uniqueKey("free"), 5_000, store);
+    assert.equal(await free.acquire({ timeout: 1_000 }), true);
+    await free.release();
+    assert.equal(await calls("subscribe"), subscribes, "an acquire that got the lock at once sent a SUBSCRIBE");
+    const holder = new Lock(key, 10_000, store);
+    await holder.acquire();
+    const waiter = new Lock(key, 5_000, store);
+    const started = performance.now();
+    const waited = waiter.acquire({ timeout: 8_000, retryDelay: 5_000 });
+    await sleep(200);
+    await holder.release();
+    assert.equal(await waited, true);
+    const ms = performance.now() - started;
+    assert.ok(ms < 1_500, `the waiter took ${Math.round(ms)} ms: it slept its retry delay instead of waking on the release`);
+    await waiter.release();
+    await store.close();
+  });
+
+  it("shares one subscription per key among its waiters and wakes one of them per release", async () => {
+    const store = await RedisLockStore.connect(server.url);
+    const key = uniqueKey("shared-sub");
+    const holder = new Lock(key, 10_000, store);
+    await holder.acquire();
+    const waiters = Array.from({ length: 5 }, () => new Lock(key, 10_000, store));
+    const waits = waiters.map((w) => w.acquire({ timeout: 8_000, retryDelay: 5_000 }));
+    // Those still waiting at the end find the store closed.
+    const ended = Promise.allSettled(waits);
+    await sleep(300);
+    const [, subscribers] = await client.pubsub("NUMSUB", `locksmith:{${key}}:released`);
+    assert.equal(subscribers, 1, "one subscription for five waiters");
+    const before = await calls("evalsha");
+    await holder.release();
+    // One waiter wins; the others stay asleep (their retry delay is long).
+    const winner = await Promise.race(waits.map((p, i) => p.then((ok) => (ok ? i : new Promise(() => {})))));
+    await sleep(200);
+    const attempts = (await calls("evalsha")) - before - 1; // minus the release itself
+    assert.ok(attempts <= 2, `${attempts} acquire attempts after one release: every waiter woke`);
+    // The winner's release hands the lock to another waiter, again without polling.
+    const started = performance.now();
+    await waiters[winner].release();
+    const rest = waits.filter((_, i) => i !== winner);
+    assert.equal(await Promise.race(rest), true, "the next waiter got the lock after the winner released");
+    assert.ok(performance.now() - started < 1_500, "the second handoff waited for a retry delay");
+    const closing = performance.now();
+    await store.close();
+    const outcomes = await ended;
+    assert.ok(performance.now() - closing < 1_000, "waiters kept waiting after close()");
+    const closed = outcomes.filter((o) => o.status === "rejected");
+    assert.equal(closed.length, 3);
+    assert.ok(closed.every((o) => o.reason.code === "STORE_CLOSED"), String(closed[0]?.reason));
+  });
+
+  it("logs in with the URL's password or ACL user, uses its database, and waits on notifications there too", async () => {
+    const own = await startRedis(["--requirepass", "s3cret"]);
+    const admin = new Redis(`redis://:s3cret@127.0.0.1:${own.port}`);
+    try {
+      const wrong = await RedisLockStore.connect({ url: `redis://:wrong@127.0.0.1:${own.port}`, ...fast }).catch((e) => e);
+      assert.equal(wrong.code, "STORE_ERROR", String(wrong));
+      assert.doesNotMatch(wrong.message, /wrong@/, "the URL's password is not echoed");
+      const none = await RedisLockStore.connect({ url: own.url, ...fast }).catch((e) => e);
+      assert.equal(none.code, "STORE_ERROR", String(none));
+      assert.match(none.message, /NOAUTH/);
+
+      const store = await RedisLockStore.connect(`redis://:s3cret@127.0.0.1:${own.port}/3`);
+      const key = uniqueKey("db3");
+      const holder = new Lock(key, 5_000, store);
+      assert.equal(await holder.acquire(), true);
+      await admin.select(3);
+      assert.equal(await admin.get(`locksmith:{${key}}`), JSON.parse(holder.serialize()).owner, "the lock is in database 3");
+      // A waiter subscribes on the second connection, which logs in too.
+      const started = performance.now();
+      const waited = new Lock(key, 5_000, store).acquire({ timeout: 5_000, retryDelay: 3_000 });
+      await sleep(200);
+      await holder.release();
+      assert.equal(await waited, true);
+      assert.ok(performance.now() - started < 1_500, "the waiter was not woken by the release");
+      await store.close();
+
+      await admin.call("ACL", "SETUSER", "locker", "on", ">pw", "~locksmith:*", "&*", "+@all");
+      const user = await RedisLockStore.connect(`redis://locker:pw@127.0.0.1:${own.port}`);
+      assert.equal(await new Lock(uniqueKey("acl"), 1_000, user).acquire(), true);
+      await user.close();
+    } finally {
+      admin.disconnect();
+      await own.stop();
+    }
+  });
+
+  it("lets Node exit when the server went away from an idle store that was never closed", { timeout: 20_000 }, async () => {
+    const started = performance.now();
+    const code = await new Promise((resolve) => {
+      const script = `
+        const { RedisLockStore, Lock } = await import(${JSON.stringify(new URL("../js/node.mjs", import.meta.url).href)});
+        const { startRedis } = await import(${JSON.stringify(new URL("./redis-server.mjs", import.meta.url).href)});
+        const server = await startRedis();
+        const store = await RedisLockStore.connect({ url: server.url, ...${JSON.stringify(fast)} });
+        const l = new Lock("idle-exit", 60_000, store);
+        await l.acquire();
+        await l.release();
+        await server.stop();`;
+      spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: "inherit" }).once("exit", resolve);
+    });
+    assert.equal(code, 0);
+    assert.ok(performance.now() - started < 5_000, "reconnect attempts kept the process alive");
+  });
+
   it("lets Node exit promptly after close()", async () => {
     const started = performance.now();
     const code = await new Promise((resolve) => {

@@ -214,6 +214,10 @@ describe("TLS to Redis", { skip: !native && "RedisLockStore is native" }, () => 
         assert.equal(await l.acquire(), true);
         assert.equal(await l.release(), true);
         await secure.close();
+        // By host name: sent as SNI and checked against the certificate's names.
+        const named = await RedisLockStore.connect({ url: `rediss://localhost:${tlsPort}`, tlsCaCert: ca, ...fast });
+        assert.equal(await new Lock(uniqueKey("tls"), 1_000, named).acquire(), true);
+        await named.close();
         // Without the CA, the certificate is refused.
         await assert.rejects(RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}`, ...fast }), (err) =>
           ["STORE_UNAVAILABLE", "STORE_ERROR"].includes(err.code),

@@ -2,6 +2,7 @@
 // locksmith for Node: the native addon under the shared JS surface.
 
 const { makeApi, NATIVE, NativeStore, toLockError, checkString, typeName, invalid } = require("./gen/api.cjs");
+const { makeEngineDriver } = require("./redis-engine.cjs");
 
 function platformTriple() {
   const { platform, arch } = process;
@@ -38,17 +39,28 @@ let keepAlive; // a ref'd timer while calls are pending: the channel itself does
 // a process whose only work left is a held lock's signal may exit.
 let holding = 0;
 
-const completions = new addon.Completions((done) => {
-  const call = pending.get(done.id);
-  if (call === undefined) return;
-  pending.delete(done.id);
+/** Takes call `id` off the pending list; `undefined` if it is not there. */
+function finish(id) {
+  const call = pending.get(id);
+  if (call === undefined) return undefined;
+  pending.delete(id);
   if (!call.background && --holding === 0) {
     clearInterval(keepAlive);
     keepAlive = undefined;
   }
+  return call;
+}
+
+const completions = new addon.Completions((done) => {
+  const call = finish(done.id);
+  if (call === undefined) return;
   if (done.error != null) call.reject(new Error(done.error));
   else call.resolve(call.number ? (done.number ?? null) : done.flag ?? undefined);
 });
+
+// Set below to the Redis engine driver's: a call that runs as a local task of an engine
+// store (`start` returns true) has commands to write this turn.
+let flushEngines = () => {};
 
 /** Starts `start(id)` and returns the promise of its outcome. */
 function viaCompletions(start, number = false, background = false) {
@@ -57,7 +69,7 @@ function viaCompletions(start, number = false, background = false) {
   nextId = id === MAX_CALL_ID ? 0 : id + 1;
   return new Promise((resolve, reject) => {
     try {
-      start(id);
+      if (start(id) === true) flushEngines();
     } catch (err) {
       reject(err);
       return;
@@ -77,6 +89,13 @@ Object.assign(NativeLock, {
   },
   watch() {
     return viaCompletions((id) => this.watchStart(completions, id), false, true);
+  },
+  autoExtend(intervalMs, maxHoldMs) {
+    // Validates at once (a throw here is the caller's); runs in the background after.
+    let started;
+    const running = viaCompletions((id) => (started = this.autoExtendStart(completions, id, intervalMs, maxHoldMs)), false, true);
+    running.catch(() => {});
+    return started;
   },
   extend(ttlMs) {
     return viaCompletions((id) => this.extendStart(completions, id, ttlMs));
@@ -101,6 +120,39 @@ const api = makeApi({
   bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits) =>
     new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy, hasPermits),
 });
+
+// The Redis store: the sans-I/O engine driven by Node's sockets (js/redis-engine.cjs).
+// LOCKSMITH_REDIS_CLIENT=redis-rs (read at connect) selects the earlier client, redis-rs
+// on a tokio thread.
+
+/** Settles the calls in an engine turn's `[next timer, id, value, ...]` (see node/src/redis_engine.rs). */
+function settleEngineCalls(outcomes, native) {
+  let errors;
+  for (let i = 1; i < outcomes.length; i += 2) {
+    const id = outcomes[i];
+    const value = outcomes[i + 1];
+    const call = finish(id);
+    if (call === undefined) continue;
+    if (value <= -2) {
+      errors ??= native.errors();
+      call.reject(new Error(errors[-2 - value]));
+    } else if (call.number) {
+      call.resolve(value < 0 ? null : value);
+    } else {
+      call.resolve(value === 1 ? true : value === 0 ? false : undefined);
+    }
+  }
+}
+
+const engineDriver = makeEngineDriver({
+  addon,
+  completions,
+  viaCompletions,
+  settle: settleEngineCalls,
+  invalid,
+  toLockError,
+});
+flushEngines = engineDriver.flushSoon;
 
 const CONNECT_OPTIONS = {
   keyPrefix: "string",
@@ -177,7 +229,9 @@ class RedisLockStore extends NativeStore {
     }
     let native;
     try {
-      native = await addon.connectRedis({ ...options });
+      native = process.env.LOCKSMITH_REDIS_CLIENT === "redis-rs"
+        ? await addon.connectRedis({ ...options })
+        : await engineDriver.connect(addon.checkRedisOptions({ ...options }));
     } catch (err) {
       throw toLockError(err);
     }

@@ -48,7 +48,27 @@ impl Completions {
     }
 }
 
+/// What a finished call reports, as `Done`.
+pub fn report(id: u32, outcome: Result<locksmith_core::Result<Outcome>, ()>) -> Done {
+    let mut done = Done { id, flag: None, number: None, error: None };
+    match outcome {
+        Ok(Ok(Outcome::Flag(flag))) => done.flag = Some(flag),
+        Ok(Ok(Outcome::Number(number))) => done.number = number,
+        Ok(Ok(Outcome::Nothing)) => {}
+        Ok(Err(err)) => done.error = Some(format!("{} {err}", err.code())),
+        Err(()) => {
+            done.error = Some("INTERNAL_ERROR locksmith: internal error (a panic) in an async call".into());
+        }
+    }
+    done
+}
+
 impl Completions {
+    /// Delivers an outcome that is already in hand, on a later turn of the event loop.
+    pub fn deliver(&self, id: u32, outcome: locksmith_core::Result<Outcome>) {
+        self.handler.call(report(id, Ok(outcome)), ThreadsafeFunctionCallMode::NonBlocking);
+    }
+
     /// Runs `work` on tokio and delivers its outcome under `id`.
     pub fn spawn<F>(&self, id: u32, work: F)
     where
@@ -56,19 +76,9 @@ impl Completions {
     {
         let handler = self.handler.clone();
         napi::bindgen_prelude::spawn(async move {
-            let mut done = Done { id, flag: None, number: None, error: None };
             // A panic must still settle the caller's promise, or its process would wait forever.
-            match AssertUnwindSafe(work).catch_unwind().await {
-                Ok(Ok(Outcome::Flag(flag))) => done.flag = Some(flag),
-                Ok(Ok(Outcome::Number(number))) => done.number = number,
-                Ok(Ok(Outcome::Nothing)) => {}
-                Ok(Err(err)) => done.error = Some(format!("{} {err}", err.code())),
-                Err(_) => {
-                    done.error =
-                        Some("INTERNAL_ERROR locksmith: internal error (a panic) in an async call".into());
-                }
-            }
-            handler.call(done, ThreadsafeFunctionCallMode::NonBlocking);
+            let outcome = AssertUnwindSafe(work).catch_unwind().await.map_err(|_| ());
+            handler.call(report(id, outcome), ThreadsafeFunctionCallMode::NonBlocking);
         });
     }
 }

@@ -10,6 +10,7 @@ mod js_store;
 mod lock;
 mod memory;
 mod redis;
+mod redis_engine;
 mod timer;
 
 /// One tokio worker thread: the work per lock call is tiny and I/O-bound, and every

@@ -5,23 +5,73 @@
 
 use std::sync::Arc;
 
+use std::future::Future;
+
 use locksmith_core::validate::js;
-use locksmith_core::{HoldEnd, Lock, LockStore};
+use locksmith_core::{HoldEnd, Lock, LockStore, Timer};
+use locksmith_redis::engine::local::Executor;
 use napi_derive::napi;
 
 use crate::completion::{Completions, Outcome};
 use crate::error::IntoNapi;
 use crate::timer::timer;
 
+/// Tasks polled on the JS thread (the Redis engine's locks): no tokio, no thread hop.
+pub type LocalTasks = Executor<locksmith_core::Result<Outcome>>;
+
+/// Where a lock's async calls run: on tokio (the default), or as local tasks of a
+/// store that the JS thread drives.
+#[derive(Clone)]
+pub struct Runner {
+    pub timer: Arc<dyn Timer>,
+    pub local: Option<Arc<LocalTasks>>,
+}
+
+impl Runner {
+    fn tokio() -> Self {
+        Self { timer: timer(), local: None }
+    }
+
+    /// Starts `work` under call id `id`. `true` when it runs locally: its store then
+    /// has output for the JS side to write.
+    fn start<F>(&self, done: &Completions, id: u32, work: F) -> bool
+    where
+        F: Future<Output = locksmith_core::Result<Outcome>> + Send + 'static,
+    {
+        match &self.local {
+            None => {
+                done.spawn(id, work);
+                false
+            }
+            Some(tasks) => {
+                if let Some(outcome) = tasks.spawn(id, Box::pin(work)) {
+                    done.deliver(id, outcome);
+                }
+                true
+            }
+        }
+    }
+}
+
 #[napi]
 pub struct NativeLock {
     inner: Arc<Lock>,
+    runner: Runner,
 }
 
 pub fn new_lock(store: Arc<dyn LockStore>, key: &str, ttl_ms: f64) -> napi::Result<NativeLock> {
-    Lock::new(key, js::ttl_ms(ttl_ms).napi()?, store, timer())
+    new_lock_on(store, Runner::tokio(), key, ttl_ms)
+}
+
+pub fn new_lock_on(
+    store: Arc<dyn LockStore>,
+    runner: Runner,
+    key: &str,
+    ttl_ms: f64,
+) -> napi::Result<NativeLock> {
+    Lock::new(key, js::ttl_ms(ttl_ms).napi()?, store, runner.timer.clone())
         .napi()
-        .map(|l| NativeLock { inner: Arc::new(l) })
+        .map(|l| NativeLock { inner: Arc::new(l), runner })
 }
 
 /// A handle of the kind the JS surface names (`"semaphore"` with `limit`, `"read"`, `"write"`).
@@ -33,13 +83,24 @@ pub fn new_handle(
     limit: Option<f64>,
 ) -> napi::Result<NativeLock> {
     let kind = js::kind(kind, limit).napi()?;
-    Lock::of_kind(key, js::ttl_ms(ttl_ms).napi()?, kind, store, timer())
+    let runner = Runner::tokio();
+    Lock::of_kind(key, js::ttl_ms(ttl_ms).napi()?, kind, store, runner.timer.clone())
         .napi()
-        .map(|l| NativeLock { inner: Arc::new(l) })
+        .map(|l| NativeLock { inner: Arc::new(l), runner })
 }
 
 pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> napi::Result<NativeLock> {
-    Lock::restore(serialized, store, timer()).napi().map(|l| NativeLock { inner: Arc::new(l) })
+    restore_lock_on(store, Runner::tokio(), serialized)
+}
+
+pub fn restore_lock_on(
+    store: Arc<dyn LockStore>,
+    runner: Runner,
+    serialized: &str,
+) -> napi::Result<NativeLock> {
+    Lock::restore(serialized, store, runner.timer.clone())
+        .napi()
+        .map(|l| NativeLock { inner: Arc::new(l), runner })
 }
 
 #[napi]
@@ -59,7 +120,8 @@ impl NativeLock {
     #[napi]
     pub fn reset(&mut self, key: String, ttl_ms: f64) -> napi::Result<()> {
         let store = self.inner.store().clone();
-        self.inner = Arc::new(Lock::new(&key, js::ttl_ms(ttl_ms).napi()?, store, timer()).napi()?);
+        self.inner =
+            Arc::new(Lock::new(&key, js::ttl_ms(ttl_ms).napi()?, store, self.runner.timer.clone()).napi()?);
         Ok(())
     }
 
@@ -105,7 +167,8 @@ impl NativeLock {
         self.inner.extend_now(ttl_ms).transpose().napi().map(|done| done.is_some())
     }
 
-    // The same async operations, delivered through `Completions` (see completion.rs).
+    // The same async operations, delivered through `Completions` (see completion.rs), or
+    // run as local tasks of a store the JS thread drives: each returns `true` then.
 
     #[napi]
     pub fn acquire_start(
@@ -114,51 +177,53 @@ impl NativeLock {
         id: u32,
         timeout: Option<f64>,
         retry_delay: Option<f64>,
-    ) -> napi::Result<()> {
+    ) -> napi::Result<bool> {
         let options = js::acquire_options(timeout, retry_delay).napi()?;
         let lock = self.inner.clone();
-        done.spawn(id, async move { lock.acquire(options).await.map(Outcome::Flag) });
-        Ok(())
+        Ok(self.runner.start(done, id, async move { lock.acquire(options).await.map(Outcome::Flag) }))
     }
 
     #[napi]
-    pub fn release_start(&self, done: &Completions, id: u32) {
+    pub fn release_start(&self, done: &Completions, id: u32) -> bool {
         let lock = self.inner.clone();
-        done.spawn(id, async move { lock.release().await.map(Outcome::Flag) });
+        self.runner.start(done, id, async move { lock.release().await.map(Outcome::Flag) })
     }
 
     #[napi]
-    pub fn extend_start(&self, done: &Completions, id: u32, ttl_ms: Option<f64>) -> napi::Result<()> {
+    pub fn extend_start(&self, done: &Completions, id: u32, ttl_ms: Option<f64>) -> napi::Result<bool> {
         let ttl_ms = ttl_ms.map(js::ttl_ms).transpose().napi()?;
         let lock = self.inner.clone();
-        done.spawn(id, async move { lock.extend(ttl_ms).await.map(|()| Outcome::Nothing) });
-        Ok(())
+        Ok(self.runner.start(done, id, async move { lock.extend(ttl_ms).await.map(|()| Outcome::Nothing) }))
     }
 
     #[napi]
-    pub fn count_start(&self, done: &Completions, id: u32) {
+    pub fn count_start(&self, done: &Completions, id: u32) -> bool {
         let lock = self.inner.clone();
-        done.spawn(id, async move { lock.count().await.map(|n| Outcome::Number(Some(n as f64))) });
+        self.runner.start(
+            done,
+            id,
+            async move { lock.count().await.map(|n| Outcome::Number(Some(n as f64))) },
+        )
     }
 
     #[napi]
-    pub fn is_locked_start(&self, done: &Completions, id: u32) {
+    pub fn is_locked_start(&self, done: &Completions, id: u32) -> bool {
         let lock = self.inner.clone();
-        done.spawn(id, async move { lock.is_locked().await.map(Outcome::Flag) });
+        self.runner.start(done, id, async move { lock.is_locked().await.map(Outcome::Flag) })
     }
 
     #[napi]
-    pub fn is_expired_start(&self, done: &Completions, id: u32) {
+    pub fn is_expired_start(&self, done: &Completions, id: u32) -> bool {
         let lock = self.inner.clone();
-        done.spawn(id, async move { lock.is_expired().await.map(Outcome::Flag) });
+        self.runner.start(done, id, async move { lock.is_expired().await.map(Outcome::Flag) })
     }
 
     #[napi]
-    pub fn remaining_time_start(&self, done: &Completions, id: u32) {
+    pub fn remaining_time_start(&self, done: &Completions, id: u32) -> bool {
         let lock = self.inner.clone();
-        done.spawn(id, async move {
+        self.runner.start(done, id, async move {
             lock.remaining_time().await.map(|ms| Outcome::Number(ms.map(|ms| ms as f64)))
-        });
+        })
     }
 
     /// `lock`, `semaphore`, `read` or `write`.
@@ -181,23 +246,32 @@ impl NativeLock {
 
     /// Settles when the current hold ends: `true` when released, an error when lost.
     #[napi]
-    pub fn watch_start(&self, done: &Completions, id: u32) {
+    pub fn watch_start(&self, done: &Completions, id: u32) -> bool {
         let lock = self.inner.clone();
-        done.spawn(id, async move {
+        self.runner.start(done, id, async move {
             match lock.hold_ended().await {
                 HoldEnd::Released => Ok(Outcome::Flag(true)),
                 HoldEnd::Lost(err) => Err(err),
             }
-        });
+        })
     }
 
-    /// Keeps the current hold extended in the background (the `autoExtend` option).
+    /// Keeps the current hold extended in the background (the `autoExtend` option);
+    /// settles when it stops (released, lost, or at its cap).
     #[napi]
-    pub fn auto_extend(&self, interval_ms: Option<f64>, max_hold_ms: Option<f64>) -> napi::Result<()> {
+    pub fn auto_extend_start(
+        &self,
+        done: &Completions,
+        id: u32,
+        interval_ms: Option<f64>,
+        max_hold_ms: Option<f64>,
+    ) -> napi::Result<bool> {
         let plan = js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).napi()?;
         let lock = self.inner.clone();
-        napi::bindgen_prelude::spawn(async move { lock.keep_extending(plan).await });
-        Ok(())
+        Ok(self.runner.start(done, id, async move {
+            lock.keep_extending(plan).await;
+            Ok(Outcome::Nothing)
+        }))
     }
 
     /// Checks an `autoExtend` option without starting anything.

@@ -65,6 +65,39 @@ impl RedisConnectOptions {
     }
 }
 
+/// `RedisConnectOptions` checked, with defaults filled in, for the engine's driver.
+#[napi(object)]
+pub struct CheckedRedisOptions {
+    pub url: String,
+    pub key_prefix: String,
+    pub connect_timeout_ms: f64,
+    pub command_timeout_ms: f64,
+    pub reconnect_retries: u32,
+    pub reconnect_max_delay_ms: f64,
+    pub notify_releases: bool,
+    pub tls_ca_cert: Option<String>,
+    pub tls_insecure: bool,
+}
+
+/// Checks `RedisLockStore.connect()`'s options as the redis-rs store does, and fills in
+/// the defaults.
+#[napi]
+pub fn check_redis_options(options: RedisConnectOptions) -> napi::Result<CheckedRedisOptions> {
+    let options = options.into_options()?;
+    locksmith_redis::check_url_settings(&options).napi()?;
+    Ok(CheckedRedisOptions {
+        key_prefix: options.key_prefix.clone(),
+        connect_timeout_ms: options.connect_timeout.as_millis() as f64,
+        command_timeout_ms: options.command_timeout.as_millis() as f64,
+        reconnect_retries: u32::try_from(options.reconnect_retries).unwrap_or(u32::MAX),
+        reconnect_max_delay_ms: options.reconnect_max_delay.as_millis() as f64,
+        notify_releases: options.notify_releases,
+        tls_insecure: options.tls_insecure,
+        tls_ca_cert: options.tls_ca_cert_pem,
+        url: options.url,
+    })
+}
+
 #[napi]
 pub struct NativeRedisStore {
     inner: Arc<RedisStore>,

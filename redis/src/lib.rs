@@ -14,6 +14,7 @@
 //!   *ring* as the process default. An application that wants another provider
 //!   installs it before connecting.
 
+pub mod engine;
 mod notify;
 mod timer;
 
@@ -96,6 +97,13 @@ pub fn redact_url(url: &str) -> String {
     format!("{}{user}:***{}", &url[..scheme_end], &rest[at..])
 }
 
+/// The Redis key of a lock: `<prefix>{<key>}`. The braces make it a hash tag, so the
+/// lock and its companions (`…:fence`, `…:released`) share a cluster slot.
+#[must_use]
+pub fn lock_key(prefix: &str, key: &str) -> String {
+    format!("{prefix}{{{key}}}")
+}
+
 /// `(major, minor)` of `redis_version:` in the text of `INFO server`.
 #[must_use]
 pub fn parse_redis_version(info: &str) -> Option<(u32, u32)> {
@@ -163,7 +171,8 @@ impl Scripts {
 
 /// Server error codes of states that pass: a replica not (yet) promoted, a server still
 /// loading its data set, a primary that lost its own, a busy script, a cluster moving slots.
-const TRANSIENT_CODES: [&str; 6] = ["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN"];
+pub(crate) const TRANSIENT_CODES: [&str; 6] =
+    ["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN"];
 
 /// Maps a Redis failure to a locksmith error.
 fn store_error(err: &RedisError) -> LockError {
@@ -198,6 +207,12 @@ fn ensure_crypto_provider() {
         // An error only means another thread installed one first.
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+}
+
+/// Checks the URL against the TLS settings (no fragment; `tls_insecure` only with
+/// `rediss://` and without a CA), as [`RedisStore::connect`] does.
+pub fn check_url_settings(options: &RedisOptions) -> Result<()> {
+    client_url(options).map(drop)
 }
 
 /// The URL handed to redis-rs: the user's, checked, with `#insecure` added when
@@ -309,7 +324,7 @@ impl RedisStore {
     /// lock and its fencing counter share a cluster slot.
     #[must_use]
     pub fn lock_key(&self, key: &str) -> String {
-        format!("{}{{{key}}}", self.options.key_prefix)
+        lock_key(&self.options.key_prefix, key)
     }
 
     fn connection(&self) -> Result<ConnectionManager> {

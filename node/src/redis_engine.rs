@@ -1,0 +1,284 @@
+//! `NativeEngineStore`: the sans-I/O Redis engine (`locksmith_redis::engine`) driven by
+//! Node's own sockets (`js/redis-engine.cjs`). No tokio and no thread hop: a lock's
+//! calls run as tasks polled on the JS thread; their commands collect in the engine until
+//! the driver writes a turn's worth at once; `feed(chunk)` settles every reply in a
+//! chunk and runs the tasks it woke.
+//!
+//! Finished calls travel back as one `Float64Array` per chunk, to cross the boundary
+//! once: `[next timer in ms (-1: none), id, value, id, value, ...]`. A value is 1/0 for
+//! a flag, milliseconds (or -1 for none) for a number, -1 for nothing, and `-2 - i` for
+//! the i-th message of `errors()` (`CODE message`).
+
+use std::sync::Arc;
+
+use locksmith_core::{validate, Clock, LockStore, MonotonicClock};
+use locksmith_redis::engine::local::LocalTimer;
+use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
+use napi::bindgen_prelude::{Buffer, BufferSlice, Float64Array};
+use napi_derive::napi;
+
+use crate::completion::{Completions, Outcome};
+use crate::error::IntoNapi;
+use crate::lock::{new_lock_on, restore_lock_on, LocalTasks, NativeLock, Runner};
+
+#[napi]
+pub struct NativeEngineStore {
+    store: Arc<EngineStore>,
+    timer: Arc<LocalTimer>,
+    tasks: Arc<LocalTasks>,
+    finished: Vec<(u32, locksmith_core::Result<Outcome>)>,
+    errors: Vec<String>,
+}
+
+#[napi]
+impl NativeEngineStore {
+    #[napi(constructor)]
+    pub fn new(key_prefix: String, command_timeout_ms: f64, notify_releases: bool) -> napi::Result<Self> {
+        let command_timeout_ms = validate::js::positive_ms("commandTimeoutMs", command_timeout_ms).napi()?;
+        let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
+        let subscriber = notify_releases.then(|| Subscriber::new(command_timeout_ms));
+        let options = EngineOptions { key_prefix, command_timeout_ms };
+        Ok(Self {
+            store: Arc::new(EngineStore::new(options, clock.clone(), subscriber)),
+            timer: Arc::new(LocalTimer::new(clock)),
+            tasks: Arc::new(LocalTasks::default()),
+            finished: Vec::new(),
+            errors: Vec::new(),
+        })
+    }
+
+    fn runner(&self) -> Runner {
+        Runner { timer: self.timer.clone(), local: Some(self.tasks.clone()) }
+    }
+
+    #[napi]
+    pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
+        new_lock_on(self.store.clone() as Arc<dyn LockStore>, self.runner(), &key, ttl_ms)
+    }
+
+    #[napi]
+    pub fn restore(&self, serialized: String) -> napi::Result<NativeLock> {
+        restore_lock_on(self.store.clone() as Arc<dyn LockStore>, self.runner(), &serialized)
+    }
+
+    #[napi(getter)]
+    pub fn key_prefix(&self) -> String {
+        self.store.key_prefix()
+    }
+
+    fn start<F>(&self, done: &Completions, id: u32, work: F)
+    where
+        F: std::future::Future<Output = locksmith_core::Result<Outcome>> + Send + 'static,
+    {
+        if let Some(outcome) = self.tasks.spawn(id, Box::pin(work)) {
+            done.deliver(id, outcome);
+        }
+    }
+
+    /// Queues the handshake of a new connection in front of everything else; call id
+    /// `id` settles when the server has answered it.
+    #[napi]
+    pub fn handshake_start(
+        &self,
+        done: &Completions,
+        id: u32,
+        user: Option<String>,
+        password: Option<String>,
+        db: u32,
+    ) {
+        let store = self.store.clone();
+        let handshake = Handshake { auth: password.map(|password| (user, password)), db };
+        self.start(done, id, async move { store.handshake(&handshake).await.map(|()| Outcome::Nothing) });
+    }
+
+    // The plain `LockStore` interface, as local tasks.
+
+    #[napi]
+    pub fn acquire_start(
+        &self,
+        done: &Completions,
+        id: u32,
+        key: String,
+        owner: String,
+        ttl_ms: f64,
+    ) -> napi::Result<()> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
+        let store = self.store.clone();
+        self.start(done, id, async move { store.acquire(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
+        Ok(())
+    }
+
+    #[napi]
+    pub fn release_start(&self, done: &Completions, id: u32, key: String, owner: String) {
+        let store = self.store.clone();
+        self.start(done, id, async move { store.release(&key, &owner).await.map(Outcome::Flag) });
+    }
+
+    #[napi]
+    pub fn extend_start(
+        &self,
+        done: &Completions,
+        id: u32,
+        key: String,
+        owner: String,
+        ttl_ms: f64,
+    ) -> napi::Result<()> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
+        let store = self.store.clone();
+        self.start(done, id, async move { store.extend(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
+        Ok(())
+    }
+
+    #[napi]
+    pub fn is_locked_start(&self, done: &Completions, id: u32, key: String) {
+        let store = self.store.clone();
+        self.start(done, id, async move { store.is_locked(&key).await.map(Outcome::Flag) });
+    }
+
+    #[napi]
+    pub fn remaining_time_start(&self, done: &Completions, id: u32, key: String) {
+        let store = self.store.clone();
+        self.start(done, id, async move {
+            store.remaining_time(&key).await.map(|ms| Outcome::Number(ms.map(|ms| ms as f64)))
+        });
+    }
+
+    // Driving.
+
+    /// The bytes to write now, or `null`.
+    #[napi]
+    pub fn take_output(&self) -> Option<Buffer> {
+        self.store.take_output().map(Buffer::from)
+    }
+
+    /// Settles every reply in `chunk` and runs what it woke. Throws when the bytes are
+    /// out of step: the driver then drops the connection.
+    #[napi]
+    pub fn feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+        let fed = self.store.feed(&chunk);
+        let out = self.turn();
+        fed.napi()?;
+        Ok(out)
+    }
+
+    /// Ends the sleeps that are due and runs what they woke.
+    #[napi]
+    pub fn fire(&mut self) -> Option<Float64Array> {
+        self.timer.fire();
+        self.turn()
+    }
+
+    /// Fails requests past their deadline; `true` when the driver must drop the
+    /// connection. Their callers settle on the next `turn()`.
+    #[napi]
+    pub fn expire(&self) -> bool {
+        self.store.expire()
+    }
+
+    /// The connection is gone: pending requests fail with `STORE_UNAVAILABLE`.
+    #[napi]
+    pub fn connection_lost(&self, why: String) {
+        self.store.connection_lost(&why);
+    }
+
+    /// Later calls fail with `STORE_CLOSED`; pending ones fail now, and waiting locks
+    /// wake to find out.
+    #[napi]
+    pub fn close(&self) {
+        self.store.close();
+        self.timer.wake_all();
+    }
+
+    /// Runs woken tasks: what finished, and when the next sleep ends.
+    #[napi]
+    pub fn turn(&mut self) -> Option<Float64Array> {
+        self.timer.run_background();
+        let mut finished = std::mem::take(&mut self.finished);
+        self.tasks.run_ready(&mut finished);
+        self.timer.run_background();
+        let next = self.timer.next_deadline_ms().map(|at| at.saturating_sub(self.timer.now_ms()));
+        if finished.is_empty() && next.is_none() {
+            self.finished = finished;
+            return None;
+        }
+        self.errors.clear();
+        let mut out = Vec::with_capacity(1 + finished.len() * 2);
+        out.push(next.map_or(-1.0, |ms| ms as f64));
+        for (id, outcome) in finished.drain(..) {
+            out.push(f64::from(id));
+            out.push(match outcome {
+                Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),
+                Ok(Outcome::Number(Some(ms))) => ms,
+                Ok(Outcome::Number(None) | Outcome::Nothing) => -1.0,
+                Err(err) => {
+                    self.errors.push(format!("{} {err}", err.code()));
+                    -1.0 - self.errors.len() as f64
+                }
+            });
+        }
+        self.finished = finished;
+        Some(Float64Array::new(out))
+    }
+
+    // The subscriber connection (release notifications).
+
+    /// Whether the subscriber wants a connection that it does not have.
+    #[napi(getter)]
+    pub fn subscriber_wanted(&self) -> bool {
+        self.store.subscriber().is_some_and(Subscriber::wants_connection)
+    }
+
+    /// The subscriber's socket is up: queues AUTH and the wanted SUBSCRIBEs.
+    #[napi]
+    pub fn subscriber_connected(&self, user: Option<String>, password: Option<String>) {
+        if let Some(subscriber) = self.store.subscriber() {
+            let auth = password.as_deref().map(|password| (user.as_deref(), password));
+            subscriber.connected(auth, self.timer.now_ms());
+        }
+    }
+
+    /// The subscriber's bytes to write now, or `null`.
+    #[napi]
+    pub fn subscriber_output(&self) -> Option<Buffer> {
+        self.store.subscriber().and_then(Subscriber::take_output).map(Buffer::from)
+    }
+
+    /// Reads confirmations and releases, and runs the waiters they woke. Throws when
+    /// the connection must be dropped.
+    #[napi]
+    pub fn subscriber_feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+        let now = self.timer.now_ms();
+        let fed = self.store.subscriber().map_or(Ok(()), |s| s.feed(&chunk, now));
+        let out = self.turn();
+        fed.napi()?;
+        Ok(out)
+    }
+
+    /// Unsubscribes idle channels and pings; `true` when the subscriber connection
+    /// must be dropped.
+    #[napi]
+    pub fn subscriber_tick(&self) -> bool {
+        let now = self.timer.now_ms();
+        self.store.subscriber().is_some_and(|s| s.tick(now))
+    }
+
+    /// The subscriber connection is gone.
+    #[napi]
+    pub fn subscriber_lost(&self) {
+        if let Some(subscriber) = self.store.subscriber() {
+            subscriber.connection_lost();
+        }
+    }
+
+    /// Requests waiting for a reply, and tasks waiting.
+    #[napi(getter)]
+    pub fn pending(&self) -> u32 {
+        (self.store.pending() + self.tasks.len()) as u32
+    }
+
+    /// The messages that the last `turn()`'s error values point at.
+    #[napi]
+    pub fn errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.errors)
+    }
+}

@@ -1,0 +1,537 @@
+//! The sans-I/O Redis engine: commands in, bytes out; bytes in, completions out.
+//!
+//! The engine owns no socket, no thread and no clock. Its host (Node's `net`/`tls` in
+//! the addon, a runtime's socket in the WebAssembly build, a plain `TcpStream` in
+//! tests) does the I/O:
+//!
+//! 1. each operation ([`Engine::acquire`], [`Engine::release`], ...) encodes its command
+//!    into the output buffer and returns a request id;
+//! 2. once per turn of its event loop the host writes [`Engine::take_output`] in one go;
+//! 3. every chunk that arrives goes to [`Engine::feed`], which parses each complete
+//!    reply (with the `redis-protocol` crate), matches replies to requests in order, and
+//!    hands back one [`Completion`] per finished request;
+//! 4. now and then (a coarse timer) the host calls [`Engine::expire`]: a request past
+//!    its deadline fails with `STORE_UNAVAILABLE`, and its reply, if one comes, is read
+//!    and dropped. The connection stays: what was sent on it may still run (a frozen
+//!    server resumes), and a lock's clean-up sent after it on the same connection then
+//!    runs after it. Only a reply overdue by [`RESET_AFTER_MS`] more resets the
+//!    connection: every pending request fails and the host reconnects.
+//!
+//! Scripts are called with `EVALSHA`; a `NOSCRIPT` reply (after `SCRIPT FLUSH` or a
+//! restart) re-sends that one call as `EVAL`, which also caches the script again. Key
+//! layout and scripts are the same as the redis-rs store's, so locks taken by either
+//! are the other's to release.
+
+pub mod local;
+mod resp;
+mod scripts;
+mod store;
+pub mod subscriber;
+
+use std::collections::VecDeque;
+
+use locksmith_core::{LockError, Result};
+use redis_protocol::resp2::types::RangeFrame;
+
+pub use scripts::{Script, ACQUIRE, EXTEND, RELEASE};
+pub use store::EngineStore;
+pub use subscriber::Subscriber;
+
+use crate::{check_redis_version, FENCE_GRACE_MS, TRANSIENT_CODES};
+
+/// How long past its deadline a reply may still come before the connection counts as
+/// dead (besides the socket's own close, which the host reports at once).
+pub const RESET_AFTER_MS: u64 = 10_000;
+
+/// A request's id, unique among the engine's pending requests.
+pub type RequestId = u32;
+
+/// What a finished request resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// `acquire`: the fencing token when taken, `None` when someone holds the key.
+    Acquired(Option<u64>),
+    /// `release`, `extend`, `is_locked`, `is_held_by`.
+    Flag(bool),
+    /// `remaining_time`: milliseconds left, `None` when nobody holds the key.
+    Millis(Option<u64>),
+    /// The handshake, or another command whose answer is only "done".
+    Done,
+}
+
+/// One finished request.
+#[derive(Debug)]
+pub struct Completion {
+    /// The id its operation returned.
+    pub id: RequestId,
+    /// Its outcome.
+    pub result: Result<Value>,
+}
+
+/// What the engine needs to know about the server and the user's settings.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Put before every key (`prefix{key}`).
+    pub key_prefix: String,
+    /// How long a request may wait for its reply, in milliseconds.
+    pub command_timeout_ms: u64,
+}
+
+/// How to log in and which database to use, from the URL.
+#[derive(Debug, Clone, Default)]
+pub struct Handshake {
+    /// `AUTH [user] password`.
+    pub auth: Option<(Option<String>, String)>,
+    /// `SELECT db` when not 0.
+    pub db: u32,
+}
+
+/// The command a request sent, kept to read its reply and to re-send a script as `EVAL`.
+#[derive(Debug)]
+enum Op {
+    Acquire {
+        key: String,
+        owner: String,
+        ttl_ms: u64,
+    },
+    Release {
+        key: String,
+        owner: String,
+    },
+    Extend {
+        key: String,
+        owner: String,
+        ttl_ms: u64,
+    },
+    IsLocked {
+        key: String,
+    },
+    RemainingTime {
+        key: String,
+    },
+    IsHeldBy {
+        key: String,
+        owner: String,
+    },
+    /// A step of the handshake: `last` finishes it; `info` is the version check.
+    Handshake {
+        last: bool,
+        info: bool,
+    },
+}
+
+#[derive(Debug)]
+struct Pending {
+    id: RequestId,
+    op: Op,
+    deadline_ms: u64,
+    /// Failed at its deadline: its reply is read and dropped.
+    abandoned: bool,
+}
+
+/// The engine. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Engine {
+    options: EngineOptions,
+    output: Vec<u8>,
+    input: Vec<u8>,
+    pending: VecDeque<Pending>,
+    next_id: RequestId,
+    /// A handshake step failed: the rest of its steps finish silently.
+    handshake_failed: bool,
+}
+
+impl Engine {
+    /// An engine with nothing pending.
+    #[must_use]
+    pub fn new(options: EngineOptions) -> Self {
+        Self {
+            options,
+            output: Vec::with_capacity(4096),
+            input: Vec::new(),
+            pending: VecDeque::new(),
+            next_id: 1,
+            handshake_failed: false,
+        }
+    }
+
+    /// The options it was made with.
+    #[must_use]
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// The Redis key of a lock: `<prefix>{<key>}`.
+    #[must_use]
+    pub fn lock_key(&self, key: &str) -> String {
+        crate::lock_key(&self.options.key_prefix, key)
+    }
+
+    fn next_id(&mut self) -> RequestId {
+        let id = self.next_id;
+        self.next_id = self.next_id.checked_add(1).unwrap_or(1);
+        id
+    }
+
+    fn push(&mut self, op: Op, now_ms: u64) -> RequestId {
+        let id = self.next_id();
+        self.encode(&op, false);
+        self.pending.push_back(Pending {
+            id,
+            op,
+            deadline_ms: now_ms + self.options.command_timeout_ms,
+            abandoned: false,
+        });
+        id
+    }
+
+    fn encode(&mut self, op: &Op, eval: bool) {
+        let prefix = &self.options.key_prefix;
+        let out = &mut self.output;
+        match op {
+            Op::Acquire { key, owner, ttl_ms } => {
+                let ttl = ttl_ms.to_string();
+                let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
+                resp::script(
+                    out,
+                    &ACQUIRE,
+                    eval,
+                    prefix,
+                    key,
+                    true,
+                    &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
+                );
+            }
+            Op::Release { key, owner } => {
+                resp::script(out, &RELEASE, eval, prefix, key, false, &[owner.as_bytes()]);
+            }
+            Op::Extend { key, owner, ttl_ms } => {
+                let ttl = ttl_ms.to_string();
+                let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
+                resp::script(
+                    out,
+                    &EXTEND,
+                    eval,
+                    prefix,
+                    key,
+                    true,
+                    &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
+                );
+            }
+            Op::IsLocked { key } => resp::key_command(out, b"EXISTS", prefix, key),
+            Op::RemainingTime { key } => resp::key_command(out, b"PTTL", prefix, key),
+            Op::IsHeldBy { key, .. } => resp::key_command(out, b"GET", prefix, key),
+            Op::Handshake { .. } => unreachable!("handshake steps are encoded by `handshake`"),
+        }
+    }
+
+    /// Takes the lock `key` for `owner` if it is free (and mints a fencing token).
+    pub fn acquire(&mut self, key: &str, owner: &str, ttl_ms: u64, now_ms: u64) -> RequestId {
+        self.push(Op::Acquire { key: key.to_owned(), owner: owner.to_owned(), ttl_ms }, now_ms)
+    }
+
+    /// Frees `key` if `owner` holds it, and tells waiters.
+    pub fn release(&mut self, key: &str, owner: &str, now_ms: u64) -> RequestId {
+        self.push(Op::Release { key: key.to_owned(), owner: owner.to_owned() }, now_ms)
+    }
+
+    /// Sets `key`'s expiry to `ttl_ms` from now if `owner` holds it.
+    pub fn extend(&mut self, key: &str, owner: &str, ttl_ms: u64, now_ms: u64) -> RequestId {
+        self.push(Op::Extend { key: key.to_owned(), owner: owner.to_owned(), ttl_ms }, now_ms)
+    }
+
+    /// Whether anyone holds `key`.
+    pub fn is_locked(&mut self, key: &str, now_ms: u64) -> RequestId {
+        self.push(Op::IsLocked { key: key.to_owned() }, now_ms)
+    }
+
+    /// Milliseconds until `key`'s hold expires.
+    pub fn remaining_time(&mut self, key: &str, now_ms: u64) -> RequestId {
+        self.push(Op::RemainingTime { key: key.to_owned() }, now_ms)
+    }
+
+    /// Whether `owner` holds `key`.
+    pub fn is_held_by(&mut self, key: &str, owner: &str, now_ms: u64) -> RequestId {
+        self.push(Op::IsHeldBy { key: key.to_owned(), owner: owner.to_owned() }, now_ms)
+    }
+
+    /// Queues the handshake of a new connection before anything else in the output:
+    /// `AUTH`, `SELECT`, the version check (`INFO server`) and `SCRIPT LOAD` of the
+    /// three scripts. Call it right after [`connection_lost`](Self::connection_lost)
+    /// (or on a new engine), before the socket is written to. Its id completes with
+    /// [`Value::Done`] or the first failure.
+    pub fn handshake(&mut self, handshake: &Handshake, now_ms: u64) -> RequestId {
+        let id = self.next_id();
+        let deadline_ms = now_ms + self.options.command_timeout_ms;
+        let mut bytes = Vec::new();
+        let mut steps = Vec::new();
+        if let Some((user, password)) = &handshake.auth {
+            match user {
+                Some(user) => resp::command(&mut bytes, &[b"AUTH", user.as_bytes(), password.as_bytes()]),
+                None => resp::command(&mut bytes, &[b"AUTH", password.as_bytes()]),
+            }
+            steps.push(false);
+        }
+        if handshake.db != 0 {
+            resp::command(&mut bytes, &[b"SELECT", handshake.db.to_string().as_bytes()]);
+            steps.push(false);
+        }
+        resp::command(&mut bytes, &[b"INFO", b"server"]);
+        steps.push(true);
+        for script in [&ACQUIRE, &RELEASE, &EXTEND] {
+            resp::command(&mut bytes, &[b"SCRIPT", b"LOAD", script.source.as_bytes()]);
+            steps.push(false);
+        }
+        let count = steps.len();
+        for (i, info) in steps.into_iter().enumerate().rev() {
+            let op = Op::Handshake { last: i + 1 == count, info };
+            self.pending.push_front(Pending { id, op, deadline_ms, abandoned: false });
+        }
+        bytes.extend_from_slice(&self.output);
+        self.output = bytes;
+        self.handshake_failed = false;
+        id
+    }
+
+    /// Whether there are bytes to write.
+    #[must_use]
+    pub fn has_output(&self) -> bool {
+        !self.output.is_empty()
+    }
+
+    /// The bytes to write, all of them; the engine's buffer is then empty.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.output)
+    }
+
+    /// Appends the output to `sink` and empties the engine's buffer (keeping its capacity).
+    pub fn drain_output_into(&mut self, sink: &mut Vec<u8>) {
+        sink.extend_from_slice(&self.output);
+        self.output.clear();
+    }
+
+    /// How many requests wait for a reply (or for their bytes to be written).
+    #[must_use]
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The earliest deadline of a pending request.
+    #[must_use]
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        self.pending.iter().map(|p| p.deadline_ms).min()
+    }
+
+    /// Parses every complete reply in `bytes` (after any partial one kept from before)
+    /// and pushes a completion for each finished request into `done`.
+    ///
+    /// # Errors
+    /// Bytes that are not RESP, or a reply that no request waits for: the connection is
+    /// out of step and must be dropped (call [`connection_lost`](Self::connection_lost)).
+    pub fn feed(&mut self, bytes: &[u8], now_ms: u64, done: &mut Vec<Completion>) -> Result<()> {
+        if self.input.is_empty() {
+            let used = self.parse(bytes, now_ms, done)?;
+            if used < bytes.len() {
+                self.input.extend_from_slice(&bytes[used..]);
+            }
+        } else {
+            let mut input = std::mem::take(&mut self.input);
+            input.extend_from_slice(bytes);
+            let used = self.parse(&input, now_ms, done)?;
+            input.drain(..used);
+            self.input = input;
+        }
+        Ok(())
+    }
+
+    fn parse(&mut self, buf: &[u8], now_ms: u64, done: &mut Vec<Completion>) -> Result<usize> {
+        let mut at = 0;
+        while at < buf.len() {
+            let decoded = redis_protocol::resp2::decode::decode_range(&buf[at..])
+                .map_err(|e| LockError::StoreUnavailable(format!("redis: unreadable reply: {e}")))?;
+            let Some((frame, used)) = decoded else { break };
+            let reply = Reply { buf: &buf[at..at + used], frame };
+            at += used;
+            let Some(request) = self.pending.pop_front() else {
+                return Err(LockError::StoreUnavailable("redis: a reply that no request waits for".into()));
+            };
+            self.settle(request, &reply, now_ms, done);
+        }
+        Ok(at)
+    }
+
+    fn settle(&mut self, request: Pending, reply: &Reply<'_>, now_ms: u64, done: &mut Vec<Completion>) {
+        let Pending { id, op, abandoned, .. } = request;
+        if abandoned {
+            return;
+        }
+        if let Some(error) = reply.error() {
+            if error.starts_with("NOSCRIPT")
+                && matches!(op, Op::Acquire { .. } | Op::Release { .. } | Op::Extend { .. })
+            {
+                self.encode(&op, true);
+                let deadline_ms = now_ms + self.options.command_timeout_ms;
+                self.pending.push_back(Pending { id, op, deadline_ms, abandoned: false });
+                return;
+            }
+            if let Op::Handshake { .. } = op {
+                if self.handshake_failed {
+                    return;
+                }
+                self.handshake_failed = true;
+                let err = if error.starts_with("WRONGPASS")
+                    || error.starts_with("NOAUTH")
+                    || error.contains("invalid password")
+                {
+                    LockError::StoreError(format!("redis refused the credentials: {error}"))
+                } else {
+                    server_error(error)
+                };
+                done.push(Completion { id, result: Err(err) });
+                return;
+            }
+            done.push(Completion { id, result: Err(server_error(error)) });
+            return;
+        }
+        let result = match op {
+            Op::Acquire { .. } => {
+                reply.integer().map(|t| Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0)))
+            }
+            Op::Release { .. } | Op::Extend { .. } | Op::IsLocked { .. } => {
+                reply.integer().map(|n| Value::Flag(n == 1))
+            }
+            Op::RemainingTime { key } => reply.integer().and_then(|ms| match ms {
+                -2 => Ok(Value::Millis(None)),
+                -1 => Err(LockError::StoreError(format!(
+                    "redis key {} exists without an expiry: something other than locksmith wrote it",
+                    self.lock_key(&key)
+                ))),
+                ms => Ok(Value::Millis(Some(u64::try_from(ms).unwrap_or(0)))),
+            }),
+            Op::IsHeldBy { owner, .. } => {
+                reply.bulk().map(|holder| Value::Flag(holder == Some(owner.as_bytes())))
+            }
+            Op::Handshake { last, info } => {
+                if self.handshake_failed {
+                    return;
+                }
+                if info {
+                    if let Some(Ok(text)) = reply.bulk().ok().flatten().map(std::str::from_utf8) {
+                        if let Err(err) = check_redis_version(text) {
+                            self.handshake_failed = true;
+                            done.push(Completion { id, result: Err(err) });
+                            return;
+                        }
+                    }
+                }
+                if !last {
+                    return;
+                }
+                Ok(Value::Done)
+            }
+        };
+        done.push(Completion { id, result });
+    }
+
+    /// Fails every request whose deadline has passed (its reply, if it comes, is
+    /// dropped). Returns `true` when the oldest reply is overdue by [`RESET_AFTER_MS`]:
+    /// every pending request has then failed, and the host must drop the socket and
+    /// reconnect.
+    pub fn expire(&mut self, now_ms: u64, done: &mut Vec<Completion>) -> bool {
+        let timeout = self.options.command_timeout_ms;
+        let mut last = None;
+        for request in &mut self.pending {
+            if request.abandoned || request.deadline_ms > now_ms {
+                continue;
+            }
+            request.abandoned = true;
+            // A handshake is several steps under one id: report it once.
+            if last == Some(request.id) {
+                continue;
+            }
+            last = Some(request.id);
+            let error = LockError::StoreUnavailable(format!("redis did not answer within {timeout} ms"));
+            done.push(Completion { id: request.id, result: Err(error) });
+        }
+        let overdue =
+            self.pending.front().is_some_and(|p| p.deadline_ms.saturating_add(RESET_AFTER_MS) <= now_ms);
+        if overdue {
+            self.fail_all(
+                || LockError::StoreUnavailable("redis: no reply for too long; reconnecting".into()),
+                done,
+            );
+        }
+        overdue
+    }
+
+    /// The connection dropped (or the host dropped it): every pending request fails with
+    /// `STORE_UNAVAILABLE` (`why` says what happened), and unsent output is discarded.
+    pub fn connection_lost(&mut self, why: &str, done: &mut Vec<Completion>) {
+        self.fail_all(|| LockError::StoreUnavailable(format!("redis: {why}")), done);
+    }
+
+    fn fail_all(&mut self, error: impl Fn() -> LockError, done: &mut Vec<Completion>) {
+        self.output.clear();
+        self.input.clear();
+        let mut last = None;
+        for request in self.pending.drain(..) {
+            // A handshake is several steps under one id: report it once.
+            if request.abandoned || last == Some(request.id) {
+                continue;
+            }
+            last = Some(request.id);
+            done.push(Completion { id: request.id, result: Err(error()) });
+        }
+    }
+}
+
+/// A server error reply mapped to a locksmith error.
+fn server_error(message: &str) -> LockError {
+    let code = message.split(' ').next().unwrap_or("");
+    if TRANSIENT_CODES.contains(&code) {
+        LockError::StoreUnavailable(format!("redis: {message}"))
+    } else {
+        LockError::StoreError(format!("redis: {message}"))
+    }
+}
+
+/// One reply: its frame and the bytes it ranges over.
+struct Reply<'a> {
+    buf: &'a [u8],
+    frame: RangeFrame,
+}
+
+impl Reply<'_> {
+    fn error(&self) -> Option<&str> {
+        match &self.frame {
+            RangeFrame::Error(range) => {
+                Some(std::str::from_utf8(&self.buf[range.0..range.1]).unwrap_or("ERR"))
+            }
+            _ => None,
+        }
+    }
+
+    fn integer(&self) -> Result<i64> {
+        match &self.frame {
+            RangeFrame::Integer(n) => Ok(*n),
+            other => Err(unexpected("an integer", other)),
+        }
+    }
+
+    fn bulk(&self) -> Result<Option<&[u8]>> {
+        match &self.frame {
+            RangeFrame::BulkString(range) | RangeFrame::SimpleString(range) => {
+                Ok(Some(&self.buf[range.0..range.1]))
+            }
+            RangeFrame::Null => Ok(None),
+            other => Err(unexpected("a string", other)),
+        }
+    }
+}
+
+fn unexpected(wanted: &str, got: &RangeFrame) -> LockError {
+    LockError::StoreError(format!("redis: expected {wanted}, got {got:?}"))
+}
+
+#[cfg(test)]
+mod tests;

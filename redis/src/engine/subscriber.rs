@@ -1,0 +1,446 @@
+//! Release notifications, sans I/O: the subscriber connection's engine.
+//!
+//! The release script publishes on `<lock key>:released`. A waiter's
+//! [`signal`](Subscriber::signal) (made before an acquire attempt, polled only after
+//! that attempt failed) subscribes its channel, waits for Redis to confirm, and then
+//! completes, so the waiter tries again with the subscription in place: a release
+//! before the confirmation is seen by that attempt, one after it by the listener.
+//! One subscription per channel, shared by the waiters on it; a release wakes one
+//! local waiter (the others stay asleep unless it fails and its retry goes on).
+//! An uncontended acquire never polls its signal, so it sends no SUBSCRIBE.
+//!
+//! The host opens the subscriber socket when [`wants_connection`](Subscriber::wants_connection)
+//! says so, writes [`take_output`](Subscriber::take_output), feeds what it reads, calls
+//! [`tick`](Subscriber::tick) now and then (idle channels are unsubscribed, a
+//! subscribed connection is pinged, and one that does not answer is to be dropped),
+//! and reports a lost connection; waiters then fall back to their retry delay, and are
+//! woken once after the next confirmation, since a release may have been missed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use event_listener::Event;
+use locksmith_core::{BoxFuture, LockError, Result};
+use redis_protocol::resp2::types::RangeFrame;
+
+use super::resp;
+
+/// How long a channel stays subscribed after its last waiter left, in milliseconds.
+pub const IDLE_UNSUBSCRIBE_AFTER_MS: u64 = 1_000;
+
+struct Channel {
+    waiters: usize,
+    released: Event,
+    subscribed: bool,
+    /// SUBSCRIBE sent on the current connection, not yet confirmed.
+    requested: bool,
+    confirmed: Event,
+    idle_since_ms: Option<u64>,
+}
+
+impl Channel {
+    fn new() -> Self {
+        Self {
+            waiters: 0,
+            released: Event::new(),
+            subscribed: false,
+            requested: false,
+            confirmed: Event::new(),
+            idle_since_ms: None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    channels: HashMap<String, Channel>,
+    connected: bool,
+    output: Vec<u8>,
+    input: Vec<u8>,
+    /// Replies owed by the server (a confirmation per channel, a PONG per PING), and
+    /// since when the oldest is owed.
+    owed: usize,
+    owed_since_ms: Option<u64>,
+    /// Time, from the host's clock, as of its last call.
+    now_ms: u64,
+}
+
+/// The subscriber connection's engine. Cheap to share: clones see the same state.
+#[derive(Clone)]
+pub struct Subscriber {
+    state: Arc<Mutex<State>>,
+    command_timeout_ms: u64,
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber").field("channels", &self.state().channels.len()).finish_non_exhaustive()
+    }
+}
+
+impl State {
+    fn owe(&mut self, replies: usize) {
+        if self.owed == 0 {
+            self.owed_since_ms = Some(self.now_ms);
+        }
+        self.owed += replies;
+    }
+
+    fn paid(&mut self) {
+        self.owed = self.owed.saturating_sub(1);
+        self.owed_since_ms = (self.owed > 0).then_some(self.now_ms);
+    }
+
+    /// SUBSCRIBE, in one command, every channel with an entry and no request yet.
+    fn subscribe_wanted(&mut self) {
+        if !self.connected {
+            return;
+        }
+        let mut wanted: Vec<&String> = self
+            .channels
+            .iter()
+            .filter(|(_, c)| !c.subscribed && !c.requested)
+            .map(|(name, _)| name)
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        wanted.sort_unstable();
+        let mut args: Vec<&[u8]> = vec![b"SUBSCRIBE"];
+        args.extend(wanted.iter().map(|name| name.as_bytes()));
+        let names: Vec<String> = wanted.into_iter().cloned().collect();
+        resp::command(&mut self.output, &args);
+        for name in &names {
+            if let Some(channel) = self.channels.get_mut(name) {
+                channel.requested = true;
+            }
+        }
+        self.owe(names.len());
+    }
+}
+
+impl Subscriber {
+    /// A subscriber with no channel and no connection.
+    #[must_use]
+    pub fn new(command_timeout_ms: u64) -> Self {
+        Self { state: Arc::default(), command_timeout_ms }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A future that completes when `channel` may carry a release (see the module docs).
+    #[must_use]
+    pub fn signal(&self, channel: String) -> BoxFuture<'static, ()> {
+        {
+            let mut state = self.state();
+            if let Some(entry) = state.channels.get_mut(&channel).filter(|c| c.subscribed) {
+                entry.waiters += 1;
+                entry.idle_since_ms = None;
+                let listener = entry.released.listen();
+                drop(state);
+                let waiting = Waiting { subscriber: self.clone(), channel };
+                return Box::pin(async move {
+                    let _waiting = waiting;
+                    listener.await;
+                });
+            }
+        }
+        let subscriber = self.clone();
+        Box::pin(async move {
+            let confirmed = {
+                let mut state = subscriber.state();
+                let entry = state.channels.entry(channel.clone()).or_insert_with(Channel::new);
+                entry.waiters += 1;
+                entry.idle_since_ms = None;
+                let confirmed = (!entry.subscribed).then(|| entry.confirmed.listen());
+                state.subscribe_wanted();
+                confirmed
+            };
+            let _waiting = Waiting { subscriber, channel };
+            if let Some(confirmed) = confirmed {
+                confirmed.await;
+            }
+        })
+    }
+
+    /// Whether channels are wanted and no connection is up: the host should open one.
+    #[must_use]
+    pub fn wants_connection(&self) -> bool {
+        let state = self.state();
+        !state.connected && !state.channels.is_empty()
+    }
+
+    /// The host's socket is up. `auth` is `AUTH`'s arguments, if the server wants them;
+    /// every wanted channel is subscribed in one command after it.
+    pub fn connected(&self, auth: Option<(Option<&str>, &str)>, now_ms: u64) {
+        let mut state = self.state();
+        state.now_ms = now_ms;
+        state.connected = true;
+        state.output.clear();
+        state.input.clear();
+        state.owed = 0;
+        state.owed_since_ms = None;
+        if let Some((user, password)) = auth {
+            let mut args: Vec<&[u8]> = vec![b"AUTH"];
+            args.extend(user.map(str::as_bytes));
+            args.push(password.as_bytes());
+            resp::command(&mut state.output, &args);
+            state.owe(1);
+        }
+        state.subscribe_wanted();
+    }
+
+    /// The connection is gone: subscriptions are lost; waiters fall back to their
+    /// retry delay until the next connection confirms them.
+    pub fn connection_lost(&self) {
+        let mut state = self.state();
+        state.connected = false;
+        state.output.clear();
+        state.input.clear();
+        state.owed = 0;
+        state.owed_since_ms = None;
+        for channel in state.channels.values_mut() {
+            channel.subscribed = false;
+            channel.requested = false;
+        }
+    }
+
+    /// The bytes to write now, if connected and any.
+    #[must_use]
+    pub fn take_output(&self) -> Option<Vec<u8>> {
+        let mut state = self.state();
+        (state.connected && !state.output.is_empty()).then(|| std::mem::take(&mut state.output))
+    }
+
+    /// Reads confirmations and messages; wakes one waiter per release.
+    ///
+    /// # Errors
+    /// Bytes that are not RESP, or an error reply (a refused AUTH): drop the connection.
+    pub fn feed(&self, bytes: &[u8], now_ms: u64) -> Result<()> {
+        let mut state = self.state();
+        state.now_ms = now_ms;
+        let mut input = std::mem::take(&mut state.input);
+        input.extend_from_slice(bytes);
+        let mut at = 0;
+        let mut failure = None;
+        while at < input.len() {
+            let decoded = match redis_protocol::resp2::decode::decode_range(&input[at..]) {
+                Ok(decoded) => decoded,
+                Err(e) => {
+                    failure =
+                        Some(LockError::StoreUnavailable(format!("redis subscriber: unreadable reply: {e}")));
+                    break;
+                }
+            };
+            let Some((frame, used)) = decoded else { break };
+            let buf = &input[at..at + used];
+            at += used;
+            if let Err(err) = Self::on_frame(&mut state, buf, &frame) {
+                failure = Some(err);
+                break;
+            }
+        }
+        input.drain(..at);
+        state.input = input;
+        failure.map_or(Ok(()), Err)
+    }
+
+    fn on_frame(state: &mut State, buf: &[u8], frame: &RangeFrame) -> Result<()> {
+        let text = |frame: &RangeFrame| match frame {
+            RangeFrame::BulkString(r) | RangeFrame::SimpleString(r) => Some(&buf[r.0..r.1]),
+            _ => None,
+        };
+        match frame {
+            RangeFrame::Error(r) => Err(LockError::StoreUnavailable(format!(
+                "redis subscriber: {}",
+                String::from_utf8_lossy(&buf[r.0..r.1])
+            ))),
+            RangeFrame::Array(parts) => {
+                let kind = parts.first().and_then(text).unwrap_or_default();
+                let channel = parts.get(1).and_then(text).map(String::from_utf8_lossy);
+                match (kind, channel) {
+                    (b"message", Some(channel)) => {
+                        if let Some(entry) = state.channels.get(channel.as_ref()) {
+                            entry.released.notify(1);
+                        }
+                    }
+                    (b"subscribe", Some(channel)) => {
+                        state.paid();
+                        if let Some(entry) = state.channels.get_mut(channel.as_ref()) {
+                            entry.subscribed = true;
+                            entry.requested = false;
+                            entry.confirmed.notify(usize::MAX);
+                            // Waiters that listened on an earlier connection may have
+                            // missed a release.
+                            entry.released.notify(usize::MAX);
+                        }
+                    }
+                    // UNSUBSCRIBE replies are not counted as owed.
+                    (b"unsubscribe", _) => {}
+                    _ => state.paid(), // ["pong", ""]
+                }
+                Ok(())
+            }
+            // +OK to AUTH, +PONG outside subscribe mode.
+            _ => {
+                state.paid();
+                Ok(())
+            }
+        }
+    }
+
+    /// Unsubscribes channels idle for [`IDLE_UNSUBSCRIBE_AFTER_MS`] and pings a
+    /// connection that carries subscriptions. `true` when a reply is overdue by the
+    /// command timeout: the host must drop the connection.
+    pub fn tick(&self, now_ms: u64) -> bool {
+        let mut state = self.state();
+        state.now_ms = now_ms;
+        if state.owed_since_ms.is_some_and(|since| now_ms.saturating_sub(since) >= self.command_timeout_ms) {
+            return true;
+        }
+        let idle: Vec<String> = state
+            .channels
+            .iter()
+            .filter(|(_, c)| {
+                c.waiters == 0
+                    && c.idle_since_ms.is_some_and(|t| now_ms.saturating_sub(t) >= IDLE_UNSUBSCRIBE_AFTER_MS)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &idle {
+            state.channels.remove(name);
+        }
+        if !state.connected {
+            return false;
+        }
+        if !idle.is_empty() {
+            let mut args: Vec<&[u8]> = vec![b"UNSUBSCRIBE"];
+            args.extend(idle.iter().map(String::as_bytes));
+            resp::command(&mut state.output, &args);
+        }
+        if state.owed == 0 && state.channels.values().any(|c| c.subscribed) {
+            resp::command(&mut state.output, &[b"PING"]);
+            state.owe(1);
+        }
+        false
+    }
+
+    /// Channels with an entry (for tests).
+    #[must_use]
+    pub fn channels(&self) -> usize {
+        self.state().channels.len()
+    }
+}
+
+/// Counts one waiter on a channel while it lives.
+struct Waiting {
+    subscriber: Subscriber,
+    channel: String,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut state = self.subscriber.state();
+        let now = state.now_ms;
+        if let Some(entry) = state.channels.get_mut(&self.channel) {
+            entry.waiters -= 1;
+            if entry.waiters == 0 {
+                entry.idle_since_ms = Some(now);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    fn poll(future: &mut BoxFuture<'static, ()>) -> Poll<()> {
+        future.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    fn output(subscriber: &Subscriber) -> String {
+        String::from_utf8(subscriber.take_output().unwrap_or_default()).unwrap()
+    }
+
+    const CONFIRM: &[u8] = b"*3\r\n$9\r\nsubscribe\r\n$3\r\nk:r\r\n:1\r\n";
+    const MESSAGE: &[u8] = b"*3\r\n$7\r\nmessage\r\n$3\r\nk:r\r\n$0\r\n\r\n";
+
+    #[test]
+    fn a_signal_subscribes_once_polled_and_completes_on_the_confirmation() {
+        let sub = Subscriber::new(100);
+        let unpolled = sub.signal("k:r".into());
+        assert!(!sub.wants_connection(), "a signal never polled wants nothing");
+        let mut first = sub.signal("k:r".into());
+        let mut second = sub.signal("k:r".into());
+        assert!(poll(&mut first).is_pending());
+        assert!(poll(&mut second).is_pending());
+        assert!(sub.wants_connection());
+        assert!(sub.take_output().is_none(), "nothing is written before the connection is up");
+        sub.connected(Some((Some("u"), "pw")), 0);
+        let out = output(&sub);
+        assert_eq!(out.matches("SUBSCRIBE").count(), 1, "one subscription for both waiters: {out}");
+        assert!(out.starts_with("*3\r\n$4\r\nAUTH\r\n"), "{out}");
+        sub.feed(b"+OK\r\n", 1).unwrap();
+        assert!(poll(&mut first).is_pending());
+        sub.feed(CONFIRM, 2).unwrap();
+        assert!(poll(&mut first).is_ready());
+        assert!(poll(&mut second).is_ready());
+        drop(unpolled);
+    }
+
+    #[test]
+    fn a_release_wakes_one_listener() {
+        let sub = Subscriber::new(100);
+        sub.connected(None, 0);
+        let mut first = sub.signal("k:r".into());
+        assert!(poll(&mut first).is_pending());
+        sub.feed(CONFIRM, 1).unwrap();
+        assert!(poll(&mut first).is_ready());
+        // Subscribed now: new signals listen for releases.
+        let mut a = sub.signal("k:r".into());
+        let mut b = sub.signal("k:r".into());
+        assert!(poll(&mut a).is_pending() && poll(&mut b).is_pending());
+        sub.feed(MESSAGE, 2).unwrap();
+        let woken = [poll(&mut a).is_ready(), poll(&mut b).is_ready()];
+        assert_eq!(woken.iter().filter(|w| **w).count(), 1, "one release wakes one waiter: {woken:?}");
+        let mut rest = if woken[0] { b } else { a };
+        sub.feed(MESSAGE, 3).unwrap();
+        assert!(poll(&mut rest).is_ready(), "the next release wakes the other");
+    }
+
+    #[test]
+    fn idle_channels_are_unsubscribed_and_a_silent_connection_is_given_up() {
+        let sub = Subscriber::new(100);
+        sub.connected(None, 0);
+        let mut signal = sub.signal("k:r".into());
+        assert!(poll(&mut signal).is_pending());
+        output(&sub);
+        sub.feed(CONFIRM, 10).unwrap();
+        assert!(poll(&mut signal).is_ready());
+        // While subscribed, a tick pings; an answer keeps the connection.
+        assert!(!sub.tick(20));
+        assert!(output(&sub).contains("PING"));
+        sub.feed(b"*2\r\n$4\r\npong\r\n$0\r\n\r\n", 30).unwrap();
+        assert!(!sub.tick(40));
+        assert!(output(&sub).contains("PING"));
+        assert!(!sub.tick(139), "the ping is not overdue yet");
+        assert!(sub.tick(140), "no pong within the command timeout");
+        // A new connection subscribes the channel again. Its waiter stopped waiting when
+        // its signal completed at 10 ms: the channel goes a second after that.
+        sub.connection_lost();
+        sub.connected(None, 200);
+        assert!(output(&sub).contains("SUBSCRIBE"), "the wanted channel is subscribed again");
+        sub.feed(CONFIRM, 200).unwrap();
+        drop(signal);
+        assert!(!sub.tick(1_000));
+        assert_eq!(sub.channels(), 1);
+        assert!(!sub.tick(1_010));
+        assert_eq!(sub.channels(), 0);
+        assert!(output(&sub).contains("UNSUBSCRIBE"));
+    }
+}

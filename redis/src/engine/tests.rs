@@ -1,0 +1,161 @@
+#![allow(clippy::many_single_char_names)]
+
+use super::*;
+
+fn engine() -> Engine {
+    Engine::new(EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 100 })
+}
+
+fn feed(engine: &mut Engine, bytes: &[u8]) -> Vec<Completion> {
+    let mut done = Vec::new();
+    engine.feed(bytes, 0, &mut done).unwrap();
+    done
+}
+
+#[test]
+fn acquire_is_an_evalsha_on_the_lock_and_its_fence() {
+    let mut e = engine();
+    e.acquire("k", "owner", 500, 0);
+    let out = String::from_utf8(e.take_output()).unwrap();
+    let sha = ACQUIRE.sha();
+    assert_eq!(sha.len(), 40);
+    let expected = format!(
+        "*8\r\n$7\r\nEVALSHA\r\n$40\r\n{sha}\r\n$1\r\n2\r\n$5\r\np:{{k}}\r\n$11\r\np:{{k}}:fence\r\n$5\r\nowner\r\n$3\r\n500\r\n$4\r\n1500\r\n"
+    );
+    assert_eq!(out, expected);
+    assert!(!e.has_output());
+}
+
+#[test]
+fn replies_settle_requests_in_order_across_chunk_boundaries() {
+    let mut e = engine();
+    let a = e.acquire("a", "o", 1000, 0);
+    let b = e.release("a", "o", 0);
+    let c = e.remaining_time("a", 0);
+    let d = e.is_held_by("a", "o", 0);
+    let bytes = b":1700000000000001\r\n:1\r\n:-2\r\n$1\r\no\r\n";
+    let mut done = Vec::new();
+    for chunk in bytes.chunks(3) {
+        e.feed(chunk, 0, &mut done).unwrap();
+    }
+    let got: Vec<_> = done.into_iter().map(|c| (c.id, c.result.unwrap())).collect();
+    assert_eq!(
+        got,
+        vec![
+            (a, Value::Acquired(Some(1_700_000_000_000_001))),
+            (b, Value::Flag(true)),
+            (c, Value::Millis(None)),
+            (d, Value::Flag(true)),
+        ]
+    );
+    assert_eq!(e.pending(), 0);
+}
+
+#[test]
+fn noscript_resends_the_call_as_eval() {
+    let mut e = engine();
+    let id = e.release("k", "o", 0);
+    e.take_output();
+    assert!(feed(&mut e, b"-NOSCRIPT No matching script.\r\n").is_empty());
+    let again = String::from_utf8(e.take_output()).unwrap();
+    assert!(again.starts_with("*5\r\n$4\r\nEVAL\r\n"), "{again}");
+    assert!(again.contains(RELEASE.source));
+    let done = feed(&mut e, b":0\r\n");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].id, id);
+    assert_eq!(done[0].result.as_ref().unwrap(), &Value::Flag(false));
+}
+
+#[test]
+fn server_errors_keep_their_text_and_transient_ones_are_unavailable() {
+    let mut e = engine();
+    e.acquire("k", "o", 10, 0);
+    e.acquire("k", "o", 10, 0);
+    let done =
+        feed(&mut e, b"-WRONGTYPE key p:{k} holds a hash, not a lock\r\n-LOADING Redis is loading\r\n");
+    let first = done[0].result.as_ref().unwrap_err();
+    assert_eq!(first.code(), "STORE_ERROR");
+    assert!(first.to_string().contains("holds a hash"), "{first}");
+    assert_eq!(done[1].result.as_ref().unwrap_err().code(), "STORE_UNAVAILABLE");
+}
+
+#[test]
+fn a_late_reply_fails_its_request_and_is_dropped_when_it_comes() {
+    let mut e = engine();
+    let a = e.acquire("k", "o", 10, 0);
+    let b = e.is_locked("k", 50);
+    let mut done = Vec::new();
+    assert!(!e.expire(99, &mut done));
+    assert!(done.is_empty());
+    assert!(!e.expire(100, &mut done));
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].id, a);
+    assert_eq!(done[0].result.as_ref().unwrap_err().code(), "STORE_UNAVAILABLE");
+    // The connection stays; the late reply is read and dropped, the next one settles b.
+    let later = feed(&mut e, b":0\r\n:1\r\n");
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].id, b);
+    assert_eq!(later[0].result.as_ref().unwrap(), &Value::Flag(true));
+}
+
+#[test]
+fn a_reply_overdue_for_long_resets_the_connection() {
+    let mut e = engine();
+    let a = e.acquire("k", "o", 10, 0);
+    let b = e.is_locked("k", 5_000);
+    let mut done = Vec::new();
+    assert!(!e.expire(100, &mut done));
+    assert_eq!(done.len(), 1);
+    assert!(!e.expire(100 + RESET_AFTER_MS - 1, &mut done));
+    assert_eq!(done.len(), 2, "b is past its own deadline by now");
+    assert!(e.expire(100 + RESET_AFTER_MS, &mut done));
+    let ids: Vec<_> = done.iter().map(|c| c.id).collect();
+    assert_eq!(ids, vec![a, b], "each request fails once");
+    assert_eq!(e.pending(), 0);
+    assert!(!e.has_output());
+}
+
+#[test]
+fn the_handshake_goes_first_and_settles_once() {
+    let mut e = engine();
+    let user = e.is_locked("k", 0);
+    let hs = e.handshake(&Handshake { auth: Some((Some("u".into()), "pw".into())), db: 2 }, 0);
+    let out = String::from_utf8(e.take_output()).unwrap();
+    assert!(
+        out.starts_with("*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$2\r\npw\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n"),
+        "{out}"
+    );
+    assert!(out.ends_with("*2\r\n$6\r\nEXISTS\r\n$5\r\np:{k}\r\n"), "{out}");
+    let sha = format!("$40\r\n{}\r\n", ACQUIRE.sha());
+    let replies = format!("+OK\r\n+OK\r\n$22\r\nredis_version:7.0.15\r\n\r\n{sha}{sha}{sha}:0\r\n");
+    let done = feed(&mut e, replies.as_bytes());
+    let got: Vec<_> = done.into_iter().map(|c| (c.id, c.result.unwrap())).collect();
+    assert_eq!(got, vec![(hs, Value::Done), (user, Value::Flag(false))]);
+}
+
+#[test]
+fn a_refused_login_or_an_old_server_fails_the_handshake_once() {
+    let mut e = engine();
+    e.handshake(&Handshake { auth: Some((None, "bad".into())), db: 0 }, 0);
+    let done = feed(
+        &mut e,
+        b"-WRONGPASS invalid username-password pair\r\n-NOAUTH x\r\n-NOAUTH x\r\n-NOAUTH x\r\n-NOAUTH x\r\n",
+    );
+    assert_eq!(done.len(), 1);
+    assert!(done[0].result.as_ref().unwrap_err().to_string().contains("refused the credentials"));
+    assert_eq!(e.pending(), 0);
+
+    let mut e = engine();
+    e.handshake(&Handshake::default(), 0);
+    let done = feed(&mut e, b"$21\r\nredis_version:6.2.1\r\n\r\n$1\r\nx\r\n$1\r\nx\r\n$1\r\nx\r\n");
+    assert_eq!(done.len(), 1);
+    assert!(done[0].result.as_ref().unwrap_err().to_string().contains("needs Redis 7.0"));
+}
+
+#[test]
+fn bytes_that_are_not_resp_are_an_error() {
+    let mut e = engine();
+    e.is_locked("k", 0);
+    let mut done = Vec::new();
+    assert!(e.feed(b"HTTP/1.1 400 Bad Request\r\n", 0, &mut done).is_err());
+}
