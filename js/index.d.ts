@@ -113,7 +113,10 @@ export interface RedisConnectOptions {
   tlsInsecure?: boolean;
 }
 
-/** Locks in Redis, through the native client (Node). Also a plain `LockStore`. */
+/**
+ * Locks in Redis, through the native client (Node). Also a plain `LockStore`. In the
+ * WebAssembly build (`backend === "wasm"`) `connect()` rejects with code UNSUPPORTED.
+ */
 export declare class RedisLockStore implements LockStore {
   private constructor();
   /**
@@ -133,6 +136,9 @@ export declare class RedisLockStore implements LockStore {
   remainingTime(key: string): Promise<number | null>;
 }
 
+/** Which build serves the API: the native addon, or the WebAssembly build where no addon loads (and on the edge). */
+export declare const backend: "native" | "wasm";
+
 /** The stable error codes. */
 export type LockErrorCode =
   | "LOCK_NOT_HELD"
@@ -144,6 +150,7 @@ export type LockErrorCode =
   | "STORE_CLOSED"
   | "NO_RANDOM_SOURCE"
   | "NOT_INITIALIZED"
+  | "UNSUPPORTED"
   | "INTERNAL_ERROR";
 
 /** Base class of every error locksmith throws. */

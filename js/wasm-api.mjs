@@ -17,3 +17,7 @@ export const {
   LockStoreError,
   StoreClosedError,
 } = api;
+
+export { RedisLockStore } from "./redis-unsupported.mjs";
+/** Which build serves the API: always the WebAssembly one here. */
+export const backend = "wasm";
