@@ -249,7 +249,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
 
   it("runs in Deno through npm:locksmith, on the deno condition, without --allow-ffi or a prompt", async () => {
     const deno = require.resolve("deno/bin.cjs");
-    const { out } = await runScript(
+    const { out, stderr } = await runScript(
       dir,
       "deno.mjs",
       `import * as ls from "npm:locksmith";
@@ -259,6 +259,8 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       { cmd: process.execPath, args: [deno, "run", "--allow-read", "--no-prompt"], env: { DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" } },
     );
     assert.deepEqual(out, { ...EXPECTED, backend: "wasm", redis: "UNSUPPORTED" });
+    // Straight to the wasm entry: no attempt at the addon, so no fallback warning.
+    assert.doesNotMatch(stderr, /LOCKSMITH_WASM_FALLBACK|native addon/);
   });
 
   it("runs in headless Chromium from an esbuild bundle: NOT_INITIALIZED before init(), then the essentials", async (t) => {

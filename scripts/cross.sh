@@ -9,4 +9,4 @@ bash scripts/setup.sh --cross
 [ -f js/gen/api.cjs ] || node scripts/build.mjs
 node scripts/build-cross.mjs x86_64-unknown-linux-musl
 node scripts/build-cross.mjs aarch64-unknown-linux-gnu
-LOCKSMITH_CROSS=1 node --test --test-reporter=spec js-tests/cross.test.mjs
+LOCKSMITH_CROSS=linux-arm64-gnu,linux-x64-musl node --test --test-reporter=spec js-tests/cross.test.mjs
