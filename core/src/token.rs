@@ -17,7 +17,7 @@ pub struct OwnerToken([u8; 2 * TOKEN_BYTES]);
 
 /// Random bytes not yet handed out, per thread. `fork()` copies it into the child, so
 /// it remembers the fork generation it was filled in and is thrown away after a fork
-/// (see [`fork_generation`]).
+/// (see `fork_generation`).
 struct Entropy {
     bytes: [u8; BUFFER_BYTES],
     used: usize,
@@ -35,7 +35,7 @@ impl OwnerToken {
     /// wasm), drawn in batches.
     ///
     /// Safe across `fork()`: a child never reuses bytes its parent held (see
-    /// [`fork_generation`]). Bytes are drawn on first use, never at start-up, so an
+    /// `fork_generation`). Bytes are drawn on first use, never at start-up, so an
     /// isolate or VM snapshot taken before any lock was taken holds none.
     ///
     /// # Errors
