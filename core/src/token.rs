@@ -132,6 +132,7 @@ fn fork_generation() -> Option<u64> {
 /// Without `fork()` (Windows, wasm) a buffer can only be copied by a snapshot, and no
 /// bytes are drawn before the first token.
 #[cfg(not(unix))]
+#[allow(clippy::unnecessary_wraps)] // The same signature as the unix version.
 fn fork_generation() -> Option<u64> {
     Some(0)
 }
