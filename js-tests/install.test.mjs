@@ -1,32 +1,96 @@
 // The package as users get it: `npm pack`, installed into a fresh project, then used
-// from ESM and CommonJS in Node, bundled into a Cloudflare worker and run in workerd,
-// and type-checked by a consumer with moduleResolution node16 and bundler.
+// by name ("locksmith", through the exports map) from ESM and CommonJS in Node, with and
+// without its native binary, from a per-platform package, in workerd, the Vercel edge
+// runtime, Deno, a browser (headless Chromium) and Bun, and type-checked in every
+// TypeScript resolution mode.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { cp, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { copyFile, cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { extname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { build } from "esbuild";
+import { EdgeRuntime } from "edge-runtime";
 import { Miniflare } from "miniflare";
 
+import { EXPECTED } from "./edge/smoke.mjs";
+import { wasmModules } from "./edge/wasm-module-plugin.mjs";
 import { TARGET } from "./target.mjs";
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL("..", import.meta.url));
+const require = createRequire(import.meta.url);
+const { platformTriple } = require("../js/native-loader.cjs");
+const CHROMIUM = "/usr/bin/chromium";
+const setup = await readFile(join(root, "scripts/setup.sh"), "utf8");
+const BUN = join(root, `.cache/bun-${setup.match(/^bun_version=(\S+)$/m)[1]}/bin/bun`);
+
+/**
+ * A prerequisite the test needs. Missing in CI fails the run (scripts/setup.sh installs
+ * it); missing on a developer's machine skips the test with a reason.
+ */
+function prerequisite(t, path, what) {
+  if (existsSync(path)) return true;
+  const why = `${what} is missing (${path}); scripts/setup.sh installs it`;
+  if (process.env.CI === "true") throw new Error(why);
+  t.skip(why);
+  return false;
+}
+
+/** Writes `code` to `dir/name`, runs it with `cmd` (Node by default), and parses its stdout as JSON. */
+async function runScript(dir, name, code, { env = {}, cmd = process.execPath, args = [] } = {}) {
+  await writeFile(join(dir, name), code);
+  const { stdout, stderr } = await run(cmd, [...args, name], { cwd: dir, env: { ...process.env, ...env } });
+  return { out: JSON.parse(stdout.trim().split("\n").pop()), stderr };
+}
+
+// Everything a script can see of the API: its export names on both module systems,
+// whether they are one instance, a lock run, and what RedisLockStore does.
+const PROBE = `
+  import * as ls from "locksmith";
+  import { createRequire } from "node:module";
+  const cjs = createRequire(import.meta.url)("locksmith");
+  const store = ls.setLockStore(new ls.MemoryLockStore());
+  const [ran, result] = await ls.lock("invoice:42").run(() => "charged");
+  const err = await ls.lock("x").extend().catch((e) => e);
+  let redis = "not tried";
+  if (ls.backend === "wasm") {
+    redis = await ls.RedisLockStore.connect("redis://127.0.0.1:6379").then(
+      () => "connected",
+      (e) => ({ isLockError: e instanceof ls.LockError, code: e.code, message: e.message }),
+    );
+  }
+  console.log(JSON.stringify({
+    backend: ls.backend,
+    cjsBackend: cjs.backend,
+    esm: Object.keys(ls).filter((k) => k !== "default").sort(),
+    cjs: Object.keys(cjs).sort(),
+    oneInstance: cjs.getLockStore() === store,
+    run: [ran, result],
+    notHeld: err instanceof cjs.LockNotHeldError && err instanceof ls.LockNotHeldError,
+    redisType: typeof ls.RedisLockStore,
+    redis,
+  }));
+`;
 
 describe("the packed package", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
   let dir;
   let pkg;
+  let tarball;
+  let nativeProbe;
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), "locksmith-install-"));
     const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", dir], { cwd: root });
-    const tarball = join(dir, stdout.trim().split("\n").pop());
+    tarball = join(dir, stdout.trim().split("\n").pop());
     await writeFile(join(dir, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
     await run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: dir });
     pkg = join(dir, "node_modules/locksmith");
+    await copyFile(join(root, "js-tests/edge/smoke.mjs"), join(dir, "smoke.mjs"));
   });
   after(async () => {
     if (dir) await rm(dir, { recursive: true, force: true });
@@ -34,7 +98,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
 
   it("ships only what it needs", async () => {
     const files = await readdir(join(pkg, "js"), { recursive: true });
-    for (const needed of ["index.d.ts", "node.cjs", "node.mjs", "workerd.mjs", "gen/api.cjs", "wasm/locksmith_wasm_bg.wasm"]) {
+    for (const needed of ["index.d.ts", "index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "gen/api.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm"]) {
       assert.ok(files.includes(needed), `${needed} is in the package`);
     }
     assert.ok(files.some((f) => f.endsWith(".node")), "the native addon is in the package");
@@ -42,26 +106,86 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     const top = await readdir(pkg);
     for (const needed of ["LICENSE", "README.md", "package.json"]) assert.ok(top.includes(needed), `${needed} is in the package`);
     assert.ok(!top.some((f) => f.endsWith(".log")), "no profiler logs in the package");
+    assert.ok(!top.includes("npm"), "the per-platform packages are published on their own");
   });
 
-  it("imports from ESM and requires from CommonJS, as one instance", async () => {
-    const script = `
-      import { lock, setLockStore, MemoryLockStore, LockNotHeldError } from "locksmith";
-      import { createRequire } from "node:module";
-      const cjs = createRequire(import.meta.url)("locksmith");
-      const store = setLockStore(new MemoryLockStore());
-      if (cjs.getLockStore() !== store) throw new Error("ESM and CJS see different stores");
-      const [ran, result] = await lock("invoice:42").run(() => "charged");
-      const err = await lock("x").extend().catch((e) => e);
-      console.log(JSON.stringify({ ran, result, isCjsClass: err instanceof cjs.LockNotHeldError, isEsmClass: err instanceof LockNotHeldError }));
-    `;
-    await writeFile(join(dir, "esm.mjs"), script);
-    const { stdout } = await run(process.execPath, ["esm.mjs"], { cwd: dir });
-    assert.deepEqual(JSON.parse(stdout), { ran: true, result: "charged", isCjsClass: true, isEsmClass: true });
+  it("imports from ESM and requires from CommonJS, as one instance, on the native addon", async () => {
+    nativeProbe = (await runScript(dir, "probe.mjs", PROBE)).out;
+    assert.equal(nativeProbe.backend, "native");
+    assert.equal(nativeProbe.cjsBackend, "native");
+    assert.deepEqual(nativeProbe.esm, nativeProbe.cjs, "ESM and CJS export the same names");
+    assert.ok(nativeProbe.esm.includes("RedisLockStore") && nativeProbe.esm.includes("backend"));
+    assert.equal(nativeProbe.oneInstance, true);
+    assert.deepEqual(nativeProbe.run, [true, "charged"]);
+    assert.equal(nativeProbe.notHeld, true);
     await writeFile(join(dir, "cjs.cjs"), `const { lock } = require("locksmith"); lock("k").run(() => 1).then((r) => console.log(JSON.stringify(r)));`);
     assert.deepEqual(JSON.parse((await run(process.execPath, ["cjs.cjs"], { cwd: dir })).stdout), [true, 1]);
-    await writeFile(join(dir, "wasm.mjs"), `import { lock } from "locksmith/wasm"; console.log(JSON.stringify(await lock("k").run(() => 2)));`);
-    assert.deepEqual(JSON.parse((await run(process.execPath, ["wasm.mjs"], { cwd: dir })).stdout), [true, 2]);
+    await writeFile(join(dir, "wasm.mjs"), `import { lock, backend } from "locksmith/wasm"; console.log(JSON.stringify([backend, await lock("k").run(() => 2)]));`);
+    assert.deepEqual(JSON.parse((await run(process.execPath, ["wasm.mjs"], { cwd: dir })).stdout), ["wasm", [true, 2]]);
+  });
+
+  /** Checks that a probe of the WebAssembly fallback shows the native build's whole API. */
+  function assertWholeApiOnWasm(probe) {
+    assert.equal(probe.backend, "wasm");
+    assert.equal(probe.cjsBackend, "wasm");
+    assert.deepEqual(probe.esm, nativeProbe.esm, "the ESM entry keeps every export name");
+    assert.deepEqual(probe.cjs, nativeProbe.cjs, "the CJS entry keeps every export name");
+    assert.equal(probe.oneInstance, true, "ESM and CJS share one instance on the fallback too");
+    assert.deepEqual(probe.run, [true, "charged"]);
+    assert.equal(probe.notHeld, true);
+    assert.equal(probe.redisType, "function", "RedisLockStore is exported, never undefined");
+    assert.equal(probe.redis.isLockError, true);
+    assert.equal(probe.redis.code, "UNSUPPORTED");
+    assert.match(probe.redis.message, /^locksmith: RedisLockStore needs the native addon/);
+  }
+
+  it("falls back to WebAssembly with the whole API when LOCKSMITH_FORCE_WASM=1", async () => {
+    const { out, stderr } = await runScript(dir, "probe.mjs", PROBE, { env: { LOCKSMITH_FORCE_WASM: "1" } });
+    assertWholeApiOnWasm(out);
+    assert.doesNotMatch(stderr, /LOCKSMITH_WASM_FALLBACK/, "asked for, the fallback is not warned about");
+  });
+
+  describe("installed without its binary (a platform with none built here)", () => {
+    let project;
+    const triple = platformTriple();
+    before(async () => {
+      project = join(dir, "released");
+      await mkdir(project);
+      await writeFile(join(project, "package.json"), JSON.stringify({ name: "released", private: true, type: "module" }));
+      await run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: project });
+      await rm(join(project, `node_modules/locksmith/js/native/locksmith.${triple}.node`));
+    });
+
+    it("says what it tried and serves the whole API from WebAssembly", async () => {
+      const { out, stderr } = await runScript(project, "probe.mjs", PROBE);
+      assertWholeApiOnWasm(out);
+      assert.match(stderr, /\[LOCKSMITH_WASM_FALLBACK\] Warning: locksmith: no native addon for /);
+      assert.ok(stderr.includes(`js/native/locksmith.${triple}.node (not installed)`), stderr);
+      assert.ok(stderr.includes(`locksmith-${triple} (not installed)`), stderr);
+    });
+
+    it("loads the binary from the per-platform package npm installs beside it", async () => {
+      // The per-platform package as the release publishes it: npm/<triple>/ plus its .node.
+      const stage = join(dir, `stage-${triple}`);
+      await cp(join(root, "npm", triple), stage, { recursive: true });
+      await copyFile(join(root, `js/native/locksmith.${triple}.node`), join(stage, `locksmith.${triple}.node`));
+      const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", dir], { cwd: stage });
+      // npm checks the package's os/cpu/libc against this machine (EBADPLATFORM otherwise).
+      await run("npm", ["install", "--no-audit", "--no-fund", "--offline", join(dir, stdout.trim().split("\n").pop())], { cwd: project });
+      await rm(join(project, `node_modules/locksmith/js/native/locksmith.${triple}.node`), { force: true });
+      await writeFile(
+        join(project, "which.cjs"),
+        `const ls = require("locksmith");
+         const addon = Object.keys(require.cache).filter((k) => k.endsWith(".node"));
+         ls.lock("k").run(() => 3).then((r) => console.log(JSON.stringify({ backend: ls.backend, addon, r })));`,
+      );
+      const { stdout: out, stderr } = await run(process.execPath, ["which.cjs"], { cwd: project });
+      const got = JSON.parse(out);
+      assert.equal(got.backend, "native");
+      assert.deepEqual(got.addon, [join(project, `node_modules/locksmith-${triple}/locksmith.${triple}.node`)]);
+      assert.deepEqual(got.r, [true, 3]);
+      assert.equal(stderr, "");
+    });
   });
 
   it("bundles into a Cloudflare worker that runs in workerd", async () => {
@@ -102,30 +226,144 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     }
   });
 
-  for (const resolution of ["node16", "bundler"]) {
-    it(`type-checks a consumer with moduleResolution ${resolution}`, async () => {
-      const sub = join(dir, `ts-${resolution}`);
+  it("runs in the Vercel edge runtime through the edge-light condition", async () => {
+    await writeFile(
+      join(dir, "edge-entry.mjs"),
+      `import * as ls from "locksmith";
+       import { smoke } from "./smoke.mjs";
+       globalThis.runSmoke = async () => ({ ...(await smoke(ls)), backend: ls.backend });`,
+    );
+    const bundle = await build({
+      entryPoints: [join(dir, "edge-entry.mjs")],
+      bundle: true,
+      format: "iife",
+      write: false,
+      conditions: ["edge-light"],
+      plugins: [wasmModules],
+      logLevel: "error",
+    });
+    assert.ok(bundle.outputFiles[0].text.includes("node_modules/locksmith/js/edge-light.mjs"), "the edge-light entry was bundled");
+    const runtime = new EdgeRuntime({ initialCode: bundle.outputFiles[0].text });
+    const report = await runtime.evaluate("runSmoke()");
+    assert.deepEqual(JSON.parse(JSON.stringify(report)), { ...EXPECTED, backend: "wasm" });
+  });
+
+  it("runs in Deno through npm:locksmith, on the deno condition, without --allow-ffi or a prompt", async () => {
+    const deno = require.resolve("deno/bin.cjs");
+    const { out, stderr } = await runScript(
+      dir,
+      "deno.mjs",
+      `import * as ls from "npm:locksmith";
+       import { smoke } from "./smoke.mjs";
+       const redis = await ls.RedisLockStore.connect("redis://127.0.0.1:6379").then(() => "connected", (e) => e.code);
+       console.log(JSON.stringify({ ...(await smoke(ls)), backend: ls.backend, redis }));`,
+      { cmd: process.execPath, args: [deno, "run", "--allow-read", "--no-prompt"], env: { DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" } },
+    );
+    assert.deepEqual(out, { ...EXPECTED, backend: "wasm", redis: "UNSUPPORTED" });
+    // Straight to the wasm entry: no attempt at the addon, so no fallback warning.
+    assert.doesNotMatch(stderr, /LOCKSMITH_WASM_FALLBACK|native addon/);
+  });
+
+  it("runs in headless Chromium from an esbuild bundle: NOT_INITIALIZED before init(), then the essentials", async (t) => {
+    if (!prerequisite(t, CHROMIUM, "Chromium")) return;
+    const { chromium } = await import("playwright-core");
+    const web = join(dir, "web");
+    await mkdir(web);
+    await writeFile(
+      join(dir, "browser-entry.mjs"),
+      `import * as ls from "locksmith";
+       import { init } from "locksmith";
+       import { smoke } from "./smoke.mjs";
+       window.report = (async () => {
+         let early;
+         try { new ls.MemoryLockStore(); early = "no error"; } catch (e) { early = e.code; }
+         await init();
+         return { early, backend: ls.backend, ...(await smoke(ls)) };
+       })().catch((e) => ({ failed: String(e) }));`,
+    );
+    await build({ entryPoints: [join(dir, "browser-entry.mjs")], bundle: true, format: "esm", platform: "browser", outfile: join(web, "app.js"), logLevel: "error" });
+    // init() fetches the .wasm next to the module, as a bundler's asset step would place it.
+    await copyFile(join(pkg, "js/wasm/locksmith_wasm_bg.wasm"), join(web, "locksmith_wasm_bg.wasm"));
+    await writeFile(join(web, "index.html"), `<!doctype html><script type="module" src="app.js"></script>`);
+    const types = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" };
+    const server = createServer(async (req, res) => {
+      try {
+        const file = join(web, new URL(req.url, "http://x").pathname.replace(/^\/$/, "/index.html"));
+        const body = await readFile(file);
+        res.writeHead(200, { "content-type": types[extname(file)] ?? "application/octet-stream" }).end(body);
+      } catch {
+        res.writeHead(404).end();
+      }
+    });
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+    try {
+      const page = await browser.newPage();
+      await page.goto(`http://127.0.0.1:${server.address().port}/`);
+      await page.waitForFunction(() => window.report !== undefined);
+      const report = await page.evaluate(() => window.report);
+      assert.deepEqual(report, { early: "NOT_INITIALIZED", backend: "wasm", ...EXPECTED });
+    } finally {
+      await browser.close();
+      server.close();
+    }
+  });
+
+  it("runs in Bun", async (t) => {
+    if (!prerequisite(t, BUN, "Bun (npm package @oven/bun-linux-x64, fetched by scripts/setup.sh --runtimes)")) return;
+    const code = `import * as ls from "locksmith";
+       import { smoke } from "./smoke.mjs";
+       console.log(JSON.stringify({ ...(await smoke(ls)), backend: ls.backend }));`;
+    const { out } = await runScript(dir, "bun.mjs", code, { cmd: BUN, args: ["run"] });
+    // Bun matches the node condition and loads Node addons: the native build.
+    assert.deepEqual(out, { ...EXPECTED, backend: "native" });
+    const forced = await runScript(dir, "bun.mjs", code, { cmd: BUN, args: ["run"], env: { LOCKSMITH_FORCE_WASM: "1" } });
+    assert.deepEqual(forced.out, { ...EXPECTED, backend: "wasm" });
+  });
+
+  // Every TypeScript resolution mode, from ESM and from CJS where the mode has both, on
+  // code that uses the Node-only API (RedisLockStore, backend) and the edge-safe one.
+  const consumer = `
+    import { lock, restoreLock, setLockStore, MemoryLockStore, RedisLockStore, LockError, LockNotHeldError, backend, type LockStore, type AcquireOptions, type LockErrorCode } from "locksmith";
+    const options: AcquireOptions = { timeout: 10 };
+    const store: LockStore = setLockStore(new MemoryLockStore());
+    export async function main(): Promise<boolean> {
+      const [ran, n] = await lock("k", 1_000).run(async () => 1, options);
+      const copy = restoreLock(lock("k").serialize(), store);
+      const err: unknown = new Error();
+      const which: "native" | "wasm" = backend;
+      if (which === "native") {
+        const redis: RedisLockStore = await RedisLockStore.connect({ url: "redis://127.0.0.1:6379", keyPrefix: "app:" });
+        await redis.close();
+      }
+      const unsupported: LockErrorCode = "UNSUPPORTED";
+      return ran && n === 1 && copy.key === "k" && !(err instanceof LockNotHeldError) && err instanceof LockError === false && unsupported.length > 0;
+    }`;
+  const modes = [
+    { name: "node16, ESM", type: "module", compilerOptions: { module: "node16", moduleResolution: "node16" } },
+    { name: "node16, CommonJS", type: "commonjs", compilerOptions: { module: "node16", moduleResolution: "node16" } },
+    { name: "nodenext, ESM", type: "module", compilerOptions: { module: "nodenext", moduleResolution: "nodenext" } },
+    { name: "nodenext, CommonJS", type: "commonjs", compilerOptions: { module: "nodenext", moduleResolution: "nodenext" } },
+    { name: "bundler", type: "module", compilerOptions: { module: "esnext", moduleResolution: "bundler" } },
+    {
+      name: "bundler, browser condition",
+      type: "module",
+      compilerOptions: { module: "esnext", moduleResolution: "bundler", customConditions: ["browser"] },
+      extra: `import { init } from "locksmith"; export const ready: Promise<void> = init();`,
+    },
+  ];
+  for (const mode of modes) {
+    it(`type-checks a consumer with moduleResolution ${mode.name}`, async () => {
+      const sub = join(dir, `ts-${mode.name.replace(/\W+/g, "-")}`);
       await mkdir(sub, { recursive: true });
-      await writeFile(join(sub, "package.json"), JSON.stringify({ type: "module" }));
+      await writeFile(join(sub, "package.json"), JSON.stringify({ type: mode.type }));
       await cp(join(dir, "node_modules"), join(sub, "node_modules"), { recursive: true });
-      await writeFile(
-        join(sub, "consumer.ts"),
-        `import { lock, restoreLock, setLockStore, MemoryLockStore, LockNotHeldError, type LockStore, type AcquireOptions } from "locksmith";
-         const options: AcquireOptions = { timeout: 10 };
-         const store: LockStore = setLockStore(new MemoryLockStore());
-         export async function main(): Promise<boolean> {
-           const [ran, n] = await lock("k", 1_000).run(async () => 1, options);
-           const copy = restoreLock(lock("k").serialize(), store);
-           const err: unknown = new Error();
-           return ran && n === 1 && copy.key === "k" && !(err instanceof LockNotHeldError);
-         }`,
-      );
-      const module = resolution === "node16" ? "node16" : "esnext";
-      await writeFile(
-        join(sub, "tsconfig.json"),
-        JSON.stringify({ compilerOptions: { strict: true, noEmit: true, module, moduleResolution: resolution, target: "es2022", types: [], skipLibCheck: false, lib: ["es2022", "dom"] }, files: ["consumer.ts"] }),
-      );
-      await run(join(root, "node_modules/.bin/tsc"), ["-p", sub]);
+      await writeFile(join(sub, "consumer.ts"), consumer + (mode.extra ?? ""));
+      const compilerOptions = { strict: true, noEmit: true, target: "es2022", types: [], skipLibCheck: false, lib: ["es2022", "dom"], ...mode.compilerOptions };
+      await writeFile(join(sub, "tsconfig.json"), JSON.stringify({ compilerOptions, files: ["consumer.ts"] }));
+      await run(join(root, "node_modules/.bin/tsc"), ["-p", sub]).catch((err) => {
+        throw new Error(`tsc failed for ${mode.name}:\n${err.stdout}${err.stderr}`);
+      });
     });
   }
 });

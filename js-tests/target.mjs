@@ -6,6 +6,9 @@ if (!entries[target]) throw new Error(`LOCKSMITH_TARGET must be one of ${Object.
 
 export const TARGET = target;
 export const ls = await import(entries[target]);
+// The Node entry falls back to WebAssembly when the addon does not load; a native run
+// that quietly tested the fallback would prove nothing about the addon.
+if (ls.backend !== target) throw new Error(`LOCKSMITH_TARGET=${target} but the ${ls.backend} build loaded`);
 
 let next = 0;
 /** A key no other test uses. */

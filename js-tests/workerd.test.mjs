@@ -1,8 +1,14 @@
 // locksmith in real workerd, through Miniflare: the wasm build on the per-isolate
-// memory store and on a Durable Object store, observed through dispatchFetch.
+// memory store and on a Durable Object store, observed through dispatchFetch. The worker
+// imports "locksmith" by name; esbuild resolves it through the package's own exports map
+// (the workerd condition), as wrangler would from node_modules.
 import assert from "node:assert/strict";
+import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 
 import { TARGET } from "./target.mjs";
@@ -12,18 +18,33 @@ const root = fileURLToPath(new URL("..", import.meta.url));
 // One run of this file is enough: it tests the wasm build whatever LOCKSMITH_TARGET says.
 describe("workerd (Miniflare)", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
   let mf;
+  let out;
   const get = async (path) => {
     const res = await mf.dispatchFetch(`http://worker${path}`);
     return res.json();
   };
 
   before(async () => {
+    out = await mkdtemp(join(tmpdir(), "locksmith-workerd-"));
+    const result = await build({
+      entryPoints: [`${root}js-tests/workerd/worker.mjs`],
+      bundle: true,
+      format: "esm",
+      outfile: join(out, "worker.js"),
+      conditions: ["workerd", "worker"],
+      external: ["*.wasm"],
+      metafile: true,
+      logLevel: "error",
+    });
+    assert.ok(Object.keys(result.metafile.inputs).includes("js/workerd.mjs"), "the workerd condition chose js/workerd.mjs");
+    await mkdir(join(out, "wasm"));
+    await copyFile(`${root}js/wasm/locksmith_wasm_bg.wasm`, join(out, "wasm/locksmith_wasm_bg.wasm"));
     mf = new Miniflare({
       modules: true,
-      scriptPath: `${root}js-tests/workerd/worker.mjs`,
-      modulesRoot: root,
+      scriptPath: join(out, "worker.js"),
+      modulesRoot: out,
       modulesRules: [
-        { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+        { type: "ESModule", include: ["**/*.js"] },
         { type: "CompiledWasm", include: ["**/*.wasm"] },
       ],
       durableObjects: { LOCKS: "LockObject" },
@@ -33,6 +54,7 @@ describe("workerd (Miniflare)", { skip: TARGET !== "native" && "runs once, with 
   });
   after(async () => {
     await mf?.dispose();
+    if (out) await rm(out, { recursive: true, force: true });
   });
 
   for (const [name, prefix] of [["the memory store", ""], ["a Durable Object store", "/do"]]) {

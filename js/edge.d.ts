@@ -1,22 +1,3 @@
-// The types of the WebAssembly entries (workerd, edge-light, Deno and other runtimes):
-// everything of index.d.ts but the native Redis store.
-export {
-  lock,
-  semaphore,
-  readWriteLock,
-  Lock,
-  restoreLock,
-  setLockStore,
-  getLockStore,
-  MemoryLockStore,
-  LockError,
-  LockNotHeldError,
-  InvalidArgumentError,
-  InvalidSerializedLockError,
-  StoreUnavailableError,
-  StoreContractViolationError,
-  LockStoreError,
-  StoreClosedError,
-  UnsupportedError,
-} from "./index.js";
-export type { AcquireOptions, AutoExtendOptions, LockStore, LockErrorCode, ReadWriteLock } from "./index.js";
+// The types of the WebAssembly entries: the same API as Node's (index.d.ts). There,
+// `backend` is "wasm" and RedisLockStore.connect() rejects with code UNSUPPORTED.
+export * from "./index.js";

@@ -162,7 +162,10 @@ export interface RedisConnectOptions {
   tlsInsecure?: boolean;
 }
 
-/** Locks in Redis, through the native client (Node). Also a plain `LockStore`. */
+/**
+ * Locks in Redis, through the native client (Node). Also a plain `LockStore`. In the
+ * WebAssembly build (`backend === "wasm"`) `connect()` rejects with code UNSUPPORTED.
+ */
 export declare class RedisLockStore implements LockStore {
   private constructor();
   /**
@@ -181,6 +184,9 @@ export declare class RedisLockStore implements LockStore {
   isLocked(key: string): Promise<boolean>;
   remainingTime(key: string): Promise<number | null>;
 }
+
+/** Which build serves the API: the native addon, or the WebAssembly build where no addon loads (and on the edge). */
+export declare const backend: "native" | "wasm";
 
 /** The stable error codes. */
 export type LockErrorCode =

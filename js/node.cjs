@@ -4,24 +4,7 @@
 const { makeApi, NATIVE, NativeStore, toLockError, checkString, typeName, invalid } = require("./gen/api.cjs");
 const { makeEngineDriver } = require("./redis-engine.cjs");
 
-function platformTriple() {
-  const { platform, arch } = process;
-  if (platform !== "linux") return `${platform}-${arch}`;
-  const glibc = process.report?.getReport?.().header?.glibcVersionRuntime;
-  return `linux-${arch}-${glibc ? "gnu" : "musl"}`;
-}
-
-function loadAddon() {
-  const file = `locksmith.${platformTriple()}.node`;
-  try {
-    return require(`./native/${file}`);
-  } catch (err) {
-    const hint = "build it with `npm run build`, or use the WebAssembly build: import \"locksmith/wasm\"";
-    throw new Error(`locksmith: the native addon ${file} could not be loaded (${err.message}); ${hint}`, {
-      cause: err,
-    });
-  }
-}
+const { loadAddon } = require("./native-loader.cjs");
 
 const addon = loadAddon();
 

@@ -1,15 +1,7 @@
 // locksmith for Node, as ES modules: the same instance as `require("locksmith")`,
-// so a store set from either is the store of both. When the native addon cannot load
-// (an unsupported platform, a missing build), the WebAssembly build takes its place,
-// without RedisLockStore.
-let api;
-try {
-  api = (await import("./node.cjs")).default;
-} catch (err) {
-  if (!String(err?.message).startsWith("locksmith: the native addon")) throw err;
-  api = await import("./wasm.mjs");
-  process.emitWarning(`${err.message}. Using the WebAssembly build instead.`, { code: "LOCKSMITH_WASM_FALLBACK" });
-}
+// so a store set from either is the store of both. index.cjs picks the native addon or,
+// where none loads, the WebAssembly build with the same exports (`backend` says which).
+import api from "./index.cjs";
 
 export const {
   lock,
@@ -30,5 +22,6 @@ export const {
   StoreClosedError,
   UnsupportedError,
   RedisLockStore,
+  backend,
 } = api;
 export default api;

@@ -20,3 +20,7 @@ export const {
   StoreClosedError,
   UnsupportedError,
 } = api;
+
+export { RedisLockStore } from "./redis-unsupported.mjs";
+/** Which build serves the API: always the WebAssembly one here. */
+export const backend = "wasm";

@@ -2,7 +2,7 @@
 // the JS surface in CommonJS form, the native addon, and the WebAssembly build.
 // `node scripts/build.mjs native` or `... wasm` builds one half.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, statSync } from "node:fs";
+import { copyFileSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,6 +19,9 @@ buildSync({
   platform: "neutral",
   logLevel: "warning",
 });
+// The one hand-kept index.d.ts, also as .d.cts: what TypeScript reads for `require("locksmith")`
+// under node16/nodenext (a .d.ts in a "type": "module" package describes ES modules only).
+copyFileSync(join(root, "js/index.d.ts"), join(root, "js/index.d.cts"));
 
 const only = process.argv[2];
 
@@ -51,6 +54,19 @@ if (only !== "native") {
     ]);
     run(join(root, "node_modules/.bin/wasm-opt"), ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext", "--enable-mutable-globals", wasmFile, "-o", wasmFile]);
   }
+  // Node's fallback when no native addon loads: the wasm API as CommonJS, so that
+  // `require("locksmith")` keeps working (js/index.cjs).
+  buildSync({
+    entryPoints: [join(root, "js/wasm-fallback.mjs")],
+    outfile: join(root, "js/gen/wasm.cjs"),
+    bundle: true,
+    format: "cjs",
+    platform: "node",
+    logLevel: "warning",
+    // The glue's default init() would fetch the .wasm next to import.meta.url; the fallback
+    // passes the bytes to initSync instead.
+    logOverride: { "empty-import-meta": "silent" },
+  });
   const bytes = readFileSync(wasmFile);
   const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
   console.log(`locksmith_wasm_bg.wasm: ${kb(bytes.length)} raw, ${kb(gzipSync(bytes, { level: 9 }).length)} gzipped`);

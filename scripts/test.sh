@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "setup"
-bash scripts/setup.sh --redis
+bash scripts/setup.sh --redis --runtimes --cross
 
 step "rustfmt"
 cargo fmt --all --check
@@ -42,6 +42,10 @@ node --test --test-reporter=spec --test-concurrency=2 js-tests/
 
 step "JS tests (wasm)"
 LOCKSMITH_TARGET=wasm node --test --test-reporter=spec --test-concurrency=2 js-tests/
+
+step "cross build: linux-arm64-gnu, smoke-tested under qemu-user (npm run test:cross adds linux-x64-musl)"
+node scripts/build-cross.mjs aarch64-unknown-linux-gnu
+LOCKSMITH_CROSS=linux-arm64-gnu node --test --test-reporter=spec js-tests/cross.test.mjs
 
 step "types"
 node_modules/.bin/tsc -p js-tests/types/tsconfig.json

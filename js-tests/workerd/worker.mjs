@@ -1,6 +1,6 @@
 // A Cloudflare Worker using locksmith: the per-isolate memory store, and a store over
 // a Durable Object — one object per lock name, which is how locks are done at the edge.
-import { Lock, lock, restoreLock } from "../../js/workerd.mjs";
+import { Lock, lock, restoreLock } from "locksmith";
 
 /** The Durable Object that holds one lock. Its storage survives restarts. */
 export class LockObject {
