@@ -35,10 +35,10 @@ describe("RedisLockStore", { skip }, () => {
 
   it("refuses unknown connect options, naming them and the likely one", async () => {
     const cases = [
-      [{ prefix: "app:" }, /unknown option `prefix` for RedisLockStore\.connect\(\); did you mean keyPrefix\?/],
-      [{ commandTimeout: 500 }, /unknown option `commandTimeout`.*did you mean commandTimeoutMs\?/],
-      [{ tlsInsecre: true }, /unknown option `tlsInsecre`.*did you mean tlsInsecure\?/],
-      [{ frobnicate: 1 }, /unknown option `frobnicate`.*known options: url, keyPrefix/],
+      [{ prefix: "app:" }, /unknown option `prefix` for RedisLockStore\.connect\(\); did you mean `keyPrefix`\?/],
+      [{ commandTimeout: 500 }, /unknown option `commandTimeout`.*did you mean `commandTimeoutMs`\?/],
+      [{ tlsInsecre: true }, /unknown option `tlsInsecre`.*did you mean `tlsInsecure`\?/],
+      [{ frobnicate: 1 }, /unknown option `frobnicate`.*the options are url, keyPrefix/],
     ];
     for (const [extra, message] of cases) {
       await assert.rejects(RedisLockStore.connect({ url: server.url, ...extra }), (err) => {

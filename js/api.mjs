@@ -156,6 +156,23 @@ function distance(a, b) {
   return row[b.length];
 }
 
+/** The known option `name` was probably meant to be, if any is close. */
+function closest(name, known) {
+  const lower = name.toLowerCase();
+  let best;
+  let bestScore = Infinity;
+  for (const candidate of known) {
+    const k = candidate.toLowerCase();
+    // A known name that contains the unknown one (prefix -> keyPrefix) counts as close.
+    const score = k.includes(lower) && lower.length >= 3 ? 1 : distance(lower, k);
+    if (score < bestScore) {
+      best = candidate;
+      bestScore = score;
+    }
+  }
+  return bestScore <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
+}
+
 /**
  * Refuses keys of an options object that `where` does not know: a misspelt option
  * must not silently mean its default.
@@ -163,8 +180,7 @@ function distance(a, b) {
 function checkOptionKeys(options, known, where) {
   for (const name of Object.keys(options)) {
     if (known.includes(name)) continue;
-    const lower = name.toLowerCase();
-    const near = known.find((k) => k.toLowerCase() === lower || distance(k.toLowerCase(), lower) <= 2);
+    const near = closest(name, known);
     const hint = near ? `did you mean \`${near}\`? ` : "";
     throw invalid(`unknown option \`${name}\` for ${where}; ${hint}the options are ${known.join(", ")}`);
   }

@@ -1,7 +1,7 @@
 "use strict";
 // locksmith for Node: the native addon under the shared JS surface.
 
-const { makeApi, NATIVE, NativeStore, toLockError, checkString, typeName, invalid } = require("./gen/api.cjs");
+const { makeApi, NATIVE, NativeStore, toLockError, checkString, typeName, invalid, checkOptionKeys } = require("./gen/api.cjs");
 const { makeEngineDriver } = require("./redis-engine.cjs");
 
 const { loadAddon } = require("./native-loader.cjs");
@@ -149,38 +149,6 @@ const CONNECT_OPTIONS = {
 };
 const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS)];
 
-/** Edit distance of `a` and `b`, case-insensitive. */
-function distance(a, b) {
-  a = a.toLowerCase();
-  b = b.toLowerCase();
-  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const next = [i];
-    for (let j = 1; j <= b.length; j++) {
-      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    row = next;
-  }
-  return row[b.length];
-}
-
-/** The known option `name` was probably meant to be, if any is close. */
-function closest(name) {
-  const lower = name.toLowerCase();
-  let best;
-  let bestScore = Infinity;
-  for (const known of CONNECT_KEYS) {
-    const k = known.toLowerCase();
-    // A known key that contains the unknown one (prefix -> keyPrefix) counts as close.
-    const score = k.includes(lower) && lower.length >= 3 ? 1 : distance(name, known);
-    if (score < bestScore) {
-      best = known;
-      bestScore = score;
-    }
-  }
-  return bestScore <= Math.max(2, Math.floor(name.length / 3)) ? best : undefined;
-}
-
 /** Locks in Redis, through the native client. Also a plain `LockStore` object. */
 class RedisLockStore extends NativeStore {
   /**
@@ -194,13 +162,7 @@ class RedisLockStore extends NativeStore {
     if (options === null || typeof options !== "object") {
       throw invalid(`RedisLockStore.connect() needs a URL or an options object; got ${typeName(urlOrOptions)}`);
     }
-    for (const name of Object.keys(options)) {
-      if (!CONNECT_KEYS.includes(name)) {
-        const guess = closest(name);
-        const hint = guess === undefined ? `known options: ${CONNECT_KEYS.join(", ")}` : `did you mean ${guess}?`;
-        throw invalid(`unknown option \`${name}\` for RedisLockStore.connect(); ${hint}`);
-      }
-    }
+    checkOptionKeys(options, CONNECT_KEYS, "RedisLockStore.connect()");
     checkString("url", options.url);
     for (const [name, type] of Object.entries(CONNECT_OPTIONS)) {
       if (options[name] !== undefined && typeof options[name] !== type) {
