@@ -125,7 +125,7 @@ for (const [name, makeStore] of Object.entries(stores)) {
     it("refuses a bad autoExtend without taking the lock", async () => {
       const l = new Lock(uniqueKey("auto-bad"), 100, makeStore());
       const bad = [
-        [{ autoExtend: { intervalMs: 100 } }, /autoExtend\.intervalMs must be below the lock's TTL/],
+        [{ autoExtend: { intervalMs: 51 } }, /autoExtend\.intervalMs must be at most half the lock's TTL/],
         [{ autoExtend: { interval: 10 } }, /unknown option `interval` for autoExtend; did you mean `intervalMs`\?/],
         [{ autoExtend: "yes" }, /autoExtend must be true, false or/],
         [{ autoExtend: { maxHoldMs: -1 } }, /autoExtend\.maxHoldMs must be/],
@@ -137,6 +137,43 @@ for (const [name, makeStore] of Object.entries(stores)) {
     });
   });
 }
+
+describe("autoExtend and signals stay with their own hold", () => {
+  it("an auto-extend asked for one hold never adopts the next one", async () => {
+    const store = new MemoryLockStore();
+    const key = uniqueKey("adopt");
+    for (let i = 0; i < 200; i++) {
+      const l = new Lock(`${key}:${i}`, 100, store);
+      assert.equal(await l.acquire({ autoExtend: { intervalMs: 30 } }), true);
+      l.release(); // not awaited: the next acquire may come before the extender first runs
+      assert.equal(await l.acquire(), true);
+    }
+    await sleep(400);
+    const stillHeld = (await Promise.all(Array.from({ length: 200 }, (_, i) => new Lock(`${key}:${i}`, 1_000, store).isLocked()))).filter(Boolean).length;
+    assert.equal(stillHeld, 0, "second holds without autoExtend ran out at their 100 ms TTL");
+  });
+
+  it("run() stops auto-extending when its function settles, even if the release fails", async () => {
+    const store = mapStore();
+    const release = store.release;
+    let failures = 1;
+    store.release = async (...args) => (failures-- > 0 ? Promise.reject(new Error("connection reset")) : release(...args));
+    const key = uniqueKey("run-stop");
+    await assert.rejects(new Lock(key, 200, store).run(async () => sleep(50), { autoExtend: true }), (err) => err.code === "STORE_UNAVAILABLE");
+    await sleep(500);
+    assert.equal(await new Lock(key, 1_000, store).isLocked(), false, "the hold ran out at its TTL, not extended on");
+  });
+
+  it("a store that cannot confirm a hold at its expiry loses it then, as unavailable", async () => {
+    const store = mapStore({ withIsHeldBy: true });
+    store.isHeldBy = () => new Promise(() => {}); // never answers
+    const l = new Lock(uniqueKey("slow-due"), 150, store);
+    assert.equal(await l.acquire(), true);
+    const { reason, after } = await aborted(l.signal);
+    assert.equal(reason.code, "STORE_UNAVAILABLE", String(reason));
+    assert.ok(after < 1_500, `aborted after ${Math.round(after)} ms, not after the store's 10 s operation timeout`);
+  });
+});
 
 describe("autoExtend through a store outage", () => {
   it("retries while the store is down and reports STORE_UNAVAILABLE once the hold ran out", async () => {
@@ -214,6 +251,16 @@ describe("lock.signal and autoExtend on RedisLockStore", { skip: TARGET !== "nat
       assert.equal(await m.release(), true);
       assert.equal(mine.aborted, true);
       assert.equal(mine.reason.name, "AbortError");
+
+      // Held locks whose store is closed: their signals end when their holds run out.
+      const held = await Promise.all(Array.from({ length: 4 }, async () => {
+        const h = new Lock(uniqueKey("redis-closed"), 200, store);
+        assert.equal(await h.acquire(), true);
+        return h.signal;
+      }));
+      await store.close();
+      const ends = await Promise.all(held.map(aborted));
+      for (const { after } of ends) assert.ok(after < 2_000, `aborted ${Math.round(after)} ms after close`);
     } finally {
       await store.close();
       await server.stop();

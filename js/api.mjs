@@ -545,9 +545,12 @@ export function makeApi(binding) {
         result = await fn(this);
       } catch (err) {
         // The callback's error is the one to see; a failed release leaves the hold to its TTL.
+        if (options?.autoExtend) this.#native?.stopAutoExtend();
         await this.release().catch(() => {});
         throw err;
       }
+      // Auto-extend ends with the function, whether or not the release below succeeds.
+      if (options?.autoExtend) this.#native?.stopAutoExtend();
       try {
         await this.release();
       } catch (err) {

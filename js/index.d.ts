@@ -10,7 +10,7 @@ export interface AcquireOptions {
   /**
    * Keep the hold extended in the background until it is released (or, in `run()`,
    * until the function settles): `true` extends every third of the TTL; `intervalMs`
-   * sets the interval (below the TTL), `maxHoldMs` a cap on the whole hold, after which
+   * sets the interval (at most half the TTL), `maxHoldMs` a cap on the whole hold, after which
    * it expires at its TTL. Failed extends are retried until the hold would expire;
    * `lock.signal` says when it was lost.
    */
@@ -19,7 +19,7 @@ export interface AcquireOptions {
 
 /** The object form of `AcquireOptions.autoExtend`. */
 export interface AutoExtendOptions {
-  /** Milliseconds between extends, below the TTL. Default: a third of the TTL. */
+  /** Milliseconds between extends, at most half the TTL. Default: a third of the TTL. */
   intervalMs?: number;
   /** Stop extending once the hold has lasted this long. Default: no cap. */
   maxHoldMs?: number;

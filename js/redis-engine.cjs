@@ -279,6 +279,8 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       live.delete(this);
       clearInterval(this.expiry);
       clearTimeout(this.sleepTimer);
+      // Armed again below for what still sleeps (a held lock's watch ends at its TTL).
+      this.sleepAt = Infinity;
       clearTimeout(this.reconnectTimer);
       this.native.close();
       this.take(this.native.turn());

@@ -509,6 +509,13 @@ pub async fn semaphore_admits_up_to_its_limit(h: Harness) {
     .await;
     assert_eq!(most.load(Ordering::SeqCst), 3, "three at once, never more");
     assert_eq!(h.handle(&key, 1_000, kind).count().await.unwrap(), 0);
+    // Every handle must agree on the limit while the semaphore is held.
+    let one = h.handle(&key, 5_000, HoldKind::Permit { limit: 1 });
+    assert!(one.acquire(AcquireOptions::default()).await.unwrap());
+    let three = h.handle(&key, 5_000, HoldKind::Permit { limit: 3 });
+    assert_eq!(three.acquire(AcquireOptions::default()).await.unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(one.count().await.unwrap(), 1, "the mismatched handle took nothing");
+    assert!(one.release().await.unwrap());
 }
 
 /// Each permit expires on its own TTL: a crashed holder frees its permit.

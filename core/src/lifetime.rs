@@ -60,12 +60,32 @@ impl AutoExtend {
     }
 }
 
+/// How long the store gets, at a hold's due time, to confirm that the hold still stands.
+const DUE_CHECK_MS: u64 = 100;
+
+/// What the store said of a hold at its due time.
+enum DueCheck {
+    /// Still held (extended elsewhere), for this many more milliseconds.
+    Held(u64),
+    /// Not held, or the store cannot tell.
+    Gone,
+    /// No answer in time.
+    Unreachable(LockError),
+}
+
 impl Lock {
     /// The number of the hold this handle has now, if any; each acquisition has its own.
     #[must_use]
     pub fn held_generation(&self) -> Option<u64> {
         let hold = self.hold();
         hold.owner.map(|_| hold.generation)
+    }
+
+    /// The generation of the current hold, or of the last one if none is held: what a
+    /// watch started now is about.
+    #[must_use]
+    pub fn hold_generation_now(&self) -> u64 {
+        self.hold().generation
     }
 
     fn ending_of(&self, generation: u64) -> Option<HoldEnd> {
@@ -95,17 +115,30 @@ impl Lock {
     }
 
     /// At the hold's due time: whether it is still held after all (a restored copy
-    /// elsewhere extended it), and for how much longer.
-    async fn still_held_past_due(&self, owner: OwnerToken) -> Option<u64> {
+    /// elsewhere extended it), and for how much longer. The store gets
+    /// [`DUE_CHECK_MS`] to say so: past its expiry a hold that cannot be confirmed at
+    /// once is lost, or the work would run on unprotected while the store is slow.
+    async fn still_held_past_due(&self, owner: OwnerToken) -> DueCheck {
         if self.sync_store().is_some() {
-            return None;
+            return DueCheck::Gone;
         }
-        match self.store_held_by(owner).await {
-            Ok(Some(true)) => match self.store_time_left(Some(owner)).await {
-                Ok(Some(left)) if left > 0 => Some(left),
-                _ => None,
-            },
-            _ => None,
+        let check = async {
+            match self.store_held_by(owner).await {
+                Ok(Some(true)) => match self.store_time_left(Some(owner)).await {
+                    Ok(Some(left)) if left > 0 => DueCheck::Held(left),
+                    Ok(_) => DueCheck::Gone,
+                    Err(err) => DueCheck::Unreachable(err),
+                },
+                Ok(_) => DueCheck::Gone,
+                Err(err) => DueCheck::Unreachable(err),
+            }
+        };
+        match select(Box::pin(check), self.timer.sleep_in_background(DUE_CHECK_MS)).await {
+            Either::Left((answer, _)) => answer,
+            Either::Right(_) => DueCheck::Unreachable(LockError::StoreUnavailable(format!(
+                "the store did not confirm the hold on {:?} within {DUE_CHECK_MS} ms of its expiry",
+                self.key
+            ))),
         }
     }
 
@@ -116,13 +149,23 @@ impl Lock {
     /// It sleeps until the hold is due to expire and wakes early on any change to the
     /// hold, so it costs one timer, never a poll of the store before the hold is due.
     pub async fn hold_ended(&self) -> HoldEnd {
+        let generation = self.hold().generation;
+        self.hold_ended_of(generation).await
+    }
+
+    /// [`hold_ended`](Self::hold_ended) for hold `generation` (from
+    /// [`held_generation`](Self::held_generation), read when the caller asked): a
+    /// binding that runs this later must not watch a hold taken meanwhile.
+    pub async fn hold_ended_of(&self, generation: u64) -> HoldEnd {
         let hold = *self.hold();
-        let Some(owner) = hold.owner else {
-            return self
-                .ending_of(hold.generation)
-                .unwrap_or_else(|| HoldEnd::Lost(self.not_held("nothing is held")));
+        let owner = match hold.owner {
+            Some(owner) if hold.generation == generation => owner,
+            _ => {
+                return self
+                    .ending_of(generation)
+                    .unwrap_or_else(|| HoldEnd::Lost(self.not_held("nothing is held")));
+            }
         };
-        let generation = hold.generation;
         loop {
             let changed = self.changes.listen();
             if let Some(end) = self.ending_of(generation) {
@@ -134,17 +177,21 @@ impl Lock {
             }
             let left = self.time_left(&hold, owner);
             if left == 0 {
-                if let Some(more) = self.still_held_past_due(owner).await {
-                    let mut hold = self.hold();
-                    if hold.generation == generation {
-                        hold.expires_by_ms = self.timer.now_ms().saturating_add(more);
+                let reason = match self.still_held_past_due(owner).await {
+                    DueCheck::Held(more) => {
+                        let mut hold = self.hold();
+                        if hold.generation == generation {
+                            hold.expires_by_ms = self.timer.now_ms().saturating_add(more);
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                // Out of time: lost to whatever kept auto-extend from extending, if
-                // anything did, else to the TTL.
-                let failure = self.failure_of(generation);
-                let reason = failure.unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
+                    // Out of time: lost to whatever kept auto-extend from extending, if
+                    // anything did, else to the unreachable store, else to the TTL.
+                    DueCheck::Unreachable(err) => self.failure_of(generation).unwrap_or(err),
+                    DueCheck::Gone => self
+                        .failure_of(generation)
+                        .unwrap_or_else(|| self.not_held("its TTL passed without an extend")),
+                };
                 self.end_hold(generation, HoldEnd::Lost(reason));
                 continue;
             }
@@ -158,14 +205,31 @@ impl Lock {
     /// is unreachable, say) is retried until the hold would expire; then the hold is
     /// lost with that error.
     pub async fn keep_extending(&self, plan: AutoExtend) {
-        let Some(generation) = self.held_generation() else {
-            return;
-        };
+        if let Some(generation) = self.held_generation() {
+            self.keep_extending_of(generation, plan).await;
+        }
+    }
+
+    /// Ends auto-extend of the current hold now (`run()` does when its function
+    /// settles, whether or not the release that follows succeeds). The hold then runs
+    /// out at its TTL unless released.
+    pub fn stop_extending(&self) {
+        let generation = self.hold().generation;
+        self.extend_stopped.store(generation, std::sync::atomic::Ordering::SeqCst);
+        self.changes.notify(usize::MAX);
+    }
+
+    /// [`keep_extending`](Self::keep_extending) for hold `generation` (read when the
+    /// caller asked): it never adopts a hold taken after that.
+    pub async fn keep_extending_of(&self, generation: u64, plan: AutoExtend) {
         let interval = plan.interval_ms.max(1);
         let retry_every = (interval / 4).clamp(10, 1_000);
         let stop_at = plan.max_hold_ms.map(|ms| self.timer.now_ms().saturating_add(ms));
-        let current =
-            |lock: &Self| lock.held_generation() == Some(generation) && lock.ending_of(generation).is_none();
+        let current = |lock: &Self| {
+            lock.held_generation() == Some(generation)
+                && lock.ending_of(generation).is_none()
+                && lock.extend_stopped.load(std::sync::atomic::Ordering::SeqCst) != generation
+        };
         loop {
             let changed = self.changes.listen();
             if !current(self) {

@@ -98,6 +98,8 @@ pub struct Lock {
     /// The error of auto-extend's latest failed extend of a hold, by generation, while
     /// it retries: what the hold is lost to if it runs out meanwhile.
     pub(crate) extend_failure: Mutex<Option<(u64, LockError)>>,
+    /// The generation whose auto-extend was stopped ([`Lock::stop_extending`]).
+    pub(crate) extend_stopped: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Lock {
@@ -176,6 +178,7 @@ impl Lock {
             ending: Mutex::new(None),
             changes: Event::new(),
             extend_failure: Mutex::new(None),
+            extend_stopped: std::sync::atomic::AtomicU64::new(0),
         }
     }
 

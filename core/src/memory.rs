@@ -88,6 +88,8 @@ impl Entry {
 #[derive(Default)]
 struct Holds {
     holders: Vec<Holder>,
+    /// A semaphore's limit, set by its first holder: every handle must agree on it.
+    limit: Option<u32>,
     /// A refused writer's claim: new readers stay out until it gets in, gives up or
     /// its claim expires.
     writer_waiting: Option<(Owner, u64)>,
@@ -446,6 +448,16 @@ impl LockStore for MemoryStore {
         holds.prune(now);
         if holds.position(owner).is_some() {
             return Ok(None);
+        }
+        if let HoldKind::Permit { limit } = kind {
+            match holds.limit {
+                Some(held) if held != limit && !holds.holders.is_empty() => {
+                    return Err(crate::error::LockError::InvalidArgument(format!(
+                        "semaphore {key:?} is held with limit {held}; this handle asks for {limit}: every handle of a semaphore must use the same limit"
+                    )));
+                }
+                _ => holds.limit = Some(limit),
+            }
         }
         if !holds.admit(owner, now.saturating_add(ttl_ms), kind) {
             return Ok(None);

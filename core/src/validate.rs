@@ -111,7 +111,7 @@ pub mod js {
     }
 
     /// The `autoExtend` option of a lock with TTL `ttl_ms`: `intervalMs` (default a third
-    /// of the TTL, and below the TTL, or the hold would lapse between extends) and
+    /// of the TTL, at most half of it, so an extend lands in time even when one is slow) and
     /// `maxHoldMs` (default: no cap).
     pub fn auto_extend(
         ttl_ms: u64,
@@ -121,9 +121,10 @@ pub mod js {
         let mut plan = crate::AutoExtend::for_ttl_ms(ttl_ms);
         if let Some(interval) = interval {
             let interval = positive_ms("autoExtend.intervalMs", interval)?;
-            if interval >= ttl_ms {
+            if interval > ttl_ms / 2 {
                 return Err(LockError::InvalidArgument(format!(
-                    "autoExtend.intervalMs must be below the lock's TTL ({ttl_ms} ms), or the hold lapses between extends; got {interval}"
+                    "autoExtend.intervalMs must be at most half the lock's TTL ({} ms of {ttl_ms}), so an extend lands before the hold runs out even when one is slow; got {interval}",
+                    ttl_ms / 2
                 )));
             }
             plan = plan.with_interval_ms(interval);

@@ -248,8 +248,10 @@ impl NativeLock {
     #[napi]
     pub fn watch_start(&self, done: &Completions, id: u32) -> bool {
         let lock = self.inner.clone();
+        // The hold current now, not whichever is current when the task first runs.
+        let generation = lock.hold_generation_now();
         self.runner.start(done, id, async move {
-            match lock.hold_ended().await {
+            match lock.hold_ended_of(generation).await {
                 HoldEnd::Released => Ok(Outcome::Flag(true)),
                 HoldEnd::Lost(err) => Err(err),
             }
@@ -268,10 +270,19 @@ impl NativeLock {
     ) -> napi::Result<bool> {
         let plan = js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).napi()?;
         let lock = self.inner.clone();
+        let generation = lock.held_generation();
         Ok(self.runner.start(done, id, async move {
-            lock.keep_extending(plan).await;
+            if let Some(generation) = generation {
+                lock.keep_extending_of(generation, plan).await;
+            }
             Ok(Outcome::Nothing)
         }))
+    }
+
+    /// Stops the current hold's auto-extend (`run()` does when its function settles).
+    #[napi]
+    pub fn stop_auto_extend(&self) {
+        self.inner.stop_extending();
     }
 
     /// Checks an `autoExtend` option without starting anything.

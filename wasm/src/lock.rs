@@ -179,8 +179,10 @@ impl WasmLock {
     /// Settles when the current hold ends: `true` when released, rejected when lost.
     pub fn watch(&self) -> Promise {
         let lock = self.inner.clone();
+        // The hold current now, not whichever is current when the task first runs.
+        let generation = lock.hold_generation_now();
         future_to_promise(async move {
-            match lock.hold_ended().await {
+            match lock.hold_ended_of(generation).await {
                 HoldEnd::Released => Ok(JsValue::TRUE),
                 HoldEnd::Lost(err) => Err::<JsValue, _>(err).js(),
             }
@@ -192,8 +194,16 @@ impl WasmLock {
     pub fn auto_extend(&self, interval_ms: Option<f64>, max_hold_ms: Option<f64>) -> Result<(), JsValue> {
         let plan = js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).js()?;
         let lock = self.inner.clone();
-        wasm_bindgen_futures::spawn_local(async move { lock.keep_extending(plan).await });
+        if let Some(generation) = lock.held_generation() {
+            wasm_bindgen_futures::spawn_local(async move { lock.keep_extending_of(generation, plan).await });
+        }
         Ok(())
+    }
+
+    /// Stops the current hold's auto-extend (`run()` does when its function settles).
+    #[wasm_bindgen(js_name = stopAutoExtend)]
+    pub fn stop_auto_extend(&self) {
+        self.inner.stop_extending();
     }
 
     /// Checks an `autoExtend` option without starting anything.
