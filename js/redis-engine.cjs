@@ -305,6 +305,10 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       return this.native.lock(key, ttlMs);
     }
 
+    handle(key, ttlMs, kind, limit) {
+      return this.native.handle(key, ttlMs, kind, limit);
+    }
+
     restore(serialized) {
       return this.native.restore(serialized);
     }

@@ -82,8 +82,19 @@ pub fn new_handle(
     kind: &str,
     limit: Option<f64>,
 ) -> napi::Result<NativeLock> {
+    new_handle_on(store, Runner::tokio(), key, ttl_ms, kind, limit)
+}
+
+/// [`new_handle`] whose calls run on `runner`.
+pub fn new_handle_on(
+    store: Arc<dyn LockStore>,
+    runner: Runner,
+    key: &str,
+    ttl_ms: f64,
+    kind: &str,
+    limit: Option<f64>,
+) -> napi::Result<NativeLock> {
     let kind = js::kind(kind, limit).napi()?;
-    let runner = Runner::tokio();
     Lock::of_kind(key, js::ttl_ms(ttl_ms).napi()?, kind, store, runner.timer.clone())
         .napi()
         .map(|l| NativeLock { inner: Arc::new(l), runner })

@@ -19,7 +19,7 @@ use napi_derive::napi;
 
 use crate::completion::{Completions, Outcome};
 use crate::error::IntoNapi;
-use crate::lock::{new_lock_on, restore_lock_on, LocalTasks, NativeLock, Runner};
+use crate::lock::{new_handle_on, new_lock_on, restore_lock_on, LocalTasks, NativeLock, Runner};
 
 #[napi]
 pub struct NativeEngineStore {
@@ -54,6 +54,19 @@ impl NativeEngineStore {
     #[napi]
     pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
         new_lock_on(self.store.clone() as Arc<dyn LockStore>, self.runner(), &key, ttl_ms)
+    }
+
+    /// A semaphore or read-write handle: the engine has no permit scripts yet, so its
+    /// first call fails with `UNSUPPORTED`, as on any store without them.
+    #[napi]
+    pub fn handle(
+        &self,
+        key: String,
+        ttl_ms: f64,
+        kind: String,
+        limit: Option<f64>,
+    ) -> napi::Result<NativeLock> {
+        new_handle_on(self.store.clone() as Arc<dyn LockStore>, self.runner(), &key, ttl_ms, &kind, limit)
     }
 
     #[napi]
