@@ -58,6 +58,25 @@ impl Future for Sleep {
     }
 }
 
+impl Sleep {
+    /// A `setTimeout` of `ms`; `unref`'d where the runtime has that (Node), so that
+    /// background work does not keep the process up. Elsewhere the handle is a number.
+    fn start(ms: u64, unref: bool) -> Self {
+        let mut handle = JsValue::UNDEFINED;
+        let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+            handle = set_timeout(&resolve, ms as f64);
+        });
+        if unref {
+            if let Ok(unref) = js_sys::Reflect::get(&handle, &JsValue::from_str("unref")) {
+                if let Some(unref) = unref.dyn_ref::<js_sys::Function>() {
+                    let _ = unref.call0(&handle);
+                }
+            }
+        }
+        Self { fired: JsFuture::from(promise), handle: Some(handle) }
+    }
+}
+
 impl Drop for Sleep {
     fn drop(&mut self) {
         if let Some(handle) = self.handle.take() {
@@ -68,26 +87,11 @@ impl Drop for Sleep {
 
 impl Timer for JsTimer {
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
-        let mut handle = JsValue::UNDEFINED;
-        let promise = js_sys::Promise::new(&mut |resolve, _reject| {
-            handle = set_timeout(&resolve, ms as f64);
-        });
-        Box::pin(Sleep { fired: JsFuture::from(promise), handle: Some(handle) })
+        Box::pin(Sleep::start(ms, false))
     }
 
     fn sleep_in_background(&self, ms: u64) -> BoxFuture<'static, ()> {
-        let mut handle = JsValue::UNDEFINED;
-        let promise = js_sys::Promise::new(&mut |resolve, _reject| {
-            handle = set_timeout(&resolve, ms as f64);
-        });
-        // Node's timers have `unref()`: background work must not keep the process up.
-        // Elsewhere the handle is a number and there is nothing to do.
-        if let Ok(unref) = js_sys::Reflect::get(&handle, &JsValue::from_str("unref")) {
-            if let Some(unref) = unref.dyn_ref::<js_sys::Function>() {
-                let _ = unref.call0(&handle);
-            }
-        }
-        Box::pin(Sleep { fired: JsFuture::from(promise), handle: Some(handle) })
+        Box::pin(Sleep::start(ms, true))
     }
 
     fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {
