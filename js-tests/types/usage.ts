@@ -10,6 +10,7 @@ import {
   LockError,
   LockNotHeldError,
   type LockStore,
+  type PermitKind,
   type AcquireOptions,
   type LockErrorCode,
   semaphore,
@@ -80,6 +81,26 @@ export async function usage(): Promise<void> {
     remainingTime: async () => null,
   };
   setLockStore(custom);
+
+  // A store with fencing tokens and release wake-ups.
+  const listeners = new Set<() => void>();
+  const fenced: LockStore = {
+    acquire: async () => 42,
+    release: async () => {
+      for (const wake of listeners) wake();
+      return true;
+    },
+    extend: async () => true,
+    isLocked: async () => false,
+    remainingTime: async () => null,
+    onRelease: (_key: string, listener: () => void, kind?: PermitKind) => {
+      const kindName: string | undefined = kind;
+      void kindName;
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+  setLockStore(fenced);
 
   try {
     await explicit.extend();
