@@ -122,3 +122,17 @@ export async function usage(): Promise<void> {
 
   void [ranIs, resultIs, nIs, acquired, now, released, extended, locked, expired, left, token, key, ttl, same, current];
 }
+
+import { IoRedisLockStore } from "locksmith/ioredis";
+import { NodeRedisLockStore } from "locksmith/node-redis";
+import { UpstashLockStore } from "locksmith/upstash";
+
+export async function clientStores(ioredis: object, nodeRedis: object, upstash: object): Promise<void> {
+  const a: LockStore = new IoRedisLockStore(ioredis, { keyPrefix: "app:", notifyReleases: true });
+  const b = new NodeRedisLockStore(nodeRedis);
+  const c = new UpstashLockStore(upstash, { operationTimeoutMs: 5_000 });
+  const token: number | false = await b.acquire("k", "owner", 1_000);
+  const key: string = c.lockKey("k");
+  void [a, token, key];
+  await Promise.all([b.close(), c.close()]);
+}
