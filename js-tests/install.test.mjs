@@ -109,6 +109,14 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     assert.ok(!top.includes("npm"), "the per-platform packages are published on their own");
   });
 
+  it("installs the locksmith command", async () => {
+    const { stdout } = await run(join(dir, "node_modules/.bin/locksmith"), ["--help"], { cwd: dir });
+    assert.match(stdout, /locksmith list <store-url>/);
+    const refused = await run(join(dir, "node_modules/.bin/locksmith"), ["list", "redis://127.0.0.1:1"], { cwd: dir }).catch((e) => e);
+    assert.equal(refused.code, 2, "the consumer has no Redis client installed");
+    assert.match(refused.stderr, /^locksmith: Redis URLs need a Redis client: npm install ioredis/);
+  });
+
   it("loads the Redis client stores by subpath, with the package's own error classes", async () => {
     const { out } = await runScript(
       dir,
