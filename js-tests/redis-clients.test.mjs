@@ -1,4 +1,4 @@
-// The stores over users' own Redis clients (ioredis, node-redis v4 and v5, @upstash/redis
+// The stores over users' own Redis clients (ioredis, node-redis v4, v5 and v6, @upstash/redis
 // over a local REST endpoint) against a real redis-server: the conformance suite, and
 // one key layout with RedisLockStore — a lock taken through any store is released,
 // extended and fenced through any other.
@@ -9,6 +9,7 @@ import { Redis as Upstash } from "@upstash/redis";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
 import { createClient as createClientV4 } from "redis4";
+import { createClient as createClientV6 } from "redis6";
 
 import { IoRedisLockStore } from "../js/ioredis.mjs";
 import { NodeRedisLockStore } from "../js/node-redis.mjs";
@@ -43,6 +44,11 @@ const CLIENTS = {
   },
   "node-redis v5": async () => {
     const client = await createClient({ url: server.url }).connect();
+    const store = new NodeRedisLockStore(client);
+    return { store, client, close: async () => (await store.close(), await client.quit()) };
+  },
+  "node-redis v6": async () => {
+    const client = await createClientV6({ url: server.url }).connect();
     const store = new NodeRedisLockStore(client);
     return { store, client, close: async () => (await store.close(), await client.quit()) };
   },
