@@ -15,16 +15,24 @@
 //!   installs it before connecting.
 
 pub mod engine;
+#[cfg(feature = "client")]
 mod notify;
+#[cfg(feature = "client")]
 mod timer;
 
+#[cfg(feature = "client")]
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use locksmith_core::{BoxFuture, Grant, LockError, LockStore, Result};
+#[cfg(feature = "client")]
+use locksmith_core::{BoxFuture, Grant, LockStore};
+use locksmith_core::{LockError, Result};
+#[cfg(feature = "client")]
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+#[cfg(feature = "client")]
 use redis::{RedisError, Script};
 
+#[cfg(feature = "client")]
 pub use timer::TokioTimer;
 
 /// How much longer than its lock a fencing counter lives: each acquire and extend sets
@@ -146,6 +154,7 @@ impl RedisOptions {
 }
 
 /// Locks in Redis.
+#[cfg(feature = "client")]
 pub struct RedisStore {
     connection: Mutex<Option<ConnectionManager>>,
     options: RedisOptions,
@@ -153,12 +162,14 @@ pub struct RedisStore {
     notifier: Option<notify::ReleaseNotifier>,
 }
 
+#[cfg(feature = "client")]
 struct Scripts {
     acquire: Script,
     release: Script,
     extend: Script,
 }
 
+#[cfg(feature = "client")]
 impl Scripts {
     fn new() -> Self {
         Self {
@@ -175,6 +186,7 @@ pub(crate) const TRANSIENT_CODES: [&str; 6] =
     ["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN"];
 
 /// Maps a Redis failure to a locksmith error.
+#[cfg(feature = "client")]
 fn store_error(err: &RedisError) -> LockError {
     if err.code().is_some_and(|code| TRANSIENT_CODES.contains(&code)) {
         LockError::StoreUnavailable(format!("redis: {err}"))
@@ -202,6 +214,7 @@ fn store_error(err: &RedisError) -> LockError {
 /// also enables aws-lc-rs from panicking. An application that wants its own provider
 /// installs it before connecting, and it is used. In the Node addon the rustls copy is
 /// private to the addon, so nothing outside locksmith sees it.
+#[cfg(feature = "client")]
 fn ensure_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // An error only means another thread installed one first.
@@ -239,6 +252,7 @@ fn client_url(options: &RedisOptions) -> Result<String> {
     Ok(format!("{}#insecure", options.url))
 }
 
+#[cfg(feature = "client")]
 impl RedisStore {
     /// Connects, failing with `STORE_UNAVAILABLE` within the connect timeout when the
     /// server cannot be reached.
@@ -348,6 +362,7 @@ impl RedisStore {
     }
 }
 
+#[cfg(feature = "client")]
 #[async_trait::async_trait]
 impl LockStore for RedisStore {
     async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
@@ -439,6 +454,7 @@ impl LockStore for RedisStore {
     }
 }
 
+#[cfg(feature = "client")]
 impl Drop for RedisStore {
     fn drop(&mut self) {
         self.close();

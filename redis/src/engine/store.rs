@@ -85,7 +85,7 @@ impl EngineStore {
 
     /// Queues the handshake of a new connection in front of everything else (see
     /// [`Engine::handshake`]); the future ends when the server has answered all of it.
-    pub fn handshake(&self, handshake: &Handshake) -> impl Future<Output = Result<()>> + Send + '_ {
+    pub fn handshake(&self, handshake: &Handshake) -> impl Future<Output = Result<()>> + '_ {
         let reply = self.request(|engine, now| engine.handshake(handshake, now));
         async move { reply.await.map(|_| ()) }
     }
@@ -214,7 +214,8 @@ fn unexpected(op: &str, value: &Value) -> LockError {
     LockError::StoreError(format!("redis engine: {op} got {value:?}"))
 }
 
-#[async_trait::async_trait]
+#[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
+#[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
 impl LockStore for EngineStore {
     async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
         Ok(self.acquire_with_grant(key, owner, ttl_ms).await?.is_some())
