@@ -7,7 +7,9 @@ function wasmApi() {
   const { readFileSync } = require("node:fs");
   const { join } = require("node:path");
   const { start, ...api } = require("./gen/wasm.cjs");
-  start(readFileSync(join(__dirname, "wasm/locksmith_wasm_bg.wasm")));
+  start(readFileSync(join(__dirname, "wasm/locksmith_wasm_bg.wasm")), () =>
+    require("node:fs/promises").readFile(join(__dirname, "wasm/locksmith_wasm_redis_bg.wasm")),
+  );
   return api;
 }
 
@@ -17,7 +19,7 @@ function load() {
     return { ...require("./node.cjs"), backend: "native" };
   } catch (err) {
     if (err?.code !== "LOCKSMITH_NATIVE_UNAVAILABLE") throw err;
-    process.emitWarning(`${err.message} Using the WebAssembly build instead (RedisLockStore needs the addon).`, {
+    process.emitWarning(`${err.message} Using the WebAssembly build instead (RedisLockStore runs on its WebAssembly engine).`, {
       code: "LOCKSMITH_WASM_FALLBACK",
     });
     return wasmApi();

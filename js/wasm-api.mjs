@@ -21,6 +21,6 @@ export const {
   UnsupportedError,
 } = api;
 
-export { RedisLockStore } from "./redis-unsupported.mjs";
+export { RedisLockStore } from "./redis-wasm.mjs";
 /** Which build serves the API: always the WebAssembly one here. */
 export const backend = "wasm";

@@ -3,8 +3,21 @@
 import * as wasm from "./wasm/locksmith_wasm.js";
 import module from "./wasm/locksmith_wasm_bg.wasm";
 import { useWasm } from "./wasm-binding.mjs";
+import { useRedisRuntime } from "./redis-wasm.mjs";
 
 wasm.initSync({ module });
 useWasm(wasm);
+
+// RedisLockStore: the Redis engine's own module, imported at the first connect, over
+// connect() from cloudflare:sockets.
+useRedisRuntime(async () => {
+  const [engine, socket, { default: compiled }] = await Promise.all([
+    import("./wasm/locksmith_wasm_redis.js"),
+    import("./redis-socket-workerd.mjs"),
+    import("./wasm/locksmith_wasm_redis_bg.wasm"),
+  ]);
+  engine.initSync({ module: compiled });
+  return { engine, socket };
+});
 
 export * from "./wasm-api.mjs";
