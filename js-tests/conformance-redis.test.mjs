@@ -1,4 +1,4 @@
-// The conformance suite against Redis: the native RedisLockStore, and the documented
+// The conformance suite against Redis: RedisLockStore (native or wasm), and the documented
 // ioredis recipe as a plain JS store.
 import { Redis } from "ioredis";
 import { after, before } from "node:test";
@@ -16,14 +16,14 @@ after(async () => {
   await server.stop();
 });
 
-if (TARGET === "native") {
-  conformance("RedisLockStore", {
-    makeStore: () => ls.RedisLockStore.connect(server.url),
-    closeStore: (store) => store.close(),
-    fencing: true,
-    exactOwnership: true,
-  });
-}
+// Native: the addon's engine over Node's sockets. Wasm: the same engine as the
+// WebAssembly build's second module, over node:net, through the JS-store bridge.
+conformance(`RedisLockStore (${TARGET})`, {
+  makeStore: () => ls.RedisLockStore.connect(server.url),
+  closeStore: (store) => store.close(),
+  fencing: true,
+  exactOwnership: true,
+});
 
 let client;
 conformance("the documented ioredis store", {

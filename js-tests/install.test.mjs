@@ -233,13 +233,15 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       format: "esm",
       outfile: join(out, "worker.js"),
       conditions: ["workerd", "worker"],
-      external: ["*.wasm"],
+      external: ["*.wasm", "cloudflare:*"],
       logLevel: "error",
     });
-    // esbuild leaves the .wasm import to the runtime, as wrangler does: it ships beside
-    // the bundle, and workerd loads it as a compiled module.
+    // esbuild leaves the .wasm imports (and cloudflare:sockets) to the runtime, as wrangler
+    // does: the modules ship beside the bundle, and workerd loads them as compiled modules.
     await mkdir(join(out, "wasm"), { recursive: true });
-    await cp(join(pkg, "js/wasm/locksmith_wasm_bg.wasm"), join(out, "wasm/locksmith_wasm_bg.wasm"));
+    for (const file of ["locksmith_wasm_bg.wasm", "locksmith_wasm_redis_bg.wasm"]) {
+      await cp(join(pkg, "js/wasm", file), join(out, "wasm", file));
+    }
     const mf = new Miniflare({
       modules: true,
       scriptPath: join(out, "worker.js"),

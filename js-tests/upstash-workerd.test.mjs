@@ -35,11 +35,13 @@ describe("Node (RedisLockStore) and workerd (UpstashLockStore) share locks", { s
       format: "esm",
       outfile: join(out, "worker.js"),
       conditions: ["workerd", "worker"],
-      external: ["*.wasm"],
+      external: ["*.wasm", "cloudflare:*"],
       logLevel: "error",
     });
     await mkdir(join(out, "wasm"));
-    await copyFile(`${root}js/wasm/locksmith_wasm_bg.wasm`, join(out, "wasm/locksmith_wasm_bg.wasm"));
+    for (const file of ["locksmith_wasm_bg.wasm", "locksmith_wasm_redis_bg.wasm"]) {
+      await copyFile(`${root}js/wasm/${file}`, join(out, "wasm", file));
+    }
     mf = new Miniflare({
       modules: true,
       scriptPath: join(out, "worker.js"),
