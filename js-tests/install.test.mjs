@@ -20,7 +20,8 @@ import { Miniflare } from "miniflare";
 
 import { EXPECTED } from "./edge/smoke.mjs";
 import { wasmModules } from "./edge/wasm-module-plugin.mjs";
-import { TARGET } from "./target.mjs";
+import { startRedis, freePort } from "./redis-server.mjs";
+import { TARGET, ls } from "./target.mjs";
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -60,8 +61,13 @@ const PROBE = `
   const err = await ls.lock("x").extend().catch((e) => e);
   let redis = "not tried";
   if (ls.backend === "wasm") {
-    redis = await ls.RedisLockStore.connect("redis://127.0.0.1:6379").then(
-      () => "connected",
+    redis = await ls.RedisLockStore.connect(process.env.LOCKSMITH_PROBE_REDIS_URL).then(
+      async (s) => {
+        const l = new ls.Lock("probe:" + process.pid, 5_000, s);
+        const out = { taken: await l.acquire(), token: typeof l.fencingToken, released: await l.release() };
+        await s.close();
+        return out;
+      },
       (e) => ({ isLockError: e instanceof ls.LockError, code: e.code, message: e.message }),
     );
   }
@@ -83,7 +89,11 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
   let pkg;
   let tarball;
   let nativeProbe;
+  let redis;
   before(async () => {
+    redis = await startRedis();
+    // The probe's RedisLockStore (on the WebAssembly builds) connects here.
+    process.env.LOCKSMITH_PROBE_REDIS_URL = redis.url;
     dir = await mkdtemp(join(tmpdir(), "locksmith-install-"));
     const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", dir], { cwd: root });
     tarball = join(dir, stdout.trim().split("\n").pop());
@@ -93,12 +103,13 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     await copyFile(join(root, "js-tests/edge/smoke.mjs"), join(dir, "smoke.mjs"));
   });
   after(async () => {
+    await redis?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it("ships only what it needs", async () => {
     const files = await readdir(join(pkg, "js"), { recursive: true });
-    for (const needed of ["index.d.ts", "index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "gen/api.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm"]) {
+    for (const needed of ["index.d.ts", "index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "gen/api.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm", "wasm/locksmith_wasm_redis_bg.wasm"]) {
       assert.ok(files.includes(needed), `${needed} is in the package`);
     }
     assert.ok(files.some((f) => f.endsWith(".node")), "the native addon is in the package");
@@ -166,9 +177,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     assert.deepEqual(probe.run, [true, "charged"]);
     assert.equal(probe.notHeld, true);
     assert.equal(probe.redisType, "function", "RedisLockStore is exported, never undefined");
-    assert.equal(probe.redis.isLockError, true);
-    assert.equal(probe.redis.code, "UNSUPPORTED");
-    assert.match(probe.redis.message, /^locksmith: RedisLockStore needs the native addon/);
+    assert.deepEqual(probe.redis, { taken: true, token: "number", released: true }, "RedisLockStore works on the WebAssembly engine");
   }
 
   it("falls back to WebAssembly with the whole API when LOCKSMITH_FORCE_WASM=1", async () => {
@@ -282,20 +291,53 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     assert.deepEqual(JSON.parse(JSON.stringify(report)), { ...EXPECTED, backend: "wasm" });
   });
 
-  it("runs in Deno through npm:locksmith, on the deno condition, without --allow-ffi or a prompt", async () => {
+  it("runs in Deno through npm:locksmith, on the deno condition, without --allow-ffi or a prompt; RedisLockStore over Deno.connect hands locks to Node", async () => {
     const deno = require.resolve("deno/bin.cjs");
-    const { out, stderr } = await runScript(
-      dir,
-      "deno.mjs",
-      `import * as ls from "npm:locksmith";
-       import { smoke } from "./smoke.mjs";
-       const redis = await ls.RedisLockStore.connect("redis://127.0.0.1:6379").then(() => "connected", (e) => e.code);
-       console.log(JSON.stringify({ ...(await smoke(ls)), backend: ls.backend, redis }));`,
-      { cmd: process.execPath, args: [deno, "run", "--allow-read", "--no-prompt"], env: { DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" } },
-    );
-    assert.deepEqual(out, { ...EXPECTED, backend: "wasm", redis: "UNSUPPORTED" });
-    // Straight to the wasm entry: no attempt at the addon, so no fallback warning.
-    assert.doesNotMatch(stderr, /LOCKSMITH_WASM_FALLBACK|native addon/);
+    const native = await ls.RedisLockStore.connect(redis.url);
+    try {
+      const held = new ls.Lock(`deno:held:${process.pid}`, 10_000, native);
+      await held.acquire();
+      const key = `deno:handoff:${process.pid}`;
+      const before = new ls.Lock(key, 10_000, native);
+      await before.acquire();
+      await before.release();
+      const { out, stderr } = await runScript(
+        dir,
+        "deno.mjs",
+        `import * as ls from "npm:locksmith";
+         import { smoke } from "./smoke.mjs";
+         const store = await ls.RedisLockStore.connect(${JSON.stringify(redis.url)});
+         const lock = new ls.Lock(${JSON.stringify(key)}, 10_000, store);
+         const taken = await lock.acquire();
+         const redis = {
+           heldInNode: await new ls.Lock(${JSON.stringify(held.key)}, 1_000, store).isLocked(),
+           taken,
+           token: lock.fencingToken,
+           serialized: lock.serialize(),
+           bad: await ls.RedisLockStore.connect({ url: ${JSON.stringify(redis.url)}, timeoutMs: 5 }).catch((e) => e.code),
+           down: await ls.RedisLockStore.connect({ url: "redis://127.0.0.1:${await freePort()}", reconnectRetries: 0 }).catch((e) => e.code),
+           tlsInsecure: await ls.RedisLockStore.connect({ url: "rediss://127.0.0.1:1", tlsInsecure: true }).catch((e) => e.code),
+         };
+         await store.close();
+         console.log(JSON.stringify({ ...(await smoke(ls)), backend: ls.backend, redis }));`,
+        { cmd: process.execPath, args: [deno, "run", "--allow-read", "--allow-net=127.0.0.1", "--no-prompt"], env: { DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" } },
+      );
+      const { serialized, token, ...rest } = out.redis;
+      assert.deepEqual({ ...out, redis: rest }, {
+        ...EXPECTED,
+        backend: "wasm",
+        redis: { heldInNode: true, taken: true, bad: "INVALID_ARGUMENT", down: "STORE_UNAVAILABLE", tlsInsecure: "UNSUPPORTED" },
+      });
+      // One fencing counter, one key layout: Node frees what Deno took.
+      assert.ok(token > before.fencingToken, `${token} > ${before.fencingToken}`);
+      assert.equal(await new ls.Lock(key, 10_000, native).acquireImmediately(), false);
+      assert.equal(await ls.restoreLock(serialized, native).release(), true);
+      await held.release();
+      // Straight to the wasm entry: no attempt at the addon, so no fallback warning.
+      assert.doesNotMatch(stderr, /LOCKSMITH_WASM_FALLBACK|native addon/);
+    } finally {
+      await native.close();
+    }
   });
 
   it("runs in headless Chromium from an esbuild bundle: NOT_INITIALIZED before init(), then the essentials", async (t) => {

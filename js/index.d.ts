@@ -183,26 +183,35 @@ export interface RedisConnectOptions {
 }
 
 /**
- * Locks in Redis, through the native client (Node). Also a plain `LockStore`. In the
- * WebAssembly build (`backend === "wasm"`) `connect()` rejects with code UNSUPPORTED.
+ * Locks in Redis. Also a plain `LockStore`. In Node, the addon's Redis engine over Node's
+ * sockets; in the WebAssembly build (`backend === "wasm"`), the same engine as a second
+ * wasm module over the runtime's TCP socket (Cloudflare Workers' `connect()`,
+ * `Deno.connect`, `node:net`). Where the runtime has none (browsers, Vercel Edge),
+ * `connect()` rejects with code UNSUPPORTED.
  */
 export declare class RedisLockStore implements LockStore {
   private constructor();
   /**
    * Connects; rejects with StoreUnavailableError when Redis cannot be reached in time,
    * with LockStoreError when the server is older than Redis 7.0, and with
-   * InvalidArgumentError for an unknown option.
+   * InvalidArgumentError for an unknown option. On Cloudflare Workers `tlsCaCert` and
+   * `tlsInsecure`, on Deno `tlsInsecure`, reject with UnsupportedError.
    */
   static connect(urlOrOptions: string | RedisConnectOptions): Promise<RedisLockStore>;
   /** The prefix put before every key. */
   readonly keyPrefix: string;
   /** Closes the connections; later calls fail with StoreClosedError. */
   close(): Promise<void>;
-  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  /** `true`, or in the WebAssembly build the fencing token, when taken; `false` when not. */
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean | number>;
   release(key: string, owner: string): Promise<boolean>;
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;
   remainingTime(key: string): Promise<number | null>;
+  /** The WebAssembly build's: whether `owner` holds `key`. */
+  isHeldBy?(key: string, owner: string): Promise<boolean>;
+  /** The WebAssembly build's: calls `listener` when `key` may have been released; returns the unsubscribe function. */
+  onRelease?(key: string, listener: () => void): () => void;
 }
 
 /** Which build serves the API: the native addon, or the WebAssembly build where no addon loads (and on the edge). */
