@@ -413,6 +413,14 @@ class Connection {
     clearTimeout(this.reconnectTimer);
     this.engine.close();
     settle(this.engine.turn(), this.engine);
+    // Waiters subscribed to releases wake now and find the store closed, rather than
+    // sleeping out their retry delay.
+    for (const [id, call] of calls) {
+      if (call.connection === this && call.kind === "listener") {
+        finish(id);
+        call.resolve();
+      }
+    }
     this.ready = false;
     this.socket?.destroy();
     this.sub?.destroy();
@@ -499,8 +507,10 @@ export class RedisLockStore {
         reject(toLockError(err));
         return;
       }
-      track(id, { resolve, reject, kind, background });
-      flushSoon();
+      track(id, { resolve, reject, kind, background, connection: this.#connection });
+      // A closed store's calls finish at once (STORE_CLOSED); nothing flushes it any more.
+      if (this.#connection.closed) settle(this.#engine.turn(), this.#engine);
+      else flushSoon();
     });
   }
 
