@@ -78,7 +78,7 @@ for (const name of NAMES) {
   });
 }
 
-describe("one key layout with RedisLockStore", { skip: TARGET !== "native" && "RedisLockStore needs the addon" }, () => {
+describe("one key layout with RedisLockStore", () => {
   let native;
   const made = {};
   before(async () => {

@@ -90,7 +90,7 @@ describe("mutual exclusion under load", () => {
   });
 });
 
-describe("Redis faults", { skip: !native && "RedisLockStore is native" }, () => {
+describe("Redis faults", () => {
   let server;
   let store;
   before(async () => {
@@ -175,7 +175,7 @@ describe("Redis faults", { skip: !native && "RedisLockStore is native" }, () => 
   });
 });
 
-describe("TLS to Redis", { skip: !native && "RedisLockStore is native" }, () => {
+describe("TLS to Redis", () => {
   /** Skips for a missing prerequisite, except under CI=true, where it fails the run. */
   function missing(t, why) {
     if (process.env.CI === "true") assert.fail(`${why} (CI=true: a missing prerequisite fails the run)`);
