@@ -108,7 +108,11 @@ ${((ours64 / ceilingP16) * 100).toFixed(0)}% of it.
 
 ## WebAssembly
 
-- Size: ${(r.wasm.size.rawBytes / 1024).toFixed(1)} KB raw, ${gz.toFixed(1)} KB gzipped.
+- Size: ${(r.wasm.size.rawBytes / 1024).toFixed(1)} KB raw, ${gz.toFixed(1)} KB gzipped.${
+    r.wasm.size.redis
+      ? `\n- The Redis engine's module (loaded only by \`RedisLockStore.connect()\`): ${(r.wasm.size.redis.rawBytes / 1024).toFixed(1)} KB raw, ${(r.wasm.size.redis.gzipBytes / 1024).toFixed(1)} KB gzipped.`
+      : ""
+  }
 - Compile + instantiate in Node: median ${r.wasm.instantiateMs.median.toFixed(2)} ms.
 
 ${table("Node (wasm build): sequential pairs on one key", "pairs/s", { "locksmith (wasm)": mem.sequential["locksmith (wasm)"], "plain-JS baseline": mem.sequential["plain-JS baseline"] }, { versus: "each" })}
