@@ -81,4 +81,29 @@ describe("cross-runtime handoff over Redis", { skip: TARGET !== "native" && "run
     assert.equal(wasm.restoreLock(text, edgeStore).serialize(), text);
     await a.release();
   });
+
+  it("the wasm build's own RedisLockStore and the native one share locks both ways, and a release in one wakes a waiter in the other", async () => {
+    const wasmStore = await wasm.RedisLockStore.connect(server.url);
+    try {
+      const key = uniqueKey("wasm-redis");
+      const nativeLock = new native.Lock(key, 30_000, nativeStore);
+      assert.equal(await nativeLock.acquire(), true);
+      const waiter = new wasm.Lock(key, 30_000, wasmStore);
+      const started = performance.now();
+      const waited = waiter.acquire({ timeout: 8_000, retryDelay: 5_000 });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      assert.equal(await nativeLock.release(), true);
+      assert.equal(await waited, true);
+      assert.ok(performance.now() - started < 3_000, "the wasm waiter slept its retry delay instead of waking on the native release");
+      assert.ok(waiter.fencingToken > nativeLock.fencingToken, "one fencing counter");
+      const back = native.restoreLock(waiter.serialize(), nativeStore);
+      assert.equal(await new native.Lock(key, 1_000, nativeStore).acquire(), false, "held, as seen from native");
+      await back.extend(60_000);
+      assert.ok((await waiter.getRemainingTime()) > 30_000, "the native extend, as seen from wasm");
+      assert.equal(await back.release(), true);
+      assert.equal(await waiter.isExpired(), true);
+    } finally {
+      await wasmStore.close();
+    }
+  });
 });
