@@ -180,7 +180,8 @@ function settle(outcomes, engine) {
     } else if (call.kind === "listener") {
       call.resolve();
     } else if (call.kind === "token") {
-      call.resolve(value > 0 ? value : false);
+      // The fencing token; 0: not taken; -1: taken without a token.
+      call.resolve(value > 0 ? value : value === -1);
     } else if (call.kind === "number") {
       call.resolve(value < 0 ? null : value);
     } else if (call.kind === "flag") {

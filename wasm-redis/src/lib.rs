@@ -9,12 +9,13 @@
 //!
 //! Calls run as tasks polled on the JS thread, as in the Node addon: a call starts its
 //! task and polls it once (which queues its command); the driver writes
-//! [`take_output`](WasmRedisEngine::take_output) once per turn and hands every chunk the
-//! socket reads to [`feed`](WasmRedisEngine::feed). Finished calls come back from
-//! [`turn`](WasmRedisEngine::turn) as one `Float64Array`: `[id, value, id, value, ...]`,
-//! a value being 1/0 for a flag, the fencing token (or 0: not taken) for an acquire,
+//! `WasmRedisEngine::take_output` once per turn and hands every chunk the
+//! socket reads to `WasmRedisEngine::feed`. Finished calls come back from
+//! `WasmRedisEngine::turn` as one `Float64Array`: `[id, value, id, value, ...]`,
+//! a value being 1/0 for a flag, the fencing token (0: not taken; -1: taken without one)
+//! for an acquire,
 //! milliseconds (or -1 for none) for a number, -1 for nothing, `-2 - i` for the i-th
-//! message of [`errors`](WasmRedisEngine::errors) (`CODE message`), and -1e300 for a
+//! message of `WasmRedisEngine::errors` (`CODE message`), and -1e300 for a
 //! release subscription that was cancelled (nothing to report).
 
 // Core shares stores as `Arc`s on every target; on wasm32 there is one thread.
@@ -177,7 +178,10 @@ impl WasmRedisEngine {
         let store = self.store.clone();
         self.start(id, async move {
             let grant = store.acquire_with_grant(&key, &owner, ttl_ms).await?;
-            Ok(Outcome::Token(grant.map(|g| g.fencing_token.unwrap_or(1))))
+            Ok(match grant {
+                None => Outcome::Token(None),
+                Some(grant) => grant.fencing_token.map_or(Outcome::Nothing, |t| Outcome::Token(Some(t))),
+            })
         });
         Ok(())
     }
