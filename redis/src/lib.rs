@@ -104,6 +104,19 @@ pub fn lock_key(prefix: &str, key: &str) -> String {
     format!("{prefix}{{{key}}}")
 }
 
+/// The Redis key of a semaphore's holders (`<prefix>{<key>}:semaphore`) or a read-write
+/// lock's (`<prefix>{<key>}:rw`): a sorted set of owner tokens scored by expiry. Its
+/// companions (`…:limit`, `…:writer`, `…:claim`, `…:fence`, `…:released`) add a suffix;
+/// all share the lock key's hash tag, and none is a lock key (those end in `}`).
+#[must_use]
+pub fn permit_key(prefix: &str, key: &str, kind: locksmith_core::HoldKind) -> String {
+    let lock_key = lock_key(prefix, key);
+    match kind {
+        locksmith_core::HoldKind::Permit { .. } => format!("{lock_key}:semaphore"),
+        _ => format!("{lock_key}:rw"),
+    }
+}
+
 /// `(major, minor)` of `redis_version:` in the text of `INFO server`.
 #[must_use]
 pub fn parse_redis_version(info: &str) -> Option<(u32, u32)> {

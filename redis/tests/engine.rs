@@ -103,7 +103,7 @@ fn harness() -> Harness {
         runner: Arc::new(|future| runtime().block_on(future)),
         fencing: true,
         exact_ownership: true,
-        permits: false,
+        permits: true,
         slack_ms: 100,
     }
 }
