@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { Worker } from "node:worker_threads";
 import { Redis } from "ioredis";
 
-import { assertNoOverlap, contender } from "./load.mjs";
+import { assertAtMost, assertNoOverlap, assertReadersShareWritersAlone, contender } from "./load.mjs";
 import { freePort, startRedis } from "./redis-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
 
@@ -58,6 +58,37 @@ describe("mutual exclusion under load", () => {
       assert.equal(Number(await client.get(`${key}:counter`)), total, "the counter equals the successful runs");
       assertNoOverlap(await client.lrange(`${key}:log`, 0, -1));
       console.log(`# load: 8 processes, ${total} critical sections on one Redis key, 0 overlaps, 0 lost updates`);
+    } finally {
+      await client.quit();
+      await server.stop();
+    }
+  });
+
+  it("8 OS processes on one Redis semaphore and one read-write lock: never more than the limit, writers alone", { skip: !native && "native only", timeout: 120_000 + SOAK * 4_000 }, async () => {
+    const server = await startRedis();
+    const client = new Redis(server.url);
+    try {
+      const sem = uniqueKey("load-sem");
+      const runs = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, sem, 15, SOAK || undefined, "semaphore:3")));
+      if (!SOAK) assert.deepEqual(runs, Array(8).fill(15));
+      const semLog = await client.lrange(`${sem}:log`, 0, -1);
+      assert.equal(semLog.length, 2 * runs.reduce((a, b) => a + b, 0), "every section logged");
+      const most = assertAtMost(semLog, 3);
+      assert.ok(most > 1, `permits were held at once (at most ${most})`);
+
+      const rw = uniqueKey("load-rw");
+      const rwRuns = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, rw, 15, SOAK || undefined, "rw")));
+      if (!SOAK) assert.deepEqual(rwRuns, Array(8).fill(15));
+      const rwLog = await client.lrange(`${rw}:log`, 0, -1);
+      assert.equal(rwLog.length, 2 * rwRuns.reduce((a, b) => a + b, 0), "every section logged");
+      assert.ok(rwLog.some((e) => e.startsWith("in:w:")), "some sections wrote");
+      const shared = assertReadersShareWritersAlone(rwLog);
+      assert.ok(shared > 0, "readers shared the lock at least once");
+      // Released to the last: only the fencing counters are left, and they expire.
+      const keys = await client.keys("*{test:load-*");
+      assert.deepEqual(keys.filter((k) => !k.endsWith(":fence")), [], "the holders, limit, writer and claim keys went with the last holds");
+      for (const k of keys) assert.ok((await client.pttl(k)) > 0, `${k} expires`);
+      console.log(`# load: 8 processes, semaphore of 3 (at most ${most} inside), read-write lock (${shared} shared reads), 0 violations`);
     } finally {
       await client.quit();
       await server.stop();
