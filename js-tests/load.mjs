@@ -3,8 +3,10 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 
 /**
- * Runs one redis-contender.mjs process; resolves with how many critical sections it ran.
- * `mode` is `lock`, `semaphore:LIMIT` or `rw` (see redis-contender.mjs).
+ * Runs one redis-contender.mjs process; resolves with how many critical sections it ran
+ * (an array of counts, one per mode, when `mode` lists several).
+ * `mode` is `lock`, `semaphore:LIMIT` or `rw`, or several joined by commas (see
+ * redis-contender.mjs).
  */
 export function contender(url, key, rounds, seconds, mode = "lock") {
   return new Promise((resolve, reject) => {
@@ -13,7 +15,8 @@ export function contender(url, key, rounds, seconds, mode = "lock") {
     const p = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
     p.stdout.on("data", (d) => (out += d));
-    p.once("exit", (code) => (code === 0 ? resolve(Number(out)) : reject(new Error(`contender exited ${code}`))));
+    const counts = () => (mode.includes(",") ? out.split(",").map(Number) : Number(out));
+    p.once("exit", (code) => (code === 0 ? resolve(counts()) : reject(new Error(`contender exited ${code}`))));
   });
 }
 

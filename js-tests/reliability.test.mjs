@@ -68,19 +68,17 @@ describe("mutual exclusion under load", () => {
     const server = await startRedis();
     const client = new Redis(server.url);
     try {
-      const sem = uniqueKey("load-sem");
-      const runs = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, sem, 15, SOAK || undefined, "semaphore:3")));
-      if (!SOAK) assert.deepEqual(runs, Array(8).fill(15));
-      const semLog = await client.lrange(`${sem}:log`, 0, -1);
-      assert.equal(semLog.length, 2 * runs.reduce((a, b) => a + b, 0), "every section logged");
+      const key = uniqueKey("load-permits");
+      const runs = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, key, 12, SOAK || undefined, "semaphore:3,rw")));
+      if (!SOAK) assert.deepEqual(runs, Array(8).fill([12, 12]));
+      const total = (m) => runs.reduce((sum, r) => sum + r[m], 0);
+      const semLog = await client.lrange(`${key}:semaphore:3:log`, 0, -1);
+      assert.equal(semLog.length, 2 * total(0), "every section logged");
       const most = assertAtMost(semLog, 3);
       assert.ok(most > 1, `permits were held at once (at most ${most})`);
 
-      const rw = uniqueKey("load-rw");
-      const rwRuns = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, rw, 15, SOAK || undefined, "rw")));
-      if (!SOAK) assert.deepEqual(rwRuns, Array(8).fill(15));
-      const rwLog = await client.lrange(`${rw}:log`, 0, -1);
-      assert.equal(rwLog.length, 2 * rwRuns.reduce((a, b) => a + b, 0), "every section logged");
+      const rwLog = await client.lrange(`${key}:rw:log`, 0, -1);
+      assert.equal(rwLog.length, 2 * total(1), "every section logged");
       assert.ok(rwLog.some((e) => e.startsWith("in:w:")), "some sections wrote");
       const shared = assertReadersShareWritersAlone(rwLog);
       assert.ok(shared > 0, "readers shared the lock at least once");
@@ -88,7 +86,7 @@ describe("mutual exclusion under load", () => {
       const keys = await client.keys("*{test:load-*");
       assert.deepEqual(keys.filter((k) => !k.endsWith(":fence")), [], "the holders, limit, writer and claim keys went with the last holds");
       for (const k of keys) assert.ok((await client.pttl(k)) > 0, `${k} expires`);
-      console.log(`# load: 8 processes, semaphore of 3 (at most ${most} inside), read-write lock (${shared} shared reads), 0 violations`);
+      console.log(`# load: 8 processes, ${total(0)} sections in a semaphore of 3 (at most ${most} inside), ${total(1)} in a read-write lock (${shared} reads shared), 0 violations`);
     } finally {
       await client.quit();
       await server.stop();
