@@ -8,6 +8,9 @@
 //!   commands pipeline. Release notifications use a second, subscriber connection.
 //! * A server that is down gives `STORE_UNAVAILABLE` within the configured timeouts;
 //!   the store reconnects by itself when the server is back.
+//! * Semaphores and read-write locks are the sans-I/O [`engine`]'s
+//!   ([`EngineStore`](engine::EngineStore)); this redis-rs store does not implement the
+//!   permit methods, so their handles on it fail with `UNSUPPORTED`.
 //! * TLS (`rediss://`) needs a rustls crypto provider. The redis crate builds its rustls
 //!   configuration with the process-wide default provider and offers no way to pass
 //!   one, so when none is installed at the first TLS connect, this crate installs
