@@ -147,7 +147,7 @@ describe("stores that misbehave", () => {
     ["returns \"yes\"", (s) => ({ ...s, acquire: async () => "yes" }), "STORE_CONTRACT_VIOLATION", /"yes"/],
     ["returns undefined", (s) => ({ ...s, acquire: async () => undefined }), "STORE_CONTRACT_VIOLATION", /null\/undefined/],
     ["returns an object", (s) => ({ ...s, acquire: async () => ({ ok: true }) }), "STORE_CONTRACT_VIOLATION", /object/],
-    ["returns a plain value, not a promise", (s) => ({ ...s, acquire: () => 1 }), "STORE_CONTRACT_VIOLATION", /1/],
+    ["returns a plain value, not a promise", (s) => ({ ...s, acquire: () => 0 }), "STORE_CONTRACT_VIOLATION", /resolved to 0;/],
     ["never settles", (s) => ({ ...s, acquire: () => new Promise(() => {}) }), "STORE_UNAVAILABLE", /did not settle within 150 ms/],
   ];
   for (const [what, make, code, message] of cases) {

@@ -16,3 +16,8 @@ conformance("a plain-JS store with isHeldBy", {
   fencing: false,
   exactOwnership: true,
 });
+conformance("a plain-JS store with fencing tokens and onRelease", {
+  makeStore: () => mapStore({ withIsHeldBy: true, withFencing: true, withOnRelease: true }),
+  fencing: true,
+  exactOwnership: true,
+});

@@ -109,6 +109,30 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     assert.ok(!top.includes("npm"), "the per-platform packages are published on their own");
   });
 
+  it("loads the Redis client stores by subpath, with the package's own error classes", async () => {
+    const { out } = await runScript(
+      dir,
+      "clients.mjs",
+      `
+      import * as ls from "locksmith";
+      import { IoRedisLockStore } from "locksmith/ioredis";
+      import { NodeRedisLockStore } from "locksmith/node-redis";
+      import { UpstashLockStore } from "locksmith/upstash";
+      const errors = [IoRedisLockStore, NodeRedisLockStore, UpstashLockStore].map((Store) => {
+        try {
+          new Store({});
+          return "accepted";
+        } catch (e) {
+          return e instanceof ls.InvalidArgumentError ? e.code : String(e);
+        }
+      });
+      const upstash = new UpstashLockStore({ evalsha() {}, eval() {}, pttl() {}, exists() {} });
+      console.log(JSON.stringify({ errors, key: upstash.lockKey("k"), wakes: typeof upstash.onRelease }));
+      `,
+    );
+    assert.deepEqual(out, { errors: ["INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT"], key: "locksmith:{k}", wakes: "undefined" });
+  });
+
   it("imports from ESM and requires from CommonJS, as one instance, on the native addon", async () => {
     nativeProbe = (await runScript(dir, "probe.mjs", PROBE)).out;
     assert.equal(nativeProbe.backend, "native");

@@ -2,11 +2,24 @@
 // them to prove that any object with the five async methods is a store.
 
 /**
- * A Map with expiry times: the smallest correct store; optionally with `isHeldBy`, and
- * with the permit methods that give it semaphores and read-write locks.
+ * A Map with expiry times: the smallest correct store; optionally with `isHeldBy`, with
+ * the permit methods that give it semaphores and read-write locks, with fencing tokens
+ * (acquire resolves to a number that grows per key) and with `onRelease` wake-ups.
  */
-export function mapStore({ withIsHeldBy = false, withPermits = false } = {}) {
+export function mapStore({ withIsHeldBy = false, withPermits = false, withFencing = false, withOnRelease = false } = {}) {
   const holds = new Map();
+  const counters = new Map();
+  const taken = (key) => {
+    if (!withFencing) return true;
+    const token = (counters.get(key) ?? 0) + 1;
+    counters.set(key, token);
+    return token;
+  };
+  // onRelease listeners by key (and kind, for the permit holds).
+  const listeners = new Map();
+  const released = (key, kind) => {
+    for (const listener of listeners.get(`${kind}:${key}`) ?? []) listener();
+  };
   const live = (key) => {
     const hold = holds.get(key);
     if (hold && hold.expiresAt > performance.now()) return hold;
@@ -17,11 +30,12 @@ export function mapStore({ withIsHeldBy = false, withPermits = false } = {}) {
     async acquire(key, owner, ttlMs) {
       if (live(key)) return false;
       holds.set(key, { owner, expiresAt: performance.now() + ttlMs });
-      return true;
+      return taken(key);
     },
     async release(key, owner) {
       if (live(key)?.owner !== owner) return false;
       holds.delete(key);
+      released(key, undefined);
       return true;
     },
     async extend(key, owner, ttlMs) {
@@ -39,7 +53,23 @@ export function mapStore({ withIsHeldBy = false, withPermits = false } = {}) {
     },
   };
   if (withIsHeldBy) store.isHeldBy = async (key, owner) => live(key)?.owner === owner;
-  if (withPermits) Object.assign(store, permitMethods());
+  if (withPermits) Object.assign(store, permitMethods({ taken, released }));
+  if (withOnRelease) {
+    store.onRelease = (key, listener, kind) => {
+      const name = `${kind}:${key}`;
+      const set = listeners.get(name) ?? new Set();
+      listeners.set(name, set);
+      // One entry per subscription, even for the same function.
+      const entry = () => listener();
+      set.add(entry);
+      return () => {
+        set.delete(entry);
+        if (set.size === 0) listeners.delete(name);
+      };
+    };
+    /** Live onRelease subscriptions, for tests. */
+    store.subscriptions = () => [...listeners.values()].reduce((n, set) => n + set.size, 0);
+  }
   return store;
 }
 
@@ -47,7 +77,7 @@ export function mapStore({ withIsHeldBy = false, withPermits = false } = {}) {
  * The optional permit methods, as a user would write them: per key a set of holders
  * with their own expiry, and a waiting writer's claim that keeps new readers out.
  */
-function permitMethods() {
+function permitMethods({ taken, released }) {
   const sets = new Map();
   const setOf = (key, kind) => {
     const name = `${kind === "semaphore" ? "s" : "rw"}:${key}`;
@@ -72,15 +102,24 @@ function permitMethods() {
       if (admitted) {
         if (kind === "write") set.writerWaiting = undefined;
         set.holders.set(owner, { expiresAt, writer: kind === "write" });
-      } else if (kind === "write" && (!claim || claim.owner === owner)) {
+        return taken(`${kind === "semaphore" ? "s" : "rw"}:${key}`);
+      }
+      if (kind === "write" && (!claim || claim.owner === owner)) {
         set.writerWaiting = { owner, until: expiresAt };
       }
-      return admitted;
+      return false;
     },
     async releasePermit(key, owner, kind) {
       const set = setOf(key, kind);
-      if (set.writerWaiting?.owner === owner) set.writerWaiting = undefined;
-      return set.holders.delete(owner);
+      const claimed = set.writerWaiting?.owner === owner;
+      if (claimed) set.writerWaiting = undefined;
+      const held = set.holders.delete(owner);
+      if (held || claimed) {
+        // Readers and writers of one key wait on each other.
+        if (kind === "semaphore") released(key, kind);
+        else for (const k of ["read", "write"]) released(key, k);
+      }
+      return held;
     },
     async extendPermit(key, owner, ttlMs, kind) {
       const hold = setOf(key, kind).holders.get(owner);

@@ -224,10 +224,30 @@ function checkStore(store) {
   if (missing.length > 0) throw invalid(`the lock store has no ${missing.join(", ")} method`);
 }
 
+// A waiter's subscription to a JS store's `onRelease(key, listener, kind)`: a promise
+// that resolves when the listener is called. A store that throws gives no wake-up (the
+// waiter's retry delay stands), so the promise then never resolves.
+function subscribe(store, subscriptions, call) {
+  let wake;
+  const woken = new Promise((resolve) => {
+    wake = resolve;
+  });
+  try {
+    const unsubscribe = store.onRelease(call.key, () => wake(null), call.kind ?? undefined);
+    subscriptions.set(call.id, unsubscribe);
+  } catch {
+    // No wake-up for this wait.
+  }
+  return woken;
+}
+
 // What a JS store's promise resolved to, in a form every binding can carry.
 function normalizeAnswer(value) {
   if (value === undefined) return null;
   const type = typeof value;
+  // NaN and ±Infinity have no JSON form: they cross as { nonFinite: "NaN" } so the
+  // binding reports what the store said instead of failing to convert it.
+  if (type === "number" && !Number.isFinite(value)) return { nonFinite: String(value) };
   if (value === null || type === "boolean" || type === "number" || type === "string") return value;
   return Array.isArray(value) ? [] : {};
 }
@@ -316,10 +336,26 @@ export function makeApi(binding) {
       checkStore(store);
       const timeout = store.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
       checkNumber("operationTimeoutMs", timeout);
+      // onRelease subscriptions by id, each with the store's unsubscribe function.
+      const subscriptions = new Map();
       const dispatch = (call) => {
         try {
           let pending;
           switch (call.op) {
+            case "onRelease":
+              return subscribe(store, subscriptions, call);
+            case "offRelease": {
+              const unsubscribe = subscriptions.get(call.id);
+              subscriptions.delete(call.id);
+              if (typeof unsubscribe === "function") {
+                try {
+                  unsubscribe();
+                } catch {
+                  // The wait is over either way.
+                }
+              }
+              return Promise.resolve(null);
+            }
             case "acquire":
               pending = store.acquire(call.key, call.owner, call.ttlMs);
               break;
@@ -359,7 +395,13 @@ export function makeApi(binding) {
         }
       };
       try {
-        bridge = binding.bridge(dispatch, timeout, typeof store.isHeldBy === "function", PERMIT_METHODS.every((m) => typeof store[m] === "function"));
+        bridge = binding.bridge(
+          dispatch,
+          timeout,
+          typeof store.isHeldBy === "function",
+          PERMIT_METHODS.every((m) => typeof store[m] === "function"),
+          typeof store.onRelease === "function",
+        );
       } catch (err) {
         throw toLockError(err);
       }

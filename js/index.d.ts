@@ -30,8 +30,12 @@ export interface AutoExtendOptions {
  * must act only when `owner` matches. Any object with these five methods is a store.
  */
 export interface LockStore {
-  /** Takes `key` for `owner` for `ttlMs` if nobody holds it. */
-  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  /**
+   * Takes `key` for `owner` for `ttlMs` if nobody holds it: `false` if held, `true` if
+   * taken, or a fencing token (a positive safe integer that only grows per key) if taken
+   * by a store that keeps one.
+   */
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean | number>;
   /** Frees `key` if `owner` holds it. */
   release(key: string, owner: string): Promise<boolean>;
   /** Sets `key`'s expiry to `ttlMs` from now if `owner` holds it. */
@@ -44,7 +48,23 @@ export interface LockStore {
   isHeldBy?(key: string, owner: string): Promise<boolean>;
   /** Optional: ms after which a call that has not settled fails with STORE_UNAVAILABLE. Default 10 000. */
   operationTimeoutMs?: number;
+  /**
+   * Optional: call `listener` whenever `key` may have become free, so a waiting acquire
+   * tries again at once instead of after its `retryDelay`. `kind` is undefined for a plain
+   * lock. Returns a function that ends the subscription; locksmith calls it when the wait
+   * is over.
+   */
+  onRelease?(key: string, listener: () => void, kind?: PermitKind): () => void;
+  /** Optional, all five or none: semaphores and read-write locks (see the README). */
+  acquirePermit?(key: string, owner: string, ttlMs: number, kind: PermitKind, limit: number | undefined): Promise<boolean | number>;
+  releasePermit?(key: string, owner: string, kind: PermitKind): Promise<boolean>;
+  extendPermit?(key: string, owner: string, ttlMs: number, kind: PermitKind): Promise<boolean>;
+  countPermits?(key: string, kind: PermitKind): Promise<number>;
+  permitRemainingTime?(key: string, owner: string, kind: PermitKind): Promise<number | null>;
 }
+
+/** The holds a key admits besides a plain lock. */
+export type PermitKind = "semaphore" | "read" | "write";
 
 /** A lock on one key. */
 export declare class Lock {

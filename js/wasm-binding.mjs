@@ -21,6 +21,6 @@ export const api = makeApi({
   get MemoryStore() {
     return wasm().WasmMemoryStore;
   },
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits) =>
-    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease) =>
+    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease),
 });

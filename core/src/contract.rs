@@ -2,7 +2,7 @@
 //! foreign value into an [`Answer`]; the rules of what is acceptable live here.
 
 use crate::error::{LockError, Result};
-use crate::store::{Grant, HoldKind, LockStore, MaybeSendSync};
+use crate::store::{BoxFuture, Grant, HoldKind, LockStore, MaybeSendSync};
 
 /// A value a foreign store resolved to, as far as the contract cares.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +34,34 @@ pub fn expect_bool(op: &str, answer: &Answer) -> Result<bool> {
         Answer::Bool(b) => Ok(*b),
         other => Err(LockError::StoreContractViolation(format!(
             "store.{op}() resolved to {other}; it must resolve to a boolean"
+        ))),
+    }
+}
+
+/// A number without a JSON form, as bindings carry it: `"Infinity"`, `"-Infinity"`, or
+/// `NaN` for anything else.
+#[must_use]
+pub fn non_finite(name: &str) -> f64 {
+    match name {
+        "Infinity" => f64::INFINITY,
+        "-Infinity" => f64::NEG_INFINITY,
+        _ => f64::NAN,
+    }
+}
+
+/// The largest fencing token a JS number carries exactly (`Number.MAX_SAFE_INTEGER`).
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// `acquire` and `acquirePermit` resolve to `false` (not taken), `true` (taken) or a
+/// positive safe integer: taken, with that fencing token.
+pub fn expect_grant(op: &str, answer: &Answer) -> Result<Option<Grant>> {
+    match answer {
+        Answer::Bool(taken) => Ok(taken.then(Grant::default)),
+        Answer::Number(n) if *n >= 1.0 && *n <= MAX_SAFE_INTEGER && n.fract() == 0.0 => {
+            Ok(Some(Grant::with_fencing_token(*n as u64)))
+        }
+        other => Err(LockError::StoreContractViolation(format!(
+            "store.{op}() resolved to {other}; it must resolve to a boolean, or a fencing token (a positive safe integer) when it took the key"
         ))),
     }
 }
@@ -95,6 +123,13 @@ pub trait ForeignStore: MaybeSendSync {
 
     /// Whether the store has the optional permit methods.
     fn has_permits(&self) -> bool;
+
+    /// The store's optional `onRelease(key, listener, kind)`, as a future that completes
+    /// when the listener is called; dropping it unsubscribes. `kind` is `None` for a
+    /// plain lock. `None` (the default) when the store has no `onRelease`.
+    fn release_signal(&self, _key: &str, _kind: Option<HoldKind>) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
 }
 
 /// `countPermits` must resolve to a whole number >= 0.
@@ -114,7 +149,23 @@ pub struct ForeignLockStore<F>(pub F);
 #[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
 impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
     async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        expect_bool("acquire", &self.0.call("acquire", key, Some(owner), Some(ttl_ms)).await?)
+        Ok(self.acquire_with_grant(key, owner, ttl_ms).await?.is_some())
+    }
+
+    async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
+        expect_grant("acquire", &self.0.call("acquire", key, Some(owner), Some(ttl_ms)).await?)
+    }
+
+    fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
+        self.0.release_signal(key, None)
+    }
+
+    fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
+        if self.0.has_permits() {
+            self.0.release_signal(key, Some(kind))
+        } else {
+            None
+        }
     }
 
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {
@@ -149,7 +200,7 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
     ) -> Result<Option<Grant>> {
         self.permits()?;
         let answer = self.0.call_permit("acquirePermit", key, Some(owner), Some(ttl_ms), kind).await?;
-        Ok(expect_bool("acquirePermit", &answer)?.then_some(Grant::default()))
+        expect_grant("acquirePermit", &answer)
     }
 
     async fn release_permit(&self, key: &str, owner: &str, kind: HoldKind) -> Result<bool> {
@@ -210,5 +261,31 @@ mod tests {
             assert_eq!(expect_remaining_time(&bad).unwrap_err().code(), "STORE_CONTRACT_VIOLATION");
         }
         assert_eq!(timed_out("release", 5).code(), "STORE_UNAVAILABLE");
+    }
+
+    #[test]
+    fn grants() {
+        assert_eq!(expect_grant("acquire", &Answer::Bool(false)).unwrap(), None);
+        assert_eq!(expect_grant("acquire", &Answer::Bool(true)).unwrap(), Some(Grant::default()));
+        assert_eq!(
+            expect_grant("acquire", &Answer::Number(7.0)).unwrap(),
+            Some(Grant::with_fencing_token(7))
+        );
+        assert_eq!(
+            expect_grant("acquire", &Answer::Number(MAX_SAFE_INTEGER)).unwrap(),
+            Some(Grant::with_fencing_token(9_007_199_254_740_991))
+        );
+        for bad in [
+            Answer::Number(0.0),
+            Answer::Number(-3.0),
+            Answer::Number(1.5),
+            Answer::Number(f64::NAN),
+            Answer::Number(MAX_SAFE_INTEGER + 2.0),
+            Answer::Nothing,
+        ] {
+            let err = expect_grant("acquirePermit", &bad).unwrap_err();
+            assert_eq!(err.code(), "STORE_CONTRACT_VIOLATION", "{bad}");
+            assert!(err.to_string().contains("store.acquirePermit() resolved to"), "{err}");
+        }
     }
 }

@@ -10,6 +10,7 @@ import {
   LockError,
   LockNotHeldError,
   type LockStore,
+  type PermitKind,
   type AcquireOptions,
   type LockErrorCode,
   semaphore,
@@ -81,6 +82,26 @@ export async function usage(): Promise<void> {
   };
   setLockStore(custom);
 
+  // A store with fencing tokens and release wake-ups.
+  const listeners = new Set<() => void>();
+  const fenced: LockStore = {
+    acquire: async () => 42,
+    release: async () => {
+      for (const wake of listeners) wake();
+      return true;
+    },
+    extend: async () => true,
+    isLocked: async () => false,
+    remainingTime: async () => null,
+    onRelease: (_key: string, listener: () => void, kind?: PermitKind) => {
+      const kindName: string | undefined = kind;
+      void kindName;
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+  setLockStore(fenced);
+
   try {
     await explicit.extend();
   } catch (err) {
@@ -100,4 +121,18 @@ export async function usage(): Promise<void> {
   setLockStore({ acquire: async () => true });
 
   void [ranIs, resultIs, nIs, acquired, now, released, extended, locked, expired, left, token, key, ttl, same, current];
+}
+
+import { IoRedisLockStore } from "locksmith/ioredis";
+import { NodeRedisLockStore } from "locksmith/node-redis";
+import { UpstashLockStore } from "locksmith/upstash";
+
+export async function clientStores(ioredis: object, nodeRedis: object, upstash: object): Promise<void> {
+  const a: LockStore = new IoRedisLockStore(ioredis, { keyPrefix: "app:", notifyReleases: true });
+  const b = new NodeRedisLockStore(nodeRedis);
+  const c = new UpstashLockStore(upstash, { operationTimeoutMs: 5_000 });
+  const token: number | false = await b.acquire("k", "owner", 1_000);
+  const key: string = c.lockKey("k");
+  void [a, token, key];
+  await Promise.all([b.close(), c.close()]);
 }

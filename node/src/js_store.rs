@@ -4,13 +4,14 @@
 //! in core. A call that throws, rejects, or does not settle within the store's
 //! operation timeout becomes a typed error.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use locksmith_core::contract::{self, Answer, ForeignLockStore, ForeignStore};
-use locksmith_core::{HoldKind, LockStore, Result};
+use locksmith_core::{BoxFuture, HoldKind, LockStore, Result};
 use napi::bindgen_prelude::Promise;
-use napi::threadsafe_function::ThreadsafeFunction;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::Value;
 
@@ -27,18 +28,24 @@ pub struct StoreCall {
     pub kind: Option<String>,
     /// A semaphore's limit.
     pub limit: Option<u32>,
+    /// For `onRelease` / `offRelease`: which subscription.
+    pub id: Option<f64>,
 }
 
 /// Error-first (`CalleeHandled`), weak (does not keep Node alive).
 type Dispatch = ThreadsafeFunction<StoreCall, Promise<Value>, StoreCall, napi::Status, true, true>;
 
 struct JsStore {
-    dispatch: Dispatch,
+    dispatch: Arc<Dispatch>,
     timeout_ms: u64,
     /// The store has the optional `isHeldBy(key, owner)`.
     has_is_held_by: bool,
     /// The store has the optional permit methods.
     has_permits: bool,
+    /// The store has the optional `onRelease(key, listener, kind)`.
+    has_on_release: bool,
+    /// The id of the next `onRelease` subscription.
+    next_subscription: AtomicU64,
 }
 
 #[napi]
@@ -54,13 +61,21 @@ impl JsStoreBridge {
         operation_timeout_ms: f64,
         has_is_held_by: bool,
         has_permits: bool,
+        has_on_release: bool,
     ) -> napi::Result<Self> {
         let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::js::positive_ms(
             "operationTimeoutMs",
             operation_timeout_ms,
         ))?;
         Ok(Self {
-            inner: Arc::new(ForeignLockStore(JsStore { dispatch, timeout_ms, has_is_held_by, has_permits })),
+            inner: Arc::new(ForeignLockStore(JsStore {
+                dispatch: Arc::new(dispatch),
+                timeout_ms,
+                has_is_held_by,
+                has_permits,
+                has_on_release,
+                next_subscription: AtomicU64::new(0),
+            })),
         })
     }
 
@@ -93,7 +108,10 @@ fn describe(value: &Value) -> Answer {
         Value::Null => Answer::Nothing,
         Value::String(s) => Answer::Other(format!("string {s:?}")),
         Value::Array(_) => Answer::Other("an array".into()),
-        Value::Object(_) => Answer::Other("an object".into()),
+        Value::Object(o) => match o.get("nonFinite").and_then(Value::as_str) {
+            Some(number) => Answer::Number(contract::non_finite(number)),
+            None => Answer::Other("an object".into()),
+        },
     }
 }
 
@@ -113,6 +131,7 @@ impl JsStore {
             ttl_ms: ttl_ms.map(|t| t as f64),
             kind: kind.map(|k| k.name().to_owned()),
             limit: kind.and_then(HoldKind::limit),
+            id: None,
         };
         let settled = tokio::time::timeout(Duration::from_millis(self.timeout_ms), async {
             let promise = self.dispatch.call_async(Ok(call)).await?;
@@ -153,5 +172,68 @@ impl ForeignStore for JsStore {
 
     fn has_permits(&self) -> bool {
         self.has_permits
+    }
+
+    fn release_signal(&self, key: &str, kind: Option<HoldKind>) -> Option<BoxFuture<'static, ()>> {
+        if !self.has_on_release {
+            return None;
+        }
+        let id = self.next_subscription.fetch_add(1, Ordering::Relaxed) as f64;
+        let call = StoreCall {
+            op: "onRelease".to_owned(),
+            key: key.to_owned(),
+            owner: None,
+            ttl_ms: None,
+            kind: kind.map(|k| k.name().to_owned()),
+            limit: kind.and_then(HoldKind::limit),
+            id: Some(id),
+        };
+        // Queued now, ahead of the acquire attempt that follows, so a release between
+        // that attempt and the wait is not missed.
+        let (sent, subscribed) = tokio::sync::oneshot::channel();
+        let status = self.dispatch.call_with_return_value(
+            Ok(call),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |returned, _env| {
+                let _ = sent.send(returned);
+                Ok(())
+            },
+        );
+        if status != napi::Status::Ok {
+            return None;
+        }
+        let unsubscribe = Unsubscribe { dispatch: self.dispatch.clone(), id };
+        Some(Box::pin(async move {
+            let _unsubscribe = unsubscribe;
+            match subscribed.await {
+                Ok(Ok(promise)) => {
+                    // Resolves when the listener is called; never rejects.
+                    let _ = promise.await;
+                }
+                // The store could not subscribe: no wake-up, the retry delay stands.
+                _ => std::future::pending::<()>().await,
+            }
+        }))
+    }
+}
+
+/// Ends one `onRelease` subscription when the wait it served is over.
+struct Unsubscribe {
+    dispatch: Arc<Dispatch>,
+    id: f64,
+}
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        let call = StoreCall {
+            op: "offRelease".to_owned(),
+            key: String::new(),
+            owner: None,
+            ttl_ms: None,
+            kind: None,
+            limit: None,
+            id: Some(self.id),
+        };
+        let _ = self.dispatch.call(Ok(call), ThreadsafeFunctionCallMode::NonBlocking);
     }
 }

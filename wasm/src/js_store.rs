@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures_util::future::{select, Either};
 use js_sys::{Function, Object, Promise, Reflect};
 use locksmith_core::contract::{self, Answer, ForeignLockStore, ForeignStore};
-use locksmith_core::{validate, HoldKind, LockStore, Result, Timer};
+use locksmith_core::{validate, BoxFuture, HoldKind, LockStore, Result, Timer};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -22,6 +22,10 @@ struct JsStore {
     timeout_ms: u64,
     has_is_held_by: bool,
     has_permits: bool,
+    /// The store has the optional `onRelease(key, listener, kind)`.
+    has_on_release: bool,
+    /// The id of the next `onRelease` subscription.
+    next_subscription: std::cell::Cell<f64>,
     timer: Arc<dyn Timer>,
 }
 
@@ -38,6 +42,7 @@ impl WasmJsStoreBridge {
         operation_timeout_ms: f64,
         has_is_held_by: bool,
         has_permits: bool,
+        has_on_release: bool,
     ) -> Result<Self, JsValue> {
         let timeout_ms = validate::js::positive_ms("operationTimeoutMs", operation_timeout_ms).js()?;
         Ok(Self {
@@ -46,6 +51,8 @@ impl WasmJsStoreBridge {
                 timeout_ms,
                 has_is_held_by,
                 has_permits,
+                has_on_release,
+                next_subscription: std::cell::Cell::new(0.0),
                 timer: timer(),
             })),
         })
@@ -81,6 +88,10 @@ fn describe(value: &JsValue) -> Answer {
         Answer::Other(format!("string {s:?}"))
     } else if js_sys::Array::is_array(value) {
         Answer::Other("an array".into())
+    } else if let Some(number) =
+        Reflect::get(value, &JsValue::from_str("nonFinite")).ok().and_then(|n| n.as_string())
+    {
+        Answer::Number(contract::non_finite(&number))
     } else {
         Answer::Other("an object".into())
     }
@@ -160,5 +171,44 @@ impl ForeignStore for JsStore {
 
     fn has_permits(&self) -> bool {
         self.has_permits
+    }
+
+    fn release_signal(&self, key: &str, kind: Option<HoldKind>) -> Option<BoxFuture<'static, ()>> {
+        if !self.has_on_release {
+            return None;
+        }
+        let id = self.next_subscription.get();
+        self.next_subscription.set(id + 1.0);
+        let call = subscription_call("onRelease", id);
+        let _ = Reflect::set(&call, &JsValue::from_str("key"), &JsValue::from_str(key));
+        if let Some(kind) = kind {
+            let _ = Reflect::set(&call, &JsValue::from_str("kind"), &JsValue::from_str(kind.name()));
+        }
+        // The dispatcher answers a promise that resolves when the listener is called.
+        let fired = self.dispatch.call1(&JsValue::NULL, &call).ok()?;
+        let unsubscribe = Unsubscribe { dispatch: self.dispatch.clone(), id };
+        Some(Box::pin(async move {
+            let _unsubscribe = unsubscribe;
+            let _ = JsFuture::from(Promise::resolve(&fired)).await;
+        }))
+    }
+}
+
+fn subscription_call(op: &str, id: f64) -> Object {
+    let call = Object::new();
+    let _ = Reflect::set(&call, &JsValue::from_str("op"), &JsValue::from_str(op));
+    let _ = Reflect::set(&call, &JsValue::from_str("id"), &JsValue::from_f64(id));
+    call
+}
+
+/// Ends one `onRelease` subscription when the wait it served is over.
+struct Unsubscribe {
+    dispatch: Function,
+    id: f64,
+}
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        let _ = self.dispatch.call1(&JsValue::NULL, &subscription_call("offRelease", self.id));
     }
 }

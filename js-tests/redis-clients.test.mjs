@@ -1,0 +1,172 @@
+// The stores over users' own Redis clients (ioredis, node-redis v4 and v5, @upstash/redis
+// over a local REST endpoint) against a real redis-server: the conformance suite, and
+// one key layout with RedisLockStore — a lock taken through any store is released,
+// extended and fenced through any other.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { Redis as Upstash } from "@upstash/redis";
+import { Redis } from "ioredis";
+import { createClient } from "redis";
+import { createClient as createClientV4 } from "redis4";
+
+import { IoRedisLockStore } from "../js/ioredis.mjs";
+import { NodeRedisLockStore } from "../js/node-redis.mjs";
+import { UpstashLockStore } from "../js/upstash.mjs";
+import { SCRIPTS } from "../js/gen/redis-scripts.mjs";
+import { conformance } from "./conformance.mjs";
+import { startRedis } from "./redis-server.mjs";
+import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./target.mjs";
+import { startUpstashRest } from "./upstash-rest.mjs";
+
+const { Lock, restoreLock } = ls;
+
+failOnUnhandledRejections();
+
+let server;
+let rest;
+before(async () => {
+  server = await startRedis();
+  rest = await startUpstashRest(server.url);
+});
+after(async () => {
+  await rest.close();
+  await server.stop();
+});
+
+// Each kind of client, as an application would make it; `close` ends store and client.
+const CLIENTS = {
+  ioredis: async () => {
+    const client = new Redis(server.url);
+    const store = new IoRedisLockStore(client);
+    return { store, client, close: async () => (await store.close(), await client.quit()) };
+  },
+  "node-redis v5": async () => {
+    const client = await createClient({ url: server.url }).connect();
+    const store = new NodeRedisLockStore(client);
+    return { store, client, close: async () => (await store.close(), await client.quit()) };
+  },
+  "node-redis v4": async () => {
+    const client = createClientV4({ url: server.url });
+    await client.connect();
+    const store = new NodeRedisLockStore(client);
+    return { store, client, close: async () => (await store.close(), await client.quit()) };
+  },
+  upstash: async () => {
+    const client = new Upstash({ url: rest.url, token: rest.token, enableTelemetry: false });
+    const store = new UpstashLockStore(client);
+    return { store, client, close: () => store.close() };
+  },
+};
+
+// The wasm run repeats the client-independent part for the edge client only.
+const NAMES = TARGET === "native" ? Object.keys(CLIENTS) : ["upstash"];
+
+for (const name of NAMES) {
+  let made;
+  conformance(`${name} store`, {
+    makeStore: async () => (made = await CLIENTS[name]()).store,
+    closeStore: () => made.close(),
+    fencing: true,
+    exactOwnership: true,
+  });
+}
+
+describe("one key layout with RedisLockStore", { skip: TARGET !== "native" && "RedisLockStore needs the addon" }, () => {
+  let native;
+  const made = {};
+  before(async () => {
+    native = await ls.RedisLockStore.connect(server.url);
+    for (const name of NAMES) made[name] = await CLIENTS[name]();
+  });
+  after(async () => {
+    await native.close();
+    for (const m of Object.values(made)) await m.close();
+  });
+
+  it("RedisLockStore runs the very scripts the client stores send", async () => {
+    const probe = new Redis(server.url);
+    try {
+      await probe.script("FLUSH");
+      const l = new Lock(uniqueKey("scripts"), 5_000, native);
+      await l.acquire();
+      await l.extend();
+      await l.release();
+      const cached = await probe.script("EXISTS", SCRIPTS.acquire.sha, SCRIPTS.extend.sha, SCRIPTS.release.sha);
+      assert.deepEqual(cached, [1, 1, 1], "the engine cached scripts with the generated SHAs");
+    } finally {
+      probe.disconnect();
+    }
+  });
+
+  for (const name of NAMES) {
+    it(`${name}: taken by one, extended and released by the other, tokens from one counter`, async () => {
+      const { store } = made[name];
+      const key = uniqueKey(`cross-${name}`);
+      const first = new Lock(key, 5_000, native);
+      assert.equal(await first.acquire(), true);
+      const there = restoreLock(first.serialize(), store);
+      assert.equal(await new Lock(key, 5_000, store).acquireImmediately(), false, "held across stores");
+      assert.equal(await there.isExpired(), false);
+      await there.extend(9_000);
+      assert.ok((await first.getRemainingTime()) > 5_000);
+      assert.equal(await there.release(), true);
+      assert.equal(await first.isExpired(), true);
+
+      const second = new Lock(key, 5_000, store);
+      assert.equal(await second.acquire(), true);
+      assert.ok(second.fencingToken > first.fencingToken, `${second.fencingToken} > ${first.fencingToken}`);
+      const back = restoreLock(second.serialize(), native);
+      assert.equal(await back.release(), true);
+      const third = new Lock(key, 5_000, native);
+      assert.equal(await third.acquire(), true);
+      assert.ok(third.fencingToken > second.fencingToken);
+      await third.release();
+    });
+  }
+
+  for (const name of NAMES.filter((n) => n !== "upstash")) {
+    it(`${name}: a release through RedisLockStore wakes a waiter on the client store at once`, async () => {
+      const { store } = made[name];
+      const key = uniqueKey(`wake-${name}`);
+      const holder = new Lock(key, 10_000, native);
+      await holder.acquire();
+      const start = performance.now();
+      const waiter = new Lock(key, 10_000, store);
+      const got = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 }).then((ok) => [ok, performance.now() - start]);
+      await sleep(300);
+      await holder.release();
+      const [ok, at] = await got;
+      assert.equal(ok, true);
+      assert.ok(at < 2_500, `acquired after ${Math.round(at)} ms; the retry delay is 5 s`);
+      await waiter.release();
+    });
+  }
+});
+
+describe("the client stores check what they are given", () => {
+  it("refuses something that is not the right client, and unknown options", () => {
+    for (const [Store, client] of [
+      [IoRedisLockStore, {}],
+      [NodeRedisLockStore, new Redis({ lazyConnect: true })],
+      [UpstashLockStore, null],
+    ]) {
+      assert.throws(() => new Store(client), (err) => err.code === "INVALID_ARGUMENT" && /^locksmith: \w+LockStore needs/.test(err.message));
+    }
+    const client = new Redis({ lazyConnect: true });
+    assert.throws(() => new IoRedisLockStore(client, { prefix: "x:" }), (err) => err.code === "INVALID_ARGUMENT" && /unknown option `prefix`.*did you mean `keyPrefix`/.test(err.message));
+    assert.throws(() => new IoRedisLockStore(client, { keyPrefix: "a{b}" }), (err) => err.code === "INVALID_ARGUMENT");
+    assert.throws(() => new IoRedisLockStore(client, { operationTimeoutMs: -1 }), (err) => err.code === "INVALID_ARGUMENT");
+    assert.throws(() => new UpstashLockStore({ evalsha() {}, pttl() {} }, { notifyReleases: true }), (err) => err.code === "INVALID_ARGUMENT");
+    client.disconnect();
+  });
+
+  it("a store whose server is gone fails with STORE_UNAVAILABLE, not a hang", async () => {
+    const client = new Redis({ port: 1, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on("error", () => {});
+    const store = new IoRedisLockStore(client, { operationTimeoutMs: 500 });
+    await assert.rejects(new Lock(uniqueKey("gone"), 1_000, store).acquire(), (err) => err.code === "STORE_UNAVAILABLE");
+    await store.close();
+    client.disconnect();
+  });
+});

@@ -1,0 +1,51 @@
+// locksmith/ioredis: the lock store over an ioredis client the application already has
+// (a `Redis`, a `Cluster`, or a `Redis` on Sentinels). Same keys and scripts as
+// RedisLockStore: locks taken through either can be released through the other.
+import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
+
+function looksLikeIoredis(client) {
+  return client !== null && typeof client === "object" && typeof client.evalsha === "function" && typeof client.duplicate === "function";
+}
+
+export class IoRedisLockStore extends RedisClientStore {
+  /**
+   * @param client an ioredis `Redis` or `Cluster`; it stays the application's (close() does not quit it)
+   * @param options `{ keyPrefix, operationTimeoutMs, notifyReleases }`
+   */
+  constructor(client, options) {
+    const checked = storeOptions(options, "IoRedisLockStore");
+    if (!looksLikeIoredis(client)) {
+      throw invalid(`IoRedisLockStore needs an ioredis client (new Redis(...) or new Cluster(...)); got ${typeName(client)}`);
+    }
+    super(
+      {
+        evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+        eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
+        exists: (key) => client.exists(key),
+        pttl: (key) => client.pttl(key),
+        get: (key) => client.get(key),
+        subscriber: () => {
+          // A connection of its own: a subscribed connection can run nothing else.
+          const sub = client.duplicate();
+          const handlers = new Map();
+          sub.on("message", (channel) => handlers.get(channel)?.());
+          sub.on("error", () => {}); // ioredis reconnects by itself; wake-ups pause meanwhile
+          return {
+            subscribe: async (channel, onMessage) => {
+              handlers.set(channel, onMessage);
+              await sub.subscribe(channel);
+            },
+            unsubscribe: async (channel) => {
+              handlers.delete(channel);
+              await sub.unsubscribe(channel);
+            },
+            close: async () => {
+              sub.disconnect();
+            },
+          };
+        },
+      },
+      checked,
+    );
+  }
+}

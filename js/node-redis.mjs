@@ -1,0 +1,53 @@
+// locksmith/node-redis: the lock store over a node-redis client (`redis` v4 or v5,
+// `createClient()` or `createCluster()`) the application already has and has connected.
+// Same keys and scripts as RedisLockStore: locks taken through either can be released
+// through the other.
+import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
+
+function looksLikeNodeRedis(client) {
+  return client !== null && typeof client === "object" && typeof client.evalSha === "function" && typeof client.duplicate === "function";
+}
+
+export class NodeRedisLockStore extends RedisClientStore {
+  /**
+   * @param client a connected node-redis client or cluster; it stays the application's
+   * @param options `{ keyPrefix, operationTimeoutMs, notifyReleases }`
+   */
+  constructor(client, options) {
+    const checked = storeOptions(options, "NodeRedisLockStore");
+    if (!looksLikeNodeRedis(client)) {
+      throw invalid(`NodeRedisLockStore needs a node-redis client (createClient() or createCluster() from "redis"); got ${typeName(client)}`);
+    }
+    super(
+      {
+        evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
+        eval: (source, keys, args) => client.eval(source, { keys, arguments: args }),
+        exists: (key) => client.exists(key),
+        pttl: (key) => client.pTTL(key),
+        get: (key) => client.get(key),
+        subscriber: () => {
+          // A connection of its own: a subscribed connection can run nothing else.
+          const sub = client.duplicate();
+          sub.on("error", () => {}); // node-redis reconnects by itself; wake-ups pause meanwhile
+          const connected = sub.connect();
+          return {
+            subscribe: async (channel, onMessage) => {
+              await connected;
+              await sub.subscribe(channel, () => onMessage());
+            },
+            unsubscribe: async (channel) => {
+              await connected;
+              await sub.unsubscribe(channel);
+            },
+            close: async () => {
+              await connected.catch(() => {});
+              // v5 names it destroy(); v4 disconnect().
+              await (typeof sub.destroy === "function" ? sub.destroy() : sub.disconnect());
+            },
+          };
+        },
+      },
+      checked,
+    );
+  }
+}

@@ -1,0 +1,192 @@
+// The lock store over a Redis client the user already has (ioredis, node-redis,
+// @upstash/redis): the same key layout, the same Lua scripts (generated from
+// redis/src/lua, which the native engine compiles in) and the same fencing counter as
+// RedisLockStore, so a lock taken through any of them can be released or extended through
+// any other. Each client's module supplies a small driver; everything else lives here.
+import { InvalidArgumentError } from "locksmith";
+
+import { SCRIPTS } from "./gen/redis-scripts.mjs";
+
+/** How long a fencing counter outlives its lock (redis/src/lib.rs FENCE_GRACE_MS). */
+const FENCE_GRACE_MS = 1_000;
+/** How long a channel stays subscribed after its last waiter left, in case another comes. */
+const LINGER_MS = 5_000;
+
+const OPTIONS = ["keyPrefix", "operationTimeoutMs", "notifyReleases"];
+
+export function typeName(value) {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "object" ? "an object" : typeof value;
+}
+
+export const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
+
+/** Checks the options every client store takes; returns them with defaults. */
+export function storeOptions(options, where, extra = []) {
+  if (options === undefined) options = {};
+  if (options === null || typeof options !== "object" || Array.isArray(options)) {
+    throw invalid(`${where} options must be an object; got ${typeName(options)}`);
+  }
+  const known = [...OPTIONS, ...extra];
+  for (const name of Object.keys(options)) {
+    if (!known.includes(name)) {
+      const near = known.find((k) => k.toLowerCase().includes(name.toLowerCase()) || name.toLowerCase().includes(k.toLowerCase()));
+      throw invalid(`unknown option \`${name}\` for ${where}; ${near ? `did you mean \`${near}\`? ` : ""}the options are ${known.join(", ")}`);
+    }
+  }
+  const { keyPrefix = "locksmith:", operationTimeoutMs = 10_000, notifyReleases = true } = options;
+  if (typeof keyPrefix !== "string") throw invalid(`keyPrefix must be a string; got ${typeName(keyPrefix)}`);
+  if (/[{}]/.test(keyPrefix)) throw invalid("keyPrefix must not contain { or }: the key's hash tag follows it");
+  if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0) || !Number.isFinite(operationTimeoutMs)) {
+    throw invalid(`operationTimeoutMs must be a positive number of milliseconds; got ${typeName(operationTimeoutMs) === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`);
+  }
+  if (typeof notifyReleases !== "boolean") throw invalid(`notifyReleases must be a boolean; got ${typeName(notifyReleases)}`);
+  return { ...options, keyPrefix, operationTimeoutMs, notifyReleases };
+}
+
+/** Whether a client error is Redis saying it does not have the script cached. */
+const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
+
+/**
+ * One store over a driver:
+ * - `evalsha(sha, keys, args)` / `eval(source, keys, args)`: run a script, resolve to its reply;
+ * - `exists(key)` → 0/1, `pttl(key)` → ms / -1 / -2, `get(key)` → string | null;
+ * - optional `subscriber()` → `{ subscribe(channel, onMessage), unsubscribe(channel), close() }`
+ *   (both may return promises), for release wake-ups.
+ */
+export class RedisClientStore {
+  #driver;
+  #prefix;
+  #channels = new Map(); // channel -> { listeners: Set, state: "subscribing" | "subscribed", linger }
+  #subscriber;
+  #notify;
+  #closed = false;
+
+  constructor(driver, options) {
+    this.#driver = driver;
+    this.#prefix = options.keyPrefix;
+    this.#notify = options.notifyReleases && typeof driver.subscriber === "function";
+    this.operationTimeoutMs = options.operationTimeoutMs;
+    if (!this.#notify) this.onRelease = undefined;
+  }
+
+  /** The prefix of every key this store writes. */
+  get keyPrefix() {
+    return this.#prefix;
+  }
+
+  /** The Redis key of the lock `key`: `<prefix>{<key>}`, its companions share the slot. */
+  lockKey(key) {
+    return `${this.#prefix}{${key}}`;
+  }
+
+  async #script(script, keys, args) {
+    try {
+      return await this.#driver.evalsha(script.sha, keys, args);
+    } catch (err) {
+      if (!isNoScript(err)) throw err;
+      return this.#driver.eval(script.source, keys, args);
+    }
+  }
+
+  async acquire(key, owner, ttlMs) {
+    const lockKey = this.lockKey(key);
+    const token = Number(
+      await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]),
+    );
+    return token > 0 ? token : false;
+  }
+
+  async release(key, owner) {
+    return Number(await this.#script(SCRIPTS.release, [this.lockKey(key)], [owner])) === 1;
+  }
+
+  async extend(key, owner, ttlMs) {
+    const lockKey = this.lockKey(key);
+    const reply = await this.#script(SCRIPTS.extend, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]);
+    return Number(reply) === 1;
+  }
+
+  async isLocked(key) {
+    return Number(await this.#driver.exists(this.lockKey(key))) === 1;
+  }
+
+  async remainingTime(key) {
+    const ms = Number(await this.#driver.pttl(this.lockKey(key)));
+    if (ms === -2) return null;
+    if (ms === -1) {
+      throw new Error(`redis key ${this.lockKey(key)} exists without an expiry: something other than locksmith wrote it`);
+    }
+    return ms;
+  }
+
+  async isHeldBy(key, owner) {
+    return (await this.#driver.get(this.lockKey(key))) === owner;
+  }
+
+  /** Wake-ups from the `<lock key>:released` messages that release.lua publishes. */
+  onRelease(key, listener, kind) {
+    if (kind !== undefined || this.#closed) return () => {};
+    const channel = `${this.lockKey(key)}:released`;
+    let entry = this.#channels.get(channel);
+    if (entry === undefined) {
+      entry = { listeners: new Set(), subscribed: false, linger: undefined };
+      this.#channels.set(channel, entry);
+      this.#subscribe(channel, entry);
+    }
+    clearTimeout(entry.linger);
+    entry.linger = undefined;
+    const own = () => listener();
+    entry.listeners.add(own);
+    return () => {
+      entry.listeners.delete(own);
+      if (entry.listeners.size === 0 && entry.linger === undefined && this.#channels.get(channel) === entry) {
+        entry.linger = setTimeout(() => this.#drop(channel, entry), LINGER_MS);
+        entry.linger.unref?.();
+      }
+    };
+  }
+
+  #subscribe(channel, entry) {
+    const wake = () => {
+      for (const listener of entry.listeners) listener();
+    };
+    Promise.resolve()
+      .then(() => {
+        this.#subscriber ??= this.#driver.subscriber();
+        return this.#subscriber.subscribe(channel, wake);
+      })
+      .then(
+        () => {
+          entry.subscribed = true;
+          // A release between the waiter's attempt and the subscription taking effect
+          // sent its message to nobody: one more attempt covers it.
+          wake();
+        },
+        () => {
+          // No wake-ups for this channel: waiters fall back to their retry delay.
+          if (this.#channels.get(channel) === entry) this.#channels.delete(channel);
+        },
+      );
+  }
+
+  #drop(channel, entry) {
+    if (this.#channels.get(channel) !== entry || entry.listeners.size > 0) return;
+    this.#channels.delete(channel);
+    if (entry.subscribed) Promise.resolve(this.#subscriber?.unsubscribe(channel)).catch(() => {});
+  }
+
+  /**
+   * Stops the wake-ups (closes the subscriber connection this store opened). The user's
+   * client stays open: it is theirs.
+   */
+  async close() {
+    this.#closed = true;
+    for (const entry of this.#channels.values()) clearTimeout(entry.linger);
+    this.#channels.clear();
+    const subscriber = this.#subscriber;
+    this.#subscriber = undefined;
+    if (subscriber) await subscriber.close();
+  }
+}

@@ -1,0 +1,47 @@
+// locksmith/upstash: the lock store over an @upstash/redis client (Redis over HTTPS), for
+// runtimes without TCP such as Vercel Edge. Same keys and scripts as RedisLockStore:
+// locks taken through either can be released through the other. REST has no pub/sub, so
+// waiters retry at their retryDelay.
+import { SCRIPTS } from "./gen/redis-scripts.mjs";
+import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
+
+function looksLikeUpstash(client) {
+  return client !== null && typeof client === "object" && typeof client.evalsha === "function" && typeof client.pttl === "function";
+}
+
+export class UpstashLockStore extends RedisClientStore {
+  /**
+   * @param client an `@upstash/redis` `Redis`
+   * @param options `{ keyPrefix, operationTimeoutMs }`
+   */
+  constructor(client, options) {
+    if (options?.notifyReleases !== undefined) {
+      throw invalid("UpstashLockStore has no notifyReleases option: REST has no pub/sub, so waiters retry at their retryDelay");
+    }
+    const checked = storeOptions(options, "UpstashLockStore");
+    if (!looksLikeUpstash(client)) {
+      throw invalid(`UpstashLockStore needs an @upstash/redis client (new Redis({ url, token })); got ${typeName(client)}`);
+    }
+    const driver = {
+      evalsha: (sha, keys, args) => client.evalsha(sha, keys, args),
+      eval: (source, keys, args) => client.eval(source, keys, args),
+      exists: (key) => client.exists(key),
+      pttl: (key) => client.pttl(key),
+      get: undefined,
+    };
+    super(driver, { ...checked, notifyReleases: false });
+    // The client may parse a GET reply as JSON (an owner token of digits would come
+    // back a number): compare on the server instead.
+    this.isHeldBy = async (key, owner) => {
+      const args = [[this.lockKey(key)], [owner]];
+      let reply;
+      try {
+        reply = await client.evalsha(SCRIPTS.heldBy.sha, ...args);
+      } catch (err) {
+        if (!/NOSCRIPT/.test(String(err?.message ?? err))) throw err;
+        reply = await client.eval(SCRIPTS.heldBy.source, ...args);
+      }
+      return Number(reply) === 1;
+    };
+  }
+}
