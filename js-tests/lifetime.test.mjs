@@ -252,10 +252,13 @@ describe("lock.signal and autoExtend on RedisLockStore", { skip: TARGET !== "nat
       assert.equal(mine.aborted, true);
       assert.equal(mine.reason.name, "AbortError");
 
-      // Semaphores and read-write locks are not in the Redis store yet: the first call says so.
+      // A semaphore permit's signal ends with its release, as a lock's does.
       const sem = ls.semaphore(uniqueKey("redis-sem"), 2, 1_000, store);
-      await assert.rejects(sem.acquire(), (err) => err instanceof ls.UnsupportedError && /^locksmith: /.test(err.message));
-      assert.equal(sem.signal.aborted, true, "nothing held");
+      assert.equal(await sem.acquire(), true);
+      const permit = sem.signal;
+      assert.equal(permit.aborted, false);
+      assert.equal(await sem.release(), true);
+      assert.equal(permit.reason.name, "AbortError");
 
       // Held locks whose store is closed: their signals end when their holds run out.
       const held = await Promise.all(Array.from({ length: 4 }, async () => {

@@ -183,8 +183,8 @@ export interface RedisConnectOptions {
 }
 
 /**
- * Locks in Redis, through the native client (Node). Also a plain `LockStore`. In the
- * WebAssembly build (`backend === "wasm"`) `connect()` rejects with code UNSUPPORTED.
+ * Locks in Redis, through the native client (Node), semaphores and read-write locks
+ * included. Also a plain `LockStore`. In the WebAssembly build (`backend === "wasm"`) `connect()` rejects with code UNSUPPORTED.
  */
 export declare class RedisLockStore implements LockStore {
   private constructor();
