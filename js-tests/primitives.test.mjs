@@ -32,6 +32,20 @@ if (TARGET === "native") {
     redisStores.push(store);
     return store;
   };
+  // The store over the application's own client runs the same permit scripts.
+  const clients = [];
+  after(async () => {
+    for (const client of clients) await client.quit();
+  });
+  stores.IoRedisLockStore = async () => {
+    const { Redis } = await import("ioredis");
+    const { IoRedisLockStore } = await import("../js/ioredis.mjs");
+    const client = new Redis(server.url);
+    clients.push(client);
+    const store = new IoRedisLockStore(client);
+    redisStores.push(store);
+    return store;
+  };
 }
 
 for (const [storeName, makeStore] of Object.entries(stores)) {
