@@ -42,6 +42,9 @@ async function binDir() {
 export async function postgresMissing() {
   const bin = await binDir();
   if (!bin) return "PostgreSQL is not installed (initdb not on PATH nor in /usr/lib/postgresql/*/bin): run scripts/setup.sh --postgres";
+  if (process.getuid?.() === 0 && !(await postgresIds().then(() => true, () => false))) {
+    return "running as root, and there is no `postgres` user to run PostgreSQL as (it refuses to run as root)";
+  }
   return undefined;
 }
 

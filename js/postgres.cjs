@@ -572,6 +572,8 @@ class PostgresLockStore {
     const config = { ...pool.options };
     config.connectionTimeoutMillis ||= this.#options.operationTimeoutMs;
     config.keepAlive ??= true;
+    // Operators can tell it apart in pg_stat_activity.
+    config.application_name ??= "locksmith listen";
     return new pool.Client(config);
   }
 
