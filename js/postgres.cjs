@@ -282,7 +282,7 @@ class PostgresLockStore {
         key text PRIMARY KEY,
         owner text NOT NULL,
         expires_at timestamptz NOT NULL,
-        fencing_token bigint NOT NULL
+        fencing_token bigint
       )`,
     );
     await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_expires_at`)} ON ${locks} (expires_at)`);
@@ -343,22 +343,40 @@ class PostgresLockStore {
   // -------------------------------------------------------------------------------
   // The LockStore contract
 
-  /** Takes `key` for `owner` for `ttlMs` if it is free (or its hold expired): the hold's fencing token, or false. */
+  /**
+   * Takes `key` for `owner` for `ttlMs` if it is free (or its hold expired): the hold's
+   * fencing token, or false.
+   *
+   * The token is drawn by a second statement, once the hold is committed. Drawn in the
+   * insert itself it could be stale: PostgreSQL computes the inserted values before the
+   * statement waits for a row lock, so an insert that waited out a whole later hold (and
+   * its release) would carry a token older than that hold's. Drawn after the hold, while
+   * nobody else can take the key, it is larger than every earlier holder's, which each
+   * drew theirs before releasing.
+   */
   async acquire(key, owner, ttlMs) {
     const { locks, sequence } = this.#sql;
-    const { rows } = await this.#run("acquire", (client) =>
-      client.query(
+    const token = await this.#run("acquire", async (client) => {
+      const { rowCount } = await client.query(
         `INSERT INTO ${locks} AS held (key, owner, expires_at, fencing_token)
-         VALUES ($1, $2, ${fromNow(3)}, nextval('${sequence.replaceAll("'", "''")}'))
+         VALUES ($1, $2, ${fromNow(3)}, NULL)
          ON CONFLICT (key) DO UPDATE
-           SET owner = excluded.owner, expires_at = excluded.expires_at, fencing_token = excluded.fencing_token
-           WHERE held.expires_at <= clock_timestamp()
-         RETURNING fencing_token`,
+           SET owner = excluded.owner, expires_at = excluded.expires_at, fencing_token = NULL
+           WHERE held.expires_at <= clock_timestamp()`,
         [key, owner, ttlMs],
-      ),
-    );
+      );
+      if (rowCount === 0) return false;
+      const { rows } = await client.query(
+        `UPDATE ${locks} SET fencing_token = nextval('${sequence.replaceAll("'", "''")}')
+         WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
+         RETURNING fencing_token`,
+        [key, owner],
+      );
+      // Expired (or taken over) before it had its token: as good as not taken.
+      return rows.length > 0 ? toToken(rows[0].fencing_token) : false;
+    });
     this.#maybeSweep();
-    return rows.length > 0 ? toToken(rows[0].fencing_token) : false;
+    return token;
   }
 
   /** Frees `key` if `owner` holds it, and announces the release. */
