@@ -155,6 +155,42 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       await store.close();
     });
 
+    it("gives a hold a larger fencing token than an earlier one, also when its acquire waited for a row lock", async () => {
+      const store = await PostgresLockStore.connect(server.url, { listen: false });
+      const key = uniqueKey("stale");
+      // An expired hold's row (the store's sweep would delete it, so it is written here).
+      await admin.query(
+        "INSERT INTO locksmith_locks (key, owner, expires_at, fencing_token) VALUES ($1, 'w', clock_timestamp() - interval '1 second', nextval('locksmith_locks_fencing'))",
+        [key],
+      );
+      const tx = await admin.connect();
+      try {
+        await tx.query("BEGIN");
+        await tx.query("SELECT 1 FROM locksmith_locks WHERE key = $1 FOR UPDATE", [key]);
+        const taking = store.acquire(key, "y", 5_000);
+        // Wait until that acquire waits for the row lock.
+        for (let i = 0; ; i++) {
+          const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'");
+          if (rows[0].n > 0) break;
+          assert.ok(i < 250, "the acquire waits for the row lock");
+          await sleep(20);
+        }
+        // Meanwhile a hold by "x" comes and goes, with its token from the sequence.
+        const { rows } = await tx.query(
+          `UPDATE locksmith_locks SET owner = 'x', expires_at = clock_timestamp() - interval '1 millisecond',
+             fencing_token = nextval('locksmith_locks_fencing') WHERE key = $1 RETURNING fencing_token`,
+          [key],
+        );
+        await tx.query("COMMIT");
+        const token = await taking;
+        assert.ok(token > Number(rows[0].fencing_token), `the later hold's token ${token} is above the earlier hold's ${rows[0].fencing_token}`);
+        assert.equal(await store.isHeldBy(key, "y"), true);
+      } finally {
+        tx.release();
+        await store.close();
+      }
+    });
+
     it("cleans up expired rows, a bounded number at a time", async () => {
       const table = "swept";
       const store = await PostgresLockStore.connect(server.url, { table, listen: false });
