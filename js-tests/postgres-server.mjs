@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
-import { chown, mkdtemp, readFile, rm } from "node:fs/promises";
+import { chown, mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -67,6 +67,7 @@ export async function startPostgres() {
   await run(...as(join(bin, "initdb"), ["-D", data, "-A", "trust", "-U", USER, "-E", "UTF8", "--no-sync", "--no-instructions"]));
   const port = await freePort();
   let child;
+  let launcher; // the pid of what the watchdog started: runuser as root, else postgres itself
   const server = {
     port,
     url: `postgres://${USER}@127.0.0.1:${port}/postgres`,
@@ -81,7 +82,7 @@ export async function startPostgres() {
       ]);
       child = spawn("sh", ["-c", WATCHDOG, "sh", data, cmd, ...args], { stdio: ["pipe", "pipe", "inherit"] });
       child.on("error", () => {});
-      await new Promise((resolve) => child.stdout.once("data", resolve));
+      launcher = Number(await new Promise((resolve) => child.stdout.once("data", (d) => resolve(d.toString().split("\n")[0].trim()))));
       const deadline = Date.now() + 20_000;
       for (;;) {
         const client = new pg.Client({ connectionString: server.url, connectionTimeoutMillis: 1_000 });
@@ -99,6 +100,25 @@ export async function startPostgres() {
           }
           await sleep(50);
         }
+      }
+    },
+    /** Sends `signal` to the postmaster and every process it started (its sessions too). */
+    async signalAll(signal) {
+      const postmaster = await server.pid();
+      const children = [];
+      for (const entry of await readdir("/proc")) {
+        if (!/^\d+$/.test(entry)) continue;
+        const stat = await readFile(`/proc/${entry}/stat`, "utf8").catch(() => "");
+        // pid (comm) state ppid ...: the comm may hold spaces, so read after its ')'.
+        const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+        if (ppid === postmaster) children.push(Number(entry));
+      }
+      // runuser stops itself when its child stops, and continues it when continued.
+      const launchers = asRoot && signal === "SIGCONT" ? [launcher] : [];
+      for (const pid of [postmaster, ...children, ...launchers]) {
+        try {
+          process.kill(pid, signal);
+        } catch {}
       }
     },
     /** Fast shutdown: sessions end, the data stays. */

@@ -142,10 +142,30 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       await Promise.all(stores.map((s) => s.close()));
     });
 
-    it("expiry is the server's clock: a row expired by the server is free, whatever the row says about the client", async () => {
+    it("expiry is the server's clock, whatever this process's clock says", async () => {
       const store = new PostgresLockStore(admin);
       const key = uniqueKey("clock");
-      assert.notEqual(await store.acquire(key, "a", 60_000), false);
+      // This process's wall clock an hour ahead: nothing of it may reach the expiry.
+      const realNow = Date.now;
+      const expiresIn60s = async (what) => {
+        const { rows } = await admin.query(
+          "SELECT expires_at - clock_timestamp() BETWEEN interval '59 seconds' AND interval '60 seconds' AS ok FROM locksmith_locks WHERE key = $1",
+          [key],
+        );
+        assert.deepEqual(rows, [{ ok: true }], `${what}: expires 60 s from now on the server's clock`);
+      };
+      Date.now = () => realNow() + 3_600_000;
+      try {
+        assert.notEqual(await store.acquire(key, "a", 60_000), false);
+        await expiresIn60s("acquired");
+        assert.equal(await store.extend(key, "a", 30_000), true);
+        assert.equal(await store.extend(key, "a", 60_000), true);
+        await expiresIn60s("extended");
+      } finally {
+        Date.now = realNow;
+      }
+      const left = await store.remainingTime(key);
+      assert.ok(left > 59_000 && left <= 60_000, `remaining ${left}`);
       // Move the expiry to one millisecond ago by the server's clock.
       await admin.query("UPDATE locksmith_locks SET expires_at = clock_timestamp() - interval '1 millisecond' WHERE key = $1", [key]);
       assert.equal(await store.isLocked(key), false);
@@ -366,8 +386,36 @@ describe("PostgresLockStore", await requirePostgres(), () => {
     });
   });
 
-  describe("a server restart mid-use", () => {
-    it("fails calls with STORE_UNAVAILABLE in time while down; afterwards the store and its wake-ups work again", { timeout: 30_000 }, async () => {
+  describe("server outages", () => {
+    it("a frozen server (SIGSTOP): calls fail with STORE_UNAVAILABLE at operationTimeoutMs, then work again", { timeout: 30_000 }, async () => {
+      const store = await PostgresLockStore.connect(server.url, { operationTimeoutMs: 500 });
+      const key = uniqueKey("frozen");
+      const holder = new Lock(key, 10_000, store);
+      try {
+        assert.equal(await holder.acquire(), true);
+        await server.signalAll("SIGSTOP");
+        try {
+          const direct = await settle(store.isLocked(key));
+          assert.equal(direct.error?.code, "STORE_UNAVAILABLE");
+          assert.match(direct.error.message, /^locksmith: PostgreSQL did not answer isLocked within 500 ms/);
+          assert.ok(direct.ms >= 450 && direct.ms < 1_500, `failed after ${direct.ms} ms`);
+          const extend = await settle(holder.extend());
+          assert.equal(extend.error?.code, "STORE_UNAVAILABLE");
+          assert.ok(extend.ms < 1_500, `extend failed after ${extend.ms} ms`);
+          const waiter = await settle(new Lock(key, 1_000, store).acquire({ timeout: 2_000, retryDelay: 50 }));
+          assert.equal(waiter.error?.code, "STORE_UNAVAILABLE");
+          assert.ok(waiter.ms < 2_000, `the waiter gave up after ${waiter.ms} ms`);
+        } finally {
+          await server.signalAll("SIGCONT");
+        }
+        await eventually(() => holder.extend());
+        assert.equal(await holder.release(), true);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it("a restart: calls fail with STORE_UNAVAILABLE in time while down; afterwards the store and its wake-ups work again", { timeout: 30_000 }, async () => {
       const [store, other] = await Promise.all([
         PostgresLockStore.connect(server.url, { operationTimeoutMs: 1_000 }),
         PostgresLockStore.connect(server.url, { operationTimeoutMs: 1_000 }),
