@@ -85,6 +85,27 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       }
     });
 
+    it("is the subpath export locksmith/postgres, one class for import and require, and loads pg only to connect", async () => {
+      const code = `
+        const pgLoaded = () => Object.keys(require.cache).some((path) => path.includes("/node_modules/pg/"));
+        (async () => {
+          await import("locksmith");
+          const afterMain = pgLoaded();
+          const esm = await import("locksmith/postgres");
+          const cjs = require("locksmith/postgres");
+          const afterImport = pgLoaded();
+          await esm.PostgresLockStore.connect("postgres://nobody@127.0.0.1:1/none", { operationTimeoutMs: 1000 }).catch(() => {});
+          console.log(JSON.stringify({ same: esm.PostgresLockStore === cjs.PostgresLockStore, afterMain, afterImport, afterConnect: pgLoaded() }));
+        })();`;
+      const out = await new Promise((resolve, reject) => {
+        const child = spawn(process.execPath, ["-e", code], { cwd: new URL("..", import.meta.url).pathname, stdio: ["ignore", "pipe", "inherit"] });
+        let text = "";
+        child.stdout.on("data", (d) => (text += d));
+        child.once("exit", (status) => (status === 0 ? resolve(JSON.parse(text)) : reject(new Error(`exited ${status}`))));
+      });
+      assert.deepEqual(out, { same: true, afterMain: false, afterImport: false, afterConnect: true });
+    });
+
     it("refuses unknown and bad options with INVALID_ARGUMENT, before connecting", async () => {
       await assert.rejects(PostgresLockStore.connect(server.url, { tabel: "locks" }), invalidArgument(/unknown option `tabel`.*did you mean `table`/));
       for (const table of ["drop table x;", "a.b.c", "x".repeat(41), "1locks", "", 5]) {
