@@ -1,15 +1,18 @@
 // PostgresLockStore beyond the conformance suite, on a real PostgreSQL server: options,
 // the table it creates, cleanup, LISTEN/NOTIFY wake-ups, semaphores and read-write
-// locks, mutual exclusion across processes, and a server restart mid-use.
+// locks, mutual exclusion across processes, `npx locksmith` on its table, a frozen server
+// and a restart mid-use.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { after, before, describe, it } from "node:test";
+import { promisify } from "node:util";
 import pg from "pg";
 
 import { PostgresLockStore } from "../js/postgres.mjs";
 import { assertNoOverlap } from "./load.mjs";
 import { requirePostgres, startPostgres } from "./postgres-server.mjs";
-import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
+import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
 
 const { Lock, semaphore, readWriteLock } = ls;
 
@@ -295,6 +298,37 @@ describe("PostgresLockStore", await requirePostgres(), () => {
     });
   });
 
+  describe("npx locksmith", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+    it("lists the store's locks, and frees one with release --force, waking its waiter", async () => {
+      const [a, b] = await Promise.all([PostgresLockStore.connect(server.url), PostgresLockStore.connect(server.url)]);
+      try {
+        await listening(admin, 2);
+        const key = uniqueKey("cli");
+        const holder = new Lock(key, 60_000, a);
+        assert.equal(await holder.acquire(), true);
+        const listed = await cli("list", server.url, key, "--json");
+        assert.equal(listed.code, 0, listed.stderr);
+        const [entry, ...more] = listed.stdout.trim().split("\n").map((line) => JSON.parse(line));
+        assert.deepEqual(more, []);
+        const { owner } = JSON.parse(holder.serialize());
+        assert.deepEqual({ ...entry, remainingMs: undefined }, { key, fencingToken: holder.fencingToken, owner: createHash("sha256").update(owner).digest("hex").slice(0, 8), remainingMs: undefined });
+        assert.ok(entry.remainingMs > 50_000 && entry.remainingMs <= 60_000, `remaining ${entry.remainingMs}`);
+
+        const waiting = new Lock(key, 5_000, b).acquire({ timeout: 10_000, retryDelay: 5_000 });
+        await sleep(200);
+        const released = await cli("release", server.url, key, "--force");
+        assert.equal(released.code, 0, released.stderr);
+        assert.match(released.stdout, /^released /);
+        const at = performance.now();
+        assert.equal(await waiting, true);
+        assert.ok(performance.now() - at < 2_000, "the waiter was woken, not left to its 5 s retry");
+        assert.equal(await holder.isExpired(), true);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+  });
+
   describe("semaphores and read-write locks", () => {
     let store;
     before(async () => {
@@ -480,6 +514,17 @@ describe("PostgresLockStore", await requirePostgres(), () => {
     });
   });
 });
+
+/** Runs `npx locksmith …` (js/cli.mjs); resolves to { code, stdout, stderr } whatever its exit code. */
+async function cli(...args) {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [new URL("../js/cli.mjs", import.meta.url).pathname, ...args]);
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    if (typeof err.code !== "number") throw err;
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
 
 /** Runs one postgres-contender.mjs process; resolves with how many critical sections it ran. */
 function contender(url, key, rounds) {
