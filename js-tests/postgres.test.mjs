@@ -356,6 +356,19 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       assert.equal(await semaphore(key, 3, 5_000, store).count(), 0);
     });
 
+    it("refuses a handle whose limit differs from the held semaphore's, taking nothing", async () => {
+      const key = uniqueKey("sem-limit");
+      const held = semaphore(key, 2, 5_000, store);
+      assert.equal(await held.acquire(), true);
+      const other = semaphore(key, 3, 5_000, store);
+      await assert.rejects(other.acquire(), (err) => err.code === "STORE_UNAVAILABLE" && /held with limit 2; this handle asks for 3/.test(err.message));
+      await assert.rejects(store.acquirePermit(key, "o", 1_000, "semaphore", 3), { code: "INVALID_ARGUMENT" });
+      assert.equal(await held.count(), 1, "nothing taken");
+      assert.equal(await held.release(), true);
+      assert.equal(await other.acquire(), true, "free again: any limit");
+      await other.release();
+    });
+
     it("a permit expires on its own, and is extended by its holder only", async () => {
       const key = uniqueKey("sem-ttl");
       const crashed = semaphore(key, 1, 150, store);

@@ -294,6 +294,7 @@ class PostgresLockStore {
         role text NOT NULL,
         expires_at timestamptz NOT NULL,
         fencing_token bigint,
+        semaphore_limit integer,
         PRIMARY KEY (kind, key, owner)
       )`,
     );
@@ -448,11 +449,14 @@ class PostgresLockStore {
     const token = await this.#transaction("acquirePermit", async (client) => {
       await client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [lockspace, `${set}:${key}`]);
       const { rows } = await client.query(
-        `SELECT owner, role FROM ${permits} WHERE kind = $1 AND key = $2 AND expires_at > clock_timestamp()`,
+        `SELECT owner, role, semaphore_limit FROM ${permits} WHERE kind = $1 AND key = $2 AND expires_at > clock_timestamp()`,
         [set, key],
       );
       const holders = rows.filter((r) => r.role !== "claim");
       if (holders.some((r) => r.owner === owner)) return false;
+      // Every handle of a semaphore must agree on its limit while it is held.
+      const heldLimit = holders.find((r) => r.semaphore_limit !== null)?.semaphore_limit;
+      if (kind === "semaphore" && heldLimit !== undefined && heldLimit !== limit) return { heldLimit };
       const claim = rows.find((r) => r.role === "claim");
       const admitted =
         kind === "semaphore" ? holders.length < limit
@@ -461,12 +465,13 @@ class PostgresLockStore {
       if (admitted) {
         // A writer's own claim, if any, becomes its hold (same primary key).
         const { rows: inserted } = await client.query(
-          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at, fencing_token)
-           VALUES ($1, $2, $3, $4, ${fromNow(5)}, nextval('${sequence.replaceAll("'", "''")}'))
+          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at, fencing_token, semaphore_limit)
+           VALUES ($1, $2, $3, $4, ${fromNow(5)}, nextval('${sequence.replaceAll("'", "''")}'), $6)
            ON CONFLICT (kind, key, owner) DO UPDATE
-             SET role = excluded.role, expires_at = excluded.expires_at, fencing_token = excluded.fencing_token
+             SET role = excluded.role, expires_at = excluded.expires_at, fencing_token = excluded.fencing_token,
+               semaphore_limit = excluded.semaphore_limit
            RETURNING fencing_token`,
-          [set, key, owner, kind, ttlMs],
+          [set, key, owner, kind, ttlMs, kind === "semaphore" ? limit : null],
         );
         return toToken(inserted[0].fencing_token);
       }
@@ -482,6 +487,11 @@ class PostgresLockStore {
       return false;
     });
     this.#maybeSweep();
+    if (typeof token === "object") {
+      throw invalid(
+        `semaphore ${JSON.stringify(key)} is held with limit ${token.heldLimit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+      );
+    }
     return token;
   }
 
