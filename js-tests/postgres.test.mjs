@@ -282,6 +282,28 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       await waiter.release();
     });
 
+    it("over the caller's pool too: its own LISTEN connection, with the pool's settings", async () => {
+      const pool = new pg.Pool({ connectionString: server.url, max: 2 });
+      pool.on("error", () => {});
+      const store = new PostgresLockStore(pool);
+      try {
+        const key = uniqueKey("wake-pool");
+        const holder = new Lock(key, 10_000, store);
+        assert.equal(await holder.acquire(), true); // the first call also starts listening
+        await listening(admin, 3);
+        const waiting = new Lock(key, 10_000, store).acquire({ timeout: 10_000, retryDelay: 5_000 });
+        await sleep(200);
+        assert.equal(await holder.release(), true);
+        const released = performance.now();
+        assert.equal(await waiting, true);
+        assert.ok(performance.now() - released < 2_000, "woken, not left to its 5 s retry");
+        assert.equal(pool.totalCount <= 2, true, "the LISTEN connection is not one of the pool's");
+      } finally {
+        await store.close();
+        await pool.end();
+      }
+    });
+
     it("wakes a semaphore waiter when a permit is released", async () => {
       const [a, b] = stores;
       const key = uniqueKey("wake-sem");
