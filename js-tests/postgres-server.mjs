@@ -63,8 +63,13 @@ export async function startPostgres() {
   const dir = await mkdtemp(join(tmpdir(), "locksmith-pg-"));
   const data = join(dir, "data");
   const as = (cmd, args) => (asRoot ? ["runuser", ["-u", "postgres", "--", cmd, ...args]] : [cmd, args]);
-  if (asRoot) await chown(dir, ...(await postgresIds()));
-  await run(...as(join(bin, "initdb"), ["-D", data, "-A", "trust", "-U", USER, "-E", "UTF8", "--no-sync", "--no-instructions"]));
+  try {
+    if (asRoot) await chown(dir, ...(await postgresIds()));
+    await run(...as(join(bin, "initdb"), ["-D", data, "-A", "trust", "-U", USER, "-E", "UTF8", "--no-sync", "--no-instructions"]));
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
   const port = await freePort();
   let child;
   let launcher; // the pid of what the watchdog started: runuser as root, else postgres itself
@@ -138,7 +143,12 @@ export async function startPostgres() {
       await rm(dir, { recursive: true, force: true });
     },
   };
-  await server.start();
+  try {
+    await server.start();
+  } catch (err) {
+    await server.dispose();
+    throw err;
+  }
   return server;
 }
 
