@@ -26,7 +26,7 @@ const WATCHDOG =
 
 /** The directory with initdb and postgres: PATH first, else Debian's /usr/lib/postgresql/<version>/bin. */
 async function binDir() {
-  if (process.env.PG_BIN) return process.env.PG_BIN;
+  if (process.env.PG_BIN) return existsSync(join(process.env.PG_BIN, "initdb")) ? process.env.PG_BIN : undefined;
   const onPath = await run("sh", ["-c", "command -v initdb"]).then(({ stdout }) => stdout.trim(), () => "");
   if (onPath) return join(onPath, "..");
   const root = "/usr/lib/postgresql";
@@ -41,7 +41,11 @@ async function binDir() {
  */
 export async function postgresMissing() {
   const bin = await binDir();
-  if (!bin) return "PostgreSQL is not installed (initdb not on PATH nor in /usr/lib/postgresql/*/bin): run scripts/setup.sh --postgres";
+  if (!bin) {
+    return process.env.PG_BIN
+      ? `PG_BIN=${process.env.PG_BIN} has no initdb`
+      : "PostgreSQL is not installed (initdb not on PATH nor in /usr/lib/postgresql/*/bin): run scripts/setup.sh --postgres";
+  }
   if (process.getuid?.() === 0 && !(await postgresIds().then(() => true, () => false))) {
     return "running as root, and there is no `postgres` user to run PostgreSQL as (it refuses to run as root)";
   }
