@@ -84,9 +84,11 @@ for (const [name, makeStore] of Object.entries(stores)) {
     it("keeps the hold through work that lasts many TTLs, then releases", async () => {
       const store = makeStore();
       const key = uniqueKey("auto");
-      const l = new Lock(key, 120, store);
+      // Extended every 100 ms (a third of the TTL): a stall of up to ~200 ms on a loaded
+      // machine still finds the hold alive.
+      const l = new Lock(key, 300, store);
       const [ran, result] = await l.run(async (held) => {
-        for (let i = 0; i < 6; i++) {
+        for (let i = 0; i < 10; i++) {
           await sleep(100);
           assert.equal(held.signal.aborted, false, `still held at ${(i + 1) * 100} ms`);
           assert.equal(await new Lock(key, 1_000, store).acquire(), false, "nobody else gets in");
