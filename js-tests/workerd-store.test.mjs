@@ -1,0 +1,222 @@
+// The shipped Durable Object store (`locksmith/cloudflare`) in real workerd, through
+// Miniflare: the conformance suite, run from Node through a store object whose every
+// method is a request to a worker that calls the real store (js-tests/workerd/
+// store-worker.mjs), and scenarios run inside the worker on the package's wasm build.
+// All of it runs in workerd on the wasm build whatever LOCKSMITH_TARGET says, so it
+// runs once, with the native pass.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { Miniflare } from "miniflare";
+
+import { conformance } from "./conformance.mjs";
+import { TARGET, sleep, uniqueKey } from "./target.mjs";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const ONCE = TARGET === "native";
+
+let started;
+/** The worker, built and started once for the whole file. */
+function worker() {
+  started ??= (async () => {
+    const out = await mkdtemp(join(tmpdir(), "locksmith-workerd-store-"));
+    const result = await build({
+      entryPoints: [`${root}js-tests/workerd/store-worker.mjs`],
+      bundle: true,
+      format: "esm",
+      outfile: join(out, "worker.js"),
+      conditions: ["workerd", "worker"],
+      external: ["*.wasm", "cloudflare:*"],
+      metafile: true,
+      logLevel: "error",
+    });
+    const inputs = Object.keys(result.metafile.inputs);
+    assert.ok(inputs.includes("js/cloudflare.mjs") && inputs.includes("js/workerd.mjs"), "the exports map chose js/cloudflare.mjs and js/workerd.mjs");
+    await mkdir(join(out, "wasm"));
+    await copyFile(`${root}js/wasm/locksmith_wasm_bg.wasm`, join(out, "wasm/locksmith_wasm_bg.wasm"));
+    const mf = new Miniflare({
+      modules: true,
+      scriptPath: join(out, "worker.js"),
+      modulesRoot: out,
+      modulesRules: [
+        { type: "ESModule", include: ["**/*.js"] },
+        { type: "CompiledWasm", include: ["**/*.wasm"] },
+      ],
+      durableObjects: { LOCKS: { className: "TestLockObject", useSQLite: true } },
+      compatibilityDate: "2025-01-01",
+    });
+    await mf.ready;
+    return { mf, out };
+  })();
+  return started;
+}
+
+after(async () => {
+  if (!started) return;
+  const { mf, out } = await started;
+  await mf.dispose();
+  await rm(out, { recursive: true, force: true });
+});
+
+async function post(path, body) {
+  const { mf } = await worker();
+  const res = await mf.dispatchFetch(`http://worker${path}`, { method: "POST", body: JSON.stringify(body) });
+  return res.json();
+}
+
+async function get(path) {
+  const { mf } = await worker();
+  return (await mf.dispatchFetch(`http://worker${path}`)).json();
+}
+
+const METHODS = [
+  "acquire",
+  "release",
+  "extend",
+  "isLocked",
+  "isHeldBy",
+  "remainingTime",
+  "acquirePermit",
+  "releasePermit",
+  "extendPermit",
+  "countPermits",
+  "permitRemainingTime",
+];
+
+/** A store in Node whose methods are calls of the real store in the worker. */
+function remoteStore() {
+  const store = {};
+  for (const method of METHODS) {
+    store[method] = async (...args) => {
+      const { value, error } = await post("/store", { method, args });
+      if (error) throw Object.assign(new Error(error.message), error);
+      return value;
+    };
+  }
+  store.onRelease = (key, listener, kind) => {
+    const id = randomUUID();
+    post("/watch", { id, key, kind: kind ?? null }).then(({ woken }) => woken && listener(), () => {});
+    return () => {
+      post("/unwatch", { id }).catch(() => {});
+    };
+  };
+  return store;
+}
+
+if (ONCE) {
+  conformance("DurableObjectLockStore (workerd)", { makeStore: remoteStore, fencing: true, exactOwnership: true });
+}
+
+describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with the native pass" }, () => {
+  const timed = async (promise) => {
+    const start = performance.now();
+    const value = await promise;
+    return [value, performance.now() - start];
+  };
+
+  it("refuses unknown and bad options with INVALID_ARGUMENT", async () => {
+    const refused = async (body, pattern) => {
+      const { error } = await post("/options", body);
+      assert.equal(error?.code, "INVALID_ARGUMENT", JSON.stringify(body));
+      assert.equal(error.name, "InvalidArgumentError");
+      assert.match(error.message, /^locksmith: /);
+      assert.match(error.message, pattern);
+    };
+    await refused({ options: { operationTimeout: 5_000 } }, /unknown option `operationTimeout`.*did you mean `operationTimeoutMs`/);
+    await refused({ options: { operationTimeoutMs: -1 } }, /operationTimeoutMs/);
+    await refused({ options: { wakeUps: "yes" } }, /wakeUps/);
+    await refused({ options: { locationHint: 7 } }, /locationHint/);
+    await refused({ options: 5 }, /options must be an object/);
+    await refused({ namespace: null }, /namespace/);
+    assert.deepEqual(await post("/options", { options: { operationTimeoutMs: 5_000, locationHint: "weur", wakeUps: false } }), { ok: true });
+  });
+
+  it("hands out fencing tokens that grow across holds of every kind and outlive them", async () => {
+    const key = uniqueKey("fencing");
+    const { tokens, error } = await get(`/fencing?key=${key}`);
+    assert.equal(error, undefined, JSON.stringify(error));
+    assert.equal(tokens.length, 5);
+    for (const [i, token] of tokens.entries()) {
+      assert.ok(Number.isSafeInteger(token) && token > (tokens[i - 1] ?? 0), `tokens ${tokens}`);
+    }
+    const { stored, alarm } = await get(`/inspect?key=${key}`);
+    assert.deepEqual(stored, { fence: tokens.at(-1) }, "only the counter stays");
+    assert.equal(alarm, null);
+    const next = await get(`/hold?key=${key}`);
+    assert.ok(next.token > tokens.at(-1));
+  });
+
+  it("wakes a waiter at the release, long before its retryDelay", async () => {
+    const key = uniqueKey("wake");
+    const held = await get(`/hold?key=${key}&ttl=10000`);
+    assert.equal(held.taken, true);
+    const waiting = timed(get(`/wait?key=${key}&timeout=4000&retryDelay=3000`));
+    await sleep(200);
+    assert.deepEqual(await get(`/release?lock=${encodeURIComponent(held.serialized)}`), { released: true });
+    const [waiter, ms] = await waiting;
+    assert.equal(waiter.acquired, true, JSON.stringify(waiter));
+    assert.ok(waiter.token > held.token);
+    // Without a wake-up its next attempt would come 3 s after the first.
+    assert.ok(ms < 1_500, `the waiter took ${ms} ms`);
+    assert.ok((await get(`/inspect?key=${key}`)).waits >= 1, "it waited inside the object");
+  });
+
+  it("expires a hold by alarm: the waiter is woken and storage is cleared", async () => {
+    const key = uniqueKey("alarm");
+    assert.equal((await get(`/hold?key=${key}&ttl=300`)).taken, true);
+    const [waiter, ms] = await timed(get(`/wait?key=${key}&timeout=4000&retryDelay=3000`));
+    assert.equal(waiter.acquired, true, JSON.stringify(waiter));
+    assert.ok(ms >= 250 && ms < 1_500, `the waiter took ${ms} ms`);
+
+    // Nobody calls the object after this hold: only its alarm can clear it.
+    const idle = uniqueKey("alarm-idle");
+    const { token } = await get(`/hold?key=${idle}&ttl=150`);
+    const before = await get(`/inspect?key=${idle}`);
+    assert.equal(before.stored.lock.token, token);
+    assert.equal(before.alarm, before.stored.lock.expiresAt);
+    await sleep(600);
+    assert.deepEqual(await get(`/inspect?key=${idle}`), { stored: { fence: token }, alarm: null, waits: 0, cancelled: 0 });
+  });
+
+  it("ends a wait inside the object when locksmith unsubscribes", async () => {
+    const store = remoteStore();
+    const key = uniqueKey("unsubscribe");
+    assert.equal(typeof (await store.acquire(key, "holder", 5_000)), "number");
+    let woken = false;
+    const unsubscribe = store.onRelease(key, () => (woken = true));
+    await sleep(150);
+    unsubscribe();
+    await sleep(150);
+    const { waits, cancelled } = await get(`/inspect?key=${key}`);
+    assert.deepEqual({ waits, cancelled }, { waits: 1, cancelled: 1 });
+    assert.equal(await store.release(key, "holder"), true);
+    await sleep(50);
+    assert.equal(woken, false);
+  });
+
+  it("lets three of eight contenders hold a semaphore of three at once", async () => {
+    const { ran, most, counts, error } = await get(`/semaphore?key=${uniqueKey("semaphore")}`);
+    assert.equal(error, undefined, JSON.stringify(error));
+    assert.equal(ran, 8, "everyone got a permit in time");
+    assert.equal(most, 3, "three at once, never more");
+    assert.ok(counts.every((c) => c >= 1 && c <= 3), `counts ${counts}`);
+  });
+
+  it("lets readers share, and a waiting writer keep new readers out until they leave", async () => {
+    const steps = await get(`/readers-writer?key=${uniqueKey("rw")}`);
+    assert.equal(steps.error, undefined, JSON.stringify(steps.error));
+    assert.deepEqual(steps.readersIn, [true, true]);
+    assert.equal(steps.readCount, 2);
+    assert.equal(steps.lateReaderIn, false, "a new reader waits behind the writer");
+    assert.equal(steps.writerIn, true);
+    assert.ok(steps.writerWaitedMs < 1_500, `the writer, woken by the last reader, waited ${steps.writerWaitedMs} ms`);
+    assert.equal(steps.readerWhileWriting, false);
+    assert.equal(steps.writeCount, 1);
+    assert.equal(steps.readerAfter, true);
+  });
+});

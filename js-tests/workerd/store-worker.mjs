@@ -1,0 +1,164 @@
+// A worker around the shipped Durable Object store (`locksmith/cloudflare`), for the
+// tests in js-tests/workerd-store.test.mjs. It exposes the store's methods over fetch,
+// so a Node-side store object can run the conformance suite through them, and runs
+// scenarios with the package's wasm build inside workerd.
+import { Lock, readWriteLock, restoreLock, semaphore } from "locksmith";
+import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare";
+
+/** The shipped class, plus what the tests look at: its storage, and waits it served. */
+export class TestLockObject extends LockDurableObject {
+  waits = 0;
+  cancelled = 0;
+
+  waitForRelease(...args) {
+    this.waits += 1;
+    return super.waitForRelease(...args);
+  }
+
+  cancelWait(id) {
+    const pending = super.cancelWait(id);
+    if (pending) this.cancelled += 1;
+    return pending;
+  }
+
+  async inspect() {
+    const stored = Object.fromEntries(await this.ctx.storage.list());
+    return { stored: JSON.parse(JSON.stringify(stored, (_, v) => (v instanceof Map ? Object.fromEntries(v) : v))), alarm: await this.ctx.storage.getAlarm(), waits: this.waits, cancelled: this.cancelled };
+  }
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const errorOf = (err) => ({ error: { name: err?.name, code: err?.code, message: err?.message } });
+
+// Subscriptions made through /watch, so /unwatch (another request) can end them.
+const watches = new Map();
+
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    const q = (name, fallback) => url.searchParams.get(name) ?? fallback;
+    const store = new DurableObjectLockStore(env.LOCKS);
+    const body = request.method === "POST" ? await request.json() : {};
+    try {
+      switch (url.pathname) {
+        // One store method: { method, args } → { value } or { error }.
+        case "/store":
+          return Response.json({ value: await store[body.method](...body.args) });
+        // store.onRelease(): answers { woken: true } when the listener is called, or
+        // { woken: false } when /unwatch unsubscribes first.
+        case "/watch": {
+          let answer;
+          const answered = new Promise((resolve) => (answer = resolve));
+          const unsubscribe = store.onRelease(body.key, () => answer(true), body.kind ?? undefined);
+          watches.set(body.id, { unsubscribe, answer });
+          const woken = await answered;
+          watches.delete(body.id);
+          if (woken) unsubscribe();
+          return Response.json({ woken });
+        }
+        case "/unwatch": {
+          const watch = watches.get(body.id);
+          watch?.unsubscribe();
+          watch?.answer(false);
+          return Response.json({ unsubscribed: watch !== undefined });
+        }
+        case "/inspect":
+          return Response.json(await env.LOCKS.get(env.LOCKS.idFromName(q("key"))).inspect());
+        case "/options":
+          return Response.json(
+            (() => {
+              try {
+                new DurableObjectLockStore(body.namespace === null ? null : env.LOCKS, body.options);
+                return { ok: true };
+              } catch (err) {
+                return errorOf(err);
+              }
+            })(),
+          );
+        // A lock taken here and kept: its serialized form, to release from another request.
+        case "/hold": {
+          const l = new Lock(q("key"), Number(q("ttl", 10_000)), store);
+          const taken = await l.acquire();
+          return Response.json({ taken, token: l.fencingToken, serialized: taken ? l.serialize() : null });
+        }
+        case "/release":
+          return Response.json({ released: await restoreLock(q("lock"), store).release() });
+        // A waiter: acquire with a timeout; how long it took, by the worker's clock.
+        case "/wait": {
+          const l = new Lock(q("key"), 5_000, store);
+          const start = Date.now();
+          const acquired = await l.acquire({ timeout: Number(q("timeout")), retryDelay: Number(q("retryDelay")) });
+          const waitedMs = Date.now() - start;
+          const token = l.fencingToken;
+          if (acquired) await l.release();
+          return Response.json({ acquired, waitedMs, token });
+        }
+        // Fencing tokens of consecutive holds of a lock, a semaphore and a read-write lock.
+        case "/fencing": {
+          const tokens = [];
+          for (let i = 0; i < 3; i++) {
+            const l = new Lock(q("key"), 5_000, store);
+            await l.acquire();
+            tokens.push(l.fencingToken);
+            await l.release();
+          }
+          const s = semaphore(q("key"), 2, 5_000, store);
+          await s.acquire();
+          tokens.push(s.fencingToken);
+          await s.release();
+          const w = readWriteLock(q("key"), 5_000, store).writeLock();
+          await w.acquire();
+          tokens.push(w.fencingToken);
+          await w.release();
+          return Response.json({ tokens });
+        }
+        // Eight contenders on a semaphore of three, each inside for a moment.
+        case "/semaphore": {
+          let inside = 0;
+          let most = 0;
+          const outcomes = await Promise.all(
+            Array.from({ length: 8 }, () =>
+              semaphore(q("key"), 3, 5_000, store).run(
+                async (permit) => {
+                  inside += 1;
+                  most = Math.max(most, inside);
+                  const count = await permit.count();
+                  await sleep(60);
+                  inside -= 1;
+                  return count;
+                },
+                { timeout: 5_000, retryDelay: 2_000 },
+              ),
+            ),
+          );
+          return Response.json({ ran: outcomes.filter(([ran]) => ran).length, most, counts: outcomes.map(([, c]) => c) });
+        }
+        // Readers share; a waiting writer keeps new readers out and gets in when they go.
+        case "/readers-writer": {
+          const rw = () => readWriteLock(q("key"), 5_000, store);
+          const readers = [rw().readLock(), rw().readLock()];
+          const steps = {};
+          steps.readersIn = await Promise.all(readers.map((r) => r.acquire()));
+          steps.readCount = await readers[0].count();
+          const writer = rw().writeLock();
+          const start = Date.now();
+          const writing = writer.acquire({ timeout: 3_000, retryDelay: 2_000 });
+          await sleep(100);
+          steps.lateReaderIn = await rw().readLock().acquire();
+          await Promise.all(readers.map((r) => r.release()));
+          steps.writerIn = await writing;
+          steps.writerWaitedMs = Date.now() - start;
+          steps.readerWhileWriting = await rw().readLock().acquire();
+          steps.writeCount = await writer.count();
+          await writer.release();
+          steps.readerAfter = await rw().readLock().acquire();
+          return Response.json(steps);
+        }
+        default:
+          return new Response("not found", { status: 404 });
+      }
+    } catch (err) {
+      return Response.json(errorOf(err));
+    }
+  },
+};
