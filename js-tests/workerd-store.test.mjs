@@ -167,20 +167,20 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   });
 
   it("expires a hold by alarm: the waiter is woken and storage is cleared", async () => {
-    const key = uniqueKey("alarm");
-    assert.equal((await get(`/hold?key=${key}&ttl=300`)).taken, true);
-    const [waiter, ms] = await timed(get(`/wait?key=${key}&timeout=4000&retryDelay=3000`));
-    assert.equal(waiter.acquired, true, JSON.stringify(waiter));
-    assert.ok(ms >= 250 && ms < 1_500, `the waiter took ${ms} ms`);
-
     // Nobody calls the object after this hold: only its alarm can clear it.
     const idle = uniqueKey("alarm-idle");
-    const { token } = await get(`/hold?key=${idle}&ttl=150`);
+    const token = await remoteStore().acquire(idle, "holder", 150);
     const before = await get(`/inspect?key=${idle}`);
     assert.equal(before.stored.lock.token, token);
     assert.equal(before.alarm, before.stored.lock.expiresAt);
     await sleep(600);
     assert.deepEqual(await get(`/inspect?key=${idle}`), { stored: { fence: token }, alarm: null, waits: 0, cancelled: 0 });
+
+    const key = uniqueKey("alarm");
+    assert.equal((await get(`/hold?key=${key}&ttl=300`)).taken, true);
+    const [waiter, ms] = await timed(get(`/wait?key=${key}&timeout=4000&retryDelay=3000`));
+    assert.equal(waiter.acquired, true, JSON.stringify(waiter));
+    assert.ok(ms >= 250 && ms < 1_500, `the waiter took ${ms} ms`);
   });
 
   it("ends a wait inside the object when locksmith unsubscribes", async () => {
