@@ -199,6 +199,17 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(woken, false);
   });
 
+  it("refuses a permit of an unknown kind, and a semaphore limit that differs from its holders'", async () => {
+    const store = remoteStore();
+    const key = uniqueKey("permit-checks");
+    await assert.rejects(store.acquirePermit(key, "a", 5_000, "lock", 1), { message: /^locksmith: a permit kind is/ });
+    assert.equal(typeof (await store.acquirePermit(key, "a", 5_000, "semaphore", 3)), "number");
+    await assert.rejects(store.acquirePermit(key, "b", 5_000, "semaphore", 2), { message: /^locksmith: the semaphore is held with limit 3; this handle asks for 2/ });
+    assert.equal(await store.countPermits(key, "semaphore"), 1);
+    assert.equal(await store.releasePermit(key, "a", "semaphore"), true);
+    assert.equal(typeof (await store.acquirePermit(key, "b", 5_000, "semaphore", 2)), "number", "a free semaphore takes a new limit");
+  });
+
   it("lets three of eight contenders hold a semaphore of three at once", async () => {
     const { ran, most, counts, error } = await get(`/semaphore?key=${uniqueKey("semaphore")}`);
     assert.equal(error, undefined, JSON.stringify(error));

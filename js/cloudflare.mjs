@@ -28,6 +28,12 @@ function groupOf(kind) {
   return LOCK;
 }
 
+/** The set of holders of a permit kind; anything else is refused. */
+function permitGroup(kind) {
+  if (kind === "semaphore" || kind === "read" || kind === "write") return groupOf(kind);
+  throw new TypeError(`locksmith: a permit kind is "semaphore", "read" or "write"; got ${JSON.stringify(kind)}`);
+}
+
 /** Milliseconds left until `at`, or null once it has passed. */
 const left = (at, now) => (at > now ? Math.ceil(at - now) : null);
 
@@ -118,12 +124,17 @@ export class LockDurableObject extends DurableObject {
    * claim expires `ttlMs` from now. The hold's fencing token, or false.
    */
   acquirePermit(owner, ttlMs, kind, limit) {
+    const group = permitGroup(kind);
     const now = this.#expire();
-    const group = groupOf(kind);
     const set = this.#setOf(group);
     if (set.holders.has(owner)) return false;
     let admitted;
     if (kind === "semaphore") {
+      if (set.limit !== undefined && set.limit !== limit && set.holders.size > 0) {
+        throw new RangeError(
+          `locksmith: the semaphore is held with limit ${set.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+        );
+      }
       admitted = set.holders.size < limit;
     } else {
       const claim = set.claim;
@@ -148,8 +159,8 @@ export class LockDurableObject extends DurableObject {
 
   /** Drops `owner`'s hold (and a writer's claim): whether it held. */
   releasePermit(owner, kind) {
+    const group = permitGroup(kind);
     this.#expire();
-    const group = groupOf(kind);
     const set = this.#stored(group);
     if (!set) return false;
     let changed = false;
@@ -167,8 +178,8 @@ export class LockDurableObject extends DurableObject {
 
   /** Moves the expiry of `owner`'s live hold to `ttlMs` from now. */
   extendPermit(owner, ttlMs, kind) {
+    const group = permitGroup(kind);
     const now = this.#expire();
-    const group = groupOf(kind);
     const hold = this.#stored(group)?.holders.get(owner);
     if (!hold) return false;
     hold.expiresAt = now + ttlMs;
@@ -178,13 +189,15 @@ export class LockDurableObject extends DurableObject {
 
   /** How many live holds the semaphore (or the read-write lock) has. */
   countPermits(kind) {
+    const group = permitGroup(kind);
     this.#expire();
-    return this.#stored(groupOf(kind))?.holders.size ?? 0;
+    return this.#stored(group)?.holders.size ?? 0;
   }
 
   permitRemainingTime(owner, kind) {
+    const group = permitGroup(kind);
     const now = this.#expire();
-    const hold = this.#stored(groupOf(kind))?.holders.get(owner);
+    const hold = this.#stored(group)?.holders.get(owner);
     return hold ? left(hold.expiresAt, now) : null;
   }
 
