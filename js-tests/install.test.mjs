@@ -98,7 +98,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
 
   it("ships only what it needs", async () => {
     const files = await readdir(join(pkg, "js"), { recursive: true });
-    for (const needed of ["index.d.ts", "index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "gen/api.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm"]) {
+    for (const needed of ["index.d.ts", "index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "cloudflare.mjs", "cloudflare.d.ts", "gen/api.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm"]) {
       assert.ok(files.includes(needed), `${needed} is in the package`);
     }
     assert.ok(files.some((f) => f.endsWith(".node")), "the native addon is in the package");
