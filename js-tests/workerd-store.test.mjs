@@ -183,6 +183,17 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.ok(ms >= 250 && ms < 1_500, `the waiter took ${ms} ms`);
   });
 
+  it("keeps one wait inside the object across a waiter's retries, and ends it when the waiter gives up", async () => {
+    const key = uniqueKey("retries");
+    assert.equal((await get(`/hold?key=${key}&ttl=10000`)).taken, true);
+    // About fifteen attempts, 40 ms apart, all refused.
+    const waiter = await get(`/wait?key=${key}&timeout=600&retryDelay=40`);
+    assert.equal(waiter.acquired, false, JSON.stringify(waiter));
+    await sleep(100);
+    const { waits, cancelled } = await get(`/inspect?key=${key}`);
+    assert.deepEqual({ waits, cancelled }, { waits: 1, cancelled: 1 });
+  });
+
   it("ends a wait inside the object when locksmith unsubscribes", async () => {
     const store = remoteStore();
     const key = uniqueKey("unsubscribe");
