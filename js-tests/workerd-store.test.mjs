@@ -133,7 +133,12 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     await refused({ options: { locationHint: 7 } }, /locationHint/);
     await refused({ options: 5 }, /options must be an object/);
     await refused({ namespace: null }, /namespace/);
-    assert.deepEqual(await post("/options", { options: { operationTimeoutMs: 5_000, locationHint: "weur", wakeUps: false } }), { ok: true });
+    assert.deepEqual(await post("/options", { options: { operationTimeoutMs: 5_000, locationHint: "weur", wakeUps: false } }), {
+      ok: true,
+      onRelease: "undefined",
+      operationTimeoutMs: 5_000,
+    });
+    assert.deepEqual(await post("/options", {}), { ok: true, onRelease: "function", operationTimeoutMs: null });
   });
 
   it("hands out fencing tokens that grow across holds of every kind and outlive them", async () => {

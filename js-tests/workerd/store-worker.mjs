@@ -68,8 +68,8 @@ export default {
           return Response.json(
             (() => {
               try {
-                new DurableObjectLockStore(body.namespace === null ? null : env.LOCKS, body.options);
-                return { ok: true };
+                const made = new DurableObjectLockStore(body.namespace === null ? null : env.LOCKS, body.options);
+                return { ok: true, onRelease: typeof made.onRelease, operationTimeoutMs: made.operationTimeoutMs ?? null };
               } catch (err) {
                 return errorOf(err);
               }
