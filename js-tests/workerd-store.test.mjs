@@ -129,11 +129,11 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     };
     await refused({ options: { operationTimeout: 5_000 } }, /unknown option `operationTimeout`.*did you mean `operationTimeoutMs`/);
     await refused({ options: { operationTimeoutMs: -1 } }, /operationTimeoutMs/);
-    await refused({ options: { wakeUps: "yes" } }, /wakeUps/);
+    await refused({ options: { notifyReleases: "yes" } }, /notifyReleases/);
     await refused({ options: { locationHint: 7 } }, /locationHint/);
     await refused({ options: 5 }, /options must be an object/);
     await refused({ namespace: null }, /namespace/);
-    assert.deepEqual(await post("/options", { options: { operationTimeoutMs: 5_000, locationHint: "weur", wakeUps: false } }), {
+    assert.deepEqual(await post("/options", { options: { operationTimeoutMs: 5_000, locationHint: "weur", notifyReleases: false } }), {
       ok: true,
       onRelease: "undefined",
       operationTimeoutMs: 5_000,

@@ -40,7 +40,7 @@ export interface DurableObjectLockStoreOptions {
   /** Where new objects are created, e.g. `"weur"` (Cloudflare's location hints). */
   locationHint?: string;
   /** Wake waiters from inside the object on release and expiry. Default true; false: they retry at their retryDelay only. */
-  wakeUps?: boolean;
+  notifyReleases?: boolean;
 }
 
 /**

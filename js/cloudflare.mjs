@@ -351,7 +351,7 @@ export class LockDurableObject extends DurableObject {
 // ---------------------------------------------------------------------------------
 // The store
 
-const OPTIONS = ["operationTimeoutMs", "locationHint", "wakeUps"];
+const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];
 
 const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
 
@@ -374,7 +374,7 @@ export class DurableObjectLockStore {
       throw invalid("DurableObjectLockStore options must be an object");
     }
     checkOptionKeys(options, OPTIONS, "DurableObjectLockStore");
-    const { operationTimeoutMs, locationHint, wakeUps = true } = options;
+    const { operationTimeoutMs, locationHint, notifyReleases = true } = options;
     if (operationTimeoutMs !== undefined) {
       if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0)) {
         throw invalid(`operationTimeoutMs must be a positive number of milliseconds; got ${String(operationTimeoutMs)}`);
@@ -384,11 +384,11 @@ export class DurableObjectLockStore {
     if (locationHint !== undefined && typeof locationHint !== "string") {
       throw invalid("locationHint must be a string such as \"weur\"");
     }
-    if (typeof wakeUps !== "boolean") throw invalid("wakeUps must be true or false");
+    if (typeof notifyReleases !== "boolean") throw invalid("notifyReleases must be true or false");
     this.#namespace = namespace;
     this.#locationHint = locationHint;
     // Without wake-ups waiters only retry at their retryDelay.
-    if (!wakeUps) this.onRelease = undefined;
+    if (!notifyReleases) this.onRelease = undefined;
   }
 
   /** The stub of the object that owns `key`. A stub serves one request, so one per call. */

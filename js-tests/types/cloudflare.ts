@@ -18,7 +18,7 @@ export async function cloudflare(env: Env): Promise<void> {
   const store = new DurableObjectLockStore(env.LOCKS);
   const asStore: LockStore = store;
   setLockStore(asStore);
-  const options: DurableObjectLockStoreOptions = { operationTimeoutMs: 5_000, locationHint: "weur", wakeUps: true };
+  const options: DurableObjectLockStoreOptions = { operationTimeoutMs: 5_000, locationHint: "weur", notifyReleases: true };
   const tuned = new DurableObjectLockStore(env.LOCKS, options);
   const [ran] = await new Lock("invoice:42", 30_000, tuned).run(async () => "charged");
   const ranIs: boolean = ran;
@@ -28,8 +28,8 @@ export async function cloudflare(env: Env): Promise<void> {
 
   // @ts-expect-error an unknown option
   new DurableObjectLockStore(env.LOCKS, { operationTimeout: 5_000 });
-  // @ts-expect-error wakeUps is a boolean
-  new DurableObjectLockStore(env.LOCKS, { wakeUps: "yes" });
+  // @ts-expect-error notifyReleases is a boolean
+  new DurableObjectLockStore(env.LOCKS, { notifyReleases: "yes" });
   // @ts-expect-error a namespace binding, not a string
   new DurableObjectLockStore("LOCKS");
 
