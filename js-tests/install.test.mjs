@@ -220,11 +220,19 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     });
   });
 
-  it("bundles into a Cloudflare worker that runs in workerd", async () => {
+  it("bundles into a Cloudflare worker that runs in workerd, with the Durable Object store", async () => {
     await writeFile(
       join(dir, "worker.mjs"),
-      `import { lock } from "locksmith";
-       export default { async fetch() { return Response.json(await lock("invoice:42").run(async () => "charged")); } };`,
+      `import { Lock, lock } from "locksmith";
+       import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare";
+       export { LockDurableObject };
+       export default {
+         async fetch(request, env) {
+           const held = new Lock("invoice:42", 30_000, new DurableObjectLockStore(env.LOCKS));
+           const [ran, result] = await held.run(async () => held.fencingToken);
+           return Response.json([await lock("invoice:42").run(async () => "charged"), ran, typeof result]);
+         },
+       };`,
     );
     const out = join(dir, "dist");
     await build({
@@ -233,7 +241,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       format: "esm",
       outfile: join(out, "worker.js"),
       conditions: ["workerd", "worker"],
-      external: ["*.wasm"],
+      external: ["*.wasm", "cloudflare:*"],
       logLevel: "error",
     });
     // esbuild leaves the .wasm import to the runtime, as wrangler does: it ships beside
@@ -248,11 +256,12 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
         { type: "ESModule", include: ["**/*.js"] },
         { type: "CompiledWasm", include: ["**/*.wasm"] },
       ],
+      durableObjects: { LOCKS: { className: "LockDurableObject", useSQLite: true } },
       compatibilityDate: "2025-01-01",
     });
     try {
       const res = await mf.dispatchFetch("http://worker/");
-      assert.deepEqual(await res.json(), [true, "charged"]);
+      assert.deepEqual(await res.json(), [[true, "charged"], true, "number"]);
     } finally {
       await mf.dispose();
     }
