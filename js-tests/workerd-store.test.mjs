@@ -215,6 +215,27 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(woken, false);
   });
 
+  it("reloads its holds and fencing counter from storage when the object restarts", async () => {
+    const store = remoteStore();
+    const key = uniqueKey("restart");
+    const lockToken = await store.acquire(key, "a", 10_000);
+    const permitToken = await store.acquirePermit(key, "s1", 10_000, "semaphore", 2);
+    assert.ok(permitToken > lockToken);
+    assert.ok((await store.acquirePermit(key, "r1", 10_000, "read", undefined)) > permitToken);
+    assert.equal(await store.acquirePermit(key, "w", 10_000, "write", undefined), false, "a writer's claim");
+    assert.deepEqual(await get(`/restart?key=${key}`), { restarted: true });
+    assert.equal((await get(`/inspect?key=${key}`)).waits, 0, "a new instance");
+    assert.equal(await store.isHeldBy(key, "a"), true);
+    assert.equal(await store.acquire(key, "b", 10_000), false);
+    assert.ok((await store.remainingTime(key)) > 9_000);
+    assert.equal(await store.countPermits(key, "semaphore"), 1);
+    assert.ok((await store.permitRemainingTime(key, "s1", "semaphore")) > 9_000);
+    assert.equal(await store.countPermits(key, "read"), 1);
+    assert.equal(await store.acquirePermit(key, "r2", 10_000, "read", undefined), false, "the claim keeps readers out");
+    assert.equal(await store.release(key, "a"), true);
+    assert.ok((await store.acquire(key, "b", 10_000)) > permitToken + 1, "the counter went on");
+  });
+
   it("refuses a permit of an unknown kind, and a semaphore limit that differs from its holders'", async () => {
     const store = remoteStore();
     const key = uniqueKey("permit-checks");

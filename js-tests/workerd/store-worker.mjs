@@ -21,6 +21,11 @@ export class TestLockObject extends LockDurableObject {
     return pending;
   }
 
+  /** Throws this instance away: the next call gets a new one, built from storage. */
+  restart() {
+    this.ctx.abort("restarting");
+  }
+
   async inspect() {
     const stored = Object.fromEntries(await this.ctx.storage.list());
     return { stored: JSON.parse(JSON.stringify(stored, (_, v) => (v instanceof Map ? Object.fromEntries(v) : v))), alarm: await this.ctx.storage.getAlarm(), waits: this.waits, cancelled: this.cancelled };
@@ -62,6 +67,12 @@ export default {
           watch?.answer(false);
           return Response.json({ unsubscribed: watch !== undefined });
         }
+        case "/restart":
+          return Response.json(
+            await env.LOCKS.get(env.LOCKS.idFromName(q("key")))
+              .restart()
+              .then(() => ({ restarted: false }), () => ({ restarted: true })),
+          );
         case "/inspect":
           return Response.json(await env.LOCKS.get(env.LOCKS.idFromName(q("key"))).inspect());
         case "/options":
