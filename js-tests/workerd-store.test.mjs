@@ -236,10 +236,18 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.ok((await store.acquire(key, "b", 10_000)) > permitToken + 1, "the counter went on");
   });
 
-  it("refuses a permit of an unknown kind, and a semaphore limit that differs from its holders'", async () => {
+  it("refuses bad calls: a TTL that never expires, an unknown permit kind, a semaphore limit that differs from its holders'", async () => {
     const store = remoteStore();
     const key = uniqueKey("permit-checks");
     await assert.rejects(store.acquirePermit(key, "a", 5_000, "lock", 1), { message: /^locksmith: a permit kind is/ });
+    await assert.rejects(store.acquirePermit(key, "a", 5_000, "semaphore", 0), { message: /^locksmith: a semaphore's limit must be/ });
+    // Called directly (the object's methods are public over RPC), a TTL that would never
+    // expire is refused, and nothing is taken.
+    for (const ttl of [Number.NaN, 0, -5, "5000"]) {
+      await assert.rejects(store.acquire(key, "a", ttl), { message: /^locksmith: ttlMs must be/ }, String(ttl));
+      await assert.rejects(store.acquirePermit(key, "a", ttl, "semaphore", 2), { message: /^locksmith: ttlMs must be/ }, String(ttl));
+    }
+    assert.equal(await store.isLocked(key), false);
     assert.equal(typeof (await store.acquirePermit(key, "a", 5_000, "semaphore", 3)), "number");
     await assert.rejects(store.acquirePermit(key, "b", 5_000, "semaphore", 2), { message: /^locksmith: the semaphore is held with limit 3; this handle asks for 2/ });
     assert.equal(await store.countPermits(key, "semaphore"), 1);

@@ -34,6 +34,17 @@ function permitGroup(kind) {
   throw new TypeError(`locksmith: a permit kind is "semaphore", "read" or "write"; got ${JSON.stringify(kind)}`);
 }
 
+/**
+ * Refuses what would corrupt a hold: its methods are public over RPC, and a hold with a
+ * TTL that is not a positive number would never expire.
+ */
+function checkHold(owner, ttlMs) {
+  if (typeof owner !== "string") throw new TypeError("locksmith: owner must be a string");
+  if (ttlMs !== undefined && !(typeof ttlMs === "number" && ttlMs > 0 && Number.isFinite(ttlMs))) {
+    throw new TypeError("locksmith: ttlMs must be a positive number of milliseconds");
+  }
+}
+
 /** Milliseconds left until `at`, or null once it has passed. */
 const left = (at, now) => (at > now ? Math.ceil(at - now) : null);
 
@@ -72,6 +83,7 @@ export class LockDurableObject extends DurableObject {
 
   /** Takes the lock if it is free: the new hold's fencing token, or false. */
   acquire(owner, ttlMs) {
+    checkHold(owner, ttlMs);
     const now = this.#expire();
     if (this.#lock) return false;
     const token = this.#nextToken();
@@ -92,6 +104,7 @@ export class LockDurableObject extends DurableObject {
 
   /** Moves the expiry of `owner`'s hold to `ttlMs` from now. */
   extend(owner, ttlMs) {
+    checkHold(owner, ttlMs);
     const now = this.#expire();
     if (this.#lock?.owner !== owner) return false;
     this.#lock.expiresAt = now + ttlMs;
@@ -125,6 +138,10 @@ export class LockDurableObject extends DurableObject {
    */
   acquirePermit(owner, ttlMs, kind, limit) {
     const group = permitGroup(kind);
+    checkHold(owner, ttlMs);
+    if (kind === "semaphore" && !(Number.isSafeInteger(limit) && limit > 0)) {
+      throw new TypeError("locksmith: a semaphore's limit must be a positive whole number");
+    }
     const now = this.#expire();
     const set = this.#setOf(group);
     if (set.holders.has(owner)) return false;
@@ -178,6 +195,7 @@ export class LockDurableObject extends DurableObject {
 
   /** Moves the expiry of `owner`'s live hold to `ttlMs` from now. */
   extendPermit(owner, ttlMs, kind) {
+    checkHold(owner, ttlMs);
     const group = permitGroup(kind);
     const now = this.#expire();
     const hold = this.#stored(group)?.holders.get(owner);
