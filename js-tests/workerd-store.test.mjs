@@ -199,6 +199,19 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.deepEqual({ waits, cancelled }, { waits: 1, cancelled: 1 });
   });
 
+  it("keeps a writer waiting behind another writer's claim without spinning", async () => {
+    const store = remoteStore();
+    const key = uniqueKey("claim");
+    // A reader holds; a writer asks once and goes away, leaving its claim for 2 s.
+    assert.equal(typeof (await store.acquirePermit(key, "reader", 5_000, "read", undefined)), "number");
+    assert.equal(await store.acquirePermit(key, "gone", 2_000, "write", undefined), false);
+    assert.equal(await store.releasePermit(key, "reader", "read"), true);
+    const waiter = await get(`/wait?key=${key}&kind=write&timeout=500&retryDelay=1000`);
+    assert.equal(waiter.acquired, false, JSON.stringify(waiter));
+    // An attempt at 0 and at the 500 ms deadline; one wait in between, not one per turn.
+    assert.equal((await get(`/inspect?key=${key}`)).waits, 1);
+  });
+
   it("ends a wait inside the object when locksmith unsubscribes", async () => {
     const store = remoteStore();
     const key = uniqueKey("unsubscribe");

@@ -283,7 +283,9 @@ export class LockDurableObject extends DurableObject {
     if (!set) return true;
     if (kind === "semaphore") return set.limit === undefined || set.holders.size < set.limit;
     if (kind === "read") return !set.claim && ![...set.holders.values()].some((h) => h.writer);
-    return set.holders.size === 0;
+    // A writer's claim (maybe this waiter's own) is waited out, never answered at once:
+    // a claim left by a writer that went away would otherwise make every wait return.
+    return set.holders.size === 0 && !set.claim;
   }
 
   /** Drops every expired hold and claim, waking their waiters. Returns now. */

@@ -96,7 +96,7 @@ export default {
           return Response.json({ released: await restoreLock(q("lock"), store).release() });
         // A waiter: acquire with a timeout; how long it took, by the worker's clock.
         case "/wait": {
-          const l = new Lock(q("key"), 5_000, store);
+          const l = q("kind") === "write" ? readWriteLock(q("key"), 5_000, store).writeLock() : new Lock(q("key"), 5_000, store);
           const start = Date.now();
           const acquired = await l.acquire({ timeout: Number(q("timeout")), retryDelay: Number(q("retryDelay")) });
           const waitedMs = Date.now() - start;
