@@ -35,8 +35,10 @@ export class TestLockObject extends LockDurableObject {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const errorOf = (err) => ({ error: { name: err?.name, code: err?.code, message: err?.message } });
 
-// Subscriptions made through /watch, so /unwatch (another request) can end them.
+// Subscriptions made through /watch, so /unwatch (another request) can end them; and
+// the ids of /unwatch requests that overtook their /watch.
 const watches = new Map();
+const unwatched = new Set();
 
 export default {
   async fetch(request, env) {
@@ -52,6 +54,7 @@ export default {
         // store.onRelease(): answers { woken: true } when the listener is called, or
         // { woken: false } when /unwatch unsubscribes first.
         case "/watch": {
+          if (unwatched.delete(body.id)) return Response.json({ woken: false });
           let answer;
           const answered = new Promise((resolve) => (answer = resolve));
           const unsubscribe = store.onRelease(body.key, () => answer(true), body.kind ?? undefined);
@@ -63,6 +66,7 @@ export default {
         }
         case "/unwatch": {
           const watch = watches.get(body.id);
+          if (!watch) unwatched.add(body.id);
           watch?.unsubscribe();
           watch?.answer(false);
           return Response.json({ unsubscribed: watch !== undefined });
