@@ -35,7 +35,7 @@ export class TestLockObject extends LockDurableObject {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const errorOf = (err) => ({ error: { name: err?.name, code: err?.code, message: err?.message } });
 
-// Subscriptions made through /watch, so /unwatch (another request) can end them; and
+// Subscriptions made through /watch, until /unwatch (another request) ends them; and
 // the ids of /unwatch requests that overtook their /watch.
 const watches = new Map();
 const unwatched = new Set();
@@ -60,12 +60,11 @@ export default {
           const unsubscribe = store.onRelease(body.key, () => answer(true), body.kind ?? undefined);
           watches.set(body.id, { unsubscribe, answer });
           const woken = await answered;
-          watches.delete(body.id);
-          if (woken) unsubscribe();
           return Response.json({ woken });
         }
         case "/unwatch": {
           const watch = watches.get(body.id);
+          watches.delete(body.id);
           if (!watch) unwatched.add(body.id);
           watch?.unsubscribe();
           watch?.answer(false);
