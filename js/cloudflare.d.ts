@@ -10,6 +10,10 @@ import type { LockStore } from "./index.js";
  */
 export declare class LockDurableObject {
   constructor(ctx: unknown, env: unknown);
+  /** The object's `DurableObjectState` (typed in `@cloudflare/workers-types`). */
+  protected ctx: any;
+  /** The worker's bindings. */
+  protected env: any;
   acquire(owner: string, ttlMs: number): number | false;
   release(owner: string): boolean;
   extend(owner: string, ttlMs: number): boolean;

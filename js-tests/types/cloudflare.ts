@@ -7,8 +7,15 @@ import {
   type LockDurableObjectNamespace,
 } from "locksmith/cloudflare";
 
-// The worker re-exports the class for its binding.
+// The worker re-exports the class for its binding, or a subclass of it.
 export { LockDurableObject };
+export class AuditedLocks extends LockDurableObject {
+  override acquire(owner: string, ttlMs: number): number | false {
+    const token = super.acquire(owner, ttlMs);
+    if (token !== false) this.ctx.storage.put("last-owner", owner);
+    return token;
+  }
+}
 
 interface Env {
   LOCKS: LockDurableObjectNamespace;
