@@ -5,7 +5,6 @@
 // All of it runs in workerd on the wasm build whatever LOCKSMITH_TARGET says, so it
 // runs once, with the native pass.
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
 import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -56,9 +55,13 @@ function worker() {
   return started;
 }
 
+// Every remote store, closed before the worker stops.
+const opened = [];
+
 after(async () => {
   if (!started) return;
   const { mf, out } = await started;
+  for (const store of opened) store.close();
   await mf.dispose();
   await rm(out, { recursive: true, force: true });
 });
@@ -88,28 +91,62 @@ const METHODS = [
   "permitRemainingTime",
 ];
 
-/** A store in Node whose methods are calls of the real store in the worker. */
-function remoteStore() {
-  const store = {};
+/**
+ * A store in Node whose methods are calls of the real store in the worker, over one
+ * WebSocket (js-tests/workerd/store-worker.mjs); `close()` ends it.
+ */
+async function remoteStore() {
+  const { mf } = await worker();
+  const res = await mf.dispatchFetch("http://worker/store", { headers: { Upgrade: "websocket" } });
+  const socket = res.webSocket;
+  assert.ok(socket, `the worker accepted the WebSocket (${res.status})`);
+  socket.accept();
+  let next = 0;
+  const pending = new Map();
+  socket.addEventListener("message", (event) => {
+    const { id, value, error, woken } = JSON.parse(event.data);
+    const answer = pending.get(id);
+    if (woken) return answer?.();
+    pending.delete(id);
+    if (error) answer?.reject(Object.assign(new Error(error.message), error));
+    else answer?.resolve(value);
+  });
+  const send = (message) => socket.send(JSON.stringify(message));
+  let open = true;
+  const store = {
+    close() {
+      if (open) socket.close();
+      open = false;
+    },
+  };
+  opened.push(store);
   for (const method of METHODS) {
-    store[method] = async (...args) => {
-      const { value, error } = await post("/store", { method, args });
-      if (error) throw Object.assign(new Error(error.message), error);
-      return value;
-    };
+    store[method] = (...args) =>
+      new Promise((resolve, reject) => {
+        const id = next++;
+        pending.set(id, { resolve, reject });
+        send({ id, method, args });
+      });
   }
   store.onRelease = (key, listener, kind) => {
-    const id = randomUUID();
-    post("/watch", { id, key, kind: kind ?? null }).then(({ woken }) => woken && listener(), () => {});
+    const id = next++;
+    pending.set(id, listener);
+    send({ id, method: "onRelease", args: [key, kind ?? null] });
     return () => {
-      post("/unwatch", { id }).catch(() => {});
+      pending.delete(id);
+      send({ id, method: "offRelease" });
     };
   };
   return store;
 }
 
 if (ONCE) {
-  conformance("DurableObjectLockStore (workerd)", { makeStore: remoteStore, fencing: true, exactOwnership: true });
+  conformance("DurableObjectLockStore (workerd)", {
+    makeStore: remoteStore,
+    closeStore: (store) => store.close(),
+    fencing: true,
+    exactOwnership: true,
+  });
 }
 
 describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with the native pass" }, () => {
@@ -174,7 +211,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   it("expires a hold by alarm: the waiter is woken and storage is cleared", async () => {
     // Nobody calls the object after this hold: only its alarm can clear it.
     const idle = uniqueKey("alarm-idle");
-    const token = await remoteStore().acquire(idle, "holder", 150);
+    const token = await (await remoteStore()).acquire(idle, "holder", 150);
     const before = await get(`/inspect?key=${idle}`);
     assert.equal(before.stored.lock.token, token);
     assert.equal(before.alarm, before.stored.lock.expiresAt);
@@ -200,7 +237,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   });
 
   it("keeps a writer waiting behind another writer's claim without spinning", async () => {
-    const store = remoteStore();
+    const store = await remoteStore();
     const key = uniqueKey("claim");
     // A reader holds; a writer asks once and goes away, leaving its claim for 2 s.
     assert.equal(typeof (await store.acquirePermit(key, "reader", 5_000, "read", undefined)), "number");
@@ -213,7 +250,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   });
 
   it("ends a wait inside the object when locksmith unsubscribes", async () => {
-    const store = remoteStore();
+    const store = await remoteStore();
     const key = uniqueKey("unsubscribe");
     assert.equal(typeof (await store.acquire(key, "holder", 5_000)), "number");
     let woken = false;
@@ -229,7 +266,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   });
 
   it("reloads its holds and fencing counter from storage when the object restarts", async () => {
-    const store = remoteStore();
+    const store = await remoteStore();
     const key = uniqueKey("restart");
     const lockToken = await store.acquire(key, "a", 10_000);
     const permitToken = await store.acquirePermit(key, "s1", 10_000, "semaphore", 2);
@@ -250,7 +287,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   });
 
   it("refuses bad calls: a TTL that never expires, an unknown permit kind, a semaphore limit that differs from its holders'", async () => {
-    const store = remoteStore();
+    const store = await remoteStore();
     const key = uniqueKey("permit-checks");
     await assert.rejects(store.acquirePermit(key, "a", 5_000, "lock", 1), { message: /^locksmith: a permit kind is/ });
     await assert.rejects(store.acquirePermit(key, "a", 5_000, "semaphore", 0), { message: /^locksmith: a semaphore's limit must be/ });

@@ -1,7 +1,7 @@
 // A worker around the shipped Durable Object store (`locksmith/cloudflare`), for the
-// tests in js-tests/workerd-store.test.mjs. It exposes the store's methods over fetch,
-// so a Node-side store object can run the conformance suite through them, and runs
-// scenarios with the package's wasm build inside workerd.
+// tests in js-tests/workerd-store.test.mjs. It exposes the store's methods over a
+// WebSocket, so a Node-side store object can run the conformance suite through them, and
+// runs scenarios with the package's wasm build inside workerd.
 import { Lock, readWriteLock, restoreLock, semaphore } from "locksmith";
 import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare";
 
@@ -35,10 +35,41 @@ export class TestLockObject extends LockDurableObject {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const errorOf = (err) => ({ error: { name: err?.name, code: err?.code, message: err?.message } });
 
-// Subscriptions made through /watch, until /unwatch (another request) ends them; and
-// the ids of /unwatch requests that overtook their /watch.
-const watches = new Map();
-const unwatched = new Set();
+/**
+ * Serves one WebSocket: each message `{ id, method, args }` calls that store method and
+ * is answered `{ id, value }` or `{ id, error }`; `{ id, method: "onRelease", args: [key,
+ * kind] }` subscribes, answered `{ id, woken: true }` when the listener is called, until
+ * `{ id, method: "offRelease" }` unsubscribes. Every call runs in this one request.
+ */
+function serveStore(store) {
+  const [client, server] = Object.values(new WebSocketPair());
+  const subscriptions = new Map();
+  const send = (message) => server.send(JSON.stringify(message));
+  server.accept();
+  server.addEventListener("message", async (event) => {
+    const { id, method, args } = JSON.parse(event.data);
+    if (method === "onRelease") {
+      const [key, kind] = args;
+      subscriptions.set(id, store.onRelease(key, () => send({ id, woken: true }), kind ?? undefined));
+      return;
+    }
+    if (method === "offRelease") {
+      subscriptions.get(id)?.();
+      subscriptions.delete(id);
+      return;
+    }
+    try {
+      send({ id, value: await store[method](...args) });
+    } catch (err) {
+      send({ id, ...errorOf(err) });
+    }
+  });
+  server.addEventListener("close", () => {
+    for (const unsubscribe of subscriptions.values()) unsubscribe();
+    server.close();
+  });
+  return new Response(null, { status: 101, webSocket: client });
+}
 
 export default {
   async fetch(request, env) {
@@ -48,28 +79,8 @@ export default {
     const body = request.method === "POST" ? await request.json() : {};
     try {
       switch (url.pathname) {
-        // One store method: { method, args } → { value } or { error }.
         case "/store":
-          return Response.json({ value: await store[body.method](...body.args) });
-        // store.onRelease(): answers { woken: true } when the listener is called, or
-        // { woken: false } when /unwatch unsubscribes first.
-        case "/watch": {
-          if (unwatched.delete(body.id)) return Response.json({ woken: false });
-          let answer;
-          const answered = new Promise((resolve) => (answer = resolve));
-          const unsubscribe = store.onRelease(body.key, () => answer(true), body.kind ?? undefined);
-          watches.set(body.id, { unsubscribe, answer });
-          const woken = await answered;
-          return Response.json({ woken });
-        }
-        case "/unwatch": {
-          const watch = watches.get(body.id);
-          watches.delete(body.id);
-          if (!watch) unwatched.add(body.id);
-          watch?.unsubscribe();
-          watch?.answer(false);
-          return Response.json({ unsubscribed: watch !== undefined });
-        }
+          return serveStore(store);
         case "/restart":
           return Response.json(
             await env.LOCKS.get(env.LOCKS.idFromName(q("key")))
