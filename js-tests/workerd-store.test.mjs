@@ -1,6 +1,6 @@
 // The shipped Durable Object store (`locksmith/cloudflare`) in real workerd, through
 // Miniflare: the conformance suite, run from Node through a store object whose every
-// method is a request to a worker that calls the real store (js-tests/workerd/
+// method is a message to a worker that calls the real store (js-tests/workerd/
 // store-worker.mjs), and scenarios run inside the worker on the package's wasm build.
 // All of it runs in workerd on the wasm build whatever LOCKSMITH_TARGET says, so it
 // runs once, with the native pass.
