@@ -158,8 +158,9 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
 
   it("refuses unknown and bad options with INVALID_ARGUMENT", async () => {
     const refused = async (body, pattern) => {
-      const { error } = await post("/options", body);
+      const { error, isLocksmiths } = await post("/options", body);
       assert.equal(error?.code, "INVALID_ARGUMENT", JSON.stringify(body));
+      assert.equal(isLocksmiths, true, "an InvalidArgumentError of the package's own");
       assert.equal(error.name, "InvalidArgumentError");
       assert.match(error.message, /^locksmith: /);
       assert.match(error.message, pattern);

@@ -2,7 +2,7 @@
 // tests in js-tests/workerd-store.test.mjs. It exposes the store's methods over a
 // WebSocket, so a Node-side store object can run the conformance suite through them, and
 // runs scenarios with the package's wasm build inside workerd.
-import { Lock, readWriteLock, restoreLock, semaphore } from "locksmith";
+import { InvalidArgumentError, Lock, readWriteLock, restoreLock, semaphore } from "locksmith";
 import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare";
 
 /** The shipped class, plus what the tests look at: its storage, and waits it served. */
@@ -96,7 +96,7 @@ export default {
                 const made = new DurableObjectLockStore(body.namespace === null ? null : env.LOCKS, body.options);
                 return { ok: true, onRelease: typeof made.onRelease, operationTimeoutMs: made.operationTimeoutMs ?? null };
               } catch (err) {
-                return errorOf(err);
+                return { ...errorOf(err), isLocksmiths: err instanceof InvalidArgumentError };
               }
             })(),
           );
