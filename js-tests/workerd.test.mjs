@@ -1,7 +1,8 @@
 // locksmith in real workerd, through Miniflare: the wasm build on the per-isolate
-// memory store and on the shipped Durable Object store, observed through dispatchFetch. The worker
-// imports "locksmith" by name; esbuild resolves it through the package's own exports map
-// (the workerd condition), as wrangler would from node_modules.
+// memory store and on the shipped Durable Object store, observed through dispatchFetch.
+// The worker imports "locksmith" and "locksmith/cloudflare" by name; esbuild resolves
+// them through the package's own exports map (the workerd condition), as wrangler would
+// from node_modules. js-tests/workerd-store.test.mjs tests the Durable Object store itself.
 import assert from "node:assert/strict";
 import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
