@@ -65,6 +65,11 @@ export class LockDurableObject extends DurableObject {
   #alarmAt = null;
   /** Pending waits: id → { group, resolve, timer }. */
   #waiters = new Map();
+  /**
+   * Ids cancelled before their wait arrived (the two calls travel on different stubs, so
+   * they may cross), with when: a late wait for one of them ends at once.
+   */
+  #cancelledEarly = new Map();
 
   constructor(ctx, env) {
     super(ctx, env);
@@ -230,6 +235,8 @@ export class LockDurableObject extends DurableObject {
    */
   waitForRelease(id, kind, capMs = WAIT_CAP_MS) {
     this.#expire();
+    this.#forgetOldCancels();
+    if (this.#cancelledEarly.delete(id)) return "cancelled";
     const group = groupOf(kind);
     if (this.#looksFree(kind)) return "free";
     this.#endWait(id, "cancelled");
@@ -240,9 +247,12 @@ export class LockDurableObject extends DurableObject {
     });
   }
 
-  /** Ends the wait `id` with "cancelled". Whether it was pending. */
+  /** Ends the wait `id` with "cancelled" (or ends it at once if it arrives later). Whether it was pending. */
   cancelWait(id) {
-    return this.#endWait(id, "cancelled");
+    if (this.#endWait(id, "cancelled")) return true;
+    this.#forgetOldCancels();
+    this.#cancelledEarly.set(id, Date.now());
+    return false;
   }
 
   /** The alarm: clears expired holds (waking their waiters) and sets the next alarm. */
@@ -355,6 +365,15 @@ export class LockDurableObject extends DurableObject {
   #wake(group) {
     for (const [id, waiter] of this.#waiters) {
       if (waiter.group === group) this.#endWait(id, "released");
+    }
+  }
+
+  /** A wait arrives within the cap of its cancel or not at all; older ids are dropped. */
+  #forgetOldCancels() {
+    const old = Date.now() - WAIT_CAP_MS;
+    for (const [id, at] of this.#cancelledEarly) {
+      if (at > old) break;
+      this.#cancelledEarly.delete(id);
     }
   }
 

@@ -7,18 +7,16 @@ import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare"
 
 /** The shipped class, plus what the tests look at: its storage, and waits it served. */
 export class TestLockObject extends LockDurableObject {
+  /** Waits served, and how many of them are pending now. */
   waits = 0;
-  cancelled = 0;
+  pending = 0;
 
   waitForRelease(...args) {
     this.waits += 1;
-    return super.waitForRelease(...args);
-  }
-
-  cancelWait(id) {
-    const pending = super.cancelWait(id);
-    if (pending) this.cancelled += 1;
-    return pending;
+    const outcome = super.waitForRelease(...args);
+    if (!(outcome instanceof Promise)) return outcome;
+    this.pending += 1;
+    return outcome.finally(() => (this.pending -= 1));
   }
 
   /** Throws this instance away: the next call gets a new one, built from storage. */
@@ -28,7 +26,7 @@ export class TestLockObject extends LockDurableObject {
 
   async inspect() {
     const stored = Object.fromEntries(await this.ctx.storage.list());
-    return { stored: JSON.parse(JSON.stringify(stored, (_, v) => (v instanceof Map ? Object.fromEntries(v) : v))), alarm: await this.ctx.storage.getAlarm(), waits: this.waits, cancelled: this.cancelled };
+    return { stored: JSON.parse(JSON.stringify(stored, (_, v) => (v instanceof Map ? Object.fromEntries(v) : v))), alarm: await this.ctx.storage.getAlarm(), waits: this.waits, pending: this.pending };
   }
 }
 
@@ -87,6 +85,13 @@ export default {
               .restart()
               .then(() => ({ restarted: false }), () => ({ restarted: true })),
           );
+        // A cancel that overtakes its wait: the wait, arriving later, ends at once.
+        case "/cancel-first": {
+          const object = () => env.LOCKS.get(env.LOCKS.idFromName(q("key")));
+          const id = crypto.randomUUID();
+          const pending = await object().cancelWait(id);
+          return Response.json({ pending, outcome: await object().waitForRelease(id, "lock") });
+        }
         case "/inspect":
           return Response.json(await env.LOCKS.get(env.LOCKS.idFromName(q("key"))).inspect());
         case "/options":
