@@ -109,7 +109,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
 
   it("ships only what it needs", async () => {
     const files = await readdir(join(pkg, "js"), { recursive: true });
-    for (const needed of ["index.d.ts", "index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "gen/api.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm", "wasm/locksmith_wasm_redis_bg.wasm"]) {
+    for (const needed of ["index.d.ts", "index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "cloudflare.mjs", "cloudflare.d.ts", "gen/api.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm", "wasm/locksmith_wasm_redis_bg.wasm"]) {
       assert.ok(files.includes(needed), `${needed} is in the package`);
     }
     assert.ok(files.some((f) => f.endsWith(".node")), "the native addon is in the package");
@@ -229,11 +229,19 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     });
   });
 
-  it("bundles into a Cloudflare worker that runs in workerd", async () => {
+  it("bundles into a Cloudflare worker that runs in workerd, with the Durable Object store", async () => {
     await writeFile(
       join(dir, "worker.mjs"),
-      `import { lock } from "locksmith";
-       export default { async fetch() { return Response.json(await lock("invoice:42").run(async () => "charged")); } };`,
+      `import { Lock, lock } from "locksmith";
+       import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare";
+       export { LockDurableObject };
+       export default {
+         async fetch(request, env) {
+           const held = new Lock("invoice:42", 30_000, new DurableObjectLockStore(env.LOCKS));
+           const [ran, result] = await held.run(async () => held.fencingToken);
+           return Response.json([await lock("invoice:42").run(async () => "charged"), ran, typeof result]);
+         },
+       };`,
     );
     const out = join(dir, "dist");
     await build({
@@ -259,11 +267,12 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
         { type: "ESModule", include: ["**/*.js"] },
         { type: "CompiledWasm", include: ["**/*.wasm"] },
       ],
+      durableObjects: { LOCKS: { className: "LockDurableObject", useSQLite: true } },
       compatibilityDate: "2025-01-01",
     });
     try {
       const res = await mf.dispatchFetch("http://worker/");
-      assert.deepEqual(await res.json(), [true, "charged"]);
+      assert.deepEqual(await res.json(), [[true, "charged"], true, "number"]);
     } finally {
       await mf.dispose();
     }

@@ -1,10 +1,12 @@
-// Semaphores and read-write locks from JS, on the built-in memory store, in both builds;
+// Semaphores and read-write locks from JS, on the built-in memory store (both builds), a
+// JS store with the permit methods, and RedisLockStore on a real redis-server (native);
 // stores without them refuse them with UNSUPPORTED.
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { after, before, describe, it } from "node:test";
 
 import { mapStore } from "./js-stores.mjs";
-import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
+import { startRedis } from "./redis-server.mjs";
+import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
 
 const { semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
 
@@ -15,11 +17,42 @@ const stores = {
   "a JS store with the permit methods": () => mapStore({ withPermits: true }),
 };
 
+let server;
+if (TARGET === "native") {
+  const redisStores = [];
+  before(async () => {
+    server = await startRedis();
+  });
+  after(async () => {
+    for (const store of redisStores) await store.close();
+    await server.stop();
+  });
+  stores.RedisLockStore = async () => {
+    const store = await ls.RedisLockStore.connect(server.url);
+    redisStores.push(store);
+    return store;
+  };
+  // The store over the application's own client runs the same permit scripts.
+  const clients = [];
+  after(async () => {
+    for (const client of clients) await client.quit();
+  });
+  stores.IoRedisLockStore = async () => {
+    const { Redis } = await import("ioredis");
+    const { IoRedisLockStore } = await import("../js/ioredis.mjs");
+    const client = new Redis(server.url);
+    clients.push(client);
+    const store = new IoRedisLockStore(client);
+    redisStores.push(store);
+    return store;
+  };
+}
+
 for (const [storeName, makeStore] of Object.entries(stores)) {
   describe(`on ${storeName}`, () => {
   describe("semaphore()", () => {
     it("lets at most `limit` in at once, and everyone through in time", async () => {
-      const store = makeStore();
+      const store = await makeStore();
       const key = uniqueKey("sem");
       let inside = 0;
       let most = 0;
@@ -38,7 +71,7 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
     });
 
     it("frees the permit of a holder that never releases once its TTL passes", async () => {
-      const store = makeStore();
+      const store = await makeStore();
       const key = uniqueKey("sem-ttl");
       const crashed = semaphore(key, 1, 100, store);
       assert.equal(await crashed.acquire(), true);
@@ -50,7 +83,7 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
     });
 
     it("serializes, restores as a semaphore permit, and releases that permit", async () => {
-      const store = makeStore();
+      const store = await makeStore();
       const key = uniqueKey("sem-handoff");
       const a = semaphore(key, 2, 5_000, store);
       assert.equal(await a.acquire(), true);
@@ -63,7 +96,7 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
     });
 
     it("has the lock's lifetime: signal and autoExtend", async () => {
-      const store = makeStore();
+      const store = await makeStore();
       const s = semaphore(uniqueKey("sem-life"), 2, 100, store);
       const [ran] = await s.run(async (held) => {
         await sleep(350);
@@ -82,7 +115,7 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
 
   describe("readWriteLock()", () => {
     it("readers share, a writer is alone, and a waiting writer keeps new readers out", async () => {
-      const store = makeStore();
+      const store = await makeStore();
       const rw = readWriteLock(uniqueKey("rw"), 5_000, store);
       const [r1, r2, w] = [rw.readLock(), rw.readLock(), rw.writeLock()];
       assert.equal(await r1.acquire(), true);
@@ -104,7 +137,7 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
     });
 
     it("restores each kind as itself", async () => {
-      const store = makeStore();
+      const store = await makeStore();
       const rw = readWriteLock(uniqueKey("rw-restore"), 5_000, store);
       const w = rw.writeLock();
       assert.equal(await w.acquire(), true);
@@ -117,6 +150,42 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
   });
   });
 }
+
+describe("RedisLockStore's semaphore and read-write keys", { skip: TARGET !== "native" && "RedisLockStore is native" }, () => {
+  it("share the lock key's hash tag, expire, and go with the last hold", async () => {
+    const { Redis } = await import("ioredis");
+    const store = await stores.RedisLockStore();
+    const client = new Redis(server.url);
+    try {
+      const key = uniqueKey("redis-keys");
+      const exists = (...names) => client.exists(...names.map((n) => `locksmith:{${key}}:${n}`));
+      const pttl = (name) => client.pttl(`locksmith:{${key}}:${name}`);
+      const s = semaphore(key, 2, 300, store);
+      assert.equal(await s.acquire(), true);
+      for (const name of ["semaphore", "semaphore:limit", "semaphore:fence"]) {
+        const ttl = await pttl(name);
+        assert.ok(ttl > 0 && ttl <= 300 + 1_000, `${name}: PTTL ${ttl}`);
+      }
+      assert.equal(await s.release(), true);
+      assert.equal(await exists("semaphore", "semaphore:limit"), 0, "released: the holders and the limit are gone");
+
+      const rw = readWriteLock(key, 200, store);
+      const [r, w] = [rw.readLock(), rw.writeLock()];
+      assert.equal(await r.acquire(), true);
+      const waiting = w.acquire({ timeout: 150, retryDelay: 20 });
+      await sleep(50);
+      assert.equal(await exists("rw", "rw:claim"), 2, "the readers and the waiting writer's claim");
+      assert.equal(await waiting, false);
+      assert.equal(await exists("rw:claim"), 0, "the claim went with the writer that gave up");
+      // Nobody releases: every key goes by itself, the fencing counters last.
+      await sleep(200 + 1_000 + 150);
+      assert.equal(await exists("rw", "rw:writer", "rw:claim", "rw:fence", "semaphore:fence"), 0);
+      assert.equal(await r.isExpired(), true);
+    } finally {
+      await client.quit();
+    }
+  });
+});
 
 describe("stores without semaphores", () => {
   it("refuse them with UNSUPPORTED at the first call, taking nothing", async () => {

@@ -131,7 +131,48 @@ describe("one key layout with RedisLockStore", () => {
     });
   }
 
+  for (const name of NAMES) {
+    it(`${name}: one semaphore and one read-write lock with RedisLockStore`, async () => {
+      const { store } = made[name];
+      const key = uniqueKey(`permits-${name}`);
+      const a = ls.semaphore(key, 2, 5_000, native);
+      const b = ls.semaphore(key, 2, 5_000, store);
+      assert.equal(await a.acquire(), true);
+      assert.equal(await b.acquire(), true);
+      assert.ok(b.fencingToken > a.fencingToken, "one fencing counter");
+      assert.equal(await ls.semaphore(key, 2, 5_000, native).acquireImmediately(), false, "the limit counts both stores' permits");
+      assert.equal(await ls.semaphore(key, 2, 5_000, store).count(), 2);
+      await assert.rejects(ls.semaphore(key, 3, 5_000, native).acquire(), (err) => err.code === "INVALID_ARGUMENT");
+      assert.equal(await restoreLock(a.serialize(), store).release(), true);
+      assert.equal(await ls.semaphore(key, 2, 5_000, native).count(), 1);
+      await b.release();
+
+      const reader = ls.readWriteLock(key, 5_000, store).readLock();
+      assert.equal(await reader.acquire(), true);
+      assert.equal(await ls.readWriteLock(key, 5_000, native).readLock().acquireImmediately(), true, "readers share");
+      const writer = ls.readWriteLock(key, 5_000, native).writeLock();
+      assert.equal(await writer.acquireImmediately(), false);
+      await writer.release(); // gives up its claim
+    });
+  }
+
   for (const name of NAMES.filter((n) => n !== "upstash")) {
+    it(`${name}: a semaphore permit given back through RedisLockStore wakes a waiter on the client store`, async () => {
+      const { store } = made[name];
+      const key = uniqueKey(`sem-wake-${name}`);
+      const holder = ls.semaphore(key, 1, 10_000, native);
+      await holder.acquire();
+      const start = performance.now();
+      const waiter = ls.semaphore(key, 1, 10_000, store);
+      const got = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 }).then((ok) => [ok, performance.now() - start]);
+      await sleep(300);
+      await holder.release();
+      const [ok, at] = await got;
+      assert.equal(ok, true);
+      assert.ok(at < 2_500, `acquired after ${Math.round(at)} ms; the retry delay is 5 s`);
+      await waiter.release();
+    });
+
     it(`${name}: a release through RedisLockStore wakes a waiter on the client store at once`, async () => {
       const { store } = made[name];
       const key = uniqueKey(`wake-${name}`);

@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { Worker } from "node:worker_threads";
 import { Redis } from "ioredis";
 
-import { assertNoOverlap, contender } from "./load.mjs";
+import { assertAtMost, assertNoOverlap, assertReadersShareWritersAlone, contender } from "./load.mjs";
 import { freePort, startRedis } from "./redis-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
 
@@ -58,6 +58,35 @@ describe("mutual exclusion under load", () => {
       assert.equal(Number(await client.get(`${key}:counter`)), total, "the counter equals the successful runs");
       assertNoOverlap(await client.lrange(`${key}:log`, 0, -1));
       console.log(`# load: 8 processes, ${total} critical sections on one Redis key, 0 overlaps, 0 lost updates`);
+    } finally {
+      await client.quit();
+      await server.stop();
+    }
+  });
+
+  it("8 OS processes on one Redis semaphore and one read-write lock: never more than the limit, writers alone", { skip: !native && "native only", timeout: 120_000 + SOAK * 4_000 }, async () => {
+    const server = await startRedis();
+    const client = new Redis(server.url);
+    try {
+      const key = uniqueKey("load-permits");
+      const runs = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, key, 12, SOAK || undefined, "semaphore:3,rw")));
+      if (!SOAK) assert.deepEqual(runs, Array(8).fill([12, 12]));
+      const total = (m) => runs.reduce((sum, r) => sum + r[m], 0);
+      const semLog = await client.lrange(`${key}:semaphore:3:log`, 0, -1);
+      assert.equal(semLog.length, 2 * total(0), "every section logged");
+      const most = assertAtMost(semLog, 3);
+      assert.ok(most > 1, `permits were held at once (at most ${most})`);
+
+      const rwLog = await client.lrange(`${key}:rw:log`, 0, -1);
+      assert.equal(rwLog.length, 2 * total(1), "every section logged");
+      assert.ok(rwLog.some((e) => e.startsWith("in:w:")), "some sections wrote");
+      const shared = assertReadersShareWritersAlone(rwLog);
+      assert.ok(shared > 0, "readers shared the lock at least once");
+      // Released to the last: only the fencing counters are left, and they expire.
+      const keys = await client.keys("*{test:load-*");
+      assert.deepEqual(keys.filter((k) => !k.endsWith(":fence")), [], "the holders, limit, writer and claim keys went with the last holds");
+      for (const k of keys) assert.ok((await client.pttl(k)) > 0, `${k} expires`);
+      console.log(`# load: 8 processes, ${total(0)} sections in a semaphore of 3 (at most ${most} inside), ${total(1)} in a read-write lock (${shared} reads shared), 0 violations`);
     } finally {
       await client.quit();
       await server.stop();

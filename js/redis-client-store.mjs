@@ -125,10 +125,66 @@ export class RedisClientStore {
     return (await this.#driver.get(this.lockKey(key))) === owner;
   }
 
-  /** Wake-ups from the `<lock key>:released` messages that release.lua publishes. */
+  // Semaphores and read-write locks: the engine's permit scripts, on the same keys.
+
+  /** The sorted set of a semaphore's or read-write lock's holders. */
+  #holders(key, kind) {
+    return `${this.lockKey(key)}:${kind === "semaphore" ? "semaphore" : "rw"}`;
+  }
+
+  async acquirePermit(key, owner, ttlMs, kind, limit) {
+    const holders = this.#holders(key, kind);
+    const grace = String(FENCE_GRACE_MS);
+    let token;
+    if (kind === "semaphore") {
+      token = Number(
+        await this.#script(SCRIPTS.semaphoreAcquire, [holders, `${holders}:limit`, `${holders}:fence`], [owner, String(ttlMs), String(limit), grace]),
+      );
+      if (token < 0) {
+        throw invalid(
+          `semaphore ${JSON.stringify(key)} is held with limit ${-token}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+        );
+      }
+    } else {
+      token = Number(
+        await this.#script(SCRIPTS.rwlockAcquire, [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:fence`], [owner, String(ttlMs), kind, grace]),
+      );
+    }
+    return token > 0 ? token : false;
+  }
+
+  async releasePermit(key, owner, kind) {
+    const holders = this.#holders(key, kind);
+    const reply =
+      kind === "semaphore"
+        ? await this.#script(SCRIPTS.semaphoreRelease, [holders, `${holders}:limit`], [owner])
+        : await this.#script(SCRIPTS.rwlockRelease, [holders, `${holders}:writer`, `${holders}:claim`], [owner]);
+    return Number(reply) === 1;
+  }
+
+  async extendPermit(key, owner, ttlMs, kind) {
+    const holders = this.#holders(key, kind);
+    const companion = `${holders}:${kind === "semaphore" ? "limit" : "writer"}`;
+    const reply = await this.#script(SCRIPTS.permitExtend, [holders, companion, `${holders}:fence`], [owner, String(ttlMs), String(FENCE_GRACE_MS)]);
+    return Number(reply) === 1;
+  }
+
+  async countPermits(key, kind) {
+    return Number(await this.#script(SCRIPTS.permitCount, [this.#holders(key, kind)], []));
+  }
+
+  async permitRemainingTime(key, owner, kind) {
+    const ms = Number(await this.#script(SCRIPTS.permitRemaining, [this.#holders(key, kind)], [owner]));
+    return ms < 0 ? null : ms;
+  }
+
+  /**
+   * Wake-ups from the `…:released` messages that the release scripts publish (per lock, or
+   * per semaphore / read-write lock).
+   */
   onRelease(key, listener, kind) {
-    if (kind !== undefined || this.#closed) return () => {};
-    const channel = `${this.lockKey(key)}:released`;
+    if (this.#closed) return () => {};
+    const channel = `${kind === undefined ? this.lockKey(key) : this.#holders(key, kind)}:released`;
     let entry = this.#channels.get(channel);
     if (entry === undefined) {
       entry = { listeners: new Set(), subscribed: false, linger: undefined };

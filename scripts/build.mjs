@@ -46,6 +46,7 @@ buildSync({
 // The one hand-kept index.d.ts, also as .d.cts: what TypeScript reads for `require("locksmith")`
 // under node16/nodenext (a .d.ts in a "type": "module" package describes ES modules only).
 copyFileSync(join(root, "js/index.d.ts"), join(root, "js/index.d.cts"));
+copyFileSync(join(root, "js/postgres.d.ts"), join(root, "js/postgres.d.cts"));
 
 const only = process.argv[2];
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks for building and testing locksmith. Safe to run
 # again: each step checks first. Flags: --redis also installs redis-server;
+# --postgres installs PostgreSQL (the tests start their own server with initdb);
 # --runtimes installs Chromium and Bun (runtime tests of the packed package); --cross installs the musl and aarch64
 # Rust targets, their linkers, qemu-user and an arm64 Node (scripts/cross.sh);
 # --native-only skips what only the WebAssembly build needs.
@@ -8,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_redis=0
+want_postgres=0
 want_wasm=1
 want_runtimes=0
 want_cross=0
@@ -19,6 +21,7 @@ bun_version=1.4.5
 for arg in "$@"; do
   case "$arg" in
     --redis) want_redis=1 ;;
+    --postgres) want_postgres=1 ;;
     --native-only) want_wasm=0 ;;
     --runtimes) want_runtimes=1 ;;
     --cross) want_cross=1 ;;
@@ -56,6 +59,9 @@ apt_wanted=()
 if [ "$want_redis" = 1 ] && [ -z "${REDIS_SERVER:-}" ] && ! command -v redis-server >/dev/null; then
   apt_wanted+=(redis-server)
 fi
+if [ "$want_postgres" = 1 ] && [ -z "${PG_BIN:-}" ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  apt_wanted+=(postgresql)
+fi
 if [ "$want_runtimes" = 1 ] && [ ! -x /usr/bin/chromium ]; then apt_wanted+=(chromium); fi
 if [ "$want_cross" = 1 ]; then
   command -v musl-gcc >/dev/null || apt_wanted+=(musl-tools)
@@ -70,7 +76,7 @@ if [ "${#apt_wanted[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_wanted[@]}" >/dev/null
   else
     echo "setup: missing: ${apt_wanted[*]}. Install them with your package manager" >&2
-    echo "       (or point REDIS_SERVER at a redis-server binary)." >&2
+    echo "       (or point REDIS_SERVER at a redis-server binary, PG_BIN at PostgreSQL's bin directory)." >&2
     exit 1
   fi
 fi

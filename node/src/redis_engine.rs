@@ -56,8 +56,8 @@ impl NativeEngineStore {
         new_lock_on(self.store.clone() as Arc<dyn LockStore>, self.runner(), &key, ttl_ms)
     }
 
-    /// A semaphore or read-write handle: the engine has no permit scripts yet, so its
-    /// first call fails with `UNSUPPORTED`, as on any store without them.
+    /// A semaphore or read-write handle (`kind` is `semaphore`, `read` or `write`), on the
+    /// engine's permit scripts: a sorted set of holders per key in Redis.
     #[napi]
     pub fn handle(
         &self,

@@ -8,6 +8,9 @@
 //!   commands pipeline. Release notifications use a second, subscriber connection.
 //! * A server that is down gives `STORE_UNAVAILABLE` within the configured timeouts;
 //!   the store reconnects by itself when the server is back.
+//! * Semaphores and read-write locks are the sans-I/O [`engine`]'s
+//!   ([`EngineStore`](engine::EngineStore)); this redis-rs store does not implement the
+//!   permit methods, so their handles on it fail with `UNSUPPORTED`.
 //! * TLS (`rediss://`) needs a rustls crypto provider. The redis crate builds its rustls
 //!   configuration with the process-wide default provider and offers no way to pass
 //!   one, so when none is installed at the first TLS connect, this crate installs
@@ -110,6 +113,19 @@ pub fn redact_url(url: &str) -> String {
 #[must_use]
 pub fn lock_key(prefix: &str, key: &str) -> String {
     format!("{prefix}{{{key}}}")
+}
+
+/// The Redis key of a semaphore's holders (`<prefix>{<key>}:semaphore`) or a read-write
+/// lock's (`<prefix>{<key>}:rw`): a sorted set of owner tokens scored by expiry. Its
+/// companions (`…:limit`, `…:writer`, `…:claim`, `…:fence`, `…:released`) add a suffix;
+/// all share the lock key's hash tag, and none is a lock key (those end in `}`).
+#[must_use]
+pub fn permit_key(prefix: &str, key: &str, kind: locksmith_core::HoldKind) -> String {
+    let lock_key = lock_key(prefix, key);
+    match kind {
+        locksmith_core::HoldKind::Permit { .. } => format!("{lock_key}:semaphore"),
+        _ => format!("{lock_key}:rw"),
+    }
 }
 
 /// `(major, minor)` of `redis_version:` in the text of `INFO server`.

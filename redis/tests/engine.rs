@@ -1,7 +1,8 @@
 //! The sans-I/O engine against a real `redis-server`, driven over a tokio socket by a
 //! small host loop written for these tests (in Node the host is `js/redis-engine.cjs`):
 //! the store conformance suite, the key layout shared with the redis-rs store, the
-//! EVAL fallback after `SCRIPT FLUSH`, and release notifications on a second socket.
+//! EVAL fallback after `SCRIPT FLUSH`, release notifications on a second socket, and the
+//! keys of semaphores and read-write locks (where they live, and that they go).
 
 mod server;
 
@@ -11,7 +12,9 @@ use std::time::Duration;
 use locksmith_core::conformance::Harness;
 use std::sync::Mutex;
 
-use locksmith_core::{AcquireOptions, BoxFuture, Clock, Grant, Lock, LockStore, MonotonicClock, Result};
+use locksmith_core::{
+    AcquireOptions, BoxFuture, Clock, Grant, HoldKind, Lock, LockStore, MonotonicClock, Result,
+};
 use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
 use locksmith_redis::{RedisOptions, RedisStore, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -103,7 +106,7 @@ fn harness() -> Harness {
         runner: Arc::new(|future| runtime().block_on(future)),
         fencing: true,
         exact_ownership: true,
-        permits: false,
+        permits: true,
         slack_ms: 100,
     }
 }
@@ -141,6 +144,137 @@ fn scripts_are_sent_again_after_script_flush() {
         assert_eq!(&reply, b"+OK\r\n");
         assert!(engine.extend("flushed", "me", 5_000).await.unwrap());
         assert!(engine.release("flushed", "me").await.unwrap());
+        // The permit scripts too, each on its first call after the flush.
+        let sem = HoldKind::Permit { limit: 2 };
+        assert!(engine.acquire_permit("flushed", "me", 5_000, sem).await.unwrap().is_some());
+        assert_eq!(engine.permit_count("flushed", sem).await.unwrap(), 1);
+        assert!(engine.permit_remaining_time("flushed", "me", sem).await.unwrap().is_some());
+        assert!(engine.extend_permit("flushed", "me", 5_000, sem).await.unwrap());
+        assert!(engine.release_permit("flushed", "me", sem).await.unwrap());
+        assert!(engine.acquire_permit("flushed", "me", 5_000, HoldKind::Write).await.unwrap().is_some());
+        assert!(engine.release_permit("flushed", "me", HoldKind::Write).await.unwrap());
+    });
+}
+
+/// An admin connection for looking at keys directly.
+async fn admin(port: u16) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// `PTTL` of each key: -2 when it does not exist, -1 when it has no expiry.
+async fn pttls(admin: &mut redis::aio::MultiplexedConnection, keys: &[String]) -> Vec<i64> {
+    let mut out = Vec::new();
+    for key in keys {
+        out.push(redis::cmd("PTTL").arg(key).query_async(admin).await.unwrap());
+    }
+    out
+}
+
+#[test]
+fn permit_keys_share_the_lock_slot_expire_with_their_holds_and_go_on_release() {
+    let server = server::shared();
+    let engine = connect(server.port, false);
+    let grace = i64::try_from(locksmith_redis::FENCE_GRACE_MS).unwrap();
+    runtime().block_on(async {
+        let mut admin = admin(server.port).await;
+        let sem = HoldKind::Permit { limit: 2 };
+        let holders = "locksmith:{keys}:semaphore".to_owned();
+        let keys = [holders.clone(), format!("{holders}:limit"), format!("{holders}:fence")];
+        assert!(engine.acquire_permit("keys", "a", 300, sem).await.unwrap().is_some());
+        assert!(engine.acquire_permit("keys", "b", 400, sem).await.unwrap().is_some());
+        for (key, ttl) in keys.iter().zip(pttls(&mut admin, &keys).await) {
+            // The latest permit's TTL plus the bound, no more.
+            assert!(ttl > 300 && ttl <= 400 + grace, "{key}: PTTL {ttl}");
+        }
+        for key in &keys {
+            // Redis Cluster hashes the first `{...}`: the lock key's own.
+            assert!(key.starts_with("locksmith:{keys}:"), "{key} hashes with the lock key");
+        }
+        assert!(engine.release_permit("keys", "a", sem).await.unwrap());
+        assert!(engine.release_permit("keys", "b", sem).await.unwrap());
+        let left = pttls(&mut admin, &keys).await;
+        assert_eq!(&left[..2], &[-2, -2], "the holders and the limit go with the last holder");
+        assert!(left[2] > 0 && left[2] <= 400 + grace, "the fencing counter expires soon after");
+
+        let rw = "locksmith:{keys}:rw".to_owned();
+        let rw_keys = [rw.clone(), format!("{rw}:writer"), format!("{rw}:claim"), format!("{rw}:fence")];
+        assert!(engine.acquire_permit("keys", "r", 200, HoldKind::Read).await.unwrap().is_some());
+        assert!(engine.acquire_permit("keys", "w", 200, HoldKind::Write).await.unwrap().is_none());
+        let held = pttls(&mut admin, &rw_keys).await;
+        assert!(held[0] > 0 && held[0] <= 200 + grace, "{held:?}");
+        assert_eq!(held[1], -2, "no writer");
+        assert!(held[2] > 0 && held[2] <= 200, "the refused writer's claim expires with its TTL: {held:?}");
+        assert!(!engine.release_permit("keys", "w", HoldKind::Write).await.unwrap(), "a claim is no hold");
+        assert!(engine.acquire_permit("keys", "w2", 200, HoldKind::Write).await.unwrap().is_none());
+        // Nobody releases: every key is gone once the holds and the bound have passed.
+        tokio::time::sleep(Duration::from_millis(400 + 1_000 + 100)).await;
+        assert_eq!(pttls(&mut admin, &rw_keys).await, [-2, -2, -2, -2]);
+        assert_eq!(pttls(&mut admin, &keys).await, [-2, -2, -2]);
+
+        assert!(engine.acquire_permit("keys", "w3", 5_000, HoldKind::Write).await.unwrap().is_some());
+        let held = pttls(&mut admin, &rw_keys).await;
+        assert!(held[1] > 5_000 && held[1] <= 5_000 + grace, "the writer lives as its hold: {held:?}");
+        assert!(engine.release_permit("keys", "w3", HoldKind::Write).await.unwrap());
+        assert_eq!(&pttls(&mut admin, &rw_keys).await[..3], &[-2, -2, -2]);
+    });
+}
+
+#[test]
+fn permit_fencing_tokens_grow() {
+    let server = server::shared();
+    let engine = connect(server.port, false);
+    runtime().block_on(async {
+        for kind in [HoldKind::Permit { limit: 2 }, HoldKind::Read, HoldKind::Write] {
+            let mut last = 0;
+            for owner in ["a", "b", "c"] {
+                let token = engine.acquire_permit("tokens", owner, 5_000, kind).await.unwrap();
+                let token = token.and_then(|g| g.fencing_token).expect("a token");
+                assert!(token > last, "{kind:?}: {token} after {last}");
+                last = token;
+                assert!(engine.release_permit("tokens", owner, kind).await.unwrap());
+            }
+        }
+    });
+}
+
+#[test]
+fn permit_waiters_wake_on_release_not_at_their_retry_delay() {
+    let server = server::shared();
+    let store = connect(server.port, true);
+    let timer = Arc::new(TokioTimer::default());
+    let handle = |kind| Lock::of_kind("permit-notified", 10_000, kind, store.clone(), timer.clone()).unwrap();
+    let wait = AcquireOptions::default().with_timeout_ms(8_000).with_retry_delay_ms(5_000);
+    runtime().block_on(async {
+        // One release of a writer lets every waiting reader in: all of them wake.
+        let writer = handle(HoldKind::Write);
+        let readers = [handle(HoldKind::Read), handle(HoldKind::Read), handle(HoldKind::Read)];
+        assert!(writer.acquire(AcquireOptions::default()).await.unwrap());
+        let started = std::time::Instant::now();
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(writer.release().await.unwrap());
+        };
+        let (got, ()) =
+            tokio::join!(futures_util::future::join_all(readers.iter().map(|r| r.acquire(wait))), release);
+        assert!(got.into_iter().all(|r| r.unwrap()));
+        assert!(started.elapsed() < Duration::from_millis(1_500), "woke after {:?}", started.elapsed());
+        for reader in &readers {
+            assert!(reader.release().await.unwrap());
+        }
+        // A semaphore's permit given back wakes its waiter.
+        let sem = HoldKind::Permit { limit: 1 };
+        let (holder, waiter) = (handle(sem), handle(sem));
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        let started = std::time::Instant::now();
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(holder.release().await.unwrap());
+        };
+        let (got, ()) = tokio::join!(waiter.acquire(wait), release);
+        assert!(got.unwrap());
+        assert!(started.elapsed() < Duration::from_millis(1_500), "woke after {:?}", started.elapsed());
+        assert!(waiter.release().await.unwrap());
     });
 }
 

@@ -19,8 +19,10 @@
 //!
 //! Scripts are called with `EVALSHA`; a `NOSCRIPT` reply (after `SCRIPT FLUSH` or a
 //! restart) re-sends that one call as `EVAL`, which also caches the script again. Key
-//! layout and scripts are the same as the redis-rs store's, so locks taken by either
-//! are the other's to release.
+//! layout and scripts of plain locks are the same as the redis-rs store's, so locks
+//! taken by either are the other's to release. Semaphores and read-write locks are the
+//! engine's alone (the redis-rs store answers `UNSUPPORTED` for them): a sorted set of
+//! holders per key, see [`crate::permit_key`] and the scripts' headers.
 
 pub mod local;
 mod resp;
@@ -30,10 +32,13 @@ pub mod subscriber;
 
 use std::collections::VecDeque;
 
-use locksmith_core::{LockError, Result};
+use locksmith_core::{HoldKind, LockError, Result};
 use redis_protocol::resp2::types::RangeFrame;
 
-pub use scripts::{Script, ACQUIRE, EXTEND, RELEASE};
+pub use scripts::{
+    Script, ACQUIRE, EXTEND, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING, RELEASE, RWLOCK_ACQUIRE,
+    RWLOCK_RELEASE, SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE,
+};
 pub use store::EngineStore;
 pub use subscriber::Subscriber;
 
@@ -53,8 +58,11 @@ pub enum Value {
     Acquired(Option<u64>),
     /// `release`, `extend`, `is_locked`, `is_held_by`.
     Flag(bool),
-    /// `remaining_time`: milliseconds left, `None` when nobody holds the key.
+    /// `remaining_time`, `permit_remaining_time`: milliseconds left, `None` when nothing
+    /// is held.
     Millis(Option<u64>),
+    /// `permit_count`: how many holds are live.
+    Count(u64),
     /// The handshake, or another command whose answer is only "done".
     Done,
 }
@@ -112,6 +120,33 @@ enum Op {
     IsHeldBy {
         key: String,
         owner: String,
+    },
+    /// The permit operations: `kind` is a semaphore's (`Permit`), `Read` or `Write`.
+    PermitAcquire {
+        key: String,
+        owner: String,
+        ttl_ms: u64,
+        kind: HoldKind,
+    },
+    PermitRelease {
+        key: String,
+        owner: String,
+        kind: HoldKind,
+    },
+    PermitExtend {
+        key: String,
+        owner: String,
+        ttl_ms: u64,
+        kind: HoldKind,
+    },
+    PermitCount {
+        key: String,
+        kind: HoldKind,
+    },
+    PermitRemainingTime {
+        key: String,
+        owner: String,
+        kind: HoldKind,
     },
     /// A step of the handshake: `last` finishes it; `info` is the version check.
     Handshake {
@@ -218,6 +253,65 @@ impl Engine {
                     &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
                 );
             }
+            Op::PermitAcquire { key, owner, ttl_ms, kind } => {
+                let holders = crate::permit_key(prefix, key, *kind);
+                let ttl = ttl_ms.to_string();
+                let grace = FENCE_GRACE_MS.to_string();
+                let fence = format!("{holders}:fence");
+                if let HoldKind::Permit { limit } = kind {
+                    let limit_key = format!("{holders}:limit");
+                    let limit = limit.to_string();
+                    let args = [owner.as_bytes(), ttl.as_bytes(), limit.as_bytes(), grace.as_bytes()];
+                    resp::script_on(out, &SEMAPHORE_ACQUIRE, eval, &[&holders, &limit_key, &fence], &args);
+                } else {
+                    let (writer, claim) = (format!("{holders}:writer"), format!("{holders}:claim"));
+                    let mode: &[u8] = if *kind == HoldKind::Read { b"read" } else { b"write" };
+                    let args = [owner.as_bytes(), ttl.as_bytes(), mode, grace.as_bytes()];
+                    resp::script_on(out, &RWLOCK_ACQUIRE, eval, &[&holders, &writer, &claim, &fence], &args);
+                }
+            }
+            Op::PermitRelease { key, owner, kind } => {
+                let holders = crate::permit_key(prefix, key, *kind);
+                if let HoldKind::Permit { .. } = kind {
+                    let limit_key = format!("{holders}:limit");
+                    resp::script_on(
+                        out,
+                        &SEMAPHORE_RELEASE,
+                        eval,
+                        &[&holders, &limit_key],
+                        &[owner.as_bytes()],
+                    );
+                } else {
+                    let (writer, claim) = (format!("{holders}:writer"), format!("{holders}:claim"));
+                    resp::script_on(
+                        out,
+                        &RWLOCK_RELEASE,
+                        eval,
+                        &[&holders, &writer, &claim],
+                        &[owner.as_bytes()],
+                    );
+                }
+            }
+            Op::PermitExtend { key, owner, ttl_ms, kind } => {
+                let holders = crate::permit_key(prefix, key, *kind);
+                let companion = format!(
+                    "{holders}:{}",
+                    if matches!(kind, HoldKind::Permit { .. }) { "limit" } else { "writer" }
+                );
+                let fence = format!("{holders}:fence");
+                let ttl = ttl_ms.to_string();
+                let grace = FENCE_GRACE_MS.to_string();
+                let args = [owner.as_bytes(), ttl.as_bytes(), grace.as_bytes()];
+                resp::script_on(out, &PERMIT_EXTEND, eval, &[&holders, &companion, &fence], &args);
+            }
+            Op::PermitCount { key, kind } => {
+                let holders = crate::permit_key(prefix, key, *kind);
+                resp::script_on(out, &PERMIT_COUNT, eval, &[&holders], &[]);
+            }
+            Op::PermitRemainingTime { key, owner, kind } => {
+                let holders = crate::permit_key(prefix, key, *kind);
+                resp::script_on(out, &PERMIT_REMAINING, eval, &[&holders], &[owner.as_bytes()]);
+            }
             Op::IsLocked { key } => resp::key_command(out, b"EXISTS", prefix, key),
             Op::RemainingTime { key } => resp::key_command(out, b"PTTL", prefix, key),
             Op::IsHeldBy { key, .. } => resp::key_command(out, b"GET", prefix, key),
@@ -255,9 +349,56 @@ impl Engine {
         self.push(Op::IsHeldBy { key: key.to_owned(), owner: owner.to_owned() }, now_ms)
     }
 
+    /// Takes a hold of `kind` on `key` for `owner`: a semaphore permit (`Permit`), a read
+    /// or a write lock; a refused writer claims the key. Any kind but `Permit` and `Read`
+    /// is taken as `Write`: callers pass only these three (see [`EngineStore`]).
+    pub fn acquire_permit(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        now_ms: u64,
+    ) -> RequestId {
+        self.push(Op::PermitAcquire { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, kind }, now_ms)
+    }
+
+    /// Gives back `owner`'s hold of `key` (and a waiting writer's claim), and tells waiters.
+    pub fn release_permit(&mut self, key: &str, owner: &str, kind: HoldKind, now_ms: u64) -> RequestId {
+        self.push(Op::PermitRelease { key: key.to_owned(), owner: owner.to_owned(), kind }, now_ms)
+    }
+
+    /// Sets the expiry of `owner`'s hold of `key` to `ttl_ms` from now, if it has one.
+    pub fn extend_permit(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        now_ms: u64,
+    ) -> RequestId {
+        self.push(Op::PermitExtend { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, kind }, now_ms)
+    }
+
+    /// How many holds of `key` are live.
+    pub fn permit_count(&mut self, key: &str, kind: HoldKind, now_ms: u64) -> RequestId {
+        self.push(Op::PermitCount { key: key.to_owned(), kind }, now_ms)
+    }
+
+    /// Milliseconds until `owner`'s hold of `key` expires.
+    pub fn permit_remaining_time(
+        &mut self,
+        key: &str,
+        owner: &str,
+        kind: HoldKind,
+        now_ms: u64,
+    ) -> RequestId {
+        self.push(Op::PermitRemainingTime { key: key.to_owned(), owner: owner.to_owned(), kind }, now_ms)
+    }
+
     /// Queues the handshake of a new connection before anything else in the output:
-    /// `AUTH`, `SELECT`, the version check (`INFO server`) and `SCRIPT LOAD` of the
-    /// three scripts. Call it right after [`connection_lost`](Self::connection_lost)
+    /// `AUTH`, `SELECT`, the version check (`INFO server`) and `SCRIPT LOAD` of every
+    /// script. Call it right after [`connection_lost`](Self::connection_lost)
     /// (or on a new engine), before the socket is written to. Its id completes with
     /// [`Value::Done`] or the first failure.
     pub fn handshake(&mut self, handshake: &Handshake, now_ms: u64) -> RequestId {
@@ -278,7 +419,7 @@ impl Engine {
         }
         resp::command(&mut bytes, &[b"INFO", b"server"]);
         steps.push(true);
-        for script in [&ACQUIRE, &RELEASE, &EXTEND] {
+        for script in scripts::ALL {
             resp::command(&mut bytes, &[b"SCRIPT", b"LOAD", script.source.as_bytes()]);
             steps.push(false);
         }
@@ -367,7 +508,13 @@ impl Engine {
         }
         if let Some(error) = reply.error() {
             if error.starts_with("NOSCRIPT")
-                && matches!(op, Op::Acquire { .. } | Op::Release { .. } | Op::Extend { .. })
+                && !matches!(
+                    op,
+                    Op::IsLocked { .. }
+                        | Op::RemainingTime { .. }
+                        | Op::IsHeldBy { .. }
+                        | Op::Handshake { .. }
+                )
             {
                 self.encode(&op, true);
                 let deadline_ms = now_ms + self.options.command_timeout_ms;
@@ -397,8 +544,21 @@ impl Engine {
             Op::Acquire { .. } => {
                 reply.integer().map(|t| Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0)))
             }
-            Op::Release { .. } | Op::Extend { .. } | Op::IsLocked { .. } => {
-                reply.integer().map(|n| Value::Flag(n == 1))
+            Op::Release { .. }
+            | Op::Extend { .. }
+            | Op::IsLocked { .. }
+            | Op::PermitRelease { .. }
+            | Op::PermitExtend { .. } => reply.integer().map(|n| Value::Flag(n == 1)),
+            Op::PermitAcquire { key, kind, .. } => reply.integer().and_then(|t| match (t, kind) {
+                (held, HoldKind::Permit { limit }) if held < 0 => Err(LockError::InvalidArgument(format!(
+                    "semaphore {key:?} is held with limit {}; this handle asks for {limit}: every handle of a semaphore must use the same limit",
+                    held.unsigned_abs()
+                ))),
+                (t, _) => Ok(Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0))),
+            }),
+            Op::PermitCount { .. } => reply.integer().map(|n| Value::Count(u64::try_from(n).unwrap_or(0))),
+            Op::PermitRemainingTime { .. } => {
+                reply.integer().map(|ms| Value::Millis(u64::try_from(ms).ok().filter(|ms| *ms > 0)))
             }
             Op::RemainingTime { key } => reply.integer().and_then(|ms| match ms {
                 -2 => Ok(Value::Millis(None)),

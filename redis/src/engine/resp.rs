@@ -38,18 +38,25 @@ pub fn script(
     args: &[&[u8]],
 ) {
     let lock_key = crate::lock_key(prefix, key);
-    let fence_key = if fence { format!("{lock_key}:fence") } else { String::new() };
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(5 + args.len());
+    if fence {
+        let fence_key = format!("{lock_key}:fence");
+        script_on(out, script, eval, &[&lock_key, &fence_key], args);
+    } else {
+        script_on(out, script, eval, &[&lock_key], args);
+    }
+}
+
+/// `EVALSHA sha n keys... args...`, or `EVAL` with the source when `eval`.
+pub fn script_on(out: &mut Vec<u8>, script: &Script, eval: bool, keys: &[&str], args: &[&[u8]]) {
+    let count = keys.len().to_string();
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
     if eval {
         parts.extend([b"EVAL".as_slice(), script.source.as_bytes()]);
     } else {
         parts.extend([b"EVALSHA".as_slice(), script.sha().as_bytes()]);
     }
-    parts.push(if fence { b"2" } else { b"1" });
-    parts.push(lock_key.as_bytes());
-    if fence {
-        parts.push(fence_key.as_bytes());
-    }
+    parts.push(count.as_bytes());
+    parts.extend(keys.iter().map(|k| k.as_bytes()));
     parts.extend_from_slice(args);
     command(out, &parts);
 }

@@ -1,4 +1,5 @@
-//! The three Lua scripts (the same files the redis-rs store uses) and their SHA1s.
+//! The Lua scripts and their SHA1s: the lock's three (the same files the redis-rs store
+//! uses) and the seven of semaphores and read-write locks.
 
 use std::sync::OnceLock;
 
@@ -27,3 +28,31 @@ pub static ACQUIRE: Script = Script::new(include_str!("../lua/acquire.lua"));
 pub static RELEASE: Script = Script::new(include_str!("../lua/release.lua"));
 /// `extend.lua`: KEYS lock, fence; ARGV owner, ttl, fence ttl.
 pub static EXTEND: Script = Script::new(include_str!("../lua/extend.lua"));
+/// `semaphore_acquire.lua`: KEYS holders, limit, fence; ARGV owner, ttl, limit, grace.
+pub static SEMAPHORE_ACQUIRE: Script = Script::new(include_str!("../lua/semaphore_acquire.lua"));
+/// `semaphore_release.lua`: KEYS holders, limit; ARGV owner.
+pub static SEMAPHORE_RELEASE: Script = Script::new(include_str!("../lua/semaphore_release.lua"));
+/// `rwlock_acquire.lua`: KEYS holders, writer, claim, fence; ARGV owner, ttl, mode, grace.
+pub static RWLOCK_ACQUIRE: Script = Script::new(include_str!("../lua/rwlock_acquire.lua"));
+/// `rwlock_release.lua`: KEYS holders, writer, claim; ARGV owner.
+pub static RWLOCK_RELEASE: Script = Script::new(include_str!("../lua/rwlock_release.lua"));
+/// `permit_extend.lua`: KEYS holders, then the keys that live as long; ARGV owner, ttl, grace.
+pub static PERMIT_EXTEND: Script = Script::new(include_str!("../lua/permit_extend.lua"));
+/// `permit_count.lua`: KEYS holders.
+pub static PERMIT_COUNT: Script = Script::new(include_str!("../lua/permit_count.lua"));
+/// `permit_remaining.lua`: KEYS holders; ARGV owner.
+pub static PERMIT_REMAINING: Script = Script::new(include_str!("../lua/permit_remaining.lua"));
+
+/// Every script, in the order the handshake loads them.
+pub static ALL: [&Script; 10] = [
+    &ACQUIRE,
+    &RELEASE,
+    &EXTEND,
+    &SEMAPHORE_ACQUIRE,
+    &SEMAPHORE_RELEASE,
+    &RWLOCK_ACQUIRE,
+    &RWLOCK_RELEASE,
+    &PERMIT_EXTEND,
+    &PERMIT_COUNT,
+    &PERMIT_REMAINING,
+];

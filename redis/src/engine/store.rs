@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use locksmith_core::{BoxFuture, Clock, Grant, LockError, LockStore, Result};
+use locksmith_core::{validate, BoxFuture, Clock, Grant, HoldKind, LockError, LockStore, Result};
 
 use super::{Completion, Engine, EngineOptions, Handshake, RequestId, Subscriber, Value};
 
@@ -210,6 +210,17 @@ impl Drop for ReplyFuture<'_> {
     }
 }
 
+/// The kinds the permit scripts serve: a semaphore's (with a valid limit), read, write.
+fn permit_kind(kind: HoldKind) -> Result<HoldKind> {
+    match validate::kind(kind)? {
+        kind @ (HoldKind::Permit { .. } | HoldKind::Read | HoldKind::Write) => Ok(kind),
+        other => Err(LockError::InvalidArgument(format!(
+            "a {} is not a semaphore or read-write lock",
+            other.name()
+        ))),
+    }
+}
+
 fn unexpected(op: &str, value: &Value) -> LockError {
     LockError::StoreError(format!("redis engine: {op} got {value:?}"))
 }
@@ -267,5 +278,57 @@ impl LockStore for EngineStore {
         let subscriber = self.subscriber.as_ref()?;
         let channel = format!("{}:released", crate::lock_key(&self.key_prefix(), key));
         Some(subscriber.signal(channel))
+    }
+
+    async fn acquire_permit(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+    ) -> Result<Option<Grant>> {
+        let kind = permit_kind(kind)?;
+        match self.request(|e, now| e.acquire_permit(key, owner, ttl_ms, kind, now)).await? {
+            Value::Acquired(token) => Ok(token.map(Grant::with_fencing_token)),
+            other => Err(unexpected("acquire_permit", &other)),
+        }
+    }
+
+    async fn release_permit(&self, key: &str, owner: &str, kind: HoldKind) -> Result<bool> {
+        let kind = permit_kind(kind)?;
+        match self.request(|e, now| e.release_permit(key, owner, kind, now)).await? {
+            Value::Flag(flag) => Ok(flag),
+            other => Err(unexpected("release_permit", &other)),
+        }
+    }
+
+    async fn extend_permit(&self, key: &str, owner: &str, ttl_ms: u64, kind: HoldKind) -> Result<bool> {
+        let kind = permit_kind(kind)?;
+        match self.request(|e, now| e.extend_permit(key, owner, ttl_ms, kind, now)).await? {
+            Value::Flag(flag) => Ok(flag),
+            other => Err(unexpected("extend_permit", &other)),
+        }
+    }
+
+    async fn permit_count(&self, key: &str, kind: HoldKind) -> Result<u64> {
+        let kind = permit_kind(kind)?;
+        match self.request(|e, now| e.permit_count(key, kind, now)).await? {
+            Value::Count(count) => Ok(count),
+            other => Err(unexpected("permit_count", &other)),
+        }
+    }
+
+    async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
+        let kind = permit_kind(kind)?;
+        match self.request(|e, now| e.permit_remaining_time(key, owner, kind, now)).await? {
+            Value::Millis(ms) => Ok(ms),
+            other => Err(unexpected("permit_remaining_time", &other)),
+        }
+    }
+
+    fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
+        let subscriber = self.subscriber.as_ref()?;
+        let channel = format!("{}:released", crate::permit_key(&self.key_prefix(), key, kind));
+        Some(subscriber.signal_all(channel))
     }
 }

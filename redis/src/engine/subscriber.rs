@@ -6,7 +6,10 @@
 //! completes, so the waiter tries again with the subscription in place: a release
 //! before the confirmation is seen by that attempt, one after it by the listener.
 //! One subscription per channel, shared by the waiters on it; a release wakes one
-//! local waiter (the others stay asleep unless it fails and its retry goes on).
+//! local waiter (the others stay asleep unless it fails and its retry goes on). The
+//! channels of semaphores and read-write locks ([`signal_all`](Subscriber::signal_all))
+//! wake every local waiter instead: one release can admit several readers, and each
+//! waiter checks for itself.
 //! An uncontended acquire never polls its signal, so it sends no SUBSCRIBE.
 //!
 //! The host opens the subscriber socket when [`wants_connection`](Subscriber::wants_connection)
@@ -30,6 +33,8 @@ pub const IDLE_UNSUBSCRIBE_AFTER_MS: u64 = 1_000;
 
 struct Channel {
     waiters: usize,
+    /// A release wakes every waiter, not one.
+    wake_all: bool,
     released: Event,
     subscribed: bool,
     /// SUBSCRIBE sent on the current connection, not yet confirmed.
@@ -42,6 +47,7 @@ impl Channel {
     fn new() -> Self {
         Self {
             waiters: 0,
+            wake_all: false,
             released: Event::new(),
             subscribed: false,
             requested: false,
@@ -133,10 +139,22 @@ impl Subscriber {
     /// A future that completes when `channel` may carry a release (see the module docs).
     #[must_use]
     pub fn signal(&self, channel: String) -> BoxFuture<'static, ()> {
+        self.signal_with(channel, false)
+    }
+
+    /// [`signal`](Self::signal) on a channel where a release wakes every waiter: a
+    /// semaphore's or a read-write lock's.
+    #[must_use]
+    pub fn signal_all(&self, channel: String) -> BoxFuture<'static, ()> {
+        self.signal_with(channel, true)
+    }
+
+    fn signal_with(&self, channel: String, wake_all: bool) -> BoxFuture<'static, ()> {
         {
             let mut state = self.state();
             if let Some(entry) = state.channels.get_mut(&channel).filter(|c| c.subscribed) {
                 entry.waiters += 1;
+                entry.wake_all |= wake_all;
                 entry.idle_since_ms = None;
                 let listener = entry.released.listen();
                 drop(state);
@@ -153,6 +171,7 @@ impl Subscriber {
                 let mut state = subscriber.state();
                 let entry = state.channels.entry(channel.clone()).or_insert_with(Channel::new);
                 entry.waiters += 1;
+                entry.wake_all |= wake_all;
                 entry.idle_since_ms = None;
                 let confirmed = (!entry.subscribed).then(|| entry.confirmed.listen());
                 state.subscribe_wanted();
@@ -214,7 +233,8 @@ impl Subscriber {
         (state.connected && !state.output.is_empty()).then(|| std::mem::take(&mut state.output))
     }
 
-    /// Reads confirmations and messages; wakes one waiter per release.
+    /// Reads confirmations and messages; wakes one waiter per release (every waiter on
+    /// the channels of [`signal_all`](Self::signal_all)).
     ///
     /// # Errors
     /// Bytes that are not RESP, or an error reply (a refused AUTH): drop the connection.
@@ -263,7 +283,7 @@ impl Subscriber {
                 match (kind, channel) {
                     (b"message", Some(channel)) => {
                         if let Some(entry) = state.channels.get(channel.as_ref()) {
-                            entry.released.notify(1);
+                            entry.released.notify(if entry.wake_all { usize::MAX } else { 1 });
                         }
                     }
                     (b"subscribe", Some(channel)) => {
@@ -411,6 +431,20 @@ mod tests {
         let mut rest = if woken[0] { b } else { a };
         sub.feed(MESSAGE, 3).unwrap();
         assert!(poll(&mut rest).is_ready(), "the next release wakes the other");
+    }
+
+    #[test]
+    fn a_release_on_a_permit_channel_wakes_every_listener() {
+        let sub = Subscriber::new(100);
+        sub.connected(None, 0);
+        let mut first = sub.signal_all("k:r".into());
+        assert!(poll(&mut first).is_pending());
+        sub.feed(CONFIRM, 1).unwrap();
+        assert!(poll(&mut first).is_ready());
+        let mut waiting: Vec<_> = (0..3).map(|_| sub.signal_all("k:r".into())).collect();
+        assert!(waiting.iter_mut().all(|s| poll(s).is_pending()));
+        sub.feed(MESSAGE, 2).unwrap();
+        assert!(waiting.iter_mut().all(|s| poll(s).is_ready()), "one release wakes them all");
     }
 
     #[test]

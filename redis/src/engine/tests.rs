@@ -127,7 +127,8 @@ fn the_handshake_goes_first_and_settles_once() {
     );
     assert!(out.ends_with("*2\r\n$6\r\nEXISTS\r\n$5\r\np:{k}\r\n"), "{out}");
     let sha = format!("$40\r\n{}\r\n", ACQUIRE.sha());
-    let replies = format!("+OK\r\n+OK\r\n$22\r\nredis_version:7.0.15\r\n\r\n{sha}{sha}{sha}:0\r\n");
+    let shas = sha.repeat(scripts::ALL.len());
+    let replies = format!("+OK\r\n+OK\r\n$22\r\nredis_version:7.0.15\r\n\r\n{shas}:0\r\n");
     let done = feed(&mut e, replies.as_bytes());
     let got: Vec<_> = done.into_iter().map(|c| (c.id, c.result.unwrap())).collect();
     assert_eq!(got, vec![(hs, Value::Done), (user, Value::Flag(false))]);
@@ -137,17 +138,20 @@ fn the_handshake_goes_first_and_settles_once() {
 fn a_refused_login_or_an_old_server_fails_the_handshake_once() {
     let mut e = engine();
     e.handshake(&Handshake { auth: Some((None, "bad".into())), db: 0 }, 0);
-    let done = feed(
-        &mut e,
-        b"-WRONGPASS invalid username-password pair\r\n-NOAUTH x\r\n-NOAUTH x\r\n-NOAUTH x\r\n-NOAUTH x\r\n",
+    // AUTH, then INFO and every SCRIPT LOAD refused.
+    let replies = format!(
+        "-WRONGPASS invalid username-password pair\r\n{}",
+        "-NOAUTH x\r\n".repeat(1 + scripts::ALL.len())
     );
+    let done = feed(&mut e, replies.as_bytes());
     assert_eq!(done.len(), 1);
     assert!(done[0].result.as_ref().unwrap_err().to_string().contains("refused the credentials"));
     assert_eq!(e.pending(), 0);
 
     let mut e = engine();
     e.handshake(&Handshake::default(), 0);
-    let done = feed(&mut e, b"$21\r\nredis_version:6.2.1\r\n\r\n$1\r\nx\r\n$1\r\nx\r\n$1\r\nx\r\n");
+    let replies = format!("$21\r\nredis_version:6.2.1\r\n\r\n{}", "$1\r\nx\r\n".repeat(scripts::ALL.len()));
+    let done = feed(&mut e, replies.as_bytes());
     assert_eq!(done.len(), 1);
     assert!(done[0].result.as_ref().unwrap_err().to_string().contains("needs Redis 7.0"));
 }

@@ -1,0 +1,194 @@
+// A worker around the shipped Durable Object store (`locksmith/cloudflare`), for the
+// tests in js-tests/workerd-store.test.mjs. It exposes the store's methods over a
+// WebSocket, so a Node-side store object can run the conformance suite through them, and
+// runs scenarios with the package's wasm build inside workerd.
+import { InvalidArgumentError, Lock, readWriteLock, restoreLock, semaphore } from "locksmith";
+import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare";
+
+/** The shipped class, plus what the tests look at: its storage, and waits it served. */
+export class TestLockObject extends LockDurableObject {
+  /** Waits served, and how many of them are pending now. */
+  waits = 0;
+  pending = 0;
+
+  waitForRelease(...args) {
+    this.waits += 1;
+    const outcome = super.waitForRelease(...args);
+    if (!(outcome instanceof Promise)) return outcome;
+    this.pending += 1;
+    return outcome.finally(() => (this.pending -= 1));
+  }
+
+  /** Throws this instance away: the next call gets a new one, built from storage. */
+  restart() {
+    this.ctx.abort("restarting");
+  }
+
+  async inspect() {
+    const stored = Object.fromEntries(await this.ctx.storage.list());
+    return { stored: JSON.parse(JSON.stringify(stored, (_, v) => (v instanceof Map ? Object.fromEntries(v) : v))), alarm: await this.ctx.storage.getAlarm(), waits: this.waits, pending: this.pending };
+  }
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const errorOf = (err) => ({ error: { name: err?.name, code: err?.code, message: err?.message } });
+
+/**
+ * Serves one WebSocket: each message `{ id, method, args }` calls that store method and
+ * is answered `{ id, value }` or `{ id, error }`; `{ id, method: "onRelease", args: [key,
+ * kind] }` subscribes, answered `{ id, woken: true }` when the listener is called, until
+ * `{ id, method: "offRelease" }` unsubscribes. Every call runs in this one request.
+ */
+function serveStore(store) {
+  const [client, server] = Object.values(new WebSocketPair());
+  const subscriptions = new Map();
+  const send = (message) => server.send(JSON.stringify(message));
+  server.accept();
+  server.addEventListener("message", async (event) => {
+    const { id, method, args } = JSON.parse(event.data);
+    if (method === "onRelease") {
+      const [key, kind] = args;
+      subscriptions.set(id, store.onRelease(key, () => send({ id, woken: true }), kind ?? undefined));
+      return;
+    }
+    if (method === "offRelease") {
+      subscriptions.get(id)?.();
+      subscriptions.delete(id);
+      return;
+    }
+    try {
+      send({ id, value: await store[method](...args) });
+    } catch (err) {
+      send({ id, ...errorOf(err) });
+    }
+  });
+  server.addEventListener("close", () => {
+    for (const unsubscribe of subscriptions.values()) unsubscribe();
+    server.close();
+  });
+  return new Response(null, { status: 101, webSocket: client });
+}
+
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    const q = (name, fallback) => url.searchParams.get(name) ?? fallback;
+    const store = new DurableObjectLockStore(env.LOCKS);
+    const body = request.method === "POST" ? await request.json() : {};
+    try {
+      switch (url.pathname) {
+        case "/store":
+          return serveStore(store);
+        case "/restart":
+          return Response.json(
+            await env.LOCKS.get(env.LOCKS.idFromName(q("key")))
+              .restart()
+              .then(() => ({ restarted: false }), () => ({ restarted: true })),
+          );
+        // A cancel that overtakes its wait: the wait, arriving later, ends at once.
+        case "/cancel-first": {
+          const object = () => env.LOCKS.get(env.LOCKS.idFromName(q("key")));
+          const id = crypto.randomUUID();
+          const pending = await object().cancelWait(id);
+          return Response.json({ pending, outcome: await object().waitForRelease(id, "lock") });
+        }
+        case "/inspect":
+          return Response.json(await env.LOCKS.get(env.LOCKS.idFromName(q("key"))).inspect());
+        case "/options":
+          return Response.json(
+            (() => {
+              try {
+                const made = new DurableObjectLockStore(body.namespace === null ? null : env.LOCKS, body.options);
+                return { ok: true, onRelease: typeof made.onRelease, operationTimeoutMs: made.operationTimeoutMs ?? null };
+              } catch (err) {
+                return { ...errorOf(err), isLocksmiths: err instanceof InvalidArgumentError };
+              }
+            })(),
+          );
+        // A lock taken here and kept: its serialized form, to release from another request.
+        case "/hold": {
+          const l = new Lock(q("key"), Number(q("ttl", 10_000)), store);
+          const taken = await l.acquire();
+          return Response.json({ taken, token: l.fencingToken, serialized: taken ? l.serialize() : null });
+        }
+        case "/release":
+          return Response.json({ released: await restoreLock(q("lock"), store).release() });
+        // A waiter: acquire with a timeout; how long it took, by the worker's clock.
+        case "/wait": {
+          const l = q("kind") === "write" ? readWriteLock(q("key"), 5_000, store).writeLock() : new Lock(q("key"), 5_000, store);
+          const start = Date.now();
+          const acquired = await l.acquire({ timeout: Number(q("timeout")), retryDelay: Number(q("retryDelay")) });
+          const waitedMs = Date.now() - start;
+          const token = l.fencingToken;
+          if (acquired) await l.release();
+          return Response.json({ acquired, waitedMs, token });
+        }
+        // Fencing tokens of consecutive holds of a lock, a semaphore and a read-write lock.
+        case "/fencing": {
+          const tokens = [];
+          for (let i = 0; i < 3; i++) {
+            const l = new Lock(q("key"), 5_000, store);
+            await l.acquire();
+            tokens.push(l.fencingToken);
+            await l.release();
+          }
+          const s = semaphore(q("key"), 2, 5_000, store);
+          await s.acquire();
+          tokens.push(s.fencingToken);
+          await s.release();
+          const w = readWriteLock(q("key"), 5_000, store).writeLock();
+          await w.acquire();
+          tokens.push(w.fencingToken);
+          await w.release();
+          return Response.json({ tokens });
+        }
+        // Eight contenders on a semaphore of three, each inside for a moment.
+        case "/semaphore": {
+          let inside = 0;
+          let most = 0;
+          const outcomes = await Promise.all(
+            Array.from({ length: 8 }, () =>
+              semaphore(q("key"), 3, 5_000, store).run(
+                async (permit) => {
+                  inside += 1;
+                  most = Math.max(most, inside);
+                  const count = await permit.count();
+                  await sleep(60);
+                  inside -= 1;
+                  return count;
+                },
+                { timeout: 5_000, retryDelay: 2_000 },
+              ),
+            ),
+          );
+          return Response.json({ ran: outcomes.filter(([ran]) => ran).length, most, counts: outcomes.map(([, c]) => c) });
+        }
+        // Readers share; a waiting writer keeps new readers out and gets in when they go.
+        case "/readers-writer": {
+          const rw = () => readWriteLock(q("key"), 5_000, store);
+          const readers = [rw().readLock(), rw().readLock()];
+          const steps = {};
+          steps.readersIn = await Promise.all(readers.map((r) => r.acquire()));
+          steps.readCount = await readers[0].count();
+          const writer = rw().writeLock();
+          const start = Date.now();
+          const writing = writer.acquire({ timeout: 3_000, retryDelay: 2_000 });
+          await sleep(100);
+          steps.lateReaderIn = await rw().readLock().acquire();
+          await Promise.all(readers.map((r) => r.release()));
+          steps.writerIn = await writing;
+          steps.writerWaitedMs = Date.now() - start;
+          steps.readerWhileWriting = await rw().readLock().acquire();
+          steps.writeCount = await writer.count();
+          await writer.release();
+          steps.readerAfter = await rw().readLock().acquire();
+          return Response.json(steps);
+        }
+        default:
+          return new Response("not found", { status: 404 });
+      }
+    } catch (err) {
+      return Response.json(errorOf(err));
+    }
+  },
+};

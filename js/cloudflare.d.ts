@@ -1,0 +1,72 @@
+// locksmith/cloudflare: locks in Durable Objects, for Cloudflare Workers.
+import type { LockStore } from "./index.js";
+
+/**
+ * The Durable Object class that holds the locks of one key: its plain lock, semaphore
+ * and read-write lock, with fencing tokens, expiry by alarm, and waiters that wait inside
+ * it. Re-export it from your worker's main module and bind it (`durable_objects.bindings`
+ * with `class_name = "LockDurableObject"`, and a migration that adds the class).
+ * Its methods are called by `DurableObjectLockStore` over Durable Object RPC.
+ */
+export declare class LockDurableObject {
+  constructor(ctx: unknown, env: unknown);
+  /** The object's `DurableObjectState` (typed in `@cloudflare/workers-types`). */
+  protected ctx: any;
+  /** The worker's bindings. */
+  protected env: any;
+  acquire(owner: string, ttlMs: number): number | false;
+  release(owner: string): boolean;
+  extend(owner: string, ttlMs: number): boolean;
+  isLocked(): boolean;
+  isHeldBy(owner: string): boolean;
+  remainingTime(): number | null;
+  acquirePermit(owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number): number | false;
+  releasePermit(owner: string, kind: "semaphore" | "read" | "write"): boolean;
+  extendPermit(owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): boolean;
+  countPermits(kind: "semaphore" | "read" | "write"): number;
+  permitRemainingTime(owner: string, kind: "semaphore" | "read" | "write"): number | null;
+  /** Pending until the key may have been freed (or `cancelWait(id)`, or at most 10 s). */
+  waitForRelease(id: string, kind: "lock" | "semaphore" | "read" | "write", capMs?: number): "free" | "released" | "cancelled" | "cap" | Promise<"released" | "cancelled" | "cap">;
+  cancelWait(id: string): boolean;
+  alarm(): Promise<void>;
+}
+
+/** The parts of a Durable Object namespace binding (`env.LOCKS`) the store uses. */
+export interface LockDurableObjectNamespace {
+  idFromName(name: string): unknown;
+  get(id: any, options?: { locationHint?: string }): any;
+}
+
+/** Options of `new DurableObjectLockStore(namespace, options)`. */
+export interface DurableObjectLockStoreOptions {
+  /** A store call that has not settled by then fails with StoreUnavailableError. Default 10 000. */
+  operationTimeoutMs?: number;
+  /** Where new objects are created, e.g. `"weur"` (Cloudflare's location hints). */
+  locationHint?: string;
+  /** Wake waiters from inside the object on release and expiry. Default true; false: they retry at their retryDelay only. */
+  notifyReleases?: boolean;
+}
+
+/**
+ * A `LockStore` over a namespace bound to `LockDurableObject`: one object per key.
+ * Acquires resolve to the hold's fencing token; it has the permit methods (semaphores and
+ * read-write locks) and `onRelease`. Throws InvalidArgumentError for a value that is not
+ * a namespace, or an unknown or bad option.
+ */
+export declare class DurableObjectLockStore implements LockStore {
+  constructor(namespace: LockDurableObjectNamespace, options?: DurableObjectLockStoreOptions);
+  readonly operationTimeoutMs?: number;
+  acquire(key: string, owner: string, ttlMs: number): Promise<number | false>;
+  release(key: string, owner: string): Promise<boolean>;
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  isLocked(key: string): Promise<boolean>;
+  isHeldBy(key: string, owner: string): Promise<boolean>;
+  remainingTime(key: string): Promise<number | null>;
+  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number): Promise<number | false>;
+  releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;
+  extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
+  countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;
+  permitRemainingTime(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<number | null>;
+  /** Calls `listener` when `key` may have been freed; returns the unsubscribe function. */
+  onRelease?(key: string, listener: () => void, kind?: "semaphore" | "read" | "write"): () => void;
+}

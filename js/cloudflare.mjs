@@ -1,0 +1,544 @@
+// locksmith on Cloudflare Workers: a Durable Object per lock name, and the store that
+// talks to it over Durable Object RPC. Import it from a worker (`locksmith/cloudflare`);
+// re-export `LockDurableObject` from the worker's main module and bind it.
+//
+// Each object owns one key: its plain lock, its semaphore and its read-write lock. A
+// Durable Object handles one event at a time and every method below works on state it
+// keeps in memory, so each operation is atomic; its writes are in storage before the
+// caller sees the answer (the object's output gate), so a restarted object reloads
+// exactly what it answered. Expiry is by the object's clock (`Date.now()`), to the
+// millisecond; an alarm at the next expiry clears expired holds and wakes waiters.
+import { DurableObject } from "cloudflare:workers";
+
+import { InvalidArgumentError, checkOptionKeys } from "./api.mjs";
+
+// How long a waiter's call may stay pending in the object before it returns anyway
+// (locksmith then tries again and waits anew). Bounds a call whose caller went away.
+const WAIT_CAP_MS = 10_000;
+// Storage keys.
+const LOCK = "lock";
+const SEMAPHORE = "semaphore";
+const RW = "rw";
+const FENCE = "fence";
+
+/** The set of holders a permit kind belongs to. */
+function groupOf(kind) {
+  if (kind === "semaphore") return SEMAPHORE;
+  if (kind === "read" || kind === "write") return RW;
+  return LOCK;
+}
+
+/** The set of holders of a permit kind; anything else is refused. */
+function permitGroup(kind) {
+  if (kind === "semaphore" || kind === "read" || kind === "write") return groupOf(kind);
+  throw new TypeError(`locksmith: a permit kind is "semaphore", "read" or "write"; got ${JSON.stringify(kind)}`);
+}
+
+/**
+ * Refuses what would corrupt a hold: its methods are public over RPC, and a hold with a
+ * TTL that is not a positive number would never expire.
+ */
+function checkHold(owner, ttlMs) {
+  if (typeof owner !== "string") throw new TypeError("locksmith: owner must be a string");
+  if (ttlMs !== undefined && !(typeof ttlMs === "number" && ttlMs > 0 && Number.isFinite(ttlMs))) {
+    throw new TypeError("locksmith: ttlMs must be a positive number of milliseconds");
+  }
+}
+
+/** Milliseconds left until `at`, or null once it has passed. */
+const left = (at, now) => (at > now ? Math.ceil(at - now) : null);
+
+/**
+ * The Durable Object class that holds the locks of one key. Export it from your worker
+ * and bind it (see the README); `DurableObjectLockStore` calls it.
+ */
+export class LockDurableObject extends DurableObject {
+  /** The plain lock: `{ owner, expiresAt, token }`, or undefined. */
+  #lock;
+  /** The semaphore: `{ holders: Map<owner, { expiresAt, token }>, limit }`, or undefined. */
+  #semaphore;
+  /** The read-write lock: `{ holders: Map<owner, { expiresAt, token, writer }>, claim }`, or undefined. */
+  #rw;
+  /** The last fencing token handed out. Only grows; outlives every hold. */
+  #fence = 0;
+  /** When the alarm is set for, or null. */
+  #alarmAt = null;
+  /** Pending waits: id → { group, resolve, timer }. */
+  #waiters = new Map();
+  /**
+   * Ids cancelled before their wait arrived (the two calls travel on different stubs, so
+   * they may cross), with when: a late wait for one of them ends at once.
+   */
+  #cancelledEarly = new Map();
+
+  constructor(ctx, env) {
+    super(ctx, env);
+    ctx.blockConcurrencyWhile(async () => {
+      const saved = await ctx.storage.get([LOCK, SEMAPHORE, RW, FENCE]);
+      this.#lock = saved.get(LOCK);
+      this.#semaphore = saved.get(SEMAPHORE);
+      this.#rw = saved.get(RW);
+      this.#fence = saved.get(FENCE) ?? 0;
+      this.#alarmAt = await ctx.storage.getAlarm();
+    });
+  }
+
+  // -------------------------------------------------------------------------------
+  // The plain lock
+
+  /** Takes the lock if it is free: the new hold's fencing token, or false. */
+  acquire(owner, ttlMs) {
+    checkHold(owner, ttlMs);
+    const now = this.#expire();
+    if (this.#lock) return false;
+    const token = this.#nextToken();
+    this.#lock = { owner, expiresAt: now + ttlMs, token };
+    this.#save(LOCK);
+    return token;
+  }
+
+  /** Frees the lock if `owner` holds it. */
+  release(owner) {
+    this.#expire();
+    if (this.#lock?.owner !== owner) return false;
+    this.#lock = undefined;
+    this.#save(LOCK);
+    this.#wake(LOCK);
+    return true;
+  }
+
+  /** Moves the expiry of `owner`'s hold to `ttlMs` from now. */
+  extend(owner, ttlMs) {
+    checkHold(owner, ttlMs);
+    const now = this.#expire();
+    if (this.#lock?.owner !== owner) return false;
+    this.#lock.expiresAt = now + ttlMs;
+    this.#save(LOCK);
+    return true;
+  }
+
+  isLocked() {
+    this.#expire();
+    return this.#lock !== undefined;
+  }
+
+  isHeldBy(owner) {
+    this.#expire();
+    return this.#lock?.owner === owner;
+  }
+
+  remainingTime() {
+    const now = this.#expire();
+    return this.#lock ? left(this.#lock.expiresAt, now) : null;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Semaphores and read-write locks
+
+  /**
+   * Admits `owner`: "semaphore" while fewer than `limit` hold; "read" while no writer
+   * holds or waits; "write" while nobody holds and no other writer waits. A refused
+   * writer leaves a claim that keeps new readers out until it gets in, releases, or the
+   * claim expires `ttlMs` from now. The hold's fencing token, or false.
+   */
+  acquirePermit(owner, ttlMs, kind, limit) {
+    const group = permitGroup(kind);
+    checkHold(owner, ttlMs);
+    if (kind === "semaphore" && !(Number.isSafeInteger(limit) && limit > 0)) {
+      throw new TypeError("locksmith: a semaphore's limit must be a positive whole number");
+    }
+    const now = this.#expire();
+    const set = this.#setOf(group);
+    if (set.holders.has(owner)) return false;
+    let admitted;
+    if (kind === "semaphore") {
+      if (set.limit !== undefined && set.limit !== limit && set.holders.size > 0) {
+        throw new RangeError(
+          `locksmith: the semaphore is held with limit ${set.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+        );
+      }
+      admitted = set.holders.size < limit;
+    } else {
+      const claim = set.claim;
+      if (kind === "read") {
+        admitted = !claim && ![...set.holders.values()].some((h) => h.writer);
+      } else {
+        admitted = set.holders.size === 0 && (!claim || claim.owner === owner);
+        if (!admitted && (!claim || claim.owner === owner)) {
+          set.claim = { owner, until: now + ttlMs };
+          this.#save(group);
+        }
+      }
+    }
+    if (!admitted) return false;
+    if (kind === "write") set.claim = undefined;
+    if (kind === "semaphore") set.limit = limit;
+    const token = this.#nextToken();
+    set.holders.set(owner, { expiresAt: now + ttlMs, token, writer: kind === "write" });
+    this.#save(group);
+    return token;
+  }
+
+  /** Drops `owner`'s hold (and a writer's claim): whether it held. */
+  releasePermit(owner, kind) {
+    const group = permitGroup(kind);
+    this.#expire();
+    const set = this.#stored(group);
+    if (!set) return false;
+    let changed = false;
+    if (set.claim?.owner === owner) {
+      set.claim = undefined;
+      changed = true;
+    }
+    const held = set.holders.delete(owner);
+    if (held || changed) {
+      this.#save(group);
+      this.#wake(group);
+    }
+    return held;
+  }
+
+  /** Moves the expiry of `owner`'s live hold to `ttlMs` from now. */
+  extendPermit(owner, ttlMs, kind) {
+    checkHold(owner, ttlMs);
+    const group = permitGroup(kind);
+    const now = this.#expire();
+    const hold = this.#stored(group)?.holders.get(owner);
+    if (!hold) return false;
+    hold.expiresAt = now + ttlMs;
+    this.#save(group);
+    return true;
+  }
+
+  /** How many live holds the semaphore (or the read-write lock) has. */
+  countPermits(kind) {
+    const group = permitGroup(kind);
+    this.#expire();
+    return this.#stored(group)?.holders.size ?? 0;
+  }
+
+  permitRemainingTime(owner, kind) {
+    const group = permitGroup(kind);
+    const now = this.#expire();
+    const hold = this.#stored(group)?.holders.get(owner);
+    return hold ? left(hold.expiresAt, now) : null;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Waiting inside the object
+
+  /**
+   * Stays pending until the lock (or semaphore, or read-write lock) of this key may
+   * have been freed: a release, an expiry, a writer's claim dropped. Returns "free" at
+   * once when it looks free now, "released" on a release or expiry, "cancelled" after
+   * `cancelWait(id)`, and "cap" after `capMs` (at most ten seconds) with nothing.
+   */
+  waitForRelease(id, kind, capMs = WAIT_CAP_MS) {
+    this.#expire();
+    this.#forgetOldCancels();
+    if (this.#cancelledEarly.delete(id)) return "cancelled";
+    const group = groupOf(kind);
+    if (this.#looksFree(kind)) return "free";
+    this.#endWait(id, "cancelled");
+    return new Promise((resolve) => {
+      const ms = Math.min(Math.max(Number(capMs) || 0, 0), WAIT_CAP_MS);
+      const timer = setTimeout(() => this.#endWait(id, "cap"), ms);
+      this.#waiters.set(id, { group, resolve, timer });
+    });
+  }
+
+  /** Ends the wait `id` with "cancelled" (or ends it at once if it arrives later). Whether it was pending. */
+  cancelWait(id) {
+    if (this.#endWait(id, "cancelled")) return true;
+    this.#forgetOldCancels();
+    this.#cancelledEarly.set(id, Date.now());
+    return false;
+  }
+
+  /** The alarm: clears expired holds (waking their waiters) and sets the next alarm. */
+  async alarm() {
+    this.#alarmAt = null;
+    this.#expire();
+    this.#schedule();
+  }
+
+  // -------------------------------------------------------------------------------
+  // Internals
+
+  #nextToken() {
+    this.#fence += 1;
+    this.ctx.storage.put(FENCE, this.#fence);
+    return this.#fence;
+  }
+
+  #stored(group) {
+    if (group === LOCK) return undefined;
+    return group === SEMAPHORE ? this.#semaphore : this.#rw;
+  }
+
+  #setOf(group) {
+    let set = this.#stored(group);
+    if (!set) {
+      set = { holders: new Map(), claim: undefined, limit: undefined };
+      if (group === SEMAPHORE) this.#semaphore = set;
+      else this.#rw = set;
+    }
+    return set;
+  }
+
+  #looksFree(kind) {
+    const group = groupOf(kind);
+    if (group === LOCK) return this.#lock === undefined;
+    const set = this.#stored(group);
+    if (!set) return true;
+    if (kind === "semaphore") return set.limit === undefined || set.holders.size < set.limit;
+    if (kind === "read") return !set.claim && ![...set.holders.values()].some((h) => h.writer);
+    // A writer's claim (maybe this waiter's own) is waited out, never answered at once:
+    // a claim left by a writer that went away would otherwise make every wait return.
+    return set.holders.size === 0 && !set.claim;
+  }
+
+  /** Drops every expired hold and claim, waking their waiters. Returns now. */
+  #expire() {
+    const now = Date.now();
+    if (this.#lock && this.#lock.expiresAt <= now) {
+      this.#lock = undefined;
+      this.#save(LOCK);
+      this.#wake(LOCK);
+    }
+    for (const group of [SEMAPHORE, RW]) {
+      const set = this.#stored(group);
+      if (!set) continue;
+      let changed = false;
+      for (const [owner, hold] of set.holders) {
+        if (hold.expiresAt <= now) {
+          set.holders.delete(owner);
+          changed = true;
+        }
+      }
+      if (set.claim && set.claim.until <= now) {
+        set.claim = undefined;
+        changed = true;
+      }
+      if (changed) {
+        this.#save(group);
+        this.#wake(group);
+      }
+    }
+    return now;
+  }
+
+  /** Writes one group's state (deleting it when empty) and moves the alarm. */
+  #save(group) {
+    const { storage } = this.ctx;
+    if (group === LOCK) {
+      if (this.#lock) storage.put(LOCK, this.#lock);
+      else storage.delete(LOCK);
+    } else {
+      const set = this.#stored(group);
+      if (set && (set.holders.size > 0 || set.claim)) {
+        storage.put(group, set);
+      } else {
+        if (group === SEMAPHORE) this.#semaphore = undefined;
+        else this.#rw = undefined;
+        storage.delete(group);
+      }
+    }
+    this.#schedule();
+  }
+
+  /** Sets the alarm to the next expiry, or deletes it when nothing can expire. */
+  #schedule() {
+    let next = this.#lock?.expiresAt ?? Infinity;
+    for (const set of [this.#semaphore, this.#rw]) {
+      if (!set) continue;
+      for (const hold of set.holders.values()) next = Math.min(next, hold.expiresAt);
+      if (set.claim) next = Math.min(next, set.claim.until);
+    }
+    const at = next === Infinity ? null : next;
+    if (at === this.#alarmAt) return;
+    this.#alarmAt = at;
+    if (at === null) this.ctx.storage.deleteAlarm();
+    else this.ctx.storage.setAlarm(at);
+  }
+
+  #wake(group) {
+    for (const [id, waiter] of this.#waiters) {
+      if (waiter.group === group) this.#endWait(id, "released");
+    }
+  }
+
+  /** A wait arrives within the cap of its cancel or not at all; older ids are dropped. */
+  #forgetOldCancels() {
+    const old = Date.now() - WAIT_CAP_MS;
+    for (const [id, at] of this.#cancelledEarly) {
+      if (at > old) break;
+      this.#cancelledEarly.delete(id);
+    }
+  }
+
+  #endWait(id, outcome) {
+    const waiter = this.#waiters.get(id);
+    if (!waiter) return false;
+    this.#waiters.delete(id);
+    clearTimeout(waiter.timer);
+    waiter.resolve(outcome);
+    return true;
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// The store
+
+const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];
+
+const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
+
+/**
+ * A locksmith `LockStore` over a namespace of `LockDurableObject`s: one object per
+ * key (`idFromName(key)`), reached over Durable Object RPC. Fencing tokens, semaphores
+ * and read-write locks, and waiters woken from inside the object on release or expiry.
+ */
+export class DurableObjectLockStore {
+  #namespace;
+  #locationHint;
+  /** Waits whose listener left in this turn, kept for a waiter that asks again at once. */
+  #spare = new Map();
+
+  constructor(namespace, options = {}) {
+    if (namespace === null || typeof namespace !== "object" || typeof namespace.idFromName !== "function" || typeof namespace.get !== "function") {
+      throw invalid("DurableObjectLockStore needs a Durable Object namespace binding (env.LOCKS, with idFromName and get)");
+    }
+    if (options === null || typeof options !== "object" || Array.isArray(options)) {
+      throw invalid("DurableObjectLockStore options must be an object");
+    }
+    checkOptionKeys(options, OPTIONS, "DurableObjectLockStore");
+    const { operationTimeoutMs, locationHint, notifyReleases = true } = options;
+    if (operationTimeoutMs !== undefined) {
+      if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0)) {
+        throw invalid(`operationTimeoutMs must be a positive number of milliseconds; got ${String(operationTimeoutMs)}`);
+      }
+      this.operationTimeoutMs = operationTimeoutMs;
+    }
+    if (locationHint !== undefined && typeof locationHint !== "string") {
+      throw invalid("locationHint must be a string such as \"weur\"");
+    }
+    if (typeof notifyReleases !== "boolean") throw invalid("notifyReleases must be true or false");
+    this.#namespace = namespace;
+    this.#locationHint = locationHint;
+    // Without wake-ups waiters only retry at their retryDelay.
+    if (!notifyReleases) this.onRelease = undefined;
+  }
+
+  /** The stub of the object that owns `key`. A stub serves one request, so one per call. */
+  #object(key) {
+    const ns = this.#namespace;
+    const id = ns.idFromName(key);
+    return this.#locationHint === undefined ? ns.get(id) : ns.get(id, { locationHint: this.#locationHint });
+  }
+
+  async acquire(key, owner, ttlMs) {
+    return await this.#object(key).acquire(owner, ttlMs);
+  }
+
+  async release(key, owner) {
+    return await this.#object(key).release(owner);
+  }
+
+  async extend(key, owner, ttlMs) {
+    return await this.#object(key).extend(owner, ttlMs);
+  }
+
+  async isLocked(key) {
+    return await this.#object(key).isLocked();
+  }
+
+  async isHeldBy(key, owner) {
+    return await this.#object(key).isHeldBy(owner);
+  }
+
+  async remainingTime(key) {
+    return await this.#object(key).remainingTime();
+  }
+
+  async acquirePermit(key, owner, ttlMs, kind, limit) {
+    return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit);
+  }
+
+  async releasePermit(key, owner, kind) {
+    return await this.#object(key).releasePermit(owner, kind);
+  }
+
+  async extendPermit(key, owner, ttlMs, kind) {
+    return await this.#object(key).extendPermit(owner, ttlMs, kind);
+  }
+
+  async countPermits(key, kind) {
+    return await this.#object(key).countPermits(kind);
+  }
+
+  async permitRemainingTime(key, owner, kind) {
+    return await this.#object(key).permitRemainingTime(owner, kind);
+  }
+
+  /**
+   * Calls `listener` when `key` may have been freed, from a call that waits inside the
+   * object. The returned function unsubscribes; a waiter that unsubscribes and
+   * subscribes again in the same turn (a retry) keeps the call already waiting.
+   */
+  onRelease(key, listener, kind) {
+    const name = `${kind ?? "lock"}\u0000${key}`;
+    let wait = this.#spare.get(name);
+    this.#spare.delete(name);
+    if (!wait || wait.done) {
+      try {
+        wait = this.#startWait(key, kind);
+      } catch {
+        return () => {};
+      }
+    }
+    const subscription = { listener };
+    wait.subscription = subscription;
+    return () => {
+      if (wait.subscription !== subscription) return;
+      wait.subscription = undefined;
+      if (wait.done || this.#spare.has(name)) return this.#cancel(key, wait);
+      this.#spare.set(name, wait);
+      queueMicrotask(() => {
+        if (this.#spare.get(name) !== wait) return;
+        this.#spare.delete(name);
+        this.#cancel(key, wait);
+      });
+    };
+  }
+
+  #startWait(key, kind) {
+    const wait = { id: crypto.randomUUID(), subscription: undefined, done: false };
+    Promise.resolve(this.#object(key).waitForRelease(wait.id, kind ?? "lock")).then(
+      (outcome) => {
+        wait.done = true;
+        if (outcome === "cancelled") return;
+        try {
+          wait.subscription?.listener();
+        } catch {
+          // A listener must not throw; one that does only loses this wake-up.
+        }
+      },
+      () => {
+        // The object could not be reached: the waiter's retries will say so.
+        wait.done = true;
+      },
+    );
+    return wait;
+  }
+
+  #cancel(key, wait) {
+    if (wait.done) return;
+    wait.done = true;
+    try {
+      Promise.resolve(this.#object(key).cancelWait(wait.id)).catch(() => {});
+    } catch {
+      // A cancel that cannot be sent ends at the object's cap.
+    }
+  }
+}

@@ -1,0 +1,718 @@
+"use strict";
+// PostgresLockStore: locks in a PostgreSQL table, through the `pg` package (an optional
+// peer dependency, loaded only by `connect()`). Expiry is the database server's clock;
+// fencing tokens come from a sequence; releases are announced with NOTIFY and heard on
+// one LISTEN connection per store, so waiters wake at once instead of polling.
+
+const {
+  InvalidArgumentError,
+  LockStoreError,
+  StoreClosedError,
+  StoreUnavailableError,
+  checkOptionKeys,
+  typeName,
+} = require("./gen/api.cjs");
+
+const OPTIONS = ["table", "operationTimeoutMs", "listen", "createTable"];
+const DEFAULT_TABLE = "locksmith_locks";
+const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
+const MAX_MS = 2_147_483_647;
+// A table name, optionally schema-qualified: plain identifiers (quoted when used, so
+// their case is kept). The name is short enough for the names derived from it.
+const TABLE_NAME = /^(?:([A-Za-z_][A-Za-z0-9_]{0,62})\.)?([A-Za-z_][A-Za-z0-9_]{0,39})$/;
+// Opportunistic cleanup of expired rows: at most this often per store, this many rows.
+const SWEEP_INTERVAL_MS = 5_000;
+const SWEEP_ROWS = 500;
+// The LISTEN connection: reconnect backoff, and how often it is checked.
+const LISTEN_RETRY_MIN_MS = 100;
+const LISTEN_RETRY_MAX_MS = 2_000;
+const LISTEN_CHECK_MS = 5_000;
+
+const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
+const quote = (identifier) => `"${identifier}"`;
+const noop = () => {};
+// Pooled connections inside a transaction of ours: one that fails there is destroyed
+// (which rolls the transaction back) rather than returned to the pool.
+const inTransaction = new WeakSet();
+
+// The milliseconds of `$n` from now, on the server's clock.
+const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisecond'`;
+
+function parseOptions(options) {
+  if (options === undefined) options = {};
+  if (options === null || typeof options !== "object" || Array.isArray(options)) {
+    throw invalid(`PostgresLockStore options must be an object; got ${typeName(options)}`);
+  }
+  checkOptionKeys(options, OPTIONS, "PostgresLockStore");
+  const table = options.table ?? DEFAULT_TABLE;
+  if (typeof table !== "string" || !TABLE_NAME.test(table)) {
+    throw invalid(
+      `table must be a table name (letters, digits and _, at most 40 characters, optionally after "schema."); got ${
+        typeof table === "string" ? JSON.stringify(table) : typeName(table)
+      }`,
+    );
+  }
+  const operationTimeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
+  if (typeof operationTimeoutMs !== "number" || !Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > MAX_MS) {
+    throw invalid(`operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`);
+  }
+  for (const name of ["listen", "createTable"]) {
+    if (options[name] !== undefined && typeof options[name] !== "boolean") {
+      throw invalid(`${name} must be a boolean; got ${typeName(options[name])}`);
+    }
+  }
+  const [, schema, name] = TABLE_NAME.exec(table);
+  return { table, schema, name, operationTimeoutMs, listen: options.listen ?? true, createTable: options.createTable ?? true };
+}
+
+/** A failure of PostgreSQL, typed: unreachable or overloaded is STORE_UNAVAILABLE, a refusal STORE_ERROR. */
+function storeError(err) {
+  if (err instanceof StoreUnavailableError || err instanceof LockStoreError || err instanceof StoreClosedError) return err;
+  const code = typeof err?.code === "string" ? err.code : "";
+  const message = `locksmith: PostgreSQL: ${err?.message ?? String(err)}`;
+  // SQLSTATE classes 08 (connection), 53 (resources), 57 (operator intervention: shutdown,
+  // cannot connect now), 40 (serialization, deadlock); and errors without a SQLSTATE
+  // (the socket's, pg's own).
+  const unavailable = !/^[0-9A-Z]{5}$/.test(code) || /^(08|53|57|40)/.test(code);
+  const error = unavailable ? new StoreUnavailableError(message) : new LockStoreError(message);
+  error.cause = err;
+  return error;
+}
+
+/** Whether `token`, a bigint as pg returns it, is a fencing token JS can carry. */
+function toToken(value) {
+  const token = Number(value);
+  if (!Number.isSafeInteger(token) || token < 1) {
+    throw new LockStoreError(`locksmith: PostgreSQL: the fencing sequence gave ${value}, not a positive safe integer`);
+  }
+  return token;
+}
+
+function checkKind(kind) {
+  if (kind !== "semaphore" && kind !== "read" && kind !== "write") {
+    throw invalid(`kind must be "semaphore", "read" or "write"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
+  }
+  return kind === "semaphore" ? "semaphore" : "rw";
+}
+
+class PostgresLockStore {
+  #pool;
+  #ownsPool;
+  #options;
+  #sql;
+  #schemaReady;
+  #closed = false;
+  #closing;
+  #lastSweep = 0;
+  #sweeping;
+  // LISTEN: listeners by `tag:key`, the connection, its state.
+  #listeners = new Map();
+  #listenClient;
+  #listenStarted = false;
+  #listenRetryMs = LISTEN_RETRY_MIN_MS;
+  #listenTimer;
+  #checkTimer;
+
+  /**
+   * Connects with a pool of its own: `urlOrConfig` is a `postgres://` URL or a `pg`
+   * pool configuration. Creates the table if it is missing; `close()` ends the pool.
+   */
+  static async connect(urlOrConfig, options) {
+    const parsed = parseOptions(options);
+    let config;
+    if (typeof urlOrConfig === "string") config = { connectionString: urlOrConfig };
+    else if (urlOrConfig !== null && typeof urlOrConfig === "object" && !Array.isArray(urlOrConfig)) config = { ...urlOrConfig };
+    else throw invalid(`PostgresLockStore.connect() takes a postgres:// URL or a pg configuration object; got ${typeName(urlOrConfig)}`);
+    config.connectionTimeoutMillis ??= parsed.operationTimeoutMs;
+    config.keepAlive ??= true;
+    let pg;
+    try {
+      pg = require("pg");
+    } catch (err) {
+      const error = new LockStoreError("locksmith: PostgresLockStore.connect() needs the `pg` package: npm install pg");
+      error.cause = err;
+      throw error;
+    }
+    const pool = new pg.Pool(config);
+    // An idle connection that the server closes is dropped by the pool; without a
+    // listener its error would be an uncaught exception.
+    pool.on("error", noop);
+    const store = new PostgresLockStore(pool, options);
+    store.#ownsPool = true;
+    try {
+      await store.#run("connect", noop);
+    } catch (err) {
+      await store.close().catch(noop);
+      throw err;
+    }
+    await store.#listenReady();
+    return store;
+  }
+
+  /**
+   * A store over `pool`, a `pg.Pool` of yours (`close()` leaves it open). The table is
+   * created, if missing, by the first call.
+   */
+  constructor(pool, options) {
+    if (pool === null || typeof pool !== "object" || typeof pool.connect !== "function" || typeof pool.query !== "function") {
+      throw invalid(`new PostgresLockStore(pool) takes a pg.Pool; got ${typeName(pool)}`);
+    }
+    this.#options = parseOptions(options);
+    this.#pool = pool;
+    this.#ownsPool = false;
+    const { schema, name } = this.#options;
+    const qualify = (n) => (schema ? `${quote(schema)}.${quote(n)}` : quote(n));
+    this.#sql = {
+      locks: qualify(name),
+      permits: qualify(`${name}_permits`),
+      sequence: qualify(`${name}_fencing`),
+      // to_regclass() takes the name as text, quoted as in SQL.
+      regclasses: [qualify(name), qualify(`${name}_permits`), qualify(`${name}_fencing`)],
+      channel: name,
+      lockspace: `locksmith:${this.#options.table}`,
+    };
+  }
+
+  /** The table's name, as given (schema-qualified or not). */
+  get table() {
+    return this.#options.table;
+  }
+
+  /** Milliseconds after which a call fails with STORE_UNAVAILABLE. */
+  get operationTimeoutMs() {
+    return this.#options.operationTimeoutMs;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Running queries
+
+  /**
+   * Runs `fn(client)` on a pooled connection within the operation timeout. A call that
+   * times out gives its connection up (destroyed, not returned to the pool), so a
+   * server that stopped answering cannot hold the pool's connections.
+   */
+  async #run(what, fn) {
+    if (this.#closed) throw new StoreClosedError("locksmith: the PostgreSQL store is closed");
+    const ms = this.#options.operationTimeoutMs;
+    let client;
+    let released = false;
+    let timedOut = false;
+    const release = (err) => {
+      if (client === undefined || released) return;
+      released = true;
+      client.release(err);
+    };
+    const work = (async () => {
+      const connecting = this.#pool.connect();
+      client = await connecting;
+      if (timedOut) {
+        release(new Error("timed out"));
+        return undefined;
+      }
+      try {
+        await this.#ensureSchema(client);
+        const result = await fn(client);
+        release();
+        return result;
+      } catch (err) {
+        if (inTransaction.has(client)) {
+          inTransaction.delete(client);
+          // A failed transaction is rolled back by destroying the connection.
+          release(err);
+        } else {
+          release(isConnectionError(err) ? err : undefined);
+        }
+        throw err;
+      }
+    })();
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => {
+        timedOut = true;
+        release(new Error("timed out"));
+        reject(new StoreUnavailableError(`locksmith: PostgreSQL did not answer ${what} within ${ms} ms`));
+      }, ms);
+    });
+    work.catch(noop);
+    try {
+      return await Promise.race([work, timeout]);
+    } catch (err) {
+      throw storeError(err);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Creates the table, its permits table and its sequence if any is missing. */
+  async #ensureSchema(client) {
+    this.#schemaReady ??= this.#createSchema(client).then(
+      () => this.#startListening(),
+      (err) => {
+        this.#schemaReady = undefined;
+        throw err;
+      },
+    );
+    return this.#schemaReady;
+  }
+
+  async #createSchema(client) {
+    const { locks, permits, sequence, regclasses, lockspace } = this.#sql;
+    const exists = async () => {
+      const { rows } = await client.query(
+        "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL AS ok",
+        regclasses,
+      );
+      return rows[0].ok === true;
+    };
+    if (await exists()) return;
+    if (!this.#options.createTable) {
+      throw new LockStoreError(
+        `locksmith: PostgreSQL: the table ${this.#options.table} (or its _permits table or _fencing sequence) does not exist, and createTable is false`,
+      );
+    }
+    const { name } = this.#options;
+    // Several processes may start at once: an advisory lock makes them create in turn
+    // (CREATE ... IF NOT EXISTS alone can still fail on a concurrent creation).
+    inTransaction.add(client);
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [lockspace]);
+    await client.query(`CREATE SEQUENCE IF NOT EXISTS ${sequence} AS bigint MINVALUE 1`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${locks} (
+        key text PRIMARY KEY,
+        owner text NOT NULL,
+        expires_at timestamptz NOT NULL,
+        fencing_token bigint
+      )`,
+    );
+    await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_expires_at`)} ON ${locks} (expires_at)`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${permits} (
+        kind text NOT NULL,
+        key text NOT NULL,
+        owner text NOT NULL,
+        role text NOT NULL,
+        expires_at timestamptz NOT NULL,
+        fencing_token bigint,
+        semaphore_limit integer,
+        PRIMARY KEY (kind, key, owner)
+      )`,
+    );
+    await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_permits_expires_at`)} ON ${permits} (expires_at)`);
+    await client.query("COMMIT");
+    inTransaction.delete(client);
+  }
+
+  /** Runs `fn` inside one transaction on one connection. */
+  #transaction(what, fn) {
+    return this.#run(what, async (client) => {
+      inTransaction.add(client);
+      await client.query("BEGIN");
+      const result = await fn(client);
+      await client.query("COMMIT");
+      inTransaction.delete(client);
+      return result;
+    });
+  }
+
+  /** Deletes a bounded number of expired rows, at most every few seconds, in the background. */
+  #maybeSweep() {
+    const now = Date.now();
+    if (this.#sweeping || now - this.#lastSweep < SWEEP_INTERVAL_MS) return;
+    this.#lastSweep = now;
+    const { locks, permits } = this.#sql;
+    this.#sweeping = this.#run("a cleanup", async (client) => {
+      // SKIP LOCKED: rows another process is changing (or sweeping) are left to it; the
+      // outer condition keeps a row that was taken again meanwhile.
+      await client.query(
+        `DELETE FROM ${locks} WHERE key IN (
+          SELECT key FROM ${locks} WHERE expires_at < clock_timestamp() LIMIT ${SWEEP_ROWS} FOR UPDATE SKIP LOCKED
+        ) AND expires_at < clock_timestamp()`,
+      );
+      await client.query(
+        `DELETE FROM ${permits} WHERE (kind, key, owner) IN (
+          SELECT kind, key, owner FROM ${permits} WHERE expires_at < clock_timestamp() LIMIT ${SWEEP_ROWS} FOR UPDATE SKIP LOCKED
+        ) AND expires_at < clock_timestamp()`,
+      );
+    })
+      .catch(noop)
+      .finally(() => {
+        this.#sweeping = undefined;
+      });
+  }
+
+  // -------------------------------------------------------------------------------
+  // The LockStore contract
+
+  /**
+   * Takes `key` for `owner` for `ttlMs` if it is free (or its hold expired): the hold's
+   * fencing token, or false.
+   *
+   * The token is drawn by a second statement, once the hold is committed. Drawn in the
+   * insert itself it could be stale: PostgreSQL computes the inserted values before the
+   * statement waits for a row lock, so an insert that waited out a whole later hold (and
+   * its release) would carry a token older than that hold's. Drawn after the hold, while
+   * nobody else can take the key, it is larger than every earlier holder's, which each
+   * drew theirs before releasing.
+   */
+  async acquire(key, owner, ttlMs) {
+    const { locks, sequence } = this.#sql;
+    const token = await this.#run("acquire", async (client) => {
+      const { rowCount } = await client.query(
+        `INSERT INTO ${locks} AS held (key, owner, expires_at, fencing_token)
+         VALUES ($1, $2, ${fromNow(3)}, NULL)
+         ON CONFLICT (key) DO UPDATE
+           SET owner = excluded.owner, expires_at = excluded.expires_at, fencing_token = NULL
+           WHERE held.expires_at <= clock_timestamp()`,
+        [key, owner, ttlMs],
+      );
+      if (rowCount === 0) return false;
+      const { rows } = await client.query(
+        `UPDATE ${locks} SET fencing_token = nextval('${sequence.replaceAll("'", "''")}')
+         WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
+         RETURNING fencing_token`,
+        [key, owner],
+      );
+      // Expired (or taken over) before it had its token: as good as not taken.
+      return rows.length > 0 ? toToken(rows[0].fencing_token) : false;
+    });
+    this.#maybeSweep();
+    return token;
+  }
+
+  /** Frees `key` if `owner` holds it, and announces the release. */
+  async release(key, owner) {
+    const { locks, channel } = this.#sql;
+    const { rows } = await this.#run("release", (client) =>
+      client.query(
+        `WITH gone AS (
+           DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING expires_at > clock_timestamp() AS live
+         )
+         SELECT live, pg_notify($3, $4) FROM gone`,
+        [key, owner, channel, `lock:${key}`],
+      ),
+    );
+    return rows.length > 0 && rows[0].live === true;
+  }
+
+  /** Moves `key`'s expiry to `ttlMs` from now if `owner` holds it. */
+  async extend(key, owner, ttlMs) {
+    const { rowCount } = await this.#run("extend", (client) =>
+      client.query(
+        `UPDATE ${this.#sql.locks} SET expires_at = ${fromNow(3)}
+         WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()`,
+        [key, owner, ttlMs],
+      ),
+    );
+    return rowCount > 0;
+  }
+
+  /** Whether anyone holds `key`. */
+  async isLocked(key) {
+    const { rowCount } = await this.#run("isLocked", (client) =>
+      client.query(`SELECT 1 FROM ${this.#sql.locks} WHERE key = $1 AND expires_at > clock_timestamp()`, [key]),
+    );
+    return rowCount > 0;
+  }
+
+  /** Whether `owner` holds `key`. */
+  async isHeldBy(key, owner) {
+    const { rowCount } = await this.#run("isHeldBy", (client) =>
+      client.query(`SELECT 1 FROM ${this.#sql.locks} WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()`, [key, owner]),
+    );
+    return rowCount > 0;
+  }
+
+  /** Milliseconds until `key`'s hold expires, or null when nobody holds it. */
+  async remainingTime(key) {
+    const { rows } = await this.#run("remainingTime", (client) =>
+      client.query(
+        `SELECT ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS ms
+         FROM ${this.#sql.locks} WHERE key = $1 AND expires_at > clock_timestamp()`,
+        [key],
+      ),
+    );
+    return rows.length > 0 ? Math.max(0, rows[0].ms) : null;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Permits: semaphores and read-write locks
+
+  /**
+   * Admits `owner` to the semaphore or read-write lock `key` (see the README): its
+   * fencing token, or false. Decided under a per-key advisory lock, so concurrent
+   * acquirers of one key take turns.
+   */
+  async acquirePermit(key, owner, ttlMs, kind, limit) {
+    const set = checkKind(kind);
+    const { permits, sequence, lockspace } = this.#sql;
+    const token = await this.#transaction("acquirePermit", async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [lockspace, `${set}:${key}`]);
+      const { rows } = await client.query(
+        `SELECT owner, role, semaphore_limit FROM ${permits} WHERE kind = $1 AND key = $2 AND expires_at > clock_timestamp()`,
+        [set, key],
+      );
+      const holders = rows.filter((r) => r.role !== "claim");
+      if (holders.some((r) => r.owner === owner)) return false;
+      // Every handle of a semaphore must agree on its limit while it is held.
+      const heldLimit = holders.find((r) => r.semaphore_limit !== null)?.semaphore_limit;
+      if (kind === "semaphore" && heldLimit !== undefined && heldLimit !== limit) return { heldLimit };
+      const claim = rows.find((r) => r.role === "claim");
+      const admitted =
+        kind === "semaphore" ? holders.length < limit
+        : kind === "read" ? !holders.some((r) => r.role === "write") && !claim
+        : holders.length === 0 && (!claim || claim.owner === owner);
+      if (admitted) {
+        // A writer's own claim, if any, becomes its hold (same primary key).
+        const { rows: inserted } = await client.query(
+          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at, fencing_token, semaphore_limit)
+           VALUES ($1, $2, $3, $4, ${fromNow(5)}, nextval('${sequence.replaceAll("'", "''")}'), $6)
+           ON CONFLICT (kind, key, owner) DO UPDATE
+             SET role = excluded.role, expires_at = excluded.expires_at, fencing_token = excluded.fencing_token,
+               semaphore_limit = excluded.semaphore_limit
+           RETURNING fencing_token`,
+          [set, key, owner, kind, ttlMs, kind === "semaphore" ? limit : null],
+        );
+        return toToken(inserted[0].fencing_token);
+      }
+      if (kind === "write" && (!claim || claim.owner === owner)) {
+        // The waiting writer's claim keeps new readers out until it expires.
+        await client.query(
+          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at)
+           VALUES ($1, $2, $3, 'claim', ${fromNow(4)})
+           ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'claim', expires_at = excluded.expires_at, fencing_token = NULL`,
+          [set, key, owner, ttlMs],
+        );
+      }
+      return false;
+    });
+    this.#maybeSweep();
+    if (typeof token === "object") {
+      throw invalid(
+        `semaphore ${JSON.stringify(key)} is held with limit ${token.heldLimit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+      );
+    }
+    return token;
+  }
+
+  /** Drops `owner`'s hold (and claim) on `key`: whether it held a live permit. */
+  async releasePermit(key, owner, kind) {
+    const set = checkKind(kind);
+    const { permits, channel } = this.#sql;
+    const { rows } = await this.#run("releasePermit", (client) =>
+      client.query(
+        `WITH gone AS (
+           DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND owner = $3
+           RETURNING role <> 'claim' AND expires_at > clock_timestamp() AS held
+         )
+         SELECT held, pg_notify($4, $5) FROM gone`,
+        [set, key, owner, channel, `${set}:${key}`],
+      ),
+    );
+    return rows.some((r) => r.held === true);
+  }
+
+  /** Moves the expiry of `owner`'s live permit to `ttlMs` from now. */
+  async extendPermit(key, owner, ttlMs, kind) {
+    const set = checkKind(kind);
+    const { rowCount } = await this.#run("extendPermit", (client) =>
+      client.query(
+        `UPDATE ${this.#sql.permits} SET expires_at = ${fromNow(4)}
+         WHERE kind = $1 AND key = $2 AND owner = $3 AND role <> 'claim' AND expires_at > clock_timestamp()`,
+        [set, key, owner, ttlMs],
+      ),
+    );
+    return rowCount > 0;
+  }
+
+  /** How many live permits `key` has. */
+  async countPermits(key, kind) {
+    const set = checkKind(kind);
+    const { rows } = await this.#run("countPermits", (client) =>
+      client.query(
+        `SELECT count(*)::int AS n FROM ${this.#sql.permits}
+         WHERE kind = $1 AND key = $2 AND role <> 'claim' AND expires_at > clock_timestamp()`,
+        [set, key],
+      ),
+    );
+    return rows[0].n;
+  }
+
+  /** Milliseconds left of `owner`'s permit, or null. */
+  async permitRemainingTime(key, owner, kind) {
+    const set = checkKind(kind);
+    const { rows } = await this.#run("permitRemainingTime", (client) =>
+      client.query(
+        `SELECT ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS ms FROM ${this.#sql.permits}
+         WHERE kind = $1 AND key = $2 AND owner = $3 AND role <> 'claim' AND expires_at > clock_timestamp()`,
+        [set, key, owner],
+      ),
+    );
+    return rows.length > 0 ? Math.max(0, rows[0].ms) : null;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Release wake-ups: LISTEN on one connection
+
+  /**
+   * Calls `listener` when `key` may have been freed (a NOTIFY from a release, or the
+   * LISTEN connection coming back). Returns the unsubscribe function.
+   */
+  onRelease(key, listener, kind) {
+    try {
+      if (!this.#options.listen || this.#closed || typeof listener !== "function") return noop;
+      const tag = kind === undefined ? "lock" : checkKind(kind);
+      const name = `${tag}:${key}`;
+      let listeners = this.#listeners.get(name);
+      if (listeners === undefined) this.#listeners.set(name, (listeners = new Set()));
+      const entry = { listener };
+      listeners.add(entry);
+      this.#startListening();
+      return () => {
+        listeners.delete(entry);
+        if (listeners.size === 0 && this.#listeners.get(name) === listeners) this.#listeners.delete(name);
+      };
+    } catch {
+      return noop;
+    }
+  }
+
+  #wake(name) {
+    const listeners = this.#listeners.get(name);
+    if (listeners === undefined) return;
+    for (const { listener } of [...listeners]) {
+      try {
+        listener();
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
+  }
+
+  #wakeAll() {
+    for (const name of [...this.#listeners.keys()]) this.#wake(name);
+  }
+
+  /** A connection for LISTEN: a new client with the pool's settings, outside the pool. */
+  #newListenClient() {
+    const pool = this.#pool;
+    if (typeof pool.Client !== "function" || pool.options === null || typeof pool.options !== "object") return undefined;
+    const config = { ...pool.options };
+    config.connectionTimeoutMillis ||= this.#options.operationTimeoutMs;
+    config.keepAlive ??= true;
+    // Operators can tell it apart in pg_stat_activity.
+    config.application_name ??= "locksmith listen";
+    return new pool.Client(config);
+  }
+
+  #startListening() {
+    if (!this.#options.listen || this.#closed || this.#listenStarted) return;
+    this.#listenStarted = true;
+    this.#listenConnect();
+  }
+
+  /** Resolves once the first LISTEN attempt has settled (connected or not). */
+  async #listenReady() {
+    this.#startListening();
+    await this.#listenAttempt;
+  }
+
+  #listenAttempt;
+
+  #listenConnect() {
+    clearTimeout(this.#listenTimer);
+    this.#listenTimer = undefined;
+    if (this.#closed) return;
+    const client = this.#newListenClient();
+    if (client === undefined) {
+      // A pool without pg's Client and options: no LISTEN, waiters poll.
+      return;
+    }
+    this.#listenClient = client;
+    let lost = false;
+    const onLost = () => {
+      if (lost) return;
+      lost = true;
+      if (this.#listenClient === client) this.#listenClient = undefined;
+      clearInterval(this.#checkTimer);
+      client.end().catch(noop);
+      this.#scheduleListen();
+    };
+    client.on("error", onLost);
+    client.on("end", onLost);
+    client.on("notification", (message) => {
+      if (message.channel === this.#sql.channel && typeof message.payload === "string") this.#wake(message.payload);
+    });
+    const ms = this.#options.operationTimeoutMs;
+    this.#listenAttempt = withTimeout(
+      (async () => {
+        await client.connect();
+        await client.query(`LISTEN ${quote(this.#sql.channel)}`);
+      })(),
+      ms,
+    ).then(
+      () => {
+        if (lost || this.#closed) return;
+        this.#listenRetryMs = LISTEN_RETRY_MIN_MS;
+        // Releases while not listening were missed: every waiter tries again.
+        this.#wakeAll();
+        this.#checkTimer = setInterval(() => {
+          withTimeout(client.query("SELECT 1"), ms).catch(onLost);
+        }, LISTEN_CHECK_MS);
+        this.#checkTimer.unref?.();
+      },
+      onLost,
+    );
+  }
+
+  #scheduleListen() {
+    if (this.#closed || this.#listenTimer !== undefined) return;
+    const delay = this.#listenRetryMs;
+    this.#listenRetryMs = Math.min(LISTEN_RETRY_MAX_MS, delay * 2);
+    this.#listenTimer = setTimeout(() => this.#listenConnect(), delay);
+    this.#listenTimer.unref?.();
+  }
+
+  // -------------------------------------------------------------------------------
+
+  /**
+   * Closes the LISTEN connection and, for a store from `connect()`, its pool. A pool you
+   * passed in stays open. Later calls fail with StoreClosedError.
+   */
+  async close() {
+    this.#closing ??= (async () => {
+      this.#closed = true;
+      clearTimeout(this.#listenTimer);
+      clearInterval(this.#checkTimer);
+      this.#listeners.clear();
+      const client = this.#listenClient;
+      this.#listenClient = undefined;
+      if (client !== undefined) {
+        client.removeAllListeners("end");
+        client.removeAllListeners("notification");
+        client.on("error", noop);
+        await client.end().catch(noop);
+      }
+      await this.#sweeping;
+      if (this.#ownsPool) await this.#pool.end();
+    })();
+    return this.#closing;
+  }
+}
+
+function isConnectionError(err) {
+  const code = typeof err?.code === "string" ? err.code : "";
+  return !/^[0-9A-Z]{5}$/.test(code) || /^(08|57)/.test(code);
+}
+
+function withTimeout(promise, ms) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+module.exports = { PostgresLockStore };

@@ -1,0 +1,73 @@
+// The public types of `locksmith/postgres`. Self-contained (no import of pg's types, so
+// a project without @types/pg type-checks); a PostgresLockStore is a LockStore.
+
+/** Options of `PostgresLockStore.connect()` and `new PostgresLockStore()`. */
+export interface PostgresLockStoreOptions {
+  /**
+   * The table of plain locks, optionally schema-qualified (`"app.locks"`): letters,
+   * digits and `_`, at most 40 characters. Beside it live `<table>_permits` and the
+   * sequence `<table>_fencing`. Default `"locksmith_locks"`.
+   */
+  table?: string;
+  /** Milliseconds after which a call fails with StoreUnavailableError. Default 5000. */
+  operationTimeoutMs?: number;
+  /** Wake waiters on release through LISTEN/NOTIFY (one connection per store). Default true; false: waiters poll. */
+  listen?: boolean;
+  /** Create the tables and sequence if they are missing. Default true. */
+  createTable?: boolean;
+}
+
+/** What the store needs of a pool; a `pg.Pool` has it. */
+export interface PostgresPool {
+  connect(): Promise<any>;
+  query(...args: any[]): any;
+}
+
+/** A `pg` pool configuration (passed to `new pg.Pool()`; see pg's documentation). */
+export interface PostgresPoolConfig {
+  connectionString?: string;
+  host?: string;
+  port?: number;
+  user?: string;
+  password?: string | (() => string | Promise<string>);
+  database?: string;
+  ssl?: unknown;
+  max?: number;
+  connectionTimeoutMillis?: number;
+  [option: string]: unknown;
+}
+
+/**
+ * Locks in a PostgreSQL table, with the server's clock for expiry, fencing tokens from
+ * a sequence and LISTEN/NOTIFY wake-ups. Also a plain `LockStore`.
+ */
+export declare class PostgresLockStore {
+  /**
+   * Connects with a pool of its own (`close()` ends it) and creates the table if it is
+   * missing. Rejects with StoreUnavailableError when PostgreSQL cannot be reached in
+   * time, and with InvalidArgumentError for an unknown or bad option.
+   */
+  static connect(urlOrConfig: string | PostgresPoolConfig, options?: PostgresLockStoreOptions): Promise<PostgresLockStore>;
+  /** A store over your `pg.Pool`; `close()` leaves the pool open. The first call creates the table if it is missing. */
+  constructor(pool: PostgresPool, options?: PostgresLockStoreOptions);
+  /** The table's name, as configured. */
+  readonly table: string;
+  /** Milliseconds after which a call fails with StoreUnavailableError. */
+  readonly operationTimeoutMs: number;
+  /** Closes the LISTEN connection, and the pool if the store made it; later calls fail with StoreClosedError. */
+  close(): Promise<void>;
+  /** Takes `key` if it is free: resolves to the hold's fencing token, or false. */
+  acquire(key: string, owner: string, ttlMs: number): Promise<number | false>;
+  release(key: string, owner: string): Promise<boolean>;
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  isLocked(key: string): Promise<boolean>;
+  isHeldBy(key: string, owner: string): Promise<boolean>;
+  remainingTime(key: string): Promise<number | null>;
+  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit?: number): Promise<number | false>;
+  releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;
+  extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
+  countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;
+  permitRemainingTime(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<number | null>;
+  /** Calls `listener` when `key` may have been released; returns the function that stops it. */
+  onRelease(key: string, listener: () => void, kind?: "semaphore" | "read" | "write"): () => void;
+}

@@ -1,0 +1,20 @@
+-- semaphore_release.lua: give back the owner's permit, and tell waiters on
+-- `<KEYS[1]>:released`.
+--
+-- KEYS[1]  the semaphore's holders (see semaphore_acquire.lua)
+-- KEYS[2]  the semaphore's limit: it goes with the last holder
+-- ARGV[1]  the owner token
+--
+-- Returns 1 when the owner held a live permit (now given back), 0 otherwise. Nothing is
+-- published when nothing was given back.
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
+local released = redis.call('ZREM', KEYS[1], ARGV[1])
+if redis.call('ZCARD', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[2])
+end
+if released == 1 then
+  redis.call('PUBLISH', KEYS[1] .. ':released', '')
+end
+return released
