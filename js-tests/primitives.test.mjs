@@ -1,5 +1,6 @@
 // Semaphores and read-write locks from JS, on the built-in memory store (both builds), a
-// JS store with the permit methods, and RedisLockStore on a real redis-server (native);
+// JS store with the permit methods, and RedisLockStore on a real redis-server (both
+// builds: the addon's engine, and the same engine as the WebAssembly build's module);
 // stores without them refuse them with UNSUPPORTED.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -18,7 +19,7 @@ const stores = {
 };
 
 let server;
-if (TARGET === "native") {
+{
   const redisStores = [];
   before(async () => {
     server = await startRedis();
@@ -151,7 +152,21 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
   });
 }
 
-describe("RedisLockStore's semaphore and read-write keys", { skip: TARGET !== "native" && "RedisLockStore is native" }, () => {
+describe(`RedisLockStore's semaphore and read-write keys (${TARGET})`, () => {
+  it("wake a waiter on a release, not at its retry delay", async () => {
+    const store = await stores.RedisLockStore();
+    const key = uniqueKey("redis-permit-wake");
+    const [a, b] = [semaphore(key, 1, 10_000, store), semaphore(key, 1, 10_000, store)];
+    assert.equal(await a.acquire(), true);
+    const started = performance.now();
+    const waited = b.acquire({ timeout: 8_000, retryDelay: 5_000 });
+    await sleep(200);
+    await a.release();
+    assert.equal(await waited, true);
+    assert.ok(performance.now() - started < 3_000, `the waiter took ${Math.round(performance.now() - started)} ms`);
+    await b.release();
+  });
+
   it("share the lock key's hash tag, expire, and go with the last hold", async () => {
     const { Redis } = await import("ioredis");
     const store = await stores.RedisLockStore();

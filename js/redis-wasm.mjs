@@ -5,7 +5,8 @@
 // none does (browsers, Vercel Edge: no TCP), connecting rejects with UnsupportedError.
 //
 // The store is a plain JS store (acquire resolving to the fencing token, release,
-// extend, isLocked, remainingTime, isHeldBy, onRelease): the main module's lock logic
+// extend, isLocked, remainingTime, isHeldBy, onRelease, and the permit methods of
+// semaphores and read-write locks): the main module's lock logic
 // uses it through its JS-store bridge, so the locks, waits and TTL rules are the same
 // code as for every other store. Keys, scripts and fencing counter are the engine's,
 // the same as the native RedisLockStore's: a lock taken by either is the other's to
@@ -435,6 +436,11 @@ function checked(value, name = "key") {
   return value;
 }
 
+function checkedLimit(value) {
+  if (value !== undefined && typeof value !== "number") throw invalid(`limit must be a whole number from 1 to 4294967295; got ${typeName(value)}`);
+  return value;
+}
+
 function checkedMs(value) {
   if (typeof value !== "number") throw invalid(`ttlMs must be a number of milliseconds; got ${typeName(value)}`);
   return value;
@@ -545,18 +551,48 @@ export class RedisLockStore {
     return this.#call("number", (id) => this.#engine.remainingTime(id, checked(key)));
   }
 
+  /** Takes a hold of `key` of `kind` (`semaphore` with `limit`, `read`, `write`): its fencing token, or `false`. */
+  acquirePermit(key, owner, ttlMs, kind, limit) {
+    return this.#call("token", (id) =>
+      this.#engine.acquirePermit(id, checked(key), checked(owner, "owner"), checkedMs(ttlMs), checked(kind, "kind"), checkedLimit(limit)),
+    );
+  }
+
+  /** Gives back `owner`'s hold of `key`. */
+  releasePermit(key, owner, kind) {
+    return this.#call("flag", (id) => this.#engine.releasePermit(id, checked(key), checked(owner, "owner"), checked(kind, "kind")));
+  }
+
+  /** Pushes the expiry of `owner`'s hold of `key` `ttlMs` from now. */
+  extendPermit(key, owner, ttlMs, kind) {
+    return this.#call("flag", (id) => this.#engine.extendPermit(id, checked(key), checked(owner, "owner"), checkedMs(ttlMs), checked(kind, "kind")));
+  }
+
+  /** How many holds of `key` are live. */
+  countPermits(key, kind) {
+    return this.#call("number", (id) => this.#engine.countPermits(id, checked(key), checked(kind, "kind")));
+  }
+
+  /** Milliseconds until `owner`'s hold of `key` expires, or null. */
+  permitRemainingTime(key, owner, kind) {
+    return this.#call("number", (id) => this.#engine.permitRemainingTime(id, checked(key), checked(owner, "owner"), checked(kind, "kind")));
+  }
+
   /**
-   * Calls `listener` once when `key` may have been released (a release message, or the
-   * subscription that carries them confirmed); returns the function that stops waiting.
+   * Calls `listener` once when `key` (its holds of `kind`, when given) may have been
+   * released — a release message, or the subscription that carries them confirmed;
+   * returns the function that stops waiting.
    */
-  onRelease(key, listener) {
+  onRelease(key, listener, kind) {
     if (this.#connection.closed || !this.#connection.options.notifyReleases) return () => {};
     let id;
     this.#call(
       "listener",
       (callId) => {
         id = callId;
-        if (!this.#engine.onRelease(callId, checked(key))) throw new StoreClosedError("locksmith: no release notifications");
+        if (!this.#engine.onRelease(callId, checked(key), kind === undefined ? undefined : checked(kind, "kind"))) {
+          throw new StoreClosedError("locksmith: no release notifications");
+        }
       },
       true,
     ).then(

@@ -31,7 +31,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use locksmith_core::{validate, BoxFuture, Clock, LockError, LockStore, Result};
+use locksmith_core::{validate, BoxFuture, Clock, Grant, HoldKind, LockError, LockStore, Result};
 use locksmith_redis::engine::local::Executor;
 use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
 use locksmith_redis::{check_url_settings, RedisOptions};
@@ -56,11 +56,26 @@ fn js_error(err: &LockError) -> JsError {
     JsError::new(&format!("{} {err}", err.code()))
 }
 
+/// An acquire's outcome: the fencing token, or taken without one, or not taken.
+fn granted(grant: Option<Grant>) -> Outcome {
+    match grant {
+        None => Outcome::Token(None),
+        Some(grant) => grant.fencing_token.map_or(Outcome::Nothing, |t| Outcome::Token(Some(t))),
+    }
+}
+
+/// A hold's kind as the JS store contract names it. Only `acquirePermit` is given a
+/// semaphore's limit; the other calls find the hold by its key, so any valid limit does.
+fn hold_kind(kind: &str, limit: Option<f64>) -> std::result::Result<HoldKind, JsError> {
+    validate::js::kind(kind, Some(limit.unwrap_or(1.0))).map_err(|e| js_error(&e))
+}
+
 /// What a finished call hands back.
 enum Outcome {
     Flag(bool),
     Token(Option<u64>),
     Millis(Option<u64>),
+    Count(u64),
     Nothing,
     /// A release subscription ended by its waiter: nothing to report.
     Cancelled,
@@ -176,13 +191,7 @@ impl WasmRedisEngine {
     ) -> std::result::Result<(), JsError> {
         let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|e| js_error(&e))?;
         let store = self.store.clone();
-        self.start(id, async move {
-            let grant = store.acquire_with_grant(&key, &owner, ttl_ms).await?;
-            Ok(match grant {
-                None => Outcome::Token(None),
-                Some(grant) => grant.fencing_token.map_or(Outcome::Nothing, |t| Outcome::Token(Some(t))),
-            })
-        });
+        self.start(id, async move { store.acquire_with_grant(&key, &owner, ttl_ms).await.map(granted) });
         Ok(())
     }
 
@@ -229,15 +238,107 @@ impl WasmRedisEngine {
         self.start(id, async move { store.remaining_time(&key).await.map(Outcome::Millis) });
     }
 
-    /// Waits for a release of `key` (or for the subscription that will carry one to be
-    /// confirmed); `false` when the store has no release notifications.
+    /// Call `id`: takes a hold of `key` of `kind` (`semaphore` with `limit`, `read`,
+    /// `write`) for `owner`; finishes like `acquire`.
+    #[wasm_bindgen(js_name = acquirePermit)]
+    pub fn acquire_permit(
+        &mut self,
+        id: u32,
+        key: String,
+        owner: String,
+        ttl_ms: f64,
+        kind: &str,
+        limit: Option<f64>,
+    ) -> std::result::Result<(), JsError> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|e| js_error(&e))?;
+        let kind = validate::js::kind(kind, limit).map_err(|e| js_error(&e))?;
+        let store = self.store.clone();
+        self.start(id, async move { store.acquire_permit(&key, &owner, ttl_ms, kind).await.map(granted) });
+        Ok(())
+    }
+
+    /// Call `id`: gives back `owner`'s hold of `key`.
+    #[wasm_bindgen(js_name = releasePermit)]
+    pub fn release_permit(
+        &mut self,
+        id: u32,
+        key: String,
+        owner: String,
+        kind: &str,
+    ) -> std::result::Result<(), JsError> {
+        let kind = hold_kind(kind, None)?;
+        let store = self.store.clone();
+        self.start(id, async move { store.release_permit(&key, &owner, kind).await.map(Outcome::Flag) });
+        Ok(())
+    }
+
+    /// Call `id`: pushes the expiry of `owner`'s hold of `key` `ttl_ms` from now.
+    #[wasm_bindgen(js_name = extendPermit)]
+    pub fn extend_permit(
+        &mut self,
+        id: u32,
+        key: String,
+        owner: String,
+        ttl_ms: f64,
+        kind: &str,
+    ) -> std::result::Result<(), JsError> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|e| js_error(&e))?;
+        let kind = hold_kind(kind, None)?;
+        let store = self.store.clone();
+        self.start(
+            id,
+            async move { store.extend_permit(&key, &owner, ttl_ms, kind).await.map(Outcome::Flag) },
+        );
+        Ok(())
+    }
+
+    /// Call `id`: how many holds of `key` are live.
+    #[wasm_bindgen(js_name = countPermits)]
+    pub fn count_permits(&mut self, id: u32, key: String, kind: &str) -> std::result::Result<(), JsError> {
+        let kind = hold_kind(kind, None)?;
+        let store = self.store.clone();
+        self.start(id, async move { store.permit_count(&key, kind).await.map(Outcome::Count) });
+        Ok(())
+    }
+
+    /// Call `id`: milliseconds until `owner`'s hold of `key` expires, or -1 without one.
+    #[wasm_bindgen(js_name = permitRemainingTime)]
+    pub fn permit_remaining_time(
+        &mut self,
+        id: u32,
+        key: String,
+        owner: String,
+        kind: &str,
+    ) -> std::result::Result<(), JsError> {
+        let kind = hold_kind(kind, None)?;
+        let store = self.store.clone();
+        self.start(
+            id,
+            async move { store.permit_remaining_time(&key, &owner, kind).await.map(Outcome::Millis) },
+        );
+        Ok(())
+    }
+
+    /// Waits for a release of `key` — of its holds of `kind` when given — (or for the
+    /// subscription that will carry one to be confirmed); `false` when the store has no
+    /// release notifications.
     #[wasm_bindgen(js_name = onRelease)]
-    pub fn on_release(&mut self, id: u32, key: &str) -> bool {
-        let Some(signal) = self.store.release_signal(key) else { return false };
+    #[allow(clippy::needless_pass_by_value)] // wasm-bindgen hands optional strings over owned
+    pub fn on_release(
+        &mut self,
+        id: u32,
+        key: &str,
+        kind: Option<String>,
+    ) -> std::result::Result<bool, JsError> {
+        let signal = match kind.as_deref() {
+            None | Some("lock") => self.store.release_signal(key),
+            Some(kind) => self.store.permit_release_signal(key, hold_kind(kind, None)?),
+        };
+        let Some(signal) = signal else { return Ok(false) };
         let state = Rc::new(RefCell::new(CancelState::default()));
         self.subscriptions.insert(id, state.clone());
         self.start(id, Cancellable { inner: Some(signal), state });
-        true
+        Ok(true)
     }
 
     /// Ends the release subscription `id`; it finishes as cancelled on the next turn.
@@ -301,6 +402,7 @@ impl WasmRedisEngine {
                 Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),
                 Ok(Outcome::Token(token)) => token.map_or(0.0, |t| t as f64),
                 Ok(Outcome::Millis(Some(ms))) => ms as f64,
+                Ok(Outcome::Count(n)) => n as f64,
                 Ok(Outcome::Millis(None) | Outcome::Nothing) => -1.0,
                 Ok(Outcome::Cancelled) => CANCELLED,
                 Err(err) => {
