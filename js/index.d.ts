@@ -183,8 +183,8 @@ export interface RedisConnectOptions {
 }
 
 /**
- * Locks in Redis. Also a plain `LockStore`. In Node, the addon's Redis engine over Node's
- * sockets, semaphores and read-write locks included; in the WebAssembly build
+ * Locks in Redis, semaphores and read-write locks included. Also a plain `LockStore`. In
+ * Node, the addon's Redis engine over Node's sockets; in the WebAssembly build
  * (`backend === "wasm"`), the same engine as a second wasm module over the runtime's TCP
  * socket (Cloudflare Workers' `connect()`, `Deno.connect`, `node:net`). Where the runtime
  * has none (browsers, Vercel Edge), `connect()` rejects with code UNSUPPORTED.
