@@ -143,6 +143,7 @@ describe("one key layout with RedisLockStore", { skip: TARGET !== "native" && "R
       assert.equal(await ls.semaphore(key, 2, 5_000, native).acquireImmediately(), false, "the limit counts both stores' permits");
       assert.equal(await ls.semaphore(key, 2, 5_000, store).count(), 2);
       await assert.rejects(ls.semaphore(key, 3, 5_000, native).acquire(), (err) => err.code === "INVALID_ARGUMENT");
+      await assert.rejects(ls.semaphore(key, 3, 5_000, store).acquire(), (err) => err.code === "INVALID_ARGUMENT" && /held with limit 2; this handle asks for 3/.test(err.message));
       assert.equal(await restoreLock(a.serialize(), store).release(), true);
       assert.equal(await ls.semaphore(key, 2, 5_000, native).count(), 1);
       await b.release();

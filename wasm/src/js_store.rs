@@ -92,6 +92,10 @@ fn describe(value: &JsValue) -> Answer {
         Reflect::get(value, &JsValue::from_str("nonFinite")).ok().and_then(|n| n.as_string())
     {
         Answer::Number(contract::non_finite(&number))
+    } else if let Some(message) =
+        Reflect::get(value, &JsValue::from_str("invalidArgument")).ok().and_then(|m| m.as_string())
+    {
+        Answer::Refused(message)
     } else {
         Answer::Other("an object".into())
     }
