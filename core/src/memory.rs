@@ -453,7 +453,8 @@ impl LockStore for MemoryStore {
             match holds.limit {
                 Some(held) if held != limit && !holds.holders.is_empty() => {
                     return Err(crate::error::LockError::InvalidArgument(format!(
-                        "semaphore {key:?} is held with limit {held}; this handle asks for {limit}: every handle of a semaphore must use the same limit"
+                        "semaphore {} is held with limit {held}; this handle asks for {limit}: every handle of a semaphore must use the same limit",
+                        crate::validate::quote(key)
                     )));
                 }
                 _ => holds.limit = Some(limit),

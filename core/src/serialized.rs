@@ -104,7 +104,9 @@ impl SerializedLock {
             (Some("write"), None) => HoldKind::Write,
             (kind, limit) => {
                 return Err(bad(format!(
-                    "kind {kind:?} with limit {limit:?}: expected no kind (a lock), \"semaphore\" with a limit from 1, \"read\" or \"write\""
+                    "kind {} with limit {}: expected no kind (a lock), \"semaphore\" with a limit from 1, \"read\" or \"write\"",
+                    kind.map_or_else(|| "none".into(), validate::quote),
+                    limit.map_or_else(|| "none".into(), |l| l.to_string())
                 )))
             }
         };
@@ -262,6 +264,12 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// `text[from..to]` (always on character boundaries here), without the panicking
+    /// path of slicing, which pulls `Debug` formatting into the WebAssembly build.
+    fn slice(&self, from: usize, to: usize) -> &'a str {
+        self.text.get(from..to).unwrap_or_default()
+    }
+
     fn error(&self, what: &str) -> String {
         if self.at >= self.text.len() {
             format!("{what}: the text ends at byte {}", self.text.len())
@@ -298,7 +306,7 @@ impl<'a> Reader<'a> {
     }
 
     fn value(&mut self) -> std::result::Result<Value<'a>, String> {
-        let rest = &self.text[self.at..];
+        let rest = self.slice(self.at, self.text.len());
         match self.peek() {
             Some(b'"') => self.string().map(Value::String),
             Some(b'-' | b'0'..=b'9') => self.number().map(Value::Number),
@@ -354,7 +362,7 @@ impl<'a> Reader<'a> {
             return Err(self.error("invalid number"));
         }
         self.at = at;
-        Ok(&self.text[start..at])
+        Ok(self.slice(start, at))
     }
 
     /// A string literal, borrowed from the text unless it has escapes.
@@ -368,7 +376,7 @@ impl<'a> Reader<'a> {
             match bytes.get(self.at) {
                 None => return Err(self.error("unterminated string")),
                 Some(b'"') => {
-                    let tail = &self.text[plain_from..self.at];
+                    let tail = self.slice(plain_from, self.at);
                     self.at += 1;
                     return Ok(match owned {
                         None => Cow::Borrowed(tail),
@@ -381,7 +389,7 @@ impl<'a> Reader<'a> {
                 Some(&b) if b < 0x20 => return Err(self.error("control character in a string")),
                 Some(b'\\') => {
                     let s = owned.get_or_insert_with(String::new);
-                    s.push_str(&self.text[plain_from..self.at]);
+                    s.push_str(self.slice(plain_from, self.at));
                     self.at += 1;
                     let c = match bytes.get(self.at) {
                         Some(b'"') => '"',
