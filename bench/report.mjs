@@ -57,7 +57,7 @@ export function report(r, file) {
     [`Redis concurrency 1 p50 no worse than the best peer (${best1Name})`, `${fmt(red.c1.locksmith.median)} µs vs ${fmt(best1.median)} µs`, check(red.c1.locksmith.median <= best1.median * 1.02)],
     ["Contended handoff p50 under 1 ms", `${(handoff.locksmith.p50.median / 1000).toFixed(3)} ms`, check(handoff.locksmith.p50.median < 1000)],
     ["Fewer Redis commands per critical than any polling peer", `${cmds.locksmith.median.toFixed(2)} vs ${fewest.toFixed(2)}`, check(cmds.locksmith.median < fewest)],
-    ["wasm ≤ 40 KB gzipped", `${gz.toFixed(1)} KB`, check(gz <= 40)],
+    ["wasm ≤ 32 KB gzipped", `${gz.toFixed(1)} KB`, check(gz <= 32)],
   ];
   return `# Benchmarks
 
