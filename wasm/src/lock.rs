@@ -98,10 +98,16 @@ impl WasmLock {
         self.inner.try_acquire_now().transpose().js().map(or_null)
     }
 
-    /// `tryAcquireNow` without options: the hot path.
+    /// `tryAcquireNow` without options: the hot path. It returns its value directly (a
+    /// `Result` would cost a second call and an allocation on the JS side per acquire) and
+    /// throws its error (no random source) from here; nothing is held on the stack then.
     #[wasm_bindgen(js_name = tryAcquire)]
-    pub fn try_acquire(&self) -> Result<JsValue, JsValue> {
-        self.inner.try_acquire_now().transpose().js().map(or_null)
+    pub fn try_acquire(&self) -> JsValue {
+        match self.inner.try_acquire_now() {
+            Some(Ok(taken)) => JsValue::from_bool(taken),
+            None => JsValue::NULL,
+            Some(Err(err)) => wasm_bindgen::throw_val(crate::to_js(&err)),
+        }
     }
 
     pub fn acquire(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> Promise {
