@@ -1,8 +1,8 @@
 // The WebAssembly build when `crypto.getRandomValues` fails (a fault no real runtime gives
 // on demand, so the child process breaks it before the first owner token is drawn): an
 // acquire rejects with NO_RANDOM_SOURCE, holds nothing, and the module keeps working
-// once the random source is back. The fast acquire path throws this error from inside
-// the module; this checks that nothing is left half-done when it does.
+// once the random source is back, including the handle that saw the failure when another
+// lock reuses it.
 // The native addon draws from the OS directly, so this runs against the wasm build
 // whichever LOCKSMITH_TARGET is set.
 import { test } from "node:test";
@@ -34,6 +34,9 @@ broken = false;
 out.acquired = await l.acquire();
 out.locked = await l.isLocked();
 out.released = await l.release();
+// The released handle goes back to the pool, and a lock on another key takes it over.
+const other = new ls.Lock("random-source-other", 1000);
+out.other = [await other.acquire(), await other.release()];
 console.log(JSON.stringify(out));
 `;
 
@@ -48,4 +51,5 @@ test("wasm: no random source → NO_RANDOM_SOURCE, nothing held, and the module 
   assert.equal(out.acquired, true);
   assert.equal(out.locked, true);
   assert.equal(out.released, true);
+  assert.deepEqual(out.other, [true, true], "a handle that saw the failure is reused");
 });

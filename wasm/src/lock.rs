@@ -99,14 +99,16 @@ impl WasmLock {
     }
 
     /// `tryAcquireNow` without options: the hot path. It returns its value directly (a
-    /// `Result` would cost a second call and an allocation on the JS side per acquire) and
-    /// throws its error (no random source) from here; nothing is held on the stack then.
+    /// `Result` would cost a second call and an allocation on the JS side per acquire):
+    /// `true`/`false`, or `null` when the store is async or the attempt failed (no random
+    /// source). On `null` the JS surface takes the full path, which reports the error.
+    /// (Throwing from here instead would skip the release of wasm-bindgen's borrow of
+    /// this handle, and the handle could never be reset again.)
     #[wasm_bindgen(js_name = tryAcquire)]
     pub fn try_acquire(&self) -> JsValue {
         match self.inner.try_acquire_now() {
             Some(Ok(taken)) => JsValue::from_bool(taken),
-            None => JsValue::NULL,
-            Some(Err(err)) => wasm_bindgen::throw_val(crate::to_js(&err)),
+            None | Some(Err(_)) => JsValue::NULL,
         }
     }
 
