@@ -71,8 +71,13 @@ impl WasmLock {
 
     /// Makes this handle a fresh lock on `key` in the same store (reuse, not allocation).
     pub fn reset(&mut self, key: &str, ttl_ms: f64) -> Result<(), JsValue> {
+        let ttl_ms = js::ttl_ms(ttl_ms).js()?;
+        // In place when no task still holds the lock (the usual case): no allocation.
+        if let Some(lock) = Rc::get_mut(&mut self.inner) {
+            return lock.reset(key, ttl_ms).js();
+        }
         let store = self.inner.store().clone();
-        self.inner = Rc::new(Lock::new(key, js::ttl_ms(ttl_ms).js()?, store, timer()).js()?);
+        self.inner = Rc::new(Lock::new(key, ttl_ms, store, timer()).js()?);
         Ok(())
     }
 
