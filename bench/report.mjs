@@ -143,7 +143,7 @@ above.
   externref-table traffic), but the pair still does more work than twenty lines of Map
   code.
 - **Size.** The module is now our own code more than dependencies: by twiggy, of the
-  ~114 KB before gzip, the Lock (core and its exports) is ~15 %, wasm-bindgen's
+  ~111 KB before gzip, the Lock (core and its exports) is ~15 %, wasm-bindgen's
   per-export glue ~16 % (a shim per export that returns a \`Result\`), the memory store
   and its maps ~13 %, std/core/alloc (formatting and panics included) ~9 %, messages and
   tables ~8 %, serialize/restore ~8 %, the JS-store bridge ~7 %, lock lifetime (signal,
