@@ -261,3 +261,28 @@ fn reset_forgets_how_old_holds_ended() {
         assert!(matches!(l.hold_ended().await, locksmith_core::HoldEnd::Released));
     });
 }
+
+/// After `reset`, a stop of the old handle's first hold's auto-extend must not stop the
+/// new first hold's.
+#[test]
+fn reset_forgets_an_old_auto_extend_stop() {
+    use futures_util::future::{select, Either};
+    let (timer, store) = setup();
+    let mut l = lock(&timer, &store, "first", 300);
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        l.stop_extending();
+        assert!(l.release().await.unwrap());
+    });
+    l.reset("second", 300).unwrap();
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        let plan = locksmith_core::AutoExtend::for_ttl_ms(300);
+        match select(Box::pin(l.keep_extending(plan)), Box::pin(timer.sleep_for_test(1_000))).await {
+            Either::Left(((), _)) => panic!("auto-extend stopped on its own"),
+            Either::Right(((), _)) => {}
+        }
+        assert!(store.is_locked_now("second"), "held past three TTLs by auto-extend");
+        assert!(l.release().await.unwrap());
+    });
+}
