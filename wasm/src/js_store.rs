@@ -85,7 +85,7 @@ fn describe(value: &JsValue) -> Answer {
     } else if value.is_null() || value.is_undefined() {
         Answer::Nothing
     } else if let Some(s) = value.as_string() {
-        Answer::Other(format!("string {s:?}"))
+        Answer::Other(format!("string {}", locksmith_core::validate::quote(&s)))
     } else if js_sys::Array::is_array(value) {
         Answer::Other("an array".into())
     } else if let Some(number) =
