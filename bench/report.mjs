@@ -42,6 +42,8 @@ export function report(r, file) {
   const [bestName, best] = bestPeer(red.c64);
   const [best1Name, best1] = bestPeer(red.c1, false);
   const memRatio = mem.sequential["locksmith (native)"].median / mem.sequential["plain-JS baseline"].median;
+  const runRatio = mem.concurrent["locksmith (native)"].median / mem.concurrent["plain-JS baseline"].median;
+  const workerdRatio = r.wasm.workerd["locksmith (wasm)"].median / r.wasm.workerd["plain-JS baseline"].median;
   const handoff = red.contended.handoff;
   const cmds = red.contended.commandsPerCritical;
   const pollers = Object.entries(cmds).filter(([k]) => k !== "locksmith");
@@ -53,11 +55,13 @@ export function report(r, file) {
   const check = (ok) => (ok ? "met" : "not met");
   const targets = [
     ["Memory pairs/s ≥ 1.5× the plain-JS baseline", `${memRatio.toFixed(2)}×`, check(memRatio >= 1.5)],
+    ["Memory run() ×64 ≥ 1.5× the plain-JS baseline", `${runRatio.toFixed(2)}×`, check(runRatio >= 1.5)],
+    ["workerd memory pairs/s ≥ 1.0× plain JS in workerd", `${workerdRatio.toFixed(2)}×`, check(workerdRatio >= 1.0)],
     [`Redis concurrency 64 ≥ 1.5× the best peer (${bestName})`, `${(ours64 / best.median).toFixed(2)}×; ${((ours64 / ceilingP16) * 100).toFixed(0)}% of the pipelined ceiling`, check(ours64 >= 1.5 * best.median)],
     [`Redis concurrency 1 p50 no worse than the best peer (${best1Name})`, `${fmt(red.c1.locksmith.median)} µs vs ${fmt(best1.median)} µs`, check(red.c1.locksmith.median <= best1.median * 1.02)],
     ["Contended handoff p50 under 1 ms", `${(handoff.locksmith.p50.median / 1000).toFixed(3)} ms`, check(handoff.locksmith.p50.median < 1000)],
     ["Fewer Redis commands per critical than any polling peer", `${cmds.locksmith.median.toFixed(2)} vs ${fewest.toFixed(2)}`, check(cmds.locksmith.median < fewest)],
-    ["wasm ≤ 40 KB gzipped", `${gz.toFixed(1)} KB`, check(gz <= 40)],
+    ["wasm ≤ 32 KB gzipped", `${gz.toFixed(1)} KB`, check(gz <= 32)],
   ];
   return `# Benchmarks
 
@@ -117,6 +121,40 @@ ${((ours64 / ceilingP16) * 100).toFixed(0)}% of it.
 
 ${table("Node (wasm build): sequential pairs on one key", "pairs/s", { "locksmith (wasm)": mem.sequential["locksmith (wasm)"], "plain-JS baseline": mem.sequential["plain-JS baseline"] }, { versus: "each" })}
 ${table("workerd (Miniflare): sequential pairs on one key, inside one request", "pairs/s", r.wasm.workerd, { versus: "each" })}
+## What bounds the in-process numbers
+
+Measured on the same 2-core machine while writing these notes; the bench's own figures are
+above.
+
+- **Memory pairs (native).** Awaiting two already-settled promises costs ~0.27 µs per pair
+  (3.7 M/s for a loop that does nothing else); the plain-JS baseline spends ~0.9 µs more
+  (a \`crypto.randomUUID()\`, a Map set and delete, two clock reads). locksmith's pair is two
+  addon calls (\`tryAcquire\`, \`releaseNow\`, each ~75 ns of class unwrapping plus the
+  call itself) and, in Rust, a 128-bit owner token from the buffered CSPRNG, a SipHash-keyed
+  map insert and remove (\`SipHash\` on purpose: keys come from user input), two monotonic
+  clock reads, a fencing counter and the handle's hold record with its change event.
+  \`perf\` shows no single hot spot: V8's promise and microtask builtins lead, and the
+  largest Rust entries are \`clock_gettime\` (~4.5 % of samples), SipHash (~3 %),
+  \`MemoryStore::release_now\` and \`Lock::try_acquire_now\` (~2–3 % each). 1.5× the
+  baseline needs the whole pair under ~0.8 µs, about the cost of the two awaits plus the
+  two addon calls plus the JS surface, before any lock work.
+- **workerd (wasm).** workerd runs the plain-JS baseline 2–3× faster than Node
+  does (compare the two baseline rows above), while locksmith's per-pair work — two wasm
+  calls, the token, the map, the hold bookkeeping — does not shrink with it. Both
+  contenders read \`performance.now()\` twice per pair; a loop of such reads measures
+  ~0.3 µs per call in workerd here (\`Date.now()\` ~0.17 µs), and the wasm build reaches it
+  through an import. The wasm entry's hot calls return plain values (no result array, no
+  externref-table traffic), but the pair still does more work than twenty lines of Map
+  code.
+- **Size.** The module is now our own code more than dependencies: by twiggy, of the
+  ~111 KB before gzip, the Lock (core and its exports) is ~15 %, wasm-bindgen's
+  per-export glue ~16 % (a shim per export that returns a \`Result\`), the memory store
+  and its maps ~13 %, std/core/alloc (formatting and panics included) ~9 %, messages and
+  tables ~8 %, serialize/restore ~8 %, the JS-store bridge ~7 %, lock lifetime (signal,
+  autoExtend) ~6 %, validation, tokens and errors ~5 %, future glue ~3 %. serde_json,
+  dlmalloc, Debug formatting and slicing's panic path are gone; \`panic_immediate_abort\`
+  and \`-Zlocation-detail=none\` would cut formatting further but need a nightly toolchain.
+  \`npm test\` holds the module to its budget (\`scripts/wasm-size.mjs\`).
 `;
 }
 

@@ -383,7 +383,7 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       const held = semaphore(key, 2, 5_000, store);
       assert.equal(await held.acquire(), true);
       const other = semaphore(key, 3, 5_000, store);
-      await assert.rejects(other.acquire(), (err) => err.code === "STORE_UNAVAILABLE" && /held with limit 2; this handle asks for 3/.test(err.message));
+      await assert.rejects(other.acquire(), (err) => err.code === "INVALID_ARGUMENT" && /held with limit 2; this handle asks for 3/.test(err.message));
       await assert.rejects(store.acquirePermit(key, "o", 1_000, "semaphore", 3), { code: "INVALID_ARGUMENT" });
       assert.equal(await held.count(), 1, "nothing taken");
       assert.equal(await held.release(), true);

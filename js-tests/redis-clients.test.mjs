@@ -142,11 +142,8 @@ describe("one key layout with RedisLockStore", () => {
       assert.ok(b.fencingToken > a.fencingToken, "one fencing counter");
       assert.equal(await ls.semaphore(key, 2, 5_000, native).acquireImmediately(), false, "the limit counts both stores' permits");
       assert.equal(await ls.semaphore(key, 2, 5_000, store).count(), 2);
-      // The WebAssembly build's store reaches a Lock through the JS-store bridge, which
-      // reports a store's rejection as STORE_UNAVAILABLE, naming the cause.
-      await assert.rejects(ls.semaphore(key, 3, 5_000, native).acquire(), (err) =>
-        TARGET === "wasm" ? err.code === "STORE_UNAVAILABLE" && /same limit/.test(err.message) : err.code === "INVALID_ARGUMENT",
-      );
+      await assert.rejects(ls.semaphore(key, 3, 5_000, native).acquire(), (err) => err.code === "INVALID_ARGUMENT");
+      await assert.rejects(ls.semaphore(key, 3, 5_000, store).acquire(), (err) => err.code === "INVALID_ARGUMENT" && /held with limit 2; this handle asks for 3/.test(err.message));
       assert.equal(await restoreLock(a.serialize(), store).release(), true);
       assert.equal(await ls.semaphore(key, 2, 5_000, native).count(), 1);
       await b.release();

@@ -241,6 +241,14 @@ function subscribe(store, subscriptions, call) {
   return woken;
 }
 
+// A store that rejects with an INVALID_ARGUMENT error refuses the request itself (a
+// semaphore limit that differs from its holders'): that reaches the caller as such.
+// Any other rejection is the store failing.
+function refusal(err) {
+  if (err?.code === "INVALID_ARGUMENT") return { invalidArgument: String(err.message) };
+  throw err;
+}
+
 // What a JS store's promise resolved to, in a form every binding can carry.
 function normalizeAnswer(value) {
   if (value === undefined) return null;
@@ -389,7 +397,7 @@ export function makeApi(binding) {
             default:
               pending = store.remainingTime(call.key);
           }
-          return Promise.resolve(pending).then(normalizeAnswer);
+          return Promise.resolve(pending).then(normalizeAnswer, refusal);
         } catch (err) {
           return Promise.reject(err);
         }

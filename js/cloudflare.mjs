@@ -462,7 +462,17 @@ export class DurableObjectLockStore {
   }
 
   async acquirePermit(key, owner, ttlMs, kind, limit) {
-    return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit);
+    try {
+      return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit);
+    } catch (err) {
+      // The object refused the request itself (it crossed RPC as a plain error): say so
+      // as the InvalidArgumentError it is, not as the store failing.
+      const message = String(err?.message ?? "");
+      if ((err?.name === "RangeError" || err?.name === "TypeError") && message.startsWith("locksmith: ")) {
+        throw invalid(message.slice("locksmith: ".length));
+      }
+      throw err;
+    }
   }
 
   async releasePermit(key, owner, kind) {

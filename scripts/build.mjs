@@ -5,6 +5,7 @@ import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
+import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildSync } from "esbuild";
@@ -87,7 +88,21 @@ if (only !== "native") {
 }
 
 if (only !== "native") {
-  run("cargo", ["build", "-p", "locksmith-wasm", "--target", "wasm32-unknown-unknown", "--profile", "wasm-release", "--quiet"]);
+  // Panic locations name source files; without the machine's cargo home in them the
+  // module is the same size on every machine (npm test checks it against a budget).
+  const cargoHome = process.env.CARGO_HOME ?? join(homedir(), ".cargo");
+  execFileSync(
+    "cargo",
+    ["build", "-p", "locksmith-wasm", "--target", "wasm32-unknown-unknown", "--profile", "wasm-release", "--quiet"],
+    {
+      cwd: root,
+      stdio: "inherit",
+      env: {
+        ...process.env,
+        CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS: `--remap-path-prefix=${join(cargoHome, "registry/src")}=/cargo`,
+      },
+    },
+  );
   const built = join(root, "target/wasm32-unknown-unknown/wasm-release/locksmith_wasm.wasm");
   const out = join(root, "js/wasm");
   const wasmFile = join(out, "locksmith_wasm_bg.wasm");

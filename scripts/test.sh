@@ -40,6 +40,9 @@ cargo test --workspace --quiet
 step "build the package"
 node scripts/build.mjs
 
+step "wasm size budget"
+node scripts/wasm-size.mjs
+
 step "JS tests (native)"
 node --test --test-reporter=spec --test-concurrency=2 js-tests/
 

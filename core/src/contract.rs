@@ -15,6 +15,9 @@ pub enum Answer {
     Nothing,
     /// Anything else, described for the error message (`string "yes"`, `object`, ...).
     Other(String),
+    /// The store refused the request itself with an `INVALID_ARGUMENT` error (a
+    /// semaphore's limit that differs from its holders', say): its message.
+    Refused(String),
 }
 
 impl std::fmt::Display for Answer {
@@ -23,7 +26,7 @@ impl std::fmt::Display for Answer {
             Self::Bool(b) => write!(f, "{b}"),
             Self::Number(n) => f.write_str(&crate::validate::show(*n)),
             Self::Nothing => f.write_str("null/undefined"),
-            Self::Other(what) => f.write_str(what),
+            Self::Other(what) | Self::Refused(what) => f.write_str(what),
         }
     }
 }
@@ -142,6 +145,17 @@ pub fn expect_count(answer: &Answer) -> Result<u64> {
     }
 }
 
+/// A store's refusal as the error it is; any other answer as it came.
+fn refusal(answer: Answer) -> Result<Answer> {
+    match answer {
+        Answer::Refused(message) => {
+            let message = message.strip_prefix("locksmith: ").unwrap_or(&message).to_owned();
+            Err(LockError::InvalidArgument(message))
+        }
+        other => Ok(other),
+    }
+}
+
 /// A [`ForeignStore`] as a [`LockStore`].
 pub struct ForeignLockStore<F>(pub F);
 
@@ -153,7 +167,7 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
     }
 
     async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
-        expect_grant("acquire", &self.0.call("acquire", key, Some(owner), Some(ttl_ms)).await?)
+        expect_grant("acquire", &self.ask("acquire", key, Some(owner), Some(ttl_ms)).await?)
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
@@ -169,26 +183,26 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
     }
 
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        expect_bool("release", &self.0.call("release", key, Some(owner), None).await?)
+        expect_bool("release", &self.ask("release", key, Some(owner), None).await?)
     }
 
     async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        expect_bool("extend", &self.0.call("extend", key, Some(owner), Some(ttl_ms)).await?)
+        expect_bool("extend", &self.ask("extend", key, Some(owner), Some(ttl_ms)).await?)
     }
 
     async fn is_locked(&self, key: &str) -> Result<bool> {
-        expect_bool("isLocked", &self.0.call("isLocked", key, None, None).await?)
+        expect_bool("isLocked", &self.ask("isLocked", key, None, None).await?)
     }
 
     async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
-        expect_remaining_time(&self.0.call("remainingTime", key, None, None).await?)
+        expect_remaining_time(&self.ask("remainingTime", key, None, None).await?)
     }
 
     async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
         if !self.0.has_is_held_by() {
             return Ok(None);
         }
-        expect_bool("isHeldBy", &self.0.call("isHeldBy", key, Some(owner), None).await?).map(Some)
+        expect_bool("isHeldBy", &self.ask("isHeldBy", key, Some(owner), None).await?).map(Some)
     }
 
     async fn acquire_permit(
@@ -199,32 +213,29 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
         kind: HoldKind,
     ) -> Result<Option<Grant>> {
         self.permits()?;
-        let answer = self.0.call_permit("acquirePermit", key, Some(owner), Some(ttl_ms), kind).await?;
+        let answer = self.ask_permit("acquirePermit", key, Some(owner), Some(ttl_ms), kind).await?;
         expect_grant("acquirePermit", &answer)
     }
 
     async fn release_permit(&self, key: &str, owner: &str, kind: HoldKind) -> Result<bool> {
         self.permits()?;
-        expect_bool(
-            "releasePermit",
-            &self.0.call_permit("releasePermit", key, Some(owner), None, kind).await?,
-        )
+        expect_bool("releasePermit", &self.ask_permit("releasePermit", key, Some(owner), None, kind).await?)
     }
 
     async fn extend_permit(&self, key: &str, owner: &str, ttl_ms: u64, kind: HoldKind) -> Result<bool> {
         self.permits()?;
-        let answer = self.0.call_permit("extendPermit", key, Some(owner), Some(ttl_ms), kind).await?;
+        let answer = self.ask_permit("extendPermit", key, Some(owner), Some(ttl_ms), kind).await?;
         expect_bool("extendPermit", &answer)
     }
 
     async fn permit_count(&self, key: &str, kind: HoldKind) -> Result<u64> {
         self.permits()?;
-        expect_count(&self.0.call_permit("countPermits", key, None, None, kind).await?)
+        expect_count(&self.ask_permit("countPermits", key, None, None, kind).await?)
     }
 
     async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
         self.permits()?;
-        let answer = self.0.call_permit("permitRemainingTime", key, Some(owner), None, kind).await?;
+        let answer = self.ask_permit("permitRemainingTime", key, Some(owner), None, kind).await?;
         expect_remaining_time(&answer).map_err(|_| {
             LockError::StoreContractViolation(format!(
                 "store.permitRemainingTime() resolved to {answer}; it must resolve to null or a number of milliseconds >= 0"
@@ -234,6 +245,27 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
 }
 
 impl<F: ForeignStore> ForeignLockStore<F> {
+    async fn ask(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+    ) -> Result<Answer> {
+        refusal(self.0.call(op, key, owner, ttl_ms).await?)
+    }
+
+    async fn ask_permit(
+        &self,
+        op: &'static str,
+        key: &str,
+        owner: Option<&str>,
+        ttl_ms: Option<u64>,
+        kind: HoldKind,
+    ) -> Result<Answer> {
+        refusal(self.0.call_permit(op, key, owner, ttl_ms, kind).await?)
+    }
+
     fn permits(&self) -> Result<()> {
         if self.0.has_permits() {
             Ok(())

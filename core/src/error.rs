@@ -9,7 +9,7 @@
 pub enum LockError {
     /// `extend` (or `serialize`) on a lock this handle does not hold: it was never
     /// acquired, was released, or expired and was lost.
-    #[error("locksmith: lock {key:?} is not held by this handle ({reason})")]
+    #[error("locksmith: lock {} is not held by this handle ({reason})", crate::validate::quote(key))]
     NotHeld {
         /// The lock key.
         key: String,

@@ -136,8 +136,8 @@ impl Lock {
         match select(Box::pin(check), self.timer.sleep_in_background(DUE_CHECK_MS)).await {
             Either::Left((answer, _)) => answer,
             Either::Right(_) => DueCheck::Unreachable(LockError::StoreUnavailable(format!(
-                "the store did not confirm the hold on {:?} within {DUE_CHECK_MS} ms of its expiry",
-                self.key
+                "the store did not confirm the hold on {} within {DUE_CHECK_MS} ms of its expiry",
+                crate::validate::quote(&self.key)
             ))),
         }
     }

@@ -182,6 +182,24 @@ impl Lock {
         }
     }
 
+    /// Makes this handle a fresh lock on `key` for `ttl_ms`, in the same store, as if by
+    /// [`Lock::new`]: no hold, no history. Nothing else can refer to the handle (it is
+    /// borrowed mutably), so its allocations are reused rather than made again. On a
+    /// validation error the handle is left as it was.
+    pub fn reset(&mut self, key: &str, ttl_ms: u64) -> Result<()> {
+        validate::key(key)?;
+        let ttl_ms = validate::ttl_ms(ttl_ms)?;
+        self.key.clear();
+        self.key.push_str(key);
+        self.ttl_ms = ttl_ms;
+        self.kind = HoldKind::Exclusive;
+        *self.hold.get_mut().unwrap_or_else(PoisonError::into_inner) = Hold::default();
+        *self.ending.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.extend_failure.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
+        *self.extend_stopped.get_mut() = 0;
+        Ok(())
+    }
+
     /// The key.
     #[must_use]
     pub fn key(&self) -> &str {

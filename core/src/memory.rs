@@ -341,13 +341,18 @@ impl SyncLockStore for MemoryStore {
     fn release_now(&self, key: &str, owner: &str) -> bool {
         let now = self.clock.now_ms();
         let mut state = self.state();
-        match state.entries.get(key) {
-            Some(entry) if entry.held_by(owner, now) => {
-                state.entries.remove(key);
+        // One lookup on the common path (the holder releases); the entry goes back in
+        // when someone else holds the key.
+        match state.entries.remove_entry(key) {
+            Some((_, entry)) if entry.held_by(owner, now) => {
                 state.wake_one_waiter(key);
                 true
             }
-            _ => false,
+            Some((key, entry)) => {
+                state.entries.insert(key, entry);
+                false
+            }
+            None => false,
         }
     }
 
@@ -453,7 +458,8 @@ impl LockStore for MemoryStore {
             match holds.limit {
                 Some(held) if held != limit && !holds.holders.is_empty() => {
                     return Err(crate::error::LockError::InvalidArgument(format!(
-                        "semaphore {key:?} is held with limit {held}; this handle asks for {limit}: every handle of a semaphore must use the same limit"
+                        "semaphore {} is held with limit {held}; this handle asks for {limit}: every handle of a semaphore must use the same limit",
+                        crate::validate::quote(key)
                     )));
                 }
                 _ => holds.limit = Some(limit),

@@ -145,7 +145,8 @@ pub mod js {
             "write" => crate::HoldKind::Write,
             other => {
                 return Err(LockError::InvalidArgument(format!(
-                    "kind must be lock, semaphore, read or write; got {other:?}"
+                    "kind must be lock, semaphore, read or write; got {}",
+                    super::quote(other)
                 )))
             }
         })
@@ -173,6 +174,31 @@ pub mod js {
         }
         Ok(ms.ceil() as u64)
     }
+}
+
+/// `text` in double quotes, with `"`, `\` and control characters escaped (`\u{1b}`): how
+/// messages name keys and other strings. Not `Debug` formatting, whose Unicode tables
+/// would add several KB to the WebAssembly build.
+#[must_use]
+pub fn quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\0' => out.push_str("\\0"),
+            c if c.is_control() => {
+                let _ = std::fmt::Write::write_fmt(&mut out, format_args!("\\u{{{:x}}}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Formats a number for a message, the way JS prints the common cases (`NaN`,
@@ -225,6 +251,13 @@ mod tests {
             assert!(err.to_string().starts_with("locksmith: "));
         }
         assert!(key(&"k".repeat(MAX_KEY_BYTES + 1)).unwrap_err().to_string().contains("1025 bytes"));
+    }
+
+    #[test]
+    fn quotes_like_debug_for_common_text() {
+        for text in ["invoice:42", "a \"b\" \\ c", "tab\there\n\r", "\u{1b}\u{0}", "🔒", ""] {
+            assert_eq!(quote(text), format!("{text:?}"));
+        }
     }
 
     #[test]

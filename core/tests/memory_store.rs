@@ -203,3 +203,86 @@ fn without_release_signals_waiters_poll() {
     });
     assert_eq!(timer.now(), 200, "the waiter found the lock free at its next poll");
 }
+
+/// `reset` makes a used handle a fresh lock on another key: no hold, no history, no
+/// signal of its old hold; a bad key or TTL leaves it as it was.
+#[test]
+fn reset_handle_is_a_fresh_lock() {
+    let (timer, store) = setup();
+    let mut l = lock(&timer, &store, "first", 1_000);
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        assert!(l.release().await.unwrap());
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        timer.sleep_for_test(1_500).await;
+        assert!(l.is_expired().await.unwrap(), "lost to its TTL before the reset");
+    });
+    assert_eq!(l.reset("", 1_000).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!(l.reset("second", 0).unwrap_err().code(), "INVALID_ARGUMENT");
+    assert_eq!((l.key(), l.ttl_ms()), ("first", 1_000), "a refused reset changes nothing");
+
+    l.reset("second", 2_000).unwrap();
+    assert_eq!((l.key(), l.ttl_ms()), ("second", 2_000));
+    assert!(!l.has_owner());
+    assert_eq!(l.held_generation(), None);
+    assert_eq!(l.fencing_token(), None);
+    timer.run(async {
+        assert!(!l.is_expired().await.unwrap(), "the old hold's loss is forgotten");
+        assert!(!l.release().await.unwrap());
+        assert_eq!(l.extend(None).await.unwrap_err().code(), "LOCK_NOT_HELD");
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        assert!(store.is_locked_now("second"));
+        assert!(!store.is_locked_now("first"));
+        timer.sleep_for_test(1_500).await;
+        assert!(store.is_locked_now("second"), "held for the new TTL");
+        assert!(l.release().await.unwrap());
+    });
+}
+
+/// After `reset`, the first hold has the generation the old handle's first hold had; how
+/// that old hold ended must not be taken for the new one's end.
+#[test]
+fn reset_forgets_how_old_holds_ended() {
+    use futures_util::future::{select, Either};
+    let (timer, store) = setup();
+    let mut l = lock(&timer, &store, "first", 1_000);
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        assert!(l.release().await.unwrap());
+    });
+    l.reset("second", 1_000).unwrap();
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        match select(Box::pin(l.hold_ended()), Box::pin(timer.sleep_for_test(100))).await {
+            Either::Left((end, _)) => panic!("the new hold is still held, yet its watch ended: {end:?}"),
+            Either::Right(((), _)) => {}
+        }
+        assert!(l.release().await.unwrap());
+        assert!(matches!(l.hold_ended().await, locksmith_core::HoldEnd::Released));
+    });
+}
+
+/// After `reset`, a stop of the old handle's first hold's auto-extend must not stop the
+/// new first hold's.
+#[test]
+fn reset_forgets_an_old_auto_extend_stop() {
+    use futures_util::future::{select, Either};
+    let (timer, store) = setup();
+    let mut l = lock(&timer, &store, "first", 300);
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        l.stop_extending();
+        assert!(l.release().await.unwrap());
+    });
+    l.reset("second", 300).unwrap();
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        let plan = locksmith_core::AutoExtend::for_ttl_ms(300);
+        match select(Box::pin(l.keep_extending(plan)), Box::pin(timer.sleep_for_test(1_000))).await {
+            Either::Left(((), _)) => panic!("auto-extend stopped on its own"),
+            Either::Right(((), _)) => {}
+        }
+        assert!(store.is_locked_now("second"), "held past three TTLs by auto-extend");
+        assert!(l.release().await.unwrap());
+    });
+}

@@ -108,10 +108,15 @@ fn describe(value: &Value) -> Answer {
         Value::Null => Answer::Nothing,
         Value::String(s) => Answer::Other(format!("string {s:?}")),
         Value::Array(_) => Answer::Other("an array".into()),
-        Value::Object(o) => match o.get("nonFinite").and_then(Value::as_str) {
-            Some(number) => Answer::Number(contract::non_finite(number)),
-            None => Answer::Other("an object".into()),
-        },
+        Value::Object(o) => {
+            if let Some(number) = o.get("nonFinite").and_then(Value::as_str) {
+                Answer::Number(contract::non_finite(number))
+            } else if let Some(message) = o.get("invalidArgument").and_then(Value::as_str) {
+                Answer::Refused(message.to_owned())
+            } else {
+                Answer::Other("an object".into())
+            }
+        }
     }
 }
 

@@ -130,9 +130,13 @@ impl NativeLock {
     /// reused instead of allocated (creating a native object is the expensive part).
     #[napi]
     pub fn reset(&mut self, key: String, ttl_ms: f64) -> napi::Result<()> {
+        let ttl_ms = js::ttl_ms(ttl_ms).napi()?;
+        // In place when no task still holds the lock (the usual case): no allocation.
+        if let Some(lock) = Arc::get_mut(&mut self.inner) {
+            return lock.reset(&key, ttl_ms).napi();
+        }
         let store = self.inner.store().clone();
-        self.inner =
-            Arc::new(Lock::new(&key, js::ttl_ms(ttl_ms).napi()?, store, self.runner.timer.clone()).napi()?);
+        self.inner = Arc::new(Lock::new(&key, ttl_ms, store, self.runner.timer.clone()).napi()?);
         Ok(())
     }
 

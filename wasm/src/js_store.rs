@@ -85,13 +85,17 @@ fn describe(value: &JsValue) -> Answer {
     } else if value.is_null() || value.is_undefined() {
         Answer::Nothing
     } else if let Some(s) = value.as_string() {
-        Answer::Other(format!("string {s:?}"))
+        Answer::Other(format!("string {}", locksmith_core::validate::quote(&s)))
     } else if js_sys::Array::is_array(value) {
         Answer::Other("an array".into())
     } else if let Some(number) =
         Reflect::get(value, &JsValue::from_str("nonFinite")).ok().and_then(|n| n.as_string())
     {
         Answer::Number(contract::non_finite(&number))
+    } else if let Some(message) =
+        Reflect::get(value, &JsValue::from_str("invalidArgument")).ok().and_then(|m| m.as_string())
+    {
+        Answer::Refused(message)
     } else {
         Answer::Other("an object".into())
     }

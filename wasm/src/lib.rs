@@ -18,6 +18,10 @@ mod memory;
 mod timer;
 
 use locksmith_core::LockError;
+
+// Made for wasm32: a few KB smaller than the default allocator (dlmalloc), and faster.
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
 use wasm_bindgen::JsValue;
 
 /// `LockError` → JS: an `Error` whose message carries the stable code first

@@ -2,6 +2,8 @@
 //! memory store without a promise; they answer `null`/`false` for other stores, and
 //! the JS surface takes the async method instead.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -9,7 +11,6 @@ use js_sys::Promise;
 use locksmith_core::validate::js;
 use locksmith_core::{HoldEnd, Lock, LockStore};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
 
 use crate::timer::timer;
 use crate::IntoJs;
@@ -41,6 +42,12 @@ pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> Result<WasmL
     Lock::restore(serialized, store, timer()).js().map(|l| WasmLock { inner: Rc::new(l) })
 }
 
+/// One instance of the promise glue for every async method: each future is boxed, so
+/// wasm-bindgen's spawning code is not copied once per future type.
+fn promise(work: Pin<Box<dyn Future<Output = Result<JsValue, JsValue>>>>) -> Promise {
+    wasm_bindgen_futures::future_to_promise(work)
+}
+
 fn bool_value(b: bool) -> JsValue {
     JsValue::from_bool(b)
 }
@@ -64,8 +71,13 @@ impl WasmLock {
 
     /// Makes this handle a fresh lock on `key` in the same store (reuse, not allocation).
     pub fn reset(&mut self, key: &str, ttl_ms: f64) -> Result<(), JsValue> {
+        let ttl_ms = js::ttl_ms(ttl_ms).js()?;
+        // In place when no task still holds the lock (the usual case): no allocation.
+        if let Some(lock) = Rc::get_mut(&mut self.inner) {
+            return lock.reset(key, ttl_ms).js();
+        }
         let store = self.inner.store().clone();
-        self.inner = Rc::new(Lock::new(key, js::ttl_ms(ttl_ms).js()?, store, timer()).js()?);
+        self.inner = Rc::new(Lock::new(key, ttl_ms, store, timer()).js()?);
         Ok(())
     }
 
@@ -91,18 +103,26 @@ impl WasmLock {
         self.inner.try_acquire_now().transpose().js().map(or_null)
     }
 
-    /// `tryAcquireNow` without options: the hot path.
+    /// `tryAcquireNow` without options: the hot path. It returns its value directly (a
+    /// `Result` would cost a second call and an allocation on the JS side per acquire):
+    /// `true`/`false`, or `null` when the store is async or the attempt failed (no random
+    /// source). On `null` the JS surface takes the full path, which reports the error.
+    /// (Throwing from here instead would skip the release of wasm-bindgen's borrow of
+    /// this handle, and the handle could never be reset again.)
     #[wasm_bindgen(js_name = tryAcquire)]
-    pub fn try_acquire(&self) -> Result<JsValue, JsValue> {
-        self.inner.try_acquire_now().transpose().js().map(or_null)
+    pub fn try_acquire(&self) -> JsValue {
+        match self.inner.try_acquire_now() {
+            Some(Ok(taken)) => JsValue::from_bool(taken),
+            None | Some(Err(_)) => JsValue::NULL,
+        }
     }
 
     pub fn acquire(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> Promise {
         let lock = self.inner.clone();
-        future_to_promise(async move {
+        promise(Box::pin(async move {
             let options = js::acquire_options(timeout, retry_delay).js()?;
             lock.acquire(options).await.js().map(bool_value)
-        })
+        }))
     }
 
     #[wasm_bindgen(js_name = releaseNow)]
@@ -112,7 +132,7 @@ impl WasmLock {
 
     pub fn release(&self) -> Promise {
         let lock = self.inner.clone();
-        future_to_promise(async move { lock.release().await.js().map(bool_value) })
+        promise(Box::pin(async move { lock.release().await.js().map(bool_value) }))
     }
 
     /// `true` when extended synchronously, `false` when the store is async.
@@ -124,28 +144,28 @@ impl WasmLock {
 
     pub fn extend(&self, ttl_ms: Option<f64>) -> Promise {
         let lock = self.inner.clone();
-        future_to_promise(async move {
+        promise(Box::pin(async move {
             let ttl_ms = ttl_ms.map(js::ttl_ms).transpose().js()?;
             lock.extend(ttl_ms).await.js().map(|()| JsValue::UNDEFINED)
-        })
+        }))
     }
 
     #[wasm_bindgen(js_name = isLocked)]
     pub fn is_locked(&self) -> Promise {
         let lock = self.inner.clone();
-        future_to_promise(async move { lock.is_locked().await.js().map(bool_value) })
+        promise(Box::pin(async move { lock.is_locked().await.js().map(bool_value) }))
     }
 
     #[wasm_bindgen(js_name = isExpired)]
     pub fn is_expired(&self) -> Promise {
         let lock = self.inner.clone();
-        future_to_promise(async move { lock.is_expired().await.js().map(bool_value) })
+        promise(Box::pin(async move { lock.is_expired().await.js().map(bool_value) }))
     }
 
     #[wasm_bindgen(js_name = remainingTime)]
     pub fn remaining_time(&self) -> Promise {
         let lock = self.inner.clone();
-        future_to_promise(async move { Ok(or_null(lock.remaining_time().await.js()?.map(|ms| ms as f64))) })
+        promise(Box::pin(async move { Ok(or_null(lock.remaining_time().await.js()?.map(|ms| ms as f64))) }))
     }
 
     pub fn serialize(&self) -> Result<String, JsValue> {
@@ -167,7 +187,7 @@ impl WasmLock {
     /// How many holds of the key are live now.
     pub fn count(&self) -> Promise {
         let lock = self.inner.clone();
-        future_to_promise(async move { lock.count().await.js().map(|n| JsValue::from_f64(n as f64)) })
+        promise(Box::pin(async move { lock.count().await.js().map(|n| JsValue::from_f64(n as f64)) }))
     }
 
     /// The number of the current hold, or `null` when nothing is held.
@@ -181,12 +201,12 @@ impl WasmLock {
         let lock = self.inner.clone();
         // The hold current now, not whichever is current when the task first runs.
         let generation = lock.hold_generation_now();
-        future_to_promise(async move {
+        promise(Box::pin(async move {
             match lock.hold_ended_of(generation).await {
                 HoldEnd::Released => Ok(JsValue::TRUE),
                 HoldEnd::Lost(err) => Err::<JsValue, _>(err).js(),
             }
-        })
+        }))
     }
 
     /// Keeps the current hold extended in the background (the `autoExtend` option).
@@ -195,7 +215,7 @@ impl WasmLock {
         let plan = js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).js()?;
         let lock = self.inner.clone();
         if let Some(generation) = lock.held_generation() {
-            wasm_bindgen_futures::spawn_local(async move { lock.keep_extending_of(generation, plan).await });
+            timer().spawn(Box::pin(async move { lock.keep_extending_of(generation, plan).await }));
         }
         Ok(())
     }

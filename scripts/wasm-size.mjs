@@ -1,0 +1,29 @@
+// The WebAssembly module's size, gzipped at level 9 (deterministic for a given build), and
+// the budget `npm test` holds it to so that it never grows back unnoticed. The goal is
+// 32 KB; the budget is what the build reaches today, with a little room.
+// `node scripts/wasm-size.mjs` prints the size and exits non-zero above the budget.
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+
+export const WASM_GZIP_BUDGET_BYTES = 49 * 1024;
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+export const wasmFile = join(root, "js/wasm/locksmith_wasm_bg.wasm");
+
+export function wasmSize(file = wasmFile) {
+  const bytes = readFileSync(file);
+  return { rawBytes: bytes.length, gzipBytes: gzipSync(bytes, { level: 9 }).length };
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const { rawBytes, gzipBytes } = wasmSize();
+  const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
+  const line = `locksmith_wasm_bg.wasm: ${kb(rawBytes)} raw, ${kb(gzipBytes)} gzipped (${gzipBytes} bytes; budget ${WASM_GZIP_BUDGET_BYTES})`;
+  if (gzipBytes > WASM_GZIP_BUDGET_BYTES) {
+    console.error(`${line}\nThe WebAssembly module grew past its size budget (scripts/wasm-size.mjs).`);
+    process.exit(1);
+  }
+  console.log(line);
+}
