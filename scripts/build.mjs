@@ -67,7 +67,20 @@ if (only !== "wasm") {
 // where RedisLockStore connects, so the main module's size is not its size. Built
 // first: Node's fallback bundle below takes its glue in.
 if (only !== "native") {
-  run("cargo", ["build", "-p", "locksmith-wasm-redis", "--target", "wasm32-unknown-unknown", "--profile", "wasm-release", "--quiet"]);
+  // The same flags as the main module's build below, so the two share compiled crates.
+  const cargoHome = process.env.CARGO_HOME ?? join(homedir(), ".cargo");
+  execFileSync(
+    "cargo",
+    ["build", "-p", "locksmith-wasm-redis", "--target", "wasm32-unknown-unknown", "--profile", "wasm-release", "--quiet"],
+    {
+      cwd: root,
+      stdio: "inherit",
+      env: {
+        ...process.env,
+        CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS: `--remap-path-prefix=${join(cargoHome, "registry/src")}=/cargo`,
+      },
+    },
+  );
   const built = join(root, "target/wasm32-unknown-unknown/wasm-release/locksmith_wasm_redis.wasm");
   const out = join(root, "js/wasm");
   const wasmFile = join(out, "locksmith_wasm_redis_bg.wasm");
