@@ -37,6 +37,9 @@ use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber}
 use locksmith_redis::{check_url_settings, RedisOptions};
 use wasm_bindgen::prelude::*;
 
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(js_namespace = performance, js_name = now)]
