@@ -139,7 +139,7 @@ describe("bad serialized locks", () => {
 });
 
 describe("stores that misbehave", () => {
-  const base = () => ({ ...mapStore(), operationTimeoutMs: 150 });
+  const base = () => ({ ...mapStore(), operationTimeoutMs: 600 });
   const cases = [
     ["throws synchronously", (s) => ({ ...s, acquire: () => { throw new Error("sync boom"); } }), "STORE_UNAVAILABLE", /sync boom/],
     ["rejects", (s) => ({ ...s, acquire: async () => { throw new Error("async boom"); } }), "STORE_UNAVAILABLE", /async boom/],
@@ -148,7 +148,7 @@ describe("stores that misbehave", () => {
     ["returns undefined", (s) => ({ ...s, acquire: async () => undefined }), "STORE_CONTRACT_VIOLATION", /null\/undefined/],
     ["returns an object", (s) => ({ ...s, acquire: async () => ({ ok: true }) }), "STORE_CONTRACT_VIOLATION", /object/],
     ["returns a plain value, not a promise", (s) => ({ ...s, acquire: () => 0 }), "STORE_CONTRACT_VIOLATION", /resolved to 0;/],
-    ["never settles", (s) => ({ ...s, acquire: () => new Promise(() => {}) }), "STORE_UNAVAILABLE", /did not settle within 150 ms/],
+    ["never settles", (s) => ({ ...s, acquire: () => new Promise(() => {}) }), "STORE_UNAVAILABLE", /did not settle within 600 ms/],
   ];
   for (const [what, make, code, message] of cases) {
     it(`acquire ${what}`, async () => {
