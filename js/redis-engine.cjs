@@ -34,6 +34,87 @@ function parseRedisUrl(url, invalid) {
   };
 }
 
+/** A socket to `target` (plain or TLS, per its scheme); `onConnect` runs once it is up. */
+function dialTarget(target, options, onConnect) {
+  const { host, port } = target;
+  let socket;
+  if (target.tls) {
+    socket = tls.connect(
+      {
+        host,
+        port,
+        servername: net.isIP(host) ? undefined : host,
+        ca: options.tlsCaCert ?? undefined,
+        rejectUnauthorized: !options.tlsInsecure,
+        checkServerIdentity: options.tlsInsecure ? () => undefined : tls.checkServerIdentity,
+      },
+      onConnect,
+    );
+  } else {
+    socket = net.connect({ host, port }, onConnect);
+  }
+  socket.setNoDelay(true);
+  socket.setKeepAlive(true, 10_000);
+  socket.unref();
+  return socket;
+}
+
+/**
+ * One short exchange with a server (a Sentinel, or a node whose role or slots are
+ * asked): connects, logs in with the target's credentials, sends `commands` (arrays of
+ * strings) and resolves with their replies, decoded by the addon. An error reply, a
+ * refused connection or no answer within `options.connectTimeoutMs` rejects.
+ */
+function exchange(addon, target, options, commands) {
+  return new Promise((resolve, reject) => {
+    const all = [];
+    if (target.password !== null && target.password !== undefined) {
+      all.push(target.user ? ["AUTH", target.user, target.password] : ["AUTH", target.password]);
+    }
+    const skip = all.length;
+    all.push(...commands);
+    const replies = [];
+    let input = Buffer.alloc(0);
+    let settled = false;
+    const finish = (err) => {
+      if (settled) return;
+      settled = true;
+      socket.destroy();
+      if (err) reject(err);
+      else resolve(replies.slice(skip));
+    };
+    const socket = dialTarget(target, options, () => {
+      socket.write(Buffer.concat(all.map((args) => addon.redisCommand(args))));
+    });
+    socket.setTimeout(options.connectTimeoutMs, () => finish(new Error(`no answer within ${options.connectTimeoutMs} ms`)));
+    socket.on("data", (chunk) => {
+      input = input.length === 0 ? chunk : Buffer.concat([input, chunk]);
+      try {
+        for (let next = addon.redisDecode(input); next !== null; next = addon.redisDecode(input)) {
+          const [value, used] = next;
+          input = input.subarray(used);
+          if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+            finish(new Error(value.error));
+            return;
+          }
+          replies.push(value);
+          if (replies.length === all.length) {
+            finish(null);
+            return;
+          }
+        }
+      } catch (err) {
+        finish(err);
+      }
+    });
+    socket.on("error", (err) => finish(err));
+    socket.on("close", () => finish(new Error("the connection closed")));
+  });
+}
+
+/** Stands for the data socket while the Sentinels are asked where the master is. */
+const LOCATING = Object.freeze({ destroy() {}, write() {} });
+
 /**
  * The driver, over the addon's completion channel: `viaCompletions(start)` makes a
  * call id and its promise; `settle(outcomes, errors)` settles finished calls.
@@ -65,6 +146,11 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.native = native;
       this.options = options;
       this.target = parseRedisUrl(options.url, invalid);
+      // Sentinel: `target` holds the master's credentials; its address comes from the
+      // Sentinels on every (re)connect, and a watcher follows `+switch-master`.
+      this.sentinelAt = 0;
+      this.watcher = null;
+      this.watchTimer = null;
       this.socket = null;
       this.ready = false;
       this.closed = false;
@@ -108,27 +194,107 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
     /** A socket to the server, plain or TLS; `onConnect` runs once it is up. */
     dial(onConnect) {
-      const { host, port } = this.target;
-      let socket;
-      if (this.target.tls) {
-        socket = tls.connect(
-          {
-            host,
-            port,
-            servername: net.isIP(host) ? undefined : host,
-            ca: this.options.tlsCaCert ?? undefined,
-            rejectUnauthorized: !this.options.tlsInsecure,
-            checkServerIdentity: this.options.tlsInsecure ? () => undefined : tls.checkServerIdentity,
-          },
-          onConnect,
-        );
-      } else {
-        socket = net.connect({ host, port }, onConnect);
+      return dialTarget(this.target, this.options, onConnect);
+    }
+
+    /**
+     * Sentinel: asks the Sentinels, one after the other (the last one that answered
+     * first), where the master named `masterName` is, and checks with `ROLE` that the
+     * server there is a master: a store never writes to a replica.
+     */
+    async locate() {
+      const { sentinels, masterName } = this.options;
+      const problems = [];
+      for (let i = 0; i < sentinels.length; i++) {
+        const at = (this.sentinelAt + i) % sentinels.length;
+        const sentinel = sentinels[at];
+        const where = `sentinel ${sentinel.host}:${sentinel.port}`;
+        let addr;
+        try {
+          [addr] = await exchange(addon, sentinel, this.options, [["SENTINEL", "get-master-addr-by-name", masterName]]);
+        } catch (err) {
+          problems.push(`${where}: ${err.message}`);
+          continue;
+        }
+        if (!Array.isArray(addr) || addr.length < 2) {
+          problems.push(`${where} knows no master named ${JSON.stringify(masterName)}`);
+          continue;
+        }
+        const target = { ...this.target, host: addr[0], port: Number(addr[1]) };
+        let role;
+        try {
+          [role] = await exchange(addon, target, this.options, [["ROLE"]]);
+        } catch (err) {
+          problems.push(`${target.host}:${target.port} (master per ${where}): ${err.message}`);
+          continue;
+        }
+        if (!Array.isArray(role) || role[0] !== "master") {
+          problems.push(`${target.host}:${target.port} (master per ${where}) is a ${Array.isArray(role) ? role[0] : "server of unknown role"}`);
+          continue;
+        }
+        this.sentinelAt = at;
+        return target;
       }
-      socket.setNoDelay(true);
-      socket.setKeepAlive(true, 10_000);
-      socket.unref();
-      return socket;
+      throw new Error(`no master ${JSON.stringify(masterName)} found through the sentinels (${problems.join("; ")})`);
+    }
+
+    /**
+     * Sentinel: a subscription to `+switch-master` on one Sentinel. When the master
+     * moves, the data and subscriber sockets are dropped; the next call (or a waiting
+     * lock at once) connects to the new master.
+     */
+    watch() {
+      if (this.closed || this.watcher !== null || !this.options.sentinels) return;
+      const { sentinels, masterName } = this.options;
+      const sentinel = sentinels[this.sentinelAt];
+      let input = Buffer.alloc(0);
+      const socket = dialTarget(sentinel, this.options, () => {
+        const auth = sentinel.password !== null ? [sentinel.user ? ["AUTH", sentinel.user, sentinel.password] : ["AUTH", sentinel.password]] : [];
+        socket.write(Buffer.concat([...auth, ["SUBSCRIBE", "+switch-master"]].map((args) => addon.redisCommand(args))));
+      });
+      this.watcher = socket;
+      socket.on("data", (chunk) => {
+        input = input.length === 0 ? chunk : Buffer.concat([input, chunk]);
+        try {
+          for (let next = addon.redisDecode(input); next !== null; next = addon.redisDecode(input)) {
+            const [value, used] = next;
+            input = input.subarray(used);
+            if (!Array.isArray(value)) {
+              if (value !== null && typeof value === "object") socket.destroy(); // a refused AUTH
+              continue;
+            }
+            if (value[0] !== "message" || typeof value[2] !== "string") continue;
+            // `<name> <old ip> <old port> <new ip> <new port>`
+            const [name, , , host, port] = value[2].split(" ");
+            if (name !== masterName) continue;
+            if (host !== this.target.host || Number(port) !== this.target.port) this.moved(`the master moved to ${host}:${port}`);
+          }
+        } catch {
+          socket.destroy();
+        }
+      });
+      socket.on("error", () => {});
+      socket.on("close", () => {
+        if (this.watcher !== socket) return;
+        this.watcher = null;
+        if (this.closed) return;
+        // The next Sentinel, in a second.
+        this.sentinelAt = (this.sentinelAt + 1) % sentinels.length;
+        this.watchTimer = setTimeout(() => {
+          this.watchTimer = null;
+          this.watch();
+        }, 1_000);
+        this.watchTimer.unref();
+      });
+    }
+
+    /** The server is no longer the master: drop both sockets; reconnecting asks the Sentinels again. */
+    moved(why) {
+      if (this.socket !== null && this.socket !== LOCATING) {
+        this.lastError = why;
+        this.socket.destroy();
+      }
+      this.sub?.destroy();
     }
 
     /** The subscriber connection: SUBSCRIBE confirmations and release messages. */
@@ -192,6 +358,38 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     open() {
       const { user, password, db } = this.target;
       const handshake = viaCompletions((id) => this.native.handshakeStart(completions, id, user, password, db));
+      if (this.options.sentinels) {
+        this.socket = LOCATING;
+        this.locate().then(
+          (target) => {
+            if (this.closed || this.socket !== LOCATING) return;
+            this.target = target;
+            this.attach();
+            this.watch();
+          },
+          (err) => {
+            if (this.socket !== LOCATING) return;
+            this.lastError = err.message;
+            this.onClose(LOCATING);
+          },
+        );
+      } else {
+        this.attach();
+      }
+      return handshake.then(
+        () => {
+          this.socket?.setTimeout?.(0);
+          this.failures = 0;
+        },
+        (err) => {
+          this.socket?.destroy();
+          throw err;
+        },
+      );
+    }
+
+    /** Dials `target` as the data socket; the handshake queued by `open()` goes first. */
+    attach() {
       const socket = this.dial(() => {
         this.ready = true;
         this.flush();
@@ -211,6 +409,8 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
           socket.destroy();
           return;
         }
+        // A READONLY reply: the master was demoted. Ask the Sentinels again.
+        if (this.options.sentinels && this.native.takeReplicaSeen()) this.moved("the server became a replica (READONLY)");
         // Even with nothing settled the engine may have more to send (a NOSCRIPT retry).
         flushSoon();
         this.take(outcomes);
@@ -219,16 +419,6 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
         this.lastError = err.message;
       });
       socket.on("close", () => this.onClose(socket));
-      return handshake.then(
-        () => {
-          socket.setTimeout(0);
-          this.failures = 0;
-        },
-        (err) => {
-          socket.destroy();
-          throw err;
-        },
-      );
     }
 
     onClose(socket) {
@@ -287,6 +477,8 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.ready = false;
       this.socket?.destroy();
       this.sub?.destroy();
+      clearTimeout(this.watchTimer);
+      this.watcher?.destroy();
     }
   }
 

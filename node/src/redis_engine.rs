@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use locksmith_core::{validate, Clock, LockStore, MonotonicClock};
 use locksmith_redis::engine::local::LocalTimer;
-use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
+use locksmith_redis::engine::{reply, EngineOptions, EngineStore, Handshake, Subscriber};
 use napi::bindgen_prelude::{Buffer, BufferSlice, Float64Array};
 use napi_derive::napi;
 
@@ -188,6 +188,12 @@ impl NativeEngineStore {
         self.store.expire()
     }
 
+    /// Whether a reply said `READONLY` (the server is a replica now) since the last call.
+    #[napi]
+    pub fn take_replica_seen(&self) -> bool {
+        self.store.take_replica_seen()
+    }
+
     /// The connection is gone: pending requests fail with `STORE_UNAVAILABLE`.
     #[napi]
     pub fn connection_lost(&self, why: String) {
@@ -294,4 +300,35 @@ impl NativeEngineStore {
     pub fn errors(&mut self) -> Vec<String> {
         std::mem::take(&mut self.errors)
     }
+}
+
+/// `args` as one RESP command, for the driver's own short exchanges (Sentinel, `ROLE`,
+/// `CLUSTER SLOTS`).
+#[napi]
+pub fn redis_command(args: Vec<String>) -> Buffer {
+    let args: Vec<&[u8]> = args.iter().map(String::as_bytes).collect();
+    Buffer::from(reply::encode_command(&args))
+}
+
+/// The first whole reply in `chunk` as `[value, bytes used]`, or `null` when more bytes
+/// are needed. A value is `null`, a number, a string, an array, or `{ error }`. Throws
+/// on bytes that are not RESP.
+#[napi]
+pub fn redis_decode(chunk: BufferSlice<'_>) -> napi::Result<Option<serde_json::Value>> {
+    fn json(value: reply::ReplyValue) -> serde_json::Value {
+        match value {
+            reply::ReplyValue::Nil => serde_json::Value::Null,
+            reply::ReplyValue::Integer(n) => n.into(),
+            reply::ReplyValue::Text(text) => text.into(),
+            reply::ReplyValue::Error(message) => serde_json::json!({ "error": message }),
+            reply::ReplyValue::Array(items) => items.into_iter().map(json).collect(),
+        }
+    }
+    Ok(reply::decode(&chunk).napi()?.map(|(value, used)| serde_json::json!([json(value), used])))
+}
+
+/// The Redis Cluster hash slot of `key`.
+#[napi]
+pub fn redis_key_slot(key: String) -> u32 {
+    u32::from(reply::key_slot(key.as_bytes()))
 }

@@ -25,6 +25,7 @@
 //! holders per key, see [`crate::permit_key`] and the scripts' headers.
 
 pub mod local;
+pub mod reply;
 mod resp;
 mod scripts;
 mod store;
@@ -174,6 +175,8 @@ pub struct Engine {
     next_id: RequestId,
     /// A handshake step failed: the rest of its steps finish silently.
     handshake_failed: bool,
+    /// A reply said `READONLY`: the server is a replica now.
+    replica_seen: bool,
 }
 
 impl Engine {
@@ -187,6 +190,7 @@ impl Engine {
             pending: VecDeque::new(),
             next_id: 1,
             handshake_failed: false,
+            replica_seen: false,
         }
     }
 
@@ -434,6 +438,13 @@ impl Engine {
         id
     }
 
+    /// Whether a reply said `READONLY` (the server was demoted to a replica) since the
+    /// last call. Such a request fails with `STORE_UNAVAILABLE`; a host that can find
+    /// the new master (Sentinel) drops the connection and connects there.
+    pub fn take_replica_seen(&mut self) -> bool {
+        std::mem::take(&mut self.replica_seen)
+    }
+
     /// Whether there are bytes to write.
     #[must_use]
     pub fn has_output(&self) -> bool {
@@ -507,6 +518,7 @@ impl Engine {
             return;
         }
         if let Some(error) = reply.error() {
+            self.replica_seen |= error.starts_with("READONLY");
             if error.starts_with("NOSCRIPT")
                 && !matches!(
                     op,

@@ -112,6 +112,11 @@ impl EngineStore {
         fed
     }
 
+    /// Whether a reply said `READONLY` since the last call (see [`Engine::take_replica_seen`]).
+    pub fn take_replica_seen(&self) -> bool {
+        self.shared().engine.take_replica_seen()
+    }
+
     /// Fails requests past their deadline; `true` when the host must drop the connection.
     pub fn expire(&self) -> bool {
         let now = self.clock.now_ms();
