@@ -158,8 +158,22 @@ export declare class MemoryLockStore implements LockStore {
 
 /** Options of `RedisLockStore.connect()`. */
 export interface RedisConnectOptions {
-  /** `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. */
-  url: string;
+  /** `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. One of `url`, `sentinels` and `cluster`. */
+  url?: string;
+  /**
+   * Redis Sentinel: the Sentinels' URLs (`redis://` or `rediss://`, all alike; a
+   * Sentinel's own login goes in its URL). The store asks them for the master named
+   * `masterName` and follows it through failovers.
+   */
+  sentinels?: string[];
+  /** With `sentinels`: the name the Sentinels monitor the master by. */
+  masterName?: string;
+  /** With `sentinels`: the master's ACL user (needs `password`). */
+  username?: string;
+  /** With `sentinels`: the master's password. */
+  password?: string;
+  /** With `sentinels`: the master's database. Default 0. */
+  db?: number;
   /** Put before every key. Default `"locksmith:"`. */
   keyPrefix?: string;
   /** How long connecting may take. Default 2000. */
