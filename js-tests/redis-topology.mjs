@@ -118,3 +118,51 @@ export async function redisCli(...args) {
   const { stdout } = await run(process.env.REDIS_CLI ?? "redis-cli", args, { timeout: 60_000 });
   return stdout;
 }
+
+/** `CLUSTER SLOTS` as `[{ first, last, port, replicas: [port] }]`. */
+export async function clusterSlots(port) {
+  const slots = await command(port, "CLUSTER", "SLOTS");
+  return slots.map(([first, last, master, ...replicas]) => ({ first, last, port: master[1], replicas: replicas.map((r) => r[1]) }));
+}
+
+/**
+ * A Redis Cluster of three masters with a replica each (`redis-server --cluster-enabled
+ * yes` + `redis-cli --cluster create … --cluster-replicas 1`), nodes failing over after
+ * a second. `urls` are the seed URLs (every node).
+ */
+export async function startCluster() {
+  const dir = mkdtempSync(join(tmpdir(), "locksmith-cluster-"));
+  const nodes = [];
+  for (let i = 0; i < 6; i++) {
+    nodes.push(
+      await startRedis([
+        "--cluster-enabled", "yes",
+        "--cluster-config-file", join(dir, `nodes-${i}.conf`),
+        "--cluster-node-timeout", "1000",
+        "--dir", dir,
+      ]),
+    );
+  }
+  await redisCli("--cluster", "create", ...nodes.map((n) => `127.0.0.1:${n.port}`), "--cluster-replicas", "1", "--cluster-yes");
+  await until("the cluster to form", async () => {
+    for (const node of nodes) {
+      if (!/cluster_state:ok/.test(await command(node.port, "CLUSTER", "INFO"))) return false;
+      const known = (await command(node.port, "CLUSTER", "NODES")).trim().split("\n");
+      if (known.length < 6 || known.some((line) => !line.includes(" connected"))) return false;
+    }
+    const slots = await clusterSlots(nodes[0].port);
+    return slots.length >= 3 && slots.every((s) => s.replicas.length === 1);
+  }, 30_000);
+  return {
+    nodes,
+    urls: nodes.map((n) => n.url),
+    node: (port) => nodes.find((n) => n.port === port),
+    /** The master ports, one per slot range. */
+    async masters(via = nodes.find((n) => n.pid)?.port ?? nodes[0].port) {
+      return [...new Set((await clusterSlots(via)).map((s) => s.port))];
+    },
+    async stop() {
+      await Promise.all(nodes.map((n) => n.stop()));
+    },
+  };
+}

@@ -86,6 +86,9 @@ function exchange(addon, target, options, commands) {
     const socket = dialTarget(target, options, () => {
       socket.write(Buffer.concat(all.map((args) => addon.redisCommand(args))));
     });
+    // Short-lived and bounded by its timeout: it may keep Node running meanwhile (a
+    // connect() that starts by reading the cluster's slots waits on it alone).
+    socket.ref();
     socket.setTimeout(options.connectTimeoutMs, () => finish(new Error(`no answer within ${options.connectTimeoutMs} ms`)));
     socket.on("data", (chunk) => {
       input = input.length === 0 ? chunk : Buffer.concat([input, chunk]);
@@ -160,11 +163,20 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.reconnectTimer = null;
       this.lastError = "the connection closed";
       const tick = Math.max(10, Math.min(250, Math.floor(options.commandTimeoutMs / 4)));
+      // Cluster: connection 0 (the seed's node) is `socket` as above; the other nodes'
+      // connections are `nodes[conn]`, made when the engine first routes to them.
+      this.nodes = [];
+      this.refreshing = null;
+      this.refreshAgain = false;
       this.sub = null; // the subscriber socket (release notifications), opened when wanted
       this.subReady = false;
       this.subRetryAt = 0;
       this.expiry = setInterval(() => {
-        if (this.native.expire()) this.socket?.destroy();
+        if (this.options.cluster) {
+          for (const conn of this.native.expireAll()) (conn === 0 ? this.socket : this.nodes[conn]?.socket)?.destroy();
+          // Requests a cluster asked to retry (TRYAGAIN, CLUSTERDOWN) were queued again.
+          flushSoon();
+        } else if (this.native.expire()) this.socket?.destroy();
         if (this.options.notifyReleases && this.native.subscriberTick()) this.sub?.destroy();
         this.take(this.native.turn());
       }, tick);
@@ -176,11 +188,12 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       if (this.ready) {
         const out = this.native.takeOutput();
         if (out !== null) this.socket.write(out);
-      } else if (this.socket === null && this.connected && !this.closed) {
+      } else if (this.socket === null && this.connected && !this.closed && (!this.options.cluster || this.native.busyOn(0))) {
         // A call (or a waking waiter) on a store whose connection went while it was
         // idle: connect again; its commands wait behind the handshake.
         this.reconnectSoon();
       }
+      if (this.options.cluster && !this.closed) this.flushNodes();
       if (!this.options.notifyReleases || this.closed) return;
       if (this.sub !== null) {
         if (this.subReady) {
@@ -300,7 +313,9 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     /** The subscriber connection: SUBSCRIBE confirmations and release messages. */
     openSubscriber() {
       const { user, password } = this.target;
-      const sub = this.dial(() => {
+      // Cluster: any node that is up (a release is published to every node).
+      const live = this.options.cluster ? this.nodes.find((node) => node?.ready) : undefined;
+      const sub = dialTarget(live ? live.target : this.target, this.options, () => {
         this.subReady = true;
         this.native.subscriberConnected(user, password);
         const out = this.native.subscriberOutput();
@@ -352,6 +367,142 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       }
       if (outcomes.length > 1) settle(outcomes, this.native);
       if (thenFlush) flushSoon();
+    }
+
+    /**
+     * Cluster: reads `CLUSTER SLOTS` from a node that answers (those connected first,
+     * then the seeds) into the engine's slot map.
+     */
+    async refreshTopology() {
+      const known = [];
+      for (let conn = 0; conn < this.native.connections; conn++) known.push(this.nodeTarget(conn));
+      const candidates = [...known, ...this.options.cluster];
+      const problems = [];
+      for (const target of candidates) {
+        let slots;
+        try {
+          [slots] = await exchange(addon, target, this.options, [["CLUSTER", "SLOTS"]]);
+        } catch (err) {
+          problems.push(`${target.host}:${target.port}: ${err.message}`);
+          continue;
+        }
+        if (!Array.isArray(slots) || slots.length === 0) {
+          problems.push(`${target.host}:${target.port} serves no slots`);
+          continue;
+        }
+        const firsts = [];
+        const lasts = [];
+        const addresses = [];
+        for (const [first, last, master] of slots) {
+          firsts.push(first);
+          lasts.push(last);
+          addresses.push(`${master[0] || target.host}:${master[1]}`);
+        }
+        this.native.setSlots(firsts, lasts, addresses);
+        return;
+      }
+      throw new Error(`STORE_UNAVAILABLE locksmith: redis: no cluster node answered CLUSTER SLOTS (${problems.join("; ")})`);
+    }
+
+    /** Cluster: reads the topology again soon (once at a time, at most every 100 ms). */
+    refreshSoon() {
+      if (this.closed) return;
+      if (this.refreshing !== null) {
+        this.refreshAgain = true;
+        return;
+      }
+      this.refreshing = this.refreshTopology()
+        .catch(() => {})
+        .then(() => new Promise((resolve) => setTimeout(resolve, 100).unref()))
+        .then(() => {
+          this.refreshing = null;
+          flushSoon();
+          if (this.refreshAgain) {
+            this.refreshAgain = false;
+            this.refreshSoon();
+          }
+        });
+    }
+
+    /** Cluster: connection `conn`'s node, with the seeds' scheme and login. */
+    nodeTarget(conn) {
+      const address = this.native.address(conn);
+      if (address === null) return this.target;
+      const at = address.lastIndexOf(":");
+      return { ...this.target, host: address.slice(0, at).replace(/^\[(.*)\]$/, "$1"), port: Number(address.slice(at + 1)) };
+    }
+
+    /** Cluster: writes each node's commands, connecting to the nodes that have some. */
+    flushNodes() {
+      for (let conn = 1; conn < this.native.connections; conn++) {
+        const node = (this.nodes[conn] ??= { conn, socket: null, ready: false, failures: 0, timer: null, target: null, lastError: "the connection closed" });
+        if (node.ready) {
+          const out = this.native.takeOutputOn(conn);
+          if (out !== null) node.socket.write(out);
+        } else if (node.socket === null && node.timer === null && this.native.busyOn(conn)) {
+          const delay = node.failures === 0 ? 0 : Math.min(50 * 2 ** node.failures, this.options.reconnectMaxDelayMs);
+          node.failures += 1;
+          node.timer = setTimeout(() => {
+            node.timer = null;
+            if (!this.closed) this.openNode(node);
+          }, delay);
+          node.timer.unref();
+        }
+      }
+    }
+
+    /** Cluster: a connection to one more node, its handshake in front of what waits for it. */
+    openNode(node) {
+      const { conn } = node;
+      node.target = this.nodeTarget(conn);
+      const { user, password } = node.target;
+      viaCompletions((id) => this.native.handshakeStartOn(completions, id, conn, user, password)).then(
+        () => {
+          node.failures = 0;
+          node.socket?.setTimeout(0);
+        },
+        () => node.socket?.destroy(),
+      );
+      const socket = dialTarget(node.target, this.options, () => {
+        node.ready = true;
+        flushSoon();
+      });
+      node.socket = socket;
+      socket.setTimeout(this.options.connectTimeoutMs, () => {
+        if (!node.ready) {
+          node.lastError = `connecting to ${node.target.host}:${node.target.port} timed out after ${this.options.connectTimeoutMs} ms`;
+          socket.destroy();
+        }
+      });
+      socket.on("data", (chunk) => {
+        let outcomes;
+        try {
+          outcomes = this.native.feedOn(conn, chunk);
+        } catch {
+          socket.destroy();
+          return;
+        }
+        this.afterFeed();
+        this.take(outcomes);
+      });
+      socket.on("error", (err) => {
+        node.lastError = err.message;
+      });
+      socket.on("close", () => {
+        if (node.socket !== socket) return;
+        node.socket = null;
+        node.ready = false;
+        this.native.connectionLostOn(conn, `${node.target.host}:${node.target.port}: ${node.lastError}`);
+        node.lastError = "the connection closed";
+        this.take(this.native.turn());
+        this.refreshSoon();
+      });
+    }
+
+    /** After a chunk was fed: a cluster's redirects may want the slot map read again. */
+    afterFeed() {
+      flushSoon();
+      if (this.options.cluster && this.native.takeTopologyStale()) this.refreshSoon();
     }
 
     /** Opens a socket and queues the handshake; resolves when the server accepted it. */
@@ -412,7 +563,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
         // A READONLY reply: the master was demoted. Ask the Sentinels again.
         if (this.options.sentinels && this.native.takeReplicaSeen()) this.moved("the server became a replica (READONLY)");
         // Even with nothing settled the engine may have more to send (a NOSCRIPT retry).
-        flushSoon();
+        this.afterFeed();
         this.take(outcomes);
       });
       socket.on("error", (err) => {
@@ -428,9 +579,10 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.native.connectionLost(this.lastError);
       this.take(this.native.turn());
       this.lastError = "the connection closed";
+      if (this.options.cluster) this.refreshSoon();
       // Reconnect now only if some lock still waits; an idle store reconnects on its next
       // call, so a server that stays down keeps neither a retry loop nor the process alive.
-      if (!this.closed && this.connected && this.native.pending > 0) this.reconnectSoon();
+      if (!this.closed && this.connected && (this.options.cluster ? this.native.busyOn(0) : this.native.pending > 0)) this.reconnectSoon();
     }
 
     reconnectSoon() {
@@ -447,8 +599,10 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
     /** The first connection, with `reconnectRetries` more tries. */
     async start() {
+      if (this.options.cluster) this.native.enableCluster(`${this.target.host}:${this.target.port}`);
       for (let attempt = 0; ; attempt++) {
         try {
+          if (this.options.cluster) await this.refreshTopology();
           await this.open();
           this.connected = true;
           return;
@@ -479,6 +633,11 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.sub?.destroy();
       clearTimeout(this.watchTimer);
       this.watcher?.destroy();
+      for (const node of this.nodes) {
+        if (!node) continue;
+        clearTimeout(node.timer);
+        node.socket?.destroy();
+      }
     }
   }
 

@@ -104,6 +104,95 @@ impl NativeEngineStore {
         self.start(done, id, async move { store.handshake(&handshake).await.map(|()| Outcome::Nothing) });
     }
 
+    /// `handshake_start` on connection `conn` (a cluster node).
+    #[napi]
+    pub fn handshake_start_on(
+        &self,
+        done: &Completions,
+        id: u32,
+        conn: u32,
+        user: Option<String>,
+        password: Option<String>,
+    ) {
+        let store = self.store.clone();
+        let handshake = Handshake { auth: password.map(|password| (user, password)), db: 0 };
+        self.start(done, id, async move {
+            store.handshake_on(conn as usize, &handshake).await.map(|()| Outcome::Nothing)
+        });
+    }
+
+    // Redis Cluster: one connection per node, requests routed by their key's slot.
+
+    /// Routes by hash slot from now on; connection 0 is the seed at `address`.
+    #[napi]
+    pub fn enable_cluster(&self, address: String) {
+        self.store.enable_cluster(&address);
+    }
+
+    /// The masters' slot ranges: `firsts[i]..=lasts[i]` is served at `addresses[i]`.
+    #[napi]
+    pub fn set_slots(&self, firsts: Vec<u32>, lasts: Vec<u32>, addresses: Vec<String>) {
+        let clamp = |n: u32| u16::try_from(n).unwrap_or(u16::MAX);
+        let ranges: Vec<(u16, u16, String)> = firsts
+            .into_iter()
+            .zip(lasts)
+            .zip(addresses)
+            .map(|((first, last), address)| (clamp(first), clamp(last), address))
+            .collect();
+        self.store.set_slots(&ranges);
+    }
+
+    /// How many connections the store has.
+    #[napi(getter)]
+    pub fn connections(&self) -> u32 {
+        self.store.connections() as u32
+    }
+
+    /// Connection `conn`'s node, `host:port`.
+    #[napi]
+    pub fn address(&self, conn: u32) -> Option<String> {
+        self.store.address(conn as usize)
+    }
+
+    /// Whether the slot map should be read again (a `MOVED`, a lost node).
+    #[napi]
+    pub fn take_topology_stale(&self) -> bool {
+        self.store.take_topology_stale()
+    }
+
+    /// The bytes to write on connection `conn` now, or `null`.
+    #[napi]
+    pub fn take_output_on(&self, conn: u32) -> Option<Buffer> {
+        self.store.take_output_on(conn as usize).map(Buffer::from)
+    }
+
+    /// Whether connection `conn` has requests waiting or bytes to write.
+    #[napi]
+    pub fn busy_on(&self, conn: u32) -> bool {
+        self.store.pending_on(conn as usize) > 0 || self.store.has_output_on(conn as usize)
+    }
+
+    /// `feed` for connection `conn`.
+    #[napi]
+    pub fn feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+        let fed = self.store.feed_on(conn as usize, &chunk);
+        let out = self.turn();
+        fed.napi()?;
+        Ok(out)
+    }
+
+    /// Fails requests past their deadline on every connection; the connections to drop.
+    #[napi]
+    pub fn expire_all(&self) -> Vec<u32> {
+        self.store.expire_all().into_iter().map(|conn| conn as u32).collect()
+    }
+
+    /// Connection `conn` is gone: its pending requests fail with `STORE_UNAVAILABLE`.
+    #[napi]
+    pub fn connection_lost_on(&self, conn: u32, why: String) {
+        self.store.connection_lost_on(conn as usize, &why);
+    }
+
     // The plain `LockStore` interface, as local tasks.
 
     #[napi]

@@ -32,6 +32,8 @@ mod store;
 pub mod subscriber;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use locksmith_core::{HoldKind, LockError, Result};
 use redis_protocol::resp2::types::RangeFrame;
@@ -154,6 +156,80 @@ enum Op {
         last: bool,
         info: bool,
     },
+    /// `ASKING` before a request sent on after an `ASK` redirect: its reply is dropped.
+    Asking,
+}
+
+impl Op {
+    /// The lock key's name the operation is about (`None` for the connection's own steps).
+    fn key(&self) -> Option<&str> {
+        match self {
+            Op::Acquire { key, .. }
+            | Op::Release { key, .. }
+            | Op::Extend { key, .. }
+            | Op::IsLocked { key }
+            | Op::RemainingTime { key }
+            | Op::IsHeldBy { key, .. }
+            | Op::PermitAcquire { key, .. }
+            | Op::PermitRelease { key, .. }
+            | Op::PermitExtend { key, .. }
+            | Op::PermitCount { key, .. }
+            | Op::PermitRemainingTime { key, .. } => Some(key),
+            Op::Handshake { .. } | Op::Asking => None,
+        }
+    }
+}
+
+/// Where a Redis Cluster reply sent a request instead of answering it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Redirection {
+    /// `MOVED slot host:port`: the slot lives there now.
+    Moved { slot: u16, address: String },
+    /// `ASK slot host:port`: this once, there, after `ASKING` (a slot being migrated).
+    Ask { address: String },
+    /// `TRYAGAIN` (a multi-key request while its slot is half migrated) or
+    /// `CLUSTERDOWN`: the request did not run; send it again shortly.
+    Retry,
+}
+
+/// A request the server did not run, to be sent on (see [`Engine::follow_redirects`]).
+#[derive(Debug)]
+pub(crate) struct Redirect {
+    pending: Pending,
+    pub(crate) to: Redirection,
+}
+
+impl Redirect {
+    /// The lock key's name of the request.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.pending.op.key()
+    }
+
+    /// Its deadline, from when it was first sent.
+    pub(crate) fn deadline_ms(&self) -> u64 {
+        self.pending.deadline_ms
+    }
+
+    /// The request's id.
+    pub(crate) fn id(&self) -> RequestId {
+        self.pending.id
+    }
+}
+
+/// `MOVED 3999 127.0.0.1:6381`, `ASK 3999 127.0.0.1:6381`, `TRYAGAIN ...`, `CLUSTERDOWN ...`.
+fn redirection(error: &str) -> Option<Redirection> {
+    let mut parts = error.split(' ');
+    let kind = parts.next()?;
+    if kind == "TRYAGAIN" || kind == "CLUSTERDOWN" {
+        return Some(Redirection::Retry);
+    }
+    let slot = parts.next()?.parse().ok()?;
+    let address = parts.next()?.to_owned();
+    match kind {
+        "MOVED" => Some(Redirection::Moved { slot, address }),
+        "ASK" => Some(Redirection::Ask { address }),
+        _ => None,
+    }
 }
 
 #[derive(Debug)]
@@ -163,6 +239,13 @@ struct Pending {
     deadline_ms: u64,
     /// Failed at its deadline: its reply is read and dropped.
     abandoned: bool,
+}
+
+impl Pending {
+    /// Its id, deadline and state with another op (`ASKING` in front of it).
+    fn clone_head(&self) -> Self {
+        Self { id: self.id, op: Op::Asking, deadline_ms: self.deadline_ms, abandoned: self.abandoned }
+    }
 }
 
 /// The engine. See the [module documentation](self).
@@ -177,6 +260,12 @@ pub struct Engine {
     handshake_failed: bool,
     /// A reply said `READONLY`: the server is a replica now.
     replica_seen: bool,
+    /// Cluster: `MOVED`, `ASK`, `TRYAGAIN` and `CLUSTERDOWN` replies put their request
+    /// in `redirects` instead of failing it.
+    follow_redirects: bool,
+    redirects: Vec<Redirect>,
+    /// Request ids shared with the other engines of one store (one per cluster node).
+    ids: Option<Arc<AtomicU32>>,
 }
 
 impl Engine {
@@ -191,6 +280,9 @@ impl Engine {
             next_id: 1,
             handshake_failed: false,
             replica_seen: false,
+            follow_redirects: false,
+            redirects: Vec::new(),
+            ids: None,
         }
     }
 
@@ -207,6 +299,11 @@ impl Engine {
     }
 
     fn next_id(&mut self) -> RequestId {
+        if let Some(ids) = &self.ids {
+            // Zero is never handed out, as below.
+            let id = ids.fetch_add(1, Ordering::Relaxed);
+            return if id == 0 { ids.fetch_add(1, Ordering::Relaxed) } else { id };
+        }
         let id = self.next_id;
         self.next_id = self.next_id.checked_add(1).unwrap_or(1);
         id
@@ -319,8 +416,34 @@ impl Engine {
             Op::IsLocked { key } => resp::key_command(out, b"EXISTS", prefix, key),
             Op::RemainingTime { key } => resp::key_command(out, b"PTTL", prefix, key),
             Op::IsHeldBy { key, .. } => resp::key_command(out, b"GET", prefix, key),
+            Op::Asking => resp::command(out, &[b"ASKING"]),
             Op::Handshake { .. } => unreachable!("handshake steps are encoded by `handshake`"),
         }
+    }
+
+    /// Cluster: a redirect or retry reply (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`)
+    /// leaves its request for [`take_redirects`](Self::take_redirects) instead of
+    /// failing it; ids come from `ids`, shared by the engines of every node.
+    pub(crate) fn follow_redirects(&mut self, ids: Arc<AtomicU32>) {
+        self.follow_redirects = true;
+        self.ids = Some(ids);
+    }
+
+    /// The requests that redirect or retry replies sent on since the last call.
+    pub(crate) fn take_redirects(&mut self) -> Vec<Redirect> {
+        std::mem::take(&mut self.redirects)
+    }
+
+    /// Sends a redirected request on this connection, with its id and deadline (after
+    /// `ASKING` for an `ASK`).
+    pub(crate) fn adopt(&mut self, redirect: Redirect) {
+        let Redirect { pending, to } = redirect;
+        if matches!(to, Redirection::Ask { .. }) {
+            self.encode(&Op::Asking, false);
+            self.pending.push_back(Pending { op: Op::Asking, ..pending.clone_head() });
+        }
+        self.encode(&pending.op, false);
+        self.pending.push_back(pending);
     }
 
     /// Takes the lock `key` for `owner` if it is free (and mints a fencing token).
@@ -513,12 +636,19 @@ impl Engine {
     }
 
     fn settle(&mut self, request: Pending, reply: &Reply<'_>, now_ms: u64, done: &mut Vec<Completion>) {
-        let Pending { id, op, abandoned, .. } = request;
-        if abandoned {
+        let Pending { id, op, abandoned, deadline_ms } = request;
+        if abandoned || matches!(op, Op::Asking) {
             return;
         }
         if let Some(error) = reply.error() {
             self.replica_seen |= error.starts_with("READONLY");
+            if self.follow_redirects && op.key().is_some() {
+                if let Some(to) = redirection(error) {
+                    let pending = Pending { id, op, deadline_ms, abandoned: false };
+                    self.redirects.push(Redirect { pending, to });
+                    return;
+                }
+            }
             if error.starts_with("NOSCRIPT")
                 && !matches!(
                     op,
@@ -583,6 +713,7 @@ impl Engine {
             Op::IsHeldBy { owner, .. } => {
                 reply.bulk().map(|holder| Value::Flag(holder == Some(owner.as_bytes())))
             }
+            Op::Asking => return,
             Op::Handshake { last, info } => {
                 if self.handshake_failed {
                     return;

@@ -1,0 +1,180 @@
+// RedisLockStore over Redis Cluster: three masters with a replica each, of the test's
+// own. The conformance suite, keys spread over every master, a slot migrated while a
+// lock on it is held and waited on (ASK, TRYAGAIN, then MOVED), and failovers: a
+// graceful CLUSTER FAILOVER under the 8-process load test (its ordered log shows no
+// overlap), and a master killed with its replica promoted while locks are held.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { conformance } from "./conformance.mjs";
+import { assertNoOverlap, contender } from "./load.mjs";
+import { clusterSlots, command, startCluster, until } from "./redis-topology.mjs";
+import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./target.mjs";
+
+const { Lock, RedisLockStore } = ls;
+const native = TARGET === "native";
+
+failOnUnhandledRejections();
+
+let cluster;
+before(async () => {
+  if (native) cluster = await startCluster();
+});
+after(async () => {
+  await cluster?.stop();
+});
+
+const connect = (options = {}) => RedisLockStore.connect({ cluster: cluster.urls.slice(0, 2), ...options });
+
+/** The hash slot of a lock key, and the port of the master that serves it now. */
+async function whereIs(key, via = cluster.nodes[0].port) {
+  const slot = await command(via, "CLUSTER", "KEYSLOT", `locksmith:{${key}}`);
+  const range = (await clusterSlots(via)).find((r) => r.first <= slot && slot <= r.last);
+  return { slot, port: range.port, replica: range.replicas[0] };
+}
+
+/** A live node to ask about the cluster. */
+const anyNode = () => cluster.nodes.find((n) => !n.killed).port;
+
+if (native) {
+  conformance("RedisLockStore over Redis Cluster", {
+    makeStore: () => connect(),
+    closeStore: (store) => store.close(),
+    fencing: true,
+    exactOwnership: true,
+  });
+}
+
+describe("RedisLockStore over Redis Cluster", { skip: !native && "RedisLockStore is the native build's" }, () => {
+  it("checks its options", async () => {
+    const code = async (options) => {
+      try {
+        await RedisLockStore.connect(options);
+      } catch (err) {
+        return `${err.code} ${err.message}`;
+      }
+      return "connected";
+    };
+    assert.match(await code({ cluster: cluster.urls, url: cluster.urls[0] }), /^INVALID_ARGUMENT locksmith: .*one of url, sentinels or cluster; got url and cluster/);
+    assert.match(await code({ cluster: [`${cluster.urls[0]}/2`] }), /^INVALID_ARGUMENT locksmith: a Redis Cluster has only database 0/);
+    assert.match(await code({ cluster: cluster.urls, masterName: "x" }), /^INVALID_ARGUMENT locksmith: masterName goes with sentinels/);
+    assert.match(await code({ cluster: "redis://127.0.0.1" }), /^INVALID_ARGUMENT locksmith: cluster must be a non-empty array/);
+    assert.match(await code({ cluster: ["redis://127.0.0.1:1"], reconnectRetries: 0, connectTimeoutMs: 300 }), /^STORE_UNAVAILABLE locksmith: .*no cluster node answered CLUSTER SLOTS/);
+  });
+
+  it("routes each key to the master of its slot: locks land on every master", async () => {
+    const store = await connect();
+    const locks = Array.from({ length: 24 }, (_, i) => new Lock(uniqueKey(`spread-${i}`), 10_000, store));
+    for (const l of locks) assert.equal(await l.acquire(), true);
+    const masters = await cluster.masters(anyNode());
+    const holding = new Set();
+    for (const l of locks) {
+      const { port } = await whereIs(l.key);
+      assert.equal(await command(port, "GET", `locksmith:{${l.key}}`) !== null, true, `${l.key} is on its slot's master`);
+      holding.add(port);
+    }
+    assert.deepEqual([...holding].sort(), [...masters].sort(), "every master holds some of the locks");
+    for (const l of locks) assert.equal(await l.release(), true);
+    await store.close();
+  });
+
+  it("follows a slot migrated while its lock is held and waited on (ASK, TRYAGAIN, MOVED)", { timeout: 30_000 }, async () => {
+    const store = await connect({ commandTimeoutMs: 2_000 });
+    const key = uniqueKey("reshard");
+    const holder = new Lock(key, 10_000, store);
+    assert.equal(await holder.acquire(), true);
+    const first = holder.fencingToken;
+    const waiter = new Lock(key, 10_000, store);
+    const waiting = waiter.acquire({ timeout: 20_000, retryDelay: 50 });
+
+    const { slot, port: from } = await whereIs(key);
+    const to = (await cluster.masters()).find((p) => p !== from);
+    const id = async (port) => (await command(port, "CLUSTER", "MYID"));
+    const [fromId, toId] = [await id(from), await id(to)];
+    await command(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromId);
+    await command(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toId);
+    const lockKey = `locksmith:{${key}}`;
+    // The lock key moves first, its fencing counter later: meanwhile a script on both
+    // answers TRYAGAIN and is sent again until it runs.
+    await command(from, "MIGRATE", "127.0.0.1", to, lockKey, 0, 5_000);
+    const extending = holder.extend(10_000);
+    await sleep(300);
+    const keys = await command(from, "CLUSTER", "GETKEYSINSLOT", slot, 100);
+    if (keys.length > 0) await command(from, "MIGRATE", "127.0.0.1", to, "", 0, 5_000, "KEYS", ...keys);
+    assert.equal(await extending, undefined, "extend ran after TRYAGAIN");
+    // Every key is on the target, the slot is still the source's: ASK, then ASKING.
+    assert.equal(await command(from, "CLUSTER", "COUNTKEYSINSLOT", slot), 0);
+    assert.ok(await holder.isLocked(), "isLocked follows ASK");
+    await holder.extend(10_000);
+    assert.ok((await holder.getRemainingTime()) > 9_000, "extend followed ASK");
+    // The slot moves for good: MOVED, and the store's slot map follows.
+    for (const port of await cluster.masters()) await command(port, "CLUSTER", "SETSLOT", slot, "NODE", toId);
+    await until("every node to know the slot's new master", async () => (await whereIs(key, anyNode())).port === to);
+    assert.equal(await holder.release(), true);
+    assert.equal(await waiting, true, "the waiter got the lock");
+    assert.ok(waiter.fencingToken > first, `${waiter.fencingToken} > ${first}`);
+    assert.ok((await command(to, "EXISTS", lockKey)) === 1, "the waiter's hold is on the new master");
+    assert.equal(await waiter.release(), true);
+    await store.close();
+  });
+
+  it("8 processes on one key through a CLUSTER FAILOVER: no overlap, tokens grow", { timeout: 120_000 }, async () => {
+    const key = uniqueKey("cluster-load");
+    const spec = `cluster:${cluster.urls.join(",")}`;
+    const running = Array.from({ length: 8 }, () => contender(spec, key, 30, 6));
+    await sleep(1_500);
+    const { replica } = await whereIs(key, anyNode());
+    await command(replica, "CLUSTER", "FAILOVER");
+    await until("the replica to take over", async () => (await command(replica, "ROLE"))[0] === "master");
+    const runs = await Promise.all(running);
+    const total = runs.reduce((a, b) => a + b, 0);
+    const { Cluster } = await import("ioredis");
+    const client = new Cluster(cluster.urls.map((url) => ({ host: "127.0.0.1", port: Number(new URL(url).port) })));
+    try {
+      const log = await client.lrange(`${key}:log`, 0, -1);
+      assert.equal(log.length, total * 2, "every section logged its entry and exit");
+      assertNoOverlap(log);
+      assert.equal(Number(await client.get(`${key}:counter`)), total, "no lost update");
+      const tokens = (await client.lrange(`${key}:tokens`, 0, -1)).map(Number);
+      assert.equal(tokens.length, total);
+      for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i] > tokens[i - 1], `token ${i} grows`);
+      console.log(`# cluster load: 8 processes, ${total} critical sections on one key through CLUSTER FAILOVER, 0 overlaps`);
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it("a master killed, its replica promoted: calls settle in time, locks work after, tokens grow", { timeout: 60_000 }, async () => {
+    const store = await connect({ commandTimeoutMs: 1_000 });
+    const key = uniqueKey("killed");
+    const held = new Lock(key, 3_000, store);
+    assert.equal(await held.acquire(), true);
+    const heldToken = held.fencingToken;
+    const { port, replica } = await whereIs(key, anyNode());
+    const victim = cluster.node(port);
+    const waiter = new Lock(key, 3_000, store);
+    const started = performance.now();
+    const waiting = waiter.acquire({ timeout: 15_000, retryDelay: 50 }).catch((err) => err);
+    await sleep(100);
+    await victim.stop();
+    victim.killed = true;
+    const outcome = await waiting;
+    const waited = performance.now() - started;
+    // Either the waiter got the lock once the replica took over, or it failed fast with
+    // STORE_UNAVAILABLE; never a hang past its timeout.
+    assert.ok(waited < 15_000 + 3_000, `waited ${waited} ms`);
+    if (outcome !== true) assert.equal(outcome?.code, "STORE_UNAVAILABLE", `${outcome}`);
+    await until("the replica to take over", async () => (await command(replica, "ROLE"))[0] === "master", 20_000);
+    await until("the store to reach the new master", async () => {
+      try {
+        return await waiter.acquire({ timeout: 3_000 }) || waiter.fencingToken !== null;
+      } catch {
+        return false;
+      }
+    }, 20_000);
+    assert.ok(waiter.fencingToken > heldToken, `${waiter.fencingToken} > ${heldToken}`);
+    assert.equal(await command(replica, "EXISTS", `locksmith:{${key}}`), 1, "the hold is on the promoted replica");
+    assert.equal(await waiter.release(), true);
+    await store.close();
+  });
+});
