@@ -64,9 +64,10 @@ describe("RedisLockStore over Redis Cluster", { skip: !native && "RedisLockStore
 
   it("routes each key to the master of its slot: locks land on every master", async () => {
     const store = await connect();
+    const masters = await cluster.masters(anyNode());
+    for (const port of masters) await command(port, "CONFIG", "RESETSTAT");
     const locks = Array.from({ length: 24 }, (_, i) => new Lock(uniqueKey(`spread-${i}`), 10_000, store));
     for (const l of locks) assert.equal(await l.acquire(), true);
-    const masters = await cluster.masters(anyNode());
     const holding = new Set();
     for (const l of locks) {
       const { port } = await whereIs(l.key);
@@ -74,6 +75,8 @@ describe("RedisLockStore over Redis Cluster", { skip: !native && "RedisLockStore
       holding.add(port);
     }
     assert.deepEqual([...holding].sort(), [...masters].sort(), "every master holds some of the locks");
+    // Straight to the slot's master, by the slot map read at connect: no MOVED on the way.
+    for (const port of masters) assert.doesNotMatch(await command(port, "INFO", "errorstats"), /errorstat_MOVED/);
     for (const l of locks) assert.equal(await l.release(), true);
     await store.close();
   });

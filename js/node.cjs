@@ -150,7 +150,7 @@ const CONNECT_OPTIONS = {
 // Where the servers are: one of `url`, `sentinels` (with `masterName`, and the master's
 // `username`, `password` and `db`) or `cluster`.
 const TOPOLOGY_KEYS = ["url", "sentinels", "masterName", "username", "password", "db", "cluster"];
-const CONNECT_KEYS = [...TOPOLOGY_KEYS, ...Object.keys(CONNECT_OPTIONS)];
+const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS), ...TOPOLOGY_KEYS.slice(1)];
 
 /** A non-empty array of redis:// or rediss:// URLs, all of one scheme, parsed. */
 function checkUrlList(name, urls) {

@@ -12,7 +12,9 @@ use std::task::{Context, Poll, Waker};
 
 use locksmith_core::{validate, BoxFuture, Clock, Grant, HoldKind, LockError, LockStore, Result};
 
-use super::{Completion, Engine, EngineOptions, Handshake, Redirect, Redirection, RequestId, Subscriber, Value};
+use super::{
+    Completion, Engine, EngineOptions, Handshake, Redirect, Redirection, RequestId, Subscriber, Value,
+};
 
 enum Slot {
     Waiting(Option<Waker>),
@@ -196,7 +198,11 @@ impl EngineStore {
     }
 
     /// [`handshake`](Self::handshake) on connection `conn` (see [`enable_cluster`](Self::enable_cluster)).
-    pub fn handshake_on(&self, conn: usize, handshake: &Handshake) -> impl Future<Output = Result<()>> + Send + '_ {
+    pub fn handshake_on(
+        &self,
+        conn: usize,
+        handshake: &Handshake,
+    ) -> impl Future<Output = Result<()>> + Send + '_ {
         let reply = self.request_on(conn, |engine, now| engine.handshake(handshake, now));
         async move { reply.await.map(|_| ()) }
     }
@@ -245,9 +251,10 @@ impl EngineStore {
         }
         for (first, last, address) in ranges {
             let conn = shared.connection_to(address) as u32;
-            let cluster = shared.cluster.as_mut().expect("cluster routing");
-            for slot in usize::from(*first)..=usize::from(*last).min(CLUSTER_SLOTS - 1) {
-                cluster.slots[slot] = conn;
+            if let Some(cluster) = shared.cluster.as_mut() {
+                for slot in usize::from(*first)..=usize::from(*last).min(CLUSTER_SLOTS - 1) {
+                    cluster.slots[slot] = conn;
+                }
             }
         }
         if let Some(cluster) = shared.cluster.as_mut() {
@@ -387,7 +394,9 @@ impl EngineStore {
                 engine.connection_lost("the store was closed", &mut done);
             }
             if let Some(cluster) = shared.cluster.as_mut() {
-                done.extend(cluster.parked.drain(..).map(|r| Completion { id: r.id(), result: Ok(Value::Done) }));
+                done.extend(
+                    cluster.parked.drain(..).map(|r| Completion { id: r.id(), result: Ok(Value::Done) }),
+                );
             }
             for completion in &mut done {
                 completion.result = Err(LockError::StoreClosed);
@@ -565,5 +574,103 @@ impl LockStore for EngineStore {
         let subscriber = self.subscriber.as_ref()?;
         let channel = format!("{}:released", crate::permit_key(&self.key_prefix(), key, kind));
         Some(subscriber.signal_all(channel))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+    use crate::engine::reply::key_slot;
+
+    struct TestClock(AtomicU64);
+
+    impl Clock for TestClock {
+        fn now_ms(&self) -> u64 {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    fn poll<T>(future: &mut Pin<Box<dyn Future<Output = T> + Send + '_>>) -> Poll<T> {
+        future.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    fn output(store: &EngineStore, conn: usize) -> String {
+        String::from_utf8(store.take_output_on(conn).unwrap_or_default()).unwrap()
+    }
+
+    fn cluster() -> (Arc<TestClock>, EngineStore) {
+        let clock = Arc::new(TestClock(AtomicU64::new(0)));
+        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000 };
+        let store = EngineStore::new(options, clock.clone(), None);
+        store.enable_cluster("a:1");
+        (clock, store)
+    }
+
+    #[test]
+    fn a_cluster_routes_by_slot_and_follows_moved_and_ask() {
+        let (_, store) = cluster();
+        let slot = key_slot(b"p:{k}");
+        store.set_slots(&[(0, 16_383, "b:2".into())]);
+        assert_eq!((store.connections(), store.address(1).as_deref()), (2, Some("b:2")));
+        let mut locked = store.is_locked("k");
+        assert!(poll(&mut locked).is_pending());
+        assert_eq!(output(&store, 0), "", "nothing for the seed, which serves no slot");
+        assert!(output(&store, 1).contains("EXISTS\r\n$5\r\np:{k}"));
+        // MOVED: the slot lives elsewhere now; the request follows, the map too.
+        store.feed_on(1, format!("-MOVED {slot} c:3\r\n").as_bytes()).unwrap();
+        assert!(poll(&mut locked).is_pending());
+        assert_eq!(store.address(2).as_deref(), Some("c:3"));
+        assert!(store.take_topology_stale());
+        assert!(output(&store, 2).contains("EXISTS"));
+        // ASK: once, after ASKING; the slot stays where MOVED put it.
+        store.feed_on(2, format!("-ASK {slot} b:2\r\n").as_bytes()).unwrap();
+        let asked = output(&store, 1);
+        assert!(asked.starts_with("*1\r\n$6\r\nASKING\r\n") && asked.contains("EXISTS"), "{asked}");
+        assert!(!store.take_topology_stale(), "ASK does not move the slot");
+        store.feed_on(1, b"+OK\r\n:1\r\n").unwrap();
+        assert!(matches!(poll(&mut locked), Poll::Ready(Ok(true))));
+        let mut again = store.is_locked("k");
+        assert!(poll(&mut again).is_pending());
+        assert!(output(&store, 2).contains("EXISTS"), "the next request goes to the MOVED node");
+        store.feed_on(2, b":0\r\n").unwrap();
+        assert!(matches!(poll(&mut again), Poll::Ready(Ok(false))));
+    }
+
+    #[test]
+    fn tryagain_and_clusterdown_are_sent_again_within_the_deadline() {
+        let (clock, store) = cluster();
+        let mut locked = store.is_locked("k");
+        assert!(poll(&mut locked).is_pending());
+        assert!(output(&store, 0).contains("EXISTS"), "no slot map yet: the seed");
+        store.feed_on(0, b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n").unwrap();
+        assert!(poll(&mut locked).is_pending());
+        assert_eq!(output(&store, 0), "", "parked until the next expire");
+        clock.0.store(100, Ordering::Relaxed);
+        assert!(store.expire_all().is_empty());
+        assert!(output(&store, 0).contains("EXISTS"), "sent again");
+        store.feed_on(0, b"-CLUSTERDOWN The cluster is down\r\n").unwrap();
+        clock.0.store(1_000, Ordering::Relaxed);
+        store.expire_all();
+        match poll(&mut locked) {
+            Poll::Ready(Err(LockError::StoreUnavailable(message))) => {
+                assert!(message.contains("1000 ms"), "{message}")
+            }
+            other => panic!("the deadline of the first send holds: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_plain_server_fails_a_redirect() {
+        let clock = Arc::new(TestClock(AtomicU64::new(0)));
+        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000 };
+        let store = EngineStore::new(options, clock, None);
+        let mut locked = store.is_locked("k");
+        assert!(poll(&mut locked).is_pending());
+        store.feed(b"-MOVED 1 c:3\r\n").unwrap();
+        assert!(matches!(poll(&mut locked), Poll::Ready(Err(LockError::StoreError(_)))));
+        assert_eq!(store.connections(), 1);
     }
 }
