@@ -81,6 +81,35 @@ describe("RedisLockStore over Redis Cluster", { skip: !native && "RedisLockStore
     await store.close();
   });
 
+  it("wakes waiters over sharded pub/sub on each key's master (SSUBSCRIBE, SPUBLISH)", { timeout: 30_000 }, async () => {
+    const store = await connect();
+    // A key on each master, so connections to every node carry a subscription.
+    const masters = await cluster.masters(anyNode());
+    const keys = new Map();
+    for (let i = 0; keys.size < masters.length; i++) {
+      const key = uniqueKey(`sharded-${i}`);
+      const { port } = await whereIs(key);
+      if (!keys.has(port)) keys.set(port, key);
+    }
+    for (const [port, key] of keys) {
+      const holder = new Lock(key, 10_000, store);
+      assert.equal(await holder.acquire(), true);
+      const waiter = new Lock(key, 10_000, store);
+      const start = performance.now();
+      // A retry delay longer than the test: only the release message can wake it in time.
+      const waiting = waiter.acquire({ timeout: 8_000, retryDelay: 6_000 });
+      const channel = `locksmith:{${key}}:released`;
+      await until(`a sharded subscription on ${port}`, async () => (await command(port, "PUBSUB", "SHARDCHANNELS", channel)).length === 1, 3_000);
+      assert.deepEqual(await command(port, "PUBSUB", "CHANNELS", channel), [], "not a plain subscription");
+      assert.equal(await holder.release(), true);
+      assert.equal(await waiting, true);
+      const waited = performance.now() - start;
+      assert.ok(waited < 3_000, `woken by the release on ${port} after ${waited} ms`);
+      assert.equal(await waiter.release(), true);
+    }
+    await store.close();
+  });
+
   it("follows a slot migrated while its lock is held and waited on (ASK, TRYAGAIN, MOVED)", { timeout: 30_000 }, async () => {
     const store = await connect({ commandTimeoutMs: 2_000 });
     const key = uniqueKey("reshard");

@@ -174,6 +174,9 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.expiry = setInterval(() => {
         if (this.options.cluster) {
           for (const conn of this.native.expireAll()) (conn === 0 ? this.socket : this.nodes[conn]?.socket)?.destroy();
+          if (this.options.notifyReleases) {
+            for (const node of this.nodes) if (node && this.native.subscriberTickOn(node.conn)) node.sub?.destroy();
+          }
           // Requests a cluster asked to retry (TRYAGAIN, CLUSTERDOWN) were queued again.
           flushSoon();
         } else if (this.native.expire()) this.socket?.destroy();
@@ -313,9 +316,8 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     /** The subscriber connection: SUBSCRIBE confirmations and release messages. */
     openSubscriber() {
       const { user, password } = this.target;
-      // Cluster: any node that is up (a release is published to every node).
-      const live = this.options.cluster ? this.nodes.find((node) => node?.ready) : undefined;
-      const sub = dialTarget(live ? live.target : this.target, this.options, () => {
+      // Cluster: connection 0's node (sharded pub/sub: the channels of its slots).
+      const sub = dialTarget(this.options.cluster ? this.nodeTarget(0) : this.target, this.options, () => {
         this.subReady = true;
         this.native.subscriberConnected(user, password);
         const out = this.native.subscriberOutput();
@@ -435,7 +437,19 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     /** Cluster: writes each node's commands, connecting to the nodes that have some. */
     flushNodes() {
       for (let conn = 1; conn < this.native.connections; conn++) {
-        const node = (this.nodes[conn] ??= { conn, socket: null, ready: false, failures: 0, timer: null, target: null, lastError: "the connection closed" });
+        const node = (this.nodes[conn] ??= {
+          conn,
+          socket: null,
+          ready: false,
+          failures: 0,
+          timer: null,
+          target: null,
+          lastError: "the connection closed",
+          sub: null,
+          subReady: false,
+          subRetryAt: 0,
+        });
+        if (this.options.notifyReleases) this.flushNodeSubscriber(node);
         if (node.ready) {
           const out = this.native.takeOutputOn(conn);
           if (out !== null) node.socket.write(out);
@@ -449,6 +463,50 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
           node.timer.unref();
         }
       }
+    }
+
+    /** Cluster: a node's subscriber socket (sharded pub/sub on the channels of its slots). */
+    flushNodeSubscriber(node) {
+      const { conn } = node;
+      if (node.sub !== null) {
+        if (node.subReady) {
+          const out = this.native.subscriberOutputOn(conn);
+          if (out !== null) node.sub.write(out);
+        }
+        return;
+      }
+      if (performance.now() < node.subRetryAt || !this.native.subscriberWantedOn(conn)) return;
+      const target = this.nodeTarget(conn);
+      const sub = dialTarget(target, this.options, () => {
+        node.subReady = true;
+        this.native.subscriberConnectedOn(conn, target.user, target.password);
+        const out = this.native.subscriberOutputOn(conn);
+        if (out !== null) sub.write(out);
+      });
+      node.sub = sub;
+      node.subReady = false;
+      sub.setTimeout(this.options.connectTimeoutMs, () => {
+        if (!node.subReady) sub.destroy();
+      });
+      sub.on("data", (chunk) => {
+        let outcomes;
+        try {
+          outcomes = this.native.subscriberFeedOn(conn, chunk);
+        } catch {
+          sub.destroy();
+          return;
+        }
+        sub.setTimeout(0);
+        this.take(outcomes);
+      });
+      sub.on("error", () => {});
+      sub.on("close", () => {
+        if (node.sub !== sub) return;
+        node.sub = null;
+        node.subReady = false;
+        this.native.subscriberLostOn(conn);
+        node.subRetryAt = performance.now() + 100;
+      });
     }
 
     /** Cluster: a connection to one more node, its handshake in front of what waits for it. */
@@ -637,6 +695,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
         if (!node) continue;
         clearTimeout(node.timer);
         node.socket?.destroy();
+        node.sub?.destroy();
       }
     }
   }

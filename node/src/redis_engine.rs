@@ -378,6 +378,54 @@ impl NativeEngineStore {
         }
     }
 
+    // Cluster: one subscriber connection per node (sharded pub/sub), by connection.
+
+    /// Whether connection `conn`'s subscriber wants a socket that it does not have.
+    #[napi]
+    pub fn subscriber_wanted_on(&self, conn: u32) -> bool {
+        self.store.subscriber_on(conn as usize).is_some_and(|s| s.wants_connection())
+    }
+
+    /// Connection `conn`'s subscriber socket is up.
+    #[napi]
+    pub fn subscriber_connected_on(&self, conn: u32, user: Option<String>, password: Option<String>) {
+        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
+            let auth = password.as_deref().map(|password| (user.as_deref(), password));
+            subscriber.connected(auth, self.timer.now_ms());
+        }
+    }
+
+    /// Connection `conn`'s subscriber bytes to write now, or `null`.
+    #[napi]
+    pub fn subscriber_output_on(&self, conn: u32) -> Option<Buffer> {
+        self.store.subscriber_on(conn as usize).and_then(|s| s.take_output()).map(Buffer::from)
+    }
+
+    /// `subscriber_feed` for connection `conn`'s subscriber.
+    #[napi]
+    pub fn subscriber_feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+        let now = self.timer.now_ms();
+        let fed = self.store.subscriber_on(conn as usize).map_or(Ok(()), |s| s.feed(&chunk, now));
+        let out = self.turn();
+        fed.napi()?;
+        Ok(out)
+    }
+
+    /// `subscriber_tick` for connection `conn`'s subscriber.
+    #[napi]
+    pub fn subscriber_tick_on(&self, conn: u32) -> bool {
+        let now = self.timer.now_ms();
+        self.store.subscriber_on(conn as usize).is_some_and(|s| s.tick(now))
+    }
+
+    /// Connection `conn`'s subscriber socket is gone.
+    #[napi]
+    pub fn subscriber_lost_on(&self, conn: u32) {
+        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
+            subscriber.connection_lost();
+        }
+    }
+
     /// Requests waiting for a reply, and tasks waiting.
     #[napi(getter)]
     pub fn pending(&self) -> u32 {

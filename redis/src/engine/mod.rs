@@ -263,6 +263,8 @@ pub struct Engine {
     /// Cluster: `MOVED`, `ASK`, `TRYAGAIN` and `CLUSTERDOWN` replies put their request
     /// in `redirects` instead of failing it.
     follow_redirects: bool,
+    /// Cluster: release scripts publish with `SPUBLISH` (sharded pub/sub).
+    sharded_publish: bool,
     redirects: Vec<Redirect>,
     /// Request ids shared with the other engines of one store (one per cluster node).
     ids: Option<Arc<AtomicU32>>,
@@ -281,6 +283,7 @@ impl Engine {
             handshake_failed: false,
             replica_seen: false,
             follow_redirects: false,
+            sharded_publish: false,
             redirects: Vec::new(),
             ids: None,
         }
@@ -323,6 +326,8 @@ impl Engine {
 
     fn encode(&mut self, op: &Op, eval: bool) {
         let prefix = &self.options.key_prefix;
+        // The release scripts' optional last argument: publish on the key's shard.
+        let publish: &[&[u8]] = if self.sharded_publish { &[b"SPUBLISH"] } else { &[] };
         let out = &mut self.output;
         match op {
             Op::Acquire { key, owner, ttl_ms } => {
@@ -339,7 +344,8 @@ impl Engine {
                 );
             }
             Op::Release { key, owner } => {
-                resp::script(out, &RELEASE, eval, prefix, key, false, &[owner.as_bytes()]);
+                let args: Vec<&[u8]> = [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
+                resp::script(out, &RELEASE, eval, prefix, key, false, &args);
             }
             Op::Extend { key, owner, ttl_ms } => {
                 let ttl = ttl_ms.to_string();
@@ -373,24 +379,13 @@ impl Engine {
             }
             Op::PermitRelease { key, owner, kind } => {
                 let holders = crate::permit_key(prefix, key, *kind);
+                let args: Vec<&[u8]> = [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
                 if let HoldKind::Permit { .. } = kind {
                     let limit_key = format!("{holders}:limit");
-                    resp::script_on(
-                        out,
-                        &SEMAPHORE_RELEASE,
-                        eval,
-                        &[&holders, &limit_key],
-                        &[owner.as_bytes()],
-                    );
+                    resp::script_on(out, &SEMAPHORE_RELEASE, eval, &[&holders, &limit_key], &args);
                 } else {
                     let (writer, claim) = (format!("{holders}:writer"), format!("{holders}:claim"));
-                    resp::script_on(
-                        out,
-                        &RWLOCK_RELEASE,
-                        eval,
-                        &[&holders, &writer, &claim],
-                        &[owner.as_bytes()],
-                    );
+                    resp::script_on(out, &RWLOCK_RELEASE, eval, &[&holders, &writer, &claim], &args);
                 }
             }
             Op::PermitExtend { key, owner, ttl_ms, kind } => {
@@ -424,8 +419,10 @@ impl Engine {
     /// Cluster: a redirect or retry reply (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`)
     /// leaves its request for [`take_redirects`](Self::take_redirects) instead of
     /// failing it; ids come from `ids`, shared by the engines of every node.
+    /// Release scripts then publish with `SPUBLISH`, on the key's shard.
     pub(crate) fn follow_redirects(&mut self, ids: Arc<AtomicU32>) {
         self.follow_redirects = true;
+        self.sharded_publish = true;
         self.ids = Some(ids);
     }
 

@@ -28,6 +28,9 @@ struct Shared {
     slots: HashMap<RequestId, Slot>,
     done: Vec<Completion>,
     cluster: Option<Cluster>,
+    /// Cluster with release notifications: each connection's subscriber (sharded
+    /// pub/sub on that node), the first the store's own.
+    subscribers: Vec<Subscriber>,
 }
 
 /// How many hash slots a Redis Cluster has.
@@ -75,6 +78,11 @@ impl Shared {
         let mut engine = Engine::new(self.engines[0].options().clone());
         engine.follow_redirects(cluster.ids.clone());
         cluster.addresses.push(address.to_owned());
+        if !self.subscribers.is_empty() {
+            let subscriber = Subscriber::new(engine.options().command_timeout_ms);
+            subscriber.set_sharded();
+            self.subscribers.push(subscriber);
+        }
         self.engines.push(engine);
         self.engines.len() - 1
     }
@@ -149,6 +157,7 @@ impl EngineStore {
                 slots: HashMap::new(),
                 done: Vec::new(),
                 cluster: None,
+                subscribers: Vec::new(),
             }),
             clock,
             closed: AtomicBool::new(false),
@@ -233,6 +242,10 @@ impl EngineStore {
         let mut shared = self.shared();
         let ids = Arc::new(AtomicU32::new(1 << 31));
         shared.engine().follow_redirects(ids.clone());
+        if let Some(subscriber) = &self.subscriber {
+            subscriber.set_sharded();
+            shared.subscribers = vec![subscriber.clone()];
+        }
         shared.cluster = Some(Cluster {
             slots: vec![UNKNOWN; CLUSTER_SLOTS].into_boxed_slice(),
             addresses: vec![address.to_owned()],
@@ -260,6 +273,26 @@ impl EngineStore {
         if let Some(cluster) = shared.cluster.as_mut() {
             cluster.stale = false;
         }
+    }
+
+    /// Cluster: connection `conn`'s subscriber (sharded pub/sub on its node), when the
+    /// store has release notifications. Connection 0's is [`subscriber`](Self::subscriber).
+    #[must_use]
+    pub fn subscriber_on(&self, conn: usize) -> Option<Subscriber> {
+        if conn == 0 {
+            return self.subscriber.clone();
+        }
+        self.shared().subscribers.get(conn).cloned()
+    }
+
+    /// The subscriber that hears `key`'s releases: on a cluster, its slot's node's.
+    fn subscriber_for(&self, key: &str) -> Option<Subscriber> {
+        let subscriber = self.subscriber.as_ref()?;
+        let shared = self.shared();
+        if shared.cluster.is_none() {
+            return Some(subscriber.clone());
+        }
+        shared.subscribers.get(shared.route(key)).cloned()
     }
 
     /// How many connections the store has (sockets the host keeps).
@@ -519,7 +552,7 @@ impl LockStore for EngineStore {
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
-        let subscriber = self.subscriber.as_ref()?;
+        let subscriber = self.subscriber_for(key)?;
         let channel = format!("{}:released", crate::lock_key(&self.key_prefix(), key));
         Some(subscriber.signal(channel))
     }
@@ -571,7 +604,7 @@ impl LockStore for EngineStore {
     }
 
     fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
-        let subscriber = self.subscriber.as_ref()?;
+        let subscriber = self.subscriber_for(key)?;
         let channel = format!("{}:released", crate::permit_key(&self.key_prefix(), key, kind));
         Some(subscriber.signal_all(channel))
     }
