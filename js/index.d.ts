@@ -174,6 +174,12 @@ export interface RedisConnectOptions {
   password?: string;
   /** With `sentinels`: the master's database. Default 0. */
   db?: number;
+  /**
+   * Redis Cluster: nodes to start from (`redis://` or `rediss://`, all alike, with the
+   * login every node shares; database 0). The store reads the slot map and sends each
+   * operation to the master of its key's slot, following `MOVED` and `ASK`.
+   */
+  cluster?: string[];
   /** Put before every key. Default `"locksmith:"`. */
   keyPrefix?: string;
   /** How long connecting may take. Default 2000. */
