@@ -6,6 +6,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
+import { Cluster } from "ioredis";
+
+import { IoRedisLockStore } from "../js/ioredis.mjs";
 import { conformance } from "./conformance.mjs";
 import { assertNoOverlap, contender } from "./load.mjs";
 import { clusterSlots, command, startCluster, until } from "./redis-topology.mjs";
@@ -40,6 +43,19 @@ if (native) {
   conformance("RedisLockStore over Redis Cluster", {
     makeStore: () => connect(),
     closeStore: (store) => store.close(),
+    fencing: true,
+    exactOwnership: true,
+  });
+}
+
+// locksmith/ioredis over an ioredis Cluster: the same suite, and one key layout with
+// RedisLockStore's cluster mode.
+const ioredisCluster = () => new Cluster(cluster.urls.map((url) => ({ host: "127.0.0.1", port: Number(new URL(url).port) })));
+if (native) {
+  let client;
+  conformance("IoRedisLockStore over an ioredis Cluster", {
+    makeStore: () => new IoRedisLockStore((client = ioredisCluster())),
+    closeStore: async (store) => (await store.close(), client.disconnect()),
     fencing: true,
     exactOwnership: true,
   });
@@ -108,6 +124,30 @@ describe("RedisLockStore over Redis Cluster", { skip: !native && "RedisLockStore
       assert.equal(await waiter.release(), true);
     }
     await store.close();
+  });
+
+  it("shares locks with IoRedisLockStore over an ioredis Cluster", async () => {
+    const client = ioredisCluster();
+    const theirs = new IoRedisLockStore(client);
+    const ours = await connect();
+    try {
+      for (let i = 0; i < 6; i++) {
+        const key = uniqueKey(`shared-${i}`);
+        const first = new Lock(key, 5_000, ours);
+        assert.equal(await first.acquire(), true);
+        assert.equal(await new Lock(key, 5_000, theirs).acquireImmediately(), false, "held across stores");
+        const there = ls.restoreLock(first.serialize(), theirs);
+        assert.equal(await there.release(), true);
+        const second = new Lock(key, 5_000, theirs);
+        assert.equal(await second.acquire(), true);
+        assert.ok(second.fencingToken > first.fencingToken, "one fencing counter");
+        assert.equal(await ls.restoreLock(second.serialize(), ours).release(), true);
+      }
+    } finally {
+      await ours.close();
+      await theirs.close();
+      client.disconnect();
+    }
   });
 
   it("follows a slot migrated while its lock is held and waited on (ASK, TRYAGAIN, MOVED)", { timeout: 30_000 }, async () => {

@@ -5,6 +5,9 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
+import { Redis } from "ioredis";
+
+import { IoRedisLockStore } from "../js/ioredis.mjs";
 import { conformance } from "./conformance.mjs";
 import { command, startSentinels, until } from "./redis-topology.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./target.mjs";
@@ -29,6 +32,20 @@ if (native) {
   conformance("RedisLockStore over Sentinel", {
     makeStore: () => connect(),
     closeStore: (store) => store.close(),
+    fencing: true,
+    exactOwnership: true,
+  });
+}
+
+// locksmith/ioredis over an ioredis Redis on the same Sentinels.
+if (native) {
+  let client;
+  conformance("IoRedisLockStore over an ioredis Redis with sentinels", {
+    makeStore: () => {
+      client = new Redis({ sentinels: topology.sentinels.map((s) => ({ host: "127.0.0.1", port: s.port })), name: topology.masterName });
+      return new IoRedisLockStore(client);
+    },
+    closeStore: async (store) => (await store.close(), client.disconnect()),
     fencing: true,
     exactOwnership: true,
   });
