@@ -403,7 +403,11 @@ impl NativeEngineStore {
 
     /// `subscriber_feed` for connection `conn`'s subscriber.
     #[napi]
-    pub fn subscriber_feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+    pub fn subscriber_feed_on(
+        &mut self,
+        conn: u32,
+        chunk: BufferSlice<'_>,
+    ) -> napi::Result<Option<Float64Array>> {
         let now = self.timer.now_ms();
         let fed = self.store.subscriber_on(conn as usize).map_or(Ok(()), |s| s.feed(&chunk, now));
         let out = self.turn();

@@ -344,7 +344,8 @@ impl Engine {
                 );
             }
             Op::Release { key, owner } => {
-                let args: Vec<&[u8]> = [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
+                let args: Vec<&[u8]> =
+                    [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
                 resp::script(out, &RELEASE, eval, prefix, key, false, &args);
             }
             Op::Extend { key, owner, ttl_ms } => {
@@ -379,7 +380,8 @@ impl Engine {
             }
             Op::PermitRelease { key, owner, kind } => {
                 let holders = crate::permit_key(prefix, key, *kind);
-                let args: Vec<&[u8]> = [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
+                let args: Vec<&[u8]> =
+                    [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
                 if let HoldKind::Permit { .. } = kind {
                     let limit_key = format!("{holders}:limit");
                     resp::script_on(out, &SEMAPHORE_RELEASE, eval, &[&holders, &limit_key], &args);
