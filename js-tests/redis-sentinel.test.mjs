@@ -151,6 +151,33 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
     await store.close();
   });
 
+  it("follows +switch-master away from a frozen master (SIGSTOP) without waiting for its connection", { timeout: 40_000 }, async () => {
+    const store = await connect({ commandTimeoutMs: 500 });
+    const l = new Lock(uniqueKey("frozen"), 5_000, store);
+    assert.equal(await l.acquire(), true);
+    assert.equal(await l.release(), true);
+    const master = await topology.currentMaster();
+    process.kill(master.pid, "SIGSTOP");
+    try {
+      await until("the sentinels to fail over", async () => (await topology.masterPort()) !== master.port, 20_000);
+      // The frozen connection never closes by itself (it would be given up only when a
+      // reply is 10 s overdue): the store leaves it on the Sentinels' word.
+      const start = performance.now();
+      await until("a lock on the new master", async () => {
+        try {
+          return await l.acquire();
+        } catch {
+          return false;
+        }
+      }, 5_000);
+      assert.ok(performance.now() - start < 4_000, `took ${performance.now() - start} ms`);
+      assert.equal(await l.release(), true);
+    } finally {
+      process.kill(master.pid, "SIGCONT");
+    }
+    await store.close();
+  });
+
   it("drops a connection that answers READONLY and finds the master again", { timeout: 30_000 }, async () => {
     const store = await connect({ commandTimeoutMs: 1_000 });
     const l = new Lock(uniqueKey("readonly"), 2_000, store);

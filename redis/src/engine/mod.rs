@@ -261,10 +261,9 @@ pub struct Engine {
     /// A reply said `READONLY`: the server is a replica now.
     replica_seen: bool,
     /// Cluster: `MOVED`, `ASK`, `TRYAGAIN` and `CLUSTERDOWN` replies put their request
-    /// in `redirects` instead of failing it.
-    follow_redirects: bool,
-    /// Cluster: release scripts publish with `SPUBLISH` (sharded pub/sub).
-    sharded_publish: bool,
+    /// in `redirects` instead of failing it, and release scripts publish with
+    /// `SPUBLISH` (sharded pub/sub).
+    cluster: bool,
     redirects: Vec<Redirect>,
     /// Request ids shared with the other engines of one store (one per cluster node).
     ids: Option<Arc<AtomicU32>>,
@@ -282,8 +281,7 @@ impl Engine {
             next_id: 1,
             handshake_failed: false,
             replica_seen: false,
-            follow_redirects: false,
-            sharded_publish: false,
+            cluster: false,
             redirects: Vec::new(),
             ids: None,
         }
@@ -327,7 +325,7 @@ impl Engine {
     fn encode(&mut self, op: &Op, eval: bool) {
         let prefix = &self.options.key_prefix;
         // The release scripts' optional last argument: publish on the key's shard.
-        let publish: &[&[u8]] = if self.sharded_publish { &[b"SPUBLISH"] } else { &[] };
+        let publish: &[&[u8]] = if self.cluster { &[b"SPUBLISH"] } else { &[] };
         let out = &mut self.output;
         match op {
             Op::Acquire { key, owner, ttl_ms } => {
@@ -423,8 +421,7 @@ impl Engine {
     /// failing it; ids come from `ids`, shared by the engines of every node.
     /// Release scripts then publish with `SPUBLISH`, on the key's shard.
     pub(crate) fn follow_redirects(&mut self, ids: Arc<AtomicU32>) {
-        self.follow_redirects = true;
-        self.sharded_publish = true;
+        self.cluster = true;
         self.ids = Some(ids);
     }
 
@@ -641,7 +638,7 @@ impl Engine {
         }
         if let Some(error) = reply.error() {
             self.replica_seen |= error.starts_with("READONLY");
-            if self.follow_redirects && op.key().is_some() {
+            if self.cluster && op.key().is_some() {
                 if let Some(to) = redirection(error) {
                     let pending = Pending { id, op, deadline_ms, abandoned: false };
                     self.redirects.push(Redirect { pending, to });

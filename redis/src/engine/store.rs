@@ -689,7 +689,7 @@ mod tests {
         store.expire_all();
         match poll(&mut locked) {
             Poll::Ready(Err(LockError::StoreUnavailable(message))) => {
-                assert!(message.contains("1000 ms"), "{message}")
+                assert!(message.contains("1000 ms"), "{message}");
             }
             other => panic!("the deadline of the first send holds: {other:?}"),
         }
