@@ -78,6 +78,14 @@ describe("RedisLockStore over Redis Cluster", { skip: !native && "RedisLockStore
     assert.match(await code({ cluster: ["redis://127.0.0.1:1"], reconnectRetries: 0, connectTimeoutMs: 300 }), /^STORE_UNAVAILABLE locksmith: .*no cluster node answered CLUSTER SLOTS/);
   });
 
+  it("starts from any seed that answers", async () => {
+    const store = await RedisLockStore.connect({ cluster: ["redis://127.0.0.1:1", cluster.urls[1]], connectTimeoutMs: 500 });
+    const l = new Lock(uniqueKey("seed"), 2_000, store);
+    assert.equal(await l.acquire(), true);
+    assert.equal(await l.release(), true);
+    await store.close();
+  });
+
   it("routes each key to the master of its slot: locks land on every master", async () => {
     const store = await connect();
     const masters = await cluster.masters(anyNode());

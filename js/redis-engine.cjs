@@ -166,6 +166,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       // Cluster: connection 0 (the seed's node) is `socket` as above; the other nodes'
       // connections are `nodes[conn]`, made when the engine first routes to them.
       this.nodes = [];
+      this.clusterEnabled = false;
       this.refreshing = null;
       this.refreshAgain = false;
       this.sub = null; // the subscriber socket (release notifications), opened when wanted
@@ -399,6 +400,12 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
           firsts.push(first);
           lasts.push(last);
           addresses.push(`${master[0] || target.host}:${master[1]}`);
+        }
+        if (!this.clusterEnabled) {
+          // The first seed that answered is connection 0.
+          this.target = { ...this.target, host: target.host, port: target.port };
+          this.native.enableCluster(`${target.host}:${target.port}`);
+          this.clusterEnabled = true;
         }
         this.native.setSlots(firsts, lasts, addresses);
         return;
@@ -657,7 +664,6 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
     /** The first connection, with `reconnectRetries` more tries. */
     async start() {
-      if (this.options.cluster) this.native.enableCluster(`${this.target.host}:${this.target.port}`);
       for (let attempt = 0; ; attempt++) {
         try {
           if (this.options.cluster) await this.refreshTopology();
