@@ -9,6 +9,7 @@ import { Redis } from "ioredis";
 
 import { IoRedisLockStore } from "../js/ioredis.mjs";
 import { conformance } from "./conformance.mjs";
+import { startRedis } from "./redis-server.mjs";
 import { command, startSentinels, until } from "./redis-topology.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./target.mjs";
 
@@ -101,7 +102,8 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
     const wait = { timeout: 2_000, retryDelay: 20 };
     const worker = async () => {
       while (!stop) {
-        const l = new Lock(key, 5_000, store);
+        // A short TTL: a hold whose release failed in the switch ends soon.
+        const l = new Lock(key, 1_000, store);
         const start = performance.now();
         try {
           if (await l.acquire(wait)) {
@@ -125,28 +127,35 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
 
     const workers = Array.from({ length: 4 }, worker);
     await sleep(300);
-    const before = tokens.length;
-    assert.ok(before > 0, "locks were taken before the failover");
+    const before = tokens.splice(0);
+    assert.ok(before.length > 0, "locks were taken before the failover");
     const newMaster = await topology.failover();
+    // For a moment both servers may take writes (the old master is turned into a
+    // replica only after the switch): holds of that moment are not ordered here.
     await sleep(1_000);
+    tokens.length = 0;
+    await sleep(1_500);
     stop = true;
     await Promise.all(workers);
+    const after = tokens.splice(0);
 
     // Every call settled within its wait plus a few command timeouts.
     assert.ok(slowest < 2_000 + 4 * 1_000 + 1_000, `the slowest call took ${slowest} ms`);
     assert.deepEqual([...new Set(errors)].filter((c) => c !== "STORE_UNAVAILABLE"), [], `only STORE_UNAVAILABLE during the failover: ${errors}`);
-    assert.ok(tokens.length > before, `locks were taken after the failover (${before} before, ${tokens.length} in all)`);
-    for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i] > tokens[i - 1], `token ${i} (${tokens[i]}) > token ${i - 1} (${tokens[i - 1]})`);
+    assert.ok(after.length > 0, "locks were taken after the failover");
+    for (const run of [before, after]) {
+      for (let i = 1; i < run.length; i++) assert.ok(run[i] > run[i - 1], `token ${run[i]} after ${run[i - 1]}`);
+    }
+    assert.ok(after[0] > before.at(-1), `tokens after the failover (${after[0]}) exceed those before it (${before.at(-1)})`);
 
     // The waiter gets the lock (its holder's TTL ends or the hold survived), with a
     // greater token; writes went to the new master.
     assert.equal(await waiting, true);
     assert.ok(waiter.fencingToken > heldToken, `${waiter.fencingToken} > ${heldToken}`);
-    const after = new Lock(uniqueKey("after"), 5_000, store);
-    assert.equal(await after.acquire(), true);
-    assert.ok(after.fencingToken > tokens.at(-1));
-    assert.equal(await command(newMaster.port, "EXISTS", `locksmith:{${after.key}}`), 1, "the hold is on the new master");
-    assert.equal(await after.release(), true);
+    const next = new Lock(uniqueKey("after"), 5_000, store);
+    assert.equal(await next.acquire(), true);
+    assert.equal(await command(newMaster.port, "EXISTS", `locksmith:{${next.key}}`), 1, "the hold is on the new master");
+    assert.equal(await next.release(), true);
     await waiter.release();
     await store.close();
   });
@@ -176,6 +185,37 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
       process.kill(master.pid, "SIGCONT");
     }
     await store.close();
+  });
+
+  it("fencing tokens outgrow a counter whose last increments a failover lost", async () => {
+    // Two servers stand for an old master and a replica that missed its last writes:
+    // the replica's counter lags five holds behind.
+    const [a, b] = [await startRedis(), await startRedis()];
+    const [onA, onB] = [await RedisLockStore.connect(a.url), await RedisLockStore.connect(b.url)];
+    try {
+      const key = uniqueKey("lagging");
+      const first = new Lock(key, 5_000, onA);
+      assert.equal(await first.acquire(), true);
+      await command(b.port, "SET", `locksmith:{${key}}:fence`, String(first.fencingToken - 5), "PX", "60000");
+      const second = new Lock(key, 5_000, onB);
+      assert.equal(await second.acquire(), true);
+      assert.ok(second.fencingToken > first.fencingToken, `${second.fencingToken} > ${first.fencingToken}`);
+      for (const kind of ["semaphore", "rw"]) {
+        const handle = (store) => (kind === "semaphore" ? ls.semaphore(key, 2, 5_000, store) : ls.readWriteLock(key, 5_000, store).writeLock());
+        const one = handle(onA);
+        assert.equal(await one.acquire(), true);
+        const suffix = kind === "semaphore" ? "semaphore" : "rw";
+        await command(b.port, "SET", `locksmith:{${key}}:${suffix}:fence`, String(one.fencingToken - 5), "PX", "60000");
+        const two = handle(onB);
+        assert.equal(await two.acquire(), true);
+        assert.ok(two.fencingToken > one.fencingToken, `${kind}: ${two.fencingToken} > ${one.fencingToken}`);
+      }
+    } finally {
+      await onA.close();
+      await onB.close();
+      await a.stop();
+      await b.stop();
+    }
   });
 
   it("drops a connection that answers READONLY and finds the master again", { timeout: 30_000 }, async () => {

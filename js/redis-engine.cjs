@@ -215,38 +215,48 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     }
 
     /**
-     * Sentinel: asks the Sentinels, one after the other (the last one that answered
-     * first), where the master named `masterName` is, and checks with `ROLE` that the
-     * server there is a master: a store never writes to a replica.
+     * Sentinel: asks every Sentinel at once where the master named `masterName` is
+     * (`SENTINEL get-master-addr-by-name`, and `SENTINEL MASTER` for its configuration
+     * epoch), and checks with `ROLE` that the server there is a master: a store never
+     * writes to a replica. Right after a failover some Sentinels still name the old
+     * master, which answers as a master until it is turned into a replica: the answer
+     * of the newest configuration (the highest epoch) is tried first.
      */
     async locate() {
       const { sentinels, masterName } = this.options;
       const problems = [];
-      for (let i = 0; i < sentinels.length; i++) {
-        const at = (this.sentinelAt + i) % sentinels.length;
-        const sentinel = sentinels[at];
-        const where = `sentinel ${sentinel.host}:${sentinel.port}`;
-        let addr;
-        try {
-          [addr] = await exchange(addon, sentinel, this.options, [["SENTINEL", "get-master-addr-by-name", masterName]]);
-        } catch (err) {
-          problems.push(`${where}: ${err.message}`);
-          continue;
-        }
-        if (!Array.isArray(addr) || addr.length < 2) {
-          problems.push(`${where} knows no master named ${JSON.stringify(masterName)}`);
-          continue;
-        }
-        const target = { ...this.target, host: addr[0], port: Number(addr[1]) };
+      const answers = await Promise.all(
+        sentinels.map(async (sentinel, at) => {
+          const where = `sentinel ${sentinel.host}:${sentinel.port}`;
+          try {
+            const [addr, info] = await exchange(addon, sentinel, this.options, [
+              ["SENTINEL", "get-master-addr-by-name", masterName],
+              ["SENTINEL", "MASTER", masterName],
+            ]);
+            if (!Array.isArray(addr) || addr.length < 2) throw new Error("No such master");
+            const epoch = Array.isArray(info) ? Number(info[info.indexOf("config-epoch") + 1]) || 0 : 0;
+            return { at, where, host: addr[0], port: Number(addr[1]), epoch };
+          } catch (err) {
+            problems.push(/No such master/i.test(err.message) ? `${where} knows no master named ${JSON.stringify(masterName)}` : `${where}: ${err.message}`);
+            return null;
+          }
+        }),
+      );
+      const named = answers.filter((a) => a !== null).sort((a, b) => b.epoch - a.epoch || a.at - b.at);
+      const tried = new Set();
+      for (const { at, where, host, port } of named) {
+        if (tried.has(`${host}:${port}`)) continue;
+        tried.add(`${host}:${port}`);
+        const target = { ...this.target, host, port };
         let role;
         try {
           [role] = await exchange(addon, target, this.options, [["ROLE"]]);
         } catch (err) {
-          problems.push(`${target.host}:${target.port} (master per ${where}): ${err.message}`);
+          problems.push(`${host}:${port} (master per ${where}): ${err.message}`);
           continue;
         }
         if (!Array.isArray(role) || role[0] !== "master") {
-          problems.push(`${target.host}:${target.port} (master per ${where}) is a ${Array.isArray(role) ? role[0] : "server of unknown role"}`);
+          problems.push(`${host}:${port} (master per ${where}) is a ${Array.isArray(role) ? role[0] : "server of unknown role"}`);
           continue;
         }
         this.sentinelAt = at;
