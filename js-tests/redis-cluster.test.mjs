@@ -78,6 +78,20 @@ describe("RedisLockStore over Redis Cluster", { skip: !native && "RedisLockStore
     assert.match(await code({ cluster: ["redis://127.0.0.1:1"], reconnectRetries: 0, connectTimeoutMs: 300 }), /^STORE_UNAVAILABLE locksmith: .*no cluster node answered CLUSTER SLOTS/);
   });
 
+  it("logs in to every node with the seed URLs' ACL user", async () => {
+    for (const node of cluster.nodes.filter((n) => !n.killed)) {
+      await command(node.port, "ACL", "SETUSER", "locker", "on", ">cluster-pw", "~*", "&*", "+@all");
+    }
+    const store = await RedisLockStore.connect({ cluster: cluster.urls.slice(0, 2).map((u) => u.replace("redis://", "redis://locker:cluster-pw@")) });
+    const locks = Array.from({ length: 12 }, (_, i) => new Lock(uniqueKey(`acl-${i}`), 2_000, store));
+    for (const l of locks) assert.equal(await l.acquire(), true);
+    for (const port of await cluster.masters(anyNode())) {
+      assert.match(await command(port, "CLIENT", "LIST"), /user=locker/, `the store logged in to ${port} as the ACL user`);
+    }
+    for (const l of locks) assert.equal(await l.release(), true);
+    await store.close();
+  });
+
   it("starts from any seed that answers", async () => {
     const store = await RedisLockStore.connect({ cluster: ["redis://127.0.0.1:1", cluster.urls[1]], connectTimeoutMs: 500 });
     const l = new Lock(uniqueKey("seed"), 2_000, store);

@@ -84,6 +84,27 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
     assert.match(await code({ sentinels: urls, masterName, password: "nope", reconnectRetries: 0 }), /^STORE_UNAVAILABLE locksmith: .*(AUTH|password)/);
   });
 
+  it("logs in: an ACL user on the master, another in the Sentinels' URLs", async () => {
+    const { master, replica, sentinels, masterName } = topology;
+    for (const server of [master, replica]) await command(server.port, "ACL", "SETUSER", "locker", "on", ">master-pw", "~*", "&*", "+@all");
+    for (const s of sentinels) await command(s.port, "ACL", "SETUSER", "watcher", "on", ">sentinel-pw", "~*", "&*", "+@all");
+    const urls = sentinels.map((s) => `redis://watcher:sentinel-pw@127.0.0.1:${s.port}`);
+    const store = await RedisLockStore.connect({ sentinels: urls, masterName, username: "locker", password: "master-pw" });
+    const l = new Lock(uniqueKey("acl"), 2_000, store);
+    assert.equal(await l.acquire(), true);
+    const clients = await command((await topology.currentMaster()).port, "CLIENT", "LIST");
+    assert.match(clients, /user=locker/, "the store's connection is the ACL user's");
+    assert.equal(await l.release(), true);
+    await store.close();
+    const wrong = await RedisLockStore.connect({
+      sentinels: urls.map((u) => u.replace("sentinel-pw", "nope")),
+      masterName,
+      reconnectRetries: 0,
+    }).catch((err) => err);
+    assert.equal(wrong.code, "STORE_UNAVAILABLE");
+    assert.match(wrong.message, /WRONGPASS|invalid username-password/);
+  });
+
   it("asks the next Sentinel when one is down", async () => {
     const store = await connect({ sentinels: ["redis://127.0.0.1:1", ...topology.urls] });
     const l = new Lock(uniqueKey("next-sentinel"), 2_000, store);
