@@ -48,11 +48,12 @@ export async function command(port, ...args) {
  * and it answers as one.
  */
 export async function startSentinels({ masterName = "locksmith" } = {}) {
-  const master = await startRedis();
-  const replica = await startRedis(["--replicaof", "127.0.0.1", String(master.port)]);
+  // Replication writes an RDB file into the server's directory: a temporary one.
+  const dir = mkdtempSync(join(tmpdir(), "locksmith-sentinel-"));
+  const master = await startRedis(["--dir", dir, "--dbfilename", "master.rdb"]);
+  const replica = await startRedis(["--dir", dir, "--dbfilename", "replica.rdb", "--replicaof", "127.0.0.1", String(master.port)]);
   const servers = [master, replica];
   await until("the replica to sync", async () => /master_link_status:up/.test(await command(replica.port, "INFO", "replication")));
-  const dir = mkdtempSync(join(tmpdir(), "locksmith-sentinel-"));
   const sentinels = [];
   for (let i = 0; i < 3; i++) {
     const config = join(dir, `sentinel-${i}.conf`);
@@ -140,6 +141,7 @@ export async function startCluster() {
         "--cluster-config-file", join(dir, `nodes-${i}.conf`),
         "--cluster-node-timeout", "1000",
         "--dir", dir,
+        "--dbfilename", `node-${i}.rdb`,
       ]),
     );
   }
