@@ -210,8 +210,9 @@ class RedisLockStore extends NativeStore {
   /**
    * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
    * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,
-   * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure }`. Unknown options are
-   * refused.
+   * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure }`, with `sentinels`
+   * and `masterName` (Redis Sentinel; `username`, `password`, `db` for the master) or
+   * `cluster` (Redis Cluster seed URLs) instead of `url`. Unknown options are refused.
    */
   static async connect(urlOrOptions) {
     const options = typeof urlOrOptions === "string" ? { url: urlOrOptions } : urlOrOptions;
