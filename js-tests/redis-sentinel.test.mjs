@@ -3,6 +3,11 @@
 // are taken, held and waited on: calls settle within their timeouts, the store follows
 // the new master (and never writes to the demoted one), fencing tokens keep growing.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 
 import { Redis } from "ioredis";
@@ -271,5 +276,48 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
     }, 10_000);
     assert.equal(await l.release(), true);
     await store.close();
+  });
+});
+
+// TLS everywhere: the Sentinels, the master and the replica listen with TLS and talk to
+// each other over it; the store reaches all of them by rediss:// with the test CA.
+describe("RedisLockStore over Sentinel with TLS", { skip: !native && "RedisLockStore is the native build's" }, () => {
+  let secure;
+  let ca;
+  let dir;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "locksmith-sentinel-tls-"));
+    const openssl = (...args) => promisify(execFile)("openssl", args, { cwd: dir });
+    await writeFile(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+    await openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=locksmith test CA",
+      "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign", "-keyout", "ca.key", "-out", "ca.pem");
+    await openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "key.pem", "-out", "server.csr");
+    await openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1",
+      "-extfile", "san.ext", "-out", "cert.pem");
+    ca = await readFile(join(dir, "ca.pem"), "utf8");
+    secure = await startSentinels({ tls: { cert: join(dir, "cert.pem"), key: join(dir, "key.pem"), ca: join(dir, "ca.pem") } });
+  });
+  after(async () => {
+    await secure?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("finds and uses the master over TLS, with the CA given; refuses without it", async () => {
+    const sentinels = secure.sentinels.map((s) => `rediss://127.0.0.1:${s.tlsPort}`);
+    const store = await RedisLockStore.connect({ sentinels, masterName: secure.masterName, tlsCaCert: ca });
+    const l = new Lock(uniqueKey("tls"), 2_000, store);
+    assert.equal(await l.acquire(), true);
+    const waiter = new Lock(l.key, 2_000, store);
+    const waiting = waiter.acquire({ timeout: 3_000, retryDelay: 2_000 });
+    await sleep(100);
+    assert.equal(await l.release(), true);
+    assert.equal(await waiting, true, "woken over the TLS subscriber connection");
+    assert.equal(await waiter.release(), true);
+    // The store's connection is a TLS one: the master counts it on its TLS port.
+    assert.match(await command(secure.master.port, "CLIENT", "LIST"), new RegExp(`laddr=127\\.0\\.0\\.1:${secure.master.tlsPort}`));
+    await store.close();
+    const refused = await RedisLockStore.connect({ sentinels, masterName: secure.masterName, reconnectRetries: 0 }).catch((err) => err);
+    assert.equal(refused.code, "STORE_UNAVAILABLE");
+    assert.match(refused.message, /certificate/);
   });
 });

@@ -10,7 +10,7 @@ import { promisify } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 
-import { startRedis } from "./redis-server.mjs";
+import { freePort, startRedis } from "./redis-server.mjs";
 
 const run = promisify(execFile);
 
@@ -45,29 +45,48 @@ export async function command(port, ...args) {
  * A master, a replica and three Sentinels (`redis-server FILE --sentinel`) watching the
  * master as `masterName`, with failure detection after a second. `failover()` runs
  * `SENTINEL FAILOVER` and resolves once the Sentinels name the former replica master
- * and it answers as one.
+ * and it answers as one. With `tls` (`{ cert, key, ca }` file paths) every server also
+ * listens with TLS on `tlsPort`, and the servers talk to each other over TLS only (the
+ * plain ports stay for the harness's own commands).
  */
-export async function startSentinels({ masterName = "locksmith" } = {}) {
+export async function startSentinels({ masterName = "locksmith", tls } = {}) {
   // Replication writes an RDB file into the server's directory: a temporary one.
   const dir = mkdtempSync(join(tmpdir(), "locksmith-sentinel-"));
-  const master = await startRedis(["--dir", dir, "--dbfilename", "master.rdb"]);
-  const replica = await startRedis(["--dir", dir, "--dbfilename", "replica.rdb", "--replicaof", "127.0.0.1", String(master.port)]);
+  const tlsArgs = async () => {
+    if (!tls) return { args: [] };
+    const tlsPort = await freePort();
+    const args = ["--tls-port", String(tlsPort), "--tls-cert-file", tls.cert, "--tls-key-file", tls.key, "--tls-ca-cert-file", tls.ca, "--tls-auth-clients", "no", "--tls-replication", "yes"];
+    return { tlsPort, args };
+  };
+  const masterTls = await tlsArgs();
+  const master = await startRedis(["--dir", dir, "--dbfilename", "master.rdb", ...masterTls.args]);
+  const replicaTls = await tlsArgs();
+  const linkPort = tls ? masterTls.tlsPort : master.port;
+  const replica = await startRedis(["--dir", dir, "--dbfilename", "replica.rdb", ...replicaTls.args, "--replicaof", "127.0.0.1", String(linkPort)]);
+  Object.assign(master, { tlsPort: masterTls.tlsPort });
+  Object.assign(replica, { tlsPort: replicaTls.tlsPort });
   const servers = [master, replica];
   await until("the replica to sync", async () => /master_link_status:up/.test(await command(replica.port, "INFO", "replication")));
   const sentinels = [];
   for (let i = 0; i < 3; i++) {
     const config = join(dir, `sentinel-${i}.conf`);
+    const sentinelTls = await tlsArgs();
+    const tlsLines = tls
+      ? [`tls-port ${sentinelTls.tlsPort}`, `tls-cert-file ${tls.cert}`, `tls-key-file ${tls.key}`, `tls-ca-cert-file ${tls.ca}`, "tls-auth-clients no", "tls-replication yes"]
+      : [];
     writeFileSync(
       config,
       [
         `dir ${dir}`,
-        `sentinel monitor ${masterName} 127.0.0.1 ${master.port} 2`,
+        ...tlsLines,
+        `sentinel monitor ${masterName} 127.0.0.1 ${linkPort} 2`,
         `sentinel down-after-milliseconds ${masterName} 1000`,
         `sentinel failover-timeout ${masterName} 4000`,
         "",
       ].join("\n"),
     );
-    sentinels.push(await startRedis(["--sentinel"], { config }));
+    const sentinel = await startRedis(["--sentinel"], { config });
+    sentinels.push(Object.assign(sentinel, { tlsPort: sentinelTls.tlsPort }));
   }
   const masterPort = async (sentinel = sentinels[0]) => {
     const addr = await command(sentinel.port, "SENTINEL", "get-master-addr-by-name", masterName);
@@ -94,7 +113,7 @@ export async function startSentinels({ masterName = "locksmith" } = {}) {
     /** The server that is master now. */
     async currentMaster() {
       const port = await masterPort();
-      return servers.find((s) => s.port === port);
+      return servers.find((s) => s.port === port || s.tlsPort === port);
     },
     /** Forces a failover; resolves with the new master once it answers as master. */
     async failover() {
