@@ -200,6 +200,12 @@ export interface RedisConnectOptions {
    * fragment is refused.)
    */
   tlsInsecure?: boolean;
+  /**
+   * Replicas that must acknowledge each acquire and extend (`WAIT`, up to half of
+   * `commandTimeoutMs`) before it counts; fewer fail it with StoreUnavailableError and
+   * free what it took. Narrows, does not close, what a failover can lose. Default 0 (off).
+   */
+  minReplicas?: number;
 }
 
 /**

@@ -146,6 +146,7 @@ const CONNECT_OPTIONS = {
   notifyReleases: "boolean",
   tlsCaCert: "string",
   tlsInsecure: "boolean",
+  minReplicas: "number",
 };
 // Where the servers are: one of `url`, `sentinels` (with `masterName`, and the master's
 // `username`, `password` and `db`) or `cluster`.
@@ -226,15 +227,18 @@ class RedisLockStore extends NativeStore {
         throw invalid(`${name} must be a ${type}; got ${typeName(options[name])}`);
       }
     }
+    if (options.minReplicas !== undefined && !(Number.isInteger(options.minReplicas) && options.minReplicas >= 0 && options.minReplicas <= 1_000)) {
+      throw invalid(`minReplicas must be a whole number from 0 to 1000; got ${options.minReplicas}`);
+    }
     if (options.reconnectRetries !== undefined && !(Number.isInteger(options.reconnectRetries) && options.reconnectRetries >= 0)) {
       throw invalid(`reconnectRetries must be a whole number >= 0; got ${options.reconnectRetries}`);
     }
     let native;
     try {
-      const { sentinels, masterName, username, password, db, cluster, ...rest } = options;
-      native = process.env.LOCKSMITH_REDIS_CLIENT === "redis-rs" && options.url !== undefined
+      const { sentinels, masterName, username, password, db, cluster, minReplicas, ...rest } = options;
+      native = process.env.LOCKSMITH_REDIS_CLIENT === "redis-rs" && options.url !== undefined && !minReplicas
         ? await addon.connectRedis({ ...rest })
-        : await engineDriver.connect({ ...addon.checkRedisOptions({ ...rest, url: topology.url }), ...topology });
+        : await engineDriver.connect({ ...addon.checkRedisOptions({ ...rest, url: topology.url }), ...topology, minReplicas: minReplicas ?? 0 });
     } catch (err) {
       throw toLockError(err);
     }

@@ -773,6 +773,9 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
   /** Connects with checked options (see `checkRedisOptions` in the addon). */
   async function connect(options) {
     const native = new addon.NativeEngineStore(options.keyPrefix, options.commandTimeoutMs, options.notifyReleases);
+    // WAIT answers within half the command timeout, so its answer, not the deadline,
+    // says how many replicas acknowledged.
+    if (options.minReplicas > 0) native.setMinReplicas(options.minReplicas, Math.max(1, Math.floor(options.commandTimeoutMs / 2)));
     const connection = new EngineConnection(native, options);
     await connection.start();
     return new EngineBackend(native, connection);

@@ -121,6 +121,13 @@ impl NativeEngineStore {
         });
     }
 
+    /// Writes that grant or extend a hold wait for `replicas` replicas (`WAIT`, at most
+    /// `timeout_ms`); fewer fail with `STORE_UNAVAILABLE`. 0 turns it off.
+    #[napi]
+    pub fn set_min_replicas(&self, replicas: u32, timeout_ms: u32) {
+        self.store.set_min_replicas(replicas, u64::from(timeout_ms));
+    }
+
     // Redis Cluster: one connection per node, requests routed by their key's slot.
 
     /// Routes by hash slot from now on; connection 0 is the seed at `address`.

@@ -158,9 +158,20 @@ enum Op {
     },
     /// `ASKING` before a request sent on after an `ASK` redirect: its reply is dropped.
     Asking,
+    /// `WAIT n timeout` after a write that grants or extends a hold (see
+    /// [`Engine::set_min_replicas`]): its request completes when this answers.
+    Wait,
 }
 
 impl Op {
+    /// Whether it grants or extends a hold (what `WAIT` follows with `minReplicas`).
+    fn is_hold_write(&self) -> bool {
+        matches!(
+            self,
+            Op::Acquire { .. } | Op::Extend { .. } | Op::PermitAcquire { .. } | Op::PermitExtend { .. }
+        )
+    }
+
     /// The lock key's name the operation is about (`None` for the connection's own steps).
     fn key(&self) -> Option<&str> {
         match self {
@@ -175,7 +186,7 @@ impl Op {
             | Op::PermitExtend { key, .. }
             | Op::PermitCount { key, .. }
             | Op::PermitRemainingTime { key, .. } => Some(key),
-            Op::Handshake { .. } | Op::Asking => None,
+            Op::Handshake { .. } | Op::Asking | Op::Wait => None,
         }
     }
 }
@@ -267,6 +278,11 @@ pub struct Engine {
     redirects: Vec<Redirect>,
     /// Request ids shared with the other engines of one store (one per cluster node).
     ids: Option<Arc<AtomicU32>>,
+    /// `WAIT` for this many replicas, this long, after each write that grants or
+    /// extends a hold.
+    min_replicas: Option<(u32, u64)>,
+    /// The outcome of such a write, until its `WAIT` answers.
+    awaiting: Option<(RequestId, Result<Value>)>,
 }
 
 impl Engine {
@@ -284,6 +300,8 @@ impl Engine {
             cluster: false,
             redirects: Vec::new(),
             ids: None,
+            min_replicas: None,
+            awaiting: None,
         }
     }
 
@@ -312,14 +330,36 @@ impl Engine {
 
     fn push(&mut self, op: Op, now_ms: u64) -> RequestId {
         let id = self.next_id();
-        self.encode(&op, false);
-        self.pending.push_back(Pending {
+        self.send(Pending {
             id,
             op,
             deadline_ms: now_ms + self.options.command_timeout_ms,
             abandoned: false,
         });
         id
+    }
+
+    /// Encodes a request and queues it, with a `WAIT` after it when it grants or
+    /// extends a hold and [`set_min_replicas`](Self::set_min_replicas) asks for one.
+    fn send(&mut self, pending: Pending) {
+        self.encode(&pending.op, false);
+        let wait = self.min_replicas.is_some() && pending.op.is_hold_write();
+        let (id, deadline_ms) = (pending.id, pending.deadline_ms);
+        self.pending.push_back(pending);
+        if wait {
+            self.encode(&Op::Wait, false);
+            self.pending.push_back(Pending { id, op: Op::Wait, deadline_ms, abandoned: false });
+        }
+    }
+
+    /// After each write that grants or extends a hold (acquire and extend, of locks and
+    /// of permits), send `WAIT replicas timeout_ms` on the same connection: the write's
+    /// outcome is held back until it answers, and a grant or extension that fewer than
+    /// `replicas` replicas acknowledged fails with `STORE_UNAVAILABLE` (its caller then
+    /// frees what the attempt took). `WAIT` holds up the connection's later replies
+    /// until it answers. `replicas` 0 turns it off.
+    pub fn set_min_replicas(&mut self, replicas: u32, timeout_ms: u64) {
+        self.min_replicas = (replicas > 0).then_some((replicas, timeout_ms));
     }
 
     fn encode(&mut self, op: &Op, eval: bool) {
@@ -412,6 +452,13 @@ impl Engine {
             Op::RemainingTime { key } => resp::key_command(out, b"PTTL", prefix, key),
             Op::IsHeldBy { key, .. } => resp::key_command(out, b"GET", prefix, key),
             Op::Asking => resp::command(out, &[b"ASKING"]),
+            Op::Wait => {
+                let (replicas, timeout) = self.min_replicas.unwrap_or((0, 0));
+                resp::command(
+                    out,
+                    &[b"WAIT", replicas.to_string().as_bytes(), timeout.to_string().as_bytes()],
+                );
+            }
             Op::Handshake { .. } => unreachable!("handshake steps are encoded by `handshake`"),
         }
     }
@@ -438,8 +485,7 @@ impl Engine {
             self.encode(&Op::Asking, false);
             self.pending.push_back(Pending { op: Op::Asking, ..pending.clone_head() });
         }
-        self.encode(&pending.op, false);
-        self.pending.push_back(pending);
+        self.send(pending);
     }
 
     /// Takes the lock `key` for `owner` if it is free (and mints a fencing token).
@@ -636,46 +682,20 @@ impl Engine {
         if abandoned || matches!(op, Op::Asking) {
             return;
         }
-        if let Some(error) = reply.error() {
-            self.replica_seen |= error.starts_with("READONLY");
-            if self.cluster && op.key().is_some() {
-                if let Some(to) = redirection(error) {
-                    let pending = Pending { id, op, deadline_ms, abandoned: false };
-                    self.redirects.push(Redirect { pending, to });
-                    return;
-                }
-            }
-            if error.starts_with("NOSCRIPT")
-                && !matches!(
-                    op,
-                    Op::IsLocked { .. }
-                        | Op::RemainingTime { .. }
-                        | Op::IsHeldBy { .. }
-                        | Op::Handshake { .. }
-                )
-            {
-                self.encode(&op, true);
-                let deadline_ms = now_ms + self.options.command_timeout_ms;
-                self.pending.push_back(Pending { id, op, deadline_ms, abandoned: false });
-                return;
-            }
-            if let Op::Handshake { .. } = op {
-                if self.handshake_failed {
-                    return;
-                }
-                self.handshake_failed = true;
-                let err = if error.starts_with("WRONGPASS")
-                    || error.starts_with("NOAUTH")
-                    || error.contains("invalid password")
-                {
-                    LockError::StoreError(format!("redis refused the credentials: {error}"))
+        if let Op::Wait = op {
+            // Only the WAIT after a write that answered has an outcome to release; one
+            // after a write that was redirected or sent again is dropped.
+            if let Some((held, result)) = self.awaiting.take() {
+                if held == id {
+                    done.push(Completion { id, result: self.replicated(result, reply) });
                 } else {
-                    server_error(error)
-                };
-                done.push(Completion { id, result: Err(err) });
-                return;
+                    self.awaiting = Some((held, result));
+                }
             }
-            done.push(Completion { id, result: Err(server_error(error)) });
+            return;
+        }
+        if let Some(error) = reply.error() {
+            self.settle_error(Pending { id, op, deadline_ms, abandoned: false }, error, now_ms, done);
             return;
         }
         let result = match op {
@@ -709,7 +729,7 @@ impl Engine {
             Op::IsHeldBy { owner, .. } => {
                 reply.bulk().map(|holder| Value::Flag(holder == Some(owner.as_bytes())))
             }
-            Op::Asking => return,
+            Op::Asking | Op::Wait => return,
             Op::Handshake { last, info } => {
                 if self.handshake_failed {
                     return;
@@ -729,7 +749,78 @@ impl Engine {
                 Ok(Value::Done)
             }
         };
+        if self.pending.front().is_some_and(|next| next.id == id && matches!(next.op, Op::Wait)) {
+            self.awaiting = Some((id, result));
+            return;
+        }
         done.push(Completion { id, result });
+    }
+
+    /// An error reply: a redirect (cluster), a script to send again as `EVAL`, a refused
+    /// handshake, or the request's failure.
+    fn settle_error(&mut self, request: Pending, error: &str, now_ms: u64, done: &mut Vec<Completion>) {
+        let Pending { id, op, deadline_ms, .. } = request;
+        self.replica_seen |= error.starts_with("READONLY");
+        if self.cluster && op.key().is_some() {
+            if let Some(to) = redirection(error) {
+                let pending = Pending { id, op, deadline_ms, abandoned: false };
+                self.redirects.push(Redirect { pending, to });
+                return;
+            }
+        }
+        if error.starts_with("NOSCRIPT")
+            && !matches!(
+                op,
+                Op::IsLocked { .. } | Op::RemainingTime { .. } | Op::IsHeldBy { .. } | Op::Handshake { .. }
+            )
+        {
+            let deadline_ms = now_ms + self.options.command_timeout_ms;
+            self.send_as_eval(Pending { id, op, deadline_ms, abandoned: false });
+            return;
+        }
+        if let Op::Handshake { .. } = op {
+            if self.handshake_failed {
+                return;
+            }
+            self.handshake_failed = true;
+            let err = if error.starts_with("WRONGPASS")
+                || error.starts_with("NOAUTH")
+                || error.contains("invalid password")
+            {
+                LockError::StoreError(format!("redis refused the credentials: {error}"))
+            } else {
+                server_error(error)
+            };
+            done.push(Completion { id, result: Err(err) });
+            return;
+        }
+        done.push(Completion { id, result: Err(server_error(error)) });
+    }
+
+    /// Sends a script again as `EVAL` (after `NOSCRIPT`), with its `WAIT` if it has one.
+    fn send_as_eval(&mut self, pending: Pending) {
+        self.encode(&pending.op, true);
+        let wait = self.min_replicas.is_some() && pending.op.is_hold_write();
+        let (id, deadline_ms) = (pending.id, pending.deadline_ms);
+        self.pending.push_back(pending);
+        if wait {
+            self.encode(&Op::Wait, false);
+            self.pending.push_back(Pending { id, op: Op::Wait, deadline_ms, abandoned: false });
+        }
+    }
+
+    /// A write's outcome once its `WAIT` answered: a grant or an extension that fewer
+    /// replicas than asked acknowledged fails.
+    fn replicated(&self, result: Result<Value>, reply: &Reply<'_>) -> Result<Value> {
+        let (wanted, timeout) = self.min_replicas.unwrap_or((0, 0));
+        let granted = matches!(result, Ok(Value::Acquired(Some(_)) | Value::Flag(true)));
+        match reply.integer() {
+            Ok(acked) if granted && acked < i64::from(wanted) => Err(LockError::StoreUnavailable(format!(
+                "redis: {acked} of the {wanted} replicas asked for (minReplicas) acknowledged the write within {timeout} ms"
+            ))),
+            Err(err) if granted => Err(err),
+            _ => result,
+        }
     }
 
     /// Fails every request whose deadline has passed (its reply, if it comes, is
@@ -770,6 +861,7 @@ impl Engine {
     }
 
     fn fail_all(&mut self, error: impl Fn() -> LockError, done: &mut Vec<Completion>) {
+        self.awaiting = None;
         self.output.clear();
         self.input.clear();
         let mut last = None;

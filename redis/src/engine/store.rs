@@ -31,6 +31,8 @@ struct Shared {
     /// Cluster with release notifications: each connection's subscriber (sharded
     /// pub/sub on that node), the first the store's own.
     subscribers: Vec<Subscriber>,
+    /// `WAIT` after writes (see [`Engine::set_min_replicas`]), for every connection.
+    min_replicas: (u32, u64),
 }
 
 /// How many hash slots a Redis Cluster has.
@@ -77,6 +79,7 @@ impl Shared {
         }
         let mut engine = Engine::new(self.engines[0].options().clone());
         engine.follow_redirects(cluster.ids.clone());
+        engine.set_min_replicas(self.min_replicas.0, self.min_replicas.1);
         cluster.addresses.push(address.to_owned());
         if !self.subscribers.is_empty() {
             let subscriber = Subscriber::new(engine.options().command_timeout_ms);
@@ -158,6 +161,7 @@ impl EngineStore {
                 done: Vec::new(),
                 cluster: None,
                 subscribers: Vec::new(),
+                min_replicas: (0, 0),
             }),
             clock,
             closed: AtomicBool::new(false),
@@ -253,6 +257,16 @@ impl EngineStore {
             stale: false,
             parked: Vec::new(),
         });
+    }
+
+    /// Every write that grants or extends a hold waits for `replicas` replicas (`WAIT`,
+    /// at most `timeout_ms`) before it counts: see [`Engine::set_min_replicas`].
+    pub fn set_min_replicas(&self, replicas: u32, timeout_ms: u64) {
+        let mut shared = self.shared();
+        shared.min_replicas = (replicas, timeout_ms);
+        for engine in &mut shared.engines {
+            engine.set_min_replicas(replicas, timeout_ms);
+        }
     }
 
     /// Cluster: the slot ranges `(first, last, "host:port")` of the masters; a range's
