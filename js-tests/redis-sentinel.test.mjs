@@ -118,6 +118,34 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
     await store.close();
   });
 
+  it("minReplicas: a hold counts once replicas have it; one they did not acknowledge fails and is freed", async () => {
+    assert.equal((await RedisLockStore.connect({ url: "redis://127.0.0.1:1", minReplicas: -1 }).catch((e) => e)).code, "INVALID_ARGUMENT");
+    // The replica is in sync (it may be on its way back after a failover).
+    await until("the master to have its replica", async () => {
+      const info = await command((await topology.currentMaster()).port, "INFO", "replication");
+      return /connected_slaves:1/.test(info) && /slave0:.*state=online/.test(info);
+    }, 20_000);
+    const one = await connect({ minReplicas: 1 });
+    const l = new Lock(uniqueKey("wait-one"), 5_000, one);
+    assert.equal(await l.acquire(), true);
+    await l.extend(6_000);
+    const sem = ls.semaphore(uniqueKey("wait-sem"), 2, 5_000, one);
+    assert.equal(await sem.acquire(), true);
+    assert.equal(await sem.release(), true);
+    assert.equal(await l.release(), true);
+    // Two replicas asked for, one there: the grant fails after WAIT's timeout (half the
+    // command timeout), and the attempt's hold is freed.
+    const two = await connect({ minReplicas: 2, commandTimeoutMs: 600 });
+    const m = new Lock(uniqueKey("wait-two"), 5_000, two);
+    const start = performance.now();
+    const failed = await m.acquire().catch((err) => err);
+    assert.equal(failed?.code, "STORE_UNAVAILABLE", `${failed}`);
+    assert.match(failed.message, /1 of the 2 replicas asked for \(minReplicas\) acknowledged/);
+    assert.ok(performance.now() - start < 1_500);
+    assert.equal(await new Lock(m.key, 5_000, one).isLocked(), false, "nothing left held");
+    await Promise.all([one.close(), two.close()]);
+  });
+
   it("follows SENTINEL FAILOVER mid-use: calls settle in time, fencing tokens grow, holds go to the new master", { timeout: 60_000 }, async () => {
     const store = await connect({ commandTimeoutMs: 1_000 });
     const key = uniqueKey("failover");
@@ -211,29 +239,6 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
       process.kill(master.pid, "SIGCONT");
     }
     await store.close();
-  });
-
-  it("minReplicas: a hold counts once replicas have it; one they did not acknowledge fails and is freed", async () => {
-    assert.equal((await RedisLockStore.connect({ url: "redis://127.0.0.1:1", minReplicas: -1 }).catch((e) => e)).code, "INVALID_ARGUMENT");
-    const one = await connect({ minReplicas: 1 });
-    const l = new Lock(uniqueKey("wait-one"), 5_000, one);
-    assert.equal(await l.acquire(), true);
-    await l.extend(6_000);
-    const sem = ls.semaphore(uniqueKey("wait-sem"), 2, 5_000, one);
-    assert.equal(await sem.acquire(), true);
-    assert.equal(await sem.release(), true);
-    assert.equal(await l.release(), true);
-    // Two replicas asked for, one there: the grant fails after WAIT's timeout (half the
-    // command timeout), and the attempt's hold is freed.
-    const two = await connect({ minReplicas: 2, commandTimeoutMs: 600 });
-    const m = new Lock(uniqueKey("wait-two"), 5_000, two);
-    const start = performance.now();
-    const failed = await m.acquire().catch((err) => err);
-    assert.equal(failed?.code, "STORE_UNAVAILABLE", `${failed}`);
-    assert.match(failed.message, /1 of the 2 replicas asked for \(minReplicas\) acknowledged/);
-    assert.ok(performance.now() - start < 1_500);
-    assert.equal(await new Lock(m.key, 5_000, one).isLocked(), false, "nothing left held");
-    await Promise.all([one.close(), two.close()]);
   });
 
   it("fencing tokens outgrow a counter whose last increments a failover lost", async () => {
