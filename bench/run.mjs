@@ -12,7 +12,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { Mutex as AsyncMutex } from "async-mutex";
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import Redlock from "redlock";
 import { Redlock as SesameRedlock } from "@sesamecare-oss/redlock";
 import { Mutex as SemaphoreMutex } from "redis-semaphore";
@@ -21,6 +21,8 @@ import { Miniflare } from "miniflare";
 import * as native from "../js/node.mjs";
 import * as wasm from "../js/wasm.mjs";
 import { startRedis } from "../js-tests/redis-server.mjs";
+import { startCluster } from "../js-tests/redis-topology.mjs";
+import { IoRedisLockStore } from "../js/ioredis.mjs";
 import { PlainLock } from "./baseline.mjs";
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
 import { median, percentile, summarize } from "./stats.mjs";
@@ -238,6 +240,57 @@ async function redisBench(server) {
   }
 }
 
+// ---------------------------------------------------------------------------------
+// Redis Cluster: three masters (a replica each), 64 loops on distinct keys, which the
+// keys' hash slots spread over the masters.
+
+async function clusterBench() {
+  log("redis cluster");
+  const cluster = await startCluster();
+  const seeds = cluster.urls.map((url) => ({ host: "127.0.0.1", port: Number(new URL(url).port) }));
+  const clients = [];
+  const ioCluster = () => {
+    const c = new Cluster(seeds);
+    clients.push(c);
+    return c;
+  };
+  const store = await native.RedisLockStore.connect({ cluster: cluster.urls });
+  const theirs = new IoRedisLockStore(ioCluster());
+  const semClient = ioCluster();
+  const pair = (s) => async (key) => {
+    const l = new native.Lock(key, 30_000, s);
+    if (!(await l.acquire())) throw new Error("not acquired");
+    await l.release();
+  };
+  const peers = {
+    "locksmith (cluster)": pair(store),
+    "locksmith/ioredis on an ioredis Cluster": pair(theirs),
+    "redis-semaphore on an ioredis Cluster": async (key) => {
+      const m = new SemaphoreMutex(semClient, key, { lockTimeout: 30_000, acquireAttemptsLimit: 1 });
+      await m.acquire();
+      await m.release();
+    },
+  };
+  try {
+    const per = scale(400);
+    const c64 = await interleaved("cluster, concurrency 64 distinct keys, pairs/s", Object.fromEntries(
+      Object.entries(peers).map(([name, once]) => [name, async () => {
+        const t = now();
+        await Promise.all(Array.from({ length: 64 }, async (_, j) => {
+          for (let i = 0; i < per; i++) await once(`cluster:${name}:${j}`);
+        }));
+        return (64 * per) / ((now() - t) / 1000);
+      }]),
+    ));
+    return { masters: (await cluster.masters()).length, c64 };
+  } finally {
+    await store.close();
+    await theirs.close();
+    for (const c of clients) c.disconnect();
+    await cluster.stop();
+  }
+}
+
 async function totalCommands(admin) {
   const info = await admin.info("stats");
   return Number(/total_commands_processed:(\d+)/.exec(info)[1]);
@@ -358,6 +411,7 @@ const results = { date: new Date().toISOString(), rounds: ROUNDS, quick: QUICK, 
 try {
   results.memory = await memoryBench();
   results.redis = await redisBench(server);
+  results.cluster = await clusterBench();
   results.ceiling = ceiling(server);
   results.wasm = await wasmBench();
 } finally {

@@ -34,8 +34,11 @@ function ping(port) {
   });
 }
 
-/** Starts a server; `extra` are more redis-server arguments. */
-export async function startRedis(extra = []) {
+/**
+ * Starts a server; `extra` are more redis-server arguments, `config` a configuration
+ * file to read first (a Sentinel's: redis-server FILE --sentinel).
+ */
+export async function startRedis(extra = [], { config } = {}) {
   const port = await freePort();
   const binary = process.env.REDIS_SERVER ?? "redis-server";
   let child;
@@ -50,7 +53,7 @@ export async function startRedis(extra = []) {
     async start() {
       child = spawn(
         "sh",
-        ["-c", WATCHDOG, "sh", binary, "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...extra],
+        ["-c", WATCHDOG, "sh", binary, ...(config ? [config] : []), "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...extra],
         { stdio: ["pipe", "pipe", "inherit"] },
       );
       child.on("error", () => {});

@@ -158,8 +158,28 @@ export declare class MemoryLockStore implements LockStore {
 
 /** Options of `RedisLockStore.connect()`. */
 export interface RedisConnectOptions {
-  /** `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. */
-  url: string;
+  /** `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. One of `url`, `sentinels` and `cluster`. */
+  url?: string;
+  /**
+   * Redis Sentinel: the Sentinels' URLs (`redis://` or `rediss://`, all alike; a
+   * Sentinel's own login goes in its URL). The store asks them for the master named
+   * `masterName` and follows it through failovers.
+   */
+  sentinels?: string[];
+  /** With `sentinels`: the name the Sentinels monitor the master by. */
+  masterName?: string;
+  /** With `sentinels`: the master's ACL user (needs `password`). */
+  username?: string;
+  /** With `sentinels`: the master's password. */
+  password?: string;
+  /** With `sentinels`: the master's database. Default 0. */
+  db?: number;
+  /**
+   * Redis Cluster: nodes to start from (`redis://` or `rediss://`, all alike, with the
+   * login every node shares; database 0). The store reads the slot map and sends each
+   * operation to the master of its key's slot, following `MOVED` and `ASK`.
+   */
+  cluster?: string[];
   /** Put before every key. Default `"locksmith:"`. */
   keyPrefix?: string;
   /** How long connecting may take. Default 2000. */
@@ -180,6 +200,12 @@ export interface RedisConnectOptions {
    * fragment is refused.)
    */
   tlsInsecure?: boolean;
+  /**
+   * Replicas that must acknowledge each acquire and extend (`WAIT`, up to half of
+   * `commandTimeoutMs`) before it counts; fewer fail it with StoreUnavailableError and
+   * free what it took. Narrows, does not close, what a failover can lose. Default 0 (off).
+   */
+  minReplicas?: number;
 }
 
 /**

@@ -34,6 +34,90 @@ function parseRedisUrl(url, invalid) {
   };
 }
 
+/** A socket to `target` (plain or TLS, per its scheme); `onConnect` runs once it is up. */
+function dialTarget(target, options, onConnect) {
+  const { host, port } = target;
+  let socket;
+  if (target.tls) {
+    socket = tls.connect(
+      {
+        host,
+        port,
+        servername: net.isIP(host) ? undefined : host,
+        ca: options.tlsCaCert ?? undefined,
+        rejectUnauthorized: !options.tlsInsecure,
+        checkServerIdentity: options.tlsInsecure ? () => undefined : tls.checkServerIdentity,
+      },
+      onConnect,
+    );
+  } else {
+    socket = net.connect({ host, port }, onConnect);
+  }
+  socket.setNoDelay(true);
+  socket.setKeepAlive(true, 10_000);
+  socket.unref();
+  return socket;
+}
+
+/**
+ * One short exchange with a server (a Sentinel, or a node whose role or slots are
+ * asked): connects, logs in with the target's credentials, sends `commands` (arrays of
+ * strings) and resolves with their replies, decoded by the addon. An error reply, a
+ * refused connection or no answer within `options.connectTimeoutMs` rejects.
+ */
+function exchange(addon, target, options, commands) {
+  return new Promise((resolve, reject) => {
+    const all = [];
+    if (target.password !== null && target.password !== undefined) {
+      all.push(target.user ? ["AUTH", target.user, target.password] : ["AUTH", target.password]);
+    }
+    const skip = all.length;
+    all.push(...commands);
+    const replies = [];
+    let input = Buffer.alloc(0);
+    let settled = false;
+    const finish = (err) => {
+      if (settled) return;
+      settled = true;
+      socket.destroy();
+      if (err) reject(err);
+      else resolve(replies.slice(skip));
+    };
+    const socket = dialTarget(target, options, () => {
+      socket.write(Buffer.concat(all.map((args) => addon.redisCommand(args))));
+    });
+    // Short-lived and bounded by its timeout: it may keep Node running meanwhile (a
+    // connect() that starts by reading the cluster's slots waits on it alone).
+    socket.ref();
+    socket.setTimeout(options.connectTimeoutMs, () => finish(new Error(`no answer within ${options.connectTimeoutMs} ms`)));
+    socket.on("data", (chunk) => {
+      input = input.length === 0 ? chunk : Buffer.concat([input, chunk]);
+      try {
+        for (let next = addon.redisDecode(input); next !== null; next = addon.redisDecode(input)) {
+          const [value, used] = next;
+          input = input.subarray(used);
+          if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+            finish(new Error(value.error));
+            return;
+          }
+          replies.push(value);
+          if (replies.length === all.length) {
+            finish(null);
+            return;
+          }
+        }
+      } catch (err) {
+        finish(err);
+      }
+    });
+    socket.on("error", (err) => finish(err));
+    socket.on("close", () => finish(new Error("the connection closed")));
+  });
+}
+
+/** Stands for the data socket while the Sentinels are asked where the master is. */
+const LOCATING = Object.freeze({ destroy() {}, write() {} });
+
 /**
  * The driver, over the addon's completion channel: `viaCompletions(start)` makes a
  * call id and its promise; `settle(outcomes, errors)` settles finished calls.
@@ -65,6 +149,11 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.native = native;
       this.options = options;
       this.target = parseRedisUrl(options.url, invalid);
+      // Sentinel: `target` holds the master's credentials; its address comes from the
+      // Sentinels on every (re)connect, and a watcher follows `+switch-master`.
+      this.sentinelAt = 0;
+      this.watcher = null;
+      this.watchTimer = null;
       this.socket = null;
       this.ready = false;
       this.closed = false;
@@ -74,11 +163,24 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.reconnectTimer = null;
       this.lastError = "the connection closed";
       const tick = Math.max(10, Math.min(250, Math.floor(options.commandTimeoutMs / 4)));
+      // Cluster: connection 0 (the seed's node) is `socket` as above; the other nodes'
+      // connections are `nodes[conn]`, made when the engine first routes to them.
+      this.nodes = [];
+      this.clusterEnabled = false;
+      this.refreshing = null;
+      this.refreshAgain = false;
       this.sub = null; // the subscriber socket (release notifications), opened when wanted
       this.subReady = false;
       this.subRetryAt = 0;
       this.expiry = setInterval(() => {
-        if (this.native.expire()) this.socket?.destroy();
+        if (this.options.cluster) {
+          for (const conn of this.native.expireAll()) (conn === 0 ? this.socket : this.nodes[conn]?.socket)?.destroy();
+          if (this.options.notifyReleases) {
+            for (const node of this.nodes) if (node && this.native.subscriberTickOn(node.conn)) node.sub?.destroy();
+          }
+          // Requests a cluster asked to retry (TRYAGAIN, CLUSTERDOWN) were queued again.
+          flushSoon();
+        } else if (this.native.expire()) this.socket?.destroy();
         if (this.options.notifyReleases && this.native.subscriberTick()) this.sub?.destroy();
         this.take(this.native.turn());
       }, tick);
@@ -90,11 +192,12 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       if (this.ready) {
         const out = this.native.takeOutput();
         if (out !== null) this.socket.write(out);
-      } else if (this.socket === null && this.connected && !this.closed) {
+      } else if (this.socket === null && this.connected && !this.closed && (!this.options.cluster || this.native.busyOn(0))) {
         // A call (or a waking waiter) on a store whose connection went while it was
         // idle: connect again; its commands wait behind the handshake.
         this.reconnectSoon();
       }
+      if (this.options.cluster && !this.closed) this.flushNodes();
       if (!this.options.notifyReleases || this.closed) return;
       if (this.sub !== null) {
         if (this.subReady) {
@@ -108,33 +211,124 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
     /** A socket to the server, plain or TLS; `onConnect` runs once it is up. */
     dial(onConnect) {
-      const { host, port } = this.target;
-      let socket;
-      if (this.target.tls) {
-        socket = tls.connect(
-          {
-            host,
-            port,
-            servername: net.isIP(host) ? undefined : host,
-            ca: this.options.tlsCaCert ?? undefined,
-            rejectUnauthorized: !this.options.tlsInsecure,
-            checkServerIdentity: this.options.tlsInsecure ? () => undefined : tls.checkServerIdentity,
-          },
-          onConnect,
-        );
-      } else {
-        socket = net.connect({ host, port }, onConnect);
+      return dialTarget(this.target, this.options, onConnect);
+    }
+
+    /**
+     * Sentinel: asks every Sentinel at once where the master named `masterName` is
+     * (`SENTINEL get-master-addr-by-name`, and `SENTINEL MASTER` for its configuration
+     * epoch), and checks with `ROLE` that the server there is a master: a store never
+     * writes to a replica. Right after a failover some Sentinels still name the old
+     * master, which answers as a master until it is turned into a replica: the answer
+     * of the newest configuration (the highest epoch) is tried first.
+     */
+    async locate() {
+      const { sentinels, masterName } = this.options;
+      const problems = [];
+      const answers = await Promise.all(
+        sentinels.map(async (sentinel, at) => {
+          const where = `sentinel ${sentinel.host}:${sentinel.port}`;
+          try {
+            const [addr, info] = await exchange(addon, sentinel, this.options, [
+              ["SENTINEL", "get-master-addr-by-name", masterName],
+              ["SENTINEL", "MASTER", masterName],
+            ]);
+            if (!Array.isArray(addr) || addr.length < 2) throw new Error("No such master");
+            const epoch = Array.isArray(info) ? Number(info[info.indexOf("config-epoch") + 1]) || 0 : 0;
+            return { at, where, host: addr[0], port: Number(addr[1]), epoch };
+          } catch (err) {
+            problems.push(/No such master/i.test(err.message) ? `${where} knows no master named ${JSON.stringify(masterName)}` : `${where}: ${err.message}`);
+            return null;
+          }
+        }),
+      );
+      const named = answers.filter((a) => a !== null).sort((a, b) => b.epoch - a.epoch || a.at - b.at);
+      const tried = new Set();
+      for (const { at, where, host, port } of named) {
+        if (tried.has(`${host}:${port}`)) continue;
+        tried.add(`${host}:${port}`);
+        const target = { ...this.target, host, port };
+        let role;
+        try {
+          [role] = await exchange(addon, target, this.options, [["ROLE"]]);
+        } catch (err) {
+          problems.push(`${host}:${port} (master per ${where}): ${err.message}`);
+          continue;
+        }
+        if (!Array.isArray(role) || role[0] !== "master") {
+          problems.push(`${host}:${port} (master per ${where}) is a ${Array.isArray(role) ? role[0] : "server of unknown role"}`);
+          continue;
+        }
+        this.sentinelAt = at;
+        return target;
       }
-      socket.setNoDelay(true);
-      socket.setKeepAlive(true, 10_000);
-      socket.unref();
-      return socket;
+      throw new Error(`no master ${JSON.stringify(masterName)} found through the sentinels (${problems.join("; ")})`);
+    }
+
+    /**
+     * Sentinel: a subscription to `+switch-master` on one Sentinel. When the master
+     * moves, the data and subscriber sockets are dropped; the next call (or a waiting
+     * lock at once) connects to the new master.
+     */
+    watch() {
+      if (this.closed || this.watcher !== null || !this.options.sentinels) return;
+      const { sentinels, masterName } = this.options;
+      const sentinel = sentinels[this.sentinelAt];
+      let input = Buffer.alloc(0);
+      const socket = dialTarget(sentinel, this.options, () => {
+        const auth = sentinel.password !== null ? [sentinel.user ? ["AUTH", sentinel.user, sentinel.password] : ["AUTH", sentinel.password]] : [];
+        socket.write(Buffer.concat([...auth, ["SUBSCRIBE", "+switch-master"]].map((args) => addon.redisCommand(args))));
+      });
+      this.watcher = socket;
+      socket.on("data", (chunk) => {
+        input = input.length === 0 ? chunk : Buffer.concat([input, chunk]);
+        try {
+          for (let next = addon.redisDecode(input); next !== null; next = addon.redisDecode(input)) {
+            const [value, used] = next;
+            input = input.subarray(used);
+            if (!Array.isArray(value)) {
+              if (value !== null && typeof value === "object") socket.destroy(); // a refused AUTH
+              continue;
+            }
+            if (value[0] !== "message" || typeof value[2] !== "string") continue;
+            // `<name> <old ip> <old port> <new ip> <new port>`
+            const [name, , , host, port] = value[2].split(" ");
+            if (name !== masterName) continue;
+            if (host !== this.target.host || Number(port) !== this.target.port) this.moved(`the master moved to ${host}:${port}`);
+          }
+        } catch {
+          socket.destroy();
+        }
+      });
+      socket.on("error", () => {});
+      socket.on("close", () => {
+        if (this.watcher !== socket) return;
+        this.watcher = null;
+        if (this.closed) return;
+        // The next Sentinel, in a second.
+        this.sentinelAt = (this.sentinelAt + 1) % sentinels.length;
+        this.watchTimer = setTimeout(() => {
+          this.watchTimer = null;
+          this.watch();
+        }, 1_000);
+        this.watchTimer.unref();
+      });
+    }
+
+    /** The server is no longer the master: drop both sockets; reconnecting asks the Sentinels again. */
+    moved(why) {
+      if (this.socket !== null && this.socket !== LOCATING) {
+        this.lastError = why;
+        this.socket.destroy();
+      }
+      this.sub?.destroy();
     }
 
     /** The subscriber connection: SUBSCRIBE confirmations and release messages. */
     openSubscriber() {
       const { user, password } = this.target;
-      const sub = this.dial(() => {
+      // Cluster: connection 0's node (sharded pub/sub: the channels of its slots).
+      const sub = dialTarget(this.options.cluster ? this.nodeTarget(0) : this.target, this.options, () => {
         this.subReady = true;
         this.native.subscriberConnected(user, password);
         const out = this.native.subscriberOutput();
@@ -188,10 +382,240 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       if (thenFlush) flushSoon();
     }
 
+    /**
+     * Cluster: reads `CLUSTER SLOTS` from a node that answers (those connected first,
+     * then the seeds) into the engine's slot map.
+     */
+    async refreshTopology() {
+      const known = [];
+      for (let conn = 0; conn < this.native.connections; conn++) known.push(this.nodeTarget(conn));
+      const candidates = [...known, ...this.options.cluster];
+      const problems = [];
+      for (const target of candidates) {
+        let slots;
+        try {
+          [slots] = await exchange(addon, target, this.options, [["CLUSTER", "SLOTS"]]);
+        } catch (err) {
+          problems.push(`${target.host}:${target.port}: ${err.message}`);
+          continue;
+        }
+        if (!Array.isArray(slots) || slots.length === 0) {
+          problems.push(`${target.host}:${target.port} serves no slots`);
+          continue;
+        }
+        const firsts = [];
+        const lasts = [];
+        const addresses = [];
+        for (const [first, last, master] of slots) {
+          firsts.push(first);
+          lasts.push(last);
+          addresses.push(`${master[0] || target.host}:${master[1]}`);
+        }
+        if (!this.clusterEnabled) {
+          // The first seed that answered is connection 0.
+          this.target = { ...this.target, host: target.host, port: target.port };
+          this.native.enableCluster(`${target.host}:${target.port}`);
+          this.clusterEnabled = true;
+        }
+        this.native.setSlots(firsts, lasts, addresses);
+        return;
+      }
+      throw new Error(`STORE_UNAVAILABLE locksmith: redis: no cluster node answered CLUSTER SLOTS (${problems.join("; ")})`);
+    }
+
+    /** Cluster: reads the topology again soon (once at a time, at most every 100 ms). */
+    refreshSoon() {
+      if (this.closed) return;
+      if (this.refreshing !== null) {
+        this.refreshAgain = true;
+        return;
+      }
+      this.refreshing = this.refreshTopology()
+        .catch(() => {})
+        .then(() => new Promise((resolve) => setTimeout(resolve, 100).unref()))
+        .then(() => {
+          this.refreshing = null;
+          flushSoon();
+          if (this.refreshAgain) {
+            this.refreshAgain = false;
+            this.refreshSoon();
+          }
+        });
+    }
+
+    /** Cluster: connection `conn`'s node, with the seeds' scheme and login. */
+    nodeTarget(conn) {
+      const address = this.native.address(conn);
+      if (address === null) return this.target;
+      const at = address.lastIndexOf(":");
+      return { ...this.target, host: address.slice(0, at).replace(/^\[(.*)\]$/, "$1"), port: Number(address.slice(at + 1)) };
+    }
+
+    /** Cluster: writes each node's commands, connecting to the nodes that have some. */
+    flushNodes() {
+      for (let conn = 1; conn < this.native.connections; conn++) {
+        const node = (this.nodes[conn] ??= {
+          conn,
+          socket: null,
+          ready: false,
+          failures: 0,
+          timer: null,
+          target: null,
+          lastError: "the connection closed",
+          sub: null,
+          subReady: false,
+          subRetryAt: 0,
+        });
+        if (this.options.notifyReleases) this.flushNodeSubscriber(node);
+        if (node.ready) {
+          const out = this.native.takeOutputOn(conn);
+          if (out !== null) node.socket.write(out);
+        } else if (node.socket === null && node.timer === null && this.native.busyOn(conn)) {
+          const delay = node.failures === 0 ? 0 : Math.min(50 * 2 ** node.failures, this.options.reconnectMaxDelayMs);
+          node.failures += 1;
+          node.timer = setTimeout(() => {
+            node.timer = null;
+            if (!this.closed) this.openNode(node);
+          }, delay);
+          node.timer.unref();
+        }
+      }
+    }
+
+    /** Cluster: a node's subscriber socket (sharded pub/sub on the channels of its slots). */
+    flushNodeSubscriber(node) {
+      const { conn } = node;
+      if (node.sub !== null) {
+        if (node.subReady) {
+          const out = this.native.subscriberOutputOn(conn);
+          if (out !== null) node.sub.write(out);
+        }
+        return;
+      }
+      if (performance.now() < node.subRetryAt || !this.native.subscriberWantedOn(conn)) return;
+      const target = this.nodeTarget(conn);
+      const sub = dialTarget(target, this.options, () => {
+        node.subReady = true;
+        this.native.subscriberConnectedOn(conn, target.user, target.password);
+        const out = this.native.subscriberOutputOn(conn);
+        if (out !== null) sub.write(out);
+      });
+      node.sub = sub;
+      node.subReady = false;
+      sub.setTimeout(this.options.connectTimeoutMs, () => {
+        if (!node.subReady) sub.destroy();
+      });
+      sub.on("data", (chunk) => {
+        let outcomes;
+        try {
+          outcomes = this.native.subscriberFeedOn(conn, chunk);
+        } catch {
+          sub.destroy();
+          return;
+        }
+        sub.setTimeout(0);
+        this.take(outcomes);
+      });
+      sub.on("error", () => {});
+      sub.on("close", () => {
+        if (node.sub !== sub) return;
+        node.sub = null;
+        node.subReady = false;
+        this.native.subscriberLostOn(conn);
+        node.subRetryAt = performance.now() + 100;
+      });
+    }
+
+    /** Cluster: a connection to one more node, its handshake in front of what waits for it. */
+    openNode(node) {
+      const { conn } = node;
+      node.target = this.nodeTarget(conn);
+      const { user, password } = node.target;
+      viaCompletions((id) => this.native.handshakeStartOn(completions, id, conn, user, password)).then(
+        () => {
+          node.failures = 0;
+          node.socket?.setTimeout(0);
+        },
+        () => node.socket?.destroy(),
+      );
+      const socket = dialTarget(node.target, this.options, () => {
+        node.ready = true;
+        flushSoon();
+      });
+      node.socket = socket;
+      socket.setTimeout(this.options.connectTimeoutMs, () => {
+        if (!node.ready) {
+          node.lastError = `connecting to ${node.target.host}:${node.target.port} timed out after ${this.options.connectTimeoutMs} ms`;
+          socket.destroy();
+        }
+      });
+      socket.on("data", (chunk) => {
+        let outcomes;
+        try {
+          outcomes = this.native.feedOn(conn, chunk);
+        } catch {
+          socket.destroy();
+          return;
+        }
+        this.afterFeed();
+        this.take(outcomes);
+      });
+      socket.on("error", (err) => {
+        node.lastError = err.message;
+      });
+      socket.on("close", () => {
+        if (node.socket !== socket) return;
+        node.socket = null;
+        node.ready = false;
+        this.native.connectionLostOn(conn, `${node.target.host}:${node.target.port}: ${node.lastError}`);
+        node.lastError = "the connection closed";
+        this.take(this.native.turn());
+        this.refreshSoon();
+      });
+    }
+
+    /** After a chunk was fed: a cluster's redirects may want the slot map read again. */
+    afterFeed() {
+      flushSoon();
+      if (this.options.cluster && this.native.takeTopologyStale()) this.refreshSoon();
+    }
+
     /** Opens a socket and queues the handshake; resolves when the server accepted it. */
     open() {
       const { user, password, db } = this.target;
       const handshake = viaCompletions((id) => this.native.handshakeStart(completions, id, user, password, db));
+      if (this.options.sentinels) {
+        this.socket = LOCATING;
+        this.locate().then(
+          (target) => {
+            if (this.closed || this.socket !== LOCATING) return;
+            this.target = target;
+            this.attach();
+            this.watch();
+          },
+          (err) => {
+            if (this.socket !== LOCATING) return;
+            this.lastError = err.message;
+            this.onClose(LOCATING);
+          },
+        );
+      } else {
+        this.attach();
+      }
+      return handshake.then(
+        () => {
+          this.socket?.setTimeout?.(0);
+          this.failures = 0;
+        },
+        (err) => {
+          this.socket?.destroy();
+          throw err;
+        },
+      );
+    }
+
+    /** Dials `target` as the data socket; the handshake queued by `open()` goes first. */
+    attach() {
       const socket = this.dial(() => {
         this.ready = true;
         this.flush();
@@ -211,24 +635,16 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
           socket.destroy();
           return;
         }
+        // A READONLY reply: the master was demoted. Ask the Sentinels again.
+        if (this.options.sentinels && this.native.takeReplicaSeen()) this.moved("the server became a replica (READONLY)");
         // Even with nothing settled the engine may have more to send (a NOSCRIPT retry).
-        flushSoon();
+        this.afterFeed();
         this.take(outcomes);
       });
       socket.on("error", (err) => {
         this.lastError = err.message;
       });
       socket.on("close", () => this.onClose(socket));
-      return handshake.then(
-        () => {
-          socket.setTimeout(0);
-          this.failures = 0;
-        },
-        (err) => {
-          socket.destroy();
-          throw err;
-        },
-      );
     }
 
     onClose(socket) {
@@ -238,9 +654,10 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.native.connectionLost(this.lastError);
       this.take(this.native.turn());
       this.lastError = "the connection closed";
+      if (this.options.cluster) this.refreshSoon();
       // Reconnect now only if some lock still waits; an idle store reconnects on its next
       // call, so a server that stays down keeps neither a retry loop nor the process alive.
-      if (!this.closed && this.connected && this.native.pending > 0) this.reconnectSoon();
+      if (!this.closed && this.connected && (this.options.cluster ? this.native.busyOn(0) : this.native.pending > 0)) this.reconnectSoon();
     }
 
     reconnectSoon() {
@@ -259,6 +676,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     async start() {
       for (let attempt = 0; ; attempt++) {
         try {
+          if (this.options.cluster) await this.refreshTopology();
           await this.open();
           this.connected = true;
           return;
@@ -287,6 +705,14 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       this.ready = false;
       this.socket?.destroy();
       this.sub?.destroy();
+      clearTimeout(this.watchTimer);
+      this.watcher?.destroy();
+      for (const node of this.nodes) {
+        if (!node) continue;
+        clearTimeout(node.timer);
+        node.socket?.destroy();
+        node.sub?.destroy();
+      }
     }
   }
 
@@ -347,6 +773,9 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
   /** Connects with checked options (see `checkRedisOptions` in the addon). */
   async function connect(options) {
     const native = new addon.NativeEngineStore(options.keyPrefix, options.commandTimeoutMs, options.notifyReleases);
+    // WAIT answers within half the command timeout, so its answer, not the deadline,
+    // says how many replicas acknowledged.
+    if (options.minReplicas > 0) native.setMinReplicas(options.minReplicas, Math.max(1, Math.floor(options.commandTimeoutMs / 2)));
     const connection = new EngineConnection(native, options);
     await connection.start();
     return new EngineBackend(native, connection);

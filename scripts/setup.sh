@@ -62,6 +62,9 @@ fi
 if [ "$want_postgres" = 1 ] && [ -z "${PG_BIN:-}" ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   apt_wanted+=(postgresql)
 fi
+# redis-cli builds the test clusters (redis-cli --cluster create); Sentinels are
+# redis-server FILE --sentinel, so no redis-sentinel package is needed.
+if [ "$want_redis" = 1 ] && ! command -v redis-cli >/dev/null; then apt_wanted+=(redis-tools); fi
 if [ "$want_runtimes" = 1 ] && [ ! -x /usr/bin/chromium ]; then apt_wanted+=(chromium); fi
 if [ "$want_cross" = 1 ]; then
   command -v musl-gcc >/dev/null || apt_wanted+=(musl-tools)

@@ -71,6 +71,9 @@ export async function usage(): Promise<void> {
   setLockStore(redis);
   const prefix: string = redis.keyPrefix;
   await redis.close();
+  const sentinel = await RedisLockStore.connect({ sentinels: ["redis://s1:26379"], masterName: "locks", password: "pw", db: 1, minReplicas: 1 });
+  const cluster = await RedisLockStore.connect({ cluster: ["redis://n1:6379", "redis://n2:6379"], commandTimeoutMs: 1_000 });
+  await Promise.all([sentinel.close(), cluster.close()]);
   void prefix;
 
   const custom: LockStore = {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use locksmith_core::{validate, Clock, LockStore, MonotonicClock};
 use locksmith_redis::engine::local::LocalTimer;
-use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
+use locksmith_redis::engine::{reply, EngineOptions, EngineStore, Handshake, Subscriber};
 use napi::bindgen_prelude::{Buffer, BufferSlice, Float64Array};
 use napi_derive::napi;
 
@@ -104,6 +104,102 @@ impl NativeEngineStore {
         self.start(done, id, async move { store.handshake(&handshake).await.map(|()| Outcome::Nothing) });
     }
 
+    /// `handshake_start` on connection `conn` (a cluster node).
+    #[napi]
+    pub fn handshake_start_on(
+        &self,
+        done: &Completions,
+        id: u32,
+        conn: u32,
+        user: Option<String>,
+        password: Option<String>,
+    ) {
+        let store = self.store.clone();
+        let handshake = Handshake { auth: password.map(|password| (user, password)), db: 0 };
+        self.start(done, id, async move {
+            store.handshake_on(conn as usize, &handshake).await.map(|()| Outcome::Nothing)
+        });
+    }
+
+    /// Writes that grant or extend a hold wait for `replicas` replicas (`WAIT`, at most
+    /// `timeout_ms`); fewer fail with `STORE_UNAVAILABLE`. 0 turns it off.
+    #[napi]
+    pub fn set_min_replicas(&self, replicas: u32, timeout_ms: u32) {
+        self.store.set_min_replicas(replicas, u64::from(timeout_ms));
+    }
+
+    // Redis Cluster: one connection per node, requests routed by their key's slot.
+
+    /// Routes by hash slot from now on; connection 0 is the seed at `address`.
+    #[napi]
+    pub fn enable_cluster(&self, address: String) {
+        self.store.enable_cluster(&address);
+    }
+
+    /// The masters' slot ranges: `firsts[i]..=lasts[i]` is served at `addresses[i]`.
+    #[napi]
+    pub fn set_slots(&self, firsts: Vec<u32>, lasts: Vec<u32>, addresses: Vec<String>) {
+        let clamp = |n: u32| u16::try_from(n).unwrap_or(u16::MAX);
+        let ranges: Vec<(u16, u16, String)> = firsts
+            .into_iter()
+            .zip(lasts)
+            .zip(addresses)
+            .map(|((first, last), address)| (clamp(first), clamp(last), address))
+            .collect();
+        self.store.set_slots(&ranges);
+    }
+
+    /// How many connections the store has.
+    #[napi(getter)]
+    pub fn connections(&self) -> u32 {
+        self.store.connections() as u32
+    }
+
+    /// Connection `conn`'s node, `host:port`.
+    #[napi]
+    pub fn address(&self, conn: u32) -> Option<String> {
+        self.store.address(conn as usize)
+    }
+
+    /// Whether the slot map should be read again (a `MOVED`, a lost node).
+    #[napi]
+    pub fn take_topology_stale(&self) -> bool {
+        self.store.take_topology_stale()
+    }
+
+    /// The bytes to write on connection `conn` now, or `null`.
+    #[napi]
+    pub fn take_output_on(&self, conn: u32) -> Option<Buffer> {
+        self.store.take_output_on(conn as usize).map(Buffer::from)
+    }
+
+    /// Whether connection `conn` has requests waiting or bytes to write.
+    #[napi]
+    pub fn busy_on(&self, conn: u32) -> bool {
+        self.store.pending_on(conn as usize) > 0 || self.store.has_output_on(conn as usize)
+    }
+
+    /// `feed` for connection `conn`.
+    #[napi]
+    pub fn feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+        let fed = self.store.feed_on(conn as usize, &chunk);
+        let out = self.turn();
+        fed.napi()?;
+        Ok(out)
+    }
+
+    /// Fails requests past their deadline on every connection; the connections to drop.
+    #[napi]
+    pub fn expire_all(&self) -> Vec<u32> {
+        self.store.expire_all().into_iter().map(|conn| conn as u32).collect()
+    }
+
+    /// Connection `conn` is gone: its pending requests fail with `STORE_UNAVAILABLE`.
+    #[napi]
+    pub fn connection_lost_on(&self, conn: u32, why: String) {
+        self.store.connection_lost_on(conn as usize, &why);
+    }
+
     // The plain `LockStore` interface, as local tasks.
 
     #[napi]
@@ -186,6 +282,12 @@ impl NativeEngineStore {
     #[napi]
     pub fn expire(&self) -> bool {
         self.store.expire()
+    }
+
+    /// Whether a reply said `READONLY` (the server is a replica now) since the last call.
+    #[napi]
+    pub fn take_replica_seen(&self) -> bool {
+        self.store.take_replica_seen()
     }
 
     /// The connection is gone: pending requests fail with `STORE_UNAVAILABLE`.
@@ -283,6 +385,58 @@ impl NativeEngineStore {
         }
     }
 
+    // Cluster: one subscriber connection per node (sharded pub/sub), by connection.
+
+    /// Whether connection `conn`'s subscriber wants a socket that it does not have.
+    #[napi]
+    pub fn subscriber_wanted_on(&self, conn: u32) -> bool {
+        self.store.subscriber_on(conn as usize).is_some_and(|s| s.wants_connection())
+    }
+
+    /// Connection `conn`'s subscriber socket is up.
+    #[napi]
+    pub fn subscriber_connected_on(&self, conn: u32, user: Option<String>, password: Option<String>) {
+        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
+            let auth = password.as_deref().map(|password| (user.as_deref(), password));
+            subscriber.connected(auth, self.timer.now_ms());
+        }
+    }
+
+    /// Connection `conn`'s subscriber bytes to write now, or `null`.
+    #[napi]
+    pub fn subscriber_output_on(&self, conn: u32) -> Option<Buffer> {
+        self.store.subscriber_on(conn as usize).and_then(|s| s.take_output()).map(Buffer::from)
+    }
+
+    /// `subscriber_feed` for connection `conn`'s subscriber.
+    #[napi]
+    pub fn subscriber_feed_on(
+        &mut self,
+        conn: u32,
+        chunk: BufferSlice<'_>,
+    ) -> napi::Result<Option<Float64Array>> {
+        let now = self.timer.now_ms();
+        let fed = self.store.subscriber_on(conn as usize).map_or(Ok(()), |s| s.feed(&chunk, now));
+        let out = self.turn();
+        fed.napi()?;
+        Ok(out)
+    }
+
+    /// `subscriber_tick` for connection `conn`'s subscriber.
+    #[napi]
+    pub fn subscriber_tick_on(&self, conn: u32) -> bool {
+        let now = self.timer.now_ms();
+        self.store.subscriber_on(conn as usize).is_some_and(|s| s.tick(now))
+    }
+
+    /// Connection `conn`'s subscriber socket is gone.
+    #[napi]
+    pub fn subscriber_lost_on(&self, conn: u32) {
+        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
+            subscriber.connection_lost();
+        }
+    }
+
     /// Requests waiting for a reply, and tasks waiting.
     #[napi(getter)]
     pub fn pending(&self) -> u32 {
@@ -294,4 +448,35 @@ impl NativeEngineStore {
     pub fn errors(&mut self) -> Vec<String> {
         std::mem::take(&mut self.errors)
     }
+}
+
+/// `args` as one RESP command, for the driver's own short exchanges (Sentinel, `ROLE`,
+/// `CLUSTER SLOTS`).
+#[napi]
+pub fn redis_command(args: Vec<String>) -> Buffer {
+    let args: Vec<&[u8]> = args.iter().map(String::as_bytes).collect();
+    Buffer::from(reply::encode_command(&args))
+}
+
+/// The first whole reply in `chunk` as `[value, bytes used]`, or `null` when more bytes
+/// are needed. A value is `null`, a number, a string, an array, or `{ error }`. Throws
+/// on bytes that are not RESP.
+#[napi]
+pub fn redis_decode(chunk: BufferSlice<'_>) -> napi::Result<Option<serde_json::Value>> {
+    fn json(value: reply::ReplyValue) -> serde_json::Value {
+        match value {
+            reply::ReplyValue::Nil => serde_json::Value::Null,
+            reply::ReplyValue::Integer(n) => n.into(),
+            reply::ReplyValue::Text(text) => text.into(),
+            reply::ReplyValue::Error(message) => serde_json::json!({ "error": message }),
+            reply::ReplyValue::Array(items) => items.into_iter().map(json).collect(),
+        }
+    }
+    Ok(reply::decode(&chunk).napi()?.map(|(value, used)| serde_json::json!([json(value), used])))
+}
+
+/// The Redis Cluster hash slot of `key`.
+#[napi]
+pub fn redis_key_slot(key: String) -> u32 {
+    u32::from(reply::key_slot(key.as_bytes()))
 }

@@ -25,12 +25,15 @@
 //! holders per key, see [`crate::permit_key`] and the scripts' headers.
 
 pub mod local;
+pub mod reply;
 mod resp;
 mod scripts;
 mod store;
 pub mod subscriber;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use locksmith_core::{HoldKind, LockError, Result};
 use redis_protocol::resp2::types::RangeFrame;
@@ -153,6 +156,91 @@ enum Op {
         last: bool,
         info: bool,
     },
+    /// `ASKING` before a request sent on after an `ASK` redirect: its reply is dropped.
+    Asking,
+    /// `WAIT n timeout` after a write that grants or extends a hold (see
+    /// [`Engine::set_min_replicas`]): its request completes when this answers.
+    Wait,
+}
+
+impl Op {
+    /// Whether it grants or extends a hold (what `WAIT` follows with `minReplicas`).
+    fn is_hold_write(&self) -> bool {
+        matches!(
+            self,
+            Op::Acquire { .. } | Op::Extend { .. } | Op::PermitAcquire { .. } | Op::PermitExtend { .. }
+        )
+    }
+
+    /// The lock key's name the operation is about (`None` for the connection's own steps).
+    fn key(&self) -> Option<&str> {
+        match self {
+            Op::Acquire { key, .. }
+            | Op::Release { key, .. }
+            | Op::Extend { key, .. }
+            | Op::IsLocked { key }
+            | Op::RemainingTime { key }
+            | Op::IsHeldBy { key, .. }
+            | Op::PermitAcquire { key, .. }
+            | Op::PermitRelease { key, .. }
+            | Op::PermitExtend { key, .. }
+            | Op::PermitCount { key, .. }
+            | Op::PermitRemainingTime { key, .. } => Some(key),
+            Op::Handshake { .. } | Op::Asking | Op::Wait => None,
+        }
+    }
+}
+
+/// Where a Redis Cluster reply sent a request instead of answering it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Redirection {
+    /// `MOVED slot host:port`: the slot lives there now.
+    Moved { slot: u16, address: String },
+    /// `ASK slot host:port`: this once, there, after `ASKING` (a slot being migrated).
+    Ask { address: String },
+    /// `TRYAGAIN` (a multi-key request while its slot is half migrated) or
+    /// `CLUSTERDOWN`: the request did not run; send it again shortly.
+    Retry,
+}
+
+/// A request the server did not run, to be sent on (see [`Engine::follow_redirects`]).
+#[derive(Debug)]
+pub(crate) struct Redirect {
+    pending: Pending,
+    pub(crate) to: Redirection,
+}
+
+impl Redirect {
+    /// The lock key's name of the request.
+    pub(crate) fn key(&self) -> Option<&str> {
+        self.pending.op.key()
+    }
+
+    /// Its deadline, from when it was first sent.
+    pub(crate) fn deadline_ms(&self) -> u64 {
+        self.pending.deadline_ms
+    }
+
+    /// The request's id.
+    pub(crate) fn id(&self) -> RequestId {
+        self.pending.id
+    }
+}
+
+/// `MOVED 3999 127.0.0.1:6381`, `ASK 3999 127.0.0.1:6381`, `TRYAGAIN ...`, `CLUSTERDOWN ...`.
+fn redirection(error: &str) -> Option<Redirection> {
+    let mut parts = error.split(' ');
+    let kind = parts.next()?;
+    if kind == "TRYAGAIN" || kind == "CLUSTERDOWN" {
+        return Some(Redirection::Retry);
+    }
+    let slot = parts.next()?.parse().ok()?;
+    let address = parts.next()?.to_owned();
+    match kind {
+        "MOVED" => Some(Redirection::Moved { slot, address }),
+        "ASK" => Some(Redirection::Ask { address }),
+        _ => None,
+    }
 }
 
 #[derive(Debug)]
@@ -162,6 +250,13 @@ struct Pending {
     deadline_ms: u64,
     /// Failed at its deadline: its reply is read and dropped.
     abandoned: bool,
+}
+
+impl Pending {
+    /// Its id, deadline and state with another op (`ASKING` in front of it).
+    fn clone_head(&self) -> Self {
+        Self { id: self.id, op: Op::Asking, deadline_ms: self.deadline_ms, abandoned: self.abandoned }
+    }
 }
 
 /// The engine. See the [module documentation](self).
@@ -174,6 +269,20 @@ pub struct Engine {
     next_id: RequestId,
     /// A handshake step failed: the rest of its steps finish silently.
     handshake_failed: bool,
+    /// A reply said `READONLY`: the server is a replica now.
+    replica_seen: bool,
+    /// Cluster: `MOVED`, `ASK`, `TRYAGAIN` and `CLUSTERDOWN` replies put their request
+    /// in `redirects` instead of failing it, and release scripts publish with
+    /// `SPUBLISH` (sharded pub/sub).
+    cluster: bool,
+    redirects: Vec<Redirect>,
+    /// Request ids shared with the other engines of one store (one per cluster node).
+    ids: Option<Arc<AtomicU32>>,
+    /// `WAIT` for this many replicas, this long, after each write that grants or
+    /// extends a hold.
+    min_replicas: Option<(u32, u64)>,
+    /// The outcome of such a write, until its `WAIT` answers.
+    awaiting: Option<(RequestId, Result<Value>)>,
 }
 
 impl Engine {
@@ -187,6 +296,12 @@ impl Engine {
             pending: VecDeque::new(),
             next_id: 1,
             handshake_failed: false,
+            replica_seen: false,
+            cluster: false,
+            redirects: Vec::new(),
+            ids: None,
+            min_replicas: None,
+            awaiting: None,
         }
     }
 
@@ -203,6 +318,11 @@ impl Engine {
     }
 
     fn next_id(&mut self) -> RequestId {
+        if let Some(ids) = &self.ids {
+            // Zero is never handed out, as below.
+            let id = ids.fetch_add(1, Ordering::Relaxed);
+            return if id == 0 { ids.fetch_add(1, Ordering::Relaxed) } else { id };
+        }
         let id = self.next_id;
         self.next_id = self.next_id.checked_add(1).unwrap_or(1);
         id
@@ -210,8 +330,7 @@ impl Engine {
 
     fn push(&mut self, op: Op, now_ms: u64) -> RequestId {
         let id = self.next_id();
-        self.encode(&op, false);
-        self.pending.push_back(Pending {
+        self.send(Pending {
             id,
             op,
             deadline_ms: now_ms + self.options.command_timeout_ms,
@@ -220,8 +339,33 @@ impl Engine {
         id
     }
 
+    /// Encodes a request and queues it, with a `WAIT` after it when it grants or
+    /// extends a hold and [`set_min_replicas`](Self::set_min_replicas) asks for one.
+    fn send(&mut self, pending: Pending) {
+        self.encode(&pending.op, false);
+        let wait = self.min_replicas.is_some() && pending.op.is_hold_write();
+        let (id, deadline_ms) = (pending.id, pending.deadline_ms);
+        self.pending.push_back(pending);
+        if wait {
+            self.encode(&Op::Wait, false);
+            self.pending.push_back(Pending { id, op: Op::Wait, deadline_ms, abandoned: false });
+        }
+    }
+
+    /// After each write that grants or extends a hold (acquire and extend, of locks and
+    /// of permits), send `WAIT replicas timeout_ms` on the same connection: the write's
+    /// outcome is held back until it answers, and a grant or extension that fewer than
+    /// `replicas` replicas acknowledged fails with `STORE_UNAVAILABLE` (its caller then
+    /// frees what the attempt took). `WAIT` holds up the connection's later replies
+    /// until it answers. `replicas` 0 turns it off.
+    pub fn set_min_replicas(&mut self, replicas: u32, timeout_ms: u64) {
+        self.min_replicas = (replicas > 0).then_some((replicas, timeout_ms));
+    }
+
     fn encode(&mut self, op: &Op, eval: bool) {
         let prefix = &self.options.key_prefix;
+        // The release scripts' optional last argument: publish on the key's shard.
+        let publish: &[&[u8]] = if self.cluster { &[b"SPUBLISH"] } else { &[] };
         let out = &mut self.output;
         match op {
             Op::Acquire { key, owner, ttl_ms } => {
@@ -238,7 +382,9 @@ impl Engine {
                 );
             }
             Op::Release { key, owner } => {
-                resp::script(out, &RELEASE, eval, prefix, key, false, &[owner.as_bytes()]);
+                let args: Vec<&[u8]> =
+                    [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
+                resp::script(out, &RELEASE, eval, prefix, key, false, &args);
             }
             Op::Extend { key, owner, ttl_ms } => {
                 let ttl = ttl_ms.to_string();
@@ -272,24 +418,14 @@ impl Engine {
             }
             Op::PermitRelease { key, owner, kind } => {
                 let holders = crate::permit_key(prefix, key, *kind);
+                let args: Vec<&[u8]> =
+                    [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
                 if let HoldKind::Permit { .. } = kind {
                     let limit_key = format!("{holders}:limit");
-                    resp::script_on(
-                        out,
-                        &SEMAPHORE_RELEASE,
-                        eval,
-                        &[&holders, &limit_key],
-                        &[owner.as_bytes()],
-                    );
+                    resp::script_on(out, &SEMAPHORE_RELEASE, eval, &[&holders, &limit_key], &args);
                 } else {
                     let (writer, claim) = (format!("{holders}:writer"), format!("{holders}:claim"));
-                    resp::script_on(
-                        out,
-                        &RWLOCK_RELEASE,
-                        eval,
-                        &[&holders, &writer, &claim],
-                        &[owner.as_bytes()],
-                    );
+                    resp::script_on(out, &RWLOCK_RELEASE, eval, &[&holders, &writer, &claim], &args);
                 }
             }
             Op::PermitExtend { key, owner, ttl_ms, kind } => {
@@ -315,8 +451,41 @@ impl Engine {
             Op::IsLocked { key } => resp::key_command(out, b"EXISTS", prefix, key),
             Op::RemainingTime { key } => resp::key_command(out, b"PTTL", prefix, key),
             Op::IsHeldBy { key, .. } => resp::key_command(out, b"GET", prefix, key),
+            Op::Asking => resp::command(out, &[b"ASKING"]),
+            Op::Wait => {
+                let (replicas, timeout) = self.min_replicas.unwrap_or((0, 0));
+                resp::command(
+                    out,
+                    &[b"WAIT", replicas.to_string().as_bytes(), timeout.to_string().as_bytes()],
+                );
+            }
             Op::Handshake { .. } => unreachable!("handshake steps are encoded by `handshake`"),
         }
+    }
+
+    /// Cluster: a redirect or retry reply (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`)
+    /// leaves its request for [`take_redirects`](Self::take_redirects) instead of
+    /// failing it; ids come from `ids`, shared by the engines of every node.
+    /// Release scripts then publish with `SPUBLISH`, on the key's shard.
+    pub(crate) fn follow_redirects(&mut self, ids: Arc<AtomicU32>) {
+        self.cluster = true;
+        self.ids = Some(ids);
+    }
+
+    /// The requests that redirect or retry replies sent on since the last call.
+    pub(crate) fn take_redirects(&mut self) -> Vec<Redirect> {
+        std::mem::take(&mut self.redirects)
+    }
+
+    /// Sends a redirected request on this connection, with its id and deadline (after
+    /// `ASKING` for an `ASK`).
+    pub(crate) fn adopt(&mut self, redirect: Redirect) {
+        let Redirect { pending, to } = redirect;
+        if matches!(to, Redirection::Ask { .. }) {
+            self.encode(&Op::Asking, false);
+            self.pending.push_back(Pending { op: Op::Asking, ..pending.clone_head() });
+        }
+        self.send(pending);
     }
 
     /// Takes the lock `key` for `owner` if it is free (and mints a fencing token).
@@ -434,6 +603,13 @@ impl Engine {
         id
     }
 
+    /// Whether a reply said `READONLY` (the server was demoted to a replica) since the
+    /// last call. Such a request fails with `STORE_UNAVAILABLE`; a host that can find
+    /// the new master (Sentinel) drops the connection and connects there.
+    pub fn take_replica_seen(&mut self) -> bool {
+        std::mem::take(&mut self.replica_seen)
+    }
+
     /// Whether there are bytes to write.
     #[must_use]
     pub fn has_output(&self) -> bool {
@@ -502,42 +678,24 @@ impl Engine {
     }
 
     fn settle(&mut self, request: Pending, reply: &Reply<'_>, now_ms: u64, done: &mut Vec<Completion>) {
-        let Pending { id, op, abandoned, .. } = request;
-        if abandoned {
+        let Pending { id, op, abandoned, deadline_ms } = request;
+        if abandoned || matches!(op, Op::Asking) {
+            return;
+        }
+        if let Op::Wait = op {
+            // Only the WAIT after a write that answered has an outcome to release; one
+            // after a write that was redirected or sent again is dropped.
+            if let Some((held, result)) = self.awaiting.take() {
+                if held == id {
+                    done.push(Completion { id, result: self.replicated(result, reply) });
+                } else {
+                    self.awaiting = Some((held, result));
+                }
+            }
             return;
         }
         if let Some(error) = reply.error() {
-            if error.starts_with("NOSCRIPT")
-                && !matches!(
-                    op,
-                    Op::IsLocked { .. }
-                        | Op::RemainingTime { .. }
-                        | Op::IsHeldBy { .. }
-                        | Op::Handshake { .. }
-                )
-            {
-                self.encode(&op, true);
-                let deadline_ms = now_ms + self.options.command_timeout_ms;
-                self.pending.push_back(Pending { id, op, deadline_ms, abandoned: false });
-                return;
-            }
-            if let Op::Handshake { .. } = op {
-                if self.handshake_failed {
-                    return;
-                }
-                self.handshake_failed = true;
-                let err = if error.starts_with("WRONGPASS")
-                    || error.starts_with("NOAUTH")
-                    || error.contains("invalid password")
-                {
-                    LockError::StoreError(format!("redis refused the credentials: {error}"))
-                } else {
-                    server_error(error)
-                };
-                done.push(Completion { id, result: Err(err) });
-                return;
-            }
-            done.push(Completion { id, result: Err(server_error(error)) });
+            self.settle_error(Pending { id, op, deadline_ms, abandoned: false }, error, now_ms, done);
             return;
         }
         let result = match op {
@@ -571,6 +729,7 @@ impl Engine {
             Op::IsHeldBy { owner, .. } => {
                 reply.bulk().map(|holder| Value::Flag(holder == Some(owner.as_bytes())))
             }
+            Op::Asking | Op::Wait => return,
             Op::Handshake { last, info } => {
                 if self.handshake_failed {
                     return;
@@ -590,7 +749,78 @@ impl Engine {
                 Ok(Value::Done)
             }
         };
+        if self.pending.front().is_some_and(|next| next.id == id && matches!(next.op, Op::Wait)) {
+            self.awaiting = Some((id, result));
+            return;
+        }
         done.push(Completion { id, result });
+    }
+
+    /// An error reply: a redirect (cluster), a script to send again as `EVAL`, a refused
+    /// handshake, or the request's failure.
+    fn settle_error(&mut self, request: Pending, error: &str, now_ms: u64, done: &mut Vec<Completion>) {
+        let Pending { id, op, deadline_ms, .. } = request;
+        self.replica_seen |= error.starts_with("READONLY");
+        if self.cluster && op.key().is_some() {
+            if let Some(to) = redirection(error) {
+                let pending = Pending { id, op, deadline_ms, abandoned: false };
+                self.redirects.push(Redirect { pending, to });
+                return;
+            }
+        }
+        if error.starts_with("NOSCRIPT")
+            && !matches!(
+                op,
+                Op::IsLocked { .. } | Op::RemainingTime { .. } | Op::IsHeldBy { .. } | Op::Handshake { .. }
+            )
+        {
+            let deadline_ms = now_ms + self.options.command_timeout_ms;
+            self.send_as_eval(Pending { id, op, deadline_ms, abandoned: false });
+            return;
+        }
+        if let Op::Handshake { .. } = op {
+            if self.handshake_failed {
+                return;
+            }
+            self.handshake_failed = true;
+            let err = if error.starts_with("WRONGPASS")
+                || error.starts_with("NOAUTH")
+                || error.contains("invalid password")
+            {
+                LockError::StoreError(format!("redis refused the credentials: {error}"))
+            } else {
+                server_error(error)
+            };
+            done.push(Completion { id, result: Err(err) });
+            return;
+        }
+        done.push(Completion { id, result: Err(server_error(error)) });
+    }
+
+    /// Sends a script again as `EVAL` (after `NOSCRIPT`), with its `WAIT` if it has one.
+    fn send_as_eval(&mut self, pending: Pending) {
+        self.encode(&pending.op, true);
+        let wait = self.min_replicas.is_some() && pending.op.is_hold_write();
+        let (id, deadline_ms) = (pending.id, pending.deadline_ms);
+        self.pending.push_back(pending);
+        if wait {
+            self.encode(&Op::Wait, false);
+            self.pending.push_back(Pending { id, op: Op::Wait, deadline_ms, abandoned: false });
+        }
+    }
+
+    /// A write's outcome once its `WAIT` answered: a grant or an extension that fewer
+    /// replicas than asked acknowledged fails.
+    fn replicated(&self, result: Result<Value>, reply: &Reply<'_>) -> Result<Value> {
+        let (wanted, timeout) = self.min_replicas.unwrap_or((0, 0));
+        let granted = matches!(result, Ok(Value::Acquired(Some(_)) | Value::Flag(true)));
+        match reply.integer() {
+            Ok(acked) if granted && acked < i64::from(wanted) => Err(LockError::StoreUnavailable(format!(
+                "redis: {acked} of the {wanted} replicas asked for (minReplicas) acknowledged the write within {timeout} ms"
+            ))),
+            Err(err) if granted => Err(err),
+            _ => result,
+        }
     }
 
     /// Fails every request whose deadline has passed (its reply, if it comes, is
@@ -631,6 +861,7 @@ impl Engine {
     }
 
     fn fail_all(&mut self, error: impl Fn() -> LockError, done: &mut Vec<Completion>) {
+        self.awaiting = None;
         self.output.clear();
         self.input.clear();
         let mut last = None;

@@ -6,13 +6,15 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use locksmith_core::{validate, BoxFuture, Clock, Grant, HoldKind, LockError, LockStore, Result};
 
-use super::{Completion, Engine, EngineOptions, Handshake, RequestId, Subscriber, Value};
+use super::{
+    Completion, Engine, EngineOptions, Handshake, Redirect, Redirection, RequestId, Subscriber, Value,
+};
 
 enum Slot {
     Waiting(Option<Waker>),
@@ -20,9 +22,116 @@ enum Slot {
 }
 
 struct Shared {
-    engine: Engine,
+    /// One engine per connection: the only one for a plain server (or Sentinel's
+    /// master), one per node of a Redis Cluster (the first is the seed's).
+    engines: Vec<Engine>,
     slots: HashMap<RequestId, Slot>,
     done: Vec<Completion>,
+    cluster: Option<Cluster>,
+    /// Cluster with release notifications: each connection's subscriber (sharded
+    /// pub/sub on that node), the first the store's own.
+    subscribers: Vec<Subscriber>,
+    /// `WAIT` after writes (see [`Engine::set_min_replicas`]), for every connection.
+    min_replicas: (u32, u64),
+}
+
+/// How many hash slots a Redis Cluster has.
+pub const CLUSTER_SLOTS: usize = 16_384;
+
+/// The routing of a Redis Cluster: which connection serves each hash slot.
+struct Cluster {
+    /// Each slot's connection (an index in `engines`); [`UNKNOWN`] until the host's
+    /// topology (or a `MOVED`) says.
+    slots: Box<[u32]>,
+    /// Each connection's `host:port`.
+    addresses: Vec<String>,
+    ids: Arc<AtomicU32>,
+    /// A `MOVED` or a lost connection: the host should read the topology again.
+    stale: bool,
+    /// Requests answered `TRYAGAIN` or `CLUSTERDOWN`, sent again on the next `expire`.
+    parked: Vec<Redirect>,
+}
+
+const UNKNOWN: u32 = u32::MAX;
+
+impl Shared {
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engines[0]
+    }
+
+    /// The connection of `key`'s slot: the first one without a cluster, or where the
+    /// slot's owner is not known.
+    fn route(&self, key: &str) -> usize {
+        let Some(cluster) = &self.cluster else { return 0 };
+        let prefix = &self.engines[0].options().key_prefix;
+        let slot = super::reply::key_slot(crate::lock_key(prefix, key).as_bytes());
+        match cluster.slots[usize::from(slot)] {
+            UNKNOWN => 0,
+            conn => conn as usize,
+        }
+    }
+
+    /// The connection to `address`, made (with no socket yet) when there is none.
+    fn connection_to(&mut self, address: &str) -> usize {
+        let cluster = self.cluster.as_mut().expect("cluster routing");
+        if let Some(conn) = cluster.addresses.iter().position(|a| a == address) {
+            return conn;
+        }
+        let mut engine = Engine::new(self.engines[0].options().clone());
+        engine.follow_redirects(cluster.ids.clone());
+        engine.set_min_replicas(self.min_replicas.0, self.min_replicas.1);
+        cluster.addresses.push(address.to_owned());
+        if !self.subscribers.is_empty() {
+            let subscriber = Subscriber::new(engine.options().command_timeout_ms);
+            subscriber.set_sharded();
+            self.subscribers.push(subscriber);
+        }
+        self.engines.push(engine);
+        self.engines.len() - 1
+    }
+
+    /// Sends on the requests that `MOVED` and `ASK` replies redirected, and parks
+    /// those to be tried again.
+    fn redirect(&mut self) {
+        if self.cluster.is_none() {
+            return;
+        }
+        let redirects: Vec<Redirect> = self.engines.iter_mut().flat_map(Engine::take_redirects).collect();
+        for redirect in redirects {
+            match &redirect.to {
+                Redirection::Moved { slot, address } => {
+                    let conn = self.connection_to(address);
+                    let cluster = self.cluster.as_mut().expect("cluster routing");
+                    cluster.slots[usize::from(*slot) % CLUSTER_SLOTS] = conn as u32;
+                    cluster.stale = true;
+                    self.engines[conn].adopt(redirect);
+                }
+                Redirection::Ask { address } => {
+                    let conn = self.connection_to(address);
+                    self.engines[conn].adopt(redirect);
+                }
+                Redirection::Retry => self.cluster.as_mut().expect("cluster routing").parked.push(redirect),
+            }
+        }
+    }
+
+    /// Sends parked requests again (by the slot map as it is now), failing those past
+    /// their deadline.
+    fn unpark(&mut self, now_ms: u64) {
+        let Some(cluster) = &mut self.cluster else { return };
+        for redirect in std::mem::take(&mut cluster.parked) {
+            if redirect.deadline_ms() <= now_ms {
+                let timeout = self.engines[0].options().command_timeout_ms;
+                let error = LockError::StoreUnavailable(format!(
+                    "redis: the cluster could not serve the key within {timeout} ms (TRYAGAIN or CLUSTERDOWN)"
+                ));
+                self.done.push(Completion { id: redirect.id(), result: Err(error) });
+                continue;
+            }
+            let conn = redirect.key().map_or(0, |key| self.route(key));
+            self.engines[conn].adopt(redirect);
+        }
+    }
 }
 
 /// Locks in Redis over a connection that the host drives. See the module docs.
@@ -35,7 +144,7 @@ pub struct EngineStore {
 
 impl std::fmt::Debug for EngineStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EngineStore").field("engine", &self.shared().engine).finish_non_exhaustive()
+        f.debug_struct("EngineStore").field("engines", &self.shared().engines).finish_non_exhaustive()
     }
 }
 
@@ -47,9 +156,12 @@ impl EngineStore {
         Self {
             subscriber,
             shared: Mutex::new(Shared {
-                engine: Engine::new(options),
+                engines: vec![Engine::new(options)],
                 slots: HashMap::new(),
                 done: Vec::new(),
+                cluster: None,
+                subscribers: Vec::new(),
+                min_replicas: (0, 0),
             }),
             clock,
             closed: AtomicBool::new(false),
@@ -69,16 +181,25 @@ impl EngineStore {
     /// The prefix put before every key.
     #[must_use]
     pub fn key_prefix(&self) -> String {
-        self.shared().engine.options().key_prefix.clone()
+        self.shared().engines[0].options().key_prefix.clone()
     }
 
-    fn request(&self, make: impl FnOnce(&mut Engine, u64) -> RequestId) -> ReplyFuture<'_> {
+    /// A request about `key`, on the connection of its slot.
+    fn request(&self, key: &str, make: impl FnOnce(&mut Engine, u64) -> RequestId) -> ReplyFuture<'_> {
+        let conn = self.shared().route(key);
+        self.request_on(conn, make)
+    }
+
+    fn request_on(&self, conn: usize, make: impl FnOnce(&mut Engine, u64) -> RequestId) -> ReplyFuture<'_> {
         if self.closed.load(Ordering::Relaxed) {
             return ReplyFuture { store: self, id: None };
         }
         let now = self.clock.now_ms();
         let mut shared = self.shared();
-        let id = make(&mut shared.engine, now);
+        let Some(engine) = shared.engines.get_mut(conn) else {
+            return ReplyFuture { store: self, id: Some(0) };
+        };
+        let id = make(engine, now);
         shared.slots.insert(id, Slot::Waiting(None));
         ReplyFuture { store: self, id: Some(id) }
     }
@@ -86,14 +207,132 @@ impl EngineStore {
     /// Queues the handshake of a new connection in front of everything else (see
     /// [`Engine::handshake`]); the future ends when the server has answered all of it.
     pub fn handshake(&self, handshake: &Handshake) -> impl Future<Output = Result<()>> + '_ {
-        let reply = self.request(|engine, now| engine.handshake(handshake, now));
+        self.handshake_on(0, handshake)
+    }
+
+    /// [`handshake`](Self::handshake) on connection `conn` (see [`enable_cluster`](Self::enable_cluster)).
+    pub fn handshake_on(&self, conn: usize, handshake: &Handshake) -> impl Future<Output = Result<()>> + '_ {
+        let reply = self.request_on(conn, |engine, now| engine.handshake(handshake, now));
         async move { reply.await.map(|_| ()) }
     }
 
     /// The bytes to write now, if any.
     pub fn take_output(&self) -> Option<Vec<u8>> {
+        self.take_output_on(0)
+    }
+
+    /// The bytes to write now on connection `conn`, if any.
+    pub fn take_output_on(&self, conn: usize) -> Option<Vec<u8>> {
         let mut shared = self.shared();
-        shared.engine.has_output().then(|| shared.engine.take_output())
+        let engine = shared.engines.get_mut(conn)?;
+        engine.has_output().then(|| engine.take_output())
+    }
+
+    /// Redis Cluster: routes every request by its key's hash slot (all of a lock's keys
+    /// share `{key}`), one engine per node, the first (connection 0) the seed's at
+    /// `address` (`host:port`). `MOVED` replies update the slot map and send their
+    /// request on, `ASK` replies send theirs on once after `ASKING`, `TRYAGAIN` and
+    /// `CLUSTERDOWN` replies are sent again on the next [`expire`](Self::expire), all
+    /// within the request's first deadline. The host opens a socket for each connection
+    /// ([`connections`](Self::connections), [`address`](Self::address)), feeds each its
+    /// own bytes, and reads the topology (`CLUSTER SLOTS`) into
+    /// [`set_slots`](Self::set_slots) at the start and whenever
+    /// [`take_topology_stale`](Self::take_topology_stale) says.
+    pub fn enable_cluster(&self, address: &str) {
+        let mut shared = self.shared();
+        let ids = Arc::new(AtomicU32::new(1 << 31));
+        shared.engine().follow_redirects(ids.clone());
+        if let Some(subscriber) = &self.subscriber {
+            subscriber.set_sharded();
+            shared.subscribers = vec![subscriber.clone()];
+        }
+        shared.cluster = Some(Cluster {
+            slots: vec![UNKNOWN; CLUSTER_SLOTS].into_boxed_slice(),
+            addresses: vec![address.to_owned()],
+            ids,
+            stale: false,
+            parked: Vec::new(),
+        });
+    }
+
+    /// Every write that grants or extends a hold waits for `replicas` replicas (`WAIT`,
+    /// at most `timeout_ms`) before it counts: see [`Engine::set_min_replicas`].
+    pub fn set_min_replicas(&self, replicas: u32, timeout_ms: u64) {
+        let mut shared = self.shared();
+        shared.min_replicas = (replicas, timeout_ms);
+        for engine in &mut shared.engines {
+            engine.set_min_replicas(replicas, timeout_ms);
+        }
+    }
+
+    /// Cluster: the slot ranges `(first, last, "host:port")` of the masters; a range's
+    /// node gets a connection if it has none. Slots not listed keep their connection.
+    pub fn set_slots(&self, ranges: &[(u16, u16, String)]) {
+        let mut shared = self.shared();
+        if shared.cluster.is_none() {
+            return;
+        }
+        for (first, last, address) in ranges {
+            let conn = shared.connection_to(address) as u32;
+            if let Some(cluster) = shared.cluster.as_mut() {
+                for slot in usize::from(*first)..=usize::from(*last).min(CLUSTER_SLOTS - 1) {
+                    cluster.slots[slot] = conn;
+                }
+            }
+        }
+        if let Some(cluster) = shared.cluster.as_mut() {
+            cluster.stale = false;
+        }
+    }
+
+    /// Cluster: connection `conn`'s subscriber (sharded pub/sub on its node), when the
+    /// store has release notifications. Connection 0's is [`subscriber`](Self::subscriber).
+    #[must_use]
+    pub fn subscriber_on(&self, conn: usize) -> Option<Subscriber> {
+        if conn == 0 {
+            return self.subscriber.clone();
+        }
+        self.shared().subscribers.get(conn).cloned()
+    }
+
+    /// The subscriber that hears `key`'s releases: on a cluster, its slot's node's.
+    fn subscriber_for(&self, key: &str) -> Option<Subscriber> {
+        let subscriber = self.subscriber.as_ref()?;
+        let shared = self.shared();
+        if shared.cluster.is_none() {
+            return Some(subscriber.clone());
+        }
+        shared.subscribers.get(shared.route(key)).cloned()
+    }
+
+    /// How many connections the store has (sockets the host keeps).
+    #[must_use]
+    pub fn connections(&self) -> usize {
+        self.shared().engines.len()
+    }
+
+    /// Cluster: connection `conn`'s node, `host:port`.
+    #[must_use]
+    pub fn address(&self, conn: usize) -> Option<String> {
+        self.shared().cluster.as_ref().and_then(|c| c.addresses.get(conn).cloned())
+    }
+
+    /// Cluster: whether a `MOVED` or a lost connection made the slot map doubtful since
+    /// the last call; the host should read the topology again.
+    pub fn take_topology_stale(&self) -> bool {
+        self.shared().cluster.as_mut().is_some_and(|c| std::mem::take(&mut c.stale))
+    }
+
+    /// Whether connection `conn` has bytes to write.
+    #[must_use]
+    pub fn has_output_on(&self, conn: usize) -> bool {
+        self.shared().engines.get(conn).is_some_and(Engine::has_output)
+    }
+
+    /// Requests waiting on connection `conn`.
+    #[must_use]
+    pub fn pending_on(&self, conn: usize) -> usize {
+        self.shared().engines.get(conn).map_or(0, Engine::pending)
     }
 
     /// Hands the engine a chunk the socket received; wakes the futures it settles.
@@ -102,22 +341,51 @@ impl EngineStore {
     /// The bytes are out of step: drop the connection, then call
     /// [`connection_lost`](Self::connection_lost).
     pub fn feed(&self, bytes: &[u8]) -> Result<()> {
+        self.feed_on(0, bytes)
+    }
+
+    /// [`feed`](Self::feed) for connection `conn`.
+    ///
+    /// # Errors
+    /// As [`feed`](Self::feed).
+    pub fn feed_on(&self, conn: usize, bytes: &[u8]) -> Result<()> {
         let now = self.clock.now_ms();
         let (fed, wakers) = {
             let shared = &mut *self.shared();
-            let fed = shared.engine.feed(bytes, now, &mut shared.done);
+            let fed = match shared.engines.get_mut(conn) {
+                Some(engine) => engine.feed(bytes, now, &mut shared.done),
+                None => Ok(()),
+            };
+            shared.redirect();
             (fed, Self::settle(shared))
         };
         wakers.into_iter().for_each(Waker::wake);
         fed
     }
 
+    /// Whether a reply said `READONLY` since the last call (see [`Engine::take_replica_seen`]).
+    pub fn take_replica_seen(&self) -> bool {
+        self.shared().engine().take_replica_seen()
+    }
+
     /// Fails requests past their deadline; `true` when the host must drop the connection.
     pub fn expire(&self) -> bool {
+        self.expire_all().contains(&0)
+    }
+
+    /// Fails requests past their deadline on every connection (and sends again those a
+    /// cluster asked to retry); the connections the host must drop.
+    pub fn expire_all(&self) -> Vec<usize> {
         let now = self.clock.now_ms();
         let (reset, wakers) = {
             let shared = &mut *self.shared();
-            let reset = shared.engine.expire(now, &mut shared.done);
+            let mut reset = Vec::new();
+            for (conn, engine) in shared.engines.iter_mut().enumerate() {
+                if engine.expire(now, &mut shared.done) {
+                    reset.push(conn);
+                }
+            }
+            shared.unpark(now);
             (reset, Self::settle(shared))
         };
         wakers.into_iter().for_each(Waker::wake);
@@ -126,9 +394,20 @@ impl EngineStore {
 
     /// The connection is gone: pending requests fail with `STORE_UNAVAILABLE`.
     pub fn connection_lost(&self, why: &str) {
+        self.connection_lost_on(0, why);
+    }
+
+    /// [`connection_lost`](Self::connection_lost) for connection `conn`; on a cluster
+    /// it also makes the topology stale.
+    pub fn connection_lost_on(&self, conn: usize, why: &str) {
         let wakers = {
             let shared = &mut *self.shared();
-            shared.engine.connection_lost(why, &mut shared.done);
+            if let Some(engine) = shared.engines.get_mut(conn) {
+                engine.connection_lost(why, &mut shared.done);
+            }
+            if let Some(cluster) = shared.cluster.as_mut() {
+                cluster.stale = true;
+            }
             Self::settle(shared)
         };
         wakers.into_iter().for_each(Waker::wake);
@@ -137,13 +416,15 @@ impl EngineStore {
     /// When the earliest pending request times out, on the clock's scale.
     #[must_use]
     pub fn next_deadline_ms(&self) -> Option<u64> {
-        self.shared().engine.next_deadline_ms()
+        self.shared().engines.iter().filter_map(Engine::next_deadline_ms).min()
     }
 
-    /// Requests waiting for a reply.
+    /// Requests waiting for a reply (on any connection, or to be sent again).
     #[must_use]
     pub fn pending(&self) -> usize {
-        self.shared().engine.pending()
+        let shared = self.shared();
+        shared.engines.iter().map(Engine::pending).sum::<usize>()
+            + shared.cluster.as_ref().map_or(0, |c| c.parked.len())
     }
 
     /// Later operations fail with `STORE_CLOSED`; pending ones fail now.
@@ -152,7 +433,14 @@ impl EngineStore {
         let wakers = {
             let shared = &mut *self.shared();
             let mut done = std::mem::take(&mut shared.done);
-            shared.engine.connection_lost("the store was closed", &mut done);
+            for engine in &mut shared.engines {
+                engine.connection_lost("the store was closed", &mut done);
+            }
+            if let Some(cluster) = shared.cluster.as_mut() {
+                done.extend(
+                    cluster.parked.drain(..).map(|r| Completion { id: r.id(), result: Ok(Value::Done) }),
+                );
+            }
             for completion in &mut done {
                 completion.result = Err(LockError::StoreClosed);
             }
@@ -233,49 +521,49 @@ impl LockStore for EngineStore {
     }
 
     async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
-        match self.request(|e, now| e.acquire(key, owner, ttl_ms, now)).await? {
+        match self.request(key, |e, now| e.acquire(key, owner, ttl_ms, now)).await? {
             Value::Acquired(token) => Ok(token.map(Grant::with_fencing_token)),
             other => Err(unexpected("acquire", &other)),
         }
     }
 
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        match self.request(|e, now| e.release(key, owner, now)).await? {
+        match self.request(key, |e, now| e.release(key, owner, now)).await? {
             Value::Flag(flag) => Ok(flag),
             other => Err(unexpected("release", &other)),
         }
     }
 
     async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        match self.request(|e, now| e.extend(key, owner, ttl_ms, now)).await? {
+        match self.request(key, |e, now| e.extend(key, owner, ttl_ms, now)).await? {
             Value::Flag(flag) => Ok(flag),
             other => Err(unexpected("extend", &other)),
         }
     }
 
     async fn is_locked(&self, key: &str) -> Result<bool> {
-        match self.request(|e, now| e.is_locked(key, now)).await? {
+        match self.request(key, |e, now| e.is_locked(key, now)).await? {
             Value::Flag(flag) => Ok(flag),
             other => Err(unexpected("is_locked", &other)),
         }
     }
 
     async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
-        match self.request(|e, now| e.remaining_time(key, now)).await? {
+        match self.request(key, |e, now| e.remaining_time(key, now)).await? {
             Value::Millis(ms) => Ok(ms),
             other => Err(unexpected("remaining_time", &other)),
         }
     }
 
     async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
-        match self.request(|e, now| e.is_held_by(key, owner, now)).await? {
+        match self.request(key, |e, now| e.is_held_by(key, owner, now)).await? {
             Value::Flag(flag) => Ok(Some(flag)),
             other => Err(unexpected("is_held_by", &other)),
         }
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
-        let subscriber = self.subscriber.as_ref()?;
+        let subscriber = self.subscriber_for(key)?;
         let channel = format!("{}:released", crate::lock_key(&self.key_prefix(), key));
         Some(subscriber.signal(channel))
     }
@@ -288,7 +576,7 @@ impl LockStore for EngineStore {
         kind: HoldKind,
     ) -> Result<Option<Grant>> {
         let kind = permit_kind(kind)?;
-        match self.request(|e, now| e.acquire_permit(key, owner, ttl_ms, kind, now)).await? {
+        match self.request(key, |e, now| e.acquire_permit(key, owner, ttl_ms, kind, now)).await? {
             Value::Acquired(token) => Ok(token.map(Grant::with_fencing_token)),
             other => Err(unexpected("acquire_permit", &other)),
         }
@@ -296,7 +584,7 @@ impl LockStore for EngineStore {
 
     async fn release_permit(&self, key: &str, owner: &str, kind: HoldKind) -> Result<bool> {
         let kind = permit_kind(kind)?;
-        match self.request(|e, now| e.release_permit(key, owner, kind, now)).await? {
+        match self.request(key, |e, now| e.release_permit(key, owner, kind, now)).await? {
             Value::Flag(flag) => Ok(flag),
             other => Err(unexpected("release_permit", &other)),
         }
@@ -304,7 +592,7 @@ impl LockStore for EngineStore {
 
     async fn extend_permit(&self, key: &str, owner: &str, ttl_ms: u64, kind: HoldKind) -> Result<bool> {
         let kind = permit_kind(kind)?;
-        match self.request(|e, now| e.extend_permit(key, owner, ttl_ms, kind, now)).await? {
+        match self.request(key, |e, now| e.extend_permit(key, owner, ttl_ms, kind, now)).await? {
             Value::Flag(flag) => Ok(flag),
             other => Err(unexpected("extend_permit", &other)),
         }
@@ -312,7 +600,7 @@ impl LockStore for EngineStore {
 
     async fn permit_count(&self, key: &str, kind: HoldKind) -> Result<u64> {
         let kind = permit_kind(kind)?;
-        match self.request(|e, now| e.permit_count(key, kind, now)).await? {
+        match self.request(key, |e, now| e.permit_count(key, kind, now)).await? {
             Value::Count(count) => Ok(count),
             other => Err(unexpected("permit_count", &other)),
         }
@@ -320,15 +608,113 @@ impl LockStore for EngineStore {
 
     async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
         let kind = permit_kind(kind)?;
-        match self.request(|e, now| e.permit_remaining_time(key, owner, kind, now)).await? {
+        match self.request(key, |e, now| e.permit_remaining_time(key, owner, kind, now)).await? {
             Value::Millis(ms) => Ok(ms),
             other => Err(unexpected("permit_remaining_time", &other)),
         }
     }
 
     fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
-        let subscriber = self.subscriber.as_ref()?;
+        let subscriber = self.subscriber_for(key)?;
         let channel = format!("{}:released", crate::permit_key(&self.key_prefix(), key, kind));
         Some(subscriber.signal_all(channel))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+    use crate::engine::reply::key_slot;
+
+    struct TestClock(AtomicU64);
+
+    impl Clock for TestClock {
+        fn now_ms(&self) -> u64 {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    fn poll<T>(future: &mut Pin<Box<dyn Future<Output = T> + Send + '_>>) -> Poll<T> {
+        future.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    fn output(store: &EngineStore, conn: usize) -> String {
+        String::from_utf8(store.take_output_on(conn).unwrap_or_default()).unwrap()
+    }
+
+    fn cluster() -> (Arc<TestClock>, EngineStore) {
+        let clock = Arc::new(TestClock(AtomicU64::new(0)));
+        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000 };
+        let store = EngineStore::new(options, clock.clone(), None);
+        store.enable_cluster("a:1");
+        (clock, store)
+    }
+
+    #[test]
+    fn a_cluster_routes_by_slot_and_follows_moved_and_ask() {
+        let (_, store) = cluster();
+        let slot = key_slot(b"p:{k}");
+        store.set_slots(&[(0, 16_383, "b:2".into())]);
+        assert_eq!((store.connections(), store.address(1).as_deref()), (2, Some("b:2")));
+        let mut locked = store.is_locked("k");
+        assert!(poll(&mut locked).is_pending());
+        assert_eq!(output(&store, 0), "", "nothing for the seed, which serves no slot");
+        assert!(output(&store, 1).contains("EXISTS\r\n$5\r\np:{k}"));
+        // MOVED: the slot lives elsewhere now; the request follows, the map too.
+        store.feed_on(1, format!("-MOVED {slot} c:3\r\n").as_bytes()).unwrap();
+        assert!(poll(&mut locked).is_pending());
+        assert_eq!(store.address(2).as_deref(), Some("c:3"));
+        assert!(store.take_topology_stale());
+        assert!(output(&store, 2).contains("EXISTS"));
+        // ASK: once, after ASKING; the slot stays where MOVED put it.
+        store.feed_on(2, format!("-ASK {slot} b:2\r\n").as_bytes()).unwrap();
+        let asked = output(&store, 1);
+        assert!(asked.starts_with("*1\r\n$6\r\nASKING\r\n") && asked.contains("EXISTS"), "{asked}");
+        assert!(!store.take_topology_stale(), "ASK does not move the slot");
+        store.feed_on(1, b"+OK\r\n:1\r\n").unwrap();
+        assert!(matches!(poll(&mut locked), Poll::Ready(Ok(true))));
+        let mut again = store.is_locked("k");
+        assert!(poll(&mut again).is_pending());
+        assert!(output(&store, 2).contains("EXISTS"), "the next request goes to the MOVED node");
+        store.feed_on(2, b":0\r\n").unwrap();
+        assert!(matches!(poll(&mut again), Poll::Ready(Ok(false))));
+    }
+
+    #[test]
+    fn tryagain_and_clusterdown_are_sent_again_within_the_deadline() {
+        let (clock, store) = cluster();
+        let mut locked = store.is_locked("k");
+        assert!(poll(&mut locked).is_pending());
+        assert!(output(&store, 0).contains("EXISTS"), "no slot map yet: the seed");
+        store.feed_on(0, b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n").unwrap();
+        assert!(poll(&mut locked).is_pending());
+        assert_eq!(output(&store, 0), "", "parked until the next expire");
+        clock.0.store(100, Ordering::Relaxed);
+        assert!(store.expire_all().is_empty());
+        assert!(output(&store, 0).contains("EXISTS"), "sent again");
+        store.feed_on(0, b"-CLUSTERDOWN The cluster is down\r\n").unwrap();
+        clock.0.store(1_000, Ordering::Relaxed);
+        store.expire_all();
+        match poll(&mut locked) {
+            Poll::Ready(Err(LockError::StoreUnavailable(message))) => {
+                assert!(message.contains("1000 ms"), "{message}");
+            }
+            other => panic!("the deadline of the first send holds: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_plain_server_fails_a_redirect() {
+        let clock = Arc::new(TestClock(AtomicU64::new(0)));
+        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000 };
+        let store = EngineStore::new(options, clock, None);
+        let mut locked = store.is_locked("k");
+        assert!(poll(&mut locked).is_pending());
+        store.feed(b"-MOVED 1 c:3\r\n").unwrap();
+        assert!(matches!(poll(&mut locked), Poll::Ready(Err(LockError::StoreError(_)))));
+        assert_eq!(store.connections(), 1);
     }
 }

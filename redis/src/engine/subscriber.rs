@@ -69,6 +69,9 @@ struct State {
     owed_since_ms: Option<u64>,
     /// Time, from the host's clock, as of its last call.
     now_ms: u64,
+    /// Sharded pub/sub (Redis Cluster): `SSUBSCRIBE`, one channel per command (a
+    /// command's channels must share a slot), and `smessage`s.
+    sharded: bool,
 }
 
 /// The subscriber connection's engine. Cheap to share: clones see the same state.
@@ -112,10 +115,16 @@ impl State {
             return;
         }
         wanted.sort_unstable();
-        let mut args: Vec<&[u8]> = vec![b"SUBSCRIBE"];
-        args.extend(wanted.iter().map(|name| name.as_bytes()));
         let names: Vec<String> = wanted.into_iter().cloned().collect();
-        resp::command(&mut self.output, &args);
+        if self.sharded {
+            for name in &names {
+                resp::command(&mut self.output, &[b"SSUBSCRIBE", name.as_bytes()]);
+            }
+        } else {
+            let mut args: Vec<&[u8]> = vec![b"SUBSCRIBE"];
+            args.extend(names.iter().map(String::as_bytes));
+            resp::command(&mut self.output, &args);
+        }
         for name in &names {
             if let Some(channel) = self.channels.get_mut(name) {
                 channel.requested = true;
@@ -130,6 +139,14 @@ impl Subscriber {
     #[must_use]
     pub fn new(command_timeout_ms: u64) -> Self {
         Self { state: Arc::default(), command_timeout_ms }
+    }
+
+    /// Sharded pub/sub from now on (Redis Cluster, where the release scripts
+    /// `SPUBLISH` on the key's shard): `SSUBSCRIBE`, `SUNSUBSCRIBE`, `smessage`. A
+    /// channel the server unsubscribes by itself (its slot moved to another node)
+    /// wakes its waiters, who try again and subscribe where the key is now.
+    pub fn set_sharded(&self) {
+        self.state().sharded = true;
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -281,12 +298,12 @@ impl Subscriber {
                 let kind = parts.first().and_then(text).unwrap_or_default();
                 let channel = parts.get(1).and_then(text).map(String::from_utf8_lossy);
                 match (kind, channel) {
-                    (b"message", Some(channel)) => {
+                    (b"message" | b"smessage", Some(channel)) => {
                         if let Some(entry) = state.channels.get(channel.as_ref()) {
                             entry.released.notify(if entry.wake_all { usize::MAX } else { 1 });
                         }
                     }
-                    (b"subscribe", Some(channel)) => {
+                    (b"subscribe" | b"ssubscribe", Some(channel)) => {
                         state.paid();
                         if let Some(entry) = state.channels.get_mut(channel.as_ref()) {
                             entry.subscribed = true;
@@ -299,6 +316,15 @@ impl Subscriber {
                     }
                     // UNSUBSCRIBE replies are not counted as owed.
                     (b"unsubscribe", _) => {}
+                    // The channels this side gave up are gone already: one still here
+                    // was dropped by the server (its slot moved). Its waiters try again.
+                    (b"sunsubscribe", Some(channel)) => {
+                        if let Some(entry) = state.channels.get_mut(channel.as_ref()) {
+                            entry.subscribed = false;
+                            entry.requested = false;
+                            entry.released.notify(usize::MAX);
+                        }
+                    }
                     _ => state.paid(), // ["pong", ""]
                 }
                 Ok(())
@@ -335,7 +361,11 @@ impl Subscriber {
         if !state.connected {
             return false;
         }
-        if !idle.is_empty() {
+        if !idle.is_empty() && state.sharded {
+            for name in &idle {
+                resp::command(&mut state.output, &[b"SUNSUBSCRIBE", name.as_bytes()]);
+            }
+        } else if !idle.is_empty() {
             let mut args: Vec<&[u8]> = vec![b"UNSUBSCRIBE"];
             args.extend(idle.iter().map(String::as_bytes));
             resp::command(&mut state.output, &args);
@@ -445,6 +475,32 @@ mod tests {
         assert!(waiting.iter_mut().all(|s| poll(s).is_pending()));
         sub.feed(MESSAGE, 2).unwrap();
         assert!(waiting.iter_mut().all(|s| poll(s).is_ready()), "one release wakes them all");
+    }
+
+    #[test]
+    fn sharded_channels_are_subscribed_one_by_one_and_a_moved_slot_wakes_its_waiters() {
+        let sub = Subscriber::new(100);
+        sub.set_sharded();
+        sub.connected(None, 0);
+        let mut a = sub.signal("a:r".into());
+        let mut b = sub.signal("k:r".into());
+        assert!(poll(&mut a).is_pending() && poll(&mut b).is_pending());
+        let out = output(&sub);
+        assert_eq!(out.matches("SSUBSCRIBE").count(), 2, "one channel per command: {out}");
+        sub.feed(b"*3\r\n$10\r\nssubscribe\r\n$3\r\nk:r\r\n:1\r\n", 1).unwrap();
+        assert!(poll(&mut b).is_ready());
+        let mut waiting = sub.signal("k:r".into());
+        assert!(poll(&mut waiting).is_pending());
+        sub.feed(b"*3\r\n$8\r\nsmessage\r\n$3\r\nk:r\r\n$0\r\n\r\n", 2).unwrap();
+        assert!(poll(&mut waiting).is_ready(), "an smessage wakes a waiter");
+        let mut waiting = sub.signal("k:r".into());
+        assert!(poll(&mut waiting).is_pending());
+        sub.feed(b"*3\r\n$12\r\nsunsubscribe\r\n$3\r\nk:r\r\n:0\r\n", 3).unwrap();
+        assert!(poll(&mut waiting).is_ready(), "the server dropped the channel: its waiters try again");
+        drop(waiting);
+        let mut again = sub.signal("k:r".into());
+        assert!(poll(&mut again).is_pending());
+        assert!(output(&sub).contains("SSUBSCRIBE"), "and subscribe again");
     }
 
     #[test]

@@ -163,3 +163,41 @@ fn bytes_that_are_not_resp_are_an_error() {
     let mut done = Vec::new();
     assert!(e.feed(b"HTTP/1.1 400 Bad Request\r\n", 0, &mut done).is_err());
 }
+
+#[test]
+fn min_replicas_waits_after_grants_and_fails_those_too_few_replicas_acknowledged() {
+    let mut e = engine();
+    e.set_min_replicas(1, 50);
+    let a = e.acquire("k", "o", 1000, 0);
+    let out = String::from_utf8(e.take_output()).unwrap();
+    assert!(out.contains("EVALSHA") && out.ends_with("*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$2\r\n50\r\n"), "{out}");
+    // The grant is held back until WAIT answers; no replica acknowledged it: a failure.
+    assert!(feed(&mut e, b":42\r\n").is_empty());
+    let done = feed(&mut e, b":0\r\n");
+    assert_eq!(done.len(), 1);
+    assert!(
+        matches!(&done[0], Completion { id, result: Err(LockError::StoreUnavailable(m)) } if *id == a && m.contains("0 of the 1"))
+    );
+    // One did: the token.
+    let b = e.acquire("k", "o", 1000, 0);
+    let done = feed(&mut e, b":43\r\n:1\r\n");
+    assert!(matches!(&done[..], [Completion { id, result: Ok(Value::Acquired(Some(43))) }] if *id == b));
+    // Nothing granted: nothing to fail, whatever WAIT says.
+    let c = e.acquire("k", "o", 1000, 0);
+    let done = feed(&mut e, b":0\r\n:0\r\n");
+    assert!(matches!(&done[..], [Completion { id, result: Ok(Value::Acquired(None)) }] if *id == c));
+    // Reads and releases send no WAIT.
+    e.take_output();
+    e.release("k", "o", 0);
+    e.is_locked("k", 0);
+    assert!(!String::from_utf8(e.take_output()).unwrap().contains("WAIT"));
+    // A script reloaded after NOSCRIPT waits too; the first WAIT's answer is dropped.
+    feed(&mut e, b":1\r\n:1\r\n");
+    let d = e.extend("k", "o", 1000, 0);
+    e.take_output();
+    assert!(feed(&mut e, b"-NOSCRIPT No matching script\r\n:0\r\n").is_empty());
+    let out = String::from_utf8(e.take_output()).unwrap();
+    assert!(out.starts_with("*8\r\n$4\r\nEVAL\r\n") && out.contains("WAIT"), "{out}");
+    let done = feed(&mut e, b":1\r\n:1\r\n");
+    assert!(matches!(&done[..], [Completion { id, result: Ok(Value::Flag(true)) }] if *id == d));
+}

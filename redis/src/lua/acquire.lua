@@ -23,17 +23,18 @@ end
 if held then
   return 0
 end
--- Tokens count up from the server's clock in microseconds at the counter's creation.
--- The counter lives as long as its lock (plus a small bound); when it has gone, the new
--- one starts from a later clock reading, above anything the old one reached (each
--- acquisition takes more than a microsecond): tokens only grow, as long as the
--- server's clock does not go back.
-local token = redis.call('INCR', KEYS[2])
-if token == 1 then
-  local now = redis.call('TIME')
-  token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[3])
-else
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+-- Tokens are the server's clock in microseconds (TIME), or one more than the key's last
+-- token when that is not smaller (two holds within a microsecond, a clock stepped back).
+-- So they grow on one server, and on a master that took over after a failover they
+-- grow past every token the old master gave, even one whose counter update was lost
+-- in the failover (asynchronous replication), as long as the new master's clock is not
+-- behind the old one's by more than the time between the two holds. The counter lives
+-- as long as its lock plus a small bound.
+local now = redis.call('TIME')
+local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local last = tonumber(redis.call('GET', KEYS[2]))
+if last and last >= token then
+  token = last + 1
 end
+redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[3])
 return token

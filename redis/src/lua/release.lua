@@ -3,11 +3,13 @@
 --
 -- KEYS[1]  the lock key
 -- ARGV[1]  the owner token
+-- ARGV[2]  optional: SPUBLISH to publish on the key's shard (Redis Cluster, sharded
+--          pub/sub, Redis 7); anything else or nothing: PUBLISH
 --
 -- Returns 1 when released, 0 when the key is free or someone else holds it.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', KEYS[1] .. ':released', '')
+  redis.call(ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', KEYS[1] .. ':released', '')
   return 1
 end
 return 0

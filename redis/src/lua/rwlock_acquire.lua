@@ -56,13 +56,12 @@ local latest = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
 local keep = string.format('%.0f', latest - now + tonumber(ARGV[4]))
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('PEXPIRE', KEYS[2], keep)
--- Tokens as in acquire.lua: the counter starts from the server's clock in microseconds
--- when it is created, so a counter made after the last one went starts above it.
-local token = redis.call('INCR', KEYS[4])
-if token == 1 then
-  token = tonumber(time[1]) * 1000000 + tonumber(time[2])
-  redis.call('SET', KEYS[4], string.format('%.0f', token), 'PX', keep)
-else
-  redis.call('PEXPIRE', KEYS[4], keep)
+-- Tokens as in acquire.lua: the server's clock in microseconds, or one more than the
+-- last token when that is not smaller, so they grow across a failover too.
+local token = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local last = tonumber(redis.call('GET', KEYS[4]))
+if last and last >= token then
+  token = last + 1
 end
+redis.call('SET', KEYS[4], string.format('%.0f', token), 'PX', keep)
 return token

@@ -5,6 +5,8 @@
 -- KEYS[2]  the writer
 -- KEYS[3]  a waiting writer's claim
 -- ARGV[1]  the owner token
+-- ARGV[2]  optional: SPUBLISH to publish on the key's shard (Redis Cluster, sharded
+--          pub/sub, Redis 7); anything else or nothing: PUBLISH
 --
 -- Returns 1 when the owner held the lock (now given back), 0 otherwise. Publishes when a
 -- hold or a claim went (a writer giving up lets readers in), and only then.
@@ -21,6 +23,6 @@ if redis.call('GET', KEYS[2]) == ARGV[1] or redis.call('ZCARD', KEYS[1]) == 0 th
   redis.call('DEL', KEYS[2])
 end
 if changed then
-  redis.call('PUBLISH', KEYS[1] .. ':released', '')
+  redis.call(ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', KEYS[1] .. ':released', '')
 end
 return released

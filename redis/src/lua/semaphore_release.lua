@@ -4,6 +4,8 @@
 -- KEYS[1]  the semaphore's holders (see semaphore_acquire.lua)
 -- KEYS[2]  the semaphore's limit: it goes with the last holder
 -- ARGV[1]  the owner token
+-- ARGV[2]  optional: SPUBLISH to publish on the key's shard (Redis Cluster, sharded
+--          pub/sub, Redis 7); anything else or nothing: PUBLISH
 --
 -- Returns 1 when the owner held a live permit (now given back), 0 otherwise. Nothing is
 -- published when nothing was given back.
@@ -15,6 +17,6 @@ if redis.call('ZCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[2])
 end
 if released == 1 then
-  redis.call('PUBLISH', KEYS[1] .. ':released', '')
+  redis.call(ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', KEYS[1] .. ':released', '')
 end
 return released
