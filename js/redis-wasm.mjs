@@ -85,6 +85,7 @@ const CONNECT_OPTIONS = {
   tlsInsecure: "boolean",
 };
 const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS)];
+const NATIVE_ONLY = ["sentinels", "masterName", "cluster", "minReplicas"];
 const MAX_MS = 2_147_483_647;
 
 /** A duration option: a whole number of milliseconds from 1 to 2^31 - 1. */
@@ -101,6 +102,15 @@ function checkOptions(urlOrOptions) {
   const options = typeof urlOrOptions === "string" ? { url: urlOrOptions } : urlOrOptions;
   if (options === null || typeof options !== "object") {
     throw invalid(`RedisLockStore.connect() needs a URL or an options object; got ${typeName(urlOrOptions)}`);
+  }
+  // The addon's Sentinel and Cluster support lives in its Node driver; say so rather than
+  // calling the options unknown.
+  for (const name of NATIVE_ONLY) {
+    if (options[name] !== undefined) {
+      throw new UnsupportedError(
+        `locksmith: RedisLockStore.connect({ ${name} }) (Redis Sentinel, Cluster and replica acknowledgement) needs the native addon; the WebAssembly build connects to one server by url`,
+      );
+    }
   }
   checkOptionKeys(options, CONNECT_KEYS, "RedisLockStore.connect()");
   checkString("url", options.url);
