@@ -24,6 +24,7 @@ import {
   toLockError,
   typeName,
 } from "./api.mjs";
+import { authCommands, checkMinReplicas, checkTopology, locateMaster, parseRedisUrl as parseUrl, switchedMaster, TOPOLOGY_KEYS } from "./redis-topology.mjs";
 
 let runtime;
 
@@ -49,30 +50,7 @@ function loadRuntime() {
 }
 
 /** `{ host, port, tls, user, password, db }` from a `redis://` or `rediss://` URL. */
-function parseRedisUrl(url) {
-  let parsed;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw invalid("invalid Redis URL: it should look like redis://[user:password@]host:port[/db]");
-  }
-  const secure = parsed.protocol === "rediss:";
-  if (!secure && parsed.protocol !== "redis:") {
-    throw invalid(`invalid Redis URL: the scheme must be redis:// or rediss://, not ${parsed.protocol}//`);
-  }
-  const path = parsed.pathname.replace(/^\/+/, "");
-  const db = path === "" ? 0 : Number(path);
-  if (!Number.isInteger(db) || db < 0) throw invalid("invalid Redis URL: the database after the host must be a number");
-  const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
-  return {
-    host: host || "127.0.0.1",
-    port: parsed.port ? Number(parsed.port) : 6379,
-    tls: secure,
-    user: parsed.username ? decodeURIComponent(parsed.username) : null,
-    password: parsed.password ? decodeURIComponent(parsed.password) : null,
-    db,
-  };
-}
+const parseRedisUrl = (url) => parseUrl(url, invalid);
 
 const CONNECT_OPTIONS = {
   keyPrefix: "string",
@@ -83,9 +61,11 @@ const CONNECT_OPTIONS = {
   notifyReleases: "boolean",
   tlsCaCert: "string",
   tlsInsecure: "boolean",
+  minReplicas: "number",
 };
-const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS)];
-const NATIVE_ONLY = ["sentinels", "masterName", "cluster", "minReplicas"];
+const CONNECT_KEYS = [...TOPOLOGY_KEYS, ...Object.keys(CONNECT_OPTIONS)];
+// Redis Cluster's routing lives in the addon's Node driver so far.
+const NATIVE_ONLY = ["cluster"];
 const MAX_MS = 2_147_483_647;
 
 /** A duration option: a whole number of milliseconds from 1 to 2^31 - 1. */
@@ -103,17 +83,17 @@ function checkOptions(urlOrOptions) {
   if (options === null || typeof options !== "object") {
     throw invalid(`RedisLockStore.connect() needs a URL or an options object; got ${typeName(urlOrOptions)}`);
   }
-  // The addon's Sentinel and Cluster support lives in its Node driver; say so rather than
-  // calling the options unknown.
+  // The addon's Cluster support lives in its Node driver; say so rather than calling the
+  // option unknown.
   for (const name of NATIVE_ONLY) {
     if (options[name] !== undefined) {
       throw new UnsupportedError(
-        `locksmith: RedisLockStore.connect({ ${name} }) (Redis Sentinel, Cluster and replica acknowledgement) needs the native addon; the WebAssembly build connects to one server by url`,
+        `locksmith: RedisLockStore.connect({ ${name} }) (Redis Cluster) needs the native addon; the WebAssembly build connects to one server by url, or to the master that Redis Sentinels name`,
       );
     }
   }
   checkOptionKeys(options, CONNECT_KEYS, "RedisLockStore.connect()");
-  checkString("url", options.url);
+  const topology = checkTopology(options, invalid);
   for (const [name, type] of Object.entries(CONNECT_OPTIONS)) {
     if (options[name] !== undefined && typeof options[name] !== type) {
       throw invalid(`${name} must be a ${type}; got ${typeName(options[name])}`);
@@ -122,8 +102,10 @@ function checkOptions(urlOrOptions) {
   if (options.reconnectRetries !== undefined && !(Number.isInteger(options.reconnectRetries) && options.reconnectRetries >= 0)) {
     throw invalid(`reconnectRetries must be a whole number >= 0; got ${options.reconnectRetries}`);
   }
+  const minReplicas = checkMinReplicas(options.minReplicas, invalid);
   return {
-    url: options.url,
+    ...topology,
+    minReplicas,
     keyPrefix: options.keyPrefix ?? "locksmith:",
     connectTimeoutMs: millis("connectTimeoutMs", options.connectTimeoutMs, 2_000),
     commandTimeoutMs: millis("commandTimeoutMs", options.commandTimeoutMs, 2_000),
@@ -203,6 +185,20 @@ function settle(outcomes, engine) {
   }
 }
 
+/** Stands for the data socket while the Sentinels are asked where the master is. */
+const LOCATING = Object.freeze({ destroy() {}, write() {} });
+
+/** One byte array of `parts`. */
+function concat(parts) {
+  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
 const live = new Set();
 let flushQueued = false;
 
@@ -223,11 +219,17 @@ function flushSoon() {
 }
 
 class Connection {
-  constructor(engine, options, socket) {
+  constructor(engine, options, socket, module) {
     this.engine = engine;
+    this.module = module;
     this.runtimeSocket = socket;
     this.options = options;
     this.target = parseRedisUrl(options.url);
+    // Sentinel: `target` holds the master's credentials; its address comes from the
+    // Sentinels on every (re)connect, and a watcher follows `+switch-master`.
+    this.sentinelAt = 0;
+    this.watcher = null;
+    this.watchTimer = null;
     this.socket = null;
     this.ready = false;
     this.closed = false;
@@ -275,8 +277,11 @@ class Connection {
     }
   }
 
-  /** A socket with a connect timeout; `on` gets open, data(chunk), error(message), close. */
-  dial(on) {
+  /**
+   * A socket to `target` (the server by default) with a connect timeout; `on` gets
+   * open, data(chunk), error(message), close.
+   */
+  dial(on, target = this.target) {
     let opened = false;
     const timer = unref(
       setTimeout(() => {
@@ -286,7 +291,7 @@ class Connection {
         }
       }, this.options.connectTimeoutMs),
     );
-    const socket = this.runtimeSocket.dial(this.target, this.options, {
+    const socket = this.runtimeSocket.dial(target, this.options, {
       ...on,
       open: () => {
         opened = true;
@@ -334,6 +339,141 @@ class Connection {
     this.subReady = false;
   }
 
+  /**
+   * One short exchange with a server (a Sentinel, or a server whose role is asked):
+   * connects, logs in with the target's credentials, sends `commands` (arrays of
+   * strings) and resolves with their decoded replies. An error reply, a refused
+   * connection or no answer within `connectTimeoutMs` rejects.
+   */
+  exchange(target, commands) {
+    const { redisCommand, redisDecode } = this.module;
+    return new Promise((resolve, reject) => {
+      const all = authCommands(target);
+      const skip = all.length;
+      all.push(...commands);
+      const replies = [];
+      let input = new Uint8Array(0);
+      let settled = false;
+      let socket = null;
+      let opened = false;
+      const finish = (err) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        socket?.destroy();
+        if (err) reject(err);
+        else resolve(replies.slice(skip));
+      };
+      // Bounded, and not unref'd: a connect() that starts by asking the Sentinels waits on it.
+      const timer = setTimeout(() => finish(new Error(`no answer within ${this.options.connectTimeoutMs} ms`)), this.options.connectTimeoutMs);
+      socket = this.runtimeSocket.dial(target, this.options, {
+        open: () => {
+          opened = true;
+          // A socket may open before dial() returns; write once it is known.
+          queueMicrotask(() => {
+            if (!settled) socket.write(concat(all.map((args) => redisCommand(args))));
+          });
+        },
+        data: (chunk) => {
+          input = input.length === 0 ? chunk : concat([input, chunk]);
+          try {
+            for (let next = redisDecode(input); next !== undefined; next = redisDecode(input)) {
+              const [value, used] = next;
+              input = input.subarray(used);
+              if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+                finish(new Error(value.error));
+                return;
+              }
+              replies.push(value);
+              if (replies.length === all.length) {
+                finish(null);
+                return;
+              }
+            }
+          } catch (err) {
+            finish(err);
+          }
+        },
+        error: (message) => finish(new Error(message)),
+        close: () => finish(new Error(opened ? "the connection closed" : "the connection was refused")),
+      });
+      if (settled) socket.destroy();
+    });
+  }
+
+  /** Sentinel: the master, checked to be one (`locateMaster` in js/redis-topology.mjs). */
+  async locate() {
+    const { target, at } = await locateMaster(
+      (server, commands) => this.exchange(server, commands),
+      this.options.sentinels,
+      this.options.masterName,
+      this.target,
+    );
+    this.sentinelAt = at;
+    return target;
+  }
+
+  /**
+   * Sentinel: a subscription to `+switch-master` on one Sentinel. When the master
+   * moves, the data and subscriber sockets are dropped; the next call (or a waiting
+   * lock at once) connects to the new master.
+   */
+  watch() {
+    if (this.closed || this.watcher !== null || !this.options.sentinels) return;
+    const { sentinels, masterName } = this.options;
+    const { redisCommand, redisDecode } = this.module;
+    const sentinel = sentinels[this.sentinelAt];
+    let input = new Uint8Array(0);
+    const socket = this.runtimeSocket.dial(sentinel, this.options, {
+      open: () => {
+        queueMicrotask(() => {
+          if (this.watcher === socket) socket.write(concat([...authCommands(sentinel), ["SUBSCRIBE", "+switch-master"]].map((args) => redisCommand(args))));
+        });
+      },
+      data: (chunk) => {
+        input = input.length === 0 ? chunk : concat([input, chunk]);
+        try {
+          for (let next = redisDecode(input); next !== undefined; next = redisDecode(input)) {
+            const [value, used] = next;
+            input = input.subarray(used);
+            if (!Array.isArray(value)) {
+              if (value !== null && typeof value === "object") socket.destroy(); // a refused AUTH
+              continue;
+            }
+            const to = switchedMaster(value, masterName);
+            if (to !== null && (to.host !== this.target.host || to.port !== this.target.port)) this.moved(`the master moved to ${to.host}:${to.port}`);
+          }
+        } catch {
+          socket.destroy();
+        }
+      },
+      error: () => {},
+      close: () => {
+        if (this.watcher !== socket) return;
+        this.watcher = null;
+        if (this.closed) return;
+        // The next Sentinel, in a second.
+        this.sentinelAt = (this.sentinelAt + 1) % sentinels.length;
+        this.watchTimer = unref(
+          setTimeout(() => {
+            this.watchTimer = null;
+            this.watch();
+          }, 1_000),
+        );
+      },
+    });
+    this.watcher = socket;
+  }
+
+  /** The server is no longer the master: drop both sockets; reconnecting asks the Sentinels again. */
+  moved(why) {
+    if (this.socket !== null && this.socket !== LOCATING) {
+      this.lastError = why;
+      this.socket.destroy();
+    }
+    this.sub?.destroy();
+  }
+
   /** Opens a socket and queues the handshake; resolves when the server accepted it. */
   open() {
     const { user, password, db } = this.target;
@@ -342,6 +482,37 @@ class Connection {
       track(id, { resolve, reject, kind: "nothing", background: false });
       this.engine.handshake(id, user ?? undefined, password ?? undefined, db);
     });
+    if (this.options.sentinels) {
+      this.socket = LOCATING;
+      this.locate().then(
+        (target) => {
+          if (this.closed || this.socket !== LOCATING) return;
+          this.target = target;
+          this.attach();
+          this.watch();
+        },
+        (err) => {
+          if (this.socket !== LOCATING) return;
+          this.lastError = err.message;
+          this.onClose(LOCATING);
+        },
+      );
+    } else {
+      this.attach();
+    }
+    return handshake.then(
+      () => {
+        this.failures = 0;
+      },
+      (err) => {
+        this.socket?.destroy();
+        throw err;
+      },
+    );
+  }
+
+  /** Dials `target` as the data socket; the handshake queued by `open()` goes first. */
+  attach() {
     const socket = this.dial({
       open: () => {
         if (this.socket !== socket) return;
@@ -354,6 +525,8 @@ class Connection {
         } catch {
           socket.destroy();
         }
+        // A READONLY reply: the master was demoted. Ask the Sentinels again.
+        if (this.options.sentinels && this.engine.takeReplicaSeen()) this.moved("the server became a replica (READONLY)");
         // Even with nothing settled the engine may have more to send (a NOSCRIPT retry).
         this.take();
       },
@@ -363,15 +536,6 @@ class Connection {
       close: () => this.onClose(socket),
     });
     this.socket = socket;
-    return handshake.then(
-      () => {
-        this.failures = 0;
-      },
-      (err) => {
-        socket.destroy();
-        throw err;
-      },
-    );
   }
 
   onClose(socket) {
@@ -436,6 +600,8 @@ class Connection {
     this.ready = false;
     this.socket?.destroy();
     this.sub?.destroy();
+    clearTimeout(this.watchTimer);
+    this.watcher?.destroy();
   }
 }
 
@@ -476,7 +642,6 @@ export class RedisLockStore {
         "locksmith: RedisLockStore needs TCP sockets, and this runtime has none for it (a browser, Vercel Edge); use a store over HTTP here, such as locksmith/upstash",
       );
     }
-    parseRedisUrl(options.url);
     let module;
     let socket;
     try {
@@ -489,14 +654,17 @@ export class RedisLockStore {
     } catch (err) {
       throw toLockError(err);
     }
-    socket.check?.(parseRedisUrl(options.url), options);
+    for (const target of [parseRedisUrl(options.url), ...(options.sentinels ?? [])]) socket.check?.(target, options);
     let engine;
     try {
       engine = new module.WasmRedisEngine(options.keyPrefix, options.commandTimeoutMs, options.notifyReleases);
     } catch (err) {
       throw toLockError(err);
     }
-    const connection = new Connection(engine, options, socket);
+    // WAIT answers within half the command timeout, so its answer, not the deadline,
+    // says how many replicas acknowledged.
+    if (options.minReplicas > 0) engine.setMinReplicas(options.minReplicas, Math.max(1, Math.floor(options.commandTimeoutMs / 2)));
+    const connection = new Connection(engine, options, socket, module);
     await connection.start();
     const store = new RedisLockStore(ACCESS);
     store.#engine = engine;

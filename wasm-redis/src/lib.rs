@@ -33,7 +33,7 @@ use std::task::{Context, Poll, Waker};
 
 use locksmith_core::{validate, BoxFuture, Clock, Grant, HoldKind, LockError, LockStore, Result};
 use locksmith_redis::engine::local::Executor;
-use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
+use locksmith_redis::engine::{reply, EngineOptions, EngineStore, Handshake, Subscriber};
 use locksmith_redis::{check_url_settings, RedisOptions};
 use wasm_bindgen::prelude::*;
 
@@ -378,6 +378,19 @@ impl WasmRedisEngine {
         self.store.expire()
     }
 
+    /// Whether a reply said `READONLY` (the server is a replica now) since the last call.
+    #[wasm_bindgen(js_name = takeReplicaSeen)]
+    pub fn take_replica_seen(&self) -> bool {
+        self.store.take_replica_seen()
+    }
+
+    /// Writes that grant or extend a hold wait for `replicas` replicas (`WAIT`, at most
+    /// `timeout_ms`); fewer fail with `STORE_UNAVAILABLE`. 0 turns it off.
+    #[wasm_bindgen(js_name = setMinReplicas)]
+    pub fn set_min_replicas(&self, replicas: u32, timeout_ms: u32) {
+        self.store.set_min_replicas(replicas, u64::from(timeout_ms));
+    }
+
     /// The connection is gone: pending requests fail with `STORE_UNAVAILABLE`.
     #[wasm_bindgen(js_name = connectionLost)]
     pub fn connection_lost(&self, why: &str) {
@@ -477,4 +490,35 @@ impl WasmRedisEngine {
             subscriber.connection_lost();
         }
     }
+}
+
+/// `args` as one RESP command, for the driver's own short exchanges (Sentinel, `ROLE`).
+#[wasm_bindgen(js_name = redisCommand)]
+#[must_use]
+pub fn redis_command(args: Vec<String>) -> Vec<u8> {
+    let args: Vec<&[u8]> = args.iter().map(String::as_bytes).collect();
+    reply::encode_command(&args)
+}
+
+/// The first whole reply in `chunk` as `[value, bytes used]`, or `undefined` when more
+/// bytes are needed. A value is `null`, a number, a string, an array, or `{ error }`.
+/// Throws on bytes that are not RESP.
+#[wasm_bindgen(js_name = redisDecode)]
+pub fn redis_decode(chunk: &[u8]) -> std::result::Result<Option<js_sys::Array>, JsError> {
+    fn js(value: reply::ReplyValue) -> JsValue {
+        match value {
+            reply::ReplyValue::Nil => JsValue::NULL,
+            reply::ReplyValue::Integer(n) => JsValue::from_f64(n as f64),
+            reply::ReplyValue::Text(text) => JsValue::from_str(&text),
+            reply::ReplyValue::Error(message) => {
+                let error = js_sys::Object::new();
+                // Setting a property on a fresh plain object cannot fail.
+                let _ = js_sys::Reflect::set(&error, &JsValue::from_str("error"), &JsValue::from_str(&message));
+                error.into()
+            }
+            reply::ReplyValue::Array(items) => items.into_iter().map(js).collect::<js_sys::Array>().into(),
+        }
+    }
+    let decoded = reply::decode(chunk).map_err(|e| js_error(&e))?;
+    Ok(decoded.map(|(value, used)| js_sys::Array::of2(&js(value), &JsValue::from_f64(used as f64))))
 }
