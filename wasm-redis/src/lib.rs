@@ -495,6 +495,7 @@ impl WasmRedisEngine {
 /// `args` as one RESP command, for the driver's own short exchanges (Sentinel, `ROLE`).
 #[wasm_bindgen(js_name = redisCommand)]
 #[must_use]
+#[allow(clippy::needless_pass_by_value)] // wasm-bindgen hands arrays of strings over owned
 pub fn redis_command(args: Vec<String>) -> Vec<u8> {
     let args: Vec<&[u8]> = args.iter().map(String::as_bytes).collect();
     reply::encode_command(&args)
@@ -513,7 +514,8 @@ pub fn redis_decode(chunk: &[u8]) -> std::result::Result<Option<js_sys::Array>, 
             reply::ReplyValue::Error(message) => {
                 let error = js_sys::Object::new();
                 // Setting a property on a fresh plain object cannot fail.
-                let _ = js_sys::Reflect::set(&error, &JsValue::from_str("error"), &JsValue::from_str(&message));
+                let _ =
+                    js_sys::Reflect::set(&error, &JsValue::from_str("error"), &JsValue::from_str(&message));
                 error.into()
             }
             reply::ReplyValue::Array(items) => items.into_iter().map(js).collect::<js_sys::Array>().into(),
