@@ -64,8 +64,6 @@ const CONNECT_OPTIONS = {
   minReplicas: "number",
 };
 const CONNECT_KEYS = [...TOPOLOGY_KEYS, ...Object.keys(CONNECT_OPTIONS)];
-// Redis Cluster's routing lives in the addon's Node driver so far.
-const NATIVE_ONLY = ["cluster"];
 const MAX_MS = 2_147_483_647;
 
 /** A duration option: a whole number of milliseconds from 1 to 2^31 - 1. */
@@ -82,15 +80,6 @@ function checkOptions(urlOrOptions) {
   const options = typeof urlOrOptions === "string" ? { url: urlOrOptions } : urlOrOptions;
   if (options === null || typeof options !== "object") {
     throw invalid(`RedisLockStore.connect() needs a URL or an options object; got ${typeName(urlOrOptions)}`);
-  }
-  // The addon's Cluster support lives in its Node driver; say so rather than calling the
-  // option unknown.
-  for (const name of NATIVE_ONLY) {
-    if (options[name] !== undefined) {
-      throw new UnsupportedError(
-        `locksmith: RedisLockStore.connect({ ${name} }) (Redis Cluster) needs the native addon; the WebAssembly build connects to one server by url, or to the master that Redis Sentinels name`,
-      );
-    }
   }
   checkOptionKeys(options, CONNECT_KEYS, "RedisLockStore.connect()");
   const topology = checkTopology(options, invalid);
@@ -240,10 +229,21 @@ class Connection {
     this.sub = null; // the subscriber socket (release notifications), opened when wanted
     this.subReady = false;
     this.subRetryAt = 0;
+    // Cluster: connection 0 (the seed's node) is `socket` as above; the other nodes'
+    // connections are `nodes[conn]`, made when the engine first routes to them.
+    this.nodes = [];
+    this.clusterEnabled = false;
+    this.refreshing = null;
+    this.refreshAgain = false;
     const tick = Math.max(10, Math.min(250, Math.floor(options.commandTimeoutMs / 4)));
     this.expiry = unref(
       setInterval(() => {
-        if (this.engine.expire()) this.socket?.destroy();
+        if (this.options.cluster) {
+          for (const conn of this.engine.expireAll()) (conn === 0 ? this.socket : this.nodes[conn]?.socket)?.destroy();
+          if (this.options.notifyReleases) {
+            for (const node of this.nodes) if (node && this.engine.subscriberTickOn(node.conn)) node.sub?.destroy();
+          }
+        } else if (this.engine.expire()) this.socket?.destroy();
         if (this.options.notifyReleases && this.engine.subscriberTick()) this.sub?.destroy();
         this.take();
       }, tick),
@@ -261,11 +261,12 @@ class Connection {
     if (this.ready) {
       const out = this.engine.takeOutput();
       if (out !== undefined) this.socket.write(out);
-    } else if (this.socket === null && this.connected && !this.closed && this.engine.pending > 0) {
+    } else if (this.socket === null && this.connected && !this.closed && (this.options.cluster ? this.engine.busyOn(0) : this.engine.pending > 0)) {
       // A call on a store whose connection went while it was idle: connect again; its
       // commands wait behind the handshake.
       this.reconnectSoon();
     }
+    if (this.options.cluster && !this.closed) this.flushNodes();
     if (!this.options.notifyReleases || this.closed) return;
     if (this.sub !== null) {
       if (this.subReady) {
@@ -308,7 +309,9 @@ class Connection {
 
   /** The subscriber connection: SUBSCRIBE confirmations and release messages. */
   openSubscriber() {
-    const { user, password } = this.target;
+    // Cluster: connection 0's node (sharded pub/sub: the channels of its slots).
+    const target = this.options.cluster ? this.nodeTarget(0) : this.target;
+    const { user, password } = target;
     const sub = this.dial({
       open: () => {
         if (this.sub !== sub) return;
@@ -334,9 +337,207 @@ class Connection {
         // Waiters fall back to their retry delay meanwhile.
         this.subRetryAt = performance.now() + 100;
       },
-    });
+    }, target);
     this.sub = sub;
     this.subReady = false;
+  }
+
+  /**
+   * Cluster: reads `CLUSTER SLOTS` from a node that answers (those connected first,
+   * then the seeds) into the engine's slot map.
+   */
+  async refreshTopology() {
+    const known = [];
+    for (let conn = 0; conn < this.engine.connections; conn++) known.push(this.nodeTarget(conn));
+    const problems = [];
+    for (const target of [...known, ...this.options.cluster]) {
+      let slots;
+      try {
+        [slots] = await this.exchange(target, [["CLUSTER", "SLOTS"]]);
+      } catch (err) {
+        problems.push(`${target.host}:${target.port}: ${err.message}`);
+        continue;
+      }
+      if (!Array.isArray(slots) || slots.length === 0) {
+        problems.push(`${target.host}:${target.port} serves no slots`);
+        continue;
+      }
+      const firsts = [];
+      const lasts = [];
+      const addresses = [];
+      for (const [first, last, master] of slots) {
+        firsts.push(first);
+        lasts.push(last);
+        addresses.push(`${master[0] || target.host}:${master[1]}`);
+      }
+      if (!this.clusterEnabled) {
+        // The first seed that answered is connection 0.
+        this.target = { ...this.target, host: target.host, port: target.port };
+        this.engine.enableCluster(`${target.host}:${target.port}`);
+        this.clusterEnabled = true;
+      }
+      this.engine.setSlots(Uint32Array.from(firsts), Uint32Array.from(lasts), addresses);
+      return;
+    }
+    throw new Error(`STORE_UNAVAILABLE locksmith: redis: no cluster node answered CLUSTER SLOTS (${problems.join("; ")})`);
+  }
+
+  /** Cluster: reads the topology again soon (once at a time, at most every 100 ms). */
+  refreshSoon() {
+    if (this.closed) return;
+    if (this.refreshing !== null) {
+      this.refreshAgain = true;
+      return;
+    }
+    this.refreshing = this.refreshTopology()
+      .catch(() => {})
+      .then(() => new Promise((resolve) => unref(setTimeout(resolve, 100))))
+      .then(() => {
+        this.refreshing = null;
+        flushSoon();
+        if (this.refreshAgain) {
+          this.refreshAgain = false;
+          this.refreshSoon();
+        }
+      });
+  }
+
+  /** Cluster: connection `conn`'s node, with the seeds' scheme and login. */
+  nodeTarget(conn) {
+    const address = this.engine.address(conn);
+    if (address === undefined) return this.target;
+    const at = address.lastIndexOf(":");
+    return { ...this.target, host: address.slice(0, at).replace(/^\[(.*)\]$/, "$1"), port: Number(address.slice(at + 1)) };
+  }
+
+  /** Cluster: writes each node's commands, connecting to the nodes that have some. */
+  flushNodes() {
+    for (let conn = 1; conn < this.engine.connections; conn++) {
+      const node = (this.nodes[conn] ??= {
+        conn,
+        socket: null,
+        ready: false,
+        failures: 0,
+        timer: null,
+        target: null,
+        lastError: "the connection closed",
+        sub: null,
+        subReady: false,
+        subRetryAt: 0,
+      });
+      if (this.options.notifyReleases) this.flushNodeSubscriber(node);
+      if (node.ready) {
+        const out = this.engine.takeOutputOn(conn);
+        if (out !== undefined) node.socket.write(out);
+      } else if (node.socket === null && node.timer === null && this.engine.busyOn(conn)) {
+        const delay = node.failures === 0 ? 0 : Math.min(50 * 2 ** node.failures, this.options.reconnectMaxDelayMs);
+        node.failures += 1;
+        node.timer = unref(
+          setTimeout(() => {
+            node.timer = null;
+            if (!this.closed) this.openNode(node);
+          }, delay),
+        );
+      }
+    }
+  }
+
+  /** Cluster: a node's subscriber socket (sharded pub/sub on the channels of its slots). */
+  flushNodeSubscriber(node) {
+    const { conn } = node;
+    if (node.sub !== null) {
+      if (node.subReady) {
+        const out = this.engine.subscriberOutputOn(conn);
+        if (out !== undefined) node.sub.write(out);
+      }
+      return;
+    }
+    if (performance.now() < node.subRetryAt || !this.engine.subscriberWantedOn(conn)) return;
+    const target = this.nodeTarget(conn);
+    const sub = this.dial(
+      {
+        open: () => {
+          if (node.sub !== sub) return;
+          node.subReady = true;
+          this.engine.subscriberConnectedOn(conn, target.user ?? undefined, target.password ?? undefined);
+          const out = this.engine.subscriberOutputOn(conn);
+          if (out !== undefined) sub.write(out);
+        },
+        data: (chunk) => {
+          try {
+            this.engine.subscriberFeedOn(conn, chunk);
+          } catch {
+            sub.destroy();
+          }
+          this.take();
+        },
+        error: () => {},
+        close: () => {
+          if (node.sub !== sub) return;
+          node.sub = null;
+          node.subReady = false;
+          this.engine.subscriberLostOn(conn);
+          node.subRetryAt = performance.now() + 100;
+        },
+      },
+      target,
+    );
+    node.sub = sub;
+    node.subReady = false;
+  }
+
+  /** Cluster: a connection to one more node, its handshake in front of what waits for it. */
+  openNode(node) {
+    const { conn } = node;
+    node.target = this.nodeTarget(conn);
+    const { user, password } = node.target;
+    new Promise((resolve, reject) => {
+      const id = newId();
+      track(id, { resolve, reject, kind: "nothing", background: false });
+      this.engine.handshakeOn(id, conn, user ?? undefined, password ?? undefined);
+    }).then(
+      () => {
+        node.failures = 0;
+      },
+      () => node.socket?.destroy(),
+    );
+    const socket = this.dial(
+      {
+        open: () => {
+          if (node.socket !== socket) return;
+          node.ready = true;
+          flushSoon();
+        },
+        data: (chunk) => {
+          try {
+            this.engine.feedOn(conn, chunk);
+          } catch {
+            socket.destroy();
+          }
+          this.afterFeed();
+          this.take();
+        },
+        error: (message) => {
+          node.lastError = `${message}`;
+        },
+        close: () => {
+          if (node.socket !== socket) return;
+          node.socket = null;
+          node.ready = false;
+          this.engine.connectionLostOn(conn, `${node.target.host}:${node.target.port}: ${node.lastError}`);
+          node.lastError = "the connection closed";
+          this.take();
+          this.refreshSoon();
+        },
+      },
+      node.target,
+    );
+    node.socket = socket;
+  }
+
+  /** After a chunk was fed: a cluster's redirects may want the slot map read again. */
+  afterFeed() {
+    if (this.options.cluster && this.engine.takeTopologyStale()) this.refreshSoon();
   }
 
   /**
@@ -527,6 +728,7 @@ class Connection {
         }
         // A READONLY reply: the master was demoted. Ask the Sentinels again.
         if (this.options.sentinels && this.engine.takeReplicaSeen()) this.moved("the server became a replica (READONLY)");
+        this.afterFeed();
         // Even with nothing settled the engine may have more to send (a NOSCRIPT retry).
         this.take();
       },
@@ -545,9 +747,10 @@ class Connection {
     this.engine.connectionLost(this.lastError);
     this.take();
     this.lastError = "the connection closed";
+    if (this.options.cluster) this.refreshSoon();
     // Reconnect now only if some call still waits; an idle store reconnects on its next
     // call, so a server that stays down keeps neither a retry loop nor the process alive.
-    if (!this.closed && this.connected && this.engine.pending > 0) this.reconnectSoon();
+    if (!this.closed && this.connected && (this.options.cluster ? this.engine.busyOn(0) : this.engine.pending > 0)) this.reconnectSoon();
   }
 
   reconnectSoon() {
@@ -567,6 +770,7 @@ class Connection {
   async start() {
     for (let attempt = 0; ; attempt++) {
       try {
+        if (this.options.cluster) await this.refreshTopology();
         await this.open();
         this.connected = true;
         return;
@@ -602,6 +806,12 @@ class Connection {
     this.sub?.destroy();
     clearTimeout(this.watchTimer);
     this.watcher?.destroy();
+    for (const node of this.nodes) {
+      if (!node) continue;
+      clearTimeout(node.timer);
+      node.socket?.destroy();
+      node.sub?.destroy();
+    }
   }
 }
 
@@ -654,7 +864,7 @@ export class RedisLockStore {
     } catch (err) {
       throw toLockError(err);
     }
-    for (const target of [parseRedisUrl(options.url), ...(options.sentinels ?? [])]) socket.check?.(target, options);
+    for (const target of [parseRedisUrl(options.url), ...(options.sentinels ?? []), ...(options.cluster ?? [])]) socket.check?.(target, options);
     let engine;
     try {
       engine = new module.WasmRedisEngine(options.keyPrefix, options.commandTimeoutMs, options.notifyReleases);
