@@ -63,7 +63,7 @@ const CONNECT_OPTIONS = {
   tlsInsecure: "boolean",
   minReplicas: "number",
 };
-const CONNECT_KEYS = [...TOPOLOGY_KEYS, ...Object.keys(CONNECT_OPTIONS)];
+const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS), ...TOPOLOGY_KEYS.slice(1)];
 const MAX_MS = 2_147_483_647;
 
 /** A duration option: a whole number of milliseconds from 1 to 2^31 - 1. */
