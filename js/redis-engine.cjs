@@ -8,7 +8,7 @@
 const net = require("node:net");
 const tls = require("node:tls");
 
-const { authCommands, locateMaster, parseRedisUrl, switchedMaster } = require("./gen/redis-topology.cjs");
+const { authCommands, locateMaster, nodeAt, parseRedisUrl, readSlotMap, switchedMaster } = require("./gen/redis-topology.cjs");
 
 /** A socket to `target` (plain or TLS, per its scheme); `onConnect` runs once it is up. */
 function dialTarget(target, options, onConnect) {
@@ -319,38 +319,14 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     async refreshTopology() {
       const known = [];
       for (let conn = 0; conn < this.native.connections; conn++) known.push(this.nodeTarget(conn));
-      const candidates = [...known, ...this.options.cluster];
-      const problems = [];
-      for (const target of candidates) {
-        let slots;
-        try {
-          [slots] = await exchange(addon, target, this.options, [["CLUSTER", "SLOTS"]]);
-        } catch (err) {
-          problems.push(`${target.host}:${target.port}: ${err.message}`);
-          continue;
-        }
-        if (!Array.isArray(slots) || slots.length === 0) {
-          problems.push(`${target.host}:${target.port} serves no slots`);
-          continue;
-        }
-        const firsts = [];
-        const lasts = [];
-        const addresses = [];
-        for (const [first, last, master] of slots) {
-          firsts.push(first);
-          lasts.push(last);
-          addresses.push(`${master[0] || target.host}:${master[1]}`);
-        }
-        if (!this.clusterEnabled) {
-          // The first seed that answered is connection 0.
-          this.target = { ...this.target, host: target.host, port: target.port };
-          this.native.enableCluster(`${target.host}:${target.port}`);
-          this.clusterEnabled = true;
-        }
-        this.native.setSlots(firsts, lasts, addresses);
-        return;
+      const { target, firsts, lasts, addresses } = await readSlotMap((server, commands) => exchange(addon, server, this.options, commands), [...known, ...this.options.cluster]);
+      if (!this.clusterEnabled) {
+        // The first seed that answered is connection 0.
+        this.target = { ...this.target, host: target.host, port: target.port };
+        this.native.enableCluster(`${target.host}:${target.port}`);
+        this.clusterEnabled = true;
       }
-      throw new Error(`STORE_UNAVAILABLE locksmith: redis: no cluster node answered CLUSTER SLOTS (${problems.join("; ")})`);
+      this.native.setSlots(firsts, lasts, addresses);
     }
 
     /** Cluster: reads the topology again soon (once at a time, at most every 100 ms). */
@@ -376,9 +352,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     /** Cluster: connection `conn`'s node, with the seeds' scheme and login. */
     nodeTarget(conn) {
       const address = this.native.address(conn);
-      if (address === null) return this.target;
-      const at = address.lastIndexOf(":");
-      return { ...this.target, host: address.slice(0, at).replace(/^\[(.*)\]$/, "$1"), port: Number(address.slice(at + 1)) };
+      return address === null ? this.target : nodeAt(address, this.target);
     }
 
     /** Cluster: writes each node's commands, connecting to the nodes that have some. */

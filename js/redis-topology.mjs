@@ -174,3 +174,42 @@ export function switchedMaster(value, masterName) {
   if (name !== masterName) return null;
   return { host, port: Number(port) };
 }
+
+/**
+ * Cluster: reads `CLUSTER SLOTS` from the first of `candidates` that answers with a
+ * slot map, through the driver's `exchange`. Resolves to `{ target, firsts, lasts,
+ * addresses }` (the node that answered, and the masters' slot ranges as the engine's
+ * `setSlots` takes them); rejects with STORE_UNAVAILABLE naming each node's problem.
+ */
+export async function readSlotMap(exchange, candidates) {
+  const problems = [];
+  for (const target of candidates) {
+    let slots;
+    try {
+      [slots] = await exchange(target, [["CLUSTER", "SLOTS"]]);
+    } catch (err) {
+      problems.push(`${target.host}:${target.port}: ${err.message}`);
+      continue;
+    }
+    if (!Array.isArray(slots) || slots.length === 0) {
+      problems.push(`${target.host}:${target.port} serves no slots`);
+      continue;
+    }
+    const firsts = [];
+    const lasts = [];
+    const addresses = [];
+    for (const [first, last, master] of slots) {
+      firsts.push(first);
+      lasts.push(last);
+      addresses.push(`${master[0] || target.host}:${master[1]}`);
+    }
+    return { target, firsts, lasts, addresses };
+  }
+  throw new Error(`STORE_UNAVAILABLE locksmith: redis: no cluster node answered CLUSTER SLOTS (${problems.join("; ")})`);
+}
+
+/** Cluster: the node at `address` (`host:port`, as the engine names it), with `base`'s scheme and login. */
+export function nodeAt(address, base) {
+  const at = address.lastIndexOf(":");
+  return { ...base, host: address.slice(0, at).replace(/^\[(.*)\]$/, "$1"), port: Number(address.slice(at + 1)) };
+}

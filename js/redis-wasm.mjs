@@ -24,7 +24,17 @@ import {
   toLockError,
   typeName,
 } from "./api.mjs";
-import { authCommands, checkMinReplicas, checkTopology, locateMaster, parseRedisUrl as parseUrl, switchedMaster, TOPOLOGY_KEYS } from "./redis-topology.mjs";
+import {
+  authCommands,
+  checkMinReplicas,
+  checkTopology,
+  locateMaster,
+  nodeAt,
+  parseRedisUrl as parseUrl,
+  readSlotMap,
+  switchedMaster,
+  TOPOLOGY_KEYS,
+} from "./redis-topology.mjs";
 
 let runtime;
 
@@ -349,37 +359,14 @@ class Connection {
   async refreshTopology() {
     const known = [];
     for (let conn = 0; conn < this.engine.connections; conn++) known.push(this.nodeTarget(conn));
-    const problems = [];
-    for (const target of [...known, ...this.options.cluster]) {
-      let slots;
-      try {
-        [slots] = await this.exchange(target, [["CLUSTER", "SLOTS"]]);
-      } catch (err) {
-        problems.push(`${target.host}:${target.port}: ${err.message}`);
-        continue;
-      }
-      if (!Array.isArray(slots) || slots.length === 0) {
-        problems.push(`${target.host}:${target.port} serves no slots`);
-        continue;
-      }
-      const firsts = [];
-      const lasts = [];
-      const addresses = [];
-      for (const [first, last, master] of slots) {
-        firsts.push(first);
-        lasts.push(last);
-        addresses.push(`${master[0] || target.host}:${master[1]}`);
-      }
-      if (!this.clusterEnabled) {
-        // The first seed that answered is connection 0.
-        this.target = { ...this.target, host: target.host, port: target.port };
-        this.engine.enableCluster(`${target.host}:${target.port}`);
-        this.clusterEnabled = true;
-      }
-      this.engine.setSlots(Uint32Array.from(firsts), Uint32Array.from(lasts), addresses);
-      return;
+    const { target, firsts, lasts, addresses } = await readSlotMap((server, commands) => this.exchange(server, commands), [...known, ...this.options.cluster]);
+    if (!this.clusterEnabled) {
+      // The first seed that answered is connection 0.
+      this.target = { ...this.target, host: target.host, port: target.port };
+      this.engine.enableCluster(`${target.host}:${target.port}`);
+      this.clusterEnabled = true;
     }
-    throw new Error(`STORE_UNAVAILABLE locksmith: redis: no cluster node answered CLUSTER SLOTS (${problems.join("; ")})`);
+    this.engine.setSlots(Uint32Array.from(firsts), Uint32Array.from(lasts), addresses);
   }
 
   /** Cluster: reads the topology again soon (once at a time, at most every 100 ms). */
@@ -405,9 +392,7 @@ class Connection {
   /** Cluster: connection `conn`'s node, with the seeds' scheme and login. */
   nodeTarget(conn) {
     const address = this.engine.address(conn);
-    if (address === undefined) return this.target;
-    const at = address.lastIndexOf(":");
-    return { ...this.target, host: address.slice(0, at).replace(/^\[(.*)\]$/, "$1"), port: Number(address.slice(at + 1)) };
+    return address === undefined ? this.target : nodeAt(address, this.target);
   }
 
   /** Cluster: writes each node's commands, connecting to the nodes that have some. */
