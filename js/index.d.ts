@@ -221,8 +221,7 @@ export declare class RedisLockStore implements LockStore {
    * Connects; rejects with StoreUnavailableError when Redis cannot be reached in time,
    * with LockStoreError when the server is older than Redis 7.0, and with
    * InvalidArgumentError for an unknown option. On Cloudflare Workers `tlsCaCert` and
-   * `tlsInsecure`, on Deno `tlsInsecure`, and in the WebAssembly build `cluster`, reject
-   * with UnsupportedError.
+   * `tlsInsecure`, on Deno `tlsInsecure`, reject with UnsupportedError.
    */
   static connect(urlOrOptions: string | RedisConnectOptions): Promise<RedisLockStore>;
   /** The prefix put before every key. */

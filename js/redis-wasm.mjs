@@ -14,7 +14,8 @@
 //
 // As in js/redis-engine.cjs: the commands of one event-loop turn leave in one write,
 // each chunk read goes to the engine once, and a connection that drops is replaced on
-// the next call (or at once while something waits).
+// the next call (or at once while something waits). Redis Sentinel and Cluster work as
+// there too: the steps that touch no socket are js/redis-topology.mjs, shared with it.
 import {
   UnsupportedError,
   StoreClosedError,
@@ -828,7 +829,9 @@ export class RedisLockStore {
   /**
    * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
    * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,
-   * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure }`, as in Node.
+   * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure, minReplicas }`, with
+   * `sentinels` and `masterName` (`username`, `password`, `db`) or `cluster` instead of
+   * `url`, as in Node.
    */
   static async connect(urlOrOptions) {
     const options = checkOptions(urlOrOptions);

@@ -130,7 +130,8 @@ pub fn check_url_settings_js(
     check_url_settings(&options).map_err(|e| js_error(&e))
 }
 
-/// One Redis store's engine: its command connection and its subscriber.
+/// One Redis store's engine: its command connection and its subscriber (on Redis
+/// Cluster, one of each per node, by connection number: the `*On` methods).
 #[wasm_bindgen]
 pub struct WasmRedisEngine {
     store: Arc<EngineStore>,
