@@ -109,6 +109,34 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       assert.deepEqual(out, { same: true, afterMain: false, afterImport: false, afterConnect: true });
     });
 
+    it("its LISTEN connection does not keep Node alive once the application ends its pool", { skip: TARGET !== "native" && "runs once" }, async () => {
+      const code = `
+        const pg = require("pg");
+        const { PostgresLockStore } = require("locksmith/postgres");
+        const { Lock } = require("locksmith");
+        (async () => {
+          const pool = new pg.Pool({ connectionString: ${JSON.stringify(server.url)} });
+          const store = new PostgresLockStore(pool);
+          const l = new Lock("exit-" + process.pid, 5000, store);
+          await l.acquire();
+          await l.release();
+          await new Promise((r) => setTimeout(r, 200)); // LISTEN is up by now
+          await pool.end();
+          console.log("ended");
+        })();`;
+      const started = performance.now();
+      const status = await new Promise((resolve) => {
+        const child = spawn(process.execPath, ["-e", code], { cwd: new URL("..", import.meta.url).pathname, stdio: ["ignore", "pipe", "inherit"] });
+        const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+        child.once("exit", (code, signal) => {
+          clearTimeout(timer);
+          resolve(signal ?? code);
+        });
+      });
+      assert.equal(status, 0, "the process exited by itself");
+      assert.ok(performance.now() - started < 9_000);
+    });
+
     it("refuses unknown and bad options with INVALID_ARGUMENT, before connecting", async () => {
       await assert.rejects(PostgresLockStore.connect(server.url, { tabel: "locks" }), invalidArgument(/unknown option `tabel`.*did you mean `table`/));
       for (const table of ["drop table x;", "a.b.c", "x".repeat(41), "1locks", "", 5]) {

@@ -3,6 +3,8 @@
 // one key layout with RedisLockStore — a lock taken through any store is released,
 // extended and fenced through any other.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 
 import { Redis as Upstash } from "@upstash/redis";
@@ -21,6 +23,7 @@ import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./targe
 import { startUpstashRest } from "./upstash-rest.mjs";
 
 const { Lock, restoreLock } = ls;
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 failOnUnhandledRejections();
 
@@ -192,6 +195,96 @@ describe("one key layout with RedisLockStore", () => {
   }
 });
 
+describe("the client stores' own connections", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+  // A child process that waits (so the store opens its subscriber), then ends its client
+  // as an application would at shutdown, without store.close(): it must exit by itself.
+  // It prints "quit" once its client is closed; from then on it must be gone well before
+  // the 5 s an idle channel lingers.
+  const exits = (code) =>
+    new Promise((resolve) => {
+      const child = spawn(process.execPath, ["--input-type=module", "-e", `${code}\nconsole.log("quit");`], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+      let quitAt;
+      child.stdout.on("data", (data) => {
+        if (String(data).includes("quit")) quitAt = performance.now();
+      });
+      const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+      child.once("exit", (status, signal) => {
+        clearTimeout(timer);
+        const lingered = quitAt === undefined ? Infinity : performance.now() - quitAt;
+        exitsAfter.push(lingered);
+        resolve(signal ?? status);
+      });
+    });
+  const exitsAfter = [];
+  const promptly = () => {
+    const lingered = exitsAfter.at(-1);
+    assert.ok(lingered < 2_500, `the child lived ${Math.round(lingered)} ms after closing its client`);
+  };
+  const script = (setup, quit) => `
+    import { Lock } from "locksmith";
+    ${setup}
+    const a = new Lock("exit:" + process.pid, 5_000, store);
+    await a.acquire();
+    await new Lock("exit:" + process.pid, 5_000, store).acquire({ timeout: 300, retryDelay: 50 });
+    await a.release();
+    ${quit}
+  `;
+
+  it("an ioredis store's subscriber does not keep Node alive after the application quits its client", async () => {
+    const code = script(
+      `import { Redis } from "ioredis"; import { IoRedisLockStore } from "locksmith/ioredis";
+       const client = new Redis(${JSON.stringify(server.url)}); const store = new IoRedisLockStore(client);`,
+      "await client.quit();",
+    );
+    assert.equal(await exits(code), 0);
+    promptly();
+  });
+
+  it("a node-redis store's subscriber does not keep Node alive after the application quits its client", async () => {
+    const code = script(
+      `import { createClient } from "redis"; import { NodeRedisLockStore } from "locksmith/node-redis";
+       const client = await createClient({ url: ${JSON.stringify(server.url)} }).connect(); const store = new NodeRedisLockStore(client);`,
+      "await client.quit();",
+    );
+    assert.equal(await exits(code), 0);
+    promptly();
+  });
+
+  it("a wait that starts as the store closes opens nothing that outlives it", async () => {
+    const code = `
+      import { Redis } from "ioredis"; import { IoRedisLockStore } from "locksmith/ioredis";
+      const client = new Redis(${JSON.stringify(server.url)}); const store = new IoRedisLockStore(client);
+      const off = store.onRelease("k", () => {});
+      off();
+      await store.close();
+      await client.quit();
+    `;
+    assert.equal(await exits(code), 0);
+    promptly();
+  });
+
+  it("the subscriber goes once no wait needs it", async () => {
+    const client = new Redis(server.url);
+    const store = new IoRedisLockStore(client);
+    const probe = new Redis(server.url);
+    try {
+      const subscribers = async () => Number((await probe.pubsub("NUMSUB", "locksmith:{idle}:released"))[1]);
+      const off = store.onRelease("idle", () => {});
+      await sleep(100);
+      assert.equal(await subscribers(), 1);
+      off();
+      await sleep(5_500); // the channel lingers 5 s for the next waiter
+      assert.equal(await subscribers(), 0);
+      const clients = await probe.client("LIST");
+      assert.equal(clients.split("\n").filter((line) => / sub=[1-9]/.test(line)).length, 0, "no subscribed connection left");
+    } finally {
+      await store.close();
+      await client.quit();
+      await probe.quit();
+    }
+  });
+});
+
 describe("the client stores check what they are given", () => {
   it("refuses something that is not the right client, and unknown options", () => {
     for (const [Store, client] of [
@@ -206,6 +299,9 @@ describe("the client stores check what they are given", () => {
     assert.throws(() => new IoRedisLockStore(client, { keyPrefix: "a{b}" }), (err) => err.code === "INVALID_ARGUMENT");
     assert.throws(() => new IoRedisLockStore(client, { operationTimeoutMs: -1 }), (err) => err.code === "INVALID_ARGUMENT");
     assert.throws(() => new UpstashLockStore({ evalsha() {}, pttl() {} }, { notifyReleases: true }), (err) => err.code === "INVALID_ARGUMENT");
+    const prefixed = new Redis({ lazyConnect: true, keyPrefix: "app:" });
+    assert.throws(() => new IoRedisLockStore(prefixed), (err) => err.code === "INVALID_ARGUMENT" && /keyPrefix: "app:locksmith:"/.test(err.message));
+    prefixed.disconnect();
     client.disconnect();
   });
 

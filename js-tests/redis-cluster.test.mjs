@@ -9,6 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { Cluster } from "ioredis";
 
 import { IoRedisLockStore } from "../js/ioredis.mjs";
+import { NodeRedisLockStore } from "../js/node-redis.mjs";
 import { conformance } from "./conformance.mjs";
 import { assertNoOverlap, contender } from "./load.mjs";
 import { clusterSlots, command, startCluster, until } from "./redis-topology.mjs";
@@ -60,6 +61,23 @@ if (native) {
   conformance("IoRedisLockStore over an ioredis Cluster", {
     makeStore: () => new IoRedisLockStore((client = ioredisCluster())),
     closeStore: async (store) => (await store.close(), client.disconnect()),
+    fencing: true,
+    exactOwnership: true,
+  });
+}
+
+// locksmith/node-redis over a node-redis cluster (createCluster): the same suite.
+if (native) {
+  let client;
+  conformance("NodeRedisLockStore over a node-redis cluster", {
+    makeStore: async () => {
+      const { createCluster } = await import("redis");
+      client = createCluster({ rootNodes: cluster.urls.map((url) => ({ url })) });
+      client.on("error", () => {});
+      await client.connect();
+      return new NodeRedisLockStore(client);
+    },
+    closeStore: async (store) => (await store.close(), await client.close?.() ?? client.disconnect()),
     fencing: true,
     exactOwnership: true,
   });

@@ -17,6 +17,14 @@ export class IoRedisLockStore extends RedisClientStore {
     if (!looksLikeIoredis(client)) {
       throw invalid(`IoRedisLockStore needs an ioredis client (new Redis(...) or new Cluster(...)); got ${typeName(client)}`);
     }
+    // ioredis would prefix the scripts' keys but not the channels their releases publish
+    // on, and the locks would not be RedisLockStore's: the store's keyPrefix does it.
+    const clientPrefix = client.options?.keyPrefix ?? client.options?.redisOptions?.keyPrefix;
+    if (clientPrefix) {
+      throw invalid(
+        `IoRedisLockStore needs a client without ioredis's keyPrefix (this one has ${JSON.stringify(clientPrefix)}); give it to the store instead: new IoRedisLockStore(client, { keyPrefix: ${JSON.stringify(clientPrefix + "locksmith:")} })`,
+      );
+    }
     super(
       {
         evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
@@ -29,6 +37,8 @@ export class IoRedisLockStore extends RedisClientStore {
           const sub = client.duplicate();
           const handlers = new Map();
           sub.on("message", (channel) => handlers.get(channel)?.());
+          // The store's own connection must not keep Node alive.
+          sub.on("connect", () => sub.stream?.unref?.());
           sub.on("error", () => {}); // ioredis reconnects by itself; wake-ups pause meanwhile
           return {
             subscribe: async (channel, onMessage) => {

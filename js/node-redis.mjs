@@ -29,7 +29,14 @@ export class NodeRedisLockStore extends RedisClientStore {
           // A connection of its own: a subscribed connection can run nothing else.
           const sub = client.duplicate();
           sub.on("error", () => {}); // node-redis reconnects by itself; wake-ups pause meanwhile
-          const connected = sub.connect();
+          // The store's own connection must not keep Node alive.
+          const connected = sub.connect().then(() => {
+            try {
+              sub.unref?.();
+            } catch {
+              // A client without unref() keeps its socket as it is.
+            }
+          });
           return {
             subscribe: async (channel, onMessage) => {
               await connected;

@@ -647,6 +647,9 @@ class PostgresLockStore {
     this.#listenAttempt = withTimeout(
       (async () => {
         await client.connect();
+        // The store's own connection must not keep Node alive: the application's pool
+        // and its waits decide that.
+        client.connection?.stream?.unref?.();
         await client.query(`LISTEN ${quote(this.#sql.channel)}`);
       })(),
       ms,

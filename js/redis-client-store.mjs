@@ -3,7 +3,7 @@
 // redis/src/lua, which the native engine compiles in) and the same fencing counter as
 // RedisLockStore, so a lock taken through any of them can be released or extended through
 // any other. Each client's module supplies a small driver; everything else lives here.
-import { InvalidArgumentError } from "locksmith";
+import { InvalidArgumentError, LockStoreError } from "locksmith";
 
 import { SCRIPTS } from "./gen/redis-scripts.mjs";
 
@@ -51,7 +51,7 @@ const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
 /**
  * One store over a driver:
  * - `evalsha(sha, keys, args)` / `eval(source, keys, args)`: run a script, resolve to its reply;
- * - `exists(key)` → 0/1, `pttl(key)` → ms / -1 / -2, `get(key)` → string | null;
+ * - `exists(key)` → 0/1, `pttl(key)` → ms / -1 / -2, optional `get(key)` → string | null;
  * - optional `subscriber()` → `{ subscribe(channel, onMessage), unsubscribe(channel), close() }`
  *   (both may return promises), for release wake-ups.
  */
@@ -116,12 +116,17 @@ export class RedisClientStore {
     const ms = Number(await this.#driver.pttl(this.lockKey(key)));
     if (ms === -2) return null;
     if (ms === -1) {
-      throw new Error(`redis key ${this.lockKey(key)} exists without an expiry: something other than locksmith wrote it`);
+      throw new LockStoreError(
+        `locksmith: store error: redis key ${this.lockKey(key)} exists without an expiry: something other than locksmith wrote it`,
+      );
     }
     return ms;
   }
 
   async isHeldBy(key, owner) {
+    // A driver without `get` (a client that may parse the string GET returns, such as
+    // Upstash's) compares on the server.
+    if (this.#driver.get === undefined) return Number(await this.#script(SCRIPTS.heldBy, [this.lockKey(key)], [owner])) === 1;
     return (await this.#driver.get(this.lockKey(key))) === owner;
   }
 
@@ -208,13 +213,20 @@ export class RedisClientStore {
     const wake = () => {
       for (const listener of entry.listeners) listener();
     };
+    let subscriber;
     Promise.resolve()
       .then(() => {
-        this.#subscriber ??= this.#driver.subscriber();
-        return this.#subscriber.subscribe(channel, wake);
+        if (this.#closed) throw new Error("closed");
+        subscriber = this.#subscriber ??= this.#driver.subscriber();
+        return subscriber.subscribe(channel, wake);
       })
       .then(
         () => {
+          if (this.#channels.get(channel) !== entry || this.#subscriber !== subscriber) {
+            // Dropped (or the store closed) while subscribing: undo it.
+            if (this.#subscriber === subscriber) this.#unsubscribe(channel);
+            return;
+          }
           entry.subscribed = true;
           // A release between the waiter's attempt and the subscription taking effect
           // sent its message to nobody: one more attempt covers it.
@@ -223,6 +235,7 @@ export class RedisClientStore {
         () => {
           // No wake-ups for this channel: waiters fall back to their retry delay.
           if (this.#channels.get(channel) === entry) this.#channels.delete(channel);
+          this.#closeIfIdle();
         },
       );
   }
@@ -230,7 +243,22 @@ export class RedisClientStore {
   #drop(channel, entry) {
     if (this.#channels.get(channel) !== entry || entry.listeners.size > 0) return;
     this.#channels.delete(channel);
-    if (entry.subscribed) Promise.resolve(this.#subscriber?.unsubscribe(channel)).catch(() => {});
+    if (entry.subscribed) this.#unsubscribe(channel);
+    else this.#closeIfIdle();
+  }
+
+  #unsubscribe(channel) {
+    Promise.resolve(this.#subscriber?.unsubscribe(channel))
+      .catch(() => {})
+      .then(() => this.#closeIfIdle());
+  }
+
+  /** Closes the subscriber connection once no channel needs it; the next wait opens another. */
+  #closeIfIdle() {
+    if (this.#channels.size > 0 || this.#subscriber === undefined) return;
+    const subscriber = this.#subscriber;
+    this.#subscriber = undefined;
+    Promise.resolve(subscriber.close()).catch(() => {});
   }
 
   /**

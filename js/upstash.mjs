@@ -2,7 +2,6 @@
 // runtimes without TCP such as Vercel Edge. Same keys and scripts as RedisLockStore:
 // locks taken through either can be released through the other. REST has no pub/sub, so
 // waiters retry at their retryDelay.
-import { SCRIPTS } from "./gen/redis-scripts.mjs";
 import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
 
 function looksLikeUpstash(client) {
@@ -27,21 +26,9 @@ export class UpstashLockStore extends RedisClientStore {
       eval: (source, keys, args) => client.eval(source, keys, args),
       exists: (key) => client.exists(key),
       pttl: (key) => client.pttl(key),
-      get: undefined,
     };
+    // No `get`: the client may parse a GET reply as JSON (an owner token of digits would
+    // come back a number), so ownership is compared on the server.
     super(driver, { ...checked, notifyReleases: false });
-    // The client may parse a GET reply as JSON (an owner token of digits would come
-    // back a number): compare on the server instead.
-    this.isHeldBy = async (key, owner) => {
-      const args = [[this.lockKey(key)], [owner]];
-      let reply;
-      try {
-        reply = await client.evalsha(SCRIPTS.heldBy.sha, ...args);
-      } catch (err) {
-        if (!/NOSCRIPT/.test(String(err?.message ?? err))) throw err;
-        reply = await client.eval(SCRIPTS.heldBy.source, ...args);
-      }
-      return Number(reply) === 1;
-    };
   }
 }
