@@ -20,12 +20,18 @@ import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./targe
 
 const { Lock, RedisLockStore } = ls;
 const native = TARGET === "native";
+// The WebAssembly build (here over node:net) runs the core cases too: the same engine
+// under its own driver.
+const wasm = TARGET === "wasm";
 
 failOnUnhandledRejections();
 
+// Cases run once, by the native build, to keep the wasm pass short.
+const ONLY_NATIVE = { skip: !native && "run by the native pass" };
+
 let topology;
 before(async () => {
-  if (native) topology = await startSentinels();
+  if (native || wasm) topology = await startSentinels();
 });
 after(async () => {
   await topology?.stop();
@@ -34,7 +40,7 @@ after(async () => {
 const connect = (options = {}) =>
   RedisLockStore.connect({ sentinels: topology.urls, masterName: topology.masterName, ...options });
 
-if (native) {
+if (native || wasm) {
   conformance("RedisLockStore over Sentinel", {
     makeStore: () => connect(),
     closeStore: (store) => store.close(),
@@ -57,7 +63,7 @@ if (native) {
   });
 }
 
-describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is the native build's" }, () => {
+describe("RedisLockStore over Sentinel", () => {
   it("checks its options", async () => {
     const code = async (options) => {
       try {
@@ -248,7 +254,7 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
     await store.close();
   });
 
-  it("fencing tokens outgrow a counter whose last increments a failover lost", async () => {
+  it("fencing tokens outgrow a counter whose last increments a failover lost", ONLY_NATIVE, async () => {
     // Two servers stand for an old master and a replica that missed its last writes:
     // the replica's counter lags five holds behind.
     const [a, b] = [await startRedis(), await startRedis()];
@@ -316,7 +322,7 @@ describe("RedisLockStore over Sentinel", { skip: !native && "RedisLockStore is t
 
 // TLS everywhere: the Sentinels, the master and the replica listen with TLS and talk to
 // each other over it; the store reaches all of them by rediss:// with the test CA.
-describe("RedisLockStore over Sentinel with TLS", { skip: !native && "RedisLockStore is the native build's" }, () => {
+describe("RedisLockStore over Sentinel with TLS", ONLY_NATIVE, () => {
   let secure;
   let ca;
   let dir;

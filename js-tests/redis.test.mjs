@@ -54,16 +54,6 @@ describe(`RedisLockStore (${TARGET})`, () => {
     }
   });
 
-  it("the WebAssembly build says that Sentinel, Cluster and minReplicas need the addon", { skip: TARGET !== "wasm" && "the addon has them" }, async () => {
-    for (const options of [{ cluster: [server.url] }, { sentinels: [server.url], masterName: "m" }, { url: server.url, minReplicas: 1 }]) {
-      await assert.rejects(RedisLockStore.connect(options), (err) => {
-        assert.equal(err.code, "UNSUPPORTED", JSON.stringify(options));
-        assert.match(err.message, /^locksmith: .*needs the native addon/);
-        return true;
-      });
-    }
-  });
-
   it("names the timeout option at fault, not the TTL", async () => {
     for (const name of ["connectTimeoutMs", "commandTimeoutMs", "reconnectMaxDelayMs"]) {
       for (const value of [0, 1.5, -1, Infinity]) {

@@ -1,8 +1,9 @@
 "use strict";
 // locksmith for Node: the native addon under the shared JS surface.
 
-const { makeApi, NATIVE, NativeStore, toLockError, checkString, typeName, invalid, checkOptionKeys } = require("./gen/api.cjs");
-const { makeEngineDriver, parseRedisUrl } = require("./redis-engine.cjs");
+const { makeApi, NATIVE, NativeStore, toLockError, typeName, invalid, checkOptionKeys } = require("./gen/api.cjs");
+const { makeEngineDriver } = require("./redis-engine.cjs");
+const { checkMinReplicas, checkTopology, TOPOLOGY_KEYS } = require("./gen/redis-topology.cjs");
 
 const { loadAddon } = require("./native-loader.cjs");
 
@@ -149,62 +150,8 @@ const CONNECT_OPTIONS = {
   minReplicas: "number",
 };
 // Where the servers are: one of `url`, `sentinels` (with `masterName`, and the master's
-// `username`, `password` and `db`) or `cluster`.
-const TOPOLOGY_KEYS = ["url", "sentinels", "masterName", "username", "password", "db", "cluster"];
+// `username`, `password` and `db`) or `cluster` (js/redis-topology.mjs).
 const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS), ...TOPOLOGY_KEYS.slice(1)];
-
-/** A non-empty array of redis:// or rediss:// URLs, all of one scheme, parsed. */
-function checkUrlList(name, urls) {
-  if (!Array.isArray(urls) || urls.length === 0 || urls.some((url) => typeof url !== "string")) {
-    throw invalid(`${name} must be a non-empty array of redis:// or rediss:// URLs; got ${typeName(urls)}`);
-  }
-  const targets = urls.map((url) => parseRedisUrl(url, invalid));
-  if (targets.some((target) => target.tls !== targets[0].tls)) {
-    throw invalid(`the URLs of ${name} must all be redis:// or all rediss://`);
-  }
-  return targets;
-}
-
-/**
- * The topology options checked: `{ url }` for the shared checks (for Sentinel and
- * Cluster a stand-in URL that carries the data nodes' scheme and credentials) and what
- * the driver needs besides.
- */
-function checkTopology(options) {
-  const given = ["url", "sentinels", "cluster"].filter((name) => options[name] !== undefined);
-  if (given.length !== 1) {
-    throw invalid(
-      given.length === 0
-        ? "RedisLockStore.connect() needs one of url, sentinels or cluster"
-        : `RedisLockStore.connect() takes one of url, sentinels or cluster; got ${given.join(" and ")}`,
-    );
-  }
-  const forSentinels = ["masterName", "username", "password", "db"].filter((name) => options[name] !== undefined);
-  if (options.sentinels === undefined) {
-    if (forSentinels.length > 0) throw invalid(`${forSentinels[0]} goes with sentinels (the master's name and login); with ${given[0]} it is not used`);
-    if (options.url !== undefined) {
-      checkString("url", options.url);
-      return { url: options.url };
-    }
-    const seeds = checkUrlList("cluster", options.cluster);
-    if (seeds.some((seed) => seed.db !== 0)) throw invalid("a Redis Cluster has only database 0: drop the /db from the cluster URLs");
-    return { url: options.cluster[0], cluster: seeds };
-  }
-  const sentinels = checkUrlList("sentinels", options.sentinels);
-  if (typeof options.masterName !== "string" || options.masterName === "") {
-    throw invalid(`masterName (the name the sentinels monitor the master by) must be a non-empty string; got ${typeName(options.masterName)}`);
-  }
-  for (const name of ["username", "password"]) {
-    if (options[name] !== undefined && typeof options[name] !== "string") throw invalid(`${name} must be a string; got ${typeName(options[name])}`);
-  }
-  if (options.username !== undefined && options.password === undefined) throw invalid("username needs a password");
-  if (options.db !== undefined && !(Number.isInteger(options.db) && options.db >= 0)) {
-    throw invalid(`db must be a whole number >= 0; got ${options.db}`);
-  }
-  const login = options.password === undefined ? "" : `${encodeURIComponent(options.username ?? "")}:${encodeURIComponent(options.password)}@`;
-  const url = `${sentinels[0].tls ? "rediss" : "redis"}://${login}127.0.0.1/${options.db ?? 0}`;
-  return { url, sentinels, masterName: options.masterName };
-}
 
 /** Locks in Redis, through the native client. Also a plain `LockStore` object. */
 class RedisLockStore extends NativeStore {
@@ -221,15 +168,13 @@ class RedisLockStore extends NativeStore {
       throw invalid(`RedisLockStore.connect() needs a URL or an options object; got ${typeName(urlOrOptions)}`);
     }
     checkOptionKeys(options, CONNECT_KEYS, "RedisLockStore.connect()");
-    const topology = checkTopology(options);
+    const topology = checkTopology(options, invalid);
     for (const [name, type] of Object.entries(CONNECT_OPTIONS)) {
       if (options[name] !== undefined && typeof options[name] !== type) {
         throw invalid(`${name} must be a ${type}; got ${typeName(options[name])}`);
       }
     }
-    if (options.minReplicas !== undefined && !(Number.isInteger(options.minReplicas) && options.minReplicas >= 0 && options.minReplicas <= 1_000)) {
-      throw invalid(`minReplicas must be a whole number from 0 to 1000; got ${options.minReplicas}`);
-    }
+    checkMinReplicas(options.minReplicas, invalid);
     if (options.reconnectRetries !== undefined && !(Number.isInteger(options.reconnectRetries) && options.reconnectRetries >= 0)) {
       throw invalid(`reconnectRetries must be a whole number >= 0; got ${options.reconnectRetries}`);
     }

@@ -8,31 +8,7 @@
 const net = require("node:net");
 const tls = require("node:tls");
 
-/** `{ host, port, tls, user, password, db }` from a `redis://` or `rediss://` URL. */
-function parseRedisUrl(url, invalid) {
-  let parsed;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw invalid("invalid Redis URL: it should look like redis://[user:password@]host:port[/db]");
-  }
-  const secure = parsed.protocol === "rediss:";
-  if (!secure && parsed.protocol !== "redis:") {
-    throw invalid(`invalid Redis URL: the scheme must be redis:// or rediss://, not ${parsed.protocol}//`);
-  }
-  const path = parsed.pathname.replace(/^\/+/, "");
-  const db = path === "" ? 0 : Number(path);
-  if (!Number.isInteger(db) || db < 0) throw invalid("invalid Redis URL: the database after the host must be a number");
-  const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
-  return {
-    host: host || "127.0.0.1",
-    port: parsed.port ? Number(parsed.port) : 6379,
-    tls: secure,
-    user: parsed.username ? decodeURIComponent(parsed.username) : null,
-    password: parsed.password ? decodeURIComponent(parsed.password) : null,
-    db,
-  };
-}
+const { authCommands, locateMaster, nodeAt, parseRedisUrl, readSlotMap, switchedMaster } = require("./gen/redis-topology.cjs");
 
 /** A socket to `target` (plain or TLS, per its scheme); `onConnect` runs once it is up. */
 function dialTarget(target, options, onConnect) {
@@ -67,10 +43,7 @@ function dialTarget(target, options, onConnect) {
  */
 function exchange(addon, target, options, commands) {
   return new Promise((resolve, reject) => {
-    const all = [];
-    if (target.password !== null && target.password !== undefined) {
-      all.push(target.user ? ["AUTH", target.user, target.password] : ["AUTH", target.password]);
-    }
+    const all = authCommands(target);
     const skip = all.length;
     all.push(...commands);
     const replies = [];
@@ -214,55 +187,16 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       return dialTarget(this.target, this.options, onConnect);
     }
 
-    /**
-     * Sentinel: asks every Sentinel at once where the master named `masterName` is
-     * (`SENTINEL get-master-addr-by-name`, and `SENTINEL MASTER` for its configuration
-     * epoch), and checks with `ROLE` that the server there is a master: a store never
-     * writes to a replica. Right after a failover some Sentinels still name the old
-     * master, which answers as a master until it is turned into a replica: the answer
-     * of the newest configuration (the highest epoch) is tried first.
-     */
+    /** Sentinel: the master, checked to be one (`locateMaster` in js/redis-topology.mjs). */
     async locate() {
-      const { sentinels, masterName } = this.options;
-      const problems = [];
-      const answers = await Promise.all(
-        sentinels.map(async (sentinel, at) => {
-          const where = `sentinel ${sentinel.host}:${sentinel.port}`;
-          try {
-            const [addr, info] = await exchange(addon, sentinel, this.options, [
-              ["SENTINEL", "get-master-addr-by-name", masterName],
-              ["SENTINEL", "MASTER", masterName],
-            ]);
-            if (!Array.isArray(addr) || addr.length < 2) throw new Error("No such master");
-            const epoch = Array.isArray(info) ? Number(info[info.indexOf("config-epoch") + 1]) || 0 : 0;
-            return { at, where, host: addr[0], port: Number(addr[1]), epoch };
-          } catch (err) {
-            problems.push(/No such master/i.test(err.message) ? `${where} knows no master named ${JSON.stringify(masterName)}` : `${where}: ${err.message}`);
-            return null;
-          }
-        }),
+      const { target, at } = await locateMaster(
+        (server, commands) => exchange(addon, server, this.options, commands),
+        this.options.sentinels,
+        this.options.masterName,
+        this.target,
       );
-      const named = answers.filter((a) => a !== null).sort((a, b) => b.epoch - a.epoch || a.at - b.at);
-      const tried = new Set();
-      for (const { at, where, host, port } of named) {
-        if (tried.has(`${host}:${port}`)) continue;
-        tried.add(`${host}:${port}`);
-        const target = { ...this.target, host, port };
-        let role;
-        try {
-          [role] = await exchange(addon, target, this.options, [["ROLE"]]);
-        } catch (err) {
-          problems.push(`${host}:${port} (master per ${where}): ${err.message}`);
-          continue;
-        }
-        if (!Array.isArray(role) || role[0] !== "master") {
-          problems.push(`${host}:${port} (master per ${where}) is a ${Array.isArray(role) ? role[0] : "server of unknown role"}`);
-          continue;
-        }
-        this.sentinelAt = at;
-        return target;
-      }
-      throw new Error(`no master ${JSON.stringify(masterName)} found through the sentinels (${problems.join("; ")})`);
+      this.sentinelAt = at;
+      return target;
     }
 
     /**
@@ -276,8 +210,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       const sentinel = sentinels[this.sentinelAt];
       let input = Buffer.alloc(0);
       const socket = dialTarget(sentinel, this.options, () => {
-        const auth = sentinel.password !== null ? [sentinel.user ? ["AUTH", sentinel.user, sentinel.password] : ["AUTH", sentinel.password]] : [];
-        socket.write(Buffer.concat([...auth, ["SUBSCRIBE", "+switch-master"]].map((args) => addon.redisCommand(args))));
+        socket.write(Buffer.concat([...authCommands(sentinel), ["SUBSCRIBE", "+switch-master"]].map((args) => addon.redisCommand(args))));
       });
       this.watcher = socket;
       socket.on("data", (chunk) => {
@@ -290,11 +223,8 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
               if (value !== null && typeof value === "object") socket.destroy(); // a refused AUTH
               continue;
             }
-            if (value[0] !== "message" || typeof value[2] !== "string") continue;
-            // `<name> <old ip> <old port> <new ip> <new port>`
-            const [name, , , host, port] = value[2].split(" ");
-            if (name !== masterName) continue;
-            if (host !== this.target.host || Number(port) !== this.target.port) this.moved(`the master moved to ${host}:${port}`);
+            const to = switchedMaster(value, masterName);
+            if (to !== null && (to.host !== this.target.host || to.port !== this.target.port)) this.moved(`the master moved to ${to.host}:${to.port}`);
           }
         } catch {
           socket.destroy();
@@ -389,38 +319,14 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     async refreshTopology() {
       const known = [];
       for (let conn = 0; conn < this.native.connections; conn++) known.push(this.nodeTarget(conn));
-      const candidates = [...known, ...this.options.cluster];
-      const problems = [];
-      for (const target of candidates) {
-        let slots;
-        try {
-          [slots] = await exchange(addon, target, this.options, [["CLUSTER", "SLOTS"]]);
-        } catch (err) {
-          problems.push(`${target.host}:${target.port}: ${err.message}`);
-          continue;
-        }
-        if (!Array.isArray(slots) || slots.length === 0) {
-          problems.push(`${target.host}:${target.port} serves no slots`);
-          continue;
-        }
-        const firsts = [];
-        const lasts = [];
-        const addresses = [];
-        for (const [first, last, master] of slots) {
-          firsts.push(first);
-          lasts.push(last);
-          addresses.push(`${master[0] || target.host}:${master[1]}`);
-        }
-        if (!this.clusterEnabled) {
-          // The first seed that answered is connection 0.
-          this.target = { ...this.target, host: target.host, port: target.port };
-          this.native.enableCluster(`${target.host}:${target.port}`);
-          this.clusterEnabled = true;
-        }
-        this.native.setSlots(firsts, lasts, addresses);
-        return;
+      const { target, firsts, lasts, addresses } = await readSlotMap((server, commands) => exchange(addon, server, this.options, commands), [...known, ...this.options.cluster]);
+      if (!this.clusterEnabled) {
+        // The first seed that answered is connection 0.
+        this.target = { ...this.target, host: target.host, port: target.port };
+        this.native.enableCluster(`${target.host}:${target.port}`);
+        this.clusterEnabled = true;
       }
-      throw new Error(`STORE_UNAVAILABLE locksmith: redis: no cluster node answered CLUSTER SLOTS (${problems.join("; ")})`);
+      this.native.setSlots(firsts, lasts, addresses);
     }
 
     /** Cluster: reads the topology again soon (once at a time, at most every 100 ms). */
@@ -446,9 +352,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     /** Cluster: connection `conn`'s node, with the seeds' scheme and login. */
     nodeTarget(conn) {
       const address = this.native.address(conn);
-      if (address === null) return this.target;
-      const at = address.lastIndexOf(":");
-      return { ...this.target, host: address.slice(0, at).replace(/^\[(.*)\]$/, "$1"), port: Number(address.slice(at + 1)) };
+      return address === null ? this.target : nodeAt(address, this.target);
     }
 
     /** Cluster: writes each node's commands, connecting to the nodes that have some. */
@@ -784,4 +688,4 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
   return { connect, flushSoon };
 }
 
-module.exports = { makeEngineDriver, parseRedisUrl };
+module.exports = { makeEngineDriver };

@@ -14,7 +14,8 @@
 //
 // As in js/redis-engine.cjs: the commands of one event-loop turn leave in one write,
 // each chunk read goes to the engine once, and a connection that drops is replaced on
-// the next call (or at once while something waits).
+// the next call (or at once while something waits). Redis Sentinel and Cluster work as
+// there too: the steps that touch no socket are js/redis-topology.mjs, shared with it.
 import {
   UnsupportedError,
   StoreClosedError,
@@ -24,6 +25,17 @@ import {
   toLockError,
   typeName,
 } from "./api.mjs";
+import {
+  authCommands,
+  checkMinReplicas,
+  checkTopology,
+  locateMaster,
+  nodeAt,
+  parseRedisUrl as parseUrl,
+  readSlotMap,
+  switchedMaster,
+  TOPOLOGY_KEYS,
+} from "./redis-topology.mjs";
 
 let runtime;
 
@@ -49,30 +61,7 @@ function loadRuntime() {
 }
 
 /** `{ host, port, tls, user, password, db }` from a `redis://` or `rediss://` URL. */
-function parseRedisUrl(url) {
-  let parsed;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw invalid("invalid Redis URL: it should look like redis://[user:password@]host:port[/db]");
-  }
-  const secure = parsed.protocol === "rediss:";
-  if (!secure && parsed.protocol !== "redis:") {
-    throw invalid(`invalid Redis URL: the scheme must be redis:// or rediss://, not ${parsed.protocol}//`);
-  }
-  const path = parsed.pathname.replace(/^\/+/, "");
-  const db = path === "" ? 0 : Number(path);
-  if (!Number.isInteger(db) || db < 0) throw invalid("invalid Redis URL: the database after the host must be a number");
-  const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1");
-  return {
-    host: host || "127.0.0.1",
-    port: parsed.port ? Number(parsed.port) : 6379,
-    tls: secure,
-    user: parsed.username ? decodeURIComponent(parsed.username) : null,
-    password: parsed.password ? decodeURIComponent(parsed.password) : null,
-    db,
-  };
-}
+const parseRedisUrl = (url) => parseUrl(url, invalid);
 
 const CONNECT_OPTIONS = {
   keyPrefix: "string",
@@ -83,9 +72,9 @@ const CONNECT_OPTIONS = {
   notifyReleases: "boolean",
   tlsCaCert: "string",
   tlsInsecure: "boolean",
+  minReplicas: "number",
 };
-const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS)];
-const NATIVE_ONLY = ["sentinels", "masterName", "cluster", "minReplicas"];
+const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS), ...TOPOLOGY_KEYS.slice(1)];
 const MAX_MS = 2_147_483_647;
 
 /** A duration option: a whole number of milliseconds from 1 to 2^31 - 1. */
@@ -103,17 +92,8 @@ function checkOptions(urlOrOptions) {
   if (options === null || typeof options !== "object") {
     throw invalid(`RedisLockStore.connect() needs a URL or an options object; got ${typeName(urlOrOptions)}`);
   }
-  // The addon's Sentinel and Cluster support lives in its Node driver; say so rather than
-  // calling the options unknown.
-  for (const name of NATIVE_ONLY) {
-    if (options[name] !== undefined) {
-      throw new UnsupportedError(
-        `locksmith: RedisLockStore.connect({ ${name} }) (Redis Sentinel, Cluster and replica acknowledgement) needs the native addon; the WebAssembly build connects to one server by url`,
-      );
-    }
-  }
   checkOptionKeys(options, CONNECT_KEYS, "RedisLockStore.connect()");
-  checkString("url", options.url);
+  const topology = checkTopology(options, invalid);
   for (const [name, type] of Object.entries(CONNECT_OPTIONS)) {
     if (options[name] !== undefined && typeof options[name] !== type) {
       throw invalid(`${name} must be a ${type}; got ${typeName(options[name])}`);
@@ -122,8 +102,10 @@ function checkOptions(urlOrOptions) {
   if (options.reconnectRetries !== undefined && !(Number.isInteger(options.reconnectRetries) && options.reconnectRetries >= 0)) {
     throw invalid(`reconnectRetries must be a whole number >= 0; got ${options.reconnectRetries}`);
   }
+  const minReplicas = checkMinReplicas(options.minReplicas, invalid);
   return {
-    url: options.url,
+    ...topology,
+    minReplicas,
     keyPrefix: options.keyPrefix ?? "locksmith:",
     connectTimeoutMs: millis("connectTimeoutMs", options.connectTimeoutMs, 2_000),
     commandTimeoutMs: millis("commandTimeoutMs", options.commandTimeoutMs, 2_000),
@@ -203,6 +185,20 @@ function settle(outcomes, engine) {
   }
 }
 
+/** Stands for the data socket while the Sentinels are asked where the master is. */
+const LOCATING = Object.freeze({ destroy() {}, write() {} });
+
+/** One byte array of `parts`. */
+function concat(parts) {
+  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
 const live = new Set();
 let flushQueued = false;
 
@@ -223,11 +219,17 @@ function flushSoon() {
 }
 
 class Connection {
-  constructor(engine, options, socket) {
+  constructor(engine, options, socket, module) {
     this.engine = engine;
+    this.module = module;
     this.runtimeSocket = socket;
     this.options = options;
     this.target = parseRedisUrl(options.url);
+    // Sentinel: `target` holds the master's credentials; its address comes from the
+    // Sentinels on every (re)connect, and a watcher follows `+switch-master`.
+    this.sentinelAt = 0;
+    this.watcher = null;
+    this.watchTimer = null;
     this.socket = null;
     this.ready = false;
     this.closed = false;
@@ -238,10 +240,21 @@ class Connection {
     this.sub = null; // the subscriber socket (release notifications), opened when wanted
     this.subReady = false;
     this.subRetryAt = 0;
+    // Cluster: connection 0 (the seed's node) is `socket` as above; the other nodes'
+    // connections are `nodes[conn]`, made when the engine first routes to them.
+    this.nodes = [];
+    this.clusterEnabled = false;
+    this.refreshing = null;
+    this.refreshAgain = false;
     const tick = Math.max(10, Math.min(250, Math.floor(options.commandTimeoutMs / 4)));
     this.expiry = unref(
       setInterval(() => {
-        if (this.engine.expire()) this.socket?.destroy();
+        if (this.options.cluster) {
+          for (const conn of this.engine.expireAll()) (conn === 0 ? this.socket : this.nodes[conn]?.socket)?.destroy();
+          if (this.options.notifyReleases) {
+            for (const node of this.nodes) if (node && this.engine.subscriberTickOn(node.conn)) node.sub?.destroy();
+          }
+        } else if (this.engine.expire()) this.socket?.destroy();
         if (this.options.notifyReleases && this.engine.subscriberTick()) this.sub?.destroy();
         this.take();
       }, tick),
@@ -259,11 +272,12 @@ class Connection {
     if (this.ready) {
       const out = this.engine.takeOutput();
       if (out !== undefined) this.socket.write(out);
-    } else if (this.socket === null && this.connected && !this.closed && this.engine.pending > 0) {
+    } else if (this.socket === null && this.connected && !this.closed && (this.options.cluster ? this.engine.busyOn(0) : this.engine.pending > 0)) {
       // A call on a store whose connection went while it was idle: connect again; its
       // commands wait behind the handshake.
       this.reconnectSoon();
     }
+    if (this.options.cluster && !this.closed) this.flushNodes();
     if (!this.options.notifyReleases || this.closed) return;
     if (this.sub !== null) {
       if (this.subReady) {
@@ -275,8 +289,11 @@ class Connection {
     }
   }
 
-  /** A socket with a connect timeout; `on` gets open, data(chunk), error(message), close. */
-  dial(on) {
+  /**
+   * A socket to `target` (the server by default) with a connect timeout; `on` gets
+   * open, data(chunk), error(message), close.
+   */
+  dial(on, target = this.target) {
     let opened = false;
     const timer = unref(
       setTimeout(() => {
@@ -286,7 +303,7 @@ class Connection {
         }
       }, this.options.connectTimeoutMs),
     );
-    const socket = this.runtimeSocket.dial(this.target, this.options, {
+    const socket = this.runtimeSocket.dial(target, this.options, {
       ...on,
       open: () => {
         opened = true;
@@ -303,7 +320,9 @@ class Connection {
 
   /** The subscriber connection: SUBSCRIBE confirmations and release messages. */
   openSubscriber() {
-    const { user, password } = this.target;
+    // Cluster: connection 0's node (sharded pub/sub: the channels of its slots).
+    const target = this.options.cluster ? this.nodeTarget(0) : this.target;
+    const { user, password } = target;
     const sub = this.dial({
       open: () => {
         if (this.sub !== sub) return;
@@ -329,9 +348,317 @@ class Connection {
         // Waiters fall back to their retry delay meanwhile.
         this.subRetryAt = performance.now() + 100;
       },
-    });
+    }, target);
     this.sub = sub;
     this.subReady = false;
+  }
+
+  /**
+   * Cluster: reads `CLUSTER SLOTS` from a node that answers (those connected first,
+   * then the seeds) into the engine's slot map.
+   */
+  async refreshTopology() {
+    const known = [];
+    for (let conn = 0; conn < this.engine.connections; conn++) known.push(this.nodeTarget(conn));
+    const { target, firsts, lasts, addresses } = await readSlotMap((server, commands) => this.exchange(server, commands), [...known, ...this.options.cluster]);
+    if (!this.clusterEnabled) {
+      // The first seed that answered is connection 0.
+      this.target = { ...this.target, host: target.host, port: target.port };
+      this.engine.enableCluster(`${target.host}:${target.port}`);
+      this.clusterEnabled = true;
+    }
+    this.engine.setSlots(Uint32Array.from(firsts), Uint32Array.from(lasts), addresses);
+  }
+
+  /** Cluster: reads the topology again soon (once at a time, at most every 100 ms). */
+  refreshSoon() {
+    if (this.closed) return;
+    if (this.refreshing !== null) {
+      this.refreshAgain = true;
+      return;
+    }
+    this.refreshing = this.refreshTopology()
+      .catch(() => {})
+      .then(() => new Promise((resolve) => unref(setTimeout(resolve, 100))))
+      .then(() => {
+        this.refreshing = null;
+        flushSoon();
+        if (this.refreshAgain) {
+          this.refreshAgain = false;
+          this.refreshSoon();
+        }
+      });
+  }
+
+  /** Cluster: connection `conn`'s node, with the seeds' scheme and login. */
+  nodeTarget(conn) {
+    const address = this.engine.address(conn);
+    return address === undefined ? this.target : nodeAt(address, this.target);
+  }
+
+  /** Cluster: writes each node's commands, connecting to the nodes that have some. */
+  flushNodes() {
+    for (let conn = 1; conn < this.engine.connections; conn++) {
+      const node = (this.nodes[conn] ??= {
+        conn,
+        socket: null,
+        ready: false,
+        failures: 0,
+        timer: null,
+        target: null,
+        lastError: "the connection closed",
+        sub: null,
+        subReady: false,
+        subRetryAt: 0,
+      });
+      if (this.options.notifyReleases) this.flushNodeSubscriber(node);
+      if (node.ready) {
+        const out = this.engine.takeOutputOn(conn);
+        if (out !== undefined) node.socket.write(out);
+      } else if (node.socket === null && node.timer === null && this.engine.busyOn(conn)) {
+        const delay = node.failures === 0 ? 0 : Math.min(50 * 2 ** node.failures, this.options.reconnectMaxDelayMs);
+        node.failures += 1;
+        node.timer = unref(
+          setTimeout(() => {
+            node.timer = null;
+            if (!this.closed) this.openNode(node);
+          }, delay),
+        );
+      }
+    }
+  }
+
+  /** Cluster: a node's subscriber socket (sharded pub/sub on the channels of its slots). */
+  flushNodeSubscriber(node) {
+    const { conn } = node;
+    if (node.sub !== null) {
+      if (node.subReady) {
+        const out = this.engine.subscriberOutputOn(conn);
+        if (out !== undefined) node.sub.write(out);
+      }
+      return;
+    }
+    if (performance.now() < node.subRetryAt || !this.engine.subscriberWantedOn(conn)) return;
+    const target = this.nodeTarget(conn);
+    const sub = this.dial(
+      {
+        open: () => {
+          if (node.sub !== sub) return;
+          node.subReady = true;
+          this.engine.subscriberConnectedOn(conn, target.user ?? undefined, target.password ?? undefined);
+          const out = this.engine.subscriberOutputOn(conn);
+          if (out !== undefined) sub.write(out);
+        },
+        data: (chunk) => {
+          try {
+            this.engine.subscriberFeedOn(conn, chunk);
+          } catch {
+            sub.destroy();
+          }
+          this.take();
+        },
+        error: () => {},
+        close: () => {
+          if (node.sub !== sub) return;
+          node.sub = null;
+          node.subReady = false;
+          this.engine.subscriberLostOn(conn);
+          node.subRetryAt = performance.now() + 100;
+        },
+      },
+      target,
+    );
+    node.sub = sub;
+    node.subReady = false;
+  }
+
+  /** Cluster: a connection to one more node, its handshake in front of what waits for it. */
+  openNode(node) {
+    const { conn } = node;
+    node.target = this.nodeTarget(conn);
+    const { user, password } = node.target;
+    new Promise((resolve, reject) => {
+      const id = newId();
+      track(id, { resolve, reject, kind: "nothing", background: false });
+      this.engine.handshakeOn(id, conn, user ?? undefined, password ?? undefined);
+    }).then(
+      () => {
+        node.failures = 0;
+      },
+      () => node.socket?.destroy(),
+    );
+    const socket = this.dial(
+      {
+        open: () => {
+          if (node.socket !== socket) return;
+          node.ready = true;
+          flushSoon();
+        },
+        data: (chunk) => {
+          try {
+            this.engine.feedOn(conn, chunk);
+          } catch {
+            socket.destroy();
+          }
+          this.afterFeed();
+          this.take();
+        },
+        error: (message) => {
+          node.lastError = `${message}`;
+        },
+        close: () => {
+          if (node.socket !== socket) return;
+          node.socket = null;
+          node.ready = false;
+          this.engine.connectionLostOn(conn, `${node.target.host}:${node.target.port}: ${node.lastError}`);
+          node.lastError = "the connection closed";
+          this.take();
+          this.refreshSoon();
+        },
+      },
+      node.target,
+    );
+    node.socket = socket;
+  }
+
+  /** After a chunk was fed: a cluster's redirects may want the slot map read again. */
+  afterFeed() {
+    if (this.options.cluster && this.engine.takeTopologyStale()) this.refreshSoon();
+  }
+
+  /**
+   * One short exchange with a server (a Sentinel, or a server whose role is asked):
+   * connects, logs in with the target's credentials, sends `commands` (arrays of
+   * strings) and resolves with their decoded replies. An error reply, a refused
+   * connection or no answer within `connectTimeoutMs` rejects.
+   */
+  exchange(target, commands) {
+    const { redisCommand, redisDecode } = this.module;
+    return new Promise((resolve, reject) => {
+      const all = authCommands(target);
+      const skip = all.length;
+      all.push(...commands);
+      const replies = [];
+      let input = new Uint8Array(0);
+      let settled = false;
+      let socket = null;
+      let opened = false;
+      const finish = (err) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        socket?.destroy();
+        if (err) reject(err);
+        else resolve(replies.slice(skip));
+      };
+      // Bounded, and not unref'd: a connect() that starts by asking the Sentinels waits on it.
+      const timer = setTimeout(() => finish(new Error(`no answer within ${this.options.connectTimeoutMs} ms`)), this.options.connectTimeoutMs);
+      socket = this.runtimeSocket.dial(target, this.options, {
+        open: () => {
+          opened = true;
+          // A socket may open before dial() returns; write once it is known.
+          queueMicrotask(() => {
+            if (!settled) socket.write(concat(all.map((args) => redisCommand(args))));
+          });
+        },
+        data: (chunk) => {
+          input = input.length === 0 ? chunk : concat([input, chunk]);
+          try {
+            for (let next = redisDecode(input); next !== undefined; next = redisDecode(input)) {
+              const [value, used] = next;
+              input = input.subarray(used);
+              if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+                finish(new Error(value.error));
+                return;
+              }
+              replies.push(value);
+              if (replies.length === all.length) {
+                finish(null);
+                return;
+              }
+            }
+          } catch (err) {
+            finish(err);
+          }
+        },
+        error: (message) => finish(new Error(message)),
+        close: () => finish(new Error(opened ? "the connection closed" : "the connection was refused")),
+      });
+      if (settled) socket.destroy();
+    });
+  }
+
+  /** Sentinel: the master, checked to be one (`locateMaster` in js/redis-topology.mjs). */
+  async locate() {
+    const { target, at } = await locateMaster(
+      (server, commands) => this.exchange(server, commands),
+      this.options.sentinels,
+      this.options.masterName,
+      this.target,
+    );
+    this.sentinelAt = at;
+    return target;
+  }
+
+  /**
+   * Sentinel: a subscription to `+switch-master` on one Sentinel. When the master
+   * moves, the data and subscriber sockets are dropped; the next call (or a waiting
+   * lock at once) connects to the new master.
+   */
+  watch() {
+    if (this.closed || this.watcher !== null || !this.options.sentinels) return;
+    const { sentinels, masterName } = this.options;
+    const { redisCommand, redisDecode } = this.module;
+    const sentinel = sentinels[this.sentinelAt];
+    let input = new Uint8Array(0);
+    const socket = this.runtimeSocket.dial(sentinel, this.options, {
+      open: () => {
+        queueMicrotask(() => {
+          if (this.watcher === socket) socket.write(concat([...authCommands(sentinel), ["SUBSCRIBE", "+switch-master"]].map((args) => redisCommand(args))));
+        });
+      },
+      data: (chunk) => {
+        input = input.length === 0 ? chunk : concat([input, chunk]);
+        try {
+          for (let next = redisDecode(input); next !== undefined; next = redisDecode(input)) {
+            const [value, used] = next;
+            input = input.subarray(used);
+            if (!Array.isArray(value)) {
+              if (value !== null && typeof value === "object") socket.destroy(); // a refused AUTH
+              continue;
+            }
+            const to = switchedMaster(value, masterName);
+            if (to !== null && (to.host !== this.target.host || to.port !== this.target.port)) this.moved(`the master moved to ${to.host}:${to.port}`);
+          }
+        } catch {
+          socket.destroy();
+        }
+      },
+      error: () => {},
+      close: () => {
+        if (this.watcher !== socket) return;
+        this.watcher = null;
+        if (this.closed) return;
+        // The next Sentinel, in a second.
+        this.sentinelAt = (this.sentinelAt + 1) % sentinels.length;
+        this.watchTimer = unref(
+          setTimeout(() => {
+            this.watchTimer = null;
+            this.watch();
+          }, 1_000),
+        );
+      },
+    });
+    this.watcher = socket;
+  }
+
+  /** The server is no longer the master: drop both sockets; reconnecting asks the Sentinels again. */
+  moved(why) {
+    if (this.socket !== null && this.socket !== LOCATING) {
+      this.lastError = why;
+      this.socket.destroy();
+    }
+    this.sub?.destroy();
   }
 
   /** Opens a socket and queues the handshake; resolves when the server accepted it. */
@@ -342,6 +669,37 @@ class Connection {
       track(id, { resolve, reject, kind: "nothing", background: false });
       this.engine.handshake(id, user ?? undefined, password ?? undefined, db);
     });
+    if (this.options.sentinels) {
+      this.socket = LOCATING;
+      this.locate().then(
+        (target) => {
+          if (this.closed || this.socket !== LOCATING) return;
+          this.target = target;
+          this.attach();
+          this.watch();
+        },
+        (err) => {
+          if (this.socket !== LOCATING) return;
+          this.lastError = err.message;
+          this.onClose(LOCATING);
+        },
+      );
+    } else {
+      this.attach();
+    }
+    return handshake.then(
+      () => {
+        this.failures = 0;
+      },
+      (err) => {
+        this.socket?.destroy();
+        throw err;
+      },
+    );
+  }
+
+  /** Dials `target` as the data socket; the handshake queued by `open()` goes first. */
+  attach() {
     const socket = this.dial({
       open: () => {
         if (this.socket !== socket) return;
@@ -354,6 +712,9 @@ class Connection {
         } catch {
           socket.destroy();
         }
+        // A READONLY reply: the master was demoted. Ask the Sentinels again.
+        if (this.options.sentinels && this.engine.takeReplicaSeen()) this.moved("the server became a replica (READONLY)");
+        this.afterFeed();
         // Even with nothing settled the engine may have more to send (a NOSCRIPT retry).
         this.take();
       },
@@ -363,15 +724,6 @@ class Connection {
       close: () => this.onClose(socket),
     });
     this.socket = socket;
-    return handshake.then(
-      () => {
-        this.failures = 0;
-      },
-      (err) => {
-        socket.destroy();
-        throw err;
-      },
-    );
   }
 
   onClose(socket) {
@@ -381,9 +733,10 @@ class Connection {
     this.engine.connectionLost(this.lastError);
     this.take();
     this.lastError = "the connection closed";
+    if (this.options.cluster) this.refreshSoon();
     // Reconnect now only if some call still waits; an idle store reconnects on its next
     // call, so a server that stays down keeps neither a retry loop nor the process alive.
-    if (!this.closed && this.connected && this.engine.pending > 0) this.reconnectSoon();
+    if (!this.closed && this.connected && (this.options.cluster ? this.engine.busyOn(0) : this.engine.pending > 0)) this.reconnectSoon();
   }
 
   reconnectSoon() {
@@ -403,6 +756,7 @@ class Connection {
   async start() {
     for (let attempt = 0; ; attempt++) {
       try {
+        if (this.options.cluster) await this.refreshTopology();
         await this.open();
         this.connected = true;
         return;
@@ -436,6 +790,14 @@ class Connection {
     this.ready = false;
     this.socket?.destroy();
     this.sub?.destroy();
+    clearTimeout(this.watchTimer);
+    this.watcher?.destroy();
+    for (const node of this.nodes) {
+      if (!node) continue;
+      clearTimeout(node.timer);
+      node.socket?.destroy();
+      node.sub?.destroy();
+    }
   }
 }
 
@@ -467,7 +829,9 @@ export class RedisLockStore {
   /**
    * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
    * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,
-   * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure }`, as in Node.
+   * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure, minReplicas }`, with
+   * `sentinels` and `masterName` (`username`, `password`, `db`) or `cluster` instead of
+   * `url`, as in Node.
    */
   static async connect(urlOrOptions) {
     const options = checkOptions(urlOrOptions);
@@ -476,7 +840,6 @@ export class RedisLockStore {
         "locksmith: RedisLockStore needs TCP sockets, and this runtime has none for it (a browser, Vercel Edge); use a store over HTTP here, such as locksmith/upstash",
       );
     }
-    parseRedisUrl(options.url);
     let module;
     let socket;
     try {
@@ -489,14 +852,17 @@ export class RedisLockStore {
     } catch (err) {
       throw toLockError(err);
     }
-    socket.check?.(parseRedisUrl(options.url), options);
+    for (const target of [parseRedisUrl(options.url), ...(options.sentinels ?? []), ...(options.cluster ?? [])]) socket.check?.(target, options);
     let engine;
     try {
       engine = new module.WasmRedisEngine(options.keyPrefix, options.commandTimeoutMs, options.notifyReleases);
     } catch (err) {
       throw toLockError(err);
     }
-    const connection = new Connection(engine, options, socket);
+    // WAIT answers within half the command timeout, so its answer, not the deadline,
+    // says how many replicas acknowledged.
+    if (options.minReplicas > 0) engine.setMinReplicas(options.minReplicas, Math.max(1, Math.floor(options.commandTimeoutMs / 2)));
+    const connection = new Connection(engine, options, socket, module);
     await connection.start();
     const store = new RedisLockStore(ACCESS);
     store.#engine = engine;

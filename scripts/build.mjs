@@ -28,6 +28,15 @@ buildSync({
   platform: "neutral",
   logLevel: "warning",
 });
+// The topology options and Sentinel steps both Redis drivers share, for the addon's
+// CommonJS driver (js/redis-engine.cjs); the WebAssembly build imports the source.
+buildSync({
+  entryPoints: [join(root, "js/redis-topology.mjs")],
+  outfile: join(root, "js/gen/redis-topology.cjs"),
+  format: "cjs",
+  platform: "neutral",
+  logLevel: "warning",
+});
 // The Lua scripts of redis/src/lua (the engine compiles the same files in) as a module for
 // the stores over users' own Redis clients: one source for every Redis path.
 {

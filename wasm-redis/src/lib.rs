@@ -33,7 +33,7 @@ use std::task::{Context, Poll, Waker};
 
 use locksmith_core::{validate, BoxFuture, Clock, Grant, HoldKind, LockError, LockStore, Result};
 use locksmith_redis::engine::local::Executor;
-use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
+use locksmith_redis::engine::{reply, EngineOptions, EngineStore, Handshake, Subscriber};
 use locksmith_redis::{check_url_settings, RedisOptions};
 use wasm_bindgen::prelude::*;
 
@@ -130,7 +130,8 @@ pub fn check_url_settings_js(
     check_url_settings(&options).map_err(|e| js_error(&e))
 }
 
-/// One Redis store's engine: its command connection and its subscriber.
+/// One Redis store's engine: its command connection and its subscriber (on Redis
+/// Cluster, one of each per node, by connection number: the `*On` methods).
 #[wasm_bindgen]
 pub struct WasmRedisEngine {
     store: Arc<EngineStore>,
@@ -182,6 +183,134 @@ impl WasmRedisEngine {
         let store = self.store.clone();
         let handshake = Handshake { auth: password.map(|password| (user, password)), db };
         self.start(id, async move { store.handshake(&handshake).await.map(|()| Outcome::Nothing) });
+    }
+
+    /// `handshake` on connection `conn` (a cluster node; database 0).
+    #[wasm_bindgen(js_name = handshakeOn)]
+    pub fn handshake_on(&mut self, id: u32, conn: u32, user: Option<String>, password: Option<String>) {
+        let store = self.store.clone();
+        let handshake = Handshake { auth: password.map(|password| (user, password)), db: 0 };
+        self.start(id, async move {
+            store.handshake_on(conn as usize, &handshake).await.map(|()| Outcome::Nothing)
+        });
+    }
+
+    // Redis Cluster: one connection per node, requests routed by their key's slot.
+
+    /// Routes by hash slot from now on; connection 0 is the seed at `address`.
+    #[wasm_bindgen(js_name = enableCluster)]
+    pub fn enable_cluster(&self, address: &str) {
+        self.store.enable_cluster(address);
+    }
+
+    /// The masters' slot ranges: `firsts[i]..=lasts[i]` is served at `addresses[i]`.
+    #[wasm_bindgen(js_name = setSlots)]
+    #[allow(clippy::needless_pass_by_value)] // wasm-bindgen hands arrays over owned
+    pub fn set_slots(&self, firsts: Vec<u32>, lasts: Vec<u32>, addresses: Vec<String>) {
+        let clamp = |n: u32| u16::try_from(n).unwrap_or(u16::MAX);
+        let ranges: Vec<(u16, u16, String)> = firsts
+            .iter()
+            .zip(&lasts)
+            .zip(addresses)
+            .map(|((first, last), address)| (clamp(*first), clamp(*last), address))
+            .collect();
+        self.store.set_slots(&ranges);
+    }
+
+    /// How many connections the store has.
+    #[wasm_bindgen(getter)]
+    pub fn connections(&self) -> u32 {
+        self.store.connections() as u32
+    }
+
+    /// Connection `conn`'s node, `host:port`.
+    pub fn address(&self, conn: u32) -> Option<String> {
+        self.store.address(conn as usize)
+    }
+
+    /// Whether the slot map should be read again (a `MOVED`, a lost node).
+    #[wasm_bindgen(js_name = takeTopologyStale)]
+    pub fn take_topology_stale(&self) -> bool {
+        self.store.take_topology_stale()
+    }
+
+    /// The bytes to write on connection `conn` now, or `undefined`.
+    #[wasm_bindgen(js_name = takeOutputOn)]
+    pub fn take_output_on(&self, conn: u32) -> Option<Vec<u8>> {
+        self.store.take_output_on(conn as usize)
+    }
+
+    /// Whether connection `conn` has requests waiting or bytes to write.
+    #[wasm_bindgen(js_name = busyOn)]
+    pub fn busy_on(&self, conn: u32) -> bool {
+        self.store.pending_on(conn as usize) > 0 || self.store.has_output_on(conn as usize)
+    }
+
+    /// `feed` for connection `conn`.
+    #[wasm_bindgen(js_name = feedOn)]
+    pub fn feed_on(&self, conn: u32, chunk: &[u8]) -> std::result::Result<(), JsError> {
+        self.store.feed_on(conn as usize, chunk).map_err(|e| js_error(&e))
+    }
+
+    /// Fails requests past their deadline on every connection; the connections to drop.
+    #[wasm_bindgen(js_name = expireAll)]
+    pub fn expire_all(&self) -> Vec<u32> {
+        self.store.expire_all().into_iter().map(|conn| conn as u32).collect()
+    }
+
+    /// Connection `conn` is gone: its pending requests fail with `STORE_UNAVAILABLE`.
+    #[wasm_bindgen(js_name = connectionLostOn)]
+    pub fn connection_lost_on(&self, conn: u32, why: &str) {
+        self.store.connection_lost_on(conn as usize, why);
+    }
+
+    // Cluster: one subscriber connection per node (sharded pub/sub), by connection.
+
+    /// Whether connection `conn`'s subscriber wants a socket that it does not have.
+    #[wasm_bindgen(js_name = subscriberWantedOn)]
+    pub fn subscriber_wanted_on(&self, conn: u32) -> bool {
+        self.store.subscriber_on(conn as usize).is_some_and(|s| s.wants_connection())
+    }
+
+    /// Connection `conn`'s subscriber socket is up.
+    #[wasm_bindgen(js_name = subscriberConnectedOn)]
+    #[allow(clippy::needless_pass_by_value)] // wasm-bindgen hands optional strings over owned
+    pub fn subscriber_connected_on(&self, conn: u32, user: Option<String>, password: Option<String>) {
+        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
+            let auth = password.as_deref().map(|password| (user.as_deref(), password));
+            subscriber.connected(auth, self.clock.now_ms());
+        }
+    }
+
+    /// Connection `conn`'s subscriber bytes to write now, or `undefined`.
+    #[wasm_bindgen(js_name = subscriberOutputOn)]
+    pub fn subscriber_output_on(&self, conn: u32) -> Option<Vec<u8>> {
+        self.store.subscriber_on(conn as usize).and_then(|s| s.take_output())
+    }
+
+    /// `subscriberFeed` for connection `conn`'s subscriber.
+    #[wasm_bindgen(js_name = subscriberFeedOn)]
+    pub fn subscriber_feed_on(&self, conn: u32, chunk: &[u8]) -> std::result::Result<(), JsError> {
+        let now = self.clock.now_ms();
+        self.store
+            .subscriber_on(conn as usize)
+            .map_or(Ok(()), |s| s.feed(chunk, now))
+            .map_err(|e| js_error(&e))
+    }
+
+    /// `subscriberTick` for connection `conn`'s subscriber.
+    #[wasm_bindgen(js_name = subscriberTickOn)]
+    pub fn subscriber_tick_on(&self, conn: u32) -> bool {
+        let now = self.clock.now_ms();
+        self.store.subscriber_on(conn as usize).is_some_and(|s| s.tick(now))
+    }
+
+    /// Connection `conn`'s subscriber socket is gone.
+    #[wasm_bindgen(js_name = subscriberLostOn)]
+    pub fn subscriber_lost_on(&self, conn: u32) {
+        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
+            subscriber.connection_lost();
+        }
     }
 
     /// Call `id`: takes `key` for `owner` if it is free; finishes with the fencing token, or 0.
@@ -378,6 +507,19 @@ impl WasmRedisEngine {
         self.store.expire()
     }
 
+    /// Whether a reply said `READONLY` (the server is a replica now) since the last call.
+    #[wasm_bindgen(js_name = takeReplicaSeen)]
+    pub fn take_replica_seen(&self) -> bool {
+        self.store.take_replica_seen()
+    }
+
+    /// Writes that grant or extend a hold wait for `replicas` replicas (`WAIT`, at most
+    /// `timeout_ms`); fewer fail with `STORE_UNAVAILABLE`. 0 turns it off.
+    #[wasm_bindgen(js_name = setMinReplicas)]
+    pub fn set_min_replicas(&self, replicas: u32, timeout_ms: u32) {
+        self.store.set_min_replicas(replicas, u64::from(timeout_ms));
+    }
+
     /// The connection is gone: pending requests fail with `STORE_UNAVAILABLE`.
     #[wasm_bindgen(js_name = connectionLost)]
     pub fn connection_lost(&self, why: &str) {
@@ -477,4 +619,37 @@ impl WasmRedisEngine {
             subscriber.connection_lost();
         }
     }
+}
+
+/// `args` as one RESP command, for the driver's own short exchanges (Sentinel, `ROLE`).
+#[wasm_bindgen(js_name = redisCommand)]
+#[must_use]
+#[allow(clippy::needless_pass_by_value)] // wasm-bindgen hands arrays of strings over owned
+pub fn redis_command(args: Vec<String>) -> Vec<u8> {
+    let args: Vec<&[u8]> = args.iter().map(String::as_bytes).collect();
+    reply::encode_command(&args)
+}
+
+/// The first whole reply in `chunk` as `[value, bytes used]`, or `undefined` when more
+/// bytes are needed. A value is `null`, a number, a string, an array, or `{ error }`.
+/// Throws on bytes that are not RESP.
+#[wasm_bindgen(js_name = redisDecode)]
+pub fn redis_decode(chunk: &[u8]) -> std::result::Result<Option<js_sys::Array>, JsError> {
+    fn js(value: reply::ReplyValue) -> JsValue {
+        match value {
+            reply::ReplyValue::Nil => JsValue::NULL,
+            reply::ReplyValue::Integer(n) => JsValue::from_f64(n as f64),
+            reply::ReplyValue::Text(text) => JsValue::from_str(&text),
+            reply::ReplyValue::Error(message) => {
+                let error = js_sys::Object::new();
+                // Setting a property on a fresh plain object cannot fail.
+                let _ =
+                    js_sys::Reflect::set(&error, &JsValue::from_str("error"), &JsValue::from_str(&message));
+                error.into()
+            }
+            reply::ReplyValue::Array(items) => items.into_iter().map(js).collect::<js_sys::Array>().into(),
+        }
+    }
+    let decoded = reply::decode(chunk).map_err(|e| js_error(&e))?;
+    Ok(decoded.map(|(value, used)| js_sys::Array::of2(&js(value), &JsValue::from_f64(used as f64))))
 }
