@@ -3,62 +3,30 @@
 // native RedisLockStore in this Node process: one key layout, one set of scripts, one
 // fencing counter, so a lock taken by either is the other's to release, both ways.
 import assert from "node:assert/strict";
-import { mkdtemp, rm, copyFile, mkdir } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
-import { Miniflare } from "miniflare";
 
 import { freePort, startRedis } from "./redis-server.mjs";
+import { startWorker } from "./workerd-harness.mjs";
 import { ls, TARGET, uniqueKey } from "./target.mjs";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
 
 describe("Node (native RedisLockStore) and workerd (RedisLockStore over connect()) share locks", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
   let server;
   let native;
   let mf;
-  let out;
+  let worker;
   const call = async (path, init) => (await mf.dispatchFetch(`http://worker${path}`, init)).json();
 
   before(async () => {
     server = await startRedis();
     native = await ls.RedisLockStore.connect(server.url);
-    out = await mkdtemp(join(tmpdir(), "locksmith-redis-workerd-"));
-    await build({
-      entryPoints: [`${root}js-tests/redis-worker/worker.mjs`],
-      bundle: true,
-      format: "esm",
-      outfile: join(out, "worker.js"),
-      conditions: ["workerd", "worker"],
-      // As wrangler does: the runtime's own modules and the .wasm stay imports.
-      external: ["*.wasm", "cloudflare:*"],
-      logLevel: "error",
-    });
-    await mkdir(join(out, "wasm"));
-    for (const file of ["locksmith_wasm_bg.wasm", "locksmith_wasm_redis_bg.wasm"]) {
-      await copyFile(`${root}js/wasm/${file}`, join(out, "wasm", file));
-    }
-    mf = new Miniflare({
-      modules: true,
-      scriptPath: join(out, "worker.js"),
-      modulesRoot: out,
-      modulesRules: [
-        { type: "ESModule", include: ["**/*.js"] },
-        { type: "CompiledWasm", include: ["**/*.wasm"] },
-      ],
-      bindings: { REDIS_URL: server.url },
-      compatibilityDate: "2025-01-01",
-    });
-    await mf.ready;
+    worker = await startWorker("redis-worker/worker.mjs", { bindings: { REDIS_URL: server.url } });
+    mf = worker.mf;
   });
   after(async () => {
-    await mf?.dispose();
+    await worker?.dispose();
     await native?.close();
     await server?.stop();
-    if (out) await rm(out, { recursive: true, force: true });
   });
 
   it("taken in Node, seen and released in the worker", async () => {

@@ -2,65 +2,34 @@
 // workerd, through Miniflare) on UpstashLockStore, both ways: one key layout, one
 // fencing counter, across runtimes.
 import assert from "node:assert/strict";
-import { mkdtemp, rm, copyFile, mkdir } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
-import { Miniflare } from "miniflare";
 
 import { startRedis } from "./redis-server.mjs";
+import { startWorker } from "./workerd-harness.mjs";
 import { ls, TARGET, uniqueKey } from "./target.mjs";
 import { startUpstashRest } from "./upstash-rest.mjs";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
 
 describe("Node (RedisLockStore) and workerd (UpstashLockStore) share locks", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
   let server;
   let rest;
   let native;
   let mf;
-  let out;
+  let worker;
   const call = async (path, init) => (await mf.dispatchFetch(`http://worker${path}`, init)).json();
 
   before(async () => {
     server = await startRedis();
     rest = await startUpstashRest(server.url);
     native = await ls.RedisLockStore.connect(server.url);
-    out = await mkdtemp(join(tmpdir(), "locksmith-upstash-workerd-"));
-    await build({
-      entryPoints: [`${root}js-tests/upstash-worker/worker.mjs`],
-      bundle: true,
-      format: "esm",
-      outfile: join(out, "worker.js"),
-      conditions: ["workerd", "worker"],
-      external: ["*.wasm", "cloudflare:*"],
-      logLevel: "error",
-    });
-    await mkdir(join(out, "wasm"));
-    for (const file of ["locksmith_wasm_bg.wasm", "locksmith_wasm_redis_bg.wasm"]) {
-      await copyFile(`${root}js/wasm/${file}`, join(out, "wasm", file));
-    }
-    mf = new Miniflare({
-      modules: true,
-      scriptPath: join(out, "worker.js"),
-      modulesRoot: out,
-      modulesRules: [
-        { type: "ESModule", include: ["**/*.js"] },
-        { type: "CompiledWasm", include: ["**/*.wasm"] },
-      ],
-      bindings: { UPSTASH_URL: rest.url, UPSTASH_TOKEN: rest.token },
-      compatibilityDate: "2025-01-01",
-    });
-    await mf.ready;
+    worker = await startWorker("upstash-worker/worker.mjs", { bindings: { UPSTASH_URL: rest.url, UPSTASH_TOKEN: rest.token } });
+    mf = worker.mf;
   });
   after(async () => {
-    await mf?.dispose();
+    await worker?.dispose();
     await native?.close();
     await rest?.close();
     await server?.stop();
-    if (out) await rm(out, { recursive: true, force: true });
   });
 
   it("taken in Node, seen and released in the worker", async () => {

@@ -5,55 +5,21 @@
 // All of it runs in workerd on the wasm build whatever LOCKSMITH_TARGET says, so it
 // runs once, with the native pass.
 import assert from "node:assert/strict";
-import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
-import { Miniflare } from "miniflare";
 
 import { conformance } from "./conformance.mjs";
+import { startWorker } from "./workerd-harness.mjs";
 import { TARGET, sleep, uniqueKey } from "./target.mjs";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
 const ONCE = TARGET === "native";
 
 let started;
 /** The worker, built and started once for the whole file. */
 function worker() {
   started ??= (async () => {
-    const out = await mkdtemp(join(tmpdir(), "locksmith-workerd-store-"));
-    const result = await build({
-      entryPoints: [`${root}js-tests/workerd/store-worker.mjs`],
-      bundle: true,
-      format: "esm",
-      outfile: join(out, "worker.js"),
-      conditions: ["workerd", "worker"],
-      external: ["*.wasm", "cloudflare:*"],
-      metafile: true,
-      logLevel: "error",
-    });
-    const inputs = Object.keys(result.metafile.inputs);
-    assert.ok(inputs.includes("js/cloudflare.mjs") && inputs.includes("js/workerd.mjs"), "the exports map chose js/cloudflare.mjs and js/workerd.mjs");
-    await mkdir(join(out, "wasm"));
-    // Both modules ship, as wrangler ships them: the Redis engine's is imported only by RedisLockStore.connect().
-    for (const file of ["locksmith_wasm_bg.wasm", "locksmith_wasm_redis_bg.wasm"]) {
-      await copyFile(`${root}js/wasm/${file}`, join(out, "wasm", file));
-    }
-    const mf = new Miniflare({
-      modules: true,
-      scriptPath: join(out, "worker.js"),
-      modulesRoot: out,
-      modulesRules: [
-        { type: "ESModule", include: ["**/*.js"] },
-        { type: "CompiledWasm", include: ["**/*.wasm"] },
-      ],
-      durableObjects: { LOCKS: { className: "TestLockObject", useSQLite: true } },
-      compatibilityDate: "2025-01-01",
-    });
-    await mf.ready;
-    return { mf, out };
+    const worker = await startWorker("workerd/store-worker.mjs", { durableObjects: { LOCKS: { className: "TestLockObject", useSQLite: true } } });
+    assert.ok(worker.inputs.includes("js/cloudflare.mjs") && worker.inputs.includes("js/workerd.mjs"), "the exports map chose js/cloudflare.mjs and js/workerd.mjs");
+    return worker;
   })();
   return started;
 }
@@ -63,10 +29,9 @@ const opened = [];
 
 after(async () => {
   if (!started) return;
-  const { mf, out } = await started;
+  const worker = await started;
   for (const store of opened) store.close();
-  await mf.dispose();
-  await rm(out, { recursive: true, force: true });
+  await worker.dispose();
 });
 
 async function post(path, body) {

@@ -4,61 +4,28 @@
 // them through the package's own exports map (the workerd condition), as wrangler would
 // from node_modules. js-tests/workerd-store.test.mjs tests the Durable Object store itself.
 import assert from "node:assert/strict";
-import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
-import { Miniflare } from "miniflare";
 
+import { startWorker } from "./workerd-harness.mjs";
 import { TARGET } from "./target.mjs";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
 
 // One run of this file is enough: it tests the wasm build whatever LOCKSMITH_TARGET says.
 describe("workerd (Miniflare)", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
   let mf;
-  let out;
+  let worker;
   const get = async (path) => {
     const res = await mf.dispatchFetch(`http://worker${path}`);
     return res.json();
   };
 
   before(async () => {
-    out = await mkdtemp(join(tmpdir(), "locksmith-workerd-"));
-    const result = await build({
-      entryPoints: [`${root}js-tests/workerd/worker.mjs`],
-      bundle: true,
-      format: "esm",
-      outfile: join(out, "worker.js"),
-      conditions: ["workerd", "worker"],
-      external: ["*.wasm", "cloudflare:*"],
-      metafile: true,
-      logLevel: "error",
-    });
-    assert.ok(Object.keys(result.metafile.inputs).includes("js/workerd.mjs"), "the workerd condition chose js/workerd.mjs");
-    await mkdir(join(out, "wasm"));
-    // Both modules ship, as wrangler ships them: the Redis engine's is imported only by RedisLockStore.connect().
-    for (const file of ["locksmith_wasm_bg.wasm", "locksmith_wasm_redis_bg.wasm"]) {
-      await copyFile(`${root}js/wasm/${file}`, join(out, "wasm", file));
-    }
-    mf = new Miniflare({
-      modules: true,
-      scriptPath: join(out, "worker.js"),
-      modulesRoot: out,
-      modulesRules: [
-        { type: "ESModule", include: ["**/*.js"] },
-        { type: "CompiledWasm", include: ["**/*.wasm"] },
-      ],
-      durableObjects: { LOCKS: { className: "LockDurableObject", useSQLite: true } },
-      compatibilityDate: "2025-01-01",
-    });
-    await mf.ready;
+    worker = await startWorker("workerd/worker.mjs", { durableObjects: { LOCKS: { className: "LockDurableObject", useSQLite: true } } });
+    assert.ok(worker.inputs.includes("js/workerd.mjs"), "the workerd condition chose js/workerd.mjs");
+    mf = worker.mf;
   });
   after(async () => {
-    await mf?.dispose();
-    if (out) await rm(out, { recursive: true, force: true });
+    await worker?.dispose();
   });
 
   for (const [name, prefix] of [["the memory store", ""], ["a Durable Object store", "/do"]]) {
