@@ -3,7 +3,7 @@
 
 const { makeApi, NATIVE, NativeStore, toLockError, typeName, invalid, checkOptionKeys } = require("./gen/api.cjs");
 const { makeEngineDriver } = require("./redis-engine.cjs");
-const { checkMinReplicas, checkTopology, TOPOLOGY_KEYS } = require("./gen/redis-topology.cjs");
+const { checkMinReplicas, checkTopology, CONNECT_KEYS, CONNECT_OPTIONS } = require("./gen/redis-topology.cjs");
 
 const { loadAddon } = require("./native-loader.cjs");
 
@@ -138,20 +138,6 @@ const engineDriver = makeEngineDriver({
 });
 flushEngines = engineDriver.flushSoon;
 
-const CONNECT_OPTIONS = {
-  keyPrefix: "string",
-  connectTimeoutMs: "number",
-  commandTimeoutMs: "number",
-  reconnectRetries: "number",
-  reconnectMaxDelayMs: "number",
-  notifyReleases: "boolean",
-  tlsCaCert: "string",
-  tlsInsecure: "boolean",
-  minReplicas: "number",
-};
-// Where the servers are: one of `url`, `sentinels` (with `masterName`, and the master's
-// `username`, `password` and `db`) or `cluster` (js/redis-topology.mjs).
-const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS), ...TOPOLOGY_KEYS.slice(1)];
 
 /** Locks in Redis, through the native client. Also a plain `LockStore` object. */
 class RedisLockStore extends NativeStore {

@@ -42,6 +42,22 @@ export function parseRedisUrl(url, invalid) {
 /** The option names that say where the servers are, `url` first. */
 export const TOPOLOGY_KEYS = ["url", "sentinels", "masterName", "username", "password", "db", "cluster"];
 
+/** RedisLockStore.connect()'s other options, with their types. */
+export const CONNECT_OPTIONS = {
+  keyPrefix: "string",
+  connectTimeoutMs: "number",
+  commandTimeoutMs: "number",
+  reconnectRetries: "number",
+  reconnectMaxDelayMs: "number",
+  notifyReleases: "boolean",
+  tlsCaCert: "string",
+  tlsInsecure: "boolean",
+  minReplicas: "number",
+};
+
+/** Every key RedisLockStore.connect() takes: where the servers are, and the options. */
+export const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS), ...TOPOLOGY_KEYS.slice(1)];
+
 /** A non-empty array of redis:// or rediss:// URLs, all of one scheme, parsed. */
 function checkUrlList(name, urls, invalid) {
   if (!Array.isArray(urls) || urls.length === 0 || urls.some((url) => typeof url !== "string")) {

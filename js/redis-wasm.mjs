@@ -34,7 +34,8 @@ import {
   parseRedisUrl as parseUrl,
   readSlotMap,
   switchedMaster,
-  TOPOLOGY_KEYS,
+  CONNECT_KEYS,
+  CONNECT_OPTIONS,
 } from "./redis-topology.mjs";
 
 let runtime;
@@ -63,18 +64,6 @@ function loadRuntime() {
 /** `{ host, port, tls, user, password, db }` from a `redis://` or `rediss://` URL. */
 const parseRedisUrl = (url) => parseUrl(url, invalid);
 
-const CONNECT_OPTIONS = {
-  keyPrefix: "string",
-  connectTimeoutMs: "number",
-  commandTimeoutMs: "number",
-  reconnectRetries: "number",
-  reconnectMaxDelayMs: "number",
-  notifyReleases: "boolean",
-  tlsCaCert: "string",
-  tlsInsecure: "boolean",
-  minReplicas: "number",
-};
-const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS), ...TOPOLOGY_KEYS.slice(1)];
 const MAX_MS = 2_147_483_647;
 
 /** A duration option: a whole number of milliseconds from 1 to 2^31 - 1. */
