@@ -72,62 +72,26 @@ if (only !== "wasm") {
   ]);
 }
 
-// The Redis engine for the WebAssembly build (wasm-redis/): a second module, loaded only
-// where RedisLockStore connects, so the main module's size is not its size. Built
-// first: Node's fallback bundle below takes its glue in.
-if (only !== "native") {
-  // The same flags as the main module's build below, so the two share compiled crates.
-  const cargoHome = process.env.CARGO_HOME ?? join(homedir(), ".cargo");
-  execFileSync(
-    "cargo",
-    ["build", "-p", "locksmith-wasm-redis", "--target", "wasm32-unknown-unknown", "--profile", "wasm-release", "--quiet"],
-    {
-      cwd: root,
-      stdio: "inherit",
-      env: {
-        ...process.env,
-        CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS: `--remap-path-prefix=${join(cargoHome, "registry/src")}=/cargo`,
-      },
-    },
-  );
-  const built = join(root, "target/wasm32-unknown-unknown/wasm-release/locksmith_wasm_redis.wasm");
-  const out = join(root, "js/wasm");
-  const wasmFile = join(out, "locksmith_wasm_redis_bg.wasm");
-  let fresh = false;
-  try {
-    fresh = statSync(wasmFile).mtimeMs >= statSync(built).mtimeMs;
-  } catch {}
-  if (!fresh) {
-    run("wasm-bindgen", [
-      "--target", "web", "--out-dir", out, "--no-typescript", "--weak-refs",
-      "--remove-name-section", "--remove-producers-section", built,
-    ]);
-    run(join(root, "node_modules/.bin/wasm-opt"), ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext", "--enable-mutable-globals", wasmFile, "-o", wasmFile]);
-  }
-  const bytes = readFileSync(wasmFile);
-  const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
-  console.log(`locksmith_wasm_redis_bg.wasm (RedisLockStore, loaded at its first connect): ${kb(bytes.length)} raw, ${kb(gzipSync(bytes, { level: 9 }).length)} gzipped`);
-}
-
-if (only !== "native") {
-  // Panic locations name source files; without the machine's cargo home in them the
+/**
+ * Builds the wasm32 crate `pkg` and runs wasm-bindgen and wasm-opt on it into js/wasm/
+ * (only when cargo's output is newer); returns the module's path.
+ */
+function buildWasm(pkg, artifact) {
+  // Panic locations name source files; without the machine's cargo home in them a
   // module is the same size on every machine (npm test checks it against a budget).
+  // Both modules use the same flags, so they share compiled crates.
   const cargoHome = process.env.CARGO_HOME ?? join(homedir(), ".cargo");
-  execFileSync(
-    "cargo",
-    ["build", "-p", "locksmith-wasm", "--target", "wasm32-unknown-unknown", "--profile", "wasm-release", "--quiet"],
-    {
-      cwd: root,
-      stdio: "inherit",
-      env: {
-        ...process.env,
-        CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS: `--remap-path-prefix=${join(cargoHome, "registry/src")}=/cargo`,
-      },
+  execFileSync("cargo", ["build", "-p", pkg, "--target", "wasm32-unknown-unknown", "--profile", "wasm-release", "--quiet"], {
+    cwd: root,
+    stdio: "inherit",
+    env: {
+      ...process.env,
+      CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS: `--remap-path-prefix=${join(cargoHome, "registry/src")}=/cargo`,
     },
-  );
-  const built = join(root, "target/wasm32-unknown-unknown/wasm-release/locksmith_wasm.wasm");
+  });
+  const built = join(root, `target/wasm32-unknown-unknown/wasm-release/${artifact}.wasm`);
   const out = join(root, "js/wasm");
-  const wasmFile = join(out, "locksmith_wasm_bg.wasm");
+  const wasmFile = join(out, `${artifact}_bg.wasm`);
   let fresh = false;
   try {
     fresh = statSync(wasmFile).mtimeMs >= statSync(built).mtimeMs;
@@ -140,6 +104,22 @@ if (only !== "native") {
     ]);
     run(join(root, "node_modules/.bin/wasm-opt"), ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext", "--enable-mutable-globals", wasmFile, "-o", wasmFile]);
   }
+  return wasmFile;
+}
+
+const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
+const sizes = (file) => {
+  const bytes = readFileSync(file);
+  return `${kb(bytes.length)} raw, ${kb(gzipSync(bytes, { level: 9 }).length)} gzipped`;
+};
+
+if (only !== "native") {
+  // The Redis engine for the WebAssembly build (wasm-redis/): a second module, loaded only
+  // where RedisLockStore connects, so the main module's size is not its size. Built
+  // first: Node's fallback bundle below takes its glue in.
+  const redisFile = buildWasm("locksmith-wasm-redis", "locksmith_wasm_redis");
+  console.log(`locksmith_wasm_redis_bg.wasm (RedisLockStore, loaded at its first connect): ${sizes(redisFile)}`);
+  const wasmFile = buildWasm("locksmith-wasm", "locksmith_wasm");
   // Node's fallback when no native addon loads: the wasm API as CommonJS, so that
   // `require("locksmith")` keeps working (js/index.cjs).
   buildSync({
@@ -153,8 +133,6 @@ if (only !== "native") {
     // passes the bytes to initSync instead.
     logOverride: { "empty-import-meta": "silent" },
   });
-  const bytes = readFileSync(wasmFile);
-  const kb = (n) => `${(n / 1024).toFixed(1)} KB`;
-  console.log(`locksmith_wasm_bg.wasm: ${kb(bytes.length)} raw, ${kb(gzipSync(bytes, { level: 9 }).length)} gzipped`);
+  console.log(`locksmith_wasm_bg.wasm: ${sizes(wasmFile)}`);
 }
 
