@@ -4,17 +4,16 @@
 //! EVAL fallback after `SCRIPT FLUSH`, release notifications on a second socket, and the
 //! keys of semaphores and read-write locks (where they live, and that they go).
 
+mod race;
 mod server;
+use race::ReleasesAfterAFailedAttempt;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use locksmith_core::conformance::Harness;
-use std::sync::Mutex;
 
-use locksmith_core::{
-    AcquireOptions, BoxFuture, Clock, Grant, HoldKind, Lock, LockStore, MonotonicClock, Result,
-};
+use locksmith_core::{AcquireOptions, Clock, HoldKind, Lock, LockStore, MonotonicClock};
 use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
 use locksmith_redis::{RedisOptions, RedisStore, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -300,55 +299,13 @@ fn a_waiter_wakes_on_release_not_at_its_retry_delay() {
     });
 }
 
-/// A store that, right after a failed acquire attempt and before answering it, lets the
-/// holder release: the release lands between the waiter's attempt and its wait.
-struct ReleasesAfterAFailedAttempt {
-    inner: Arc<EngineStore>,
-    holder: Mutex<Option<Arc<Lock>>>,
-}
-
-#[async_trait::async_trait]
-impl LockStore for ReleasesAfterAFailedAttempt {
-    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        Ok(self.acquire_with_grant(key, owner, ttl_ms).await?.is_some())
-    }
-    async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
-        let grant = self.inner.acquire_with_grant(key, owner, ttl_ms).await?;
-        if grant.is_none() {
-            let holder = self.holder.lock().unwrap().take();
-            if let Some(holder) = holder {
-                assert!(holder.release().await.unwrap());
-            }
-        }
-        Ok(grant)
-    }
-    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        self.inner.release(key, owner).await
-    }
-    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        self.inner.extend(key, owner, ttl_ms).await
-    }
-    async fn is_locked(&self, key: &str) -> Result<bool> {
-        self.inner.is_locked(key).await
-    }
-    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
-        self.inner.remaining_time(key).await
-    }
-    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
-        self.inner.is_held_by(key, owner).await
-    }
-    fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
-        self.inner.release_signal(key)
-    }
-}
-
 #[test]
 fn a_release_right_after_a_failed_attempt_wakes_the_waiter() {
     let server = server::shared();
     // The subscriber connection is slow, so its SUBSCRIBE reaches Redis after the release.
     let inner = connect_with(server.port, true, 100);
     let direct = connect(server.port, false);
-    let store = Arc::new(ReleasesAfterAFailedAttempt { inner, holder: Mutex::new(None) });
+    let store = Arc::new(ReleasesAfterAFailedAttempt::new(inner));
     let timer = Arc::new(TokioTimer::default());
     runtime().block_on(async {
         for round in 0..5 {

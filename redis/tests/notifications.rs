@@ -2,14 +2,16 @@
 //! acquire, whether a release right after a failed attempt is seen, and what a stalled
 //! subscriber connection does to waiters.
 
+mod race;
 mod server;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use locksmith_core::{AcquireOptions, BoxFuture, Grant, Lock, LockStore, Result};
+use locksmith_core::{AcquireOptions, Lock, LockStore};
 use locksmith_redis::{RedisOptions, RedisStore, TokioTimer};
+use race::ReleasesAfterAFailedAttempt;
 use server::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -148,48 +150,6 @@ async fn pump(
     }
 }
 
-/// A store that, right after a failed acquire attempt and before answering it, lets the
-/// holder release: the release lands between the waiter's attempt and its wait.
-struct ReleasesAfterAFailedAttempt {
-    inner: Arc<RedisStore>,
-    holder: Mutex<Option<Arc<Lock>>>,
-}
-
-#[async_trait::async_trait]
-impl LockStore for ReleasesAfterAFailedAttempt {
-    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        Ok(self.acquire_with_grant(key, owner, ttl_ms).await?.is_some())
-    }
-    async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
-        let grant = self.inner.acquire_with_grant(key, owner, ttl_ms).await?;
-        if grant.is_none() {
-            let holder = self.holder.lock().unwrap().take();
-            if let Some(holder) = holder {
-                assert!(holder.release().await.unwrap());
-            }
-        }
-        Ok(grant)
-    }
-    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        self.inner.release(key, owner).await
-    }
-    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        self.inner.extend(key, owner, ttl_ms).await
-    }
-    async fn is_locked(&self, key: &str) -> Result<bool> {
-        self.inner.is_locked(key).await
-    }
-    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
-        self.inner.remaining_time(key).await
-    }
-    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
-        self.inner.is_held_by(key, owner).await
-    }
-    fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
-        self.inner.release_signal(key)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_right_after_a_failed_attempt_wakes_the_waiter() {
     let server = server::shared();
@@ -199,7 +159,7 @@ async fn a_release_right_after_a_failed_attempt_wakes_the_waiter() {
     proxy.state.delay_ms.store(100, Ordering::SeqCst);
     let inner = Arc::new(RedisStore::connect(options(proxy.url())).await.unwrap());
     let direct: Arc<dyn LockStore> = Arc::new(RedisStore::connect(options(server.url())).await.unwrap());
-    let store = Arc::new(ReleasesAfterAFailedAttempt { inner, holder: Mutex::new(None) });
+    let store = Arc::new(ReleasesAfterAFailedAttempt::new(inner));
     for round in 0..10 {
         let key = format!("right-after-{round}");
         let holder = Arc::new(lock(direct.clone(), &key, 30_000));
