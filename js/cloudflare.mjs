@@ -10,7 +10,7 @@
 // millisecond; an alarm at the next expiry clears expired holds and wakes waiters.
 import { DurableObject } from "cloudflare:workers";
 
-import { InvalidArgumentError, checkOptionKeys } from "./api.mjs";
+import { checkOptionKeys, invalid } from "./api.mjs";
 
 // How long a waiter's call may stay pending in the object before it returns anyway
 // (locksmith then tries again and waits anew). Bounds a call whose caller went away.
@@ -392,7 +392,6 @@ export class LockDurableObject extends DurableObject {
 
 const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];
 
-const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
 
 /**
  * A locksmith `LockStore` over a namespace of `LockDurableObject`s: one object per

@@ -5,11 +5,11 @@
 // one LISTEN connection per store, so waiters wake at once instead of polling.
 
 const {
-  InvalidArgumentError,
   LockStoreError,
   StoreClosedError,
   StoreUnavailableError,
   checkOptionKeys,
+  invalid,
   typeName,
 } = require("./gen/api.cjs");
 
@@ -28,7 +28,6 @@ const LISTEN_RETRY_MIN_MS = 100;
 const LISTEN_RETRY_MAX_MS = 2_000;
 const LISTEN_CHECK_MS = 5_000;
 
-const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
 const quote = (identifier) => `"${identifier}"`;
 const noop = () => {};
 // Pooled connections inside a transaction of ours: one that fails there is destroyed

@@ -58,7 +58,7 @@ const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
 export class RedisClientStore {
   #driver;
   #prefix;
-  #channels = new Map(); // channel -> { listeners: Set, state: "subscribing" | "subscribed", linger }
+  #channels = new Map(); // channel -> { listeners: Set, subscribed: boolean, linger }
   #subscriber;
   #notify;
   #closed = false;

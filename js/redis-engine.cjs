@@ -399,6 +399,8 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       if (performance.now() < node.subRetryAt || !this.native.subscriberWantedOn(conn)) return;
       const target = this.nodeTarget(conn);
       const sub = dialTarget(target, this.options, () => {
+        // A socket replaced before it connected (the node dropped meanwhile) is not the node's.
+        if (node.sub !== sub) return;
         node.subReady = true;
         this.native.subscriberConnectedOn(conn, target.user, target.password);
         const out = this.native.subscriberOutputOn(conn);
