@@ -145,7 +145,7 @@ above.
   baseline needs the whole pair under ~0.8 µs, about the cost of the two awaits plus the
   two addon calls plus the JS surface, before any lock work.
 - **Memory run() ×64 (native).** A \`--cpu-prof\` of 64 \`run()\` loops over 1 000 keys
-  (a 3 s script) puts ~48 % of samples in the three addon crossings of a
+  (\`node --cpu-prof bench/run64-probe.mjs\`, 3 s) puts ~48 % of samples in the three addon crossings of a
   run, counted in their JS callers: \`tryAcquireNow\` in \`acquire\` (~21 %),
   \`reset(key, ttl)\` of a pooled handle in \`takeNative\` (~14 %, the key crossing as a
   string) and \`releaseNow\` in \`release\` (~14 %); \`run()\` and its promise settling
