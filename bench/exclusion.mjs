@@ -32,18 +32,20 @@ export const yieldTurn = () => new Promise((resolve) => setImmediate(resolve));
 
 /**
  * `workers` loops on one key for `ms`, each taking the lock with `wait(key, fn)` and
- * running a critical section that yields a turn. Resolves with the entry/exit times
- * and the check's counts.
+ * running a critical section that yields a turn. Resolves with the entry/exit times,
+ * the check's counts and each worker's number of critical sections (`perWorker`).
  */
 export async function contendOnOneKey(wait, { key, workers = 16, ms }) {
   const check = exclusionCheck();
   const events = [];
+  const perWorker = new Array(workers).fill(0);
   const deadline = performance.now() + ms;
   await Promise.all(
-    Array.from({ length: workers }, async () => {
+    Array.from({ length: workers }, async (_, w) => {
       while (performance.now() < deadline) {
         await wait(key, () =>
           check.section(key, async () => {
+            perWorker[w] += 1;
             events.push(["in", performance.now()]);
             await yieldTurn();
             events.push(["out", performance.now()]);
@@ -52,7 +54,7 @@ export async function contendOnOneKey(wait, { key, workers = 16, ms }) {
       }
     }),
   );
-  return { events, sections: check.sections, overlaps: check.overlaps };
+  return { events, sections: check.sections, overlaps: check.overlaps, perWorker };
 }
 
 /**

@@ -1,7 +1,8 @@
 // `npm run bench`: locksmith against the libraries users would otherwise pick, in one
 // process run, rounds interleaved (each round runs every contender once). Writes
 // bench/results/<timestamp>.json (one file per run), BENCHMARKS.md and bench/results/chart.svg.
-// BENCH_ROUNDS (default 5) and BENCH_QUICK=1 (smaller runs) tune the effort.
+// BENCH_ROUNDS (default 5) and BENCH_QUICK=1 (smaller runs) tune the effort; a quick run
+// writes to bench/results/tmp/ instead (see the end of this file).
 // Every critical section is checked for mutual exclusion (bench/exclusion.mjs); a run that
 // sees an overlap still writes its results, then exits non-zero.
 // `node bench/run.mjs --self-test` shows the check failing on a lock that is not one.
@@ -25,7 +26,8 @@ import { startCluster } from "../js-tests/redis-topology.mjs";
 import { IoRedisLockStore } from "../js/ioredis.mjs";
 import { PlainLock } from "./baseline.mjs";
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
-import { median, percentile, summarize } from "./stats.mjs";
+import { countRequests } from "./round-trips.mjs";
+import { jainIndex, median, percentile, summarize } from "./stats.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -114,21 +116,15 @@ async function memoryBench() {
 // ---------------------------------------------------------------------------------
 // Redis
 
-async function redisPeers(url) {
-  const clients = [];
-  const client = () => {
-    const c = new Redis(url);
-    clients.push(c);
-    return c;
-  };
-  const store = await native.RedisLockStore.connect(url);
-  const redlock = new Redlock([client()], { retryCount: 0 });
-  const redlockWait = new Redlock([client()], { retryCount: 1_000, retryDelay: 20, retryJitter: 5 });
-  const sesame = new SesameRedlock([client()], { retryCount: 0 });
-  const sesameWait = new SesameRedlock([client()], { retryCount: 1_000, retryDelay: 20, retryJitter: 5 });
-  const semClient = client();
-  const peers = {
-    locksmith: {
+/**
+ * The Redis contenders, by name: each makes its own clients and returns `once(key)` (one
+ * acquire + release that must succeed), `wait(key, fn)` (wait for the lock, run `fn`,
+ * release) and `close()`. All peers run on ioredis; the waiting ones poll every 20 ms.
+ */
+const redisContenders = {
+  locksmith: async (url) => {
+    const store = await native.RedisLockStore.connect(url);
+    return {
       once: async (key) => {
         const l = new native.Lock(key, 30_000, store);
         if (!(await l.acquire())) throw new Error("not acquired");
@@ -140,42 +136,90 @@ async function redisPeers(url) {
         await fn();
         await l.release();
       },
+      close: () => store.close(),
+    };
+  },
+  redlock: async (url) => redlockContender(Redlock, url),
+  "@sesamecare-oss/redlock": async (url) => redlockContender(SesameRedlock, url),
+  "redis-semaphore": async (url) => semaphoreContender(new Redis(url)),
+  // The same library on a client that sends the commands of one event-loop turn as one
+  // pipeline.
+  "redis-semaphore (auto-pipelining)": async (url) => semaphoreContender(new Redis(url, { enableAutoPipelining: true })),
+};
+
+function redlockContender(Kind, url) {
+  const clients = [new Redis(url), new Redis(url)];
+  const once = new Kind([clients[0]], { retryCount: 0 });
+  const waiting = new Kind([clients[1]], { retryCount: 1_000, retryDelay: 20, retryJitter: 5 });
+  return {
+    once: async (key) => (await once.acquire([key], 30_000)).release(),
+    wait: async (key, fn) => {
+      const l = await waiting.acquire([key], 30_000);
+      await fn();
+      await l.release();
     },
-    redlock: {
-      once: async (key) => (await redlock.acquire([key], 30_000)).release(),
-      wait: async (key, fn) => {
-        const l = await redlockWait.acquire([key], 30_000);
-        await fn();
-        await l.release();
-      },
-    },
-    "@sesamecare-oss/redlock": {
-      once: async (key) => (await sesame.acquire([key], 30_000)).release(),
-      wait: async (key, fn) => {
-        const l = await sesameWait.acquire([key], 30_000);
-        await fn();
-        await l.release();
-      },
-    },
-    "redis-semaphore": {
-      once: async (key) => {
-        const m = new SemaphoreMutex(semClient, key, { lockTimeout: 30_000, acquireAttemptsLimit: 1 });
-        await m.acquire();
-        await m.release();
-      },
-      wait: async (key, fn) => {
-        const m = new SemaphoreMutex(semClient, key, { lockTimeout: 30_000, acquireTimeout: 60_000, retryInterval: 20 });
-        await m.acquire();
-        await fn();
-        await m.release();
-      },
-    },
+    close: () => Promise.all(clients.map((c) => c.quit())),
   };
-  const close = async () => {
-    await store.close();
-    await Promise.all(clients.map((c) => c.quit()));
+}
+
+function semaphoreContender(client) {
+  return {
+    once: async (key) => {
+      const m = new SemaphoreMutex(client, key, { lockTimeout: 30_000, acquireAttemptsLimit: 1 });
+      await m.acquire();
+      await m.release();
+    },
+    wait: async (key, fn) => {
+      const m = new SemaphoreMutex(client, key, { lockTimeout: 30_000, acquireTimeout: 60_000, retryInterval: 20 });
+      await m.acquire();
+      await fn();
+      await m.release();
+    },
+    close: () => client.quit(),
   };
-  return { peers, close };
+}
+
+async function redisPeers(url) {
+  const peers = {};
+  for (const [name, make] of Object.entries(redisContenders)) peers[name] = await make(url);
+  return { peers, close: () => Promise.all(Object.values(peers).map((p) => p.close())) };
+}
+
+/**
+ * Client round trips per critical section of each contender on the contended workload, in
+ * a pass of its own (MONITOR slows the server): a fresh instance of the contender, warmed
+ * up, then 16 workers on one key for `ms` while the server shows what its connections send.
+ */
+async function roundTrips(server, admin, ms) {
+  const out = {};
+  for (const [name, make] of Object.entries(redisContenders)) {
+    const key = `round-trips:${name}`;
+    let peer;
+    try {
+      const counted = await countRequests(admin, server.port, async () => {
+        peer = await make(server.url);
+        await contendOnOneKey(peer.wait, { key, workers: 16, ms: Math.min(300, ms) });
+      }, () => contendOnOneKey(peer.wait, { key, workers: 16, ms }));
+      const { sections, overlaps } = counted.result;
+      recordExclusion("Redis contended", name, { sections, overlaps });
+      if (sections === 0) throw new Error(`locksmith bench: ${name} ran no critical section while its round trips were counted`);
+      const perCritical = counted.requests / sections;
+      // Every critical section takes at least one request to acquire: fewer is a miscount.
+      if (perCritical < 1) throw new Error(`locksmith bench: ${name}: ${counted.requests} requests for ${sections} critical sections cannot be right`);
+      out[name] = {
+        perCritical,
+        requests: counted.requests,
+        scriptedCommands: counted.scripted,
+        connections: counted.connections,
+        criticals: sections,
+        criticalsPerSec: sections / (ms / 1000),
+      };
+      log(`  ${name}: ${fmt(perCritical)} client round trips per critical (${counted.requests} requests on ${counted.connections} connections, ${sections} criticals under MONITOR; ${counted.others} commands from other connections meanwhile)`);
+    } finally {
+      await peer?.close();
+    }
+  }
+  return out;
 }
 
 async function redisBench(server) {
@@ -214,12 +258,14 @@ async function redisBench(server) {
     const seconds = QUICK ? 1 : 3;
     const gaps = {};
     const commands = {};
+    const fairness = {};
     const contended = await interleaved("16 workers on one key, criticals/s", Object.fromEntries(
       Object.entries(peers).map(([name, p]) => [name, async () => {
         const key = `contended:${name}`;
         const before = await totalCommands(admin);
-        const { events, sections, overlaps } = await contendOnOneKey(p.wait, { key, workers: 16, ms: seconds * 1000 });
+        const { events, sections, overlaps, perWorker } = await contendOnOneKey(p.wait, { key, workers: 16, ms: seconds * 1000 });
         recordExclusion("Redis contended", name, { sections, overlaps });
+        (fairness[name] ??= []).push(jainIndex(perWorker));
         const criticals = sections;
         const gapList = [];
         for (let i = 1; i + 1 < events.length; i += 2) gapList.push((events[i + 1][1] - events[i][1]) * 1000);
@@ -231,9 +277,12 @@ async function redisBench(server) {
       }]),
     ));
     const handoff = Object.fromEntries(Object.entries(gaps).map(([k, v]) => [k, { p50: summarize(v.p50), p99: summarize(v.p99) }]));
-    for (const [k, v] of Object.entries(handoff)) log(`  release→acquire gap | ${k}: p50 ${fmt(v.p50.median)} µs, p99 ${fmt(v.p99.median)} µs; ${fmt(median(commands[k]))} commands per critical`);
+    for (const [k, v] of Object.entries(handoff)) log(`  release→acquire gap | ${k}: p50 ${fmt(v.p50.median)} µs, p99 ${fmt(v.p99.median)} µs; ${fmt(median(commands[k]))} commands per critical; fairness ${median(fairness[k]).toFixed(3)}`);
     const perCritical = Object.fromEntries(Object.entries(commands).map(([k, v]) => [k, summarize(v)]));
-    return { c1, c1p99: p99, c64, contended: { criticals: contended, handoff, commandsPerCritical: perCritical } };
+    const jain = Object.fromEntries(Object.entries(fairness).map(([k, v]) => [k, summarize(v)]));
+    log("  client round trips per critical (one pass each under MONITOR)");
+    const trips = await roundTrips(server, admin, 1000);
+    return { c1, c1p99: p99, c64, contended: { criticals: contended, handoff, commandsPerCritical: perCritical, fairness: jain, roundTrips: trips } };
   } finally {
     await close();
     await admin.quit();
@@ -404,6 +453,71 @@ async function selfTest() {
     process.exit(1);
   }
   log("self-test passed: the check caught the broken lock and passed the real one");
+  await roundTripSelfTest();
+}
+
+/**
+ * The round-trip count must count exactly what a client sends: known traffic (plain,
+ * pipelined, scripted, on a subscribed connection) beside a connection that was already
+ * open; and it must refuse to report a count that would be zero or that MONITOR could
+ * not see whole (an admin command, which MONITOR does not show).
+ */
+async function roundTripSelfTest() {
+  const server = await startRedis();
+  const admin = new Redis(server.url);
+  const bystander = new Redis(server.url);
+  const opened = [];
+  const client = () => {
+    const c = new Redis(server.url);
+    opened.push(c);
+    return c;
+  };
+  const failures = [];
+  try {
+    await bystander.ping();
+    let plain;
+    let sub;
+    const counted = await countRequests(admin, server.port, async () => {
+      plain = client();
+      sub = client();
+      await Promise.all([plain.ping(), sub.ping()]);
+    }, async () => {
+      for (let i = 0; i < 10; i++) await plain.set(`k${i}`, "v");
+      for (let i = 0; i < 5; i++) await plain.eval("redis.call('get', KEYS[1]); return redis.call('get', KEYS[1])", 1, "k0");
+      await Promise.all([plain.get("k1"), plain.get("k2")]);
+      await sub.subscribe("self-test");
+      await sub.ping();
+      await sub.unsubscribe("self-test");
+      await bystander.set("bystander", "1");
+    });
+    const want = { requests: 20, scripted: 10, connections: 2, others: 1 };
+    const got = { requests: counted.requests, scripted: counted.scripted, connections: counted.connections, others: counted.others };
+    log(`  round trips of known traffic: ${JSON.stringify(got)}`);
+    if (JSON.stringify(got) !== JSON.stringify(want)) failures.push(`counted ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+    const refuses = async (what, prepare, run, pattern) => {
+      try {
+        await countRequests(admin, server.port, prepare, run);
+        failures.push(`a count ${what} was reported`);
+      } catch (err) {
+        if (!pattern.test(err.message)) failures.push(`a count ${what} failed with: ${err.message}`);
+        else log(`  a count ${what} is refused: ${err.message}`);
+      }
+    };
+    await refuses("with no request from the measured client", async () => {}, () => bystander.ping(), /saw no command/);
+    let quiet;
+    await refuses("with a command MONITOR does not show", async () => {
+      quiet = client();
+      await quiet.ping();
+    }, () => quiet.config("GET", "maxmemory"), /cannot be trusted/);
+  } finally {
+    await Promise.all([admin, bystander, ...opened].map((c) => c.quit()));
+    await server.stop();
+  }
+  if (failures.length) {
+    console.error(`self-test failed: ${failures.join("; ")}`);
+    process.exit(1);
+  }
+  log("self-test passed: the round-trip count counted known traffic exactly and refused counts it could not trust");
 }
 
 const server = await startRedis();
@@ -419,13 +533,17 @@ try {
   results.exclusion = exclusion;
 }
 
-// One file per run, named by its start time: 2026-11-29T23-10-30Z.json.
-const file = `bench/results/${results.date.replace(/\.\d+Z$/, "Z").replaceAll(":", "-")}.json`;
-mkdirSync(join(root, "bench/results"), { recursive: true });
+// One file per run, named by its start time: 2026-11-29T23-10-30Z.json. A quick run's
+// figures are not comparable with a full run's: it writes its file and its report to
+// bench/results/tmp/ (not in git), never over BENCHMARKS.md or the committed results.
+const dir = QUICK ? "bench/results/tmp" : "bench/results";
+const file = `${dir}/${results.date.replace(/\.\d+Z$/, "Z").replaceAll(":", "-")}.json`;
+mkdirSync(join(root, dir), { recursive: true });
 writeFileSync(join(root, file), `${JSON.stringify(results, (k, v) => (k === "samples" ? v.map((x) => Math.round(x * 1000) / 1000) : v), 2)}\n`);
 const { writeReport } = await import("./report.mjs");
-const verdict = writeReport(results, file);
-log(`wrote ${file}, BENCHMARKS.md, bench/results/chart.svg`);
+const written = QUICK ? { markdown: `${dir}/BENCHMARKS.md`, chart: `${dir}/chart.svg` } : undefined;
+const verdict = writeReport(results, file, written);
+log(`wrote ${file}, ${written ? `${written.markdown}, ${written.chart}` : "BENCHMARKS.md, bench/results/chart.svg"}`);
 if (!verdict.ok) {
   console.error(`\nFAILED: ${verdict.text.replaceAll("**", "")}`);
   process.exitCode = 1;
