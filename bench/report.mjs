@@ -110,7 +110,7 @@ export function report(r, file, links = { chart: "bench/results/chart.svg", file
   return `# Benchmarks
 
 Measured by \`npm run bench\` on ${r.date.slice(0, 10)}: ${r.machine.cpus} cores (${r.machine.cpu}), Node ${r.machine.node}, one
-\`redis-server\` on loopback started by the bench. ${r.rounds} rounds, interleaved: every round runs every
+\`redis-server\` on loopback started by the bench. ${r.rounds} round${r.rounds === 1 ? "" : "s"}, interleaved: every round runs every
 contender once, so drift hits all alike. Raw numbers: [\`${file}\`](${links.file}). These are benchmarks, not
 tests: nothing here is asserted by \`npm test\`.
 
