@@ -1,0 +1,100 @@
+// The benchmark's contended figures: its client round-trip count counts exactly what a
+// client sends and refuses a count it cannot trust; its fairness index and per-worker
+// counts add up.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
+
+import { contendOnOneKey } from "../bench/exclusion.mjs";
+import { countRequests } from "../bench/round-trips.mjs";
+import { jainIndex } from "../bench/stats.mjs";
+import { startRedis } from "./redis-server.mjs";
+import { ls, uniqueKey } from "./target.mjs";
+
+describe("the benchmark's client round-trip count", () => {
+  let server;
+  let admin;
+  let bystander;
+  const opened = [];
+  const client = () => {
+    const c = new Redis(server.url);
+    opened.push(c);
+    return c;
+  };
+  before(async () => {
+    server = await startRedis();
+    admin = new Redis(server.url);
+    bystander = new Redis(server.url);
+    await bystander.ping();
+  });
+  after(async () => {
+    await Promise.all([admin, bystander, ...opened].map((c) => c.quit()));
+    await server.stop();
+  });
+
+  it("counts each request of the new connections, not their scripts' commands nor older connections' requests", async () => {
+    let plain;
+    let sub;
+    const counted = await countRequests(admin, server.port, async () => {
+      plain = client();
+      sub = client();
+      await Promise.all([plain.ping(), sub.ping()]);
+    }, async () => {
+      for (let i = 0; i < 4; i++) await plain.set(`k${i}`, "v");
+      // Three requests; each script runs two commands.
+      for (let i = 0; i < 3; i++) await plain.eval("redis.call('get', KEYS[1]); return redis.call('get', KEYS[1])", 1, "k0");
+      // Pipelined, still two requests.
+      await Promise.all([plain.get("k1"), plain.get("k2")]);
+      await sub.subscribe("round-trips");
+      await sub.ping();
+      await sub.unsubscribe("round-trips");
+      await bystander.set("bystander", "1");
+      return "ran";
+    });
+    assert.deepEqual(
+      { result: counted.result, requests: counted.requests, scripted: counted.scripted, connections: counted.connections, others: counted.others },
+      { result: "ran", requests: 12, scripted: 6, connections: 2, others: 1 },
+    );
+  });
+
+  it("refuses a count of zero: nothing new sent anything", async () => {
+    await assert.rejects(countRequests(admin, server.port, async () => {}, () => bystander.ping()), /MONITOR saw no command/);
+  });
+
+  it("refuses a count MONITOR did not see whole (an admin command)", async () => {
+    let quiet;
+    await assert.rejects(
+      countRequests(admin, server.port, async () => {
+        quiet = client();
+        await quiet.ping();
+      }, async () => {
+        await quiet.set("seen", "1");
+        await quiet.config("GET", "maxmemory");
+      }),
+      /processed 2 commands while MONITOR showed 1/,
+    );
+  });
+});
+
+describe("the benchmark's fairness", () => {
+  it("is Jain's index: 1 for equal shares, 1/n when one takes all", () => {
+    assert.equal(jainIndex([5, 5, 5, 5]), 1);
+    assert.equal(jainIndex([8, 0, 0, 0]), 0.25);
+    assert.equal(jainIndex([3, 1]), 0.8);
+    assert.equal(jainIndex([0, 0]), 0);
+  });
+
+  it("counts each worker's critical sections, adding up to all of them", async () => {
+    const store = new ls.MemoryLockStore();
+    const wait = async (key, fn) => {
+      const l = new ls.Lock(key, 30_000, store);
+      if (!(await l.acquire({ timeout: 60_000, retryDelay: 1 }))) throw new Error("timed out");
+      await fn();
+      await l.release();
+    };
+    const r = await contendOnOneKey(wait, { key: uniqueKey("fairness"), workers: 4, ms: 100 });
+    assert.equal(r.perWorker.length, 4);
+    assert.equal(r.perWorker.reduce((a, x) => a + x, 0), r.sections);
+    assert.ok(r.sections > 0);
+  });
+});
