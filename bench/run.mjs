@@ -5,7 +5,9 @@
 // writes to bench/results/tmp/ instead (see the end of this file).
 // Every critical section is checked for mutual exclusion (bench/exclusion.mjs); a run that
 // sees an overlap still writes its results, then exits non-zero.
-// `node bench/run.mjs --self-test` shows the check failing on a lock that is not one.
+// `node bench/run.mjs --self-test` shows the check failing on a lock that is not one, and
+// the contended workload's round-trip count (bench/round-trips.mjs) counting known traffic
+// exactly and refusing counts it cannot trust.
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import os from "node:os";
