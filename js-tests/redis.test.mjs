@@ -235,6 +235,35 @@ describe(`RedisLockStore (${TARGET})`, () => {
     assert.ok(closed.every((o) => o.reason.code === (wasm ? "STORE_UNAVAILABLE" : "STORE_CLOSED")), String(closed[0]?.reason));
   });
 
+  it("serves its waiters in arrival order: a holder that comes back queues behind them", async () => {
+    const store = await RedisLockStore.connect(server.url);
+    const key = uniqueKey("fifo");
+    const holder = new Lock(key, 10_000, store);
+    assert.equal(await holder.acquire(), true);
+    const order = [];
+    const turn = async (name, lock) => {
+      assert.equal(await lock.acquire({ timeout: 8_000, retryDelay: 5_000 }), true, `${name} timed out`);
+      order.push(name);
+      await sleep(20);
+      await lock.release();
+    };
+    const waiting = [];
+    for (const name of ["first", "second", "third"]) {
+      waiting.push(turn(name, new Lock(key, 10_000, store)));
+      await sleep(100); // each is asleep on the release channel before the next comes
+    }
+    const before = await calls("evalsha");
+    await holder.release();
+    // Straight back, as a loop of critical sections does: behind the three.
+    waiting.push(turn("holder again", holder));
+    await Promise.all(waiting);
+    assert.deepEqual(order, ["first", "second", "third", "holder again"]);
+    // Four holds, four releases, and no attempt that found the key taken.
+    const scripts = (await calls("evalsha")) - before;
+    assert.equal(scripts, 1 + 4 + 4, `${scripts - 9} acquire attempts more than the holds`);
+    await store.close();
+  });
+
   it("logs in with the URL's password or ACL user, uses its database, and waits on notifications there too", async () => {
     const own = await startRedis(["--requirepass", "s3cret"]);
     const admin = new Redis(`redis://:s3cret@127.0.0.1:${own.port}`);

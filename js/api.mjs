@@ -214,6 +214,10 @@ function releasedReason(key) {
 
 const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
 /** Optional: a store with all of these has semaphores and read-write locks. */
+// The WebAssembly build's Redis store answers whether locks of this process already wait
+// for a key's release, so a new waiting acquire queues behind them (core's
+// `LockStore::has_local_waiters`). Internal: not part of the JS store contract.
+export const HAS_WAITERS = Symbol.for("locksmith.hasWaiters");
 const PERMIT_METHODS = ["acquirePermit", "releasePermit", "extendPermit", "countPermits", "permitRemainingTime"];
 
 function checkStore(store) {
@@ -352,6 +356,13 @@ export function makeApi(binding) {
           switch (call.op) {
             case "onRelease":
               return subscribe(store, subscriptions, call);
+            case "hasWaiters":
+              // Answered at once, never a promise: see HAS_WAITERS.
+              try {
+                return store[HAS_WAITERS](call.key) === true;
+              } catch {
+                return false;
+              }
             case "offRelease": {
               const unsubscribe = subscriptions.get(call.id);
               subscriptions.delete(call.id);
@@ -409,6 +420,7 @@ export function makeApi(binding) {
           typeof store.isHeldBy === "function",
           PERMIT_METHODS.every((m) => typeof store[m] === "function"),
           typeof store.onRelease === "function",
+          typeof store[HAS_WAITERS] === "function",
         );
       } catch (err) {
         throw toLockError(err);

@@ -18,7 +18,9 @@ const MAX_CALL_ID = 0xffff_ffff;
 // Where the ids start. Tests set LOCKSMITH_TEST_FIRST_CALL_ID to reach the wrap-around
 // without making four billion calls first.
 let nextId = Number(process.env.LOCKSMITH_TEST_FIRST_CALL_ID ?? 0) >>> 0;
-let keepAlive; // a ref'd timer while calls are pending: the channel itself does not hold Node open
+// A timer ref'd while calls are pending (the channel itself does not hold Node open),
+// unref'd when none is: made once, since a ref/unref costs less than a new timer.
+let keepAlive;
 // Pending calls that keep Node alive. Background calls (watching a hold's end) do not:
 // a process whose only work left is a held lock's signal may exit.
 let holding = 0;
@@ -28,10 +30,7 @@ function finish(id) {
   const call = pending.get(id);
   if (call === undefined) return undefined;
   pending.delete(id);
-  if (!call.background && --holding === 0) {
-    clearInterval(keepAlive);
-    keepAlive = undefined;
-  }
+  if (!call.background && --holding === 0) keepAlive.unref();
   return call;
 }
 
@@ -43,8 +42,8 @@ const completions = new addon.Completions((done) => {
 });
 
 // Set below to the Redis engine driver's: a call that runs as a local task of an engine
-// store (`start` returns true) has commands to write this turn.
-let flushEngines = () => {};
+// store (`start` returns true) has commands to write.
+let engineCallStarted = () => {};
 
 /** Starts `start(id)` and returns the promise of its outcome. */
 function viaCompletions(start, number = false, background = false) {
@@ -52,14 +51,17 @@ function viaCompletions(start, number = false, background = false) {
   while (pending.has(id)) id = id === MAX_CALL_ID ? 0 : id + 1;
   nextId = id === MAX_CALL_ID ? 0 : id + 1;
   return new Promise((resolve, reject) => {
+    let queued;
     try {
-      if (start(id) === true) flushEngines();
+      queued = start(id);
     } catch (err) {
       reject(err);
       return;
     }
     pending.set(id, { resolve, reject, number, background });
-    if (!background && holding++ === 0) keepAlive = setInterval(() => {}, 1 << 30);
+    if (!background && holding++ === 0) (keepAlive ??= setInterval(() => {}, 1 << 30)).ref();
+    // The engine may write at once (several calls waiting): after the call is on record.
+    if (queued === true) engineCallStarted();
   });
 }
 
@@ -136,7 +138,7 @@ const engineDriver = makeEngineDriver({
   invalid,
   toLockError,
 });
-flushEngines = engineDriver.flushSoon;
+engineCallStarted = engineDriver.started;
 
 
 /** Locks in Redis, through the native client. Also a plain `LockStore` object. */

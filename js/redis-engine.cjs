@@ -98,15 +98,29 @@ const LOCATING = Object.freeze({ destroy() {}, write() {} });
 function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid, toLockError }) {
   const live = new Set();
   let flushQueued = false;
+  // Calls started since the last write. A turn that starts many (64 loops woken by one
+  // chunk of replies) writes every EARLY_WRITE of them at once rather than all at the
+  // turn's end, so the server works on the first ones while the rest are made: one
+  // write per turn left the server and this thread taking turns (measured at c=64 with
+  // bench/c64-probe.mjs: about 1.4× the pairs/s; 8 to 16 measured alike).
+  const EARLY_WRITE = 16;
+  let started = 0;
 
   function flushAll() {
     flushQueued = false;
+    started = 0;
     for (const connection of live) {
       // Tasks started this turn may have gone to sleep (auto-extend, a hold's watch)
       // without sending anything: arm the timer for them before writing.
       connection.take(connection.native.turn(), false);
       connection.flush();
     }
+  }
+
+  /** A call queued commands: written with the turn's others, or now if EARLY_WRITE are waiting. */
+  function callStarted() {
+    if (++started >= EARLY_WRITE) flushAll();
+    else flushSoon();
   }
 
   /** Writes every connection's pending commands once this turn's code has run. */
@@ -647,7 +661,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
     #call(start, number = false) {
       const promise = viaCompletions(start, number);
-      flushSoon();
+      callStarted();
       return promise;
     }
 
@@ -687,7 +701,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     return new EngineBackend(native, connection);
   }
 
-  return { connect, flushSoon };
+  return { connect, flushSoon, started: callStarted };
 }
 
 module.exports = { makeEngineDriver };

@@ -24,6 +24,7 @@ import {
   invalid,
   toLockError,
   typeName,
+  HAS_WAITERS,
 } from "./api.mjs";
 import {
   authCommands,
@@ -190,13 +191,25 @@ function concat(parts) {
 
 const live = new Set();
 let flushQueued = false;
+// Calls started since the last write: a turn that starts many writes every EARLY_WRITE
+// of them at once, so the server starts on them while the rest are made (as in
+// js/redis-engine.cjs).
+const EARLY_WRITE = 16;
+let started = 0;
 
 function flushAll() {
   flushQueued = false;
+  started = 0;
   for (const connection of live) {
     settle(connection.engine.turn(), connection.engine);
     connection.flush();
   }
+}
+
+/** A call queued commands: written with the turn's others, or now if EARLY_WRITE are waiting. */
+function callStarted() {
+  if (++started >= EARLY_WRITE) flushAll();
+  else flushSoon();
 }
 
 /** Writes every connection's pending commands once this turn's code has run. */
@@ -882,7 +895,7 @@ export class RedisLockStore {
       track(id, { resolve, reject, kind, background, connection: this.#connection });
       // A closed store's calls finish at once (STORE_CLOSED); nothing flushes it any more.
       if (this.#connection.closed) settle(this.#engine.turn(), this.#engine);
-      else flushSoon();
+      else callStarted();
     });
   }
 
@@ -941,6 +954,11 @@ export class RedisLockStore {
   /** Milliseconds until `owner`'s hold of `key` expires, or null. */
   permitRemainingTime(key, owner, kind) {
     return this.#call("number", (id) => this.#engine.permitRemainingTime(id, checked(key), checked(owner, "owner"), checked(kind, "kind")));
+  }
+
+  /** Whether locks of this process wait for `key`'s release (see HAS_WAITERS in api.mjs). */
+  [HAS_WAITERS](key) {
+    return !this.#connection.closed && typeof key === "string" && this.#engine.hasWaiters(key);
   }
 
   /**

@@ -21,6 +21,6 @@ export const api = makeApi({
   get MemoryStore() {
     return wasm().WasmMemoryStore;
   },
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease) =>
-    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters) =>
+    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters),
 });

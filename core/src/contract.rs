@@ -133,6 +133,12 @@ pub trait ForeignStore: MaybeSendSync {
     fn release_signal(&self, _key: &str, _kind: Option<HoldKind>) -> Option<BoxFuture<'static, ()>> {
         None
     }
+
+    /// [`LockStore::has_local_waiters`], for a store that can tell at once (the
+    /// WebAssembly build's own Redis store); `false` by default.
+    fn has_local_waiters(&self, _key: &str) -> bool {
+        false
+    }
 }
 
 /// `countPermits` must resolve to a whole number >= 0.
@@ -172,6 +178,10 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
         self.0.release_signal(key, None)
+    }
+
+    fn has_local_waiters(&self, key: &str) -> bool {
+        self.0.has_local_waiters(key)
     }
 
     fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {

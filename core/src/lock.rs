@@ -360,13 +360,22 @@ impl Lock {
         }
         let owner = OwnerToken::generate()?;
         let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
+        // Behind this process's waiters on the key, a lock that may wait queues first
+        // (see `LockStore::has_local_waiters`); it still tries at its deadline.
+        let mut queue_first = options.timeout_ms > 0
+            && self.kind == HoldKind::Exclusive
+            && self.store.has_local_waiters(&self.key);
         loop {
             let signal = if options.timeout_ms > 0 { self.store_release_signal() } else { None };
-            if self.attempt(owner).await? {
+            let queued = std::mem::take(&mut queue_first);
+            if !queued && self.attempt(owner).await? {
                 return Ok(true);
             }
             let now = self.timer.now_ms();
             if now >= deadline {
+                if queued {
+                    continue; // the attempt at the deadline
+                }
                 if self.kind == HoldKind::Write {
                     // Give up the claim a refused writer leaves, so readers get in again.
                     let _ = self.store_release(owner).await;

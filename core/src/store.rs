@@ -129,6 +129,16 @@ pub trait LockStore: MaybeSendSync {
         None
     }
 
+    /// Whether locks of this process already wait on [`release_signal`](LockStore::release_signal)
+    /// for `key`. An acquire that may wait then queues behind them rather than trying
+    /// first: a release wakes the longest waiter, so waiters get in in arrival order and
+    /// a release costs one attempt, not a race between a woken waiter and a newcomer
+    /// (typically the holder that just released, coming back). `false` (the default)
+    /// when the store cannot tell: every acquire tries at once.
+    fn has_local_waiters(&self, _key: &str) -> bool {
+        false
+    }
+
     /// Takes one of the holds that `key` admits for `owner` (a semaphore permit, a read
     /// or a write lock; see [`HoldKind`]), for `ttl_ms`. `None` when the key admits no
     /// more. Semaphores and read-write locks live apart from plain locks and from each

@@ -286,3 +286,72 @@ fn reset_forgets_an_old_auto_extend_stop() {
         assert!(l.release().await.unwrap());
     });
 }
+
+/// The memory store, saying that locks of this process wait on a key when `waiting`
+/// is set, and counting acquire attempts.
+struct WithLocalWaiters {
+    inner: Arc<MemoryStore>,
+    waiting: AtomicBool,
+    attempts: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl LockStore for WithLocalWaiters {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
+        self.inner.acquire(key, owner, ttl_ms).await
+    }
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        self.inner.release(key, owner).await
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.inner.extend(key, owner, ttl_ms).await
+    }
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        self.inner.is_locked(key).await
+    }
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        self.inner.remaining_time(key).await
+    }
+    fn release_signal(&self, key: &str) -> Option<locksmith_core::BoxFuture<'static, ()>> {
+        self.inner.release_signal(key)
+    }
+    fn has_local_waiters(&self, _key: &str) -> bool {
+        self.waiting.load(Ordering::SeqCst)
+    }
+}
+
+/// Behind waiters of its own process, an acquire that may wait queues instead of trying
+/// first; it still tries at its deadline, and one that may not wait tries at once.
+#[test]
+fn an_acquire_that_may_wait_queues_behind_local_waiters() {
+    let (timer, inner) = setup();
+    let store = Arc::new(WithLocalWaiters {
+        inner,
+        waiting: AtomicBool::new(false),
+        attempts: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let on = |key: &str| Lock::new(key, 10_000, store.clone(), Arc::new(timer.clone())).unwrap();
+    let (holder, queued, immediate) = (on("k"), on("k"), on("k"));
+    let attempts = || store.attempts.load(Ordering::SeqCst);
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        store.waiting.store(true, Ordering::SeqCst);
+        let before = attempts();
+        assert!(!queued.acquire(wait(300, 1_000)).await.unwrap());
+        assert_eq!(attempts() - before, 1, "one attempt, at the deadline, none on arrival");
+    });
+    assert_eq!(timer.now(), 300);
+    timer.run(async {
+        let before = attempts();
+        assert!(!immediate.acquire(AcquireOptions::default()).await.unwrap());
+        assert_eq!(attempts() - before, 1, "an acquire that may not wait tries");
+        // Queued, it gets the key when the holder releases.
+        let (got, ()) = futures_util::join!(queued.acquire(wait(5_000, 1_000)), async {
+            timer.sleep_for_test(50).await;
+            assert!(holder.release().await.unwrap());
+        });
+        assert!(got.unwrap());
+    });
+    assert_eq!(timer.now(), 350, "woken by the release");
+}

@@ -451,6 +451,14 @@ impl WasmRedisEngine {
         Ok(())
     }
 
+    /// Whether locks of this process wait for `key`'s release (see
+    /// `LockStore::has_local_waiters`).
+    #[wasm_bindgen(js_name = hasWaiters)]
+    #[must_use]
+    pub fn has_waiters(&self, key: &str) -> bool {
+        self.store.has_local_waiters(key)
+    }
+
     /// Waits for a release of `key` — of its holds of `kind` when given — (or for the
     /// subscription that will carry one to be confirmed); `false` when the store has no
     /// release notifications.

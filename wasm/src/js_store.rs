@@ -17,6 +17,7 @@ use crate::lock::{new_handle, new_lock, restore_lock, WasmLock};
 use crate::timer::timer;
 use crate::IntoJs;
 
+#[allow(clippy::struct_excessive_bools)] // which optional methods the store has: independent flags
 struct JsStore {
     dispatch: Function,
     timeout_ms: u64,
@@ -26,6 +27,9 @@ struct JsStore {
     has_on_release: bool,
     /// The id of the next `onRelease` subscription.
     next_subscription: std::cell::Cell<f64>,
+    /// The store answers `hasWaiters` at once (an internal method of the WebAssembly
+    /// build's Redis store, not part of the JS store contract).
+    has_waiters: bool,
     timer: Arc<dyn Timer>,
 }
 
@@ -43,6 +47,7 @@ impl WasmJsStoreBridge {
         has_is_held_by: bool,
         has_permits: bool,
         has_on_release: bool,
+        has_waiters: Option<bool>,
     ) -> Result<Self, JsValue> {
         let timeout_ms = validate::js::positive_ms("operationTimeoutMs", operation_timeout_ms).js()?;
         Ok(Self {
@@ -53,6 +58,7 @@ impl WasmJsStoreBridge {
                 has_permits,
                 has_on_release,
                 next_subscription: std::cell::Cell::new(0.0),
+                has_waiters: has_waiters.unwrap_or(false),
                 timer: timer(),
             })),
         })
@@ -175,6 +181,17 @@ impl ForeignStore for JsStore {
 
     fn has_permits(&self) -> bool {
         self.has_permits
+    }
+
+    fn has_local_waiters(&self, key: &str) -> bool {
+        if !self.has_waiters {
+            return false;
+        }
+        let call = Object::new();
+        let _ = Reflect::set(&call, &JsValue::from_str("op"), &JsValue::from_str("hasWaiters"));
+        let _ = Reflect::set(&call, &JsValue::from_str("key"), &JsValue::from_str(key));
+        // Answered synchronously: `true` or anything else.
+        self.dispatch.call1(&JsValue::NULL, &call).is_ok_and(|answer| answer.as_bool() == Some(true))
     }
 
     fn release_signal(&self, key: &str, kind: Option<HoldKind>) -> Option<BoxFuture<'static, ()>> {

@@ -296,6 +296,11 @@ impl EngineStore {
     }
 
     /// The subscriber that hears `key`'s releases: on a cluster, its slot's node's.
+    /// The channel a plain lock's release is published on.
+    fn released_channel(&self, key: &str) -> String {
+        format!("{}:released", crate::lock_key(&self.key_prefix(), key))
+    }
+
     fn subscriber_for(&self, key: &str) -> Option<Subscriber> {
         let subscriber = self.subscriber.as_ref()?;
         let shared = self.shared();
@@ -564,8 +569,11 @@ impl LockStore for EngineStore {
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
         let subscriber = self.subscriber_for(key)?;
-        let channel = format!("{}:released", crate::lock_key(&self.key_prefix(), key));
-        Some(subscriber.signal(channel))
+        Some(subscriber.signal(self.released_channel(key)))
+    }
+
+    fn has_local_waiters(&self, key: &str) -> bool {
+        self.subscriber_for(key).is_some_and(|subscriber| subscriber.has_waiters(&self.released_channel(key)))
     }
 
     async fn acquire_permit(

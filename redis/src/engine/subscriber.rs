@@ -201,6 +201,12 @@ impl Subscriber {
         })
     }
 
+    /// Whether a waiter of this process waits on `channel` (subscribed or subscribing).
+    #[must_use]
+    pub fn has_waiters(&self, channel: &str) -> bool {
+        self.state().channels.get(channel).is_some_and(|entry| entry.waiters > 0)
+    }
+
     /// Whether channels are wanted and no connection is up: the host should open one.
     #[must_use]
     pub fn wants_connection(&self) -> bool {

@@ -30,11 +30,13 @@ end
 -- in the failover (asynchronous replication), as long as the new master's clock is not
 -- behind the old one's by more than the time between the two holds. The counter lives
 -- as long as its lock plus a small bound.
+-- SET ... GET writes the new token and answers the last one in one command; the rare
+-- token that must be last+1 is written again.
 local now = redis.call('TIME')
 local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local last = tonumber(redis.call('GET', KEYS[2]))
+local last = tonumber(redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[3], 'GET'))
 if last and last >= token then
   token = last + 1
+  redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[3])
 end
-redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[3])
 return token
