@@ -235,6 +235,19 @@ describe(`RedisLockStore (${TARGET})`, () => {
     assert.ok(closed.every((o) => o.reason.code === (wasm ? "STORE_UNAVAILABLE" : "STORE_CLOSED")), String(closed[0]?.reason));
   });
 
+  it("settles thousands of calls answered in one go", async () => {
+    // More calls than one engine turn reports at once (the rest come in the next).
+    const store = await RedisLockStore.connect(server.url);
+    const key = uniqueKey("many");
+    const holder = new Lock(key, 10_000, store);
+    await holder.acquire();
+    const answers = await Promise.all(Array.from({ length: 5_000 }, () => new Lock(key, 10_000, store).isLocked()));
+    assert.equal(answers.length, 5_000);
+    assert.ok(answers.every((held) => held === true));
+    await holder.release();
+    await store.close();
+  });
+
   it("serves its waiters in arrival order: a holder that comes back queues behind them", async () => {
     const store = await RedisLockStore.connect(server.url);
     const key = uniqueKey("fifo");

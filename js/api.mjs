@@ -477,6 +477,9 @@ export function makeApi(binding) {
     if (pool.length < POOL_LIMIT) pool.push(native);
   }
 
+  const acquireAsync = (native) => native.acquire(undefined, undefined);
+  const releaseAsync = (native) => native.release();
+
   /** A lock on one key. */
   class Lock {
     #backend;
@@ -571,6 +574,36 @@ export function makeApi(binding) {
       if (native !== undefined && this.#busy === 0 && !native.hasOwner) this.#giveBack(native);
     }
 
+    /**
+     * `#call` for a native call already made (`start` gives its promise), without the
+     * async frames: the hot path of a store that answers asynchronously (Redis).
+     * `after(value)` runs before the handle is settled.
+     */
+    #started(native, start, after) {
+      this.#busy += 1;
+      let promise;
+      try {
+        promise = start(native);
+      } catch (err) {
+        this.#busy -= 1;
+        this.#settle();
+        return Promise.reject(toLockError(err, this.#key));
+      }
+      return promise.then(
+        (value) => {
+          this.#busy -= 1;
+          if (after !== undefined) after(value);
+          this.#settle();
+          return value;
+        },
+        (err) => {
+          this.#busy -= 1;
+          this.#settle();
+          throw toLockError(err, this.#key);
+        },
+      );
+    }
+
     /** Runs an async native call with the handle, settling it afterwards. */
     async #call(op) {
       const native = this.#handle();
@@ -645,6 +678,8 @@ export function makeApi(binding) {
           this.#settle();
           return RESOLVED_FALSE;
         }
+        // An asynchronous store: straight to the store, as `#acquireWaiting` would.
+        return this.#started(native, acquireAsync);
       }
       return this.#acquireWaiting(options);
     }
@@ -737,10 +772,8 @@ export function makeApi(binding) {
           return RESOLVED_FALSE;
         }
       }
-      return this.#call(async (native) => {
-        const released = await native.release();
+      return this.#started(this.#handle(), releaseAsync, (released) => {
         if (released) this.#released();
-        return released;
       });
     }
 

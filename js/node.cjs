@@ -111,10 +111,10 @@ const api = makeApi({
 // LOCKSMITH_REDIS_CLIENT=redis-rs (read at connect) selects the earlier client, redis-rs
 // on a tokio thread.
 
-/** Settles the calls in an engine turn's `[next timer, id, value, ...]` (see node/src/redis_engine.rs). */
-function settleEngineCalls(outcomes, native) {
+/** Settles the calls in an engine turn's `[next timer, id, value, ...]`, `count` numbers long (see node/src/redis_engine.rs). */
+function settleEngineCalls(outcomes, count, native) {
   let errors;
-  for (let i = 1; i < outcomes.length; i += 2) {
+  for (let i = 1; i < count; i += 2) {
     const id = outcomes[i];
     const value = outcomes[i + 1];
     const call = finish(id);

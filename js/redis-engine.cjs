@@ -93,7 +93,7 @@ const LOCATING = Object.freeze({ destroy() {}, write() {} });
 
 /**
  * The driver, over the addon's completion channel: `viaCompletions(start)` makes a
- * call id and its promise; `settle(outcomes, errors)` settles finished calls.
+ * call id and its promise; `settle(outcomes, count, native)` settles finished calls.
  */
 function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid, toLockError }) {
   const live = new Set();
@@ -131,9 +131,20 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     }
   }
 
+  // How many finished calls one engine turn reports at most (more wait for the next),
+  // and the size of the buffer a turn's output is copied into (larger output comes as
+  // a buffer of its own).
+  const OUTCOMES = 1 + 2 * 1024;
+  const OUTPUT_BYTES = 64 * 1024;
+
   class EngineConnection {
     constructor(native, options) {
       this.native = native;
+      // Filled by the addon on each turn (see node/src/redis_engine.rs), through its bytes.
+      const bytes = Buffer.allocUnsafeSlow(8 * OUTCOMES);
+      this.outcomes = new Float64Array(bytes.buffer, bytes.byteOffset, OUTCOMES);
+      native.useOutcomes(bytes);
+      this.output = Buffer.allocUnsafeSlow(OUTPUT_BYTES);
       this.options = options;
       this.target = parseRedisUrl(options.url, invalid);
       // Sentinel: `target` holds the master's credentials; its address comes from the
@@ -176,10 +187,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
     }
 
     flush() {
-      if (this.ready) {
-        const out = this.native.takeOutput();
-        if (out !== null) this.socket.write(out);
-      } else if (this.socket === null && this.connected && !this.closed && (!this.options.cluster || this.native.busyOn(0))) {
+      if (this.ready) this.writeOutput(); else if (this.socket === null && this.connected && !this.closed && (!this.options.cluster || this.native.busyOn(0))) {
         // A call (or a waking waiter) on a store whose connection went while it was
         // idle: connect again; its commands wait behind the handshake.
         this.reconnectSoon();
@@ -194,6 +202,19 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       } else if (performance.now() >= this.subRetryAt && this.native.subscriberWanted) {
         this.openSubscriber();
       }
+    }
+
+    /** Writes the data connection's pending bytes, through the reused output buffer. */
+    writeOutput() {
+      const n = this.native.takeOutputInto(this.output);
+      if (n === 0) return;
+      if (n < 0) {
+        this.socket.write(this.native.takeOutput());
+        return;
+      }
+      this.socket.write(this.output.subarray(0, n));
+      // Still held by the socket (not all written at once): the next bytes go elsewhere.
+      if (this.socket.writableLength > 0) this.output = Buffer.allocUnsafeSlow(OUTPUT_BYTES);
     }
 
     /** A socket to the server, plain or TLS; `onConnect` runs once it is up. */
@@ -284,15 +305,15 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
         if (!this.subReady) sub.destroy();
       });
       sub.on("data", (chunk) => {
-        let outcomes;
+        let count;
         try {
-          outcomes = this.native.subscriberFeed(chunk);
+          count = this.native.subscriberFeed(chunk);
         } catch {
           sub.destroy();
           return;
         }
         sub.setTimeout(0);
-        this.take(outcomes);
+        this.take(count);
       });
       sub.on("error", () => {});
       sub.on("close", () => {
@@ -305,9 +326,13 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       });
     }
 
-    /** Settles what a turn of the engine finished and arms the sleep timer. */
-    take(outcomes, thenFlush = true) {
-      if (outcomes === null) return;
+    /**
+     * Settles what a turn of the engine finished (`count` numbers of `this.outcomes`;
+     * 0: nothing) and arms the sleep timer.
+     */
+    take(count, thenFlush = true) {
+      if (count === 0) return;
+      const outcomes = this.outcomes;
       const next = outcomes[0];
       if (next >= 0) {
         const at = performance.now() + next;
@@ -322,7 +347,9 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
           this.sleepTimer.unref();
         }
       }
-      if (outcomes.length > 1) settle(outcomes, this.native);
+      if (count > 1) settle(outcomes, count, this.native);
+      // A full array: more calls finished than it holds.
+      if (count === OUTCOMES) this.take(this.native.turn(), false);
       if (thenFlush) flushSoon();
     }
 
@@ -426,15 +453,15 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
         if (!node.subReady) sub.destroy();
       });
       sub.on("data", (chunk) => {
-        let outcomes;
+        let count;
         try {
-          outcomes = this.native.subscriberFeedOn(conn, chunk);
+          count = this.native.subscriberFeedOn(conn, chunk);
         } catch {
           sub.destroy();
           return;
         }
         sub.setTimeout(0);
-        this.take(outcomes);
+        this.take(count);
       });
       sub.on("error", () => {});
       sub.on("close", () => {
@@ -470,15 +497,15 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
         }
       });
       socket.on("data", (chunk) => {
-        let outcomes;
+        let count;
         try {
-          outcomes = this.native.feedOn(conn, chunk);
+          count = this.native.feedOn(conn, chunk);
         } catch {
           socket.destroy();
           return;
         }
         this.afterFeed();
-        this.take(outcomes);
+        this.take(count);
       });
       socket.on("error", (err) => {
         node.lastError = err.message;
@@ -548,9 +575,9 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       });
       this.socket = socket;
       socket.on("data", (chunk) => {
-        let outcomes;
+        let count;
         try {
-          outcomes = this.native.feed(chunk);
+          count = this.native.feed(chunk);
         } catch {
           socket.destroy();
           return;
@@ -559,7 +586,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
         if (this.options.sentinels && this.native.takeReplicaSeen()) this.moved("the server became a replica (READONLY)");
         // Even with nothing settled the engine may have more to send (a NOSCRIPT retry).
         this.afterFeed();
-        this.take(outcomes);
+        this.take(count);
       });
       socket.on("error", (err) => {
         this.lastError = err.message;

@@ -4,17 +4,22 @@
 //! the driver writes a turn's worth at once; `feed(chunk)` settles every reply in a
 //! chunk and runs the tasks it woke.
 //!
-//! Finished calls travel back as one `Float64Array` per chunk, to cross the boundary
-//! once: `[next timer in ms (-1: none), id, value, id, value, ...]`. A value is 1/0 for
-//! a flag, milliseconds (or -1 for none) for a number, -1 for nothing, and `-2 - i` for
-//! the i-th message of `errors()` (`CODE message`).
+//! Finished calls travel back in one `Float64Array` whose bytes the driver hands over
+//! once (`useOutcomes`) and the store fills on each chunk: `[next timer in ms (-1: none), id,
+//! value, id, value, ...]`; the calls that fill it answer how many numbers they wrote (0:
+//! nothing to report). A value is 1/0 for a flag, milliseconds (or -1 for none) for a
+//! number, -1 for nothing, and `-2 - i` for the i-th message of `errors()` (`CODE
+//! message`). Calls that do not fit stay for the next `turn()`: a full array tells the
+//! driver to ask again. Output is copied into the driver's buffer the same way
+//! (`takeOutputInto`). Reusing the two arrays spares an external buffer (and its
+//! finalizer) per write and per chunk.
 
 use std::sync::Arc;
 
 use locksmith_core::{validate, Clock, LockStore, MonotonicClock};
 use locksmith_redis::engine::local::LocalTimer;
 use locksmith_redis::engine::{reply, EngineOptions, EngineStore, Handshake, Subscriber};
-use napi::bindgen_prelude::{Buffer, BufferSlice, Float64Array};
+use napi::bindgen_prelude::{Buffer, BufferSlice};
 use napi_derive::napi;
 
 use crate::completion::{Completions, Outcome};
@@ -28,6 +33,8 @@ pub struct NativeEngineStore {
     tasks: Arc<LocalTasks>,
     finished: Vec<(u32, locksmith_core::Result<Outcome>)>,
     errors: Vec<String>,
+    /// The driver's outcome array (see the module docs): the bytes of a `Float64Array`.
+    outcomes: Option<Buffer>,
 }
 
 #[napi]
@@ -44,6 +51,7 @@ impl NativeEngineStore {
             tasks: Arc::new(LocalTasks::default()),
             finished: Vec::new(),
             errors: Vec::new(),
+            outcomes: None,
         })
     }
 
@@ -181,7 +189,7 @@ impl NativeEngineStore {
 
     /// `feed` for connection `conn`.
     #[napi]
-    pub fn feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+    pub fn feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<u32> {
         let fed = self.store.feed_on(conn as usize, &chunk);
         let out = self.turn();
         fed.napi()?;
@@ -260,10 +268,17 @@ impl NativeEngineStore {
         self.store.take_output().map(Buffer::from)
     }
 
+    /// The bytes to write now, copied into `out`: how many (0: none), or -1 when they do
+    /// not fit (then `takeOutput()` has them).
+    #[napi]
+    pub fn take_output_into(&self, mut out: BufferSlice<'_>) -> i32 {
+        self.store.take_output_into(&mut out).map_or(-1, |n| i32::try_from(n).unwrap_or(-1))
+    }
+
     /// Settles every reply in `chunk` and runs what it woke. Throws when the bytes are
     /// out of step: the driver then drops the connection.
     #[napi]
-    pub fn feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+    pub fn feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<u32> {
         let fed = self.store.feed(&chunk);
         let out = self.turn();
         fed.napi()?;
@@ -272,7 +287,7 @@ impl NativeEngineStore {
 
     /// Ends the sleeps that are due and runs what they woke.
     #[napi]
-    pub fn fire(&mut self) -> Option<Float64Array> {
+    pub fn fire(&mut self) -> u32 {
         self.timer.fire();
         self.turn()
     }
@@ -304,35 +319,59 @@ impl NativeEngineStore {
         self.timer.wake_all();
     }
 
-    /// Runs woken tasks: what finished, and when the next sleep ends.
+    /// Where finished calls are reported from now on: the bytes under a `Float64Array`
+    /// (in the platform's byte order, as typed arrays are), at least 3 numbers long.
     #[napi]
-    pub fn turn(&mut self) -> Option<Float64Array> {
+    pub fn use_outcomes(&mut self, outcomes: Buffer) -> napi::Result<()> {
+        if outcomes.len() < 3 * 8 {
+            return Err(napi::Error::from_reason(
+                "INVALID_ARGUMENT locksmith: the outcome array is too short",
+            ));
+        }
+        self.outcomes = Some(outcomes);
+        Ok(())
+    }
+
+    /// Runs woken tasks and writes what finished, and when the next sleep ends, into the
+    /// outcome array: how many numbers (0: nothing to report).
+    #[napi]
+    pub fn turn(&mut self) -> u32 {
         self.timer.run_background();
         let mut finished = std::mem::take(&mut self.finished);
         self.tasks.run_ready(&mut finished);
         self.timer.run_background();
         let next = self.timer.next_deadline_ms().map(|at| at.saturating_sub(self.timer.now_ms()));
+        let Some(out) = self.outcomes.as_mut() else {
+            self.finished = finished;
+            return 0;
+        };
         if finished.is_empty() && next.is_none() {
             self.finished = finished;
-            return None;
+            return 0;
         }
         self.errors.clear();
-        let mut out = Vec::with_capacity(1 + finished.len() * 2);
-        out.push(next.map_or(-1.0, |ms| ms as f64));
-        for (id, outcome) in finished.drain(..) {
-            out.push(f64::from(id));
-            out.push(match outcome {
-                Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),
-                Ok(Outcome::Number(Some(ms))) => ms,
-                Ok(Outcome::Number(None) | Outcome::Nothing) => -1.0,
-                Err(err) => {
-                    self.errors.push(format!("{} {err}", err.code()));
-                    -1.0 - self.errors.len() as f64
-                }
-            });
+        let out: &mut [u8] = out;
+        let fit = (out.len() / 8 - 1) / 2;
+        let mut put = |at: usize, value: f64| out[8 * at..8 * at + 8].copy_from_slice(&value.to_ne_bytes());
+        put(0, next.map_or(-1.0, |ms| ms as f64));
+        let taken = finished.len().min(fit);
+        for (i, (id, outcome)) in finished.drain(..taken).enumerate() {
+            put(1 + 2 * i, f64::from(id));
+            put(
+                2 + 2 * i,
+                match outcome {
+                    Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),
+                    Ok(Outcome::Number(Some(ms))) => ms,
+                    Ok(Outcome::Number(None) | Outcome::Nothing) => -1.0,
+                    Err(err) => {
+                        self.errors.push(format!("{} {err}", err.code()));
+                        -1.0 - self.errors.len() as f64
+                    }
+                },
+            );
         }
         self.finished = finished;
-        Some(Float64Array::new(out))
+        (1 + 2 * taken) as u32
     }
 
     // The subscriber connection (release notifications).
@@ -361,7 +400,7 @@ impl NativeEngineStore {
     /// Reads confirmations and releases, and runs the waiters they woke. Throws when
     /// the connection must be dropped.
     #[napi]
-    pub fn subscriber_feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<Option<Float64Array>> {
+    pub fn subscriber_feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<u32> {
         let now = self.timer.now_ms();
         let fed = self.store.subscriber().map_or(Ok(()), |s| s.feed(&chunk, now));
         let out = self.turn();
@@ -410,11 +449,7 @@ impl NativeEngineStore {
 
     /// `subscriber_feed` for connection `conn`'s subscriber.
     #[napi]
-    pub fn subscriber_feed_on(
-        &mut self,
-        conn: u32,
-        chunk: BufferSlice<'_>,
-    ) -> napi::Result<Option<Float64Array>> {
+    pub fn subscriber_feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<u32> {
         let now = self.timer.now_ms();
         let fed = self.store.subscriber_on(conn as usize).map_or(Ok(()), |s| s.feed(&chunk, now));
         let out = self.turn();

@@ -621,6 +621,15 @@ impl Engine {
         std::mem::take(&mut self.output)
     }
 
+    /// Copies the output into `out` and empties the engine's buffer (keeping its
+    /// capacity): how many bytes, or `None` (and nothing taken) when they do not fit.
+    pub fn take_output_into(&mut self, out: &mut [u8]) -> Option<usize> {
+        let len = self.output.len();
+        out.get_mut(..len)?.copy_from_slice(&self.output);
+        self.output.clear();
+        Some(len)
+    }
+
     /// Appends the output to `sink` and empties the engine's buffer (keeping its capacity).
     pub fn drain_output_into(&mut self, sink: &mut Vec<u8>) {
         sink.extend_from_slice(&self.output);

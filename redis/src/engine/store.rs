@@ -228,6 +228,13 @@ impl EngineStore {
         engine.has_output().then(|| engine.take_output())
     }
 
+    /// [`take_output`](Self::take_output) into `out`: how many bytes, or `None` (and
+    /// nothing taken) when they do not fit.
+    pub fn take_output_into(&self, out: &mut [u8]) -> Option<usize> {
+        let mut shared = self.shared();
+        shared.engines.get_mut(0).map_or(Some(0), |engine| engine.take_output_into(out))
+    }
+
     /// Redis Cluster: routes every request by its key's hash slot (all of a lock's keys
     /// share `{key}`), one engine per node, the first (connection 0) the seed's at
     /// `address` (`host:port`). `MOVED` replies update the slot map and send their
