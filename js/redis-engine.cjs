@@ -313,6 +313,8 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
           return;
         }
         sub.setTimeout(0);
+        // A woken waiter's attempt is queued even when no call finished.
+        flushSoon();
         this.take(count);
       });
       sub.on("error", () => {});
@@ -461,6 +463,8 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
           return;
         }
         sub.setTimeout(0);
+        // A woken waiter's attempt is queued even when no call finished.
+        flushSoon();
         this.take(count);
       });
       sub.on("error", () => {});
