@@ -1,7 +1,8 @@
 // Where a concurrency-1 pair's time goes on RedisLockStore: marks around the socket's
 // writes and `data` events split one acquire + release into client work, write syscalls
-// and the round trips themselves (median of each step over 18,000 pairs). A benchmark,
-// not a test: `node bench/c1-probe.mjs`. The marks themselves cost a little.
+// and the round trips themselves (median of each step over 18,000 pairs), then times
+// two PING round trips on a bare `net` socket: the floor of a pair on this machine. A
+// benchmark, not a test: `node bench/c1-probe.mjs`. The marks themselves cost a little.
 import { createRequire } from "node:module";
 import net from "node:net";
 import { startRedis } from "../js-tests/redis-server.mjs";
@@ -49,5 +50,27 @@ for (const [step, times] of Object.entries(steps)) {
   console.log(`${step.padEnd(28)} ${median(times).toFixed(1).padStart(6)} µs`);
 }
 console.log(`${"sum of the medians".padEnd(28)} ${sum.toFixed(1).padStart(6)} µs`);
+
+net.Socket.prototype.write = write;
+net.Socket.prototype.emit = emit;
+const { hostname, port } = new URL(server.url);
+const socket = net.connect({ host: hostname, port: Number(port) });
+socket.setNoDelay(true);
+await new Promise((resolve) => socket.once("connect", resolve));
+let answered;
+socket.on("data", () => answered());
+const ping = () => new Promise((resolve) => {
+  answered = resolve;
+  socket.write("*1\r\n$4\r\nPING\r\n");
+});
+const floor = [];
+for (let i = 0; i < 20_000; i++) {
+  const t = performance.now();
+  await ping();
+  await ping();
+  if (i >= 2_000) floor.push((performance.now() - t) * 1000);
+}
+console.log(`${"two PINGs on a bare socket".padEnd(28)} ${median(floor).toFixed(1).padStart(6)} µs`);
+socket.destroy();
 await store.close();
 await server.stop();

@@ -173,6 +173,41 @@ ${((ours64 / ceilingP16) * 100).toFixed(0)}% of it.
 
 ${table("Node (wasm build): sequential pairs on one key", "pairs/s", { "locksmith (wasm)": mem.sequential["locksmith (wasm)"], "plain-JS baseline": mem.sequential["plain-JS baseline"] }, { versus: "each" })}
 ${table("workerd (Miniflare): sequential pairs on one key, inside one request", "pairs/s", r.wasm.workerd, { versus: "each" })}
+## What bounds the Redis numbers
+
+Measured on the same machine with the probes named, after the run above; the probes print
+their own figures, so rerun them rather than trust these.
+
+- **Concurrency 1.** \`node bench/c1-probe.mjs\` splits a pair by marks around the
+  socket's writes and \`data\` events (medians of 18,000 pairs; two runs): the round trips
+  are ~32–38 µs (acquire) and ~25–30 µs (release) from the end of the write to the reply,
+  the two \`write\` syscalls ~6–8 µs each (on loopback the sender's syscall also delivers
+  to, and wakes, redis-server), and locksmith's own work ~18–27 µs in all (from
+  \`acquire()\` to the write, from the acquired promise to the release's write, feeding
+  each reply, and from a fed reply to the caller's \`await\`). The acquire round trip is
+  ~6–8 µs longer than the release's: the fencing counter (\`TIME\` and a \`SET … GET\` on
+  a second key in the script) costs the server that much, which redis-semaphore's plain
+  \`SET NX\` does not pay. The probe's last line, two \`PING\` round trips on a bare
+  \`net\` socket, took 51–56 µs; 0.8× the best peer in the run above is 68 µs, which
+  leaves almost nothing for the scripts and the client. \`perf record\` of the c=1 loop
+  puts 36 % of the Node process's samples in the kernel, with task switching and wake-ups
+  (\`finish_task_switch\`, \`_raw_spin_unlock_irqrestore\`) its top entries, and 5 % in
+  the addon.
+- **Concurrency 64.** \`node bench/c64-probe.mjs\` reports each side's CPU per pair: Node
+  ~11–17 µs for locksmith against ~24–35 µs for redis-semaphore, redis-server ~12–16 µs for
+  both. With one write per turn the two took turns (Redis idle while Node made 64
+  commands, Node idle while Redis ran them: ~27–31 k pairs/s); writing every 16 calls
+  overlaps them. 2.5× the best peer would need ~75–130 k pairs/s, i.e. under ~8–13 µs of
+  server CPU per pair, while the server spends ~12–16 µs on a pair of scripts sent in
+  batches of 16 (redis-benchmark's pipelined ceiling above sends 16 per connection on 64
+  connections at once and still reaches only ~176 k).
+- **Contended.** Waiters of one process queue in arrival order, and a release wakes the
+  longest waiting one through the release notification: 2 round trips per critical and
+  fairness 1. The polling peers are faster here because the worker that released comes
+  straight back and takes the key again on its next round trip, while the others poll
+  (their fairness is lower); locksmith's handoff goes release reply → notification on the
+  subscriber connection → the woken waiter's attempt, one hop more.
+
 ## What bounds the in-process numbers
 
 Measured on the same 2-core machine while writing these notes; the bench's own figures are
