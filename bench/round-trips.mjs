@@ -146,3 +146,34 @@ export async function countRequests(admin, port, prepare, run) {
     monitor.close();
   }
 }
+
+/**
+ * Known traffic for checking `countRequests`: `open(makeClient)` opens a plain and a
+ * subscriber connection; `run()` sends `sets` SETs and `scripts` two-command scripts on
+ * the plain one, two pipelined GETs, SUBSCRIBE, PING and UNSUBSCRIBE on the subscriber,
+ * and one SET on `bystander`, a connection opened before the count. `want` is what the
+ * count must say.
+ */
+export function knownTraffic(bystander, { sets, scripts }) {
+  let plain;
+  let sub;
+  return {
+    async open(makeClient) {
+      plain = makeClient();
+      sub = makeClient();
+      await Promise.all([plain.ping(), sub.ping()]);
+    },
+    async run() {
+      for (let i = 0; i < sets; i++) await plain.set(`k${i}`, "v");
+      // Each script runs two commands.
+      for (let i = 0; i < scripts; i++) await plain.eval("redis.call('get', KEYS[1]); return redis.call('get', KEYS[1])", 1, "k0");
+      // Pipelined, still two requests.
+      await Promise.all([plain.get("k1"), plain.get("k2")]);
+      await sub.subscribe("known-traffic");
+      await sub.ping();
+      await sub.unsubscribe("known-traffic");
+      await bystander.set("bystander", "1");
+    },
+    want: { requests: sets + scripts + 5, scripted: 2 * scripts, connections: 2, others: 1 },
+  };
+}

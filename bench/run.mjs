@@ -28,7 +28,7 @@ import { startCluster } from "../js-tests/redis-topology.mjs";
 import { IoRedisLockStore } from "../js/ioredis.mjs";
 import { PlainLock } from "./baseline.mjs";
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
-import { countRequests } from "./round-trips.mjs";
+import { countRequests, knownTraffic } from "./round-trips.mjs";
 import { jainIndex, median, percentile, summarize } from "./stats.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -477,22 +477,9 @@ async function roundTripSelfTest() {
   const failures = [];
   try {
     await bystander.ping();
-    let plain;
-    let sub;
-    const counted = await countRequests(admin, server.port, async () => {
-      plain = client();
-      sub = client();
-      await Promise.all([plain.ping(), sub.ping()]);
-    }, async () => {
-      for (let i = 0; i < 10; i++) await plain.set(`k${i}`, "v");
-      for (let i = 0; i < 5; i++) await plain.eval("redis.call('get', KEYS[1]); return redis.call('get', KEYS[1])", 1, "k0");
-      await Promise.all([plain.get("k1"), plain.get("k2")]);
-      await sub.subscribe("self-test");
-      await sub.ping();
-      await sub.unsubscribe("self-test");
-      await bystander.set("bystander", "1");
-    });
-    const want = { requests: 20, scripted: 10, connections: 2, others: 1 };
+    const traffic = knownTraffic(bystander, { sets: 10, scripts: 5 });
+    const counted = await countRequests(admin, server.port, () => traffic.open(client), () => traffic.run());
+    const { want } = traffic;
     const got = { requests: counted.requests, scripted: counted.scripted, connections: counted.connections, others: counted.others };
     log(`  round trips of known traffic: ${JSON.stringify(got)}`);
     if (JSON.stringify(got) !== JSON.stringify(want)) failures.push(`counted ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);

@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 
 import { contendOnOneKey } from "../bench/exclusion.mjs";
-import { countRequests } from "../bench/round-trips.mjs";
+import { countRequests, knownTraffic } from "../bench/round-trips.mjs";
 import { jainIndex } from "../bench/stats.mjs";
 import { startRedis } from "./redis-server.mjs";
 import { ls, uniqueKey } from "./target.mjs";
@@ -33,22 +33,9 @@ describe("the benchmark's client round-trip count", () => {
   });
 
   it("counts each request of the new connections, not their scripts' commands nor older connections' requests", async () => {
-    let plain;
-    let sub;
-    const counted = await countRequests(admin, server.port, async () => {
-      plain = client();
-      sub = client();
-      await Promise.all([plain.ping(), sub.ping()]);
-    }, async () => {
-      for (let i = 0; i < 4; i++) await plain.set(`k${i}`, "v");
-      // Three requests; each script runs two commands.
-      for (let i = 0; i < 3; i++) await plain.eval("redis.call('get', KEYS[1]); return redis.call('get', KEYS[1])", 1, "k0");
-      // Pipelined, still two requests.
-      await Promise.all([plain.get("k1"), plain.get("k2")]);
-      await sub.subscribe("round-trips");
-      await sub.ping();
-      await sub.unsubscribe("round-trips");
-      await bystander.set("bystander", "1");
+    const traffic = knownTraffic(bystander, { sets: 4, scripts: 3 });
+    const counted = await countRequests(admin, server.port, () => traffic.open(client), async () => {
+      await traffic.run();
       return "ran";
     });
     assert.deepEqual(
