@@ -175,8 +175,9 @@ ${table("Node (wasm build): sequential pairs on one key", "pairs/s", { "locksmit
 ${table("workerd (Miniflare): sequential pairs on one key, inside one request", "pairs/s", r.wasm.workerd, { versus: "each" })}
 ## What bounds the Redis numbers
 
-Measured on the same machine with the probes named, after the run above; the probes print
-their own figures, so rerun them rather than trust these.
+Measured on 2026-11-30 with the probes named, on this machine, beside run
+2026-11-30T17-35-13Z; the probes print their own figures, so rerun them rather than trust
+these in a later run's report.
 
 - **Concurrency 1.** \`node bench/c1-probe.mjs\` splits a pair by marks around the
   socket's writes and \`data\` events (medians of 18,000 pairs; two runs): the round trips

@@ -213,11 +213,11 @@ function releasedReason(key) {
 }
 
 const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
-/** Optional: a store with all of these has semaphores and read-write locks. */
 // The WebAssembly build's Redis store answers whether locks of this process already wait
 // for a key's release, so a new waiting acquire queues behind them (core's
 // `LockStore::has_local_waiters`). Internal: not part of the JS store contract.
 export const HAS_WAITERS = Symbol.for("locksmith.hasWaiters");
+/** Optional: a store with all of these has semaphores and read-write locks. */
 const PERMIT_METHODS = ["acquirePermit", "releasePermit", "extendPermit", "countPermits", "permitRemainingTime"];
 
 function checkStore(store) {

@@ -206,6 +206,14 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
     /** Writes the data connection's pending bytes, through the reused output buffer. */
     writeOutput() {
+      // The reused buffer only where a write usually completes at once: plain TCP with
+      // nothing queued. A TLS socket, or one with writes queued, keeps what it is given
+      // for a while: it gets a buffer of its own, of the exact size.
+      if (this.target.tls || this.socket.writableLength > 0) {
+        const out = this.native.takeOutput();
+        if (out !== null) this.socket.write(out);
+        return;
+      }
       const n = this.native.takeOutputInto(this.output);
       if (n === 0) return;
       if (n < 0) {

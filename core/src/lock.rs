@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use event_listener::Event;
-use futures_util::future::select;
+use futures_util::future::{select, Either};
 
 use crate::error::{LockError, Result};
 use crate::lifetime::HoldEnd;
@@ -361,12 +361,19 @@ impl Lock {
         let owner = OwnerToken::generate()?;
         let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
         // Behind this process's waiters on the key, a lock that may wait queues first
-        // (see `LockStore::has_local_waiters`); it still tries at its deadline.
+        // (see `LockStore::has_local_waiters`); it still tries at each retry and at its
+        // deadline.
         let mut queue_first = options.timeout_ms > 0
             && self.kind == HoldKind::Exclusive
             && self.store.has_local_waiters(&self.key);
+        // The release signal lives until it fires, across the retries a timer starts, so
+        // a waiter keeps its place among the store's listeners (a release wakes the
+        // longest waiting) and no release between two attempts is missed.
+        let mut signal: Option<BoxFuture<'static, ()>> = None;
         loop {
-            let signal = if options.timeout_ms > 0 { self.store_release_signal() } else { None };
+            if signal.is_none() && options.timeout_ms > 0 {
+                signal = self.store_release_signal();
+            }
             let queued = std::mem::take(&mut queue_first);
             if !queued && self.attempt(owner).await? {
                 return Ok(true);
@@ -383,8 +390,12 @@ impl Lock {
                 return Ok(false);
             }
             let sleep = self.timer.sleep(options.retry_delay_ms.min(deadline - now));
-            match signal {
-                Some(released) => drop(select(released, sleep).await),
+            match signal.as_mut() {
+                Some(released) => {
+                    if let Either::Left(_) = select(released, sleep).await {
+                        signal = None; // fired: the next wait listens afresh
+                    }
+                }
                 None => sleep.await,
             }
         }

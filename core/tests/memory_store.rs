@@ -2,7 +2,7 @@
 //! fake clock, wake-on-release, the sweep, and failures mid-call.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use locksmith_core::{
     validate, AcquireOptions, FakeTimer, Grant, Lock, LockError, LockStore, MemoryStore, Result,
@@ -354,4 +354,38 @@ fn an_acquire_that_may_wait_queues_behind_local_waiters() {
         assert!(got.unwrap());
     });
     assert_eq!(timer.now(), 350, "woken by the release");
+}
+
+/// A waiter keeps its place among the store's listeners across the retries its timer
+/// starts: releases wake waiters in arrival order even after each retried a few times.
+#[test]
+fn waiters_keep_their_place_across_retries() {
+    let (timer, inner) = setup();
+    let store = Arc::new(WithLocalWaiters {
+        inner,
+        waiting: AtomicBool::new(true),
+        attempts: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let on = || Lock::new("k", 10_000, store.clone(), Arc::new(timer.clone())).unwrap();
+    let holder = on();
+    let order = Mutex::new(Vec::new());
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        let turn = |name: &'static str, arrives: u64| {
+            let (timer, order, lock) = (&timer, &order, on());
+            async move {
+                timer.sleep_for_test(arrives).await;
+                // Retries at +50 ms: a, b and c try again at 50/60/70, 100/110/120, ...
+                assert!(lock.acquire(wait(5_000, 50)).await.unwrap(), "{name} timed out");
+                order.lock().unwrap().push(name);
+                timer.sleep_for_test(3).await;
+                assert!(lock.release().await.unwrap());
+            }
+        };
+        futures_util::join!(turn("a", 0), turn("b", 10), turn("c", 20), async {
+            timer.sleep_for_test(205).await;
+            assert!(holder.release().await.unwrap());
+        });
+    });
+    assert_eq!(*order.lock().unwrap(), ["a", "b", "c"]);
 }

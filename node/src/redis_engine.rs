@@ -191,9 +191,10 @@ impl NativeEngineStore {
     #[napi]
     pub fn feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<u32> {
         let fed = self.store.feed_on(conn as usize, &chunk);
-        let out = self.turn();
+        // On an error the driver drops the connection; what this chunk finished settles
+        // in the turn after it (calls are not reported into a throw).
         fed.napi()?;
-        Ok(out)
+        Ok(self.turn())
     }
 
     /// Fails requests past their deadline on every connection; the connections to drop.
@@ -280,9 +281,10 @@ impl NativeEngineStore {
     #[napi]
     pub fn feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<u32> {
         let fed = self.store.feed(&chunk);
-        let out = self.turn();
+        // On an error the driver drops the connection; what this chunk finished settles
+        // in the turn after it (calls are not reported into a throw).
         fed.napi()?;
-        Ok(out)
+        Ok(self.turn())
     }
 
     /// Ends the sleeps that are due and runs what they woke.
@@ -403,9 +405,10 @@ impl NativeEngineStore {
     pub fn subscriber_feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<u32> {
         let now = self.timer.now_ms();
         let fed = self.store.subscriber().map_or(Ok(()), |s| s.feed(&chunk, now));
-        let out = self.turn();
+        // On an error the driver drops the connection; what this chunk finished settles
+        // in the turn after it (calls are not reported into a throw).
         fed.napi()?;
-        Ok(out)
+        Ok(self.turn())
     }
 
     /// Unsubscribes idle channels and pings; `true` when the subscriber connection
@@ -452,9 +455,10 @@ impl NativeEngineStore {
     pub fn subscriber_feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<u32> {
         let now = self.timer.now_ms();
         let fed = self.store.subscriber_on(conn as usize).map_or(Ok(()), |s| s.feed(&chunk, now));
-        let out = self.turn();
+        // On an error the driver drops the connection; what this chunk finished settles
+        // in the turn after it (calls are not reported into a throw).
         fed.napi()?;
-        Ok(out)
+        Ok(self.turn())
     }
 
     /// `subscriber_tick` for connection `conn`'s subscriber.

@@ -201,10 +201,14 @@ impl Subscriber {
         })
     }
 
-    /// Whether a waiter of this process waits on `channel` (subscribed or subscribing).
+    /// Whether a waiter of this process waits on `channel` where a release would wake
+    /// it: the subscription confirmed on a live connection. (While it is not, waiters
+    /// poll, and a newcomer should try at once too.)
     #[must_use]
     pub fn has_waiters(&self, channel: &str) -> bool {
-        self.state().channels.get(channel).is_some_and(|entry| entry.waiters > 0)
+        let state = self.state();
+        state.connected
+            && state.channels.get(channel).is_some_and(|entry| entry.subscribed && entry.waiters > 0)
     }
 
     /// Whether channels are wanted and no connection is up: the host should open one.
