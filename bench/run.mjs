@@ -47,11 +47,19 @@ function recordExclusion(workload, name, { sections, overlaps }) {
   if (overlaps) console.error(`  !! ${workload} | ${name}: ${overlaps} overlapping critical sections`);
 }
 
-/** Runs `contenders` (name → async () => number) ROUNDS times, interleaved. */
+/**
+ * Runs `contenders` (name → async () => number) ROUNDS times, interleaved. The order
+ * turns by one each round, so no contender always runs first or right after the same
+ * other one (a GC debt or a warm cache left behind hits each in turn).
+ */
 async function interleaved(label, contenders) {
   const samples = Object.fromEntries(Object.keys(contenders).map((k) => [k, []]));
+  const entries = Object.entries(contenders);
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [name, run] of Object.entries(contenders)) samples[name].push(await run());
+    for (let i = 0; i < entries.length; i++) {
+      const [name, run] = entries[(i + round) % entries.length];
+      samples[name].push(await run());
+    }
   }
   const out = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, summarize(v)]));
   for (const [name, s] of Object.entries(out)) log(`  ${label} | ${name}: median ${fmt(s.median)} (min ${fmt(s.min)}, max ${fmt(s.max)})`);
@@ -510,7 +518,7 @@ async function roundTripSelfTest() {
 }
 
 const server = await startRedis();
-const results = { date: new Date().toISOString(), rounds: ROUNDS, quick: QUICK, machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, platform: `${process.platform}-${process.arch}` } };
+const results = { date: new Date().toISOString(), rounds: ROUNDS, rotated: true, quick: QUICK, machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, platform: `${process.platform}-${process.arch}` } };
 try {
   results.memory = await memoryBench();
   results.redis = await redisBench(server);
