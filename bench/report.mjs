@@ -189,8 +189,8 @@ these in a later run's report.
   ~6–8 µs longer than the release's: the fencing counter (\`TIME\` and a \`SET … GET\` on
   a second key in the script) costs the server that much, which redis-semaphore's plain
   \`SET NX\` does not pay. The probe's last line, two \`PING\` round trips on a bare
-  \`net\` socket, took 51–56 µs; 0.8× the best peer in the run above is 68 µs, which
-  leaves almost nothing for the scripts and the client. \`perf record\` of the c=1 loop
+  \`net\` socket, took 51–56 µs; 0.8× the best peer in the run above is ${fmt(best1.median * 0.8)} µs, for
+  two round trips with scripts plus the client's work. \`perf record\` of the c=1 loop
   puts 36 % of the Node process's samples in the kernel, with task switching and wake-ups
   (\`finish_task_switch\`, \`_raw_spin_unlock_irqrestore\`) its top entries, and 5 % in
   the addon.
@@ -198,10 +198,10 @@ these in a later run's report.
   ~11–17 µs for locksmith against ~24–35 µs for redis-semaphore, redis-server ~12–16 µs for
   both. With one write per turn the two took turns (Redis idle while Node made 64
   commands, Node idle while Redis ran them: ~27–31 k pairs/s); writing every 16 calls
-  overlaps them. 2.5× the best peer would need ~75–130 k pairs/s, i.e. under ~8–13 µs of
-  server CPU per pair, while the server spends ~12–16 µs on a pair of scripts sent in
-  batches of 16 (redis-benchmark's pipelined ceiling above sends 16 per connection on 64
-  connections at once and still reaches only ~176 k).
+  overlaps them. 2.5× the best peer in the run above would be ${fmt(2.5 * best.median)} pairs/s, i.e.
+  under ${(1e6 / (2.5 * best.median)).toFixed(1)} µs of the server's one thread per pair, while the server spends ~12–16 µs
+  of CPU on a pair of scripts sent in batches of 16 (redis-benchmark's pipelined ceiling
+  above sends 16 per connection on 64 connections at once: ${fmt(ceilingP16)} pairs/s).
 - **Contended.** Waiters of one process queue in arrival order, and a release wakes the
   longest waiting one through the release notification: 2 round trips per critical and
   fairness 1. The polling peers are faster here because the worker that released comes
