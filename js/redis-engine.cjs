@@ -299,23 +299,39 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
     /** The subscriber connection: SUBSCRIBE confirmations and release messages. */
     openSubscriber() {
-      const { user, password } = this.target;
       // Cluster: connection 0's node (sharded pub/sub: the channels of its slots).
-      const sub = dialTarget(this.options.cluster ? this.nodeTarget(0) : this.target, this.options, () => {
-        this.subReady = true;
-        this.native.subscriberConnected(user, password);
-        const out = this.native.subscriberOutput();
+      const target = this.options.cluster ? this.nodeTarget(0) : this.target;
+      this.dialSubscriber(this, target, {
+        connected: (user, password) => this.native.subscriberConnected(user, password),
+        output: () => this.native.subscriberOutput(),
+        feed: (chunk) => this.native.subscriberFeed(chunk),
+        lost: () => this.native.subscriberLost(),
+      });
+    }
+
+    /**
+     * A subscriber socket to `target` for `holder` — this store, or a cluster node; both
+     * keep `sub`, `subReady` and `subRetryAt` — driven through `calls`, the addon's
+     * methods for that subscriber.
+     */
+    dialSubscriber(holder, target, calls) {
+      const sub = dialTarget(target, this.options, () => {
+        // A socket replaced before it connected (its node dropped meanwhile) is not the holder's.
+        if (holder.sub !== sub) return;
+        holder.subReady = true;
+        calls.connected(target.user, target.password);
+        const out = calls.output();
         if (out !== null) sub.write(out);
       });
-      this.sub = sub;
-      this.subReady = false;
+      holder.sub = sub;
+      holder.subReady = false;
       sub.setTimeout(this.options.connectTimeoutMs, () => {
-        if (!this.subReady) sub.destroy();
+        if (!holder.subReady) sub.destroy();
       });
       sub.on("data", (chunk) => {
         let count;
         try {
-          count = this.native.subscriberFeed(chunk);
+          count = calls.feed(chunk);
         } catch {
           sub.destroy();
           return;
@@ -327,12 +343,12 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
       });
       sub.on("error", () => {});
       sub.on("close", () => {
-        if (this.sub !== sub) return;
-        this.sub = null;
-        this.subReady = false;
-        this.native.subscriberLost();
+        if (holder.sub !== sub) return;
+        holder.sub = null;
+        holder.subReady = false;
+        calls.lost();
         // Waiters fall back to their retry delay meanwhile.
-        this.subRetryAt = performance.now() + 100;
+        holder.subRetryAt = performance.now() + 100;
       });
     }
 
@@ -448,40 +464,11 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
         return;
       }
       if (performance.now() < node.subRetryAt || !this.native.subscriberWantedOn(conn)) return;
-      const target = this.nodeTarget(conn);
-      const sub = dialTarget(target, this.options, () => {
-        // A socket replaced before it connected (the node dropped meanwhile) is not the node's.
-        if (node.sub !== sub) return;
-        node.subReady = true;
-        this.native.subscriberConnectedOn(conn, target.user, target.password);
-        const out = this.native.subscriberOutputOn(conn);
-        if (out !== null) sub.write(out);
-      });
-      node.sub = sub;
-      node.subReady = false;
-      sub.setTimeout(this.options.connectTimeoutMs, () => {
-        if (!node.subReady) sub.destroy();
-      });
-      sub.on("data", (chunk) => {
-        let count;
-        try {
-          count = this.native.subscriberFeedOn(conn, chunk);
-        } catch {
-          sub.destroy();
-          return;
-        }
-        sub.setTimeout(0);
-        // A woken waiter's attempt is queued even when no call finished.
-        flushSoon();
-        this.take(count);
-      });
-      sub.on("error", () => {});
-      sub.on("close", () => {
-        if (node.sub !== sub) return;
-        node.sub = null;
-        node.subReady = false;
-        this.native.subscriberLostOn(conn);
-        node.subRetryAt = performance.now() + 100;
+      this.dialSubscriber(node, this.nodeTarget(conn), {
+        connected: (user, password) => this.native.subscriberConnectedOn(conn, user, password),
+        output: () => this.native.subscriberOutputOn(conn),
+        feed: (chunk) => this.native.subscriberFeedOn(conn, chunk),
+        lost: () => this.native.subscriberLostOn(conn),
       });
     }
 

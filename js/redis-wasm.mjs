@@ -324,18 +324,32 @@ class Connection {
   openSubscriber() {
     // Cluster: connection 0's node (sharded pub/sub: the channels of its slots).
     const target = this.options.cluster ? this.nodeTarget(0) : this.target;
-    const { user, password } = target;
+    this.dialSubscriber(this, target, {
+      connected: (user, password) => this.engine.subscriberConnected(user, password),
+      output: () => this.engine.subscriberOutput(),
+      feed: (chunk) => this.engine.subscriberFeed(chunk),
+      lost: () => this.engine.subscriberLost(),
+    });
+  }
+
+  /**
+   * A subscriber socket to `target` for `holder` — this store, or a cluster node; both
+   * keep `sub`, `subReady` and `subRetryAt` — driven through `calls`, the engine's
+   * methods for that subscriber.
+   */
+  dialSubscriber(holder, target, calls) {
     const sub = this.dial({
       open: () => {
-        if (this.sub !== sub) return;
-        this.subReady = true;
-        this.engine.subscriberConnected(user ?? undefined, password ?? undefined);
-        const out = this.engine.subscriberOutput();
+        // A socket replaced before it connected is not the holder's.
+        if (holder.sub !== sub) return;
+        holder.subReady = true;
+        calls.connected(target.user ?? undefined, target.password ?? undefined);
+        const out = calls.output();
         if (out !== undefined) sub.write(out);
       },
       data: (chunk) => {
         try {
-          this.engine.subscriberFeed(chunk);
+          calls.feed(chunk);
         } catch {
           sub.destroy();
         }
@@ -343,16 +357,16 @@ class Connection {
       },
       error: () => {},
       close: () => {
-        if (this.sub !== sub) return;
-        this.sub = null;
-        this.subReady = false;
-        this.engine.subscriberLost();
+        if (holder.sub !== sub) return;
+        holder.sub = null;
+        holder.subReady = false;
+        calls.lost();
         // Waiters fall back to their retry delay meanwhile.
-        this.subRetryAt = performance.now() + 100;
+        holder.subRetryAt = performance.now() + 100;
       },
     }, target);
-    this.sub = sub;
-    this.subReady = false;
+    holder.sub = sub;
+    holder.subReady = false;
   }
 
   /**
@@ -441,37 +455,12 @@ class Connection {
       return;
     }
     if (performance.now() < node.subRetryAt || !this.engine.subscriberWantedOn(conn)) return;
-    const target = this.nodeTarget(conn);
-    const sub = this.dial(
-      {
-        open: () => {
-          if (node.sub !== sub) return;
-          node.subReady = true;
-          this.engine.subscriberConnectedOn(conn, target.user ?? undefined, target.password ?? undefined);
-          const out = this.engine.subscriberOutputOn(conn);
-          if (out !== undefined) sub.write(out);
-        },
-        data: (chunk) => {
-          try {
-            this.engine.subscriberFeedOn(conn, chunk);
-          } catch {
-            sub.destroy();
-          }
-          this.take();
-        },
-        error: () => {},
-        close: () => {
-          if (node.sub !== sub) return;
-          node.sub = null;
-          node.subReady = false;
-          this.engine.subscriberLostOn(conn);
-          node.subRetryAt = performance.now() + 100;
-        },
-      },
-      target,
-    );
-    node.sub = sub;
-    node.subReady = false;
+    this.dialSubscriber(node, this.nodeTarget(conn), {
+      connected: (user, password) => this.engine.subscriberConnectedOn(conn, user, password),
+      output: () => this.engine.subscriberOutputOn(conn),
+      feed: (chunk) => this.engine.subscriberFeedOn(conn, chunk),
+      lost: () => this.engine.subscriberLostOn(conn),
+    });
   }
 
   /** Cluster: a connection to one more node, its handshake in front of what waits for it. */
