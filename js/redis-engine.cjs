@@ -8,7 +8,7 @@
 const net = require("node:net");
 const tls = require("node:tls");
 
-const { authCommands, locateMaster, nodeAt, parseRedisUrl, readSlotMap, switchedMaster } = require("./gen/redis-topology.cjs");
+const { authCommands, backoffMs, locateMaster, nodeAt, parseRedisUrl, readSlotMap, switchedMaster } = require("./gen/redis-topology.cjs");
 
 /** A socket to `target` (plain or TLS, per its scheme); `onConnect` runs once it is up. */
 function dialTarget(target, options, onConnect) {
@@ -442,7 +442,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
           const out = this.native.takeOutputOn(conn);
           if (out !== null) node.socket.write(out);
         } else if (node.socket === null && node.timer === null && this.native.busyOn(conn)) {
-          const delay = node.failures === 0 ? 0 : Math.min(50 * 2 ** node.failures, this.options.reconnectMaxDelayMs);
+          const delay = node.failures === 0 ? 0 : backoffMs(node.failures, this.options.reconnectMaxDelayMs);
           node.failures += 1;
           node.timer = setTimeout(() => {
             node.timer = null;
@@ -608,7 +608,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
 
     reconnectSoon() {
       if (this.reconnectTimer !== null || this.closed) return;
-      const delay = this.failures === 0 ? 0 : Math.min(50 * 2 ** this.failures, this.options.reconnectMaxDelayMs);
+      const delay = this.failures === 0 ? 0 : backoffMs(this.failures, this.options.reconnectMaxDelayMs);
       this.failures += 1;
       this.reconnectTimer = setTimeout(() => {
         this.reconnectTimer = null;
@@ -632,7 +632,7 @@ function makeEngineDriver({ addon, completions, viaCompletions, settle, invalid,
             this.close();
             throw lockError;
           }
-          await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, this.options.reconnectMaxDelayMs)));
+          await new Promise((resolve) => setTimeout(resolve, backoffMs(attempt, this.options.reconnectMaxDelayMs)));
         }
       }
     }

@@ -229,3 +229,8 @@ export function nodeAt(address, base) {
   const at = address.lastIndexOf(":");
   return { ...base, host: address.slice(0, at).replace(/^\[(.*)\]$/, "$1"), port: Number(address.slice(at + 1)) };
 }
+
+/** The wait before reconnect attempt `n` (from 0): 50 ms doubling, at most `maxMs`. */
+export function backoffMs(n, maxMs) {
+  return Math.min(50 * 2 ** n, maxMs);
+}

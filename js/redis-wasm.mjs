@@ -28,6 +28,7 @@ import {
 } from "./api.mjs";
 import {
   authCommands,
+  backoffMs,
   checkMinReplicas,
   checkTopology,
   locateMaster,
@@ -432,7 +433,7 @@ class Connection {
         const out = this.engine.takeOutputOn(conn);
         if (out !== undefined) node.socket.write(out);
       } else if (node.socket === null && node.timer === null && this.engine.busyOn(conn)) {
-        const delay = node.failures === 0 ? 0 : Math.min(50 * 2 ** node.failures, this.options.reconnectMaxDelayMs);
+        const delay = node.failures === 0 ? 0 : backoffMs(node.failures, this.options.reconnectMaxDelayMs);
         node.failures += 1;
         node.timer = unref(
           setTimeout(() => {
@@ -732,7 +733,7 @@ class Connection {
 
   reconnectSoon() {
     if (this.reconnectTimer !== null || this.closed) return;
-    const delay = this.failures === 0 ? 0 : Math.min(50 * 2 ** this.failures, this.options.reconnectMaxDelayMs);
+    const delay = this.failures === 0 ? 0 : backoffMs(this.failures, this.options.reconnectMaxDelayMs);
     this.failures += 1;
     this.reconnectTimer = unref(
       setTimeout(() => {
@@ -757,7 +758,7 @@ class Connection {
           this.close();
           throw lockError;
         }
-        await new Promise((resolve) => setTimeout(resolve, Math.min(50 * 2 ** attempt, this.options.reconnectMaxDelayMs)));
+        await new Promise((resolve) => setTimeout(resolve, backoffMs(attempt, this.options.reconnectMaxDelayMs)));
       }
     }
   }
