@@ -59,8 +59,15 @@ export async function requirePostgres() {
   return { skip: why ?? false };
 }
 
-/** Starts a server; resolves with `{ url, port, pid, stop(), start(), restart(), dispose() }`. */
-export async function startPostgres() {
+// The server's settings unless a test asks for others: fast and not durable.
+const DEFAULT_SETTINGS = { fsync: "off", synchronous_commit: "off", full_page_writes: "off", max_connections: "200" };
+
+/**
+ * Starts a server; resolves with `{ url, port, pid, stop(), start(), restart(), dispose() }`.
+ * `settings` replace or add to the server's settings (`{ fsync: "on" }`: durable commits,
+ * e.g. for a test of commit latency).
+ */
+export async function startPostgres({ settings = {} } = {}) {
   const bin = await binDir();
   if (!bin) throw new Error(await postgresMissing());
   const asRoot = process.getuid?.() === 0;
@@ -87,7 +94,7 @@ export async function startPostgres() {
     async start() {
       const [cmd, args] = as(join(bin, "postgres"), [
         "-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
-        "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "max_connections=200",
+        ...Object.entries({ ...DEFAULT_SETTINGS, ...settings }).flatMap(([name, value]) => ["-c", `${name}=${value}`]),
       ]);
       child = spawn("sh", ["-c", WATCHDOG, "sh", data, cmd, ...args], { stdio: ["pipe", "pipe", "inherit"] });
       child.on("error", () => {});

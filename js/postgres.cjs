@@ -27,6 +27,13 @@ const SWEEP_ROWS = 500;
 const LISTEN_RETRY_MIN_MS = 100;
 const LISTEN_RETRY_MAX_MS = 2_000;
 const LISTEN_CHECK_MS = 5_000;
+// The URL schemes of PostgreSQL connection strings.
+const URL_SCHEME = /^postgres(?:ql)?:\/\//i;
+// An acquire whose outcome the client could not learn (it gave up waiting, or the
+// connection broke) may still commit on the server: the store then frees that owner's
+// hold itself, retrying this often while the server is out of reach.
+const CLEANUP_RETRY_MIN_MS = 100;
+const CLEANUP_RETRY_MAX_MS = 2_000;
 
 const quote = (identifier) => `"${identifier}"`;
 const noop = () => {};
@@ -36,6 +43,23 @@ const inTransaction = new WeakSet();
 
 // The milliseconds of `$n` from now, on the server's clock.
 const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisecond'`;
+
+/**
+ * The server-side statement timeout for a call with `ms` left: a little below it, so
+ * the server cancels a statement (and the client hears why) before the client gives up
+ * on it and closes the connection. A statement the client abandoned could otherwise
+ * still run, and commit, on the server.
+ */
+const serverTimeoutMs = (ms) => Math.max(1, Math.floor(ms - Math.min(250, ms / 5)));
+
+/** Why `table` is missing, and how to make it. */
+function missingTableMessage(table) {
+  return (
+    `locksmith: PostgreSQL: the table ${table} (or its ${table}_permits table or ${table}_fencing sequence) does not exist, ` +
+    "and createTable is false: create them by connecting once with createTable: true " +
+    "(as a role that may create tables, e.g. in a migration), then connect with createTable: false"
+  );
+}
 
 function parseOptions(options) {
   if (options === undefined) options = {};
@@ -104,6 +128,8 @@ class PostgresLockStore {
   #closing;
   #lastSweep = 0;
   #sweeping;
+  // Timers of pending cleanups after uncertain acquires.
+  #cleanups = new Set();
   // LISTEN: listeners by `tag:key`, the connection, its state.
   #listeners = new Map();
   #listenClient;
@@ -122,8 +148,19 @@ class PostgresLockStore {
     if (typeof urlOrConfig === "string") config = { connectionString: urlOrConfig };
     else if (urlOrConfig !== null && typeof urlOrConfig === "object" && !Array.isArray(urlOrConfig)) config = { ...urlOrConfig };
     else throw invalid(`PostgresLockStore.connect() takes a postgres:// URL or a pg configuration object; got ${typeName(urlOrConfig)}`);
+    const url = config.connectionString;
+    if (url !== undefined && (typeof url !== "string" || !URL_SCHEME.test(url))) {
+      const shown = typeof url === "string" ? JSON.stringify(url.replace(/\/\/[^@/]*@/, "//…@")) : typeName(url);
+      throw invalid(
+        `PostgresLockStore.connect() takes a PostgreSQL URL, starting postgres:// or postgresql://; got ${shown}`,
+      );
+    }
     config.connectionTimeoutMillis ??= parsed.operationTimeoutMs;
     config.keepAlive ??= true;
+    // The server cancels what the client would give up on (see serverTimeoutMs).
+    config.statement_timeout ??= serverTimeoutMs(parsed.operationTimeoutMs);
+    // The store's pool must not keep Node alive: the application's own work decides that.
+    config.allowExitOnIdle ??= true;
     let pg;
     try {
       pg = require("pg");
@@ -134,7 +171,8 @@ class PostgresLockStore {
     }
     const pool = new pg.Pool(config);
     // An idle connection that the server closes is dropped by the pool; without a
-    // listener its error would be an uncaught exception.
+    // listener its error would be an uncaught exception. (Connections checked out get
+    // a listener of their own in #run.)
     pool.on("error", noop);
     const store = new PostgresLockStore(pool, options);
     store.#ownsPool = true;
@@ -186,31 +224,43 @@ class PostgresLockStore {
   // Running queries
 
   /**
-   * Runs `fn(client)` on a pooled connection within the operation timeout. A call that
-   * times out gives its connection up (destroyed, not returned to the pool), so a
-   * server that stopped answering cannot hold the pool's connections.
+   * Runs `fn(client, deadline)` on a pooled connection within the operation timeout
+   * (`deadline` is when, on `performance.now()`, the call gives up). A call that times
+   * out gives its connection up (destroyed, not returned to the pool), so a server that
+   * stopped answering cannot hold the pool's connections.
+   *
+   * While the store holds a connection, an 'error' it emits (the server ending the
+   * session: a restart, pg_terminate_backend) is the store's to handle: pg's pool
+   * listens only to its idle connections. The call then fails with STORE_UNAVAILABLE,
+   * or keeps its result if it had it, and the connection is destroyed.
    */
   async #run(what, fn) {
     if (this.#closed) throw new StoreClosedError("locksmith: the PostgreSQL store is closed");
     const ms = this.#options.operationTimeoutMs;
+    const deadline = performance.now() + ms;
     let client;
     let released = false;
     let timedOut = false;
+    let broken;
+    const onError = (err) => {
+      broken ??= err;
+    };
     const release = (err) => {
       if (client === undefined || released) return;
       released = true;
-      client.release(err);
+      // The pool's own listener is back on the connection once it is released.
+      client.release(err ?? broken);
+      client.removeListener("error", onError);
     };
     const work = (async () => {
-      const connecting = this.#pool.connect();
-      client = await connecting;
+      client = await this.#checkOut(onError);
       if (timedOut) {
         release(new Error("timed out"));
         return undefined;
       }
       try {
         await this.#ensureSchema(client);
-        const result = await fn(client);
+        const result = await fn(client, deadline);
         release();
         return result;
       } catch (err) {
@@ -242,6 +292,36 @@ class PostgresLockStore {
     }
   }
 
+  /**
+   * A connection from the pool, with `onError` listening to it from the moment the pool
+   * hands it over: pg's pool calls a callback at once (a promise would resolve a tick
+   * later, and an error in between, such as a FATAL that arrived with the connection's
+   * first answer, would be unhandled). A pool that only returns a promise works too.
+   */
+  #checkOut(onError) {
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const done = (err, client) => {
+        if (settled) return;
+        settled = true;
+        if (err || client == null) {
+          reject(err ?? new Error("the pool gave no connection"));
+          return;
+        }
+        client.on("error", onError);
+        resolve(client);
+      };
+      let returned;
+      try {
+        returned = this.#pool.connect(done);
+      } catch (err) {
+        done(err);
+        return;
+      }
+      if (returned !== null && typeof returned?.then === "function") returned.then((client) => done(undefined, client), done);
+    });
+  }
+
   /** Creates the table, its permits table and its sequence if any is missing. */
   async #ensureSchema(client) {
     this.#schemaReady ??= this.#createSchema(client).then(
@@ -264,16 +344,12 @@ class PostgresLockStore {
       return rows[0].ok === true;
     };
     if (await exists()) return;
-    if (!this.#options.createTable) {
-      throw new LockStoreError(
-        `locksmith: PostgreSQL: the table ${this.#options.table} (or its _permits table or _fencing sequence) does not exist, and createTable is false`,
-      );
-    }
+    if (!this.#options.createTable) throw new LockStoreError(missingTableMessage(this.#options.table));
     const { name } = this.#options;
     // Several processes may start at once: an advisory lock makes them create in turn
     // (CREATE ... IF NOT EXISTS alone can still fail on a concurrent creation).
     inTransaction.add(client);
-    await client.query("BEGIN");
+    await client.query(`BEGIN; SET LOCAL statement_timeout = ${serverTimeoutMs(this.#options.operationTimeoutMs)}`);
     await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [lockspace]);
     await client.query(`CREATE SEQUENCE IF NOT EXISTS ${sequence} AS bigint MINVALUE 1`);
     await client.query(
@@ -302,15 +378,77 @@ class PostgresLockStore {
     inTransaction.delete(client);
   }
 
-  /** Runs `fn` inside one transaction on one connection. */
+  /**
+   * Runs `fn` inside one transaction on one connection. Its statements each have a
+   * server-side timeout below what is left of the call's time, and the server ends the
+   * session if the client leaves the transaction idle that long: so what the client
+   * abandons (it timed out, and closed the connection) does not go on, or hold its
+   * locks, on the server. If the client gives up during COMMIT, the transaction may
+   * still commit: callers that take a hold clean up after a failure (see #cleanUp).
+   */
   #transaction(what, fn) {
-    return this.#run(what, async (client) => {
+    return this.#run(what, async (client, deadline) => {
       inTransaction.add(client);
-      await client.query("BEGIN");
+      const left = serverTimeoutMs(deadline - performance.now());
+      await client.query(
+        `BEGIN; SET LOCAL statement_timeout = ${left}; SET LOCAL idle_in_transaction_session_timeout = ${Math.max(left, this.#options.operationTimeoutMs)}`,
+      );
       const result = await fn(client);
       await client.query("COMMIT");
       inTransaction.delete(client);
       return result;
+    });
+  }
+
+  /** Takes the per-key advisory lock under which holds of `name` ("lock:k", "semaphore:k", "rw:k") change, until the transaction ends. */
+  #serialize(client, name) {
+    return client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [this.#sql.lockspace, name]);
+  }
+
+  /**
+   * After an acquire of `key` for `owner` failed without a certain answer (the client
+   * gave up, or the connection broke), frees what it may yet have taken: under the key's
+   * advisory lock, so after the abandoned transaction (which held it to its end) is over.
+   * Retries while PostgreSQL is out of reach, until the hold, if any, expired anyway.
+   */
+  #cleanUp(kind, key, owner, ttlMs) {
+    const until = performance.now() + ttlMs + this.#options.operationTimeoutMs;
+    let delay = CLEANUP_RETRY_MIN_MS;
+    const attempt = () => {
+      if (this.#closed) return;
+      this.#freeAbandoned(kind, key, owner).then(
+        () => this.#cleanups.delete(timer),
+        () => {
+          this.#cleanups.delete(timer);
+          if (this.#closed || performance.now() + delay > until) return;
+          timer = setTimeout(attempt, delay);
+          timer.unref?.();
+          this.#cleanups.add(timer);
+          delay = Math.min(CLEANUP_RETRY_MAX_MS, delay * 2);
+        },
+      );
+    };
+    let timer = setTimeout(attempt, 0);
+    timer.unref?.();
+    this.#cleanups.add(timer);
+  }
+
+  #freeAbandoned(kind, key, owner) {
+    const { locks, permits, channel } = this.#sql;
+    return this.#transaction("a cleanup", async (client) => {
+      if (kind === "lock") {
+        await this.#serialize(client, `lock:${key}`);
+        await client.query(
+          `WITH gone AS (DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING 1) SELECT pg_notify($3, $4) FROM gone`,
+          [key, owner, channel, `lock:${key}`],
+        );
+      } else {
+        await this.#serialize(client, `${kind}:${key}`);
+        await client.query(
+          `WITH gone AS (DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND owner = $3 RETURNING 1) SELECT pg_notify($4, $5) FROM gone`,
+          [kind, key, owner, channel, `${kind}:${key}`],
+        );
+      }
     });
   }
 
@@ -356,7 +494,10 @@ class PostgresLockStore {
    */
   async acquire(key, owner, ttlMs) {
     const { locks, sequence } = this.#sql;
-    const token = await this.#run("acquire", async (client) => {
+    // One transaction under the key's advisory lock: abandoned by the client it rolls
+    // back, and a cleanup after it (see #cleanUp) waits for its end.
+    const token = await this.#transaction("acquire", async (client) => {
+      await this.#serialize(client, `lock:${key}`);
       const { rowCount } = await client.query(
         `INSERT INTO ${locks} AS held (key, owner, expires_at, fencing_token)
          VALUES ($1, $2, ${fromNow(3)}, NULL)
@@ -374,9 +515,17 @@ class PostgresLockStore {
       );
       // Expired (or taken over) before it had its token: as good as not taken.
       return rows.length > 0 ? toToken(rows[0].fencing_token) : false;
-    });
+    }).catch((err) => this.#acquireFailed(err, "lock", key, owner, ttlMs));
     this.#maybeSweep();
     return token;
+  }
+
+  /** Rethrows `err`, an acquire's failure; first schedules a cleanup if the acquire may have taken the key. */
+  #acquireFailed(err, kind, key, owner, ttlMs) {
+    if (err instanceof StoreUnavailableError && !this.#closed && typeof ttlMs === "number" && ttlMs > 0) {
+      this.#cleanUp(kind, key, owner, ttlMs);
+    }
+    throw err;
   }
 
   /** Frees `key` if `owner` holds it, and announces the release. */
@@ -444,9 +593,9 @@ class PostgresLockStore {
    */
   async acquirePermit(key, owner, ttlMs, kind, limit) {
     const set = checkKind(kind);
-    const { permits, sequence, lockspace } = this.#sql;
+    const { permits, sequence } = this.#sql;
     const token = await this.#transaction("acquirePermit", async (client) => {
-      await client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [lockspace, `${set}:${key}`]);
+      await this.#serialize(client, `${set}:${key}`);
       const { rows } = await client.query(
         `SELECT owner, role, semaphore_limit FROM ${permits} WHERE kind = $1 AND key = $2 AND expires_at > clock_timestamp()`,
         [set, key],
@@ -484,7 +633,7 @@ class PostgresLockStore {
         );
       }
       return false;
-    });
+    }).catch((err) => this.#acquireFailed(err, set, key, owner, ttlMs));
     this.#maybeSweep();
     if (typeof token === "object") {
       throw invalid(
@@ -511,17 +660,23 @@ class PostgresLockStore {
     return rows.some((r) => r.held === true);
   }
 
-  /** Moves the expiry of `owner`'s live permit to `ttlMs` from now. */
+  /**
+   * Moves the expiry of `owner`'s live permit to `ttlMs` from now. Decided under the
+   * key's advisory lock, like acquirePermit, and held until the extend has committed:
+   * an acquirer cannot read the permit as expired while an extend that found it live
+   * is still committing. Expiry is judged on the server's clock once the lock is held.
+   */
   async extendPermit(key, owner, ttlMs, kind) {
     const set = checkKind(kind);
-    const { rowCount } = await this.#run("extendPermit", (client) =>
-      client.query(
+    return this.#transaction("extendPermit", async (client) => {
+      await this.#serialize(client, `${set}:${key}`);
+      const { rowCount } = await client.query(
         `UPDATE ${this.#sql.permits} SET expires_at = ${fromNow(4)}
          WHERE kind = $1 AND key = $2 AND owner = $3 AND role <> 'claim' AND expires_at > clock_timestamp()`,
         [set, key, owner, ttlMs],
-      ),
-    );
-    return rowCount > 0;
+      );
+      return rowCount > 0;
+    });
   }
 
   /** How many live permits `key` has. */
@@ -684,6 +839,8 @@ class PostgresLockStore {
   async close() {
     this.#closing ??= (async () => {
       this.#closed = true;
+      for (const timer of this.#cleanups) clearTimeout(timer);
+      this.#cleanups.clear();
       clearTimeout(this.#listenTimer);
       clearInterval(this.#checkTimer);
       this.#listeners.clear();
