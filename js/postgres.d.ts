@@ -13,7 +13,11 @@ export interface PostgresLockStoreOptions {
   operationTimeoutMs?: number;
   /** Wake waiters on release through LISTEN/NOTIFY (one connection per store). Default true; false: waiters poll. */
   listen?: boolean;
-  /** Create the tables and sequence if they are missing. Default true. */
+  /**
+   * Create the tables and sequence if they are missing. Default true. With false, a
+   * missing table is a LockStoreError (at `connect()`, or the first call of a store over
+   * your pool).
+   */
   createTable?: boolean;
 }
 
@@ -43,9 +47,11 @@ export interface PostgresPoolConfig {
  */
 export declare class PostgresLockStore {
   /**
-   * Connects with a pool of its own (`close()` ends it) and creates the table if it is
-   * missing. Rejects with StoreUnavailableError when PostgreSQL cannot be reached in
-   * time, and with InvalidArgumentError for an unknown or bad option.
+   * Connects with a pool of its own (`close()` ends it; it does not keep Node alive) and
+   * creates the table if it is missing. Rejects with StoreUnavailableError when
+   * PostgreSQL cannot be reached in time; with InvalidArgumentError for an unknown or bad
+   * option, or a URL that does not start `postgres://` or `postgresql://`; with
+   * LockStoreError when the table is missing and `createTable` is false.
    */
   static connect(urlOrConfig: string | PostgresPoolConfig, options?: PostgresLockStoreOptions): Promise<PostgresLockStore>;
   /** A store over your `pg.Pool`; `close()` leaves the pool open. The first call creates the table if it is missing. */
