@@ -323,7 +323,7 @@ async function clusterBench() {
   };
   const peers = {
     "locksmith (cluster)": pair(store),
-    "locksmith/ioredis on an ioredis Cluster": pair(theirs),
+    "locksmith-js/ioredis on an ioredis Cluster": pair(theirs),
     "redis-semaphore on an ioredis Cluster": async (key) => {
       const m = new SemaphoreMutex(semClient, key, { lockTimeout: 30_000, acquireAttemptsLimit: 1 });
       await m.acquire();

@@ -1,4 +1,4 @@
-// `npx locksmith list|release` end to end: the command as a process against a real
+// `npx locksmith-js list|release` end to end: the command as a process against a real
 // redis-server, on locks that RedisLockStore and a client store hold.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";

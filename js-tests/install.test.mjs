@@ -1,5 +1,5 @@
 // The package as users get it: `npm pack`, installed into a fresh project, then used
-// by name ("locksmith", through the exports map) from ESM and CommonJS in Node, with and
+// by name ("locksmith-js", through the exports map) from ESM and CommonJS in Node, with and
 // without its native binary, from a per-platform package, in workerd, the Vercel edge
 // runtime, Deno, a browser (headless Chromium) and Bun, and type-checked in every
 // TypeScript resolution mode.
@@ -22,11 +22,12 @@ import { EXPECTED } from "./edge/smoke.mjs";
 import { wasmModules } from "./edge/wasm-module-plugin.mjs";
 import { startRedis, freePort } from "./redis-server.mjs";
 import { TARGET, ls } from "./target.mjs";
+import { stagePackages } from "../scripts/packages.mjs";
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL("..", import.meta.url));
 const require = createRequire(import.meta.url);
-const { platformTriple } = require("../js/native-loader.cjs");
+const { TRIPLES, fileOf, packageOf, platformTriple } = require("../js/native-loader.cjs");
 const CHROMIUM = "/usr/bin/chromium";
 const setup = await readFile(join(root, "scripts/setup.sh"), "utf8");
 const BUN = join(root, `.cache/bun-${setup.match(/^bun_version=(\S+)$/m)[1]}/bin/bun`);
@@ -53,9 +54,9 @@ async function runScript(dir, name, code, { env = {}, cmd = process.execPath, ar
 // Everything a script can see of the API: its export names on both module systems,
 // whether they are one instance, a lock run, and what RedisLockStore does.
 const PROBE = `
-  import * as ls from "locksmith";
+  import * as ls from "locksmith-js";
   import { createRequire } from "node:module";
-  const cjs = createRequire(import.meta.url)("locksmith");
+  const cjs = createRequire(import.meta.url)("locksmith-js");
   const store = ls.setLockStore(new ls.MemoryLockStore());
   const [ran, result] = await ls.lock("invoice:42").run(() => "charged");
   const err = await ls.lock("x").extend().catch((e) => e);
@@ -89,17 +90,23 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
   let pkg;
   let tarball;
   let nativeProbe;
+  let staged;
+  let platformTarball;
   let redis;
   before(async () => {
     redis = await startRedis();
     // The probe's RedisLockStore (on the WebAssembly builds) connects here.
     process.env.LOCKSMITH_PROBE_REDIS_URL = redis.url;
     dir = await mkdtemp(join(tmpdir(), "locksmith-install-"));
-    const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", dir], { cwd: root });
-    tarball = join(dir, stdout.trim().split("\n").pop());
+    // The packages as the release publishes them (scripts/packages.mjs): the main one and
+    // this platform's, installed together as npm would from the registry. The tree is
+    // already built, so the main package's prepack build is skipped.
+    staged = stagePackages({ out: join(root, "target/packages-test"), ignoreScripts: true });
+    tarball = staged.main;
+    platformTarball = staged.platforms[platformTriple()]?.tarball;
     await writeFile(join(dir, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
-    await run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: dir });
-    pkg = join(dir, "node_modules/locksmith");
+    await run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball, platformTarball], { cwd: dir });
+    pkg = join(dir, "node_modules/locksmith-js");
     await copyFile(join(root, "js-tests/edge/smoke.mjs"), join(dir, "smoke.mjs"));
   });
   after(async () => {
@@ -112,12 +119,46 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     for (const needed of ["index.d.ts", "index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "cloudflare.mjs", "cloudflare.d.ts", "gen/api.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm", "wasm/locksmith_wasm_redis_bg.wasm"]) {
       assert.ok(files.includes(needed), `${needed} is in the package`);
     }
-    assert.ok(files.some((f) => f.endsWith(".node")), "the native addon is in the package");
+    assert.ok(!files.some((f) => f.endsWith(".node")), "no native binary in the main package: each platform's is in its own");
     assert.ok(!files.some((f) => f.includes("binding.d.ts")), "generated binding typings stay internal");
     const top = await readdir(pkg);
     for (const needed of ["LICENSE", "README.md", "package.json"]) assert.ok(top.includes(needed), `${needed} is in the package`);
     assert.ok(!top.some((f) => f.endsWith(".log")), "no profiler logs in the package");
     assert.ok(!top.includes("npm"), "the per-platform packages are published on their own");
+    const manifest = JSON.parse(await readFile(join(pkg, "package.json"), "utf8"));
+    assert.equal(manifest.name, "locksmith-js");
+    assert.deepEqual(manifest.bin, { locksmith: "js/cli.mjs" }, "the command is still `locksmith`");
+    const version = JSON.parse(await readFile(join(root, "package.json"), "utf8")).version;
+    assert.deepEqual(manifest.optionalDependencies, Object.fromEntries(TRIPLES.map((t) => [`locksmith-js-${t}`, version])));
+    for (const field of ["repository", "homepage", "bugs"]) assert.ok(manifest[field], `${field} is set`);
+  });
+
+  it("has a per-platform package for every target, each with the right os, cpu and libc", async () => {
+    const want = {
+      "linux-x64-gnu": [["linux"], ["x64"], ["glibc"]],
+      "linux-x64-musl": [["linux"], ["x64"], ["musl"]],
+      "linux-arm64-gnu": [["linux"], ["arm64"], ["glibc"]],
+      "linux-arm64-musl": [["linux"], ["arm64"], ["musl"]],
+      "darwin-x64": [["darwin"], ["x64"], undefined],
+      "darwin-arm64": [["darwin"], ["arm64"], undefined],
+      "win32-x64-msvc": [["win32"], ["x64"], undefined],
+    };
+    assert.deepEqual(Object.keys(staged.platforms).sort(), TRIPLES.slice().sort());
+    for (const triple of TRIPLES) {
+      const sub = JSON.parse(await readFile(join(staged.platforms[triple].dir, "package.json"), "utf8"));
+      assert.equal(sub.name, packageOf(triple));
+      assert.equal(sub.main, fileOf(triple));
+      assert.deepEqual(sub.files, [fileOf(triple)]);
+      if (want[triple]) assert.deepEqual([sub.os, sub.cpu, sub.libc], want[triple], triple);
+      assert.equal(sub.version, JSON.parse(await readFile(join(root, "package.json"), "utf8")).version, "versions move together");
+    }
+    // Every package with a binary built here is packed, and holds exactly its binary.
+    assert.ok(platformTarball, `this platform's package (${platformTriple()}) is packed`);
+    for (const [triple, { tarball: t }] of Object.entries(staged.platforms)) {
+      if (!t) continue;
+      const { stdout } = await run("tar", ["-tzf", t]);
+      assert.deepEqual(stdout.trim().split("\n").sort(), ["package/README.md", `package/${fileOf(triple)}`, "package/package.json"], triple);
+    }
   });
 
   it("installs the locksmith command", async () => {
@@ -133,10 +174,10 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       dir,
       "clients.mjs",
       `
-      import * as ls from "locksmith";
-      import { IoRedisLockStore } from "locksmith/ioredis";
-      import { NodeRedisLockStore } from "locksmith/node-redis";
-      import { UpstashLockStore } from "locksmith/upstash";
+      import * as ls from "locksmith-js";
+      import { IoRedisLockStore } from "locksmith-js/ioredis";
+      import { NodeRedisLockStore } from "locksmith-js/node-redis";
+      import { UpstashLockStore } from "locksmith-js/upstash";
       const errors = [IoRedisLockStore, NodeRedisLockStore, UpstashLockStore].map((Store) => {
         try {
           new Store({});
@@ -161,9 +202,9 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     assert.equal(nativeProbe.oneInstance, true);
     assert.deepEqual(nativeProbe.run, [true, "charged"]);
     assert.equal(nativeProbe.notHeld, true);
-    await writeFile(join(dir, "cjs.cjs"), `const { lock } = require("locksmith"); lock("k").run(() => 1).then((r) => console.log(JSON.stringify(r)));`);
+    await writeFile(join(dir, "cjs.cjs"), `const { lock } = require("locksmith-js"); lock("k").run(() => 1).then((r) => console.log(JSON.stringify(r)));`);
     assert.deepEqual(JSON.parse((await run(process.execPath, ["cjs.cjs"], { cwd: dir })).stdout), [true, 1]);
-    await writeFile(join(dir, "wasm.mjs"), `import { lock, backend } from "locksmith/wasm"; console.log(JSON.stringify([backend, await lock("k").run(() => 2)]));`);
+    await writeFile(join(dir, "wasm.mjs"), `import { lock, backend } from "locksmith-js/wasm"; console.log(JSON.stringify([backend, await lock("k").run(() => 2)]));`);
     assert.deepEqual(JSON.parse((await run(process.execPath, ["wasm.mjs"], { cwd: dir })).stdout), ["wasm", [true, 2]]);
   });
 
@@ -190,40 +231,40 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     let project;
     const triple = platformTriple();
     before(async () => {
-      project = join(dir, "released");
-      await mkdir(project);
+      // Outside the first project: Node would find its node_modules by walking up.
+      project = await mkdtemp(join(tmpdir(), "locksmith-released-"));
       await writeFile(join(project, "package.json"), JSON.stringify({ name: "released", private: true, type: "module" }));
+      // Only the main package: its optional dependency cannot be fetched (offline), as
+      // with --omit=optional or on a platform nobody built for.
       await run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball], { cwd: project });
-      await rm(join(project, `node_modules/locksmith/js/native/locksmith.${triple}.node`));
+    });
+    after(async () => {
+      if (project) await rm(project, { recursive: true, force: true });
     });
 
-    it("says what it tried and serves the whole API from WebAssembly", async () => {
+    it("says what it tried, what to do, and serves the whole API from WebAssembly", async () => {
       const { out, stderr } = await runScript(project, "probe.mjs", PROBE);
       assertWholeApiOnWasm(out);
       assert.match(stderr, /\[LOCKSMITH_WASM_FALLBACK\] Warning: locksmith: no native addon for /);
       assert.ok(stderr.includes(`js/native/locksmith.${triple}.node (not installed)`), stderr);
-      assert.ok(stderr.includes(`locksmith-${triple} (not installed)`), stderr);
+      assert.ok(stderr.includes(`locksmith-js-${triple} (not installed)`), stderr);
+      assert.ok(stderr.includes(`npm install locksmith-js-${triple}@`), "the warning says how to get the binary");
+      assert.doesNotMatch(stderr, /npm run build/, "an installed user is not told to build the repository");
     });
 
     it("loads the binary from the per-platform package npm installs beside it", async () => {
-      // The per-platform package as the release publishes it: npm/<triple>/ plus its .node.
-      const stage = join(dir, `stage-${triple}`);
-      await cp(join(root, "npm", triple), stage, { recursive: true });
-      await copyFile(join(root, `js/native/locksmith.${triple}.node`), join(stage, `locksmith.${triple}.node`));
-      const { stdout } = await run("npm", ["pack", "--silent", "--pack-destination", dir], { cwd: stage });
       // npm checks the package's os/cpu/libc against this machine (EBADPLATFORM otherwise).
-      await run("npm", ["install", "--no-audit", "--no-fund", "--offline", join(dir, stdout.trim().split("\n").pop())], { cwd: project });
-      await rm(join(project, `node_modules/locksmith/js/native/locksmith.${triple}.node`), { force: true });
+      await run("npm", ["install", "--no-audit", "--no-fund", "--offline", platformTarball], { cwd: project });
       await writeFile(
         join(project, "which.cjs"),
-        `const ls = require("locksmith");
+        `const ls = require("locksmith-js");
          const addon = Object.keys(require.cache).filter((k) => k.endsWith(".node"));
          ls.lock("k").run(() => 3).then((r) => console.log(JSON.stringify({ backend: ls.backend, addon, r })));`,
       );
       const { stdout: out, stderr } = await run(process.execPath, ["which.cjs"], { cwd: project });
       const got = JSON.parse(out);
       assert.equal(got.backend, "native");
-      assert.deepEqual(got.addon, [join(project, `node_modules/locksmith-${triple}/locksmith.${triple}.node`)]);
+      assert.deepEqual(got.addon, [join(project, `node_modules/locksmith-js-${triple}/locksmith.${triple}.node`)]);
       assert.deepEqual(got.r, [true, 3]);
       assert.equal(stderr, "");
     });
@@ -232,8 +273,8 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
   it("bundles into a Cloudflare worker that runs in workerd, with the Durable Object store", async () => {
     await writeFile(
       join(dir, "worker.mjs"),
-      `import { Lock, lock } from "locksmith";
-       import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare";
+      `import { Lock, lock } from "locksmith-js";
+       import { DurableObjectLockStore, LockDurableObject } from "locksmith-js/cloudflare";
        export { LockDurableObject };
        export default {
          async fetch(request, env) {
@@ -281,7 +322,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
   it("runs in the Vercel edge runtime through the edge-light condition", async () => {
     await writeFile(
       join(dir, "edge-entry.mjs"),
-      `import * as ls from "locksmith";
+      `import * as ls from "locksmith-js";
        import { smoke } from "./smoke.mjs";
        globalThis.runSmoke = async () => ({ ...(await smoke(ls)), backend: ls.backend });`,
     );
@@ -294,13 +335,13 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       plugins: [wasmModules],
       logLevel: "error",
     });
-    assert.ok(bundle.outputFiles[0].text.includes("node_modules/locksmith/js/edge-light.mjs"), "the edge-light entry was bundled");
+    assert.ok(bundle.outputFiles[0].text.includes("node_modules/locksmith-js/js/edge-light.mjs"), "the edge-light entry was bundled");
     const runtime = new EdgeRuntime({ initialCode: bundle.outputFiles[0].text });
     const report = await runtime.evaluate("runSmoke()");
     assert.deepEqual(JSON.parse(JSON.stringify(report)), { ...EXPECTED, backend: "wasm" });
   });
 
-  it("runs in Deno through npm:locksmith, on the deno condition, without --allow-ffi or a prompt; RedisLockStore over Deno.connect hands locks to Node", async () => {
+  it("runs in Deno through npm:locksmith-js, on the deno condition, without --allow-ffi or a prompt; RedisLockStore over Deno.connect hands locks to Node", async () => {
     const deno = require.resolve("deno/bin.cjs");
     const native = await ls.RedisLockStore.connect(redis.url);
     try {
@@ -313,7 +354,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       const { out, stderr } = await runScript(
         dir,
         "deno.mjs",
-        `import * as ls from "npm:locksmith";
+        `import * as ls from "npm:locksmith-js";
          import { smoke } from "./smoke.mjs";
          const store = await ls.RedisLockStore.connect(${JSON.stringify(redis.url)});
          const lock = new ls.Lock(${JSON.stringify(key)}, 10_000, store);
@@ -356,8 +397,8 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     await mkdir(web);
     await writeFile(
       join(dir, "browser-entry.mjs"),
-      `import * as ls from "locksmith";
-       import { init } from "locksmith";
+      `import * as ls from "locksmith-js";
+       import { init } from "locksmith-js";
        import { smoke } from "./smoke.mjs";
        window.report = (async () => {
          let early;
@@ -396,7 +437,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
 
   it("runs in Bun", async (t) => {
     if (!prerequisite(t, BUN, "Bun (npm package @oven/bun-linux-x64, fetched by scripts/setup.sh --runtimes)")) return;
-    const code = `import * as ls from "locksmith";
+    const code = `import * as ls from "locksmith-js";
        import { smoke } from "./smoke.mjs";
        console.log(JSON.stringify({ ...(await smoke(ls)), backend: ls.backend }));`;
     const { out } = await runScript(dir, "bun.mjs", code, { cmd: BUN, args: ["run"] });
@@ -409,7 +450,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
   // Every TypeScript resolution mode, from ESM and from CJS where the mode has both, on
   // code that uses the Node-only API (RedisLockStore, backend) and the edge-safe one.
   const consumer = `
-    import { lock, restoreLock, setLockStore, MemoryLockStore, RedisLockStore, LockError, LockNotHeldError, backend, type LockStore, type AcquireOptions, type LockErrorCode } from "locksmith";
+    import { lock, restoreLock, setLockStore, MemoryLockStore, RedisLockStore, LockError, LockNotHeldError, backend, type LockStore, type AcquireOptions, type LockErrorCode } from "locksmith-js";
     const options: AcquireOptions = { timeout: 10 };
     const store: LockStore = setLockStore(new MemoryLockStore());
     export async function main(): Promise<boolean> {
@@ -434,7 +475,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       name: "bundler, browser condition",
       type: "module",
       compilerOptions: { module: "esnext", moduleResolution: "bundler", customConditions: ["browser"] },
-      extra: `import { init } from "locksmith"; export const ready: Promise<void> = init();`,
+      extra: `import { init } from "locksmith-js"; export const ready: Promise<void> = init();`,
     },
   ];
   for (const mode of modes) {

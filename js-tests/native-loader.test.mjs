@@ -7,7 +7,7 @@ import { createRequire } from "node:module";
 import { describe, it } from "node:test";
 
 const require = createRequire(import.meta.url);
-const { TRIPLES, isMusl, platformTriple, loadAddon } = require("../js/native-loader.cjs");
+const { TRIPLES, fileOf, isMusl, packageOf, platformTriple, loadAddon, tripleOf } = require("../js/native-loader.cjs");
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
 describe("native loader", () => {
@@ -19,17 +19,16 @@ describe("native loader", () => {
     assert.equal(platformTriple("linux", "arm64", true), "linux-arm64-musl");
   });
 
-  it("has a package directory for every triple it looks for, each holding one .node", () => {
-    for (const triple of TRIPLES) {
-      const dir = new URL(`../npm/${triple}/package.json`, import.meta.url);
-      assert.ok(existsSync(dir), `npm/${triple}/package.json exists`);
-      const sub = JSON.parse(readFileSync(dir, "utf8"));
-      assert.equal(sub.name, `locksmith-${triple}`);
-      assert.deepEqual(sub.files, [`locksmith.${triple}.node`]);
-      assert.equal(sub.main, `locksmith.${triple}.node`);
-      assert.equal(sub.version, pkg.version, "versions move together");
-    }
-    assert.equal(pkg.napi.targets.length, TRIPLES.length, "package.json napi.targets lists the same platforms");
+  it("takes its platforms from package.json's napi.targets, named as napi-rs names them", () => {
+    assert.deepEqual(TRIPLES, pkg.napi.targets.map(tripleOf));
+    assert.equal(tripleOf("x86_64-unknown-linux-gnu"), "linux-x64-gnu");
+    assert.equal(tripleOf("aarch64-unknown-linux-musl"), "linux-arm64-musl");
+    assert.equal(tripleOf("x86_64-apple-darwin"), "darwin-x64");
+    assert.equal(tripleOf("aarch64-apple-darwin"), "darwin-arm64");
+    assert.equal(tripleOf("x86_64-pc-windows-msvc"), "win32-x64-msvc");
+    assert.equal(tripleOf("x86_64-pc-windows-gnu"), "win32-x64-gnu");
+    assert.equal(packageOf("linux-x64-gnu"), "locksmith-js-linux-x64-gnu");
+    assert.equal(fileOf("darwin-arm64"), "locksmith.darwin-arm64.node");
   });
 
   it("tells glibc from musl by the ldd script", () => {
@@ -54,14 +53,14 @@ describe("native loader", () => {
     assert.equal(err?.code, "LOCKSMITH_NATIVE_UNAVAILABLE");
     assert.match(err.message, /^locksmith: no native addon for linux-arm64-musl could be loaded; tried /);
     assert.match(err.message, /js\/native\/locksmith\.linux-arm64-musl\.node \(not installed\)/);
-    assert.match(err.message, /locksmith-linux-arm64-musl \(not installed\)/);
+    assert.match(err.message, /locksmith-js-linux-arm64-musl \(not installed\)/);
   });
 
   it("says when a platform has no published build at all", () => {
     assert.throws(() => loadAddon("freebsd-x64"), (err) => {
       assert.equal(err.code, "LOCKSMITH_NATIVE_UNAVAILABLE");
       assert.match(err.message, /no native build is published for freebsd-x64; the published ones are linux-x64-gnu, /);
-      assert.doesNotMatch(err.message, /locksmith-freebsd-x64/, "no package is looked for where none is published");
+      assert.doesNotMatch(err.message, /locksmith-js-freebsd-x64/, "no package is looked for where none is published");
       return true;
     });
   });

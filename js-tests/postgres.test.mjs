@@ -1,6 +1,6 @@
 // PostgresLockStore beyond the conformance suite, on a real PostgreSQL server: options,
 // the table it creates, cleanup, LISTEN/NOTIFY wake-ups, semaphores and read-write
-// locks, mutual exclusion across processes, `npx locksmith` on its table, a frozen server
+// locks, mutual exclusion across processes, `npx locksmith-js` on its table, a frozen server
 // and a restart mid-use.
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
@@ -88,14 +88,14 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       }
     });
 
-    it("is the subpath export locksmith/postgres, one class for import and require, and loads pg only to connect", async () => {
+    it("is the subpath export locksmith-js/postgres, one class for import and require, and loads pg only to connect", async () => {
       const code = `
         const pgLoaded = () => Object.keys(require.cache).some((path) => path.includes("/node_modules/pg/"));
         (async () => {
-          await import("locksmith");
+          await import("locksmith-js");
           const afterMain = pgLoaded();
-          const esm = await import("locksmith/postgres");
-          const cjs = require("locksmith/postgres");
+          const esm = await import("locksmith-js/postgres");
+          const cjs = require("locksmith-js/postgres");
           const afterImport = pgLoaded();
           await esm.PostgresLockStore.connect("postgres://nobody@127.0.0.1:1/none", { operationTimeoutMs: 1000 }).catch(() => {});
           console.log(JSON.stringify({ same: esm.PostgresLockStore === cjs.PostgresLockStore, afterMain, afterImport, afterConnect: pgLoaded() }));
@@ -112,8 +112,8 @@ describe("PostgresLockStore", await requirePostgres(), () => {
     it("its LISTEN connection does not keep Node alive once the application ends its pool", { skip: TARGET !== "native" && "runs once" }, async () => {
       const code = `
         const pg = require("pg");
-        const { PostgresLockStore } = require("locksmith/postgres");
-        const { Lock } = require("locksmith");
+        const { PostgresLockStore } = require("locksmith-js/postgres");
+        const { Lock } = require("locksmith-js");
         (async () => {
           const pool = new pg.Pool({ connectionString: ${JSON.stringify(server.url)} });
           const store = new PostgresLockStore(pool);
@@ -348,7 +348,7 @@ describe("PostgresLockStore", await requirePostgres(), () => {
     });
   });
 
-  describe("npx locksmith", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+  describe("npx locksmith-js", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
     it("lists the store's locks, and frees one with release --force, waking its waiter", async () => {
       const [a, b] = await Promise.all([PostgresLockStore.connect(server.url), PostgresLockStore.connect(server.url)]);
       try {
@@ -578,7 +578,7 @@ describe("PostgresLockStore", await requirePostgres(), () => {
   });
 });
 
-/** Runs `npx locksmith …` (js/cli.mjs); resolves to { code, stdout, stderr } whatever its exit code. */
+/** Runs `npx locksmith-js …` (js/cli.mjs); resolves to { code, stdout, stderr } whatever its exit code. */
 async function cli(...args) {
   try {
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [new URL("../js/cli.mjs", import.meta.url).pathname, ...args]);

@@ -221,7 +221,7 @@ describe("the client stores' own connections", { skip: TARGET !== "native" && "r
     assert.ok(lingered < 2_500, `the child lived ${Math.round(lingered)} ms after closing its client`);
   };
   const script = (setup, quit) => `
-    import { Lock } from "locksmith";
+    import { Lock } from "locksmith-js";
     ${setup}
     const a = new Lock("exit:" + process.pid, 5_000, store);
     await a.acquire();
@@ -232,7 +232,7 @@ describe("the client stores' own connections", { skip: TARGET !== "native" && "r
 
   it("an ioredis store's subscriber does not keep Node alive after the application quits its client", async () => {
     const code = script(
-      `import { Redis } from "ioredis"; import { IoRedisLockStore } from "locksmith/ioredis";
+      `import { Redis } from "ioredis"; import { IoRedisLockStore } from "locksmith-js/ioredis";
        const client = new Redis(${JSON.stringify(server.url)}); const store = new IoRedisLockStore(client);`,
       "await client.quit();",
     );
@@ -242,7 +242,7 @@ describe("the client stores' own connections", { skip: TARGET !== "native" && "r
 
   it("a node-redis store's subscriber does not keep Node alive after the application quits its client", async () => {
     const code = script(
-      `import { createClient } from "redis"; import { NodeRedisLockStore } from "locksmith/node-redis";
+      `import { createClient } from "redis"; import { NodeRedisLockStore } from "locksmith-js/node-redis";
        const client = await createClient({ url: ${JSON.stringify(server.url)} }).connect(); const store = new NodeRedisLockStore(client);`,
       "await client.quit();",
     );
@@ -252,7 +252,7 @@ describe("the client stores' own connections", { skip: TARGET !== "native" && "r
 
   it("a wait that starts as the store closes opens nothing that outlives it", async () => {
     const code = `
-      import { Redis } from "ioredis"; import { IoRedisLockStore } from "locksmith/ioredis";
+      import { Redis } from "ioredis"; import { IoRedisLockStore } from "locksmith-js/ioredis";
       const client = new Redis(${JSON.stringify(server.url)}); const store = new IoRedisLockStore(client);
       const off = store.onRelease("k", () => {});
       off();

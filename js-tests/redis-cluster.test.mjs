@@ -53,7 +53,7 @@ if (native || wasm) {
   });
 }
 
-// locksmith/ioredis over an ioredis Cluster: the same suite, and one key layout with
+// locksmith-js/ioredis over an ioredis Cluster: the same suite, and one key layout with
 // RedisLockStore's cluster mode.
 const ioredisCluster = () => new Cluster(cluster.urls.map((url) => ({ host: "127.0.0.1", port: Number(new URL(url).port) })));
 if (native) {
@@ -66,7 +66,7 @@ if (native) {
   });
 }
 
-// locksmith/node-redis over a node-redis cluster (createCluster): the same suite.
+// locksmith-js/node-redis over a node-redis cluster (createCluster): the same suite.
 if (native) {
   let client;
   conformance("NodeRedisLockStore over a node-redis cluster", {

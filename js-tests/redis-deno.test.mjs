@@ -1,7 +1,7 @@
 // RedisLockStore on Deno over Deno.connectTls: rediss:// to a redis-server whose
 // certificate a private CA signed, trusted through tlsCaCert (Deno's caCerts); refused
 // without it; tlsInsecure refused as Deno cannot do it. (Plain TCP on Deno, through
-// npm:locksmith, is in js-tests/install.test.mjs.)
+// npm:locksmith-js, is in js-tests/install.test.mjs.)
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";

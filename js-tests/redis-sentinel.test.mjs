@@ -49,7 +49,7 @@ if (native || wasm) {
   });
 }
 
-// locksmith/ioredis over an ioredis Redis on the same Sentinels.
+// locksmith-js/ioredis over an ioredis Redis on the same Sentinels.
 if (native) {
   let client;
   conformance("IoRedisLockStore over an ioredis Redis with sentinels", {

@@ -1,4 +1,4 @@
-// The shipped Durable Object store (`locksmith/cloudflare`) in real workerd, through
+// The shipped Durable Object store (`locksmith-js/cloudflare`) in real workerd, through
 // Miniflare: the conformance suite, run from Node through a store object whose every
 // method is a message to a worker that calls the real store (js-tests/workerd/
 // store-worker.mjs), and scenarios run inside the worker on the package's wasm build.

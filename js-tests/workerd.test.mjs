@@ -1,6 +1,6 @@
 // locksmith in real workerd, through Miniflare: the wasm build on the per-isolate
 // memory store and on the shipped Durable Object store, observed through dispatchFetch.
-// The worker imports "locksmith" and "locksmith/cloudflare" by name; esbuild resolves
+// The worker imports "locksmith" and "locksmith-js/cloudflare" by name; esbuild resolves
 // them through the package's own exports map (the workerd condition), as wrangler would
 // from node_modules. js-tests/workerd-store.test.mjs tests the Durable Object store itself.
 import assert from "node:assert/strict";

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npx locksmith`: see and free the locks in a Redis or PostgreSQL store.
+// `npx locksmith-js`: see and free the locks in a Redis or PostgreSQL store.
 //
 //   locksmith list <store-url> [pattern] [--prefix P | --table T] [--json]
 //   locksmith release <store-url> <key> --force [--prefix P | --table T]

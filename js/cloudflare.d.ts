@@ -1,4 +1,4 @@
-// locksmith/cloudflare: locks in Durable Objects, for Cloudflare Workers.
+// locksmith-js/cloudflare: locks in Durable Objects, for Cloudflare Workers.
 import type { LockStore } from "./index.js";
 
 /**

@@ -1,5 +1,5 @@
 // locksmith on Cloudflare Workers: a Durable Object per lock name, and the store that
-// talks to it over Durable Object RPC. Import it from a worker (`locksmith/cloudflare`);
+// talks to it over Durable Object RPC. Import it from a worker (`locksmith-js/cloudflare`);
 // re-export `LockDurableObject` from the worker's main module and bind it.
 //
 // Each object owns one key: its plain lock, its semaphore and its read-write lock. A

@@ -1,4 +1,4 @@
-// locksmith/ioredis: the lock store over an ioredis client the application already has
+// locksmith-js/ioredis: the lock store over an ioredis client the application already has
 // (a `Redis`, a `Cluster`, or a `Redis` on Sentinels). Same keys and scripts as
 // RedisLockStore: locks taken through either can be released through the other.
 import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";

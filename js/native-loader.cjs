@@ -1,21 +1,40 @@
 "use strict";
 // Finds and loads the native addon the way napi-rs's generated loader does: the
 // platform's triple (with musl detected on Linux), a development build in js/native/
-// first, then the per-platform package `locksmith-<triple>` that npm installs as an
-// optional dependency. When none loads, the error lists every file and package tried.
+// first, then the per-platform package `locksmith-js-<triple>` that npm installs as an
+// optional dependency. When none loads, the error lists every file and package tried and
+// says what an installed user can do.
+//
+// The platforms come from one list: package.json's `napi.targets` (Rust target triples),
+// which also drives the per-platform packages (scripts/packages.mjs) and the release.
 
-const { readFileSync } = require("node:fs");
+const { existsSync, readFileSync } = require("node:fs");
+const { join } = require("node:path");
 
-/** The triples locksmith publishes a package for, as napi-rs names them. */
-const TRIPLES = [
-  "linux-x64-gnu",
-  "linux-x64-musl",
-  "linux-arm64-gnu",
-  "linux-arm64-musl",
-  "darwin-x64",
-  "darwin-arm64",
-  "win32-x64-msvc",
-];
+const pkg = require("../package.json");
+
+const ARCH = { x86_64: "x64", aarch64: "arm64", i686: "ia32", armv7: "arm", riscv64gc: "riscv64", powerpc64le: "ppc64", s390x: "s390x" };
+const PLATFORM = { linux: "linux", darwin: "darwin", windows: "win32", freebsd: "freebsd", android: "android" };
+
+/**
+ * napi-rs's name for a Rust target: `x86_64-unknown-linux-gnu` → `linux-x64-gnu`,
+ * `aarch64-apple-darwin` → `darwin-arm64`, `x86_64-pc-windows-gnu` → `win32-x64-gnu`.
+ */
+function tripleOf(target) {
+  const parts = target.split("-");
+  const arch = ARCH[parts[0]];
+  const sys = parts.length === 3 && parts[1] === "apple" ? "darwin" : parts[2];
+  const platform = PLATFORM[sys];
+  if (!arch || !platform) throw new Error(`locksmith: package.json napi.targets has ${target}, which has no napi-rs platform name here`);
+  const abi = platform === "darwin" ? undefined : parts[3];
+  return abi ? `${platform}-${arch}-${abi}` : `${platform}-${arch}`;
+}
+
+/** The triples locksmith publishes a package for, from package.json's napi.targets. */
+const TRIPLES = pkg.napi.targets.map(tripleOf);
+/** The npm package that carries `triple`'s binary. */
+const packageOf = (triple) => `${pkg.napi.packageName}-${triple}`;
+const fileOf = (triple) => `${pkg.napi.binaryName}.${triple}.node`;
 
 /** Whether this Linux runs on musl libc (Alpine) rather than glibc. */
 function isMusl() {
@@ -47,29 +66,55 @@ function platformTriple(platform = process.platform, arch = process.arch, musl =
 }
 
 /**
+ * The triples worth trying for `triple`, best first: itself, and on Windows the other
+ * toolchain's build of the same architecture (a GNU-built addon loads into the official
+ * Node for Windows too).
+ */
+function candidatesFor(triple) {
+  const out = TRIPLES.includes(triple) ? [triple] : [];
+  const win = /^win32-([^-]+)-(msvc|gnu)$/.exec(triple);
+  if (win) {
+    const other = `win32-${win[1]}-${win[2] === "msvc" ? "gnu" : "msvc"}`;
+    if (TRIPLES.includes(other)) out.push(other);
+  }
+  return out;
+}
+
+/**
  * Loads the addon, or throws an Error with code LOCKSMITH_NATIVE_UNAVAILABLE whose
- * message lists what was tried and why each failed.
+ * message lists what was tried, why each failed, and what to do.
  */
 function loadAddon(triple = platformTriple()) {
-  const file = `locksmith.${triple}.node`;
-  const candidates = [`./native/${file}`];
-  if (TRIPLES.includes(triple)) candidates.push(`locksmith-${triple}`);
+  const published = candidatesFor(triple);
+  const attempts = [{ spec: `./native/${fileOf(triple)}`, shown: `js/native/${fileOf(triple)}` }];
+  for (const t of published) attempts.push({ spec: packageOf(t), shown: packageOf(t) });
   const tried = [];
-  for (const candidate of candidates) {
+  for (const { spec, shown } of attempts) {
     try {
-      return require(candidate);
+      return require(spec);
     } catch (err) {
-      const missing = err?.code === "MODULE_NOT_FOUND" && String(err.message).includes(candidate);
-      tried.push(`${candidate.startsWith("./") ? `js/native/${file}` : candidate} (${missing ? "not installed" : err.message})`);
+      const missing = err?.code === "MODULE_NOT_FOUND" && String(err.message).includes(spec);
+      tried.push(`${shown} (${missing ? "not installed" : err.message})`);
     }
   }
-  const supported = TRIPLES.includes(triple)
-    ? "reinstall without --no-optional / --omit=optional, or build it with `npm run build`"
-    : `no native build is published for ${triple}; the published ones are ${TRIPLES.join(", ")}`;
-  const err = new Error(`locksmith: no native addon for ${triple} could be loaded; tried ${tried.join("; ")}. ${supported}`);
+  // A checkout of the project's repository builds its own addon; an installed package
+  // gets it from npm.
+  const checkout = existsSync(join(__dirname, "..", "Cargo.toml"));
+  let advice;
+  if (published.length === 0) {
+    advice = `no native build is published for ${triple}; the published ones are ${TRIPLES.join(", ")}`;
+  } else if (checkout) {
+    advice = "build it with `npm run build`";
+  } else {
+    advice =
+      `npm installs ${packageOf(published[0])} as an optional dependency of ${pkg.name}: reinstall without ` +
+      `--omit=optional / --no-optional (and not with a lockfile made on another platform), or add it with ` +
+      `\`npm install ${packageOf(published[0])}@${pkg.version}\``;
+  }
+  const err = new Error(`locksmith: no native addon for ${triple} could be loaded; tried ${tried.join("; ")}. ${advice}.`);
   err.code = "LOCKSMITH_NATIVE_UNAVAILABLE";
   err.tried = tried;
   throw err;
 }
 
-module.exports = { TRIPLES, isMusl, platformTriple, loadAddon };
+module.exports = { TRIPLES, tripleOf, packageOf, fileOf, isMusl, platformTriple, candidatesFor, loadAddon };

@@ -1,4 +1,4 @@
-// locksmith/node-redis: the lock store over a node-redis client (`redis` v4, v5 or v6,
+// locksmith-js/node-redis: the lock store over a node-redis client (`redis` v4, v5 or v6,
 // `createClient()` or `createCluster()`) the application already has and has connected.
 // Same keys and scripts as RedisLockStore: locks taken through either can be released
 // through the other.

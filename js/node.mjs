@@ -1,4 +1,4 @@
-// locksmith for Node, as ES modules: the same instance as `require("locksmith")`,
+// locksmith for Node, as ES modules: the same instance as `require("locksmith-js")`,
 // so a store set from either is the store of both. index.cjs picks the native addon or,
 // where none loads, the WebAssembly build with the same exports (`backend` says which).
 import api from "./index.cjs";

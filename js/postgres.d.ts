@@ -1,4 +1,4 @@
-// The public types of `locksmith/postgres`. Self-contained (no import of pg's types, so
+// The public types of `locksmith-js/postgres`. Self-contained (no import of pg's types, so
 // a project without @types/pg type-checks); a PostgresLockStore is a LockStore.
 
 /** Options of `PostgresLockStore.connect()` and `new PostgresLockStore()`. */

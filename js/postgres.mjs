@@ -1,4 +1,4 @@
-// locksmith/postgres as an ES module: the same class as `require("locksmith/postgres")`.
+// locksmith-js/postgres as an ES module: the same class as `require("locksmith-js/postgres")`.
 import postgres from "./postgres.cjs";
 
 export const { PostgresLockStore } = postgres;

@@ -1,4 +1,4 @@
-import type { LockStore, PermitKind } from "locksmith";
+import type { LockStore, PermitKind } from "locksmith-js";
 
 /** Options of the stores over users' own Redis clients. */
 export interface RedisClientStoreOptions {

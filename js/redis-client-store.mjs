@@ -3,7 +3,7 @@
 // redis/src/lua, which the native engine compiles in) and the same fencing counter as
 // RedisLockStore, so a lock taken through any of them can be released or extended through
 // any other. Each client's module supplies a small driver; everything else lives here.
-import { InvalidArgumentError, LockStoreError } from "locksmith";
+import { InvalidArgumentError, LockStoreError } from "locksmith-js";
 
 import { SCRIPTS } from "./gen/redis-scripts.mjs";
 

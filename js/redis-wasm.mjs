@@ -829,7 +829,7 @@ export class RedisLockStore {
     const options = checkOptions(urlOrOptions);
     if (runtime === undefined) {
       throw new UnsupportedError(
-        "locksmith: RedisLockStore needs TCP sockets, and this runtime has none for it (a browser, Vercel Edge); use a store over HTTP here, such as locksmith/upstash",
+        "locksmith: RedisLockStore needs TCP sockets, and this runtime has none for it (a browser, Vercel Edge); use a store over HTTP here, such as locksmith-js/upstash",
       );
     }
     let module;

@@ -1,4 +1,4 @@
-// locksmith/upstash: the lock store over an @upstash/redis client (Redis over HTTPS), for
+// locksmith-js/upstash: the lock store over an @upstash/redis client (Redis over HTTPS), for
 // runtimes without TCP such as Vercel Edge. Same keys and scripts as RedisLockStore:
 // locks taken through either can be released through the other. REST has no pub/sub, so
 // waiters retry at their retryDelay.

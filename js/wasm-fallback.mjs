@@ -1,5 +1,5 @@
 // The WebAssembly build as Node's fallback, bundled to CommonJS (js/gen/wasm.cjs) so
-// that `require("locksmith")` can load it synchronously; js/index.cjs calls `start`.
+// that `require("locksmith-js")` can load it synchronously; js/index.cjs calls `start`.
 import * as wasm from "./wasm/locksmith_wasm.js";
 import * as redisEngine from "./wasm/locksmith_wasm_redis.js";
 import * as socket from "./redis-socket-node.mjs";

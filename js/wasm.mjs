@@ -1,4 +1,4 @@
-// locksmith over WebAssembly for other ES module runtimes (Node's `locksmith/wasm`,
+// locksmith over WebAssembly for other ES module runtimes (Node's `locksmith-js/wasm`,
 // Deno, Bun, bundlers): the module initialises itself on import.
 import * as wasm from "./wasm/locksmith_wasm.js";
 import { useWasm } from "./wasm-binding.mjs";

@@ -53,7 +53,7 @@ buildSync({
   writeIfChanged(join(root, "js/gen/redis-scripts.mjs"), text);
 }
 
-// The one hand-kept index.d.ts, also as .d.cts: what TypeScript reads for `require("locksmith")`
+// The one hand-kept index.d.ts, also as .d.cts: what TypeScript reads for `require("locksmith-js")`
 // under node16/nodenext (a .d.ts in a "type": "module" package describes ES modules only).
 copyFileSync(join(root, "js/index.d.ts"), join(root, "js/index.d.cts"));
 copyFileSync(join(root, "js/postgres.d.ts"), join(root, "js/postgres.d.cts"));
@@ -121,7 +121,7 @@ if (only !== "native") {
   console.log(`locksmith_wasm_redis_bg.wasm (RedisLockStore, loaded at its first connect): ${sizes(redisFile)}`);
   const wasmFile = buildWasm("locksmith-wasm", "locksmith_wasm");
   // Node's fallback when no native addon loads: the wasm API as CommonJS, so that
-  // `require("locksmith")` keeps working (js/index.cjs).
+  // `require("locksmith-js")` keeps working (js/index.cjs).
   buildSync({
     entryPoints: [join(root, "js/wasm-fallback.mjs")],
     outfile: join(root, "js/gen/wasm.cjs"),

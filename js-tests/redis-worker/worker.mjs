@@ -4,7 +4,7 @@
 // answer the serialized lock and its token), /wait?key=&timeout= (acquire, waiting),
 // /release (POST the serialized lock), /held?key=, /connect (POST options: the error
 // connecting gives).
-import { Lock, RedisLockStore, restoreLock } from "locksmith";
+import { Lock, RedisLockStore, restoreLock } from "locksmith-js";
 
 export default {
   async fetch(request, env) {

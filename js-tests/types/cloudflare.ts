@@ -1,11 +1,11 @@
-// locksmith/cloudflare, type-checked with `tsc --noEmit`. Not run.
-import { Lock, semaphore, setLockStore, type LockStore } from "locksmith";
+// locksmith-js/cloudflare, type-checked with `tsc --noEmit`. Not run.
+import { Lock, semaphore, setLockStore, type LockStore } from "locksmith-js";
 import {
   DurableObjectLockStore,
   LockDurableObject,
   type DurableObjectLockStoreOptions,
   type LockDurableObjectNamespace,
-} from "locksmith/cloudflare";
+} from "locksmith-js/cloudflare";
 
 // The worker re-exports the class for its binding, or a subclass of it.
 export { LockDurableObject };

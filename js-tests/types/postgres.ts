@@ -1,6 +1,6 @@
-// The documented signatures of locksmith/postgres, type-checked with `tsc --noEmit`. Not run.
-import { Lock, setLockStore, type LockStore } from "locksmith";
-import { PostgresLockStore, type PostgresLockStoreOptions, type PostgresPool } from "locksmith/postgres";
+// The documented signatures of locksmith-js/postgres, type-checked with `tsc --noEmit`. Not run.
+import { Lock, setLockStore, type LockStore } from "locksmith-js";
+import { PostgresLockStore, type PostgresLockStoreOptions, type PostgresPool } from "locksmith-js/postgres";
 
 declare const pool: PostgresPool;
 

@@ -17,7 +17,7 @@ import {
   readWriteLock,
   type ReadWriteLock,
   UnsupportedError,
-} from "locksmith";
+} from "locksmith-js";
 
 declare function charge(id: number): Promise<string>;
 
@@ -126,9 +126,9 @@ export async function usage(): Promise<void> {
   void [ranIs, resultIs, nIs, acquired, now, released, extended, locked, expired, left, token, key, ttl, same, current];
 }
 
-import { IoRedisLockStore } from "locksmith/ioredis";
-import { NodeRedisLockStore } from "locksmith/node-redis";
-import { UpstashLockStore } from "locksmith/upstash";
+import { IoRedisLockStore } from "locksmith-js/ioredis";
+import { NodeRedisLockStore } from "locksmith-js/node-redis";
+import { UpstashLockStore } from "locksmith-js/upstash";
 
 export async function clientStores(ioredis: object, nodeRedis: object, upstash: object): Promise<void> {
   const a: LockStore = new IoRedisLockStore(ioredis, { keyPrefix: "app:", notifyReleases: true });

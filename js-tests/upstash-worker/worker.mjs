@@ -2,8 +2,8 @@
 // js-tests/upstash-workerd.test.mjs. Routes: /take?key= (acquire, answer the serialized
 // lock and its token), /release (POST the serialized lock), /held?key=.
 import { Redis } from "@upstash/redis";
-import { Lock, restoreLock } from "locksmith";
-import { UpstashLockStore } from "locksmith/upstash";
+import { Lock, restoreLock } from "locksmith-js";
+import { UpstashLockStore } from "locksmith-js/upstash";
 
 export default {
   async fetch(request, env) {

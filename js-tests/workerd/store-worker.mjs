@@ -1,9 +1,9 @@
-// A worker around the shipped Durable Object store (`locksmith/cloudflare`), for the
+// A worker around the shipped Durable Object store (`locksmith-js/cloudflare`), for the
 // tests in js-tests/workerd-store.test.mjs. It exposes the store's methods over a
 // WebSocket, so a Node-side store object can run the conformance suite through them, and
 // runs scenarios with the package's wasm build inside workerd.
-import { InvalidArgumentError, Lock, readWriteLock, restoreLock, semaphore } from "locksmith";
-import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare";
+import { InvalidArgumentError, Lock, readWriteLock, restoreLock, semaphore } from "locksmith-js";
+import { DurableObjectLockStore, LockDurableObject } from "locksmith-js/cloudflare";
 
 /** The shipped class, plus what the tests look at: its storage, and waits it served. */
 export class TestLockObject extends LockDurableObject {

@@ -1,7 +1,7 @@
 // A Cloudflare Worker using locksmith: the per-isolate memory store, and the shipped
 // Durable Object store — one object per lock name, which is how locks are done at the edge.
-import { Lock, lock, restoreLock } from "locksmith";
-import { DurableObjectLockStore, LockDurableObject } from "locksmith/cloudflare";
+import { Lock, lock, restoreLock } from "locksmith-js";
+import { DurableObjectLockStore, LockDurableObject } from "locksmith-js/cloudflare";
 
 // The class the LOCKS binding names.
 export { LockDurableObject };
