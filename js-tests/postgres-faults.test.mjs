@@ -40,10 +40,10 @@ async function eventually(fn, ms = 10_000) {
 }
 
 /** Runs `code` in a child Node process in the repository; resolves `{ status, ms, stdout }`, killing it after `killAfterMs`. */
-function child(code, killAfterMs) {
+function child(code, killAfterMs, flags = []) {
   const started = performance.now();
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, ["-e", code], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+    const p = spawn(process.execPath, [...flags, "-e", code], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
     let stdout = "";
     p.stdout.on("data", (d) => (stdout += d));
     const timer = setTimeout(() => p.kill("SIGKILL"), killAfterMs);
@@ -422,6 +422,22 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
       assert.equal(stdout.trim(), "done");
       assert.equal(status, 0, "the process exited by itself");
       assert.ok(ms < 5_000, `it exited after ${ms.toFixed(0)} ms (the pool's idle timer is 10 s)`);
+    });
+
+    it("and `await store.close()` at the end of a module still finishes (the closing sockets do not keep Node alive, close() does)", { skip: TARGET !== "native" && "runs once" }, async () => {
+      const code = `
+        import { PostgresLockStore } from "locksmith-js/postgres";
+        import { Lock } from "locksmith-js";
+        const store = await PostgresLockStore.connect(${JSON.stringify(server.url)});
+        const l = new Lock("closing-" + process.pid, 5000, store);
+        if (!(await l.acquire())) throw new Error("not acquired");
+        await l.release();
+        await store.close();
+        console.log("closed");`;
+      const runs = await Promise.all(Array.from({ length: 4 }, () => child(code, 15_000, ["--input-type=module"])));
+      for (const { status, stdout } of runs) {
+        assert.deepEqual({ status, stdout: stdout.trim() }, { status: 0, stdout: "closed" }, "close() settled (exit code 13: an unsettled top-level await)");
+      }
     });
   });
 });

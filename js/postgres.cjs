@@ -838,24 +838,35 @@ class PostgresLockStore {
    */
   async close() {
     this.#closing ??= (async () => {
-      this.#closed = true;
-      for (const timer of this.#cleanups) clearTimeout(timer);
-      this.#cleanups.clear();
-      clearTimeout(this.#listenTimer);
-      clearInterval(this.#checkTimer);
-      this.#listeners.clear();
-      const client = this.#listenClient;
-      this.#listenClient = undefined;
-      if (client !== undefined) {
-        client.removeAllListeners("end");
-        client.removeAllListeners("notification");
-        client.on("error", noop);
-        await client.end().catch(noop);
+      // The store's sockets do not keep Node alive (idle ones are unref'd), so a
+      // timer does while they close: `await store.close()` returns before the process ends.
+      const alive = setInterval(noop, 60_000);
+      try {
+        await this.#close();
+      } finally {
+        clearInterval(alive);
       }
-      await this.#sweeping;
-      if (this.#ownsPool) await this.#pool.end();
     })();
     return this.#closing;
+  }
+
+  async #close() {
+    this.#closed = true;
+    for (const timer of this.#cleanups) clearTimeout(timer);
+    this.#cleanups.clear();
+    clearTimeout(this.#listenTimer);
+    clearInterval(this.#checkTimer);
+    this.#listeners.clear();
+    const client = this.#listenClient;
+    this.#listenClient = undefined;
+    if (client !== undefined) {
+      client.removeAllListeners("end");
+      client.removeAllListeners("notification");
+      client.on("error", noop);
+      await client.end().catch(noop);
+    }
+    await this.#sweeping;
+    if (this.#ownsPool) await this.#pool.end();
   }
 }
 
