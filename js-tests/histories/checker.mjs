@@ -1,0 +1,174 @@
+// The history checker: a pure function over recorded holds (see client.mjs for the
+// record). All times are on one host clock, in ms.
+//
+// A hold is *certainly live* from its grant's reply to the earlier of its release's
+// request and (the send time of its last successful acquire or extend) + TTL: the store
+// set its expiry no earlier than that send, so no correct store lets anyone else in
+// before then. (`slackMs` is taken off the end for clocks that count in whole ms.)
+//
+// Checks, per key:
+// - `overlap`: never two plain holders whose certainly-live intervals overlap;
+// - `over-limit`: never more than `limit` semaphore permits certainly live at once;
+// - `writer-with-others`: never a writer certainly live beside a reader or a writer;
+// - `token-order`: a grant whose acquire was sent after another grant's acquire had
+//   returned (so the store granted it later; certainly-live intervals that are ordered
+//   are ordered so too) has the larger fencing token;
+// - `held-but-refused`: the store answered an extend or the holder's own release as
+//   "not yours" while the hold was certainly live;
+// - `early-signal`: the signal never aborts as lost while the hold is certainly live
+//   (less the drift allowance that the lease model gives up on purpose), nor as
+//   released before release() was called;
+// - `late-signal`: it aborts within `signalBoundMs` of the hold being certainly gone:
+//   released (the release's reply), known lost (an extend or a release said so), or
+//   past every expiry a request could have set (the reply of the last acquire or
+//   extend that succeeded or whose outcome is unknown, + TTL). Auto-extended holds
+//   extend out of sight, so only their release or a known loss counts for them;
+// - `after-lost`: once the handle said lost (its signal, an extend refused with
+//   LOCK_NOT_HELD, release() false), no extend sent after that succeeds.
+
+const family = (kind) => (kind === "read" || kind === "write" ? "rw" : kind);
+
+/** The lease model's drift allowance for a TTL (core's `default_drift_ms`). */
+const defaultDrift = (ttl) => Math.min(Math.floor(ttl / 100) + 2, ttl - 1);
+
+/** The times of a hold that the checks use. */
+export function holdTimes(hold, slackMs = 2) {
+  const okExtends = hold.extends.filter((e) => e.ok);
+  // Auto-extend moves the expiry out of sight: the known sets are a lower bound.
+  const lastSetSend = Math.max(hold.acquire.send, ...okExtends.map((e) => e.send));
+  const start = hold.acquire.reply;
+  const leaseEnd = lastSetSend + hold.ttl - slackMs;
+  const end = Math.min(hold.release ? hold.release.send : Infinity, leaseEnd);
+  // When the handle itself said lost.
+  const said = [];
+  if (hold.signal && hold.signal.reason === "lost") said.push(hold.signal.at);
+  for (const e of hold.extends) if (e.code === "LOCK_NOT_HELD") said.push(e.reply);
+  if (hold.release && hold.release.ok === false && hold.release.code === null) said.push(hold.release.reply);
+  const lostAt = said.length > 0 ? Math.min(...said) : Infinity;
+  // When it is certainly gone (null: cannot tell).
+  let goneAt = null;
+  if (hold.release?.ok === true) goneAt = hold.release.reply;
+  else if (lostAt !== Infinity) goneAt = lostAt;
+  else if (!hold.auto) {
+    const sets = [hold.acquire.reply, ...hold.extends.filter((e) => e.ok || e.code !== "LOCK_NOT_HELD").map((e) => e.reply)];
+    goneAt = Math.max(...sets) + hold.ttl;
+  }
+  return { start, end, leaseEnd, lastSetSend, lostAt, goneAt };
+}
+
+/**
+ * Checks `holds`; returns `{ holds, violations, lateSignals, byType }`. Each violation is
+ * `{ type, key, kind, message, holds: [...] }` with the holds involved (times relative
+ * to the run's first request, in ms) for debugging.
+ */
+export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50 } = {}) {
+  const t0 = holds.reduce((t, h) => Math.min(t, h.acquire.send), Infinity);
+  const rel = (t) => (Number.isFinite(t) ? Math.round((t - t0) * 10) / 10 : t);
+  const describe = (h) => {
+    const t = h.times;
+    return {
+      client: h.client,
+      kind: h.kind,
+      key: h.key,
+      token: h.acquire.token,
+      auto: h.auto,
+      acquire: [rel(h.acquire.send), rel(h.acquire.reply)],
+      live: [rel(t.start), rel(t.end)],
+      extends: h.extends.map((e) => [rel(e.send), rel(e.reply), e.ok ? "ok" : e.code]),
+      release: h.release ? [rel(h.release.send), rel(h.release.reply), h.release.ok ? "ok" : (h.release.code ?? false)] : null,
+      signal: h.signal ? [rel(h.signal.at), h.signal.reason, h.signal.code] : null,
+    };
+  };
+  const violations = [];
+  const byType = {};
+  const report = (type, hs, message) => {
+    byType[type] = (byType[type] ?? 0) + 1;
+    if (byType[type] > maxPerType) return;
+    violations.push({ type, key: hs[0].key, kind: hs[0].kind, message, holds: hs.map(describe) });
+  };
+
+  const all = holds.map((h) => ({ ...h, times: holdTimes(h, slackMs) }));
+  const groups = new Map();
+  for (const h of all) {
+    const name = `${family(h.kind)}\u0000${h.key}`;
+    if (!groups.has(name)) groups.set(name, []);
+    groups.get(name).push(h);
+  }
+
+  for (const group of groups.values()) {
+    const live = group.filter((h) => h.times.end > h.times.start).sort((a, b) => a.times.start - b.times.start);
+    const fam = family(group[0].kind);
+    // Sweep over certainly-live intervals: `active` holds those not yet ended.
+    let active = [];
+    for (const h of live) {
+      active = active.filter((a) => a.times.end > h.times.start);
+      if (fam === "lock") {
+        for (const a of active) report("overlap", [a, h], `two holders of lock ${JSON.stringify(h.key)}, both certainly live from ${rel(h.times.start)} to ${rel(Math.min(a.times.end, h.times.end))} ms`);
+      } else if (fam === "semaphore") {
+        const limit = h.limit ?? Infinity;
+        if (active.length + 1 > limit) report("over-limit", [...active, h], `${active.length + 1} permits of semaphore ${JSON.stringify(h.key)} (limit ${limit}) certainly live at ${rel(h.times.start)} ms`);
+      } else {
+        const clash = active.filter((a) => a.kind === "write" || h.kind === "write");
+        if (clash.length > 0) report("writer-with-others", [...clash, h], `a writer beside ${clash.length} other holder(s) of read-write lock ${JSON.stringify(h.key)} at ${rel(h.times.start)} ms`);
+      }
+      active.push(h);
+    }
+
+    // Tokens in grant order: every grant whose acquire returned before B's was sent.
+    const withToken = group.filter((h) => typeof h.acquire.token === "number");
+    const byReply = [...withToken].sort((a, b) => a.acquire.reply - b.acquire.reply);
+    const bySend = [...withToken].sort((a, b) => a.acquire.send - b.acquire.send);
+    let i = 0;
+    let best = null;
+    for (const b of bySend) {
+      while (i < byReply.length && byReply[i].acquire.reply < b.acquire.send) {
+        if (best === null || byReply[i].acquire.token > best.acquire.token) best = byReply[i];
+        i++;
+      }
+      if (best !== null && !(b.acquire.token > best.acquire.token)) {
+        report("token-order", [best, b], `fencing token ${b.acquire.token} granted after token ${best.acquire.token} on ${JSON.stringify(b.key)}`);
+      }
+    }
+  }
+
+  let lateSignals = 0;
+  for (const h of all) {
+    const t = h.times;
+    // The store refused the holder while it was certainly live. (The handle itself
+    // may give up the drift allowance before its TTL: not counted.)
+    const drift = defaultDrift(h.ttl);
+    for (const e of h.extends) {
+      if (e.code === "LOCK_NOT_HELD" && e.reply < t.leaseEnd - drift && !(h.release && h.release.send < e.send)) {
+        report("held-but-refused", [h], `an extend answered LOCK_NOT_HELD at ${rel(e.reply)} ms; the hold was certainly live until ${rel(t.leaseEnd)} ms`);
+      }
+    }
+    if (h.release && h.release.ok === false && h.release.code === null && h.release.reply < t.leaseEnd - drift) {
+      report("held-but-refused", [h], `the holder's own release answered false at ${rel(h.release.reply)} ms; the hold was certainly live until ${rel(t.leaseEnd)} ms`);
+    }
+    // Never early.
+    if (h.signal) {
+      if (h.signal.reason === "lost" && h.signal.at < t.leaseEnd - drift && !(h.release && h.release.send <= h.signal.at)) {
+        report("early-signal", [h], `the signal aborted as lost (${h.signal.code}) at ${rel(h.signal.at)} ms; the hold was certainly live until ${rel(t.leaseEnd)} ms (less ${drift} ms of drift allowance)`);
+      }
+      if (h.signal.reason === "released" && !(h.release && h.release.send <= h.signal.at)) {
+        report("early-signal", [h], `the signal aborted as released at ${rel(h.signal.at)} ms, before release() was called`);
+      }
+    }
+    // Promptly late.
+    if (t.goneAt !== null) {
+      const by = t.goneAt + signalBoundMs;
+      const at = h.signal ? h.signal.at : Infinity;
+      if (at > by && (h.signal || h.endAt > by)) {
+        lateSignals += 1;
+        report("late-signal", [h], h.signal
+          ? `the signal aborted at ${rel(at)} ms, ${Math.round(at - t.goneAt)} ms after the hold was certainly gone (${rel(t.goneAt)} ms); the bound is ${signalBoundMs} ms`
+          : `the signal never aborted; the hold was certainly gone at ${rel(t.goneAt)} ms`);
+      }
+    }
+    // Nothing succeeds after lost.
+    for (const e of h.extends) {
+      if (e.ok && e.send > t.lostAt) report("after-lost", [h], `an extend sent at ${rel(e.send)} ms succeeded after the handle said lost at ${rel(t.lostAt)} ms`);
+    }
+  }
+  return { holds: holds.length, violations, lateSignals, byType };
+}

@@ -1,0 +1,233 @@
+// One OS process of a history run: M async clients on one store, one shared key set,
+// for a while. Each client loops over random holds — plain locks (random wait 0–120 ms,
+// retryDelay 1–10 ms), semaphore permits, read and write locks — holds a few ms,
+// sometimes extends (early, near its expiry, past it), sometimes auto-extends, sometimes
+// lets the hold run out, and releases. Every hold is recorded with the host clock's
+// times (performance.timeOrigin + performance.now(), the same scale in every process)
+// and printed as a JSON line on stdout once the run is over:
+//
+//   { t: "hold", client, kind, key, limit, ttl, drift, auto,
+//     acquire: { send, reply, token }, extends: [{ send, reply, ok, code }],
+//     release: { send, reply, ok, code }, signal: { at, reason, code } | null, endAt }
+//
+// then one `{ t: "summary", ... }` line. Run as `node client.mjs '<config JSON>'` (see
+// run.mjs), or in-process with `runClients(config)`.
+import { pathToFileURL } from "node:url";
+import { setTimeout as sleep } from "node:timers/promises";
+
+import { seeded } from "./random.mjs";
+
+/** The host clock every process of a run shares, in ms. */
+export const now = () => performance.timeOrigin + performance.now();
+
+/** The lease model's drift allowance for a TTL (core's `default_drift_ms`). */
+export const driftMs = (ttl) => Math.min(Math.floor(ttl / 100) + 2, ttl - 1);
+
+const DEFAULTS = {
+  store: "memory",
+  clients: 4,
+  durationMs: 2_000,
+  keys: ["h0", "h1", "h2"],
+  ttlMs: 120,
+  limit: 2,
+  kinds: { lock: 5, semaphore: 2, read: 1.5, write: 1.5 },
+  autoExtend: 0.15,
+  seed: 1,
+  process: 0,
+  graceMs: 400,
+  // Reuse one handle per client, kind and key across holds (else a fresh handle each hold).
+  reuseHandles: false,
+};
+
+/** A lock store object whose acquire always answers true: a broken guard, for the checker's own test. */
+export function alwaysGrants(inner) {
+  return {
+    acquire: async (key, owner, ttl) => {
+      await inner.acquire(key, owner, ttl);
+      return true;
+    },
+    release: (key, owner) => inner.release(key, owner),
+    extend: (key, owner, ttl) => inner.extend(key, owner, ttl),
+    isLocked: (key) => inner.isLocked(key),
+    remainingTime: (key) => inner.remainingTime(key),
+  };
+}
+
+/** The store a config names: `memory`, `broken-memory`, or `{ redis: url, ... }`. */
+export async function openStore(ls, spec) {
+  if (spec === "memory") return { store: new ls.MemoryLockStore(), close: async () => {} };
+  if (spec === "broken-memory") return { store: alwaysGrants(new ls.MemoryLockStore()), close: async () => {} };
+  if (spec && typeof spec === "object" && typeof spec.redis === "string") {
+    const { redis, ...options } = spec;
+    const store = await ls.RedisLockStore.connect({ url: redis, ...options });
+    return { store, close: () => store.close() };
+  }
+  throw new Error(`unknown store ${JSON.stringify(spec)}`);
+}
+
+function pickKind(random, kinds) {
+  const entries = Object.entries(kinds).filter(([, w]) => w > 0);
+  let r = random() * entries.reduce((n, [, w]) => n + w, 0);
+  for (const [kind, w] of entries) {
+    r -= w;
+    if (r < 0) return kind;
+  }
+  return entries[entries.length - 1][0];
+}
+
+function errorCode(err) {
+  return err?.code ?? err?.name ?? String(err);
+}
+
+/** The reason a signal aborted with: `released` (an AbortError) or `lost`. */
+function signalReason(signal) {
+  const reason = signal.reason;
+  return { reason: reason?.name === "AbortError" ? "released" : "lost", code: errorCode(reason) };
+}
+
+/**
+ * Runs `config.clients` clients on one store until `config.durationMs` have passed;
+ * resolves to `{ holds, summary }`. `config.onGrant(handle, hold)`, in-process only,
+ * runs right after each grant (a check of the server's state, say).
+ */
+export async function runClients(ls, store, userConfig) {
+  const config = { ...DEFAULTS, ...userConfig };
+  const { ttlMs: ttl, limit } = config;
+  const root = seeded(config.seed).fork(config.process);
+  const holds = [];
+  const summary = { t: "summary", process: config.process, attempts: 0, grants: 0, refused: 0, errors: {}, extends: 0 };
+  const countError = (where, err) => {
+    const name = `${where}:${errorCode(err)}`;
+    summary.errors[name] = (summary.errors[name] ?? 0) + 1;
+  };
+  const stopAt = now() + config.durationMs;
+
+  async function client(index) {
+    const random = root.fork(index);
+    const id = `${config.process}.${index}`;
+    const handles = new Map();
+    const handleFor = (kind, key) => {
+      const name = `${kind}:${key}`;
+      let handle = config.reuseHandles ? handles.get(name) : undefined;
+      if (handle === undefined) {
+        if (kind === "lock") handle = new ls.Lock(key, ttl, store);
+        else if (kind === "semaphore") handle = ls.semaphore(key, limit, ttl, store);
+        else if (kind === "read") handle = ls.readWriteLock(key, ttl, store).readLock();
+        else handle = ls.readWriteLock(key, ttl, store).writeLock();
+        handles.set(name, handle);
+      }
+      return handle;
+    };
+    while (now() < stopAt) {
+      const kind = pickKind(random, config.kinds);
+      const key = random.pick(config.keys);
+      const handle = handleFor(kind, key);
+      const auto = random.chance(config.autoExtend);
+      const options = { timeout: random.chance(0.15) ? 0 : random.int(0, 120), retryDelay: random.int(1, 10) };
+      if (auto) options.autoExtend = { intervalMs: Math.floor(ttl / 3) };
+      summary.attempts += 1;
+      const send = now();
+      let granted;
+      try {
+        granted = await handle.acquire(options);
+      } catch (err) {
+        countError("acquire", err);
+        await sleep(random.int(1, 5));
+        continue;
+      }
+      const reply = now();
+      if (!granted) {
+        summary.refused += 1;
+        continue;
+      }
+      summary.grants += 1;
+      const hold = {
+        t: "hold",
+        client: id,
+        kind,
+        key,
+        limit: kind === "semaphore" ? limit : undefined,
+        ttl,
+        drift: driftMs(ttl),
+        auto,
+        acquire: { send, reply, token: handle.fencingToken },
+        extends: [],
+        release: null,
+        signal: null,
+        endAt: null,
+      };
+      holds.push(hold);
+      const signal = handle.signal;
+      if (signal.aborted) hold.signal = { at: now(), ...signalReason(signal), already: true };
+      else signal.addEventListener("abort", () => (hold.signal = { at: now(), ...signalReason(signal) }), { once: true });
+      if (config.onGrant) await config.onGrant(handle, hold);
+      let lastSet = send;
+      const extend = async () => {
+        summary.extends += 1;
+        const entry = { send: now(), reply: null, ok: false, code: null };
+        hold.extends.push(entry);
+        try {
+          await handle.extend();
+          entry.ok = true;
+          lastSet = entry.send;
+        } catch (err) {
+          entry.code = errorCode(err);
+        }
+        entry.reply = now();
+      };
+      const pattern = random();
+      if (pattern < 0.5) {
+        await sleep(random.int(0, 8));
+      } else if (pattern < 0.8) {
+        // One or two extends: early, close to the expiry, or just past it.
+        for (let n = random.int(1, 2); n > 0; n--) {
+          const target = random.chance(0.4) ? lastSet + random.int(0, ttl / 2) : lastSet + ttl + random.int(-25, 10);
+          await sleep(Math.max(0, target - now()));
+          await extend();
+          if (random.chance(0.5)) await sleep(random.int(0, 5));
+        }
+      } else if (pattern < 0.9) {
+        // Let it run out (an auto-extended hold lives on).
+        await sleep(ttl + random.int(0, 40));
+      } else {
+        await sleep(random.int(10, ttl / 2));
+      }
+      const release = { send: now(), reply: null, ok: false, code: null };
+      try {
+        release.ok = await handle.release();
+      } catch (err) {
+        release.code = errorCode(err);
+        countError("release", err);
+      }
+      release.reply = now();
+      hold.release = release;
+    }
+  }
+
+  await Promise.all(Array.from({ length: config.clients }, (_, i) => client(i)));
+  // Signals that are late still get to say so.
+  await sleep(config.graceMs);
+  const endAt = now();
+  for (const hold of holds) hold.endAt = endAt;
+  return { holds, summary };
+}
+
+async function main() {
+  const config = { ...DEFAULTS, ...JSON.parse(process.argv[2] ?? process.env.LOCKSMITH_HISTORY_CONFIG ?? "{}") };
+  const { ls } = await import("../target.mjs");
+  const { store, close } = await openStore(ls, config.store);
+  // Processes of one run start together: at `startAt` on the shared clock.
+  if (config.startAt) await sleep(Math.max(0, config.startAt - now()));
+  const { holds, summary } = await runClients(ls, store, config);
+  await close();
+  const lines = holds.map((hold) => JSON.stringify(hold));
+  lines.push(JSON.stringify(summary));
+  process.stdout.write(`${lines.join("\n")}\n`, () => process.exit(0));
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((err) => {
+    process.stderr.write(`history client failed: ${err?.stack ?? err}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,144 @@
+// A TCP proxy on 127.0.0.1 in front of a store's server (loopback only), for the history
+// checker's faults: per-chunk latency (a random 0–N ms per chunk, each direction
+// keeping its order), stalls (all traffic held for a while) and cuts (every
+// connection through it dropped at once).
+import { createServer, connect, isIP } from "node:net";
+
+/** Whether `host` names this machine's loopback interface. */
+export function isLoopback(host) {
+  if (host === "localhost") return true;
+  if (isIP(host) === 4) return host.startsWith("127.");
+  return host === "::1";
+}
+
+/**
+ * Starts a proxy to `targetPort` on `targetHost` (a loopback address; anything else is
+ * refused). `latencyMs` is the most a chunk is delayed; `random` a `() => [0, 1)`
+ * source (seed it to replay a run). Resolves to
+ * `{ port, url(scheme), setLatency(ms), stall(ms), cut(), close(), stats }`.
+ */
+export async function startProxy({ targetPort, targetHost = "127.0.0.1", latencyMs = 0, random = Math.random, maxBufferedBytes = 4 << 20 }) {
+  if (!isLoopback(targetHost)) throw new Error(`the proxy only connects to loopback addresses, not ${targetHost}`);
+  if (!Number.isInteger(targetPort) || targetPort <= 0 || targetPort > 65_535) throw new Error(`bad target port ${targetPort}`);
+  let latency = latencyMs;
+  let stalledUntil = 0;
+  const pairs = new Set();
+  const stats = { connections: 0, chunks: 0, bytes: 0, cuts: 0, stalls: 0 };
+
+  /**
+   * One direction of a connection: chunks from `from` are written to `to`, each at
+   * max(its arrival + a random delay, the previous chunk's time, the stall's end).
+   */
+  function pipe(from, to) {
+    const queue = [];
+    let queued = 0;
+    let last = 0;
+    let timer = null;
+    const drain = () => {
+      timer = null;
+      const now = performance.now();
+      while (queue.length > 0 && queue[0].at <= now) {
+        const { chunk } = queue.shift();
+        queued -= chunk.length;
+        if (!to.destroyed) to.write(chunk);
+      }
+      if (queued < maxBufferedBytes && from.isPaused()) from.resume();
+      schedule();
+    };
+    const schedule = () => {
+      if (timer !== null || queue.length === 0) return;
+      timer = setTimeout(drain, Math.max(0, queue[0].at - performance.now()));
+    };
+    from.on("data", (chunk) => {
+      stats.chunks += 1;
+      stats.bytes += chunk.length;
+      const now = performance.now();
+      const at = Math.max(now + random() * latency, last, stalledUntil);
+      last = at;
+      if (at <= now && queue.length === 0) {
+        to.write(chunk);
+        return;
+      }
+      queue.push({ chunk, at });
+      queued += chunk.length;
+      // Bounded: a side that sends faster than the other reads waits.
+      if (queued >= maxBufferedBytes) from.pause();
+      schedule();
+    });
+    return {
+      /** After a stall began: chunks already queued wait for its end too. */
+      restall() {
+        for (const item of queue) item.at = Math.max(item.at, stalledUntil);
+        last = Math.max(last, stalledUntil);
+        if (timer !== null) {
+          clearTimeout(timer);
+          timer = null;
+        }
+        schedule();
+      },
+      stop() {
+        if (timer !== null) clearTimeout(timer);
+        timer = null;
+        queue.length = 0;
+      },
+    };
+  }
+
+  const server = createServer((client) => {
+    stats.connections += 1;
+    const upstream = connect({ host: targetHost, port: targetPort });
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
+    const pair = { client, upstream, directions: [pipe(client, upstream), pipe(upstream, client)] };
+    pairs.add(pair);
+    const end = () => {
+      if (!pairs.delete(pair)) return;
+      for (const d of pair.directions) d.stop();
+      client.destroy();
+      upstream.destroy();
+    };
+    for (const socket of [client, upstream]) {
+      socket.on("error", end);
+      socket.on("close", end);
+    }
+  });
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
+  });
+  const { port } = server.address();
+
+  return {
+    port,
+    stats,
+    /** The URL of the proxy for `scheme` (`redis` by default). */
+    url(scheme = "redis") {
+      return `${scheme}://127.0.0.1:${port}`;
+    },
+    /** The most a chunk is delayed from now on. */
+    setLatency(ms) {
+      latency = ms;
+    },
+    /** Holds every byte in both directions for `ms` (order kept); new ones wait too. */
+    stall(ms) {
+      stats.stalls += 1;
+      stalledUntil = Math.max(stalledUntil, performance.now() + ms);
+      for (const pair of pairs) for (const d of pair.directions) d.restall();
+    },
+    /** Drops every connection through the proxy now (both sides see it close). */
+    cut() {
+      stats.cuts += 1;
+      for (const pair of [...pairs]) {
+        pairs.delete(pair);
+        for (const d of pair.directions) d.stop();
+        pair.client.destroy();
+        pair.upstream.destroy();
+      }
+    },
+    /** Stops listening and drops every connection. */
+    async close() {
+      this.cut();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
