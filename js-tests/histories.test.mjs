@@ -111,6 +111,36 @@ describe(`history checker (${TARGET})`, () => {
     });
   });
 
+  // A proxy that let chunks overtake each other would reorder a pipelined connection's
+  // commands and make any in-order client pair replies wrongly: this one must not.
+  it("the proxy keeps each direction's order under latency", async () => {
+    const { createServer, connect } = await import("node:net");
+    const echo = createServer((socket) => socket.pipe(socket));
+    await new Promise((resolve) => echo.listen(0, "127.0.0.1", resolve));
+    const proxy = await startProxy({ targetPort: echo.address().port, latencyMs: 20 });
+    try {
+      const socket = connect(proxy.port, "127.0.0.1");
+      socket.setNoDelay(true);
+      await new Promise((resolve) => socket.once("connect", resolve));
+      let got = "";
+      const sent = [];
+      for (let i = 0; i < 200; i++) {
+        sent.push(`${i},`);
+        socket.write(`${i},`);
+        if (i % 10 === 0) await sleep(1);
+      }
+      const want = sent.join("");
+      socket.on("data", (d) => (got += d));
+      const deadline = Date.now() + 5_000;
+      while (got.length < want.length && Date.now() < deadline) await sleep(10);
+      socket.destroy();
+      assert.equal(got, want);
+    } finally {
+      await proxy.close();
+      await new Promise((resolve) => echo.close(resolve));
+    }
+  });
+
   it("catches a broken guard: a store whose acquire always answers true", async (t) => {
     const run = await runHistory({ store: "broken-memory", processes: 1, clients: 6, seconds: 1.5, client: { kinds: { lock: 1 } } });
     t.diagnostic(`seed ${run.seed}: ${JSON.stringify(run.result.byType)}`);
