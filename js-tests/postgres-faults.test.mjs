@@ -229,12 +229,15 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
         };
         const workers = Array.from({ length: 8 }, (_, i) => worker(i));
         await sleep(200);
-        const stopping = server.stop();
-        // Busy while the server sends its FATALs: they arrive with the last answers.
-        busy(300);
-        await stopping;
-        await sleep(300);
-        await server.start();
+        try {
+          const stopping = server.stop();
+          // Busy while the server sends its FATALs: they arrive with the last answers.
+          busy(300);
+          await stopping;
+          await sleep(300);
+        } finally {
+          await server.start();
+        }
         const lock = new Lock(uniqueKey("after-restart"), 5_000, store);
         assert.equal(await eventually(() => lock.acquire()), true);
         assert.equal(await lock.release(), true);
