@@ -6,7 +6,15 @@
  * the permit methods that give it semaphores and read-write locks, with fencing tokens
  * (acquire resolves to a number that grows per key) and with `onRelease` wake-ups.
  */
-export function mapStore({ withIsHeldBy = false, withPermits = false, withFencing = false, withOnRelease = false } = {}) {
+export function mapStore({
+  withIsHeldBy = false,
+  withPermits = false,
+  withFencing = false,
+  withOnRelease = false,
+  withOwnerRemainingTime = false,
+  // The store's clock runs slow: it keeps each hold this many times its TTL.
+  ttlFactor = 1,
+} = {}) {
   const holds = new Map();
   const counters = new Map();
   const taken = (key) => {
@@ -29,7 +37,7 @@ export function mapStore({ withIsHeldBy = false, withPermits = false, withFencin
   const store = {
     async acquire(key, owner, ttlMs) {
       if (live(key)) return false;
-      holds.set(key, { owner, expiresAt: performance.now() + ttlMs });
+      holds.set(key, { owner, expiresAt: performance.now() + ttlMs * ttlFactor });
       return taken(key);
     },
     async release(key, owner) {
@@ -41,7 +49,7 @@ export function mapStore({ withIsHeldBy = false, withPermits = false, withFencin
     async extend(key, owner, ttlMs) {
       const hold = live(key);
       if (hold?.owner !== owner) return false;
-      hold.expiresAt = performance.now() + ttlMs;
+      hold.expiresAt = performance.now() + ttlMs * ttlFactor;
       return true;
     },
     async isLocked(key) {
@@ -53,6 +61,12 @@ export function mapStore({ withIsHeldBy = false, withPermits = false, withFencin
     },
   };
   if (withIsHeldBy) store.isHeldBy = async (key, owner) => live(key)?.owner === owner;
+  if (withOwnerRemainingTime) {
+    store.ownerRemainingTime = async (key, owner) => {
+      const hold = live(key);
+      return hold?.owner === owner ? Math.max(0, Math.floor(hold.expiresAt - performance.now())) : null;
+    };
+  }
   if (withPermits) Object.assign(store, permitMethods({ taken, released }));
   if (withOnRelease) {
     store.onRelease = (key, listener, kind) => {

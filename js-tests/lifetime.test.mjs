@@ -36,6 +36,7 @@ const stores = {
   "the memory store": () => new MemoryLockStore(),
   "a plain JS store": () => mapStore(),
   "a plain JS store with isHeldBy": () => mapStore({ withIsHeldBy: true }),
+  "a plain JS store with ownerRemainingTime": () => mapStore({ withOwnerRemainingTime: true }),
 };
 
 for (const [name, makeStore] of Object.entries(stores)) {
@@ -66,6 +67,34 @@ for (const [name, makeStore] of Object.entries(stores)) {
       assert.ok(reason instanceof LockNotHeldError, String(reason));
       assert.equal(reason.code, "LOCK_NOT_HELD");
       assert.ok(after >= 100 && after < 2_000, `lost after ${Math.round(after)} ms for a 150 ms TTL`);
+    });
+
+    it("is already aborted when first read after the TTL passed", async () => {
+      const l = new Lock(uniqueKey("signal"), 100, makeStore());
+      assert.equal(await l.acquire(), true);
+      await sleep(180);
+      const signal = l.signal;
+      assert.equal(signal.aborted, true, "a hold past its TTL is not live");
+      assert.ok(signal.reason instanceof LockNotHeldError, String(signal.reason));
+      await assert.rejects(l.extend(), (err) => err.code === "LOCK_NOT_HELD", "nothing succeeds on a lost hold");
+    });
+
+    it("run() rejects with LockNotHeldError carrying the function's outcome when the hold was lost before it settled", async () => {
+      const key = uniqueKey("run-lost");
+      const store = makeStore();
+      const err = await new Lock(key, 100, store).run(async () => (await sleep(200), "work finished")).catch((e) => e);
+      assert.ok(err instanceof LockNotHeldError, String(err));
+      assert.equal(err.result, "work finished");
+      assert.match(err.message, /was lost before run\(\)'s function settled/);
+      const thrown = new Error("the work failed");
+      const err2 = await new Lock(key, 100, store).run(async () => {
+        await sleep(200);
+        throw thrown;
+      }).catch((e) => e);
+      assert.ok(err2 instanceof LockNotHeldError, String(err2));
+      assert.equal(err2.cause, thrown);
+      // A hold that lasts: the result as ever.
+      assert.deepEqual(await new Lock(key, 5_000, store).run(async () => (await sleep(20), "ok")), [true, "ok"]);
     });
 
     it("a new hold gets a new signal", async () => {
@@ -140,6 +169,37 @@ for (const [name, makeStore] of Object.entries(stores)) {
   });
 }
 
+describe("the lease model on JS stores", () => {
+  it("lost is final: once the signal says lost, extend() rejects though the store would extend, and release() frees what is still ours", async () => {
+    // The store's clock runs slow (it keeps holds twice their TTL) and it cannot answer the
+    // due check: the handle calls the hold lost at its own deadline.
+    const store = mapStore({ withIsHeldBy: true, ttlFactor: 2 });
+    const key = uniqueKey("lost-final");
+    const l = new Lock(key, 120, store);
+    assert.equal(await l.acquire(), true);
+    const { reason } = await aborted(l.signal);
+    assert.equal(reason.code, "LOCK_NOT_HELD");
+    assert.equal(await store.isHeldBy(key, JSON.parse(l.serialize()).owner), true, "the store still has it");
+    await assert.rejects(l.extend(), (err) => err.code === "LOCK_NOT_HELD");
+    assert.equal(await l.isExpired(), true);
+    assert.equal(await l.release(), true, "still this owner's on the store: freed");
+    assert.equal(await store.isLocked(key), false);
+  });
+
+  it("a hold extended elsewhere stays live past its own TTL when the store answers ownerRemainingTime", async () => {
+    const store = mapStore({ withOwnerRemainingTime: true });
+    const l = new Lock(uniqueKey("elsewhere"), 300, store);
+    assert.equal(await l.acquire(), true);
+    const signal = l.signal;
+    const copy = restoreLock(l.serialize(), store);
+    await sleep(100);
+    await copy.extend(2_000);
+    await sleep(400);
+    assert.equal(signal.aborted, false, String(signal.reason));
+    await copy.release();
+  });
+});
+
 describe("autoExtend and signals stay with their own hold", () => {
   it("an auto-extend asked for one hold never adopts the next one", async () => {
     const store = new MemoryLockStore();
@@ -166,9 +226,9 @@ describe("autoExtend and signals stay with their own hold", () => {
     assert.equal(await new Lock(key, 1_000, store).isLocked(), false, "the hold ran out at its TTL, not extended on");
   });
 
-  it("a store that cannot confirm a hold at its expiry loses it then, as unavailable", async () => {
+  it("a store that cannot confirm a hold before its deadline loses it then, as unavailable", async () => {
     const store = mapStore({ withIsHeldBy: true });
-    store.isHeldBy = () => new Promise(() => {}); // never answers
+    store.ownerRemainingTime = () => new Promise(() => {}); // never answers
     const l = new Lock(uniqueKey("slow-due"), 150, store);
     assert.equal(await l.acquire(), true);
     const { reason, after } = await aborted(l.signal);

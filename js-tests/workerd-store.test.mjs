@@ -57,6 +57,9 @@ const METHODS = [
   "extendPermit",
   "countPermits",
   "permitRemainingTime",
+  "ownerRemainingTime",
+  "plainAcquire",
+  "plainAcquirePermit",
 ];
 
 /**
@@ -265,6 +268,19 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(await store.acquirePermit(key, "r2", 10_000, "read", undefined), false, "the claim keeps readers out");
     assert.equal(await store.release(key, "a"), true);
     assert.ok((await store.acquire(key, "b", 10_000)) > permitToken + 1, "the counter went on");
+  });
+
+  it("answers acquire() and acquirePermit() with booleans when called directly, as the store contract's interface does", async () => {
+    const store = await remoteStore();
+    const key = uniqueKey("plain");
+    assert.equal(await store.plainAcquire(key, "a", 10_000), true);
+    assert.equal(await store.plainAcquire(key, "b", 10_000), false);
+    assert.equal(await store.plainAcquirePermit(key, "s1", 10_000, "semaphore", 1), true);
+    assert.equal(await store.plainAcquirePermit(key, "s2", 10_000, "semaphore", 1), false);
+    assert.ok((await store.ownerRemainingTime(key, "a")) > 9_000);
+    assert.equal(await store.ownerRemainingTime(key, "b"), null);
+    assert.equal(await store.release(key, "a"), true);
+    assert.equal(await store.ownerRemainingTime(key, "a"), null);
   });
 
   it("refuses bad calls: a TTL that never expires, an unknown permit kind, a semaphore limit that differs from its holders'", async () => {

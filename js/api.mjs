@@ -2,6 +2,7 @@
 // in Node, the wasm build elsewhere) supplies the native pieces; all lock logic lives
 // in the Rust core behind them. This file converts arguments, maps errors to classes,
 // and bridges JS stores.
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "./symbols.mjs";
 
 const DEFAULT_TTL_MS = 30_000;
 // Settled promises are immutable: the synchronous fast paths hand out these two.
@@ -213,10 +214,7 @@ function releasedReason(key) {
 }
 
 const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
-// The WebAssembly build's Redis store answers whether locks of this process already wait
-// for a key's release, so a new waiting acquire queues behind them (core's
-// `LockStore::has_local_waiters`). Internal: not part of the JS store contract.
-export const HAS_WAITERS = Symbol.for("locksmith.hasWaiters");
+export { HAS_WAITERS };
 /** Optional: a store with all of these has semaphores and read-write locks. */
 const PERMIT_METHODS = ["acquirePermit", "releasePermit", "extendPermit", "countPermits", "permitRemainingTime"];
 
@@ -250,6 +248,8 @@ function subscribe(store, subscriptions, call) {
 // Any other rejection is the store failing.
 function refusal(err) {
   if (err?.code === "INVALID_ARGUMENT") return { invalidArgument: String(err.message) };
+  // Closed is final: a waiting acquire stops rather than riding it out as an outage.
+  if (err?.code === "STORE_CLOSED") return { storeClosed: true };
   throw err;
 }
 
@@ -350,6 +350,8 @@ export function makeApi(binding) {
       checkNumber("operationTimeoutMs", timeout);
       // onRelease subscriptions by id, each with the store's unsubscribe function.
       const subscriptions = new Map();
+      const tokens = typeof store[ACQUIRE_TOKEN] === "function";
+      const permitTokens = typeof store[ACQUIRE_PERMIT_TOKEN] === "function";
       const dispatch = (call) => {
         try {
           let pending;
@@ -376,7 +378,8 @@ export function makeApi(binding) {
               return Promise.resolve(null);
             }
             case "acquire":
-              pending = store.acquire(call.key, call.owner, call.ttlMs);
+              // A shipped store hands its fencing token by its own path (see symbols.mjs).
+              pending = tokens ? store[ACQUIRE_TOKEN](call.key, call.owner, call.ttlMs) : store.acquire(call.key, call.owner, call.ttlMs);
               break;
             case "release":
               pending = store.release(call.key, call.owner);
@@ -390,8 +393,13 @@ export function makeApi(binding) {
             case "isHeldBy":
               pending = store.isHeldBy(call.key, call.owner);
               break;
+            case "ownerRemainingTime":
+              pending = store.ownerRemainingTime(call.key, call.owner);
+              break;
             case "acquirePermit":
-              pending = store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined);
+              pending = permitTokens
+                ? store[ACQUIRE_PERMIT_TOKEN](call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined)
+                : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined);
               break;
             case "releasePermit":
               pending = store.releasePermit(call.key, call.owner, call.kind);
@@ -421,6 +429,7 @@ export function makeApi(binding) {
           PERMIT_METHODS.every((m) => typeof store[m] === "function"),
           typeof store.onRelease === "function",
           typeof store[HAS_WAITERS] === "function",
+          typeof store.ownerRemainingTime === "function",
         );
       } catch (err) {
         throw toLockError(err);
@@ -631,21 +640,38 @@ export function makeApi(binding) {
       return this.#native === undefined ? null : this.#native.fencingToken;
     }
 
-    /** Acquires, runs `fn(lock)`, and always releases. `[ran, result]`. */
+    /**
+     * Acquires, runs `fn(lock)`, and always releases. `[ran, result]`. When the hold was
+     * lost before `fn` settled (its TTL passed, an extend failed), the work was not
+     * protected throughout: it rejects with LockNotHeldError carrying `fn`'s outcome
+     * (`err.result` its value, `err.cause` its rejection).
+     */
     async run(fn, options) {
       if (typeof fn !== "function") throw invalid(`run() needs a function; got ${typeName(fn)}`);
       if (!(await this.acquire(options))) return [false, undefined];
       let result;
+      let failure;
+      let failed = false;
       try {
         result = await fn(this);
       } catch (err) {
-        // The callback's error is the one to see; a failed release leaves the hold to its TTL.
-        if (options?.autoExtend) this.#native?.stopAutoExtend();
-        await this.release().catch(() => {});
-        throw err;
+        failed = true;
+        failure = err;
       }
       // Auto-extend ends with the function, whether or not the release below succeeds.
       if (options?.autoExtend) this.#native?.stopAutoExtend();
+      const lost = this.#lostDuringRun();
+      if (failed || lost !== null) {
+        // The callback's error (or the loss) is the one to see; a failed release leaves
+        // the hold to its TTL.
+        await this.release().catch(() => {});
+        if (lost !== null) {
+          if (failed) lost.cause = failure;
+          else lost.result = result;
+          throw lost;
+        }
+        throw failure;
+      }
       try {
         await this.release();
       } catch (err) {
@@ -654,6 +680,19 @@ export function makeApi(binding) {
         throw err;
       }
       return [true, result];
+    }
+
+    /** After run()'s function settled: the error to reject with if the hold was lost meanwhile, else null. */
+    #lostDuringRun() {
+      const native = this.#native;
+      // Released by the function itself, or still certainly held: not lost.
+      if (native === undefined || native.holdGeneration !== null || !native.hasOwner) return null;
+      const watched = this.#watch?.native === native ? this.#watch.controller.signal : undefined;
+      const why = watched?.aborted && typeof watched.reason?.message === "string" ? watched.reason.message.replace(/^locksmith: /, "") : undefined;
+      return new LockNotHeldError(
+        `locksmith: lock ${JSON.stringify(this.#key)} was lost before run()'s function settled, so the work was not protected throughout${why ? ` (${why})` : " (its TTL passed without an extend)"}`,
+        this.#key,
+      );
     }
 
     /** `run()` that never waits. */
@@ -718,20 +757,31 @@ export function makeApi(binding) {
       const generation = native === undefined ? null : native.holdGeneration;
       const watch = this.#watch;
       if (generation === null) {
+        // Nothing certainly held: released, never taken, or (an owner still recorded)
+        // past its deadline — lost, and the signal says so at once.
+        const lost = native !== undefined && native.hasOwner;
+        const reason = lost
+          ? new LockNotHeldError(`locksmith: lock ${JSON.stringify(this.#key)} is not held by this handle (its TTL passed without an extend)`, this.#key)
+          : undefined;
         if (watch !== undefined) {
-          if (!watch.controller.signal.aborted) watch.controller.abort(releasedReason(this.#key));
+          if (!watch.controller.signal.aborted) watch.controller.abort(reason ?? releasedReason(this.#key));
           return watch.controller.signal;
         }
         return AbortSignal.abort(
-          new LockNotHeldError(`locksmith: lock ${JSON.stringify(this.#key)} is not held by this handle (nothing is held)`, this.#key),
+          reason ?? new LockNotHeldError(`locksmith: lock ${JSON.stringify(this.#key)} is not held by this handle (nothing is held)`, this.#key),
         );
       }
-      if (watch !== undefined && watch.generation === generation) return watch.controller.signal;
+      // The same hold: the same native handle and generation, and not ended (a pooled
+      // handle is reused, and reset, so its generation alone does not tell two holds
+      // apart; a live hold's signal is never aborted).
+      if (watch !== undefined && watch.native === native && watch.generation === generation && !watch.controller.signal.aborted) {
+        return watch.controller.signal;
+      }
       if (watch !== undefined && !watch.controller.signal.aborted) {
         watch.controller.abort(new LockNotHeldError(`locksmith: lock ${JSON.stringify(this.#key)} is not held by this handle (it expired and was lost)`, this.#key));
       }
       const controller = new AbortController();
-      this.#watch = { generation, controller };
+      this.#watch = { native, generation, controller };
       const key = this.#key;
       native.watch().then(
         () => controller.abort(releasedReason(key)),

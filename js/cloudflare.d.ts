@@ -19,6 +19,7 @@ export declare class LockDurableObject {
   extend(owner: string, ttlMs: number): boolean;
   isLocked(): boolean;
   isHeldBy(owner: string): boolean;
+  ownerRemainingTime(owner: string): number | null;
   remainingTime(): number | null;
   acquirePermit(owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number): number | false;
   releasePermit(owner: string, kind: "semaphore" | "read" | "write"): boolean;
@@ -49,20 +50,21 @@ export interface DurableObjectLockStoreOptions {
 
 /**
  * A `LockStore` over a namespace bound to `LockDurableObject`: one object per key.
- * Acquires resolve to the hold's fencing token; it has the permit methods (semaphores and
+ * Acquires resolve to `true`/`false` (locks get the fencing token by their own path); it has the permit methods (semaphores and
  * read-write locks) and `onRelease`. Throws InvalidArgumentError for a value that is not
  * a namespace, or an unknown or bad option.
  */
 export declare class DurableObjectLockStore implements LockStore {
   constructor(namespace: LockDurableObjectNamespace, options?: DurableObjectLockStoreOptions);
   readonly operationTimeoutMs?: number;
-  acquire(key: string, owner: string, ttlMs: number): Promise<number | false>;
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
   release(key: string, owner: string): Promise<boolean>;
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;
   isHeldBy(key: string, owner: string): Promise<boolean>;
+  ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   remainingTime(key: string): Promise<number | null>;
-  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number): Promise<number | false>;
+  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number): Promise<boolean>;
   releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;

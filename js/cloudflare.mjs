@@ -11,6 +11,7 @@
 import { DurableObject } from "cloudflare:workers";
 
 import { checkOptionKeys, invalid } from "./api.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "./symbols.mjs";
 
 // How long a waiter's call may stay pending in the object before it returns anyway
 // (locksmith then tries again and waits anew). Bounds a call whose caller went away.
@@ -125,6 +126,12 @@ export class LockDurableObject extends DurableObject {
   isHeldBy(owner) {
     this.#expire();
     return this.#lock?.owner === owner;
+  }
+
+  /** Milliseconds left on `owner`'s own lock, null when not its: one RPC, one look. */
+  ownerRemainingTime(owner) {
+    const now = this.#expire();
+    return this.#lock?.owner === owner ? left(this.#lock.expiresAt, now) : null;
   }
 
   remainingTime() {
@@ -436,7 +443,13 @@ export class DurableObjectLockStore {
     return this.#locationHint === undefined ? ns.get(id) : ns.get(id, { locationHint: this.#locationHint });
   }
 
+  /** Takes `key` for `owner` if it is free: `true`, or `false` when someone holds it. */
   async acquire(key, owner, ttlMs) {
+    return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
+  }
+
+  /** `acquire()` answering the hold's fencing token (how locks get it), or `false`. */
+  async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     return await this.#object(key).acquire(owner, ttlMs);
   }
 
@@ -456,11 +469,21 @@ export class DurableObjectLockStore {
     return await this.#object(key).isHeldBy(owner);
   }
 
+  async ownerRemainingTime(key, owner) {
+    return await this.#object(key).ownerRemainingTime(owner);
+  }
+
   async remainingTime(key) {
     return await this.#object(key).remainingTime();
   }
 
+  /** Takes a hold of `key` of `kind`: `true`, or `false` when the key admits no more. */
   async acquirePermit(key, owner, ttlMs, kind, limit) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
+  }
+
+  /** `acquirePermit()` answering the hold's fencing token, or `false`. */
+  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
     try {
       return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit);
     } catch (err) {

@@ -46,6 +46,14 @@ export interface LockStore {
   remainingTime(key: string): Promise<number | null>;
   /** Optional: whether `owner` holds `key` now. Makes `isExpired()` exact. */
   isHeldBy?(key: string, owner: string): Promise<boolean>;
+  /**
+   * Optional: milliseconds left on `owner`'s own hold of `key`, or null when `owner` does
+   * not hold it, answered in one atomic question. A hold's due check asks it shortly
+   * before the hold's local deadline, so a hold extended elsewhere (by a restored copy)
+   * stays live; without it, a hold counts as lost at its local deadline unless an
+   * extend succeeded.
+   */
+  ownerRemainingTime?(key: string, owner: string): Promise<number | null>;
   /** Optional: ms after which a call that has not settled fails with STORE_UNAVAILABLE. Default 10 000. */
   operationTimeoutMs?: number;
   /**
@@ -228,8 +236,8 @@ export declare class RedisLockStore implements LockStore {
   readonly keyPrefix: string;
   /** Closes the connections; later calls fail with StoreClosedError. */
   close(): Promise<void>;
-  /** `true`, or in the WebAssembly build the fencing token, when taken; `false` when not. */
-  acquire(key: string, owner: string, ttlMs: number): Promise<boolean | number>;
+  /** `true` when taken, `false` when someone holds it (the lock gets its fencing token by its own path). */
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
   release(key: string, owner: string): Promise<boolean>;
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;

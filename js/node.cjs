@@ -103,8 +103,8 @@ Object.assign(NativeLock, {
 const api = makeApi({
   MemoryStore: addon.NativeMemoryStore,
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease) =>
-    new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, _hasWaiters, hasOwnerRemainingTime) =>
+    new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasOwnerRemainingTime),
 });
 
 // The Redis store: the sans-I/O engine driven by Node's sockets (js/redis-engine.cjs).

@@ -17,13 +17,14 @@ export declare class RedisClientStore implements LockStore {
   readonly operationTimeoutMs: number;
   /** The Redis key of the lock `key`: `<prefix>{<key>}`. */
   lockKey(key: string): string;
-  /** Resolves to the hold's fencing token when taken, `false` when held. */
-  acquire(key: string, owner: string, ttlMs: number): Promise<number | false>;
+  /** `true` when taken, `false` when held (locks get the fencing token by their own path). */
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
   release(key: string, owner: string): Promise<boolean>;
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;
   remainingTime(key: string): Promise<number | null>;
   isHeldBy(key: string, owner: string): Promise<boolean>;
+  ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   onRelease?(key: string, listener: () => void, kind?: PermitKind): () => void;
   /** Closes the subscriber connection the store opened for wake-ups; the client stays open. */
   close(): Promise<void>;

@@ -6,6 +6,7 @@
 import { InvalidArgumentError, LockStoreError } from "locksmith-js";
 
 import { SCRIPTS } from "./gen/redis-scripts.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "./symbols.mjs";
 
 /** How long a fencing counter outlives its lock (redis/src/lib.rs FENCE_GRACE_MS). */
 const FENCE_GRACE_MS = 1_000;
@@ -90,7 +91,13 @@ export class RedisClientStore {
     }
   }
 
+  /** Takes `key` for `owner` if it is free: `true`, or `false` when someone holds it. */
   async acquire(key, owner, ttlMs) {
+    return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
+  }
+
+  /** `acquire()` answering the hold's fencing token (how locks get it), or `false`. */
+  async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const lockKey = this.lockKey(key);
     const token = Number(
       await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]),
@@ -130,6 +137,12 @@ export class RedisClientStore {
     return (await this.#driver.get(this.lockKey(key))) === owner;
   }
 
+  /** How long `owner`'s own lock has left, in one question (a hold's due check); `null` when not its. */
+  async ownerRemainingTime(key, owner) {
+    const ms = Number(await this.#script(SCRIPTS.ownerRemaining, [this.lockKey(key)], [owner]));
+    return ms > 0 ? ms : null;
+  }
+
   // Semaphores and read-write locks: the engine's permit scripts, on the same keys.
 
   /** The sorted set of a semaphore's or read-write lock's holders. */
@@ -137,7 +150,13 @@ export class RedisClientStore {
     return `${this.lockKey(key)}:${kind === "semaphore" ? "semaphore" : "rw"}`;
   }
 
+  /** Takes a hold of `key` of `kind`: `true`, or `false` when the key admits no more. */
   async acquirePermit(key, owner, ttlMs, kind, limit) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
+  }
+
+  /** `acquirePermit()` answering the hold's fencing token, or `false`. */
+  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
     const holders = this.#holders(key, kind);
     const grace = String(FENCE_GRACE_MS);
     let token;

@@ -24,8 +24,8 @@ import {
   invalid,
   toLockError,
   typeName,
-  HAS_WAITERS,
 } from "./api.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "./symbols.mjs";
 import {
   authCommands,
   backoffMs,
@@ -889,8 +889,13 @@ export class RedisLockStore {
     });
   }
 
-  /** Takes `key` for `owner` if it is free: its fencing token, or `false`. */
-  acquire(key, owner, ttlMs) {
+  /** Takes `key` for `owner` if it is free: `true`, or `false` when someone holds it. */
+  async acquire(key, owner, ttlMs) {
+    return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
+  }
+
+  /** `acquire()` answering the hold's fencing token (how locks get it), or `false`. */
+  [ACQUIRE_TOKEN](key, owner, ttlMs) {
     return this.#call("token", (id) => this.#engine.acquire(id, checked(key), checked(owner, "owner"), checkedMs(ttlMs)));
   }
 
@@ -909,6 +914,11 @@ export class RedisLockStore {
     return this.#call("flag", (id) => this.#engine.isLocked(id, checked(key)));
   }
 
+  /** Milliseconds left on `owner`'s own hold of `key`, or null when not its (one script). */
+  ownerRemainingTime(key, owner) {
+    return this.#call("number", (id) => this.#engine.ownerRemainingTime(id, checked(key), checked(owner, "owner")));
+  }
+
   /** Whether `owner` holds `key`. */
   isHeldBy(key, owner) {
     return this.#call("flag", (id) => this.#engine.isHeldBy(id, checked(key), checked(owner, "owner")));
@@ -919,8 +929,13 @@ export class RedisLockStore {
     return this.#call("number", (id) => this.#engine.remainingTime(id, checked(key)));
   }
 
-  /** Takes a hold of `key` of `kind` (`semaphore` with `limit`, `read`, `write`): its fencing token, or `false`. */
-  acquirePermit(key, owner, ttlMs, kind, limit) {
+  /** Takes a hold of `key` of `kind` (`semaphore` with `limit`, `read`, `write`): `true`, or `false`. */
+  async acquirePermit(key, owner, ttlMs, kind, limit) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
+  }
+
+  /** `acquirePermit()` answering the hold's fencing token, or `false`. */
+  [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
     return this.#call("token", (id) =>
       this.#engine.acquirePermit(id, checked(key), checked(owner, "owner"), checkedMs(ttlMs), checked(kind, "kind"), checkedLimit(limit)),
     );

@@ -21,6 +21,6 @@ export const api = makeApi({
   get MemoryStore() {
     return wasm().WasmMemoryStore;
   },
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters) =>
-    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime) =>
+    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime),
 });

@@ -24,6 +24,8 @@ mkdirSync(join(root, "js/gen"), { recursive: true });
 buildSync({
   entryPoints: [join(root, "js/api.mjs")],
   outfile: join(root, "js/gen/api.cjs"),
+  // With js/symbols.mjs inside: the symbols are registered ones, the same in every copy.
+  bundle: true,
   format: "cjs",
   platform: "neutral",
   logLevel: "warning",

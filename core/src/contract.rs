@@ -2,7 +2,7 @@
 //! foreign value into an [`Answer`]; the rules of what is acceptable live here.
 
 use crate::error::{LockError, Result};
-use crate::store::{BoxFuture, Grant, HoldKind, LockStore, MaybeSendSync};
+use crate::store::{BoxFuture, Grant, HoldCheck, HoldKind, LockStore, MaybeSendSync};
 
 /// A value a foreign store resolved to, as far as the contract cares.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +18,9 @@ pub enum Answer {
     /// The store refused the request itself with an `INVALID_ARGUMENT` error (a
     /// semaphore's limit that differs from its holders', say): its message.
     Refused(String),
+    /// The store rejected the call because it was closed (`STORE_CLOSED`): final, so a
+    /// waiting acquire stops at once rather than riding it out as an outage.
+    Closed,
 }
 
 impl std::fmt::Display for Answer {
@@ -27,6 +30,7 @@ impl std::fmt::Display for Answer {
             Self::Number(n) => f.write_str(&crate::validate::show(*n)),
             Self::Nothing => f.write_str("null/undefined"),
             Self::Other(what) | Self::Refused(what) => f.write_str(what),
+            Self::Closed => f.write_str("a closed store's refusal"),
         }
     }
 }
@@ -112,6 +116,13 @@ pub trait ForeignStore: MaybeSendSync {
     /// Whether the store has the optional `isHeldBy(key, owner)`.
     fn has_is_held_by(&self) -> bool;
 
+    /// Whether the store has the optional `ownerRemainingTime(key, owner)`: how long
+    /// `owner`'s own hold has left (`null` when `owner` does not hold the key), in one
+    /// question. `false` by default.
+    fn has_owner_remaining_time(&self) -> bool {
+        false
+    }
+
     /// Calls one of the optional permit methods (`acquirePermit`, `releasePermit`,
     /// `extendPermit`, `countPermits`, `permitRemainingTime`) with the hold's kind
     /// (`"semaphore"` with its `limit`, `"read"`, `"write"`).
@@ -158,6 +169,7 @@ fn refusal(answer: Answer) -> Result<Answer> {
             let message = message.strip_prefix("locksmith: ").unwrap_or(&message).to_owned();
             Err(LockError::InvalidArgument(message))
         }
+        Answer::Closed => Err(LockError::StoreClosed),
         other => Ok(other),
     }
 }
@@ -213,6 +225,22 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
             return Ok(None);
         }
         expect_bool("isHeldBy", &self.ask("isHeldBy", key, Some(owner), None).await?).map(Some)
+    }
+
+    async fn owner_remaining_time(&self, key: &str, owner: &str) -> Result<HoldCheck> {
+        if !self.0.has_owner_remaining_time() {
+            return Ok(HoldCheck::CannotTell);
+        }
+        let answer = self.ask("ownerRemainingTime", key, Some(owner), None).await?;
+        let left = expect_remaining_time(&answer).map_err(|_| {
+            LockError::StoreContractViolation(format!(
+                "store.ownerRemainingTime() resolved to {answer}; it must resolve to null or a number of milliseconds >= 0"
+            ))
+        })?;
+        Ok(match left {
+            Some(remaining_ms) if remaining_ms > 0 => HoldCheck::Held { remaining_ms },
+            _ => HoldCheck::NotHeld,
+        })
     }
 
     async fn acquire_permit(

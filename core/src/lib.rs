@@ -25,10 +25,10 @@ pub use error::{LockError, Result};
 #[cfg(any(test, feature = "testing"))]
 pub use fake_timer::FakeTimer;
 pub use lifetime::{AutoExtend, HoldEnd};
-pub use lock::{AcquireOptions, Lock};
+pub use lock::{default_drift_ms, AcquireOptions, Lock};
 pub use memory::MemoryStore;
 pub use serialized::{SerializedLock, MAX_SERIALIZED_BYTES};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::MonotonicClock;
-pub use store::{BoxFuture, Clock, Grant, HoldKind, LockStore, MaybeSendSync, SyncLockStore, Timer};
+pub use store::{BoxFuture, Clock, Grant, HoldCheck, HoldKind, LockStore, MaybeSendSync, SyncLockStore, Timer};
 pub use token::OwnerToken;

@@ -8,6 +8,7 @@ use futures_util::future::{select, Either};
 
 use crate::error::LockError;
 use crate::lock::{Hold, Lock};
+use crate::store::{HoldCheck, HoldKind};
 use crate::token::OwnerToken;
 
 /// How a hold ended.
@@ -60,18 +61,10 @@ impl AutoExtend {
     }
 }
 
-/// How long the store gets, at a hold's due time, to confirm that the hold still stands.
+/// How long before a hold's local deadline an asynchronous store is asked, once, whether
+/// the hold was extended elsewhere (by a restored copy in another process); at most
+/// this, and at most a quarter of the TTL.
 const DUE_CHECK_MS: u64 = 100;
-
-/// What the store said of a hold at its due time.
-enum DueCheck {
-    /// Still held (extended elsewhere), for this many more milliseconds.
-    Held(u64),
-    /// Not held, or the store cannot tell.
-    Gone,
-    /// No answer in time.
-    Unreachable(LockError),
-}
 
 impl Lock {
     /// The number of the hold this handle has now, if any; each acquisition has its own.
@@ -114,32 +107,43 @@ impl Lock {
         }
     }
 
-    /// At the hold's due time: whether it is still held after all (a restored copy
-    /// elsewhere extended it), and for how much longer. The store gets
-    /// [`DUE_CHECK_MS`] to say so: past its expiry a hold that cannot be confirmed at
-    /// once is lost, or the work would run on unprotected while the store is slow.
-    async fn still_held_past_due(&self, owner: OwnerToken) -> DueCheck {
-        if self.sync_store().is_some() {
-            return DueCheck::Gone;
+    /// The latest local deadline an extend still on its way could set, if one is.
+    fn extend_pending_until(&self) -> Option<u64> {
+        let pending = self.extends_in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (pending.0 > 0).then_some(pending.1)
+    }
+
+    /// The one question a due check asks: how long this owner's own hold has left.
+    async fn check_hold(&self, owner: OwnerToken) -> Result<HoldCheck, LockError> {
+        match self.kind {
+            HoldKind::Exclusive => self.store.owner_remaining_time(&self.key, owner.as_str()).await,
+            kind => Ok(match self.store.permit_remaining_time(&self.key, owner.as_str(), kind).await? {
+                Some(remaining_ms) if remaining_ms > 0 => HoldCheck::Held { remaining_ms },
+                _ => HoldCheck::NotHeld,
+            }),
         }
-        let check = async {
-            match self.store_held_by(owner).await {
-                Ok(Some(true)) => match self.store_time_left(Some(owner)).await {
-                    Ok(Some(left)) if left > 0 => DueCheck::Held(left),
-                    Ok(_) => DueCheck::Gone,
-                    Err(err) => DueCheck::Unreachable(err),
-                },
-                Ok(_) => DueCheck::Gone,
-                Err(err) => DueCheck::Unreachable(err),
-            }
-        };
-        match select(Box::pin(check), self.timer.sleep_in_background(DUE_CHECK_MS)).await {
-            Either::Left((answer, _)) => answer,
-            Either::Right(_) => DueCheck::Unreachable(LockError::StoreUnavailable(format!(
-                "the store did not confirm the hold on {} within {DUE_CHECK_MS} ms of its expiry",
-                crate::validate::quote(&self.key)
-            ))),
+    }
+
+    /// Whether the hold this handle has now is certainly live by its own reckoning:
+    /// held, not lost, and before its local deadline (for a store that knows exactly,
+    /// held there). Past its deadline with no extend on its way, the hold is recorded as
+    /// lost here and then. Bindings ask this when `lock.signal` is read, so a signal read
+    /// after the deadline is already aborted.
+    pub fn live_generation(&self) -> Option<u64> {
+        let hold = *self.hold();
+        let owner = hold.owner?;
+        if self.ending_of(hold.generation).is_some() {
+            return None;
         }
+        if self.time_left(&hold, owner) > 0 {
+            return Some(hold.generation);
+        }
+        if self.sync_store().is_none() && self.extend_pending_until().is_some_and(|until| until > self.timer.now_ms()) {
+            return Some(hold.generation); // an extend on its way may still keep it
+        }
+        let reason = self.failure_of(hold.generation).unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
+        self.end_hold(hold.generation, HoldEnd::Lost(reason));
+        None
     }
 
     /// Completes when the hold this handle has now ends, and says how: released by
@@ -166,6 +170,12 @@ impl Lock {
                     .unwrap_or_else(|| HoldEnd::Lost(self.not_held("nothing is held")));
             }
         };
+        // The deadline a due check was made for (one check per deadline), and the
+        // error of a check that failed (what the hold is lost to, if nothing else is).
+        let mut checked: Option<u64> = None;
+        let mut check_failed: Option<LockError> = None;
+        let asynchronous = self.sync_store().is_none();
+        let margin = (self.ttl_ms / 4).clamp(1, DUE_CHECK_MS);
         loop {
             let changed = self.changes.listen();
             if let Some(end) = self.ending_of(generation) {
@@ -176,26 +186,67 @@ impl Lock {
                 return self.ending_of(generation).unwrap_or(HoldEnd::Released);
             }
             let left = self.time_left(&hold, owner);
+            let now = self.timer.now_ms();
             if left == 0 {
-                let reason = match self.still_held_past_due(owner).await {
-                    DueCheck::Held(more) => {
-                        let mut hold = self.hold();
-                        if hold.generation == generation {
-                            hold.expires_by_ms = self.timer.now_ms().saturating_add(more);
-                        }
-                        continue;
-                    }
-                    // Out of time: lost to whatever kept auto-extend from extending, if
-                    // anything did, else to the unreachable store, else to the TTL.
-                    DueCheck::Unreachable(err) => self.failure_of(generation).unwrap_or(err),
-                    DueCheck::Gone => self
-                        .failure_of(generation)
-                        .unwrap_or_else(|| self.not_held("its TTL passed without an extend")),
-                };
+                // An extend on its way may still keep the hold: wait for its answer, up to
+                // the deadline it would set.
+                if let Some(until) = self.extend_pending_until().filter(|&u| u > now && asynchronous) {
+                    drop(select(changed, self.timer.sleep_in_background(until - now)).await);
+                    continue;
+                }
+                // Out of time: lost to whatever kept auto-extend from extending, if
+                // anything did, else to the failed due check, else to the TTL.
+                let reason = self
+                    .failure_of(generation)
+                    .or_else(|| check_failed.take())
+                    .unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
                 self.end_hold(generation, HoldEnd::Lost(reason));
                 continue;
             }
-            drop(select(changed, self.timer.sleep_in_background(left)).await);
+            if asynchronous && left <= margin && checked != Some(hold.expires_by_ms) {
+                // Shortly before the deadline, one question to the store: was the hold
+                // extended elsewhere (a restored copy)? The answer counts from the
+                // question's send time, never from the reply's arrival.
+                checked = Some(hold.expires_by_ms);
+                let sent = now;
+                let question = Box::pin(self.check_hold(owner));
+                let answered = select(question, self.timer.sleep_in_background(left)).await;
+                if let Either::Right(_) = answered {
+                    check_failed = Some(LockError::StoreUnavailable(format!(
+                        "the store did not answer whether the hold on {} still stood before its deadline",
+                        crate::validate::quote(&self.key)
+                    )));
+                }
+                if let Either::Left((answer, _)) = answered {
+                    match answer {
+                        Ok(HoldCheck::Held { remaining_ms }) => {
+                            let later = sent.saturating_add(remaining_ms.saturating_sub(self.drift_ms(self.ttl_ms)));
+                            let mut hold = self.hold();
+                            if hold.generation == generation && later > hold.expires_by_ms {
+                                hold.expires_by_ms = later;
+                                // Moved by no more than the request's own transit (the store
+                                // set the expiry a little after we sent it): this deadline
+                                // has been checked. Only one far off, extended elsewhere,
+                                // gets a check of its own.
+                                if later.saturating_sub(self.timer.now_ms()) <= margin {
+                                    checked = Some(later);
+                                }
+                            }
+                        }
+                        Ok(HoldCheck::NotHeld) if self.extend_pending_until().is_none() => {
+                            let reason = self
+                                .failure_of(generation)
+                                .unwrap_or_else(|| self.not_held("the store no longer has it (it expired there, or was released elsewhere)"));
+                            self.end_hold(generation, HoldEnd::Lost(reason));
+                        }
+                        Ok(_) => {}
+                        Err(err) => check_failed = Some(err),
+                    }
+                }
+                continue;
+            }
+            let wait = if asynchronous && checked != Some(hold.expires_by_ms) && left > margin { left - margin } else { left };
+            drop(select(changed, self.timer.sleep_in_background(wait)).await);
         }
     }
 

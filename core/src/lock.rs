@@ -50,6 +50,9 @@ impl AcquireOptions {
     }
 }
 
+/// The longest pause between two attempts of a wait while the store is out of reach.
+const OUTAGE_BACKOFF_MAX_MS: u64 = 1_000;
+
 /// What this handle knows of its own hold.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Hold {
@@ -57,8 +60,10 @@ pub(crate) struct Hold {
     /// and after a release.
     pub(crate) owner: Option<OwnerToken>,
     pub(crate) fencing_token: Option<u64>,
-    /// When the hold expires at the latest, on the injected clock, measured from
-    /// before the store call. Used when the store cannot say who holds a key.
+    /// The hold's local deadline, on the injected clock: the send time of the request
+    /// that set its expiry (the acquire, or the last successful extend) + TTL − the
+    /// drift allowance, or a due check's send time + its answer − the drift allowance.
+    /// Nothing else moves it later. Used when the store cannot say who holds a key.
     pub(crate) expires_by_ms: u64,
     /// Counts this handle's acquisitions: each hold has its own number, so whoever
     /// watches a hold can tell it from a later one.
@@ -100,6 +105,18 @@ pub struct Lock {
     pub(crate) extend_failure: Mutex<Option<(u64, LockError)>>,
     /// The generation whose auto-extend was stopped ([`Lock::stop_extending`]).
     pub(crate) extend_stopped: std::sync::atomic::AtomicU64,
+    /// The drift allowance set for this handle, if any (see [`Lock::drift_ms`]).
+    pub(crate) drift_override: Option<u64>,
+    /// Extends sent and not yet answered: how many, and the latest local deadline one
+    /// of them could set if it succeeds. A hold is not called lost while one of them
+    /// may still keep it.
+    pub(crate) extends_in_flight: Mutex<(u32, u64)>,
+}
+
+/// The default drift allowance for a TTL: 1 % of it + 2 ms, and always less than it.
+#[must_use]
+pub fn default_drift_ms(ttl_ms: u64) -> u64 {
+    (ttl_ms / 100 + 2).min(ttl_ms.saturating_sub(1))
 }
 
 impl std::fmt::Debug for Lock {
@@ -151,10 +168,11 @@ impl Lock {
             (Some(at), Some(now)) => at.saturating_sub(now).min(validate::MAX_TTL_MS),
             _ => s.ttl_ms,
         };
+        // Counted down from `expiresAt` less the drift allowance, as any hold is.
         let hold = Hold {
             owner: Some(s.owner),
             fencing_token: s.fencing_token,
-            expires_by_ms: timer.now_ms().saturating_add(left_ms),
+            expires_by_ms: timer.now_ms().saturating_add(left_ms.saturating_sub(default_drift_ms(s.ttl_ms))),
             generation: 1,
         };
         Ok(Self::with_hold(s.key, s.ttl_ms, s.kind, store, timer, hold))
@@ -179,7 +197,45 @@ impl Lock {
             changes: Event::new(),
             extend_failure: Mutex::new(None),
             extend_stopped: std::sync::atomic::AtomicU64::new(0),
+            drift_override: None,
+            extends_in_flight: Mutex::new((0, 0)),
         }
+    }
+
+    /// The drift allowance for a hold of `ttl_ms`: how much earlier than the store this
+    /// handle counts the hold as over, to cover clock rate differences between this
+    /// host and the store. 1 % of the TTL + 2 ms unless set ([`Lock::set_drift_ms`]).
+    #[must_use]
+    pub fn drift_ms(&self, ttl_ms: u64) -> u64 {
+        self.drift_override.map_or_else(|| default_drift_ms(ttl_ms), |d| d.min(ttl_ms.saturating_sub(1)))
+    }
+
+    /// Sets the drift allowance (`None`: the default). It must be less than the TTL.
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` when `drift_ms` is not less than the lock's TTL.
+    pub fn set_drift_ms(&mut self, drift_ms: Option<u64>) -> Result<()> {
+        if let Some(d) = drift_ms {
+            if d >= self.ttl_ms {
+                return Err(crate::error::LockError::InvalidArgument(format!(
+                    "the drift allowance ({d} ms) must be less than the TTL ({} ms)",
+                    self.ttl_ms
+                )));
+            }
+        }
+        self.drift_override = drift_ms;
+        Ok(())
+    }
+
+    /// The local deadline a request sent at `sent_ms` sets for a hold of `ttl_ms`.
+    pub(crate) fn deadline_from(&self, sent_ms: u64, ttl_ms: u64) -> u64 {
+        sent_ms.saturating_add(ttl_ms.saturating_sub(self.drift_ms(ttl_ms)))
+    }
+
+    /// Whether hold `generation` ended as lost: then nothing on it succeeds any more.
+    pub(crate) fn lost(&self, generation: u64) -> bool {
+        let ending = self.ending.lock().unwrap_or_else(PoisonError::into_inner);
+        matches!(ending.as_ref(), Some((g, HoldEnd::Lost(_))) if *g == generation)
     }
 
     /// Makes this handle a fresh lock on `key` for `ttl_ms`, in the same store, as if by
@@ -197,6 +253,7 @@ impl Lock {
         *self.ending.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
         *self.extend_failure.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
         *self.extend_stopped.get_mut() = 0;
+        *self.extends_in_flight.get_mut().unwrap_or_else(PoisonError::into_inner) = (0, 0);
         Ok(())
     }
 
@@ -316,7 +373,7 @@ impl Lock {
             *hold = Hold {
                 owner: Some(owner),
                 fencing_token: grant.fencing_token,
-                expires_by_ms: started_ms.saturating_add(self.ttl_ms),
+                expires_by_ms: self.deadline_from(started_ms, self.ttl_ms),
                 generation: previous.generation + 1,
             };
             previous.owner.is_some().then_some(previous.generation)
@@ -370,13 +427,28 @@ impl Lock {
         // a waiter keeps its place among the store's listeners (a release wakes the
         // longest waiting) and no release between two attempts is missed.
         let mut signal: Option<BoxFuture<'static, ()>> = None;
+        // While the store is out of reach, a wait retries at its retry delay, doubling up
+        // to OUTAGE_BACKOFF_MAX_MS, with a last attempt at its deadline; it then fails with
+        // the last error. Only `STORE_UNAVAILABLE` is ridden out: a configuration or
+        // contract error fails at once, as does any error of an acquire that does not wait.
+        let mut outage: Option<(crate::error::LockError, u64)> = None;
         loop {
             if signal.is_none() && options.timeout_ms > 0 {
                 signal = self.store_release_signal();
             }
             let queued = std::mem::take(&mut queue_first);
-            if !queued && self.attempt(owner).await? {
-                return Ok(true);
+            if !queued {
+                match self.attempt(owner).await {
+                    Ok(true) => return Ok(true),
+                    Ok(false) => outage = None,
+                    Err(err @ crate::error::LockError::StoreUnavailable(_)) if options.timeout_ms > 0 => {
+                        let backoff = outage.as_ref().map_or(options.retry_delay_ms, |(_, ms)| {
+                            ms.saturating_mul(2).min(OUTAGE_BACKOFF_MAX_MS.max(options.retry_delay_ms))
+                        });
+                        outage = Some((err, backoff));
+                    }
+                    Err(err) => return Err(err),
+                }
             }
             let now = self.timer.now_ms();
             if now >= deadline {
@@ -387,9 +459,18 @@ impl Lock {
                     // Give up the claim a refused writer leaves, so readers get in again.
                     let _ = self.store_release(owner).await;
                 }
+                if let Some((err, _)) = outage {
+                    return Err(err);
+                }
                 return Ok(false);
             }
-            let sleep = self.timer.sleep(options.retry_delay_ms.min(deadline - now));
+            let delay = outage.as_ref().map_or(options.retry_delay_ms, |(_, ms)| *ms);
+            if outage.is_some() {
+                // No release signal comes from a store out of reach: sleep the backoff.
+                self.timer.sleep(delay.min(deadline - now)).await;
+                continue;
+            }
+            let sleep = self.timer.sleep(delay.min(deadline - now));
             match signal.as_mut() {
                 Some(released) => {
                     if let Either::Left(_) = select(released, sleep).await {
@@ -456,6 +537,9 @@ impl Lock {
         let Some(owner) = hold.owner else {
             return Ok(false);
         };
+        if self.lost(hold.generation) {
+            return Ok(false); // lost is final, whatever the store says now
+        }
         Ok(match self.store_held_by(owner).await? {
             Some(answer) => answer,
             None => self.timer.now_ms() < hold.expires_by_ms && self.store.is_locked(&self.key).await?,
@@ -521,8 +605,10 @@ impl Lock {
         let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
         let owner = self.owner_for_extend()?;
         let started = self.timer.now_ms();
-        let extended = self.store_extend(owner, ttl_ms).await?;
-        self.finish_extend(owner, extended, started, ttl_ms)
+        let in_flight = ExtendInFlight::start(self, self.deadline_from(started, ttl_ms));
+        let extended = self.store_extend(owner, ttl_ms).await;
+        drop(in_flight);
+        self.finish_extend(owner, extended?, started, ttl_ms)
     }
 
     /// [`extend`](Self::extend) for synchronous stores; `None` when the store is not.
@@ -538,14 +624,23 @@ impl Lock {
     }
 
     fn owner_for_extend(&self) -> Result<OwnerToken> {
-        self.hold().owner.ok_or_else(|| self.not_held("it was never acquired, or was released"))
+        let hold = *self.hold();
+        let owner = hold.owner.ok_or_else(|| self.not_held("it was never acquired, or was released"))?;
+        if self.lost(hold.generation) {
+            return Err(self.not_held("it was lost earlier (its signal says why)"));
+        }
+        Ok(owner)
     }
 
     fn finish_extend(&self, owner: OwnerToken, extended: bool, started: u64, ttl_ms: u64) -> Result<()> {
         let hold = {
             let mut hold = self.hold();
+            if hold.owner == Some(owner) && self.lost(hold.generation) {
+                // Lost while the extend was on its way: lost stays lost.
+                return Err(self.not_held("it was lost before the extend was answered (its signal says why)"));
+            }
             if extended && hold.owner == Some(owner) {
-                hold.expires_by_ms = started.saturating_add(ttl_ms);
+                hold.expires_by_ms = self.deadline_from(started, ttl_ms);
             }
             *hold
         };
@@ -621,7 +716,8 @@ impl Lock {
         let left_ms = match self.sync_store() {
             // A synchronous store knows exactly (and its grants skip the local estimate).
             Some(store) => remaining_if_held(store, &self.key, owner),
-            None => hold.expires_by_ms.saturating_sub(self.timer.now_ms()),
+            // The store's expiry is the local deadline + the drift allowance.
+            None => hold.expires_by_ms.saturating_add(self.drift_ms(self.ttl_ms)).saturating_sub(self.timer.now_ms()),
         };
         Some(unix_now.saturating_add(left_ms))
     }
@@ -656,5 +752,33 @@ struct InFlightAttempt<'a> {
 impl Drop for InFlightAttempt<'_> {
     fn drop(&mut self) {
         self.lock.abandon_attempt(self.owner, self.generation);
+    }
+}
+
+/// An extend on its way to the store: while it is, the hold is not called lost before
+/// the deadline the extend would set (see `lifetime.rs`).
+struct ExtendInFlight<'a> {
+    lock: &'a Lock,
+}
+
+impl<'a> ExtendInFlight<'a> {
+    fn start(lock: &'a Lock, would_set: u64) -> Self {
+        let mut pending = lock.extends_in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.0 += 1;
+        pending.1 = pending.1.max(would_set);
+        Self { lock }
+    }
+}
+
+impl Drop for ExtendInFlight<'_> {
+    fn drop(&mut self) {
+        {
+            let mut pending = self.lock.extends_in_flight.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.0 = pending.0.saturating_sub(1);
+            if pending.0 == 0 {
+                pending.1 = 0;
+            }
+        }
+        self.lock.changes.notify(usize::MAX);
     }
 }

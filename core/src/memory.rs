@@ -411,6 +411,16 @@ impl LockStore for MemoryStore {
         Ok(self.acquire_now(key, owner, ttl_ms))
     }
 
+    async fn owner_remaining_time(&self, key: &str, owner: &str) -> Result<crate::store::HoldCheck> {
+        // One look at the map, under one lock: held by `owner`, and its time left.
+        let now = self.clock.now_ms();
+        let state = self.state();
+        Ok(match state.entries.get(key) {
+            Some(e) if e.held_by(owner, now) => crate::store::HoldCheck::Held { remaining_ms: e.expires_at - now },
+            _ => crate::store::HoldCheck::NotHeld,
+        })
+    }
+
     async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
         Ok(Some(self.is_held_by_now(key, owner)))
     }

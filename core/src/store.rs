@@ -81,6 +81,24 @@ impl HoldKind {
     }
 }
 
+/// What a store says, in one question, of one owner's hold: the due check of a hold
+/// whose local deadline is near asks it, so that the answer is about this owner's hold
+/// alone, never "is it mine?" and then "how long does the key have?" (between those two
+/// the hold can change hands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldCheck {
+    /// `owner` holds the key, for this many more milliseconds (on the store's clock).
+    Held {
+        /// Milliseconds left.
+        remaining_ms: u64,
+    },
+    /// `owner` does not hold the key.
+    NotHeld,
+    /// The store cannot answer in one question (the default): a hold then counts as
+    /// lost at its local deadline unless an extend succeeded.
+    CannotTell,
+}
+
 fn no_permits() -> crate::error::LockError {
     crate::error::LockError::Unsupported(
         "this store has no semaphores or read-write locks (it does not implement the permit methods)".into(),
@@ -120,6 +138,13 @@ pub trait LockStore: MaybeSendSync {
     /// cannot tell. Stores that can answer make `is_expired` exact.
     async fn is_held_by(&self, _key: &str, _owner: &str) -> Result<Option<bool>> {
         Ok(None)
+    }
+
+    /// How long `owner`'s own hold of `key` has left, in one question to the store (one
+    /// script, statement or RPC): [`HoldCheck::CannotTell`] by default. A hold's due
+    /// check uses it (see `lifetime.rs`).
+    async fn owner_remaining_time(&self, _key: &str, _owner: &str) -> Result<HoldCheck> {
+        Ok(HoldCheck::CannotTell)
     }
 
     /// A future that completes when `key` may have been released, registered before

@@ -44,6 +44,8 @@ struct JsStore {
     has_permits: bool,
     /// The store has the optional `onRelease(key, listener, kind)`.
     has_on_release: bool,
+    /// The store has the optional `ownerRemainingTime(key, owner)`.
+    has_owner_remaining_time: bool,
     /// The id of the next `onRelease` subscription.
     next_subscription: AtomicU64,
 }
@@ -62,6 +64,7 @@ impl JsStoreBridge {
         has_is_held_by: bool,
         has_permits: bool,
         has_on_release: bool,
+        has_owner_remaining_time: Option<bool>,
     ) -> napi::Result<Self> {
         let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::js::positive_ms(
             "operationTimeoutMs",
@@ -74,6 +77,7 @@ impl JsStoreBridge {
                 has_is_held_by,
                 has_permits,
                 has_on_release,
+                has_owner_remaining_time: has_owner_remaining_time.unwrap_or(false),
                 next_subscription: AtomicU64::new(0),
             })),
         })
@@ -113,6 +117,8 @@ fn describe(value: &Value) -> Answer {
                 Answer::Number(contract::non_finite(number))
             } else if let Some(message) = o.get("invalidArgument").and_then(Value::as_str) {
                 Answer::Refused(message.to_owned())
+            } else if o.get("storeClosed").is_some_and(|c| c.as_bool() == Some(true)) {
+                Answer::Closed
             } else {
                 Answer::Other("an object".into())
             }
@@ -162,6 +168,10 @@ impl ForeignStore for JsStore {
 
     fn has_is_held_by(&self) -> bool {
         self.has_is_held_by
+    }
+
+    fn has_owner_remaining_time(&self) -> bool {
+        self.has_owner_remaining_time
     }
 
     async fn call_permit(

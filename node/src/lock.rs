@@ -253,10 +253,11 @@ impl NativeLock {
         self.inner.kind().limit()
     }
 
-    /// The number of the current hold, or `null` when nothing is held.
+    /// The number of the current hold, or `null` when nothing is certainly held: none,
+    /// or past its deadline (then it is recorded as lost here and then).
     #[napi(getter)]
     pub fn hold_generation(&self) -> Option<f64> {
-        self.inner.held_generation().map(|g| g as f64)
+        self.inner.live_generation().map(|g| g as f64)
     }
 
     /// Settles when the current hold ends: `true` when released, an error when lost.

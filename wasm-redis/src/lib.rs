@@ -363,6 +363,21 @@ impl WasmRedisEngine {
         });
     }
 
+    /// Call `id`: milliseconds left on `owner`'s own hold of `key`, or -1 when `owner`
+    /// does not hold it (one script: a hold's due check).
+    #[wasm_bindgen(js_name = ownerRemainingTime)]
+    pub fn owner_remaining_time(&mut self, id: u32, key: String, owner: String) {
+        let store = self.store.clone();
+        self.start(id, async move {
+            store.owner_remaining_time(&key, &owner).await.map(|check| {
+                Outcome::Millis(match check {
+                    locksmith_core::HoldCheck::Held { remaining_ms } => Some(remaining_ms),
+                    _ => None,
+                })
+            })
+        });
+    }
+
     /// Call `id`: milliseconds until `key`'s hold expires, or -1 when nobody holds it.
     #[wasm_bindgen(js_name = remainingTime)]
     pub fn remaining_time(&mut self, id: u32, key: String) {

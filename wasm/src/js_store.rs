@@ -30,6 +30,8 @@ struct JsStore {
     /// The store answers `hasWaiters` at once (an internal method of the WebAssembly
     /// build's Redis store, not part of the JS store contract).
     has_waiters: bool,
+    /// The store has the optional `ownerRemainingTime(key, owner)`.
+    has_owner_remaining_time: bool,
     timer: Arc<dyn Timer>,
 }
 
@@ -48,6 +50,7 @@ impl WasmJsStoreBridge {
         has_permits: bool,
         has_on_release: bool,
         has_waiters: Option<bool>,
+        has_owner_remaining_time: Option<bool>,
     ) -> Result<Self, JsValue> {
         let timeout_ms = validate::js::positive_ms("operationTimeoutMs", operation_timeout_ms).js()?;
         Ok(Self {
@@ -59,6 +62,7 @@ impl WasmJsStoreBridge {
                 has_on_release,
                 next_subscription: std::cell::Cell::new(0.0),
                 has_waiters: has_waiters.unwrap_or(false),
+                has_owner_remaining_time: has_owner_remaining_time.unwrap_or(false),
                 timer: timer(),
             })),
         })
@@ -102,6 +106,8 @@ fn describe(value: &JsValue) -> Answer {
         Reflect::get(value, &JsValue::from_str("invalidArgument")).ok().and_then(|m| m.as_string())
     {
         Answer::Refused(message)
+    } else if Reflect::get(value, &JsValue::from_str("storeClosed")).ok().is_some_and(|c| c.is_truthy()) {
+        Answer::Closed
     } else {
         Answer::Other("an object".into())
     }
@@ -166,6 +172,10 @@ impl ForeignStore for JsStore {
 
     fn has_is_held_by(&self) -> bool {
         self.has_is_held_by
+    }
+
+    fn has_owner_remaining_time(&self) -> bool {
+        self.has_owner_remaining_time
     }
 
     async fn call_permit(

@@ -190,10 +190,11 @@ impl WasmLock {
         promise(Box::pin(async move { lock.count().await.js().map(|n| JsValue::from_f64(n as f64)) }))
     }
 
-    /// The number of the current hold, or `null` when nothing is held.
+    /// The number of the current hold, or `null` when nothing is certainly held: none,
+    /// or past its deadline (then it is recorded as lost here and then).
     #[wasm_bindgen(getter, js_name = holdGeneration)]
     pub fn hold_generation(&self) -> JsValue {
-        or_null(self.inner.held_generation().map(|g| g as f64))
+        or_null(self.inner.live_generation().map(|g| g as f64))
     }
 
     /// Settles when the current hold ends: `true` when released, rejected when lost.

@@ -39,7 +39,7 @@ use locksmith_core::{HoldKind, LockError, Result};
 use redis_protocol::resp2::types::RangeFrame;
 
 pub use scripts::{
-    Script, ACQUIRE, EXTEND, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING, RELEASE, RWLOCK_ACQUIRE,
+    Script, ACQUIRE, EXTEND, OWNER_REMAINING, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING, RELEASE, RWLOCK_ACQUIRE,
     RWLOCK_RELEASE, SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE,
 };
 pub use store::EngineStore;
@@ -124,6 +124,11 @@ enum Op {
         key: String,
         owner: String,
     },
+    /// How long `owner`'s own lock has left (a hold's due check).
+    OwnerRemainingTime {
+        key: String,
+        owner: String,
+    },
     /// The permit operations: `kind` is a semaphore's (`Permit`), `Read` or `Write`.
     PermitAcquire {
         key: String,
@@ -181,6 +186,7 @@ impl Op {
             | Op::IsLocked { key }
             | Op::RemainingTime { key }
             | Op::IsHeldBy { key, .. }
+            | Op::OwnerRemainingTime { key, .. }
             | Op::PermitAcquire { key, .. }
             | Op::PermitRelease { key, .. }
             | Op::PermitExtend { key, .. }
@@ -451,6 +457,9 @@ impl Engine {
             Op::IsLocked { key } => resp::key_command(out, b"EXISTS", prefix, key),
             Op::RemainingTime { key } => resp::key_command(out, b"PTTL", prefix, key),
             Op::IsHeldBy { key, .. } => resp::key_command(out, b"GET", prefix, key),
+            Op::OwnerRemainingTime { key, owner } => {
+                resp::script(out, &OWNER_REMAINING, eval, prefix, key, false, &[owner.as_bytes()]);
+            }
             Op::Asking => resp::command(out, &[b"ASKING"]),
             Op::Wait => {
                 let (replicas, timeout) = self.min_replicas.unwrap_or((0, 0));
@@ -516,6 +525,12 @@ impl Engine {
     /// Whether `owner` holds `key`.
     pub fn is_held_by(&mut self, key: &str, owner: &str, now_ms: u64) -> RequestId {
         self.push(Op::IsHeldBy { key: key.to_owned(), owner: owner.to_owned() }, now_ms)
+    }
+
+    /// Milliseconds left on `owner`'s own hold of `key`, `None` when `owner` does not
+    /// hold it: one script, so the answer is about this owner's hold alone.
+    pub fn owner_remaining_time(&mut self, key: &str, owner: &str, now_ms: u64) -> RequestId {
+        self.push(Op::OwnerRemainingTime { key: key.to_owned(), owner: owner.to_owned() }, now_ms)
     }
 
     /// Takes a hold of `kind` on `key` for `owner`: a semaphore permit (`Permit`), a read
@@ -724,7 +739,7 @@ impl Engine {
                 (t, _) => Ok(Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0))),
             }),
             Op::PermitCount { .. } => reply.integer().map(|n| Value::Count(u64::try_from(n).unwrap_or(0))),
-            Op::PermitRemainingTime { .. } => {
+            Op::PermitRemainingTime { .. } | Op::OwnerRemainingTime { .. } => {
                 reply.integer().map(|ms| Value::Millis(u64::try_from(ms).ok().filter(|ms| *ms > 0)))
             }
             Op::RemainingTime { key } => reply.integer().and_then(|ms| match ms {

@@ -42,9 +42,11 @@ pub static PERMIT_EXTEND: Script = Script::new(include_str!("../lua/permit_exten
 pub static PERMIT_COUNT: Script = Script::new(include_str!("../lua/permit_count.lua"));
 /// `permit_remaining.lua`: KEYS holders; ARGV owner.
 pub static PERMIT_REMAINING: Script = Script::new(include_str!("../lua/permit_remaining.lua"));
+/// `owner_remaining.lua`: KEYS lock; ARGV owner.
+pub static OWNER_REMAINING: Script = Script::new(include_str!("../lua/owner_remaining.lua"));
 
 /// Every script, in the order the handshake loads them.
-pub static ALL: [&Script; 10] = [
+pub static ALL: [&Script; 11] = [
     &ACQUIRE,
     &RELEASE,
     &EXTEND,
@@ -55,4 +57,5 @@ pub static ALL: [&Script; 10] = [
     &PERMIT_EXTEND,
     &PERMIT_COUNT,
     &PERMIT_REMAINING,
+    &OWNER_REMAINING,
 ];

@@ -574,6 +574,14 @@ impl LockStore for EngineStore {
         }
     }
 
+    async fn owner_remaining_time(&self, key: &str, owner: &str) -> Result<locksmith_core::HoldCheck> {
+        match self.request(key, |e, now| e.owner_remaining_time(key, owner, now)).await? {
+            Value::Millis(Some(remaining_ms)) => Ok(locksmith_core::HoldCheck::Held { remaining_ms }),
+            Value::Millis(None) => Ok(locksmith_core::HoldCheck::NotHeld),
+            other => Err(unexpected("owner_remaining_time", &other)),
+        }
+    }
+
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
         let subscriber = self.subscriber_for(key)?;
         Some(subscriber.signal(self.released_channel(key)))

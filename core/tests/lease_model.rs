@@ -1,0 +1,325 @@
+//! The lease model, on the fake clock: a hold's local deadline counts from the send
+//! time of the request that set its expiry, less a drift allowance; the due check asks
+//! one owner-specific question; lost is final; an extend on its way keeps a hold from
+//! being called lost; a waiting acquire rides out an unreachable store.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures_util::future::{select, Either};
+use locksmith_core::{
+    default_drift_ms, AcquireOptions, FakeTimer, HoldCheck, HoldEnd, Lock, LockError, LockStore, MemoryStore, Result,
+    SyncLockStore, Timer,
+};
+
+/// A store over memory that answers asynchronously (so the handle counts down locally),
+/// with knobs for the faults below.
+struct Remote {
+    inner: Arc<MemoryStore>,
+    timer: FakeTimer,
+    /// Milliseconds each call takes to answer (the store acts at once; the reply is late).
+    delay_ms: AtomicU64,
+    /// Whether it answers `owner_remaining_time`.
+    answers_hold_checks: bool,
+    /// The store's clock runs slower: it keeps each hold this many times its TTL.
+    ttl_factor: u64,
+    /// Whether calls fail as if the store were out of reach.
+    down: AtomicBool,
+    /// Run once right after the store answered `is_held_by` (a race the old two-question
+    /// due check lost: the key changes hands between the questions).
+    after_held_by: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    calls: Mutex<Vec<&'static str>>,
+}
+
+impl Remote {
+    fn new(timer: &FakeTimer, inner: Arc<MemoryStore>) -> Self {
+        Self {
+            inner,
+            timer: timer.clone(),
+            delay_ms: AtomicU64::new(0),
+            answers_hold_checks: true,
+            ttl_factor: 1,
+            down: AtomicBool::new(false),
+            after_held_by: Mutex::new(None),
+            calls: Mutex::new(Vec::new()),
+        }
+    }
+
+    async fn reply<T>(&self, op: &'static str, value: T) -> Result<T> {
+        self.calls.lock().unwrap().push(op);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(LockError::StoreUnavailable("connection refused".into()));
+        }
+        let delay = self.delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            self.timer.sleep(delay).await;
+        }
+        Ok(value)
+    }
+}
+
+#[async_trait::async_trait]
+impl LockStore for Remote {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        if self.down.load(Ordering::SeqCst) {
+            return self.reply("acquire", false).await;
+        }
+        let taken = self.inner.acquire_now(key, owner, ttl_ms * self.ttl_factor).is_some();
+        self.reply("acquire", taken).await
+    }
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        let released = self.inner.release_now(key, owner);
+        self.reply("release", released).await
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        if self.down.load(Ordering::SeqCst) {
+            return self.reply("extend", false).await;
+        }
+        let extended = self.inner.extend_now(key, owner, ttl_ms * self.ttl_factor);
+        self.reply("extend", extended).await
+    }
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        let locked = self.inner.is_locked_now(key);
+        self.reply("is_locked", locked).await
+    }
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        let left = self.inner.remaining_time_now(key);
+        self.reply("remaining_time", left).await
+    }
+    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
+        let held = self.inner.is_held_by_now(key, owner);
+        let answer = self.reply("is_held_by", Some(held)).await;
+        if let Some(race) = self.after_held_by.lock().unwrap().take() {
+            race();
+        }
+        answer
+    }
+    async fn owner_remaining_time(&self, key: &str, owner: &str) -> Result<HoldCheck> {
+        if !self.answers_hold_checks {
+            return Ok(HoldCheck::CannotTell);
+        }
+        let check = self.inner.owner_remaining_time(key, owner).await?;
+        self.reply("owner_remaining_time", check).await
+    }
+}
+
+fn memory(timer: &FakeTimer) -> Arc<MemoryStore> {
+    Arc::new(MemoryStore::new(Arc::new(timer.clone())))
+}
+
+/// Runs `l.hold_ended()` for at most `within` ms; the time it ended and how.
+fn ended_at(timer: &FakeTimer, l: &Lock, within: u64) -> Option<(u64, HoldEnd)> {
+    timer.run(async {
+        match select(Box::pin(l.hold_ended()), timer.sleep_for_test(within)).await {
+            Either::Left((end, _)) => Some((timer.now(), end)),
+            Either::Right(_) => None,
+        }
+    })
+}
+
+#[test]
+fn the_local_deadline_is_the_send_time_plus_the_ttl_less_the_drift_allowance() {
+    let timer = FakeTimer::new();
+    let remote = Arc::new(Remote::new(&timer, memory(&timer)));
+    remote.delay_ms.store(30, Ordering::SeqCst); // the grant arrives 30 ms after it was sent
+    let l = Lock::new("k", 1_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    assert!(timer.run(l.acquire(AcquireOptions::default())).unwrap());
+    assert_eq!(timer.now(), 30);
+    let (at, end) = ended_at(&timer, &l, 5_000).expect("the hold ends");
+    assert!(matches!(end, HoldEnd::Lost(LockError::NotHeld { .. })), "{end:?}");
+    // Counted from the send time (0), never from the reply's arrival (30).
+    assert_eq!(at, 1_000 - default_drift_ms(1_000));
+    assert_eq!(default_drift_ms(1_000), 12, "1 % of the TTL + 2 ms");
+}
+
+#[test]
+fn a_drift_allowance_of_the_ttl_or_more_is_refused() {
+    let timer = FakeTimer::new();
+    let mut l = Lock::new("k", 100, memory(&timer), Arc::new(timer.clone())).unwrap();
+    assert_eq!(l.set_drift_ms(Some(100)).unwrap_err().code(), "INVALID_ARGUMENT");
+    l.set_drift_ms(Some(40)).unwrap();
+    assert_eq!(l.drift_ms(100), 40);
+}
+
+#[test]
+fn the_due_check_asks_one_owner_specific_question() {
+    // The old holder's hold expires; between "is it mine?" and "how long does the key
+    // have?" a taker with a long TTL gets in. One question about this owner's own hold
+    // cannot be fooled by that: the old handle's signal ends at its own deadline.
+    let timer = FakeTimer::new();
+    let inner = memory(&timer);
+    let remote = Arc::new(Remote::new(&timer, inner.clone()));
+    let old = Lock::new("k", 60, remote.clone(), Arc::new(timer.clone())).unwrap();
+    assert!(timer.run(old.acquire(AcquireOptions::default())).unwrap());
+    let taker_inner = inner.clone();
+    let t = timer.clone();
+    *remote.after_held_by.lock().unwrap() = Some(Box::new(move || {
+        t.advance(61);
+        assert!(taker_inner.acquire_now("k", "taker", 2_000).is_some());
+    }));
+    let (at, end) = ended_at(&timer, &old, 10_000).expect("the old hold ends");
+    assert!(matches!(end, HoldEnd::Lost(_)), "{end:?}");
+    assert!(at <= 60, "lost at its own deadline, not the taker's: {at} ms");
+    assert!(!remote.calls.lock().unwrap().contains(&"is_held_by"), "no two-question check");
+}
+
+#[test]
+fn a_hold_extended_elsewhere_is_kept_by_the_due_check() {
+    let timer = FakeTimer::new();
+    let inner = memory(&timer);
+    let remote = Arc::new(Remote::new(&timer, inner.clone()));
+    let l = Lock::new("k", 200, remote.clone(), Arc::new(timer.clone())).unwrap();
+    assert!(timer.run(l.acquire(AcquireOptions::default())).unwrap());
+    let copy = Lock::restore(&l.serialize().unwrap(), remote.clone(), Arc::new(timer.clone())).unwrap();
+    let both = timer.run(async {
+        let extend_elsewhere = async {
+            timer.sleep_for_test(100).await;
+            copy.extend(Some(1_000)).await.unwrap();
+        };
+        let watch = async {
+            match select(Box::pin(l.hold_ended()), timer.sleep_for_test(800)).await {
+                Either::Left((end, _)) => Some((timer.now(), end)),
+                Either::Right(_) => None,
+            }
+        };
+        futures_util::join!(extend_elsewhere, watch).1
+    });
+    assert!(both.is_none(), "still held after its own TTL: the copy extended it ({both:?})");
+}
+
+#[test]
+fn lost_is_final_extend_rejects_and_release_frees_only_what_is_still_ours() {
+    let timer = FakeTimer::new();
+    let inner = memory(&timer);
+    // A store whose clock runs slow (it keeps holds twice their TTL) and that cannot
+    // answer the due check: the handle calls the hold lost at its own deadline.
+    let mut r = Remote::new(&timer, inner.clone());
+    r.answers_hold_checks = false;
+    r.ttl_factor = 2;
+    let remote = Arc::new(r);
+    let l = Lock::new("k", 100, remote.clone(), Arc::new(timer.clone())).unwrap();
+    assert!(timer.run(l.acquire(AcquireOptions::default())).unwrap());
+    let (at, end) = ended_at(&timer, &l, 1_000).expect("lost");
+    assert!(matches!(end, HoldEnd::Lost(_)));
+    assert_eq!(at, 100 - default_drift_ms(100));
+    assert!(inner.is_held_by_now("k", &owner_of(&l)), "the store still has it");
+    let err = timer.run(l.extend(None)).unwrap_err();
+    assert_eq!(err.code(), "LOCK_NOT_HELD", "an extend after 'lost' fails, though the store would extend");
+    assert!(timer.run(l.is_expired()).unwrap(), "a lost hold reads as expired");
+    assert!(timer.run(l.release()).unwrap(), "release still frees the key, as it is still this owner's");
+    assert!(!inner.is_locked_now("k"));
+}
+
+fn owner_of(l: &Lock) -> String {
+    let v: serde_json::Value = serde_json::from_str(&l.serialize().unwrap()).unwrap();
+    v["owner"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn an_extend_on_its_way_keeps_the_hold_from_being_called_lost() {
+    // A slow store: every answer takes 120 ms, longer than any due check waits. The
+    // extend sent at 250 ms reaches the store at once and is answered at 370 ms, past
+    // the hold's deadline (295 ms): the hold is certainly live throughout (until 250 + 300
+    // ms), so its signal must not say lost meanwhile.
+    let timer = FakeTimer::new();
+    let remote = Arc::new(Remote::new(&timer, memory(&timer)));
+    remote.delay_ms.store(120, Ordering::SeqCst);
+    let l = Lock::new("k", 300, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let result = timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        let extend = async {
+            timer.sleep_for_test(250 - 120).await;
+            l.extend(None).await
+        };
+        let watch = async {
+            match select(Box::pin(l.hold_ended()), timer.sleep_for_test(500 - 120)).await {
+                Either::Left((end, _)) => Some((timer.now(), end)),
+                Either::Right(_) => None,
+            }
+        };
+        futures_util::join!(extend, watch)
+    });
+    assert!(result.0.is_ok(), "the extend succeeded: {:?}", result.0);
+    assert!(result.1.is_none(), "not lost while the extend was on its way: {:?}", result.1);
+}
+
+#[test]
+fn a_signal_read_after_the_deadline_is_already_lost() {
+    let timer = FakeTimer::new();
+    let mut r = Remote::new(&timer, memory(&timer));
+    r.answers_hold_checks = false;
+    let l = Lock::new("k", 100, Arc::new(r), Arc::new(timer.clone())).unwrap();
+    assert!(timer.run(l.acquire(AcquireOptions::default())).unwrap());
+    assert!(l.live_generation().is_some());
+    timer.advance(100);
+    assert_eq!(l.live_generation(), None, "past the deadline, nothing is certainly held");
+    match timer.run(l.hold_ended()) {
+        HoldEnd::Lost(err) => assert_eq!(err.code(), "LOCK_NOT_HELD"),
+        HoldEnd::Released => panic!("lost, not released"),
+    }
+}
+
+#[test]
+fn a_waiting_acquire_rides_out_an_outage_until_its_deadline() {
+    let timer = FakeTimer::new();
+    let remote = Arc::new(Remote::new(&timer, memory(&timer)));
+    remote.down.store(true, Ordering::SeqCst);
+    let l = Lock::new("k", 1_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let wait = AcquireOptions::default().with_timeout_ms(8_000).with_retry_delay_ms(50);
+    let taken = timer.run(async {
+        let back = async {
+            timer.sleep_for_test(3_500).await;
+            remote.down.store(false, Ordering::SeqCst);
+        };
+        futures_util::join!(l.acquire(wait), back).0
+    });
+    assert!(taken.unwrap(), "taken once the store was back");
+    assert!(timer.now() >= 3_500 && timer.now() <= 4_600, "retried at most 1 s apart: {}", timer.now());
+    let tries = remote.calls.lock().unwrap().iter().filter(|c| **c == "acquire").count();
+    assert!((5..=15).contains(&tries), "backed off, doubling to 1 s: {tries} attempts");
+
+    // A wait that outlasts: the last error, after an attempt at the deadline.
+    let timer = FakeTimer::new();
+    let remote = Arc::new(Remote::new(&timer, memory(&timer)));
+    remote.down.store(true, Ordering::SeqCst);
+    let l = Lock::new("k", 1_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let err = timer.run(l.acquire(AcquireOptions::default().with_timeout_ms(2_500))).unwrap_err();
+    assert_eq!(err.code(), "STORE_UNAVAILABLE");
+    assert_eq!(timer.now(), 2_500, "the last attempt is at the deadline");
+
+    // An acquire that does not wait fails at once.
+    let err = timer.run(l.acquire(AcquireOptions::default())).unwrap_err();
+    assert_eq!(err.code(), "STORE_UNAVAILABLE");
+    assert_eq!(timer.now(), 2_500);
+}
+
+/// A store that answers with a contract violation: a wait does not ride that out.
+struct Broken;
+
+#[async_trait::async_trait]
+impl LockStore for Broken {
+    async fn acquire(&self, _: &str, _: &str, _: u64) -> Result<bool> {
+        Err(LockError::StoreContractViolation("store.acquire() resolved to a string".into()))
+    }
+    async fn release(&self, _: &str, _: &str) -> Result<bool> {
+        Ok(false)
+    }
+    async fn extend(&self, _: &str, _: &str, _: u64) -> Result<bool> {
+        Ok(false)
+    }
+    async fn is_locked(&self, _: &str) -> Result<bool> {
+        Ok(false)
+    }
+    async fn remaining_time(&self, _: &str) -> Result<Option<u64>> {
+        Ok(None)
+    }
+}
+
+#[test]
+fn a_waiting_acquire_does_not_retry_a_configuration_or_contract_error() {
+    let timer = FakeTimer::new();
+    let l = Lock::new("k", 1_000, Arc::new(Broken), Arc::new(timer.clone())).unwrap();
+    let err = timer.run(l.acquire(AcquireOptions::default().with_timeout_ms(5_000))).unwrap_err();
+    assert_eq!(err.code(), "STORE_CONTRACT_VIOLATION");
+    assert_eq!(timer.now(), 0, "failed at once");
+}

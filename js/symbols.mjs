@@ -1,0 +1,14 @@
+// Symbols the shipped stores and the API share, registered (Symbol.for) so that every
+// copy of the API — the ES module, the CommonJS build, the WebAssembly fallback — sees
+// the same ones. Internal: not part of the JS store contract.
+
+// The WebAssembly build's Redis store answers whether locks of this process already wait
+// for a key's release, so a new waiting acquire queues behind them (core's
+// `LockStore::has_local_waiters`).
+export const HAS_WAITERS = Symbol.for("locksmith.hasWaiters");
+
+// A shipped store's `acquire()` and `acquirePermit()` answer `true`/`false`, as the store
+// contract's interface does; locks get the hold's fencing token through these instead:
+// the same call, answering the token (or `true` without one), or `false`.
+export const ACQUIRE_TOKEN = Symbol.for("locksmith.acquireToken");
+export const ACQUIRE_PERMIT_TOKEN = Symbol.for("locksmith.acquirePermitToken");
