@@ -214,7 +214,7 @@ function releasedReason(key) {
 }
 
 const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
-export { HAS_WAITERS };
+export { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS };
 /** Optional: a store with all of these has semaphores and read-write locks. */
 const PERMIT_METHODS = ["acquirePermit", "releasePermit", "extendPermit", "countPermits", "permitRemainingTime"];
 

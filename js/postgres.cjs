@@ -11,6 +11,8 @@ const {
   checkOptionKeys,
   invalid,
   typeName,
+  ACQUIRE_TOKEN,
+  ACQUIRE_PERMIT_TOKEN,
 } = require("./gen/api.cjs");
 
 const OPTIONS = ["table", "operationTimeoutMs", "listen", "createTable"];
@@ -482,8 +484,8 @@ class PostgresLockStore {
   // The LockStore contract
 
   /**
-   * Takes `key` for `owner` for `ttlMs` if it is free (or its hold expired): the hold's
-   * fencing token, or false.
+   * Takes `key` for `owner` for `ttlMs` if it is free (or its hold expired): true, or
+   * false. Locks get the hold's fencing token through [ACQUIRE_TOKEN].
    *
    * The token is drawn by a second statement, once the hold is committed. Drawn in the
    * insert itself it could be stale: PostgreSQL computes the inserted values before the
@@ -493,6 +495,11 @@ class PostgresLockStore {
    * drew theirs before releasing.
    */
   async acquire(key, owner, ttlMs) {
+    return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
+  }
+
+  /** `acquire()` answering the hold's fencing token (how locks get it), or false. */
+  async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const { locks, sequence } = this.#sql;
     // One transaction under the key's advisory lock: abandoned by the client it rolls
     // back, and a cleanup after it (see #cleanUp) waits for its end.
@@ -571,6 +578,18 @@ class PostgresLockStore {
     return rowCount > 0;
   }
 
+  /** Milliseconds left on `owner`'s own hold of `key`, or null when not its: one statement (a hold's due check). */
+  async ownerRemainingTime(key, owner) {
+    const { rows } = await this.#run("ownerRemainingTime", (client) =>
+      client.query(
+        `SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS ms
+         FROM ${this.#sql.locks} WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()`,
+        [key, owner],
+      ),
+    );
+    return rows.length > 0 ? Math.max(0, rows[0].ms) : null;
+  }
+
   /** Milliseconds until `key`'s hold expires, or null when nobody holds it. */
   async remainingTime(key) {
     const { rows } = await this.#run("remainingTime", (client) =>
@@ -587,11 +606,16 @@ class PostgresLockStore {
   // Permits: semaphores and read-write locks
 
   /**
-   * Admits `owner` to the semaphore or read-write lock `key` (see the README): its
-   * fencing token, or false. Decided under a per-key advisory lock, so concurrent
-   * acquirers of one key take turns.
+   * Admits `owner` to the semaphore or read-write lock `key` (see the README): true, or
+   * false. Decided under a per-key advisory lock, so concurrent acquirers of one key take
+   * turns. Locks get the hold's fencing token through [ACQUIRE_PERMIT_TOKEN].
    */
   async acquirePermit(key, owner, ttlMs, kind, limit) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
+  }
+
+  /** `acquirePermit()` answering the hold's fencing token, or false. */
+  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
     const set = checkKind(kind);
     const { permits, sequence } = this.#sql;
     const token = await this.#transaction("acquirePermit", async (client) => {

@@ -62,14 +62,16 @@ export declare class PostgresLockStore {
   readonly operationTimeoutMs: number;
   /** Closes the LISTEN connection, and the pool if the store made it; later calls fail with StoreClosedError. */
   close(): Promise<void>;
-  /** Takes `key` if it is free: resolves to the hold's fencing token, or false. */
-  acquire(key: string, owner: string, ttlMs: number): Promise<number | false>;
+  /** Takes `key` if it is free: true, or false (locks get the fencing token by their own path). */
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
   release(key: string, owner: string): Promise<boolean>;
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;
   isHeldBy(key: string, owner: string): Promise<boolean>;
+  /** Milliseconds left on `owner`'s own hold of `key`, or null when not its. */
+  ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   remainingTime(key: string): Promise<number | null>;
-  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit?: number): Promise<number | false>;
+  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit?: number): Promise<boolean>;
   releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;

@@ -29,7 +29,7 @@ export async function cloudflare(env: Env): Promise<void> {
   const tuned = new DurableObjectLockStore(env.LOCKS, options);
   const [ran] = await new Lock("invoice:42", 30_000, tuned).run(async () => "charged");
   const ranIs: boolean = ran;
-  const token: number | false = await store.acquire("k", "owner", 1_000);
+  const taken: boolean = await store.acquire("k", "owner", 1_000);
   const permits: number = await store.countPermits("exports", "semaphore");
   await semaphore("exports", 3, 60_000, store).run(() => 1);
 

@@ -11,7 +11,7 @@ export async function postgres(): Promise<void> {
   const own = new PostgresLockStore(pool, { table: "locks" });
   const asStore: LockStore = setLockStore(store);
   const held: boolean = await new Lock("k", 1_000, own).acquire();
-  const token: number | false = await store.acquire("k", "owner", 1_000);
+  const taken: boolean = await store.acquire("k", "owner", 1_000);
   const table: string = configured.table;
   const stop: () => void = store.onRelease("k", () => {});
   stop();
