@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { copyFile, cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { copyFile, cp, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -193,6 +193,57 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     assert.deepEqual(out, { errors: ["INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT"], key: "locksmith:{k}", wakes: "undefined" });
   });
 
+  it("requires every Node subpath from CommonJS, with the package's one set of error classes", async () => {
+    const { out } = await runScript(
+      dir,
+      "subpaths.cjs",
+      `
+      const ls = require("locksmith-js");
+      const stores = [
+        require("locksmith-js/ioredis").IoRedisLockStore,
+        require("locksmith-js/node-redis").NodeRedisLockStore,
+        require("locksmith-js/upstash").UpstashLockStore,
+        require("locksmith-js/postgres").PostgresLockStore,
+      ];
+      import("locksmith-js").then(async (esm) => {
+        const errors = stores.map((Store) => {
+          try {
+            new Store({}, { bogus: 1 });
+            return "accepted";
+          } catch (e) {
+            return e instanceof ls.InvalidArgumentError && e instanceof esm.InvalidArgumentError ? e.code : String(e);
+          }
+        });
+        const wasm = require("locksmith-js/wasm");
+        const esmWasm = await import("locksmith-js/wasm");
+        console.log(JSON.stringify({
+          errors,
+          kinds: stores.map((s) => typeof s),
+          wasm: [wasm.backend, await wasm.lock("k").run(() => 4)],
+          sameAsImport: (await import("locksmith-js/ioredis")).IoRedisLockStore.name === stores[0].name,
+          wasmNames: Object.keys(wasm).sort().join() === Object.keys(esmWasm).filter((k) => k !== "default").sort().join(),
+        }));
+      });
+      `,
+    );
+    assert.deepEqual(out, {
+      errors: ["INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT"],
+      kinds: ["function", "function", "function", "function"],
+      wasm: ["wasm", [true, 4]],
+      sameAsImport: true,
+      wasmNames: true,
+    });
+    // Each Node subpath's `require` condition is a CommonJS file; every subpath's has
+    // CommonJS types (locksmith-js/cloudflare's runs its ES module, in a Workers bundle).
+    const manifest = JSON.parse(await readFile(join(pkg, "package.json"), "utf8"));
+    for (const sub of ["./ioredis", "./node-redis", "./upstash", "./postgres", "./cloudflare", "./wasm", "./node"]) {
+      const { types, default: target } = manifest.exports[sub].require ?? {};
+      if (sub !== "./cloudflare") assert.match(target ?? "", /\.cjs$/, `${sub} has a CommonJS build`);
+      assert.match(types ?? "", /\.d\.cts$/, `${sub} has CommonJS types`);
+      for (const file of [target, types]) assert.ok(existsSync(join(pkg, file)), `${file} is in the package`);
+    }
+  });
+
   it("imports from ESM and requires from CommonJS, as one instance, on the native addon", async () => {
     nativeProbe = (await runScript(dir, "probe.mjs", PROBE)).out;
     assert.equal(nativeProbe.backend, "native");
@@ -270,36 +321,41 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     });
   });
 
-  it("bundles into a Cloudflare worker that runs in workerd, with the Durable Object store", async () => {
+  // The recipes of README.md's "Bundling" section, run with esbuild's own command line.
+  const esbuildCli = (args) =>
+    run(join(root, "node_modules/.bin/esbuild"), args, { cwd: dir }).catch((err) => {
+      throw new Error(`esbuild ${args.join(" ")} failed:\n${err.stderr}`);
+    });
+
+  it("bundles into a Cloudflare worker with plain esbuild (--conditions=workerd,worker --loader:.wasm=copy) that runs in workerd, with the Durable Object store", async () => {
     await writeFile(
       join(dir, "worker.mjs"),
-      `import { Lock, lock } from "locksmith-js";
+      `import { Lock, lock, InvalidArgumentError } from "locksmith-js";
        import { DurableObjectLockStore, LockDurableObject } from "locksmith-js/cloudflare";
+       import fromCjs from "./worker-cjs.cjs";
        export { LockDurableObject };
        export default {
          async fetch(request, env) {
            const held = new Lock("invoice:42", 30_000, new DurableObjectLockStore(env.LOCKS));
            const [ran, result] = await held.run(async () => held.fencingToken);
-           return Response.json([await lock("invoice:42").run(async () => "charged"), ran, typeof result]);
+           const refused = fromCjs();
+           return Response.json([await lock("invoice:42").run(async () => "charged"), ran, typeof result, refused instanceof InvalidArgumentError && refused.code]);
          },
        };`,
     );
-    const out = join(dir, "dist");
-    await build({
-      entryPoints: [join(dir, "worker.mjs")],
-      bundle: true,
-      format: "esm",
-      outfile: join(out, "worker.js"),
-      conditions: ["workerd", "worker"],
-      external: ["*.wasm", "cloudflare:*"],
-      logLevel: "error",
-    });
-    // esbuild leaves the .wasm imports (and cloudflare:sockets) to the runtime, as wrangler
-    // does: the modules ship beside the bundle, and workerd loads them as compiled modules.
-    await mkdir(join(out, "wasm"), { recursive: true });
-    for (const file of ["locksmith_wasm_bg.wasm", "locksmith_wasm_redis_bg.wasm"]) {
-      await cp(join(pkg, "js/wasm", file), join(out, "wasm", file));
-    }
+    // A CommonJS module of the worker: require() of the subpath is the same module as the import,
+    // with the same error classes.
+    await writeFile(
+      join(dir, "worker-cjs.cjs"),
+      `const { DurableObjectLockStore } = require("locksmith-js/cloudflare");
+       module.exports = () => { try { new DurableObjectLockStore({}); } catch (e) { return e; } };`,
+    );
+    const out = join(dir, "dist-worker");
+    await esbuildCli(["worker.mjs", "--bundle", "--format=esm", "--conditions=workerd,worker", "--loader:.wasm=copy", "--external:cloudflare:*", `--outdir=${out}`, "--log-level=warning"]);
+    // The .wasm modules are copied beside the bundle and imported by their new names;
+    // workerd loads them as compiled modules.
+    const wasmFiles = (await readdir(out)).filter((f) => f.endsWith(".wasm"));
+    assert.equal(wasmFiles.length, 2, `the two .wasm modules beside the bundle: ${wasmFiles}`);
     const mf = new Miniflare({
       modules: true,
       scriptPath: join(out, "worker.js"),
@@ -313,10 +369,49 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     });
     try {
       const res = await mf.dispatchFetch("http://worker/");
-      assert.deepEqual(await res.json(), [[true, "charged"], true, "number"]);
+      assert.deepEqual(await res.json(), [[true, "charged"], true, "number", "INVALID_ARGUMENT"]);
     } finally {
       await mf.dispose();
     }
+    // `worker` alone (what some Workers bundlers set) picks the same entry.
+    const worker = await build({ entryPoints: [join(dir, "worker.mjs")], bundle: true, write: false, format: "esm", conditions: ["worker"], external: ["*.wasm", "cloudflare:*"], metafile: true, logLevel: "error" });
+    assert.ok(Object.keys(worker.metafile.inputs).some((f) => f.endsWith("node_modules/locksmith-js/js/workerd.mjs")), "the worker condition takes the workerd entry");
+  });
+
+  describe("bundled for Node with esbuild", () => {
+    const app = `import { lock, backend, InvalidArgumentError } from "locksmith-js";
+      import { IoRedisLockStore } from "locksmith-js/ioredis";
+      let refused;
+      try { new IoRedisLockStore({}); } catch (e) { refused = e instanceof InvalidArgumentError && e.code; }
+      lock("k").run(() => 5).then((r) => console.log(JSON.stringify({ backend, r, refused })));`;
+    let elsewhere;
+    before(async () => {
+      await writeFile(join(dir, "node-app.mjs"), app);
+      // Where a bundle is deployed without node_modules.
+      elsewhere = await mkdtemp(join(tmpdir(), "locksmith-bundle-"));
+    });
+    after(async () => {
+      if (elsewhere) await rm(elsewhere, { recursive: true, force: true });
+    });
+
+    for (const format of ["esm", "cjs"]) {
+      it(`${format}: with the package external (--external:locksmith-js), on the native addon`, async () => {
+        const file = join(dir, `dist-node-${format}`, format === "esm" ? "app.mjs" : "app.cjs");
+        await esbuildCli(["node-app.mjs", "--bundle", "--platform=node", `--format=${format}`, "--external:locksmith-js", `--outfile=${file}`, "--log-level=warning"]);
+        const { stdout, stderr } = await run(process.execPath, [file], { cwd: dir });
+        assert.deepEqual(JSON.parse(stdout), { backend: "native", r: [true, 5], refused: "INVALID_ARGUMENT" });
+        assert.equal(stderr, "");
+      });
+    }
+
+    it("cjs: the whole package in one file, on WebAssembly, with the .wasm files copied into wasm/ beside it", async () => {
+      const out = join(elsewhere, "dist");
+      await esbuildCli(["node-app.mjs", "--bundle", "--platform=node", "--format=cjs", `--outfile=${join(out, "app.cjs")}`, "--log-level=warning"]);
+      await cp(join(pkg, "js/wasm"), join(out, "wasm"), { recursive: true, filter: (f) => !f.endsWith(".js") });
+      const { stdout, stderr } = await run(process.execPath, [join(out, "app.cjs")], { cwd: elsewhere, env: { ...process.env, LOCKSMITH_FORCE_WASM: "1" } });
+      assert.deepEqual(JSON.parse(stdout), { backend: "wasm", r: [true, 5], refused: "INVALID_ARGUMENT" });
+      assert.equal(stderr, "");
+    });
   });
 
   it("runs in the Vercel edge runtime through the edge-light condition", async () => {
@@ -448,9 +543,23 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
   });
 
   // Every TypeScript resolution mode, from ESM and from CJS where the mode has both, on
-  // code that uses the Node-only API (RedisLockStore, backend) and the edge-safe one.
+  // code that uses the Node-only API (RedisLockStore, backend), the edge-safe one, every
+  // Node subpath, and run()'s result narrowed by `ran`.
+  const subpathImports = `
+    import { IoRedisLockStore, type RedisClientStoreOptions } from "locksmith-js/ioredis";
+    import { NodeRedisLockStore } from "locksmith-js/node-redis";
+    import { UpstashLockStore } from "locksmith-js/upstash";
+    import { PostgresLockStore } from "locksmith-js/postgres";
+    import * as onWasm from "locksmith-js/wasm";
+    import * as onNode from "locksmith-js/node";`;
+  const subpathUses = `
+    const clientOptions: RedisClientStoreOptions = { keyPrefix: "app:" };
+    export const stores: Array<new (client: any, options?: any) => LockStore> = [IoRedisLockStore, NodeRedisLockStore, UpstashLockStore, PostgresLockStore];
+    export const backends: Array<"native" | "wasm"> = [onWasm.backend, onNode.backend, clientOptions.keyPrefix ? "wasm" : "native"];
+    export const sameError = (e: unknown): boolean => e instanceof onNode.LockNotHeldError && e instanceof LockNotHeldError;`;
   const consumer = `
     import { lock, restoreLock, setLockStore, MemoryLockStore, RedisLockStore, LockError, LockNotHeldError, backend, type LockStore, type AcquireOptions, type LockErrorCode } from "locksmith-js";
+    ${subpathImports}
     const options: AcquireOptions = { timeout: 10 };
     const store: LockStore = setLockStore(new MemoryLockStore());
     export async function main(): Promise<boolean> {
@@ -464,11 +573,57 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       }
       const unsupported: LockErrorCode = "UNSUPPORTED";
       return ran && n === 1 && copy.key === "k" && !(err instanceof LockNotHeldError) && err instanceof LockError === false && unsupported.length > 0;
-    }`;
+    }
+    // After \`if (!ran)\`, the result is the function's (and undefined before it).
+    export async function narrowed(): Promise<number> {
+      const [ran, n] = await lock("k").run(async () => 1);
+      if (!ran) {
+        const none: undefined = n;
+        return none ?? 0;
+      }
+      const [again, m] = await lock("k").runImmediately(() => "s");
+      return again ? n + m.length : n;
+    }
+    ${subpathUses}`;
+  // A CommonJS file of an ES module project (.cts): require() of every subpath.
+  const ctsConsumer = `
+    import { LockNotHeldError, type LockStore } from "locksmith-js";
+    ${subpathImports}
+    ${subpathUses}`;
+  // A worker with the Env that \`wrangler types\` writes for a Durable Object binding, over
+  // the runtime's types; its Durable Object class subclasses the shipped one.
+  const workerConsumer = `
+    import { Lock, lock } from "locksmith-js";
+    import { DurableObjectLockStore, LockDurableObject } from "locksmith-js/cloudflare";
+    export { LockDurableObject };
+    interface Env {
+      LOCKS: DurableObjectNamespace<LockDurableObject>;
+      AUDITED: DurableObjectNamespace<AuditedLocks>;
+    }
+    export class AuditedLocks extends LockDurableObject {
+      override acquire(owner: string, ttlMs: number): number | false {
+        const token = super.acquire(owner, ttlMs);
+        if (token !== false) void this.ctx.storage.put("last-owner", owner);
+        return token;
+      }
+    }
+    export default {
+      async fetch(request, env): Promise<Response> {
+        const store = new DurableObjectLockStore(env.LOCKS);
+        const held = new Lock(new URL(request.url).pathname, 30_000, store);
+        const [ran, token] = await held.run(async () => held.fencingToken);
+        if (!ran) return new Response("busy", { status: 409 });
+        const remaining: number | null = await env.LOCKS.get(env.LOCKS.idFromName("k")).remainingTime();
+        const audited = new DurableObjectLockStore(env.AUDITED, { locationHint: "weur" });
+        return Response.json({ token, remaining, free: await lock("k").isLocked(), also: await new Lock("k", 1_000, audited).isLocked() });
+      },
+    } satisfies ExportedHandler<Env>;`;
+  const workerTypes = join(root, "node_modules/@cloudflare/workers-types");
   const modes = [
-    { name: "node16, ESM", type: "module", compilerOptions: { module: "node16", moduleResolution: "node16" } },
+    { name: "node10 (moduleResolution node), CommonJS", type: "commonjs", compilerOptions: { module: "commonjs", moduleResolution: "node" } },
+    { name: "node16, ESM, and a .cts file", type: "module", compilerOptions: { module: "node16", moduleResolution: "node16" }, cts: true },
     { name: "node16, CommonJS", type: "commonjs", compilerOptions: { module: "node16", moduleResolution: "node16" } },
-    { name: "nodenext, ESM", type: "module", compilerOptions: { module: "nodenext", moduleResolution: "nodenext" } },
+    { name: "nodenext, ESM, and a .cts file", type: "module", compilerOptions: { module: "nodenext", moduleResolution: "nodenext" }, cts: true },
     { name: "nodenext, CommonJS", type: "commonjs", compilerOptions: { module: "nodenext", moduleResolution: "nodenext" } },
     { name: "bundler", type: "module", compilerOptions: { module: "esnext", moduleResolution: "bundler" } },
     {
@@ -477,19 +632,52 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       compilerOptions: { module: "esnext", moduleResolution: "bundler", customConditions: ["browser"] },
       extra: `import { init } from "locksmith-js"; export const ready: Promise<void> = init();`,
     },
+    {
+      name: "bundler, a Cloudflare worker with wrangler's Env over @cloudflare/workers-types",
+      type: "module",
+      worker: true,
+      compilerOptions: { module: "es2022", moduleResolution: "bundler", lib: ["es2022"], types: ["@cloudflare/workers-types"] },
+    },
   ];
-  for (const mode of modes) {
-    it(`type-checks a consumer with moduleResolution ${mode.name}`, async () => {
-      const sub = join(dir, `ts-${mode.name.replace(/\W+/g, "-")}`);
-      await mkdir(sub, { recursive: true });
-      await writeFile(join(sub, "package.json"), JSON.stringify({ type: mode.type }));
-      await cp(join(dir, "node_modules"), join(sub, "node_modules"), { recursive: true });
-      await writeFile(join(sub, "consumer.ts"), consumer + (mode.extra ?? ""));
-      const compilerOptions = { strict: true, noEmit: true, target: "es2022", types: [], skipLibCheck: false, lib: ["es2022", "dom"], ...mode.compilerOptions };
-      await writeFile(join(sub, "tsconfig.json"), JSON.stringify({ compilerOptions, files: ["consumer.ts"] }));
-      await run(join(root, "node_modules/.bin/tsc"), ["-p", sub]).catch((err) => {
-        throw new Error(`tsc failed for ${mode.name}:\n${err.stdout}${err.stderr}`);
+  describe("type-checked by tsc", () => {
+    const checks = new Map();
+    before(async () => {
+      // The runtime's types, as a Workers project has them (a devDependency here).
+      await mkdir(join(dir, "node_modules/@cloudflare"), { recursive: true });
+      await symlink(workerTypes, join(dir, "node_modules/@cloudflare/workers-types"), "dir").catch((e) => {
+        if (e.code !== "EEXIST") throw e;
       });
+      // One project per mode, each under the consumer (its node_modules found by walking
+      // up); the compilers run side by side.
+      for (const mode of modes) {
+        const sub = join(dir, `ts-${mode.name.replace(/\W+/g, "-")}`);
+        await mkdir(sub, { recursive: true });
+        await writeFile(join(sub, "package.json"), JSON.stringify({ type: mode.type }));
+        const files = [];
+        const add = async (name, code) => {
+          await writeFile(join(sub, name), code);
+          files.push(name);
+        };
+        if (mode.worker) {
+          await add("worker.ts", workerConsumer);
+        } else {
+          await add("consumer.ts", consumer + (mode.extra ?? ""));
+          if (mode.cts) await add("subpaths.cts", ctsConsumer);
+        }
+        const compilerOptions = { strict: true, noEmit: true, target: "es2022", types: [], skipLibCheck: false, lib: ["es2022", "dom"], ...mode.compilerOptions };
+        await writeFile(join(sub, "tsconfig.json"), JSON.stringify({ compilerOptions, files }));
+        const check = run(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "-p", sub]).catch((err) => {
+          throw new Error(`tsc failed for ${mode.name}:\n${err.stdout}${err.stderr}`);
+        });
+        check.catch(() => {}); // awaited by its test
+        checks.set(mode.name, check);
+      }
     });
-  }
+    for (const mode of modes) {
+      it(`type-checks a consumer with moduleResolution ${mode.name}`, async (t) => {
+        if (mode.worker && !prerequisite(t, workerTypes, "@cloudflare/workers-types (npm install)")) return;
+        await checks.get(mode.name);
+      });
+    }
+  });
 });

@@ -1,4 +1,7 @@
 // locksmith-js/cloudflare: locks in Durable Objects, for Cloudflare Workers.
+// The runtime's types ("cloudflare:workers") come from @cloudflare/workers-types or the
+// file `wrangler types` writes, as in every Workers project.
+import { DurableObject } from "cloudflare:workers";
 import type { LockStore } from "./index.js";
 
 /**
@@ -6,14 +9,11 @@ import type { LockStore } from "./index.js";
  * and read-write lock, with fencing tokens, expiry by alarm, and waiters that wait inside
  * it. Re-export it from your worker's main module and bind it (`durable_objects.bindings`
  * with `class_name = "LockDurableObject"`, and a migration that adds the class).
- * Its methods are called by `DurableObjectLockStore` over Durable Object RPC.
+ * Its methods are called by `DurableObjectLockStore` over Durable Object RPC. It is the
+ * runtime's `DurableObject` (so `DurableObjectNamespace<LockDurableObject>`, as
+ * `wrangler types` writes the binding, is a namespace of it); `Env` is the worker's bindings.
  */
-export declare class LockDurableObject {
-  constructor(ctx: unknown, env: unknown);
-  /** The object's `DurableObjectState` (typed in `@cloudflare/workers-types`). */
-  protected ctx: any;
-  /** The worker's bindings. */
-  protected env: any;
+export declare class LockDurableObject<Env = unknown> extends DurableObject<Env> {
   acquire(owner: string, ttlMs: number): number | false;
   release(owner: string): boolean;
   extend(owner: string, ttlMs: number): boolean;

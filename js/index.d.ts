@@ -74,6 +74,12 @@ export interface LockStore {
 /** The holds a key admits besides a plain lock. */
 export type PermitKind = "semaphore" | "read" | "write";
 
+/**
+ * What `run()` resolves to: `[true, result]` when `fn` ran, `[false, undefined]` when the
+ * lock was held elsewhere (`fn` never ran).
+ */
+export type RunResult<T> = [ran: true, result: T] | [ran: false, result: undefined];
+
 /** A lock on one key. */
 export declare class Lock {
   /** A lock on `key`, held for `ttlMs` (default 30 000) once acquired, in `store` (default: the current store). */
@@ -84,10 +90,13 @@ export declare class Lock {
   readonly ttlMs: number;
   /** The fencing token of the current hold; null when not held or the store gives none. */
   readonly fencingToken: number | null;
-  /** Acquires, runs `fn`, and always releases. `ran` is false (and `fn` never ran) when the lock was taken. */
-  run<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: AcquireOptions): Promise<[boolean, T | undefined]>;
+  /**
+   * Acquires, runs `fn`, and always releases. `ran` is false (and `fn` never ran) when the
+   * lock was taken; the result then is `undefined`, so `if (!ran) return;` narrows it to `T`.
+   */
+  run<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: AcquireOptions): Promise<RunResult<T>>;
   /** `run()` that never waits. */
-  runImmediately<T>(fn: (lock: Lock) => T | PromiseLike<T>): Promise<[boolean, T | undefined]>;
+  runImmediately<T>(fn: (lock: Lock) => T | PromiseLike<T>): Promise<RunResult<T>>;
   /** Takes the lock, waiting up to `options.timeout`. */
   acquire(options?: AcquireOptions): Promise<boolean>;
   /** Takes the lock only if it is free now. */

@@ -60,6 +60,47 @@ buildSync({
 copyFileSync(join(root, "js/index.d.ts"), join(root, "js/index.d.cts"));
 copyFileSync(join(root, "js/postgres.d.ts"), join(root, "js/postgres.d.cts"));
 
+// Every other subpath's `require` condition: a CommonJS build of its ES module, and its
+// types as .d.cts (relative imports pointing at the .d.cts copies). A build takes the API
+// from require("locksmith-js"), never a copy of it, so its errors are the package's own
+// classes (`instanceof` holds across import and require). The client stores share one
+// CommonJS copy of js/redis-client-store.mjs. locksmith-js/cloudflare gets the types only:
+// its `require` runs the ES module, which Workers bundlers take in (a CommonJS build's
+// require("cloudflare:workers") would throw in an ES module bundle).
+{
+  const CJS_BUILDS = ["redis-client-store", "ioredis", "node-redis", "upstash"];
+  const CTS_TYPES = [...CJS_BUILDS, "cloudflare"];
+  const oneClientStore = {
+    name: "one-client-store",
+    setup(b) {
+      b.onResolve({ filter: /^\.\/redis-client-store\.mjs$/ }, () => ({ path: "./redis-client-store.cjs", external: true }));
+    },
+  };
+  // (buildSync takes no plugins.)
+  const { build } = await import("esbuild");
+  await Promise.all(
+    CJS_BUILDS.map((name) =>
+      build({
+        entryPoints: [join(root, `js/${name}.mjs`)],
+        outfile: join(root, `js/gen/${name}.cjs`),
+        bundle: true,
+        format: "cjs",
+        platform: "node",
+        external: ["locksmith-js"],
+        plugins: [oneClientStore],
+        logLevel: "warning",
+      }),
+    ),
+  );
+  const dcts = (text) =>
+    text
+      .replace(/from "\.\/index\.js"/g, 'from "../index.cjs"')
+      .replace(/from "\.\/([\w-]+)\.js"/g, (m, file) => (CTS_TYPES.includes(file) ? `from "./${file}.cjs"` : `from "../${file}.js"`));
+  for (const name of CTS_TYPES) {
+    writeIfChanged(join(root, `js/gen/${name}.d.cts`), dcts(readFileSync(join(root, `js/${name}.d.ts`), "utf8")));
+  }
+}
+
 const only = process.argv[2];
 
 if (only !== "wasm") {

@@ -21,6 +21,15 @@ interface Env {
   LOCKS: LockDurableObjectNamespace;
 }
 
+// The Env that `wrangler types` writes for the binding: a namespace of the class itself.
+interface WranglerEnv {
+  LOCKS: DurableObjectNamespace<LockDurableObject>;
+  AUDITED: DurableObjectNamespace<AuditedLocks>;
+}
+export function fromWrangler(env: WranglerEnv): DurableObjectLockStore[] {
+  return [new DurableObjectLockStore(env.LOCKS), new DurableObjectLockStore(env.AUDITED)];
+}
+
 export async function cloudflare(env: Env): Promise<void> {
   const store = new DurableObjectLockStore(env.LOCKS);
   const asStore: LockStore = store;
@@ -40,5 +49,5 @@ export async function cloudflare(env: Env): Promise<void> {
   // @ts-expect-error a namespace binding, not a string
   new DurableObjectLockStore("LOCKS");
 
-  void [ranIs, token, permits];
+  void [ranIs, taken, permits];
 }

@@ -18,5 +18,5 @@ export async function postgres(): Promise<void> {
   await store.close();
   // @ts-expect-error unknown option
   await PostgresLockStore.connect("postgres://x", { tabel: "locks" });
-  void [asStore, held, token, table];
+  void [asStore, held, taken, table];
 }

@@ -134,8 +134,8 @@ export async function clientStores(ioredis: object, nodeRedis: object, upstash: 
   const a: LockStore = new IoRedisLockStore(ioredis, { keyPrefix: "app:", notifyReleases: true });
   const b = new NodeRedisLockStore(nodeRedis);
   const c = new UpstashLockStore(upstash, { operationTimeoutMs: 5_000 });
-  const token: number | false = await b.acquire("k", "owner", 1_000);
+  const taken: boolean = await b.acquire("k", "owner", 1_000);
   const key: string = c.lockKey("k");
-  void [a, token, key];
+  void [a, taken, key];
   await Promise.all([b.close(), c.close()]);
 }
