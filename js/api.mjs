@@ -140,8 +140,108 @@ function checkNumber(name, value) {
   if (typeof value !== "number") throw invalid(`${name} must be a number of milliseconds; got ${typeName(value)}`);
 }
 
-function checkOptionalNumber(name, value) {
-  if (value !== undefined) checkNumber(name, value);
+// ---------------------------------------------------------------------------------
+// Durations: every TTL and time of the API is milliseconds (a number) or a string with
+// its unit, parsed here, once, before it reaches a binding (which takes numbers only and
+// checks their range).
+
+const DURATION = /^(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h)$/;
+const DURATION_UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+const DURATION_FORMS = 'a number of milliseconds or a string with a unit: "250ms", "30s", "5m" or "1h" (ms, s, m, h; fractions like "1.5s" too)';
+
+/**
+ * `value` (option `name`) in milliseconds: a number as it is, a duration string
+ * converted. Anything else is an InvalidArgumentError naming the option and the forms.
+ */
+function durationMs(name, value) {
+  if (typeof value === "number") return value;
+  const match = typeof value === "string" ? DURATION.exec(value) : null;
+  if (match === null) {
+    const got = typeof value === "string" ? JSON.stringify(value) : typeName(value);
+    throw invalid(`${name} must be ${DURATION_FORMS}; got ${got}`);
+  }
+  const ms = Number(match[1]) * DURATION_UNIT_MS[match[2]];
+  // "1.1s" is 1100 ms, not 1100.0000000000002: decimal input, whole milliseconds out.
+  const whole = Math.round(ms);
+  return Math.abs(ms - whole) < 1e-6 ? whole : ms;
+}
+
+function optionalDurationMs(name, value) {
+  return value === undefined ? undefined : durationMs(name, value);
+}
+
+/**
+ * A lock's TTL (`lock()`, `new Lock()`, `semaphore()`, `readWriteLock()`, `extend()`) in
+ * milliseconds. A bare number under a second is most likely seconds meant as
+ * milliseconds (`lock(key, 30)`): it lets a second holder in after 30 ms, so the process
+ * is warned once. A string states its unit and is taken as meant.
+ */
+function ttlDurationMs(value) {
+  if (typeof value === "number") {
+    if (value < 1_000 && value > 0) warnShortTtl(value);
+    return value;
+  }
+  return durationMs("ttlMs", value);
+}
+
+// ---------------------------------------------------------------------------------
+// Process warnings, once per process (across copies of this module: the ESM and CJS
+// builds keep one flag on globalThis). Node's --disable-warning=<code> silences each;
+// LOCKSMITH_WARNINGS=0 all of them. Where there is no `process` (workerd, browsers),
+// nothing.
+
+const WARNED = Symbol.for("locksmith.warned");
+
+function warnOnce(code, message) {
+  const proc = globalThis.process;
+  if (typeof proc?.emitWarning !== "function") return;
+  const warned = (globalThis[WARNED] ??= new Set());
+  if (warned.has(code)) return;
+  warned.add(code);
+  if (proc.env?.LOCKSMITH_WARNINGS === "0") return;
+  proc.emitWarning(message, { code });
+}
+
+function warnShortTtl(ttlMs) {
+  if (globalThis[WARNED]?.has("LOCKSMITH_SHORT_TTL")) return;
+  warnOnce(
+    "LOCKSMITH_SHORT_TTL",
+    `locksmith: a lock's TTL of ${ttlMs} ms is under a second. TTLs are in milliseconds: for seconds, ` +
+      `write a string like "30s" (or 30_000); a hold whose TTL passes before the work is done lets a second holder in. ` +
+      `For a TTL this short on purpose, write it as a string ("${ttlMs}ms") or set LOCKSMITH_WARNINGS=0.`,
+  );
+}
+
+/** A Node built-in module, or undefined outside Node (no static node: imports here: this file runs on workerd and in browsers too). */
+function nodeBuiltin(name) {
+  try {
+    return globalThis.process?.getBuiltinModule?.(name);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Warns when the default memory store starts being used in a process that is one of
+ * several, where each would have its own locks: a cluster worker, a PM2 instance, a
+ * worker thread.
+ */
+function warnIfProcessLocal() {
+  const proc = globalThis.process;
+  if (typeof proc?.emitWarning !== "function" || globalThis[WARNED]?.has("LOCKSMITH_PROCESS_LOCAL_STORE")) return;
+  let where;
+  if (nodeBuiltin("node:cluster")?.isWorker === true) where = "a cluster worker";
+  else if (proc.env?.NODE_APP_INSTANCE !== undefined || proc.env?.pm_id !== undefined) where = "a PM2 instance";
+  else if (nodeBuiltin("node:worker_threads")?.isMainThread === false) where = "a worker thread";
+  if (where === undefined) return;
+  warnOnce(
+    "LOCKSMITH_PROCESS_LOCAL_STORE",
+    `locksmith: locks are being taken on the default store, this ${where === "a worker thread" ? "thread" : "process"}'s own memory, and this is ${where}: ` +
+      `the other ${where === "a worker thread" ? "threads" : "processes"} do not see these locks, so each can hold the same key at once. ` +
+      `For locks they share, call setLockStore() with a shared store (RedisLockStore, PostgresLockStore` +
+      `${where === "a worker thread" ? ", or MemoryLockStore.shared(name) between worker threads" : ""}); ` +
+      `to keep per-${where === "a worker thread" ? "thread" : "process"} locks, setLockStore(new MemoryLockStore()) says so.`,
+  );
 }
 
 /** Edit distance between two short strings, for "did you mean" hints. */
@@ -198,9 +298,10 @@ function parseAutoExtend(value) {
     throw invalid(`autoExtend must be true, false or { intervalMs, maxHoldMs }; got ${typeName(value)}`);
   }
   checkOptionKeys(value, AUTO_EXTEND_OPTIONS, "autoExtend");
-  checkOptionalNumber("autoExtend.intervalMs", value.intervalMs);
-  checkOptionalNumber("autoExtend.maxHoldMs", value.maxHoldMs);
-  return value;
+  return {
+    intervalMs: optionalDurationMs("autoExtend.intervalMs", value.intervalMs),
+    maxHoldMs: optionalDurationMs("autoExtend.maxHoldMs", value.maxHoldMs),
+  };
 }
 
 // `Symbol.asyncDispose` where the runtime has it; the well-known fallback elsewhere
@@ -455,7 +556,10 @@ export function makeApi(binding) {
 
   /** The store that `lock()` and `restoreLock()` use. */
   function getLockStore() {
-    currentStore ??= new MemoryLockStore();
+    if (currentStore === undefined) {
+      currentStore = new MemoryLockStore();
+      warnIfProcessLocal();
+    }
     return currentStore;
   }
 
@@ -518,7 +622,7 @@ export function makeApi(binding) {
         // semaphore() and readWriteLock(): { key, ttlMs, kind, limit, store }.
         const spec = ttlMs;
         checkString("key", spec.key);
-        checkNumber("ttlMs", spec.ttlMs);
+        spec.ttlMs = ttlDurationMs(spec.ttlMs);
         if (spec.limit !== undefined && typeof spec.limit !== "number") {
           throw invalid(`limit must be a whole number from 1 to 4294967295; got ${typeName(spec.limit)}`);
         }
@@ -539,7 +643,7 @@ export function makeApi(binding) {
         return;
       }
       checkString("key", key);
-      checkNumber("ttlMs", ttlMs);
+      ttlMs = ttlDurationMs(ttlMs);
       const backend = backendOf(store);
       try {
         this.#native = takeNative(backend, key, ttlMs, this);
@@ -732,9 +836,8 @@ export function makeApi(binding) {
           throw invalid(`acquire options must be an object; got ${typeName(options)}`);
         }
         checkOptionKeys(options, ACQUIRE_OPTIONS, "acquire() and run()");
-        ({ timeout, retryDelay } = options);
-        checkOptionalNumber("timeout", timeout);
-        checkOptionalNumber("retryDelay", retryDelay);
+        timeout = optionalDurationMs("timeout", options.timeout);
+        retryDelay = optionalDurationMs("retryDelay", options.retryDelay);
         autoExtend = parseAutoExtend(options.autoExtend);
       }
       return this.#call(async (native) => {
@@ -834,7 +937,7 @@ export function makeApi(binding) {
 
     /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now; throws LockNotHeldError if lost. */
     async extend(ttlMs) {
-      checkOptionalNumber("ttlMs", ttlMs);
+      if (ttlMs !== undefined) ttlMs = ttlDurationMs(ttlMs);
       return this.#call((native) => (native.extendNow(ttlMs) ? undefined : native.extend(ttlMs)));
     }
 
@@ -894,7 +997,7 @@ export function makeApi(binding) {
    */
   function readWriteLock(key, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
     checkString("key", key);
-    checkNumber("ttlMs", ttlMs);
+    ttlMs = ttlDurationMs(ttlMs);
     backendOf(store);
     return Object.freeze({
       key,

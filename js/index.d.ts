@@ -1,12 +1,20 @@
 // The public types of locksmith, the same for every runtime (Node addon and WebAssembly).
 /// <reference lib="esnext.disposable" />
 
+/**
+ * A length of time: milliseconds as a number, or a string with its unit — `"250ms"`,
+ * `"30s"`, `"5m"`, `"1h"` (fractions too: `"1.5s"`). Any other string is refused with
+ * InvalidArgumentError. A TTL given as a bare number under 1000 gets a one-time process
+ * warning (`LOCKSMITH_SHORT_TTL`): `lock(key, 30)` is 30 ms, not 30 s.
+ */
+export type Duration = number | `${number}ms` | `${number}s` | `${number}m` | `${number}h`;
+
 /** How long to wait for a held lock, and how often to try again meanwhile. */
 export interface AcquireOptions {
-  /** Milliseconds to wait in all. Default 0: one attempt, no waiting. */
-  timeout?: number;
-  /** Milliseconds between attempts. Default 50. Stores that signal releases wake waiters sooner. */
-  retryDelay?: number;
+  /** How long to wait in all (milliseconds, or a string like `"5s"`). Default 0: one attempt, no waiting. */
+  timeout?: Duration;
+  /** How long between attempts (milliseconds, or a string like `"100ms"`). Default 50. Stores that signal releases wake waiters sooner. */
+  retryDelay?: Duration;
   /**
    * Keep the hold extended in the background until it is released (or, in `run()`,
    * until the function settles): `true` extends every third of the TTL; `intervalMs`
@@ -19,10 +27,10 @@ export interface AcquireOptions {
 
 /** The object form of `AcquireOptions.autoExtend`. */
 export interface AutoExtendOptions {
-  /** Milliseconds between extends, at most half the TTL. Default: a third of the TTL. */
-  intervalMs?: number;
-  /** Stop extending once the hold has lasted this long. Default: no cap. */
-  maxHoldMs?: number;
+  /** Time between extends (milliseconds, or a string like `"10s"`), at most half the TTL. Default: a third of the TTL. */
+  intervalMs?: Duration;
+  /** Stop extending once the hold has lasted this long (milliseconds, or a string like `"1h"`). Default: no cap. */
+  maxHoldMs?: Duration;
 }
 
 /**
@@ -82,11 +90,11 @@ export type RunResult<T> = [ran: true, result: T] | [ran: false, result: undefin
 
 /** A lock on one key. */
 export declare class Lock {
-  /** A lock on `key`, held for `ttlMs` (default 30 000) once acquired, in `store` (default: the current store). */
-  constructor(key: string, ttlMs?: number, store?: LockStore);
+  /** A lock on `key`, held for `ttlMs` (milliseconds or a string like `"30s"`; default 30 000) once acquired, in `store` (default: the current store). */
+  constructor(key: string, ttlMs?: Duration, store?: LockStore);
   /** The key. */
   readonly key: string;
-  /** How long each acquisition holds the key, and `extend()`'s default. */
+  /** How long each acquisition holds the key, in milliseconds (a string TTL converted), and `extend()`'s default. */
   readonly ttlMs: number;
   /** The fencing token of the current hold; null when not held or the store gives none. */
   readonly fencingToken: number | null;
@@ -104,7 +112,7 @@ export declare class Lock {
   /** Frees the lock; false if this handle no longer held it. */
   release(): Promise<boolean>;
   /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now. Rejects with LockNotHeldError if the lock was lost. */
-  extend(ttlMs?: number): Promise<void>;
+  extend(ttlMs?: Duration): Promise<void>;
   /** Whether anyone holds the key (not necessarily this handle). */
   isLocked(): Promise<boolean>;
   /** How many holds of the key are live: a semaphore's permits, readers (or one writer); 0 or 1 for a lock. */
@@ -126,8 +134,8 @@ export declare class Lock {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** A lock on `key` in the current store, held for `ttlMs` (default 30 000) once acquired. */
-export declare function lock(key: string, ttlMs?: number): Lock;
+/** A lock on `key` in the current store, held for `ttlMs` (milliseconds or a string like `"30s"`; default 30 000) once acquired. */
+export declare function lock(key: string, ttlMs?: Duration): Lock;
 
 /**
  * A handle on the semaphore `key`: at most `limit` holders at once, each permit held for
@@ -135,11 +143,12 @@ export declare function lock(key: string, ttlMs?: number): Lock;
  * a lock's methods; `count()` says how many permits are held now. Stores without
  * semaphores refuse with UnsupportedError.
  */
-export declare function semaphore(key: string, limit: number, ttlMs?: number, store?: LockStore): Lock;
+export declare function semaphore(key: string, limit: number, ttlMs?: Duration, store?: LockStore): Lock;
 
 /** The read-write lock `key`. */
 export interface ReadWriteLock {
   readonly key: string;
+  /** In milliseconds. */
   readonly ttlMs: number;
   /** A handle that shares the key with other readers, never with a writer. */
   readLock(): Lock;
@@ -148,7 +157,7 @@ export interface ReadWriteLock {
 }
 
 /** The read-write lock `key`, each hold lasting `ttlMs` (default 30 000) once acquired. */
-export declare function readWriteLock(key: string, ttlMs?: number, store?: LockStore): ReadWriteLock;
+export declare function readWriteLock(key: string, ttlMs?: Duration, store?: LockStore): ReadWriteLock;
 
 /** Rebuilds a lock from `serialize()`, owner token and all, in `store` (default: the current store). */
 export declare function restoreLock(serialized: string, store?: LockStore): Lock;

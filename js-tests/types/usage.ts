@@ -118,8 +118,8 @@ export async function usage(): Promise<void> {
     }
   }
 
-  // @ts-expect-error ttlMs is a number
-  lock("k", "30s");
+  // @ts-expect-error ttlMs is milliseconds or a string with a unit ("30s")
+  lock("k", "thirty");
   // @ts-expect-error a store needs all five methods
   setLockStore({ acquire: async () => true });
 
