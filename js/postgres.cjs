@@ -132,6 +132,8 @@ class PostgresLockStore {
   #sweeping;
   // Timers of pending cleanups after uncertain acquires.
   #cleanups = new Set();
+  // Cleanups after failed acquires, by kind, key and owner: { until, timer, running, acquiring }.
+  #pendingCleanups = new Map();
   // LISTEN: listeners by `tag:key`, the connection, its state.
   #listeners = new Map();
   #listenClient;
@@ -414,44 +416,96 @@ class PostgresLockStore {
    * Retries while PostgreSQL is out of reach, until the hold, if any, expired anyway.
    */
   #cleanUp(kind, key, owner, ttlMs) {
+    const id = `${kind}\u0000${key}\u0000${owner}`;
     const until = performance.now() + ttlMs + this.#options.operationTimeoutMs;
+    const existing = this.#pendingCleanups.get(id);
+    if (existing) {
+      // The same owner's acquire failed again: one cleanup, until the later expiry.
+      existing.until = Math.max(existing.until, until);
+      return;
+    }
+    const entry = { until, timer: undefined, running: null, acquiring: false };
+    this.#pendingCleanups.set(id, entry);
     let delay = CLEANUP_RETRY_MIN_MS;
+    const again = () => {
+      if (this.#closed || performance.now() + delay > entry.until) {
+        if (this.#pendingCleanups.get(id) === entry) this.#pendingCleanups.delete(id);
+        return;
+      }
+      entry.timer = setTimeout(attempt, delay);
+      entry.timer.unref?.();
+      this.#cleanups.add(entry.timer);
+      delay = Math.min(CLEANUP_RETRY_MAX_MS, delay * 2);
+    };
     const attempt = () => {
-      if (this.#closed) return;
-      this.#freeAbandoned(kind, key, owner).then(
-        () => this.#cleanups.delete(timer),
+      this.#cleanups.delete(entry.timer);
+      if (this.#closed || this.#pendingCleanups.get(id) !== entry) return;
+      // The same owner's acquire is under way: it frees the row itself, in its own
+      // transaction, before it takes the key (see #takeOverCleanup).
+      if (entry.acquiring) return again();
+      entry.running = this.#transaction("a cleanup", (client) => this.#freeOwn(client, kind, key, owner)).then(
         () => {
-          this.#cleanups.delete(timer);
-          if (this.#closed || performance.now() + delay > until) return;
-          timer = setTimeout(attempt, delay);
-          timer.unref?.();
-          this.#cleanups.add(timer);
-          delay = Math.min(CLEANUP_RETRY_MAX_MS, delay * 2);
+          entry.running = null;
+          if (this.#pendingCleanups.get(id) === entry) this.#pendingCleanups.delete(id);
+        },
+        () => {
+          entry.running = null;
+          again();
         },
       );
     };
-    let timer = setTimeout(attempt, 0);
-    timer.unref?.();
-    this.#cleanups.add(timer);
+    entry.timer = setTimeout(attempt, 0);
+    entry.timer.unref?.();
+    this.#cleanups.add(entry.timer);
   }
 
-  #freeAbandoned(kind, key, owner) {
+  /**
+   * Before an acquire of `key` for `owner`: a cleanup still pending after an earlier
+   * failed acquire of the same owner (a waiting Lock retries with its owner) must not
+   * run after this acquire took the key, or it would free a granted hold. Waits for a
+   * cleanup attempt under way and holds the others off; answers `free(client)`, which
+   * frees the row inside the acquire's own transaction (before it takes the key), or
+   * none when there is nothing left to free, and `done(committed)`, which ends it.
+   */
+  async #takeOverCleanup(kind, key, owner) {
+    const id = `${kind}\u0000${key}\u0000${owner}`;
+    const entry = this.#pendingCleanups.get(id);
+    if (!entry) return { free: undefined, done: () => {} };
+    entry.acquiring = true;
+    await entry.running?.catch(() => {});
+    if (this.#pendingCleanups.get(id) !== entry) {
+      entry.acquiring = false;
+      return { free: undefined, done: () => {} };
+    }
+    return {
+      free: (client) => this.#freeOwn(client, kind, key, owner),
+      done: (committed) => {
+        entry.acquiring = false;
+        if (committed && this.#pendingCleanups.get(id) === entry) {
+          this.#pendingCleanups.delete(id);
+          clearTimeout(entry.timer);
+          this.#cleanups.delete(entry.timer);
+        }
+      },
+    };
+  }
+
+  /** Deletes `owner`'s row of `key` (a hold or a writer's claim) under the key's advisory lock, and announces the release. */
+  async #freeOwn(client, kind, key, owner) {
     const { locks, permits, channel } = this.#sql;
-    return this.#transaction("a cleanup", async (client) => {
-      if (kind === "lock") {
-        await this.#serialize(client, `lock:${key}`);
-        await client.query(
-          `WITH gone AS (DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING 1) SELECT pg_notify($3, $4) FROM gone`,
-          [key, owner, channel, `lock:${key}`],
-        );
-      } else {
-        await this.#serialize(client, `${kind}:${key}`);
-        await client.query(
-          `WITH gone AS (DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND owner = $3 RETURNING 1) SELECT pg_notify($4, $5) FROM gone`,
-          [kind, key, owner, channel, `${kind}:${key}`],
-        );
-      }
-    });
+    if (kind === "lock") {
+      await this.#serialize(client, `lock:${key}`);
+      await client.query(
+        `WITH gone AS (DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING 1) SELECT pg_notify($3, $4) FROM gone`,
+        [key, owner, channel, `lock:${key}`],
+      );
+    } else {
+      await this.#serialize(client, `${kind}:${key}`);
+      await client.query(
+        `WITH gone AS (DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND owner = $3 RETURNING 1) SELECT pg_notify($4, $5) FROM gone`,
+        [kind, key, owner, channel, `${kind}:${key}`],
+      );
+    }
   }
 
   /** Deletes a bounded number of expired rows, at most every few seconds, in the background. */
@@ -501,9 +555,11 @@ class PostgresLockStore {
   /** `acquire()` answering the hold's fencing token (how locks get it), or false. */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const { locks, sequence } = this.#sql;
+    const cleanup = await this.#takeOverCleanup("lock", key, owner);
     // One transaction under the key's advisory lock: abandoned by the client it rolls
     // back, and a cleanup after it (see #cleanUp) waits for its end.
     const token = await this.#transaction("acquire", async (client) => {
+      await cleanup.free?.(client);
       await this.#serialize(client, `lock:${key}`);
       const { rowCount } = await client.query(
         `INSERT INTO ${locks} AS held (key, owner, expires_at, fencing_token)
@@ -522,7 +578,16 @@ class PostgresLockStore {
       );
       // Expired (or taken over) before it had its token: as good as not taken.
       return rows.length > 0 ? toToken(rows[0].fencing_token) : false;
-    }).catch((err) => this.#acquireFailed(err, "lock", key, owner, ttlMs));
+    }).then(
+      (value) => {
+        cleanup.done(true);
+        return value;
+      },
+      (err) => {
+        cleanup.done(false);
+        return this.#acquireFailed(err, "lock", key, owner, ttlMs);
+      },
+    );
     this.#maybeSweep();
     return token;
   }
@@ -618,7 +683,9 @@ class PostgresLockStore {
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
     const set = checkKind(kind);
     const { permits, sequence } = this.#sql;
+    const cleanup = await this.#takeOverCleanup(set, key, owner);
     const token = await this.#transaction("acquirePermit", async (client) => {
+      await cleanup.free?.(client);
       await this.#serialize(client, `${set}:${key}`);
       const { rows } = await client.query(
         `SELECT owner, role, semaphore_limit FROM ${permits} WHERE kind = $1 AND key = $2 AND expires_at > clock_timestamp()`,
@@ -657,7 +724,16 @@ class PostgresLockStore {
         );
       }
       return false;
-    }).catch((err) => this.#acquireFailed(err, set, key, owner, ttlMs));
+    }).then(
+      (value) => {
+        cleanup.done(true);
+        return value;
+      },
+      (err) => {
+        cleanup.done(false);
+        return this.#acquireFailed(err, set, key, owner, ttlMs);
+      },
+    );
     this.#maybeSweep();
     if (typeof token === "object") {
       throw invalid(
