@@ -96,11 +96,26 @@ function permitMethods({ taken, released }) {
   const setOf = (key, kind) => {
     const name = `${kind === "semaphore" ? "s" : "rw"}:${key}`;
     let set = sets.get(name);
-    if (!set) sets.set(name, (set = { holders: new Map(), writerWaiting: undefined }));
+    // Phase-fair read-write locks: `readers` wait for the next readers' `turn`, which
+    // starts when a writer's hold ends; readers in it enter past a writer's claim, and
+    // no writer enters before them.
+    if (!set) sets.set(name, (set = { holders: new Map(), writerWaiting: undefined, readers: new Map(), turn: new Map() }));
     const now = performance.now();
-    for (const [owner, hold] of set.holders) if (hold.expiresAt <= now) set.holders.delete(owner);
+    let writerEnded = false;
+    for (const [owner, hold] of set.holders) {
+      if (hold.expiresAt <= now) {
+        writerEnded ||= hold.writer;
+        set.holders.delete(owner);
+      }
+    }
     if (set.writerWaiting && set.writerWaiting.until <= now) set.writerWaiting = undefined;
+    for (const map of [set.readers, set.turn]) for (const [owner, until] of map) if (until <= now) map.delete(owner);
+    if (writerEnded) takeTurn(set);
     return set;
+  };
+  const takeTurn = (set) => {
+    for (const [owner, until] of set.readers) set.turn.set(owner, until);
+    set.readers.clear();
   };
   return {
     async acquirePermit(key, owner, ttlMs, kind, limit) {
@@ -110,9 +125,17 @@ function permitMethods({ taken, released }) {
       const claim = set.writerWaiting;
       const admitted =
         kind === "semaphore" ? set.holders.size < limit
-        : kind === "read" ? !writers && !claim
-        : set.holders.size === 0 && (!claim || claim.owner === owner);
+        : kind === "read" ? !writers && (!claim || set.turn.has(owner))
+        : set.holders.size === 0 && set.turn.size === 0 && (!claim || claim.owner === owner);
       const expiresAt = performance.now() + ttlMs;
+      if (kind === "read") {
+        if (admitted) {
+          set.readers.delete(owner);
+          set.turn.delete(owner);
+        } else if (!set.turn.has(owner)) {
+          set.readers.set(owner, expiresAt);
+        }
+      }
       if (admitted) {
         if (kind === "write") set.writerWaiting = undefined;
         set.holders.set(owner, { expiresAt, writer: kind === "write" });
@@ -127,8 +150,12 @@ function permitMethods({ taken, released }) {
       const set = setOf(key, kind);
       const claimed = set.writerWaiting?.owner === owner;
       if (claimed) set.writerWaiting = undefined;
+      set.readers.delete(owner);
+      const inTurn = set.turn.delete(owner);
+      const wasWriter = set.holders.get(owner)?.writer === true;
       const held = set.holders.delete(owner);
-      if (held || claimed) {
+      if (wasWriter) takeTurn(set);
+      if (held || claimed || inTurn) {
         // Readers and writers of one key wait on each other.
         if (kind === "semaphore") released(key, kind);
         else for (const k of ["read", "write"]) released(key, k);

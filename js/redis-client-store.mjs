@@ -171,7 +171,7 @@ export class RedisClientStore {
       }
     } else {
       token = Number(
-        await this.#script(SCRIPTS.rwlockAcquire, [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:fence`], [owner, String(ttlMs), kind, grace]),
+        await this.#script(SCRIPTS.rwlockAcquire, [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:fence`, `${holders}:readers`, `${holders}:turn`], [owner, String(ttlMs), kind, grace]),
       );
     }
     return token > 0 ? token : false;
@@ -182,7 +182,7 @@ export class RedisClientStore {
     const reply =
       kind === "semaphore"
         ? await this.#script(SCRIPTS.semaphoreRelease, [holders, `${holders}:limit`], [owner])
-        : await this.#script(SCRIPTS.rwlockRelease, [holders, `${holders}:writer`, `${holders}:claim`], [owner]);
+        : await this.#script(SCRIPTS.rwlockRelease, [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:readers`, `${holders}:turn`], [owner]);
     return Number(reply) === 1;
   }
 

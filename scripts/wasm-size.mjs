@@ -7,7 +7,9 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 
-export const WASM_GZIP_BUDGET_BYTES = 49 * 1024;
+// 49 KB until the lease model (one owner-specific due check, lost is final, waits through
+// outages) and phase-fair read-write locks in the memory store took it to 50.2 KB.
+export const WASM_GZIP_BUDGET_BYTES = 51 * 1024;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const wasmFile = join(root, "js/wasm/locksmith_wasm_bg.wasm");

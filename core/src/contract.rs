@@ -75,11 +75,17 @@ pub fn expect_grant(op: &str, answer: &Answer) -> Result<Option<Grant>> {
 
 /// `remainingTime` must resolve to `null` (nobody holds the key) or milliseconds >= 0.
 pub fn expect_remaining_time(answer: &Answer) -> Result<Option<u64>> {
+    expect_millis("remainingTime", answer)
+}
+
+/// `op` (`remainingTime`, `permitRemainingTime`, `ownerRemainingTime`) must resolve to
+/// `null` or milliseconds >= 0.
+fn expect_millis(op: &str, answer: &Answer) -> Result<Option<u64>> {
     match answer {
         Answer::Nothing => Ok(None),
         Answer::Number(ms) if ms.is_finite() && *ms >= 0.0 => Ok(Some(ms.ceil() as u64)),
         other => Err(LockError::StoreContractViolation(format!(
-            "store.remainingTime() resolved to {other}; it must resolve to null or a number of milliseconds >= 0"
+            "store.{op}() resolved to {other}; it must resolve to null or a number of milliseconds >= 0"
         ))),
     }
 }
@@ -232,12 +238,7 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
             return Ok(HoldCheck::CannotTell);
         }
         let answer = self.ask("ownerRemainingTime", key, Some(owner), None).await?;
-        let left = expect_remaining_time(&answer).map_err(|_| {
-            LockError::StoreContractViolation(format!(
-                "store.ownerRemainingTime() resolved to {answer}; it must resolve to null or a number of milliseconds >= 0"
-            ))
-        })?;
-        Ok(match left {
+        Ok(match expect_millis("ownerRemainingTime", &answer)? {
             Some(remaining_ms) if remaining_ms > 0 => HoldCheck::Held { remaining_ms },
             _ => HoldCheck::NotHeld,
         })
@@ -274,11 +275,7 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
     async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
         self.permits()?;
         let answer = self.ask_permit("permitRemainingTime", key, Some(owner), None, kind).await?;
-        expect_remaining_time(&answer).map_err(|_| {
-            LockError::StoreContractViolation(format!(
-                "store.permitRemainingTime() resolved to {answer}; it must resolve to null or a number of milliseconds >= 0"
-            ))
-        })
+        expect_millis("permitRemainingTime", &answer)
     }
 }
 

@@ -109,8 +109,8 @@ impl Lock {
 
     /// The latest local deadline an extend still on its way could set, if one is.
     fn extend_pending_until(&self) -> Option<u64> {
-        let pending = self.extends_in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        (pending.0 > 0).then_some(pending.1)
+        use std::sync::atomic::Ordering::SeqCst;
+        (self.extends_in_flight.load(SeqCst) > 0).then(|| self.extends_would_set.load(SeqCst))
     }
 
     /// The one question a due check asks: how long this owner's own hold has left.
@@ -187,65 +187,61 @@ impl Lock {
             }
             let left = self.time_left(&hold, owner);
             let now = self.timer.now_ms();
-            if left == 0 {
+            let due_check = asynchronous && checked != Some(hold.expires_by_ms);
+            let wait = if left == 0 {
                 // An extend on its way may still keep the hold: wait for its answer, up to
                 // the deadline it would set.
-                if let Some(until) = self.extend_pending_until().filter(|&u| u > now && asynchronous) {
-                    drop(select(changed, self.timer.sleep_in_background(until - now)).await);
-                    continue;
+                match self.extend_pending_until() {
+                    Some(until) if until > now && asynchronous => until - now,
+                    _ => {
+                        // Out of time: lost to whatever kept auto-extend from extending,
+                        // if anything did, else to the failed due check, else to the TTL.
+                        let reason = self
+                            .failure_of(generation)
+                            .or_else(|| check_failed.take())
+                            .unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
+                        self.end_hold(generation, HoldEnd::Lost(reason));
+                        continue;
+                    }
                 }
-                // Out of time: lost to whatever kept auto-extend from extending, if
-                // anything did, else to the failed due check, else to the TTL.
-                let reason = self
-                    .failure_of(generation)
-                    .or_else(|| check_failed.take())
-                    .unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
-                self.end_hold(generation, HoldEnd::Lost(reason));
-                continue;
-            }
-            if asynchronous && left <= margin && checked != Some(hold.expires_by_ms) {
+            } else if due_check && left > margin {
+                left - margin
+            } else if due_check {
                 // Shortly before the deadline, one question to the store: was the hold
                 // extended elsewhere (a restored copy)? The answer counts from the
                 // question's send time, never from the reply's arrival.
                 checked = Some(hold.expires_by_ms);
-                let sent = now;
-                let question = Box::pin(self.check_hold(owner));
-                let answered = select(question, self.timer.sleep_in_background(left)).await;
-                if let Either::Right(_) = answered {
-                    check_failed = Some(LockError::StoreUnavailable(format!(
-                        "the store did not answer whether the hold on {} still stood before its deadline",
-                        crate::validate::quote(&self.key)
-                    )));
-                }
-                if let Either::Left((answer, _)) = answered {
-                    match answer {
-                        Ok(HoldCheck::Held { remaining_ms }) => {
-                            let later = sent.saturating_add(remaining_ms.saturating_sub(self.drift_ms(self.ttl_ms)));
-                            let mut hold = self.hold();
-                            if hold.generation == generation && later > hold.expires_by_ms {
-                                hold.expires_by_ms = later;
-                                // Moved by no more than the request's own transit (the store
-                                // set the expiry a little after we sent it): this deadline
-                                // has been checked. Only one far off, extended elsewhere,
-                                // gets a check of its own.
-                                if later.saturating_sub(self.timer.now_ms()) <= margin {
-                                    checked = Some(later);
-                                }
+                let answer = match select(Box::pin(self.check_hold(owner)), self.timer.sleep_in_background(left)).await {
+                    Either::Left((answer, _)) => answer,
+                    Either::Right(_) => Err(LockError::StoreUnavailable("the store did not confirm the hold before its deadline".into())),
+                };
+                match answer {
+                    Ok(HoldCheck::Held { remaining_ms }) => {
+                        let later = now.saturating_add(remaining_ms.saturating_sub(self.drift_ms(self.ttl_ms)));
+                        let mut hold = self.hold();
+                        if hold.generation == generation && later > hold.expires_by_ms {
+                            hold.expires_by_ms = later;
+                            // Moved by no more than the request's own transit (the store set
+                            // the expiry a little after we sent it): this deadline has been
+                            // checked. Only one far off, extended elsewhere, gets its own.
+                            if later.saturating_sub(self.timer.now_ms()) <= margin {
+                                checked = Some(later);
                             }
                         }
-                        Ok(HoldCheck::NotHeld) if self.extend_pending_until().is_none() => {
-                            let reason = self
-                                .failure_of(generation)
-                                .unwrap_or_else(|| self.not_held("the store no longer has it (it expired there, or was released elsewhere)"));
-                            self.end_hold(generation, HoldEnd::Lost(reason));
-                        }
-                        Ok(_) => {}
-                        Err(err) => check_failed = Some(err),
                     }
+                    Ok(HoldCheck::NotHeld) if self.extend_pending_until().is_none() => {
+                        let reason = self.failure_of(generation).unwrap_or_else(|| {
+                            self.not_held("the store no longer has it")
+                        });
+                        self.end_hold(generation, HoldEnd::Lost(reason));
+                    }
+                    Ok(_) => {}
+                    Err(err) => check_failed = Some(err),
                 }
                 continue;
-            }
-            let wait = if asynchronous && checked != Some(hold.expires_by_ms) && left > margin { left - margin } else { left };
+            } else {
+                left
+            };
             drop(select(changed, self.timer.sleep_in_background(wait)).await);
         }
     }

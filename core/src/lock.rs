@@ -110,7 +110,8 @@ pub struct Lock {
     /// Extends sent and not yet answered: how many, and the latest local deadline one
     /// of them could set if it succeeds. A hold is not called lost while one of them
     /// may still keep it.
-    pub(crate) extends_in_flight: Mutex<(u32, u64)>,
+    pub(crate) extends_in_flight: std::sync::atomic::AtomicU32,
+    pub(crate) extends_would_set: std::sync::atomic::AtomicU64,
 }
 
 /// The default drift allowance for a TTL: 1 % of it + 2 ms, and always less than it.
@@ -198,7 +199,8 @@ impl Lock {
             extend_failure: Mutex::new(None),
             extend_stopped: std::sync::atomic::AtomicU64::new(0),
             drift_override: None,
-            extends_in_flight: Mutex::new((0, 0)),
+            extends_in_flight: std::sync::atomic::AtomicU32::new(0),
+            extends_would_set: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -253,7 +255,8 @@ impl Lock {
         *self.ending.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
         *self.extend_failure.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
         *self.extend_stopped.get_mut() = 0;
-        *self.extends_in_flight.get_mut().unwrap_or_else(PoisonError::into_inner) = (0, 0);
+        *self.extends_in_flight.get_mut() = 0;
+        *self.extends_would_set.get_mut() = 0;
         Ok(())
     }
 
@@ -431,7 +434,8 @@ impl Lock {
         // to OUTAGE_BACKOFF_MAX_MS, with a last attempt at its deadline; it then fails with
         // the last error. Only `STORE_UNAVAILABLE` is ridden out: a configuration or
         // contract error fails at once, as does any error of an acquire that does not wait.
-        let mut outage: Option<(crate::error::LockError, u64)> = None;
+        let mut outage: Option<crate::error::LockError> = None;
+        let mut backoff = options.retry_delay_ms;
         loop {
             if signal.is_none() && options.timeout_ms > 0 {
                 signal = self.store_release_signal();
@@ -440,12 +444,15 @@ impl Lock {
             if !queued {
                 match self.attempt(owner).await {
                     Ok(true) => return Ok(true),
-                    Ok(false) => outage = None,
+                    Ok(false) => {
+                        outage = None;
+                        backoff = options.retry_delay_ms;
+                    }
                     Err(err @ crate::error::LockError::StoreUnavailable(_)) if options.timeout_ms > 0 => {
-                        let backoff = outage.as_ref().map_or(options.retry_delay_ms, |(_, ms)| {
-                            ms.saturating_mul(2).min(OUTAGE_BACKOFF_MAX_MS.max(options.retry_delay_ms))
-                        });
-                        outage = Some((err, backoff));
+                        if outage.is_some() {
+                            backoff = backoff.saturating_mul(2).min(OUTAGE_BACKOFF_MAX_MS.max(options.retry_delay_ms));
+                        }
+                        outage = Some(err);
                     }
                     Err(err) => return Err(err),
                 }
@@ -455,23 +462,16 @@ impl Lock {
                 if queued {
                     continue; // the attempt at the deadline
                 }
-                if self.kind == HoldKind::Write {
-                    // Give up the claim a refused writer leaves, so readers get in again.
+                if matches!(self.kind, HoldKind::Write | HoldKind::Read) {
+                    // Give up the claim a refused writer leaves, so readers get in again,
+                    // and a refused reader's place in the next readers' turn.
                     let _ = self.store_release(owner).await;
                 }
-                if let Some((err, _)) = outage {
-                    return Err(err);
-                }
-                return Ok(false);
+                return outage.map_or(Ok(false), Err);
             }
-            let delay = outage.as_ref().map_or(options.retry_delay_ms, |(_, ms)| *ms);
-            if outage.is_some() {
-                // No release signal comes from a store out of reach: sleep the backoff.
-                self.timer.sleep(delay.min(deadline - now)).await;
-                continue;
-            }
-            let sleep = self.timer.sleep(delay.min(deadline - now));
-            match signal.as_mut() {
+            let sleep = self.timer.sleep(backoff.min(deadline - now));
+            // No release signal comes from a store out of reach: then sleep the backoff.
+            match signal.as_mut().filter(|_| outage.is_none()) {
                 Some(released) => {
                     if let Either::Left(_) = select(released, sleep).await {
                         signal = None; // fired: the next wait listens afresh
@@ -627,7 +627,7 @@ impl Lock {
         let hold = *self.hold();
         let owner = hold.owner.ok_or_else(|| self.not_held("it was never acquired, or was released"))?;
         if self.lost(hold.generation) {
-            return Err(self.not_held("it was lost earlier (its signal says why)"));
+            return Err(self.not_held("it was lost (its signal says why)"));
         }
         Ok(owner)
     }
@@ -637,7 +637,7 @@ impl Lock {
             let mut hold = self.hold();
             if hold.owner == Some(owner) && self.lost(hold.generation) {
                 // Lost while the extend was on its way: lost stays lost.
-                return Err(self.not_held("it was lost before the extend was answered (its signal says why)"));
+                return Err(self.not_held("it was lost (its signal says why)"));
             }
             if extended && hold.owner == Some(owner) {
                 hold.expires_by_ms = self.deadline_from(started, ttl_ms);
@@ -763,21 +763,18 @@ struct ExtendInFlight<'a> {
 
 impl<'a> ExtendInFlight<'a> {
     fn start(lock: &'a Lock, would_set: u64) -> Self {
-        let mut pending = lock.extends_in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-        pending.0 += 1;
-        pending.1 = pending.1.max(would_set);
+        lock.extends_would_set.fetch_max(would_set, std::sync::atomic::Ordering::SeqCst);
+        lock.extends_in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Self { lock }
     }
 }
 
 impl Drop for ExtendInFlight<'_> {
     fn drop(&mut self) {
-        {
-            let mut pending = self.lock.extends_in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-            pending.0 = pending.0.saturating_sub(1);
-            if pending.0 == 0 {
-                pending.1 = 0;
-            }
+        // The last one answered: no deadline is on its way any more. (A later extend
+        // racing this reset only makes the hold look due sooner, never later.)
+        if self.lock.extends_in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            self.lock.extends_would_set.store(0, std::sync::atomic::Ordering::SeqCst);
         }
         self.lock.changes.notify(usize::MAX);
     }

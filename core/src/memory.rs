@@ -93,6 +93,13 @@ struct Holds {
     /// A refused writer's claim: new readers stay out until it gets in, gives up or
     /// its claim expires.
     writer_waiting: Option<(Owner, u64)>,
+    /// Readers refused while a writer held or claimed the lock, until their TTL from
+    /// their latest attempt (phase-fair read-write locks).
+    readers_waiting: Vec<(Owner, u64)>,
+    /// The readers whose turn it is: those waiting when the last writer's hold ended.
+    /// They enter past a writer's claim, and no writer enters before they did (or gave
+    /// up, or their turn ran out).
+    reader_turn: Vec<(Owner, u64)>,
 }
 
 struct Holder {
@@ -104,15 +111,35 @@ struct Holder {
 impl Holds {
     fn prune(&mut self, now: u64) -> bool {
         let before = self.holders.len();
+        let writer_ended = self.holders.iter().any(|h| h.writer && h.expires_at <= now);
         self.holders.retain(|h| h.expires_at > now);
         if self.writer_waiting.as_ref().is_some_and(|(_, until)| *until <= now) {
             self.writer_waiting = None;
         }
+        self.readers_waiting.retain(|(_, until)| *until > now);
+        self.reader_turn.retain(|(_, until)| *until > now);
+        if writer_ended {
+            self.readers_take_their_turn();
+        }
         self.holders.len() != before
     }
 
+    /// A writer's hold ended: the readers waiting now enter before the next writer.
+    fn readers_take_their_turn(&mut self) {
+        self.reader_turn.append(&mut self.readers_waiting);
+    }
+
+    /// Forgets `owner` as a waiting reader (admitted, or given up).
+    fn forget_reader(&mut self, owner: &str) {
+        self.readers_waiting.retain(|(o, _)| !o.is(owner));
+        self.reader_turn.retain(|(o, _)| !o.is(owner));
+    }
+
     fn is_empty(&self) -> bool {
-        self.holders.is_empty() && self.writer_waiting.is_none()
+        self.holders.is_empty()
+            && self.writer_waiting.is_none()
+            && self.readers_waiting.is_empty()
+            && self.reader_turn.is_empty()
     }
 
     fn position(&self, owner: &str) -> Option<usize> {
@@ -123,13 +150,27 @@ impl Holds {
     fn admit(&mut self, owner: &str, expires_at: u64, kind: HoldKind) -> bool {
         let admitted = match kind {
             HoldKind::Permit { limit } => self.holders.len() < limit as usize,
-            HoldKind::Read => !self.holders.iter().any(|h| h.writer) && self.writer_waiting.is_none(),
+            // Past a writer's claim only in the readers' turn.
+            HoldKind::Read => {
+                !self.holders.iter().any(|h| h.writer)
+                    && (self.writer_waiting.is_none() || self.reader_turn.iter().any(|(o, _)| o.is(owner)))
+            }
             HoldKind::Write => {
                 self.holders.is_empty()
+                    && self.reader_turn.is_empty()
                     && self.writer_waiting.as_ref().is_none_or(|(claimant, _)| claimant.is(owner))
             }
             _ => false,
         };
+        if kind == HoldKind::Read {
+            if admitted {
+                self.forget_reader(owner);
+            } else if !self.reader_turn.iter().any(|(o, _)| o.is(owner)) {
+                // Waiting (until its TTL from this attempt): it enters in the next readers' turn.
+                self.readers_waiting.retain(|(o, _)| !o.is(owner));
+                self.readers_waiting.push((Owner::new(owner), expires_at));
+            }
+        }
         if admitted {
             if kind == HoldKind::Write {
                 self.writer_waiting = None;
@@ -411,16 +452,6 @@ impl LockStore for MemoryStore {
         Ok(self.acquire_now(key, owner, ttl_ms))
     }
 
-    async fn owner_remaining_time(&self, key: &str, owner: &str) -> Result<crate::store::HoldCheck> {
-        // One look at the map, under one lock: held by `owner`, and its time left.
-        let now = self.clock.now_ms();
-        let state = self.state();
-        Ok(match state.entries.get(key) {
-            Some(e) if e.held_by(owner, now) => crate::store::HoldCheck::Held { remaining_ms: e.expires_at - now },
-            _ => crate::store::HoldCheck::NotHeld,
-        })
-    }
-
     async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
         Ok(Some(self.is_held_by_now(key, owner)))
     }
@@ -491,7 +522,12 @@ impl LockStore for MemoryStore {
         if holds.writer_waiting.as_ref().is_some_and(|(claimant, _)| claimant.is(owner)) {
             holds.writer_waiting = None;
         }
-        let released = holds.position(owner).map(|i| holds.holders.swap_remove(i)).is_some();
+        holds.forget_reader(owner);
+        let gone = holds.position(owner).map(|i| holds.holders.swap_remove(i));
+        if gone.as_ref().is_some_and(|h| h.writer) {
+            holds.readers_take_their_turn();
+        }
+        let released = gone.is_some();
         if holds.is_empty() {
             state.holds_of(kind).remove(key);
         }

@@ -98,7 +98,13 @@ impl LockStore for Remote {
         if !self.answers_hold_checks {
             return Ok(HoldCheck::CannotTell);
         }
-        let check = self.inner.owner_remaining_time(key, owner).await?;
+        // One look, as a store's single question would be (the memory store itself is
+        // synchronous and never asked).
+        let check = if self.inner.is_held_by_now(key, owner) {
+            self.inner.remaining_time_now(key).map_or(HoldCheck::NotHeld, |remaining_ms| HoldCheck::Held { remaining_ms })
+        } else {
+            HoldCheck::NotHeld
+        };
         self.reply("owner_remaining_time", check).await
     }
 }
@@ -322,4 +328,41 @@ fn a_waiting_acquire_does_not_retry_a_configuration_or_contract_error() {
     let err = timer.run(l.acquire(AcquireOptions::default().with_timeout_ms(5_000))).unwrap_err();
     assert_eq!(err.code(), "STORE_CONTRACT_VIOLATION");
     assert_eq!(timer.now(), 0, "failed at once");
+}
+
+/// Phase-fair read-write locks, on the memory store: a waiting writer keeps new readers
+/// out; when a writer's hold ends, the readers waiting then enter before the next writer.
+#[test]
+fn read_write_locks_are_phase_fair() {
+    use locksmith_core::HoldKind;
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let handle = |kind| Lock::of_kind("rw", 10_000, kind, store.clone(), t.clone()).unwrap();
+    let (w1, w2) = (handle(HoldKind::Write), handle(HoldKind::Write));
+    let (r1, r2, r3) = (handle(HoldKind::Read), handle(HoldKind::Read), handle(HoldKind::Read));
+    let (first, read1, read2, second, late_read) = timer.run(async {
+        futures_util::join!(
+            take(&timer, &w1, 0, 100),  // holds 0..100
+            take(&timer, &r1, 10, 50),  // waits behind w1
+            take(&timer, &r2, 20, 50),  // waits behind w1
+            take(&timer, &w2, 30, 50),  // waits, and claims: new readers stay out
+            take(&timer, &r3, 110, 10), // arrives during the readers' turn, behind w2's claim
+        )
+    });
+    assert_eq!(first, 0);
+    assert_eq!((read1, read2), (100, 100), "the readers waiting at the writer's release enter then, past w2's claim");
+    assert_eq!(second, 150, "the next writer enters once those readers are done");
+    assert!(late_read >= 200, "a reader arriving during the turn waits behind the claimed writer: {late_read}");
+}
+
+/// Starts after `at` ms, acquires (waiting), holds `hold` ms, releases: its grant time.
+async fn take(timer: &FakeTimer, l: &Lock, at: u64, hold: u64) -> u64 {
+    timer.sleep_for_test(at).await;
+    let waiting = AcquireOptions::default().with_timeout_ms(60_000).with_retry_delay_ms(10);
+    assert!(l.acquire(waiting).await.unwrap());
+    let granted = timer.now();
+    timer.sleep_for_test(hold).await;
+    assert!(l.release().await.unwrap());
+    granted
 }

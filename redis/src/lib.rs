@@ -117,7 +117,7 @@ pub fn lock_key(prefix: &str, key: &str) -> String {
 
 /// The Redis key of a semaphore's holders (`<prefix>{<key>}:semaphore`) or a read-write
 /// lock's (`<prefix>{<key>}:rw`): a sorted set of owner tokens scored by expiry. Its
-/// companions (`…:limit`, `…:writer`, `…:claim`, `…:fence`, `…:released`) add a suffix;
+/// companions (`…:limit`, `…:writer`, `…:claim`, `…:readers`, `…:turn`, `…:fence`, `…:released`) add a suffix;
 /// all share the lock key's hash tag, and none is a lock key (those end in `}`).
 #[must_use]
 pub fn permit_key(prefix: &str, key: &str, kind: locksmith_core::HoldKind) -> String {

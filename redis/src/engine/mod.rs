@@ -234,6 +234,12 @@ impl Redirect {
 }
 
 /// `MOVED 3999 127.0.0.1:6381`, `ASK 3999 127.0.0.1:6381`, `TRYAGAIN ...`, `CLUSTERDOWN ...`.
+/// A read-write lock's companion keys beside its holders (see rwlock_acquire.lua): the
+/// writer, a waiting writer's claim, the waiting readers and the readers' turn.
+fn rw_companions(holders: &str) -> [String; 4] {
+    ["writer", "claim", "readers", "turn"].map(|suffix| format!("{holders}:{suffix}"))
+}
+
 fn redirection(error: &str) -> Option<Redirection> {
     let mut parts = error.split(' ');
     let kind = parts.next()?;
@@ -416,10 +422,11 @@ impl Engine {
                     let args = [owner.as_bytes(), ttl.as_bytes(), limit.as_bytes(), grace.as_bytes()];
                     resp::script_on(out, &SEMAPHORE_ACQUIRE, eval, &[&holders, &limit_key, &fence], &args);
                 } else {
-                    let (writer, claim) = (format!("{holders}:writer"), format!("{holders}:claim"));
+                    let [writer, claim, waiting, turn] = rw_companions(&holders);
                     let mode: &[u8] = if *kind == HoldKind::Read { b"read" } else { b"write" };
                     let args = [owner.as_bytes(), ttl.as_bytes(), mode, grace.as_bytes()];
-                    resp::script_on(out, &RWLOCK_ACQUIRE, eval, &[&holders, &writer, &claim, &fence], &args);
+                    let keys = [holders.as_str(), &writer, &claim, &fence, &waiting, &turn];
+                    resp::script_on(out, &RWLOCK_ACQUIRE, eval, &keys, &args);
                 }
             }
             Op::PermitRelease { key, owner, kind } => {
@@ -430,8 +437,8 @@ impl Engine {
                     let limit_key = format!("{holders}:limit");
                     resp::script_on(out, &SEMAPHORE_RELEASE, eval, &[&holders, &limit_key], &args);
                 } else {
-                    let (writer, claim) = (format!("{holders}:writer"), format!("{holders}:claim"));
-                    resp::script_on(out, &RWLOCK_RELEASE, eval, &[&holders, &writer, &claim], &args);
+                    let [writer, claim, waiting, turn] = rw_companions(&holders);
+                    resp::script_on(out, &RWLOCK_RELEASE, eval, &[holders.as_str(), &writer, &claim, &waiting, &turn], &args);
                 }
             }
             Op::PermitExtend { key, owner, ttl_ms, kind } => {
