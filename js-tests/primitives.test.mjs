@@ -7,6 +7,7 @@ import { after, before, describe, it } from "node:test";
 
 import { mapStore } from "./js-stores.mjs";
 import { startRedis } from "./redis-server.mjs";
+import { startPostgres } from "./postgres-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
 
 const { semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
@@ -45,6 +46,25 @@ let server;
     clients.push(client);
     const store = new IoRedisLockStore(client);
     redisStores.push(store);
+    return store;
+  };
+}
+
+// PostgreSQL's permits, on a real server.
+{
+  let pg;
+  const pgStores = [];
+  before(async () => {
+    pg = await startPostgres();
+  });
+  after(async () => {
+    for (const store of pgStores) await store.close();
+    await pg?.stop();
+  });
+  stores.PostgresLockStore = async () => {
+    const { PostgresLockStore } = await import("../js/postgres.mjs");
+    const store = await PostgresLockStore.connect(pg.url);
+    pgStores.push(store);
     return store;
   };
 }

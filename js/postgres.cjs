@@ -15,6 +15,11 @@ const {
   ACQUIRE_PERMIT_TOKEN,
 } = require("./gen/api.cjs");
 
+// The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
+// reader 'waiting' for the readers' turn, and a reader whose 'turn' it is.
+const HOLDING_ROLES = ["semaphore", "read", "write"];
+const HOLDING = `(${HOLDING_ROLES.map((r) => `'${r}'`).join(", ")})`;
+
 const OPTIONS = ["table", "operationTimeoutMs", "listen", "createTable"];
 const DEFAULT_TABLE = "locksmith_locks";
 const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
@@ -687,20 +692,34 @@ class PostgresLockStore {
     const token = await this.#transaction("acquirePermit", async (client) => {
       await cleanup.free?.(client);
       await this.#serialize(client, `${set}:${key}`);
-      const { rows } = await client.query(
-        `SELECT owner, role, semaphore_limit FROM ${permits} WHERE kind = $1 AND key = $2 AND expires_at > clock_timestamp()`,
+      const { rows: all } = await client.query(
+        `SELECT owner, role, semaphore_limit, expires_at > clock_timestamp() AS live FROM ${permits} WHERE kind = $1 AND key = $2`,
         [set, key],
       );
-      const holders = rows.filter((r) => r.role !== "claim");
+      // A writer's hold that ran out (no release told us): the waiting readers' turn.
+      if (all.some((r) => r.role === "write" && !r.live)) {
+        await client.query(
+          `WITH gone AS (DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND role = 'write' AND expires_at <= clock_timestamp() RETURNING 1)
+           UPDATE ${permits} SET role = 'turn' WHERE kind = $1 AND key = $2 AND role = 'waiting' AND expires_at > clock_timestamp()`,
+          [set, key],
+        );
+        for (const r of all) if (r.role === "waiting") r.role = "turn";
+      }
+      const rows = all.filter((r) => r.live);
+      const holders = rows.filter((r) => HOLDING_ROLES.includes(r.role));
       if (holders.some((r) => r.owner === owner)) return false;
       // Every handle of a semaphore must agree on its limit while it is held.
       const heldLimit = holders.find((r) => r.semaphore_limit !== null)?.semaphore_limit;
       if (kind === "semaphore" && heldLimit !== undefined && heldLimit !== limit) return { heldLimit };
+      // Phase-fair read-write locks (see the README): a refused reader waits (role
+      // 'waiting') for the readers' turn ('turn'), which starts when a writer's hold ends;
+      // readers in it enter past a writer's claim, and no writer enters before them.
       const claim = rows.find((r) => r.role === "claim");
+      const inTurn = rows.some((r) => r.role === "turn" && r.owner === owner);
       const admitted =
         kind === "semaphore" ? holders.length < limit
-        : kind === "read" ? !holders.some((r) => r.role === "write") && !claim
-        : holders.length === 0 && (!claim || claim.owner === owner);
+        : kind === "read" ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
+        : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
       if (admitted) {
         // A writer's own claim, if any, becomes its hold (same primary key).
         const { rows: inserted } = await client.query(
@@ -713,6 +732,14 @@ class PostgresLockStore {
           [set, key, owner, kind, ttlMs, kind === "semaphore" ? limit : null],
         );
         return toToken(inserted[0].fencing_token);
+      }
+      if (kind === "read" && !inTurn) {
+        await client.query(
+          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at)
+           VALUES ($1, $2, $3, 'waiting', ${fromNow(4)})
+           ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'waiting', expires_at = excluded.expires_at, fencing_token = NULL`,
+          [set, key, owner, ttlMs],
+        );
       }
       if (kind === "write" && (!claim || claim.owner === owner)) {
         // The waiting writer's claim keeps new readers out until it expires.
@@ -751,7 +778,12 @@ class PostgresLockStore {
       client.query(
         `WITH gone AS (
            DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND owner = $3
-           RETURNING role <> 'claim' AND expires_at > clock_timestamp() AS held
+           RETURNING role, role IN ${HOLDING} AND expires_at > clock_timestamp() AS held
+         ),
+         turn AS (
+           UPDATE ${permits} SET role = 'turn'
+           WHERE kind = $1 AND key = $2 AND role = 'waiting' AND EXISTS (SELECT 1 FROM gone WHERE role = 'write')
+           RETURNING 1
          )
          SELECT held, pg_notify($4, $5) FROM gone`,
         [set, key, owner, channel, `${set}:${key}`],
@@ -772,7 +804,7 @@ class PostgresLockStore {
       await this.#serialize(client, `${set}:${key}`);
       const { rowCount } = await client.query(
         `UPDATE ${this.#sql.permits} SET expires_at = ${fromNow(4)}
-         WHERE kind = $1 AND key = $2 AND owner = $3 AND role <> 'claim' AND expires_at > clock_timestamp()`,
+         WHERE kind = $1 AND key = $2 AND owner = $3 AND role IN ${HOLDING} AND expires_at > clock_timestamp()`,
         [set, key, owner, ttlMs],
       );
       return rowCount > 0;
@@ -785,7 +817,7 @@ class PostgresLockStore {
     const { rows } = await this.#run("countPermits", (client) =>
       client.query(
         `SELECT count(*)::int AS n FROM ${this.#sql.permits}
-         WHERE kind = $1 AND key = $2 AND role <> 'claim' AND expires_at > clock_timestamp()`,
+         WHERE kind = $1 AND key = $2 AND role IN ${HOLDING} AND expires_at > clock_timestamp()`,
         [set, key],
       ),
     );
@@ -798,7 +830,7 @@ class PostgresLockStore {
     const { rows } = await this.#run("permitRemainingTime", (client) =>
       client.query(
         `SELECT ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 AS ms FROM ${this.#sql.permits}
-         WHERE kind = $1 AND key = $2 AND owner = $3 AND role <> 'claim' AND expires_at > clock_timestamp()`,
+         WHERE kind = $1 AND key = $2 AND owner = $3 AND role IN ${HOLDING} AND expires_at > clock_timestamp()`,
         [set, key, owner],
       ),
     );
