@@ -8,6 +8,7 @@ import { after, before, describe, it } from "node:test";
 import { mapStore } from "./js-stores.mjs";
 import { startRedis } from "./redis-server.mjs";
 import { startPostgres } from "./postgres-server.mjs";
+import { assertPhaseFair } from "./rw-scenarios.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
 
 const { semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
@@ -158,32 +159,7 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
     });
 
     it("is phase-fair: the readers waiting when a writer leaves enter before the next writer, and new readers wait behind a waiting writer", async () => {
-      const store = await makeStore();
-      const rw = readWriteLock(uniqueKey("rw-fair"), 5_000, store);
-      const order = [];
-      const w1 = rw.writeLock();
-      assert.equal(await w1.acquire(), true);
-      const take = async (name, l, holdMs) => {
-        assert.equal(await l.acquire({ timeout: 5_000, retryDelay: 20 }), true, `${name} got in`);
-        order.push(`${name} in`);
-        await sleep(holdMs);
-        order.push(`${name} out`);
-        await l.release();
-      };
-      // Two readers wait behind w1, then a writer waits (and claims).
-      const readers = [take("r1", rw.readLock(), 150), take("r2", rw.readLock(), 150)];
-      await sleep(60);
-      const writer = take("w2", rw.writeLock(), 50);
-      await sleep(60);
-      await w1.release();
-      await sleep(60);
-      // Arriving during the readers' turn, behind w2's claim: waits for w2.
-      const late = take("r3", rw.readLock(), 10);
-      await Promise.all([...readers, writer, late]);
-      const at = (e) => order.indexOf(e);
-      assert.ok(at("r1 in") < at("w2 in") && at("r2 in") < at("w2 in"), `the waiting readers went first: ${order}`);
-      assert.ok(at("r1 out") < at("w2 in") && at("r2 out") < at("w2 in"), `the writer was alone: ${order}`);
-      assert.ok(at("w2 out") < at("r3 in"), `a reader arriving behind a waiting writer waits for it: ${order}`);
+      await assertPhaseFair(ls, await makeStore());
     });
 
     it("restores each kind as itself", async () => {

@@ -9,7 +9,8 @@ import { after, describe, it } from "node:test";
 
 import { conformance } from "./conformance.mjs";
 import { startWorker } from "./workerd-harness.mjs";
-import { TARGET, sleep, uniqueKey } from "./target.mjs";
+import { assertPhaseFair } from "./rw-scenarios.mjs";
+import { TARGET, ls, sleep, uniqueKey } from "./target.mjs";
 
 const ONCE = TARGET === "native";
 
@@ -247,6 +248,10 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     // The two calls travel on different stubs and may cross: a wait that arrives after
     // its cancel ends at once instead of staying until the cap.
     assert.deepEqual(await get(`/cancel-first?key=${uniqueKey("crossed")}`), { pending: false, outcome: "cancelled" });
+  });
+
+  it("makes read-write locks phase-fair (the lock runs in Node, the store's object in workerd)", async () => {
+    await assertPhaseFair(ls, await remoteStore());
   });
 
   it("reloads its holds and fencing counter from storage when the object restarts", async () => {

@@ -49,6 +49,12 @@ function checkHold(owner, ttlMs) {
 /** Milliseconds left until `at`, or null once it has passed. */
 const left = (at, now) => (at > now ? Math.ceil(at - now) : null);
 
+/** A writer's hold of `set` ended: the readers waiting now take their turn. */
+function readersTakeTheirTurn(set) {
+  for (const [owner, until] of set.readers ?? []) set.turn.set(owner, until);
+  set.readers?.clear();
+}
+
 /**
  * The Durable Object class that holds the locks of one key. Export it from your worker
  * and bind it (see the README); `DurableObjectLockStore` calls it.
@@ -79,6 +85,11 @@ export class LockDurableObject extends DurableObject {
       this.#lock = saved.get(LOCK);
       this.#semaphore = saved.get(SEMAPHORE);
       this.#rw = saved.get(RW);
+      // Saved before read-write locks were phase-fair: no waiting readers then.
+      if (this.#rw) {
+        this.#rw.readers ??= new Map();
+        this.#rw.turn ??= new Map();
+      }
       this.#fence = saved.get(FENCE) ?? 0;
       this.#alarmAt = await ctx.storage.getAlarm();
     });
@@ -166,11 +177,22 @@ export class LockDurableObject extends DurableObject {
       }
       admitted = set.holders.size < limit;
     } else {
+      // Phase-fair: a refused reader waits for the readers' turn, which starts when a
+      // writer's hold ends; readers in it enter past a writer's claim, and no writer
+      // enters before them.
       const claim = set.claim;
       if (kind === "read") {
-        admitted = !claim && ![...set.holders.values()].some((h) => h.writer);
+        const inTurn = set.turn.has(owner);
+        admitted = (!claim || inTurn) && ![...set.holders.values()].some((h) => h.writer);
+        if (admitted) {
+          set.readers.delete(owner);
+          set.turn.delete(owner);
+        } else if (!inTurn) {
+          set.readers.set(owner, now + ttlMs);
+          this.#save(group);
+        }
       } else {
-        admitted = set.holders.size === 0 && (!claim || claim.owner === owner);
+        admitted = set.holders.size === 0 && set.turn.size === 0 && (!claim || claim.owner === owner);
         if (!admitted && (!claim || claim.owner === owner)) {
           set.claim = { owner, until: now + ttlMs };
           this.#save(group);
@@ -197,6 +219,9 @@ export class LockDurableObject extends DurableObject {
       set.claim = undefined;
       changed = true;
     }
+    set.readers?.delete(owner);
+    if (set.turn?.delete(owner)) changed = true;
+    if (set.holders.get(owner)?.writer) readersTakeTheirTurn(set);
     const held = set.holders.delete(owner);
     if (held || changed) {
       this.#save(group);
@@ -286,7 +311,7 @@ export class LockDurableObject extends DurableObject {
   #setOf(group) {
     let set = this.#stored(group);
     if (!set) {
-      set = { holders: new Map(), claim: undefined, limit: undefined };
+      set = { holders: new Map(), claim: undefined, limit: undefined, readers: new Map(), turn: new Map() };
       if (group === SEMAPHORE) this.#semaphore = set;
       else this.#rw = set;
     }
@@ -319,8 +344,17 @@ export class LockDurableObject extends DurableObject {
       let changed = false;
       for (const [owner, hold] of set.holders) {
         if (hold.expiresAt <= now) {
+          if (hold.writer) readersTakeTheirTurn(set);
           set.holders.delete(owner);
           changed = true;
+        }
+      }
+      for (const waits of [set.readers, set.turn]) {
+        for (const [owner, until] of waits ?? []) {
+          if (until <= now) {
+            waits.delete(owner);
+            changed = true;
+          }
         }
       }
       if (set.claim && set.claim.until <= now) {
@@ -343,7 +377,7 @@ export class LockDurableObject extends DurableObject {
       else storage.delete(LOCK);
     } else {
       const set = this.#stored(group);
-      if (set && (set.holders.size > 0 || set.claim)) {
+      if (set && (set.holders.size > 0 || set.claim || set.readers?.size > 0 || set.turn?.size > 0)) {
         storage.put(group, set);
       } else {
         if (group === SEMAPHORE) this.#semaphore = undefined;
@@ -361,6 +395,7 @@ export class LockDurableObject extends DurableObject {
       if (!set) continue;
       for (const hold of set.holders.values()) next = Math.min(next, hold.expiresAt);
       if (set.claim) next = Math.min(next, set.claim.until);
+      for (const until of [...(set.readers?.values() ?? []), ...(set.turn?.values() ?? [])]) next = Math.min(next, until);
     }
     const at = next === Infinity ? null : next;
     if (at === this.#alarmAt) return;
