@@ -3,6 +3,11 @@
 // expiry, auto-extend — checked for two holders, a semaphore over its limit, a writer
 // beside anyone, fencing tokens out of grant order, early or late signals and success
 // after "lost". The checker's own test feeds it broken histories, and a broken store.
+// Stores: memory, RedisLockStore (direct, through a latency proxy, a client process
+// stopped past its TTL, redis-server restarted), IoRedisLockStore and NodeRedisLockStore
+// over users' clients, PostgresLockStore (direct, commit latency, a stopped client
+// process, PostgreSQL restarted). For each fault, a deliberately broken guard (a
+// test-only wrapper around the real store, or a server that forgets) must be caught.
 // A longer run: `node js-tests/histories/run.mjs --seconds 60` (see docs/RELIABILITY.md).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -12,22 +17,73 @@ import { checkHistory } from "./histories/checker.mjs";
 import { driftMs, now } from "./histories/client.mjs";
 import { startProxy } from "./histories/proxy.mjs";
 import { seeded, newSeed } from "./histories/random.mjs";
-import { runHistory } from "./histories/run.mjs";
+import { COMMIT_LATENCY, pauses, restarts, runHistory, servers } from "./histories/run.mjs";
+import { requirePostgres } from "./postgres-server.mjs";
 import { startRedis } from "./redis-server.mjs";
 import { TARGET, ls, sleep } from "./target.mjs";
 
 const SECONDS = Number(process.env.LOCKSMITH_HISTORY_SECONDS ?? 3);
+// Skips the PostgreSQL runs without a server, except under CI=true, where that fails.
+const POSTGRES = await requirePostgres();
 
 /** Runs a history and asserts it is clean, printing the seed to replay it. */
-async function assertClean(t, options) {
+async function assertClean(t, { minHolds = 50, ...options }) {
   const run = await runHistory({ seconds: SECONDS, ...options });
   t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.result.violations.length} violations, ${run.result.lateSignals} late signals`);
-  assert.ok(run.result.holds > 50, `enough holds to mean something (${run.result.holds}); seed ${run.seed}`);
+  assert.ok(run.result.holds > minHolds, `enough holds to mean something (${run.result.holds}); seed ${run.seed}`);
   for (const kind of ["lock", "semaphore", "read", "write"]) {
     assert.ok(run.holds.some((h) => h.kind === kind), `some ${kind} holds; seed ${run.seed}`);
   }
   assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); replay with seed ${run.seed}`);
   return run;
+}
+
+/** Runs a history with a broken guard and asserts the checker reports one of `types`. */
+async function assertCaught(t, types, options) {
+  const run = await runHistory({ seconds: SECONDS, ...options });
+  t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.faults} faults, ${JSON.stringify(run.result.byType)}`);
+  assert.ok(run.faults > 0 || !options.fault, `the fault happened (seed ${run.seed})`);
+  const seen = types.filter((type) => run.result.byType[type] > 0);
+  assert.ok(seen.length > 0, `the checker reports ${types.join(" or ")} (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
+  return run;
+}
+
+/** The errors the client processes counted, summed. */
+const errorCounts = (run) => {
+  const out = {};
+  for (const s of run.summaries) for (const [name, n] of Object.entries(s.errors)) out[name] = (out[name] ?? 0) + n;
+  return out;
+};
+
+// A client process stopped (SIGSTOP) for 150–300 ms, past its 120 ms TTL, every 600 ms.
+const PAUSES = () => pauses({ every: 600, ms: [150, 300] });
+
+/** A process stopped past its TTL: its holds ran out meanwhile, and the checker saw them reported lost. */
+function assertPausesBit(t, run) {
+  t.diagnostic(`${run.pauses.length} pauses; ${run.result.expiredWhileStopped} holds expired while stopped; ${run.result.lateExtends} late extends`);
+  assert.ok(run.pauses.length >= 2, `processes were stopped (seed ${run.seed})`);
+  assert.ok(run.result.expiredWhileStopped > 0, `some holds expired while their process was stopped (seed ${run.seed})`);
+}
+
+/**
+ * A waiting acquire rides out a restart: a holder takes `key` (TTL 400 ms), a waiter
+ * waits up to 10 s, the server stops and starts again; the waiter gets it, fenced later.
+ */
+async function assertWaitRidesOut(store, server, { downMs }) {
+  const key = `ride-out:${newSeed()}`;
+  const holder = new ls.Lock(key, "400ms", store);
+  assert.equal(await holder.acquire(), true);
+  const waiter = new ls.Lock(key, "2s", store);
+  const waiting = waiter.acquire({ timeout: 10_000, retryDelay: 20 }).then((value) => ({ value }), (error) => ({ error }));
+  await sleep(50);
+  await server.stop();
+  await sleep(downMs);
+  await server.start();
+  const got = await waiting;
+  assert.equal(got.error, undefined, `the wait rode out the restart: ${got.error}`);
+  assert.equal(got.value, true);
+  assert.ok(waiter.fencingToken > holder.fencingToken, `tokens ${holder.fencingToken} then ${waiter.fencingToken}`);
+  assert.equal(await waiter.release(), true);
 }
 
 describe(`history checker (${TARGET})`, () => {
@@ -101,6 +157,25 @@ describe(`history checker (${TARGET})`, () => {
       assert.deepEqual(types([hold({ release: null, signal: { at: 50, reason: "lost", code: "LOCK_NOT_HELD" } })]), ["early-signal"]);
       assert.deepEqual(types([hold({ release: null, signal: { at: 97, reason: "lost", code: "LOCK_NOT_HELD" } })]), [], "within the drift allowance");
       assert.deepEqual(types([hold({ signal: { at: 10, reason: "released" } })]), ["early-signal"], "released before release()");
+    });
+
+    it("reports an extend that succeeds after every expiry passed, and a hold that expired in a stopped process but was not reported lost", () => {
+      const late = hold({ release: null, signal: { at: 250, reason: "lost" }, extends: [{ send: 104, reply: 105, ok: true, code: null }] });
+      assert.deepEqual(types([late]), ["extend-after-gone"]);
+      assert.deepEqual(types([hold({ release: null, signal: { at: 150, reason: "lost" }, extends: [{ send: 104, reply: 105, ok: false, code: "LOCK_NOT_HELD" }] })]), [], "refused: fine");
+      assert.deepEqual(types([hold({ release: null, signal: { at: 240, reason: "lost" }, extends: [{ send: 90, reply: 91, ok: true, code: null }] })]), [], "in time: fine");
+      // Process 0 stopped from 50 to 400 ms: its hold (gone by 101 ms) is reported when it runs again.
+      const pauses = [{ process: 0, from: 50, to: 400 }];
+      const stopped = hold({ release: { send: 401, reply: 402, ok: false, code: null }, signal: { at: 401, reason: "lost" } });
+      assert.deepEqual(Object.keys(checkHistory([stopped], { pauses }).byType), []);
+      assert.equal(checkHistory([stopped], { pauses }).expiredWhileStopped, 1);
+      const released = hold({ release: { send: 401, reply: 402, ok: false, code: null }, signal: { at: 402, reason: "released" } });
+      assert.deepEqual(Object.keys(checkHistory([released], { pauses }).byType), ["not-reported-lost"]);
+      // Never reported, the run over at 500 ms: late without the pause; with it the
+      // bound (650 ms) is past the end, but the hold ran out while stopped.
+      const silent = hold({ release: null, signal: null, endAt: 500 });
+      assert.deepEqual(Object.keys(checkHistory([silent]).byType), ["late-signal"]);
+      assert.deepEqual(Object.keys(checkHistory([silent], { pauses }).byType), ["not-reported-lost"]);
     });
 
     it("reports an extend that succeeds after lost, and a store that refuses a live holder", () => {
@@ -229,6 +304,203 @@ describe(`history checker (${TARGET})`, () => {
       }
       assert.ok(grants > 50, `enough grants (${grants})`);
       assert.deepEqual(problems.slice(0, 10), [], `${problems.length} of ${grants} grants wrong (seed ${seed})`);
+    });
+  });
+  describe("stores over users' Redis clients", () => {
+    let server;
+    before(async () => {
+      server = await startRedis();
+    });
+    after(async () => {
+      await server?.stop();
+    });
+
+    it("IoRedisLockStore (ioredis): 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { ioredis: server.url }, processes: 2, clients: 6 });
+    });
+
+    it("NodeRedisLockStore (redis): 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { nodeRedis: server.url }, processes: 2, clients: 6 });
+    });
+  });
+
+  describe("faults on Redis: a client process stopped past its TTL, redis-server restarted", () => {
+    let running;
+    let plain;
+    let aof;
+    before(async () => {
+      running = servers();
+      [plain, aof] = await Promise.all([running.get("redis"), running.get("redis-aof")]);
+    });
+    after(async () => {
+      await running?.stop();
+    });
+
+    it("RedisLockStore, a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, { store: { redis: plain.url }, processes: 2, clients: 6, fault: PAUSES() });
+      assertPausesBit(t, run);
+    });
+
+    // The guard: a holder that comes back after its TTL releases only what is its own.
+    it("catches a broken guard under pauses: a store whose release ignores the owner", async (t) => {
+      await assertCaught(t, ["overlap"], {
+        store: { broken: "release-ignores-owner", store: { ioredis: plain.url } },
+        processes: 2,
+        clients: 6,
+        fault: PAUSES(),
+        client: { kinds: { lock: 1 } },
+      });
+    });
+
+    // The guard: a hold that ran out while its process was stopped is reported lost.
+    it("catches a broken guard under pauses: a store whose owner check says 'still yours'", async (t) => {
+      await assertCaught(t, ["late-signal", "not-reported-lost"], {
+        store: { broken: "owner-check-says-yes", ttl: 120, store: { ioredis: plain.url } },
+        processes: 2,
+        clients: 6,
+        fault: PAUSES(),
+        client: { kinds: { lock: 1 } },
+      });
+    });
+
+    it("RedisLockStore, redis-server (AOF, appendfsync always) restarted on its port every 1 s, TTL 600 ms: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, {
+        store: { redis: aof.url, commandTimeoutMs: 300 },
+        processes: 2,
+        clients: 6,
+        client: { ttlMs: 600 },
+        fault: restarts(aof, { every: 1_000, downMs: 100 }),
+      });
+      t.diagnostic(`${run.faults} restarts; errors ${JSON.stringify(errorCounts(run))}`);
+      assert.ok(run.faults >= 2, "the server was restarted");
+    });
+
+    // The guard: holds outlive a restart. A server without persistence forgets them.
+    it("catches a broken guard under restarts: a redis-server that forgets its keys (no AOF)", async (t) => {
+      await assertCaught(t, ["overlap", "over-limit", "writer-with-others"], {
+        store: { redis: plain.url, commandTimeoutMs: 300 },
+        processes: 2,
+        clients: 6,
+        client: { ttlMs: 600 },
+        fault: restarts(plain, { every: 1_000, downMs: 100 }),
+      });
+    });
+
+    it("a waiting acquire rides out a restart (RedisLockStore, IoRedisLockStore)", async () => {
+      const native = await ls.RedisLockStore.connect({ url: aof.url, commandTimeoutMs: 300 });
+      const client = new Redis(aof.url);
+      client.on("error", () => {});
+      const { IoRedisLockStore } = await import("locksmith-js/ioredis");
+      try {
+        await assertWaitRidesOut(native, aof, { downMs: 300 });
+        await assertWaitRidesOut(new IoRedisLockStore(client, { operationTimeoutMs: 1_000 }), aof, { downMs: 300 });
+      } finally {
+        await native.close();
+        client.disconnect();
+      }
+    });
+  });
+
+  describe("PostgresLockStore", POSTGRES, () => {
+    let running;
+    let server;
+    before(async () => {
+      running = servers();
+      server = await running.get("postgres");
+    });
+    after(async () => {
+      await running?.stop();
+    });
+
+    it("direct: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { postgres: server.url }, processes: 2, clients: 6 });
+    });
+
+    it("commit latency (durable commits, commit_delay 10 ms), TTL 300 ms: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { postgres: server.url, options: COMMIT_LATENCY }, processes: 2, clients: 6, client: { ttlMs: 300 } });
+    });
+
+    it("a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, { store: { postgres: server.url }, processes: 2, clients: 6, fault: PAUSES() });
+      assertPausesBit(t, run);
+    });
+
+    // Holds of 600 ms outlive the ~200 ms the server is away.
+    it("PostgreSQL stopped and started again every 1.5 s, TTL 600 ms: 2 processes × 6 clients", async (t) => {
+      const started = performance.now();
+      const run = await assertClean(t, {
+        store: { postgres: server.url, operationTimeoutMs: 1_000 },
+        processes: 2,
+        clients: 6,
+        minHolds: 30,
+        client: { ttlMs: 600 },
+        fault: restarts(server, { every: 1_500, downMs: 0 }),
+      });
+      t.diagnostic(`${run.faults} restarts in ${Math.round(performance.now() - started)} ms; errors ${JSON.stringify(errorCounts(run))}`);
+      assert.ok(run.faults >= 1, "the server was restarted");
+    });
+
+    // The guard: holds outlive a restart. Rows deleted as the server comes back stand for
+    // a store that forgot them.
+    it("catches a broken guard under restarts: a PostgreSQL that comes back without its holds", async (t) => {
+      const pg = (await import("pg")).default;
+      await assertCaught(t, ["overlap", "over-limit", "writer-with-others", "held-but-refused"], {
+        store: { postgres: server.url, operationTimeoutMs: 1_000 },
+        processes: 2,
+        clients: 6,
+        client: { ttlMs: 1_000 },
+        fault: restarts(server, {
+          every: 1_000,
+          downMs: 0,
+          afterStart: async () => {
+            const client = new pg.Client({ connectionString: server.url });
+            await client.connect();
+            try {
+              await client.query("DELETE FROM locksmith_locks; DELETE FROM locksmith_locks_permits");
+            } finally {
+              await client.end();
+            }
+          },
+        }),
+      });
+    });
+
+    // Found by the restart run: an acquire that failed while the server was down left a
+    // cleanup (delete this owner's row) to run once it is back. A waiting Lock retries with
+    // the same owner: when the retry got the key first, the late cleanup deleted the live
+    // hold and a second holder got in.
+    it("a cleanup after an acquire that failed does not free the same owner's later, granted acquire", async () => {
+      const { PostgresLockStore } = await import("locksmith-js/postgres");
+      const store = await PostgresLockStore.connect(server.url, { operationTimeoutMs: 500, listen: false });
+      const key = `cleanup:${newSeed()}`;
+      try {
+        assert.equal(await store.isLocked(key), false);
+        await server.stop();
+        await assert.rejects(store.acquire(key, "owner-1", 10_000), (err) => err.code === "STORE_UNAVAILABLE");
+        // Back between two of the cleanup's attempts (at 0, 100, 300, 700, 1500, 3100 ms).
+        await sleep(1_600);
+        await server.start();
+        // The retry, as a waiting Lock makes it: the same owner.
+        let granted = false;
+        for (let i = 0; i < 50 && !granted; i++) granted = await store.acquire(key, "owner-1", 10_000).catch(() => false);
+        assert.equal(granted, true);
+        // The cleanup's retries (100 ms, doubling to 2 s) have run by now.
+        await sleep(4_000);
+        assert.equal(await store.isHeldBy(key, "owner-1"), true, "the granted hold is still there");
+        assert.equal(await store.acquire(key, "owner-2", 10_000), false, "nobody else gets in");
+      } finally {
+        await store.close();
+      }
+    });
+
+    it("a waiting acquire rides out a restart", async () => {
+      const { PostgresLockStore } = await import("locksmith-js/postgres");
+      const store = await PostgresLockStore.connect(server.url, { operationTimeoutMs: 1_000 });
+      try {
+        await assertWaitRidesOut(store, server, { downMs: 300 });
+      } finally {
+        await store.close();
+      }
     });
   });
 });

@@ -24,7 +24,19 @@
 //   extend that succeeded or whose outcome is unknown, + TTL). Auto-extended holds
 //   extend out of sight, so only their release or a known loss counts for them;
 // - `after-lost`: once the handle said lost (its signal, an extend refused with
-//   LOCK_NOT_HELD, release() false), no extend sent after that succeeds.
+//   LOCK_NOT_HELD, release() false), no extend sent after that succeeds;
+// - `extend-after-gone`: no extend of a hold (not auto-extended) succeeds when it was
+//   sent after every expiry the earlier requests could have set had passed (the reply
+//   of the last acquire or extend that succeeded or whose outcome is unknown, + TTL,
+//   + `slackMs`): a holder that slept past its TTL (a paused process) must not get its
+//   hold back.
+//
+// `pauses` (`[{ process, from, to }]`, an OS process stopped with SIGSTOP then continued)
+// move the late-signal bound of that process's holds: a stopped process runs no timer,
+// so a hold certainly gone while it was stopped must be reported within `signalBoundMs`
+// of it running again. And `not-reported-lost`: a hold (not auto-extended, not released
+// before the stop) whose every possible expiry passed while its process was stopped is
+// reported by its signal as lost, not as released.
 
 const family = (kind) => (kind === "read" || kind === "write" ? "rw" : kind);
 
@@ -57,11 +69,20 @@ export function holdTimes(hold, slackMs = 2) {
 }
 
 /**
- * Checks `holds`; returns `{ holds, violations, lateSignals, byType }`. Each violation is
+ * Checks `holds`; returns `{ holds, violations, lateSignals, byType, expiredWhileStopped,
+ * lateExtends }`. Each violation is
  * `{ type, key, kind, message, holds: [...] }` with the holds involved (times relative
  * to the run's first request, in ms) for debugging.
  */
-export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50 } = {}) {
+export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50, pauses = [] } = {}) {
+  /** The time by which a signal of a hold in `client`'s process must have aborted. */
+  const signalDue = (client, goneAt) => {
+    const process = Number(String(client).split(".")[0]);
+    const mine = pauses.filter((p) => p.process === process).sort((a, b) => a.from - b.from);
+    let by = goneAt + signalBoundMs;
+    for (const p of mine) if (p.from <= by && p.to >= goneAt) by = Math.max(by, p.to + signalBoundMs);
+    return by;
+  };
   const t0 = holds.reduce((t, h) => Math.min(t, h.acquire.send), Infinity);
   const rel = (t) => (Number.isFinite(t) ? Math.round((t - t0) * 10) / 10 : t);
   const describe = (h) => {
@@ -132,6 +153,10 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
   }
 
   let lateSignals = 0;
+  // How often the faults' cases came up: holds that expired while their process was
+  // stopped, and extends sent after every expiry had passed (each must fail).
+  let expiredWhileStopped = 0;
+  let lateExtends = 0;
   for (const h of all) {
     const t = h.times;
     // The store refused the holder while it was certainly live. (The handle itself
@@ -156,7 +181,7 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
     }
     // Promptly late.
     if (t.goneAt !== null) {
-      const by = t.goneAt + signalBoundMs;
+      const by = signalDue(h.client, t.goneAt);
       const at = h.signal ? h.signal.at : Infinity;
       if (at > by && (h.signal || h.endAt > by)) {
         lateSignals += 1;
@@ -169,6 +194,29 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
     for (const e of h.extends) {
       if (e.ok && e.send > t.lostAt) report("after-lost", [h], `an extend sent at ${rel(e.send)} ms succeeded after the handle said lost at ${rel(t.lostAt)} ms`);
     }
+    // Expired while its process was stopped: the signal says lost.
+    if (!h.auto && pauses.length > 0) {
+      const process = Number(String(h.client).split(".")[0]);
+      const sets = [h.acquire.reply, ...h.extends.filter((e) => e.ok || e.code !== "LOCK_NOT_HELD").map((e) => e.reply)];
+      const goneBy = Math.max(...sets) + h.ttl + slackMs;
+      const stop = pauses.find((p) => p.process === process && p.from <= goneBy && p.to >= goneBy);
+      if (stop && !(h.release && h.release.send < stop.from)) expiredWhileStopped += 1;
+      if (stop && !(h.release && h.release.send < stop.from) && h.signal?.reason !== "lost") {
+        report("not-reported-lost", [h], `the hold expired by ${rel(goneBy)} ms while its process was stopped (${rel(stop.from)}–${rel(stop.to)} ms); its signal ${h.signal ? `aborted as ${h.signal.reason}` : "never aborted"}`);
+      }
+    }
+    // Nor once every expiry set before it has passed.
+    if (!h.auto) {
+      let setBy = h.acquire.reply;
+      for (const e of h.extends) {
+        const goneBy = setBy + h.ttl + slackMs;
+        if (e.send > goneBy) lateExtends += 1;
+        if (e.ok && e.send > goneBy) {
+          report("extend-after-gone", [h], `an extend sent at ${rel(e.send)} ms succeeded; every expiry set before it had passed by ${rel(goneBy)} ms`);
+        }
+        if (e.ok || e.code !== "LOCK_NOT_HELD") setBy = Math.max(setBy, e.reply);
+      }
+    }
   }
-  return { holds: holds.length, violations, lateSignals, byType };
+  return { holds: holds.length, violations, lateSignals, byType, expiredWhileStopped, lateExtends };
 }

@@ -53,7 +53,49 @@ export function alwaysGrants(inner) {
   };
 }
 
-/** The store a config names: `memory`, `broken-memory`, or `{ redis: url, ... }`. */
+// The lock methods a test-only wrapper passes through (plain locks only: the broken
+// guards are shown on `kinds: { lock: 1 }` runs). ACQUIRE_TOKEN keeps fencing tokens.
+const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime", "isHeldBy", "ownerRemainingTime", Symbol.for("locksmith.acquireToken")];
+
+/**
+ * A test-only wrapper around a real store with one guard broken, to show that the
+ * checker catches what a fault tests:
+ * - `extend-says-yes`: extend() answers true even when the store refused (a holder paused
+ *   past its TTL would extend a hold that is gone);
+ * - `release-ignores-owner`: release() deletes the key whoever holds it (`del(key)`, the
+ *   raw delete of the store's own key, is given by the caller);
+ * - `owner-check-says-yes`: ownerRemainingTime() answers a full TTL for anyone (the due
+ *   check that makes a signal report a hold lost never sees the loss).
+ */
+export function brokenStore(inner, how, { del, ttl } = {}) {
+  const store = {};
+  for (const name of LOCK_METHODS) if (typeof inner[name] === "function") store[name] = (...args) => inner[name](...args);
+  if (how === "extend-says-yes") {
+    store.extend = async (key, owner, ttlMs) => {
+      await inner.extend(key, owner, ttlMs);
+      return true;
+    };
+  } else if (how === "release-ignores-owner") {
+    store.release = async (key) => {
+      await del(key);
+      return true;
+    };
+  } else if (how === "owner-check-says-yes") {
+    store.ownerRemainingTime = async () => ttl;
+    store.isHeldBy = async () => true;
+  } else {
+    throw new Error(`unknown broken guard ${how}`);
+  }
+  return store;
+}
+
+/**
+ * The store a config names: `memory`, `broken-memory`, `{ redis: url, ... }` (RedisLockStore),
+ * `{ postgres: url, options?, ... }` (PostgresLockStore; `options` is the connection's
+ * `-c` settings), `{ ioredis: url, ... }` (IoRedisLockStore over an ioredis client),
+ * `{ nodeRedis: url, ... }` (NodeRedisLockStore over a node-redis client), or
+ * `{ broken: how, store: spec }` (brokenStore over an ioredis spec's store).
+ */
 export async function openStore(ls, spec) {
   if (spec === "memory") return { store: new ls.MemoryLockStore(), close: async () => {} };
   if (spec === "broken-memory") return { store: alwaysGrants(new ls.MemoryLockStore()), close: async () => {} };
@@ -61,6 +103,49 @@ export async function openStore(ls, spec) {
     const { redis, ...options } = spec;
     const store = await ls.RedisLockStore.connect({ url: redis, ...options });
     return { store, close: () => store.close() };
+  }
+  if (spec && typeof spec === "object" && typeof spec.postgres === "string") {
+    const { postgres, options, ...storeOptions } = spec;
+    const { PostgresLockStore } = await import("locksmith-js/postgres");
+    const store = await PostgresLockStore.connect({ connectionString: postgres, ...(options ? { options } : {}) }, storeOptions);
+    return { store, close: () => store.close() };
+  }
+  if (spec && typeof spec === "object" && typeof spec.ioredis === "string") {
+    const { ioredis, ...options } = spec;
+    const { Redis } = await import("ioredis");
+    const { IoRedisLockStore } = await import("locksmith-js/ioredis");
+    const client = new Redis(ioredis);
+    client.on("error", () => {}); // it reconnects by itself; calls meanwhile fail or wait
+    const store = new IoRedisLockStore(client, options);
+    return {
+      store,
+      raw: client,
+      close: async () => {
+        await store.close();
+        client.disconnect();
+      },
+    };
+  }
+  if (spec && typeof spec === "object" && typeof spec.nodeRedis === "string") {
+    const { nodeRedis, ...options } = spec;
+    const { createClient } = await import("redis");
+    const { NodeRedisLockStore } = await import("locksmith-js/node-redis");
+    const client = createClient({ url: nodeRedis });
+    client.on("error", () => {}); // it reconnects by itself
+    await client.connect();
+    const store = new NodeRedisLockStore(client, options);
+    return {
+      store,
+      close: async () => {
+        await store.close();
+        await (typeof client.destroy === "function" ? client.destroy() : client.disconnect());
+      },
+    };
+  }
+  if (spec && typeof spec === "object" && typeof spec.broken === "string") {
+    const inner = await openStore(ls, spec.store);
+    const del = (key) => inner.raw.del(inner.store.lockKey(key));
+    return { store: brokenStore(inner.store, spec.broken, { del, ttl: spec.ttl }), close: inner.close };
   }
   throw new Error(`unknown store ${JSON.stringify(spec)}`);
 }
@@ -215,7 +300,18 @@ export async function runClients(ls, store, userConfig) {
 async function main() {
   const config = { ...DEFAULTS, ...JSON.parse(process.argv[2] ?? process.env.LOCKSMITH_HISTORY_CONFIG ?? "{}") };
   const { ls } = await import("../target.mjs");
-  const { store, close } = await openStore(ls, config.store);
+  // A store that is out of reach at start (a fault under way) is tried again for a while.
+  let opened;
+  for (const deadline = now() + 15_000; ; ) {
+    try {
+      opened = await openStore(ls, config.store);
+      break;
+    } catch (err) {
+      if (err?.code !== "STORE_UNAVAILABLE" || now() > deadline) throw err;
+      await sleep(100);
+    }
+  }
+  const { store, close } = opened;
   // Processes of one run start together: at `startAt` on the shared clock.
   if (config.startAt) await sleep(Math.max(0, config.startAt - now()));
   const { holds, summary } = await runClients(ls, store, config);

@@ -3,7 +3,9 @@
 // and `--seed` replays it (the same operations; timing still differs).
 //
 //   node js-tests/histories/run.mjs [--seconds 60] [--processes 4] [--clients 8]
-//     [--stores memory,redis,redis-proxy,redis-stall,redis-cut] [--seed N]
+//     [--stores memory,redis,redis-proxy,redis-stall,redis-cut,redis-pause,redis-restart,
+//               ioredis,ioredis-restart,node-redis,postgres,postgres-commit,postgres-pause,
+//               postgres-restart] [--seed N]
 //
 // prints one table row per store × fault: holds checked, violations, late signals. Run
 // it under LOCKSMITH_TARGET=wasm for the WebAssembly build. Exits 1 on any violation.
@@ -19,9 +21,10 @@ import { newSeed, seeded } from "./random.mjs";
 const CLIENT = fileURLToPath(new URL("./client.mjs", import.meta.url));
 
 /** Runs one client process with `config`; resolves to its records. */
-function runProcess(config, { timeoutMs }) {
+function runProcess(config, { timeoutMs, onSpawn }) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLIENT, JSON.stringify(config)], { stdio: ["ignore", "pipe", "pipe"], env: process.env });
+    onSpawn?.(child);
     const out = [];
     let err = "";
     child.stdout.on("data", (d) => out.push(d));
@@ -42,55 +45,227 @@ function runProcess(config, { timeoutMs }) {
 
 /**
  * One run: `processes` × `clients` on `store` (a client.mjs store spec) for `seconds`,
- * with `fault` during it (`{ proxy, every, apply }`, optional). Resolves to
- * `{ seed, result: checkHistory(...), summaries, holds }`.
+ * with `fault` during it (optional): `{ every, apply(random, run) }`, where `run` has the
+ * client processes (`children`) and `pause(i, ms)`, which stops process `i` (SIGSTOP)
+ * and continues it (SIGCONT) `ms` later; the pauses go to the checker. An `apply` that
+ * returns a promise is not started again until it settles. Resolves to
+ * `{ seed, result: checkHistory(...), summaries, holds, pauses, faults }`.
  */
 export async function runHistory({ store, processes = 1, clients = 4, seconds = 2, seed = newSeed(), fault = null, check = {}, client = {} }) {
   const startAt = now() + 600; // every process connected and waiting by then
   const durationMs = seconds * 1_000;
+  const children = [];
+  const pauses = [];
+  const continuing = new Set();
+  const run = {
+    children,
+    startAt,
+    pause(i, ms) {
+      const child = children[i];
+      if (!child || child.exitCode !== null || child.signalCode !== null) return;
+      const entry = { process: i, from: now(), to: Infinity };
+      child.kill("SIGSTOP");
+      pauses.push(entry);
+      const resume = new Promise((resolve) =>
+        setTimeout(() => {
+          child.kill("SIGCONT");
+          entry.to = now();
+          resolve();
+        }, ms),
+      );
+      continuing.add(resume);
+    },
+  };
   let faults = null;
+  let applied = 0;
+  const faultErrors = [];
   if (fault?.apply) {
     const random = seeded(seed).fork(1_000);
-    faults = setInterval(() => fault.apply(random), fault.every);
+    let busy = false;
+    faults = setInterval(() => {
+      if (busy || now() < startAt) return;
+      busy = true;
+      applied += 1;
+      Promise.resolve()
+        .then(() => fault.apply(random, run))
+        .catch((err) => faultErrors.push(err))
+        .finally(() => (busy = false));
+    }, fault.every);
   }
   let records;
   try {
     const configs = Array.from({ length: processes }, (_, i) => ({ ...client, store, clients, durationMs, seed, process: i, startAt }));
-    records = (await Promise.all(configs.map((config) => runProcess(config, { timeoutMs: durationMs + 30_000 })))).flat();
+    records = (
+      await Promise.all(configs.map((config, i) => runProcess(config, { timeoutMs: durationMs + 30_000, onSpawn: (child) => (children[i] = child) })))
+    ).flat();
   } finally {
     if (faults) clearInterval(faults);
+    await Promise.all(continuing);
+    // A fault under way (a restart) finishes before the next run.
+    await fault?.settled?.();
   }
+  if (faultErrors.length > 0) throw faultErrors[0];
   const holds = records.filter((r) => r.t === "hold");
   const summaries = records.filter((r) => r.t === "summary");
-  return { seed, result: checkHistory(holds, check), summaries, holds };
+  return { seed, result: checkHistory(holds, { ...check, pauses }), summaries, holds, pauses, faults: applied };
 }
 
-/** The store × fault setups: `{ name, fault, open(redisUrl) → { store, fault?, close } }`. */
+/**
+ * A fault that restarts `server` (stop, `downMs`, start on the same port) every `every`
+ * ms; `afterStart()`, if given, runs once it is up again (a test's deliberate damage).
+ */
+export function restarts(server, { every, downMs, afterStart }) {
+  let restarting = null;
+  return {
+    every,
+    apply: () => {
+      restarting = (async () => {
+        await server.stop();
+        await new Promise((resolve) => setTimeout(resolve, downMs));
+        await server.start();
+        await afterStart?.();
+      })();
+      return restarting;
+    },
+    settled: () => restarting?.catch(() => {}),
+  };
+}
+
+/** A fault that stops one client process (SIGSTOP) for `ms` (past its TTL) every `every` ms, then continues it. */
+export function pauses({ every, ms }) {
+  return { every, apply: (random, run) => run.pause(random.int(0, run.children.length - 1), random.int(ms[0], ms[1])) };
+}
+
+/**
+ * The servers a run needs, started on first use and stopped together: `redis`,
+ * `redis-aof` (every write fsynced to its append-only file before it answers, so a
+ * restart keeps the holds), `postgres` (durable commits: fsync on; the sessions choose
+ * synchronous_commit).
+ */
+export function servers() {
+  const started = new Map();
+  const starters = {
+    redis: async () => (await import("../redis-server.mjs")).startRedis(),
+    "redis-aof": async () => {
+      const { mkdtemp, rm } = await import("node:fs/promises");
+      const { tmpdir } = await import("node:os");
+      const { join } = await import("node:path");
+      const dir = await mkdtemp(join(tmpdir(), "locksmith-redis-aof-"));
+      const server = await (await import("../redis-server.mjs")).startRedis(["--dir", dir, "--appendonly", "yes", "--appendfsync", "always"]);
+      const stop = server.stop;
+      server.dispose = async () => {
+        await stop();
+        await rm(dir, { recursive: true, force: true });
+      };
+      return server;
+    },
+    postgres: async () => {
+      const { startPostgres } = await import("../postgres-server.mjs");
+      const server = await startPostgres({ settings: { fsync: "on" } });
+      // The tables, made once up front (not by many processes at once).
+      const { PostgresLockStore } = await import("locksmith-js/postgres");
+      await (await PostgresLockStore.connect(server.url, { listen: false })).close();
+      return server;
+    },
+  };
+  return {
+    get(name) {
+      if (!started.has(name)) started.set(name, starters[name]());
+      return started.get(name);
+    },
+    async stop() {
+      for (const starting of started.values()) {
+        const server = await starting.catch(() => null);
+        await (server?.dispose ?? server?.stop)?.call(server);
+      }
+      started.clear();
+    },
+  };
+}
+
+// PostgreSQL's commit_delay (microseconds) for the commit-latency rows: each durable
+// commit waits 10 ms.
+export const COMMIT_LATENCY = "-c synchronous_commit=on -c commit_delay=10000 -c commit_siblings=0";
+
+const RESTART_REDIS = "redis-server (AOF, appendfsync always) stopped for 100 ms and started again on its port every 1 s; TTL 600 ms";
+
+/**
+ * The store × fault setups: `{ store, fault, processes?, open(servers, random) → { store,
+ * fault?, client?, check?, close? } }`. `client` adds to each client process's config
+ * (a TTL, say), `check` to the checker's options.
+ */
 export const SETUPS = {
   memory: { store: "memory", fault: "none", processes: 1, open: async () => ({ store: "memory" }) },
-  redis: { store: "RedisLockStore", fault: "none", open: async (server) => ({ store: { redis: server.url } }) },
+  redis: { store: "RedisLockStore", fault: "none", open: async (s) => ({ store: { redis: (await s.get("redis")).url } }) },
   "redis-proxy": {
     store: "RedisLockStore",
     fault: "proxy latency 0–20 ms",
-    open: async (server, random) => {
-      const proxy = await startProxy({ targetPort: server.port, latencyMs: 20, random });
+    open: async (s, random) => {
+      const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 20, random });
       return { store: { redis: proxy.url() }, close: () => proxy.close() };
     },
   },
   "redis-stall": {
     store: "RedisLockStore",
     fault: "proxy 0–5 ms, a 150 ms stall every 700 ms",
-    open: async (server, random) => {
-      const proxy = await startProxy({ targetPort: server.port, latencyMs: 5, random });
+    open: async (s, random) => {
+      const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 5, random });
       return { store: { redis: proxy.url(), commandTimeoutMs: 300 }, fault: { every: 700, apply: () => proxy.stall(150) }, close: () => proxy.close() };
     },
   },
   "redis-cut": {
     store: "RedisLockStore",
     fault: "proxy 0–5 ms, every connection cut every 900 ms",
-    open: async (server, random) => {
-      const proxy = await startProxy({ targetPort: server.port, latencyMs: 5, random });
+    open: async (s, random) => {
+      const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 5, random });
       return { store: { redis: proxy.url(), commandTimeoutMs: 300 }, fault: { every: 900, apply: () => proxy.cut() }, close: () => proxy.close() };
+    },
+  },
+  "redis-pause": {
+    store: "RedisLockStore",
+    fault: "a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms",
+    open: async (s) => ({ store: { redis: (await s.get("redis")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+  },
+  "redis-restart": {
+    store: "RedisLockStore",
+    fault: RESTART_REDIS,
+    open: async (s) => {
+      const server = await s.get("redis-aof");
+      return { store: { redis: server.url, commandTimeoutMs: 300 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_000, downMs: 100 }) };
+    },
+  },
+  ioredis: { store: "IoRedisLockStore (ioredis)", fault: "none", open: async (s) => ({ store: { ioredis: (await s.get("redis")).url } }) },
+  "ioredis-restart": {
+    store: "IoRedisLockStore (ioredis)",
+    fault: RESTART_REDIS,
+    open: async (s) => {
+      const server = await s.get("redis-aof");
+      return { store: { ioredis: server.url, operationTimeoutMs: 1_000 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_000, downMs: 100 }) };
+    },
+  },
+  "node-redis": { store: "NodeRedisLockStore (redis)", fault: "none", open: async (s) => ({ store: { nodeRedis: (await s.get("redis")).url } }) },
+  "ioredis-pause": {
+    store: "IoRedisLockStore (ioredis)",
+    fault: "a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms",
+    open: async (s) => ({ store: { ioredis: (await s.get("redis")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+  },
+  postgres: { store: "PostgresLockStore", fault: "none", open: async (s) => ({ store: { postgres: (await s.get("postgres")).url } }) },
+  "postgres-commit": {
+    store: "PostgresLockStore",
+    fault: "commit latency (fsync on, synchronous_commit on, commit_delay 10 ms); TTL 300 ms",
+    open: async (s) => ({ store: { postgres: (await s.get("postgres")).url, options: COMMIT_LATENCY }, client: { ttlMs: 300 } }),
+  },
+  "postgres-pause": {
+    store: "PostgresLockStore",
+    fault: "a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms",
+    open: async (s) => ({ store: { postgres: (await s.get("postgres")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+  },
+  "postgres-restart": {
+    store: "PostgresLockStore",
+    fault: "PostgreSQL stopped (fast shutdown) and started again every 1.5 s; TTL 600 ms",
+    open: async (s) => {
+      const server = await s.get("postgres");
+      return { store: { postgres: server.url, operationTimeoutMs: 1_000 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_500, downMs: 0 }) };
     },
   },
 };
@@ -117,20 +292,27 @@ async function main() {
   const seed = values.seed === undefined ? newSeed() : Number(values.seed) >>> 0;
   const seconds = Number(values.seconds);
   const clients = Number(values.clients);
-  const { startRedis } = await import("../redis-server.mjs");
   console.log(`history run: seed ${seed} (replay with --seed ${seed}), ${process.env.LOCKSMITH_TARGET ?? "native"} build, ${seconds} s per row`);
   console.log(HEADER);
   let failed = false;
-  let server = null;
+  const running = servers();
   try {
     for (const name of values.stores.split(",")) {
       const setup = SETUPS[name];
       if (!setup) throw new Error(`unknown store setup ${name}; known: ${Object.keys(SETUPS).join(", ")}`);
-      if (name !== "memory") server ??= await startRedis();
-      const opened = await setup.open(server, seeded(seed).fork(7));
+      const opened = await setup.open(running, seeded(seed).fork(7));
       const processes = setup.processes ?? Number(values.processes);
       try {
-        const run = await runHistory({ store: opened.store, processes, clients, seconds, seed, fault: opened.fault, check: { signalBoundMs: Number(values.bound) }, client: { reuseHandles: values["reuse-handles"] } });
+        const run = await runHistory({
+          store: opened.store,
+          processes,
+          clients,
+          seconds,
+          seed,
+          fault: opened.fault,
+          check: { signalBoundMs: Number(values.bound), ...opened.check },
+          client: { reuseHandles: values["reuse-handles"], ...opened.client },
+        });
         console.log(row(setup, processes, clients, run));
         if (run.result.violations.length > 0) {
           failed = true;
@@ -141,7 +323,7 @@ async function main() {
       }
     }
   } finally {
-    await server?.stop();
+    await running.stop();
   }
   process.exitCode = failed ? 1 : 0;
 }
