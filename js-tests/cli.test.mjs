@@ -1,8 +1,16 @@
 // `npx locksmith-js list|release` end to end: the command as a process against a real
-// redis-server, on locks that RedisLockStore and a client store hold.
+// redis-server (and a real PostgreSQL), on locks, semaphores and read-write locks that
+// RedisLockStore, a client store and PostgresLockStore hold. In the wasm pass the command
+// runs with LOCKSMITH_FORCE_WASM=1, so its RESP pieces come from the WebAssembly engine.
+//
+// Exit codes: 0 done, 1 nothing matched, 2 a usage error or a store that could not be
+// reached or refused.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
+import { cp, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -10,26 +18,39 @@ import { promisify } from "node:util";
 import { Redis } from "ioredis";
 
 import { IoRedisLockStore } from "../js/ioredis.mjs";
-import { startRedis } from "./redis-server.mjs";
-import { ls, TARGET, uniqueKey } from "./target.mjs";
+import { PostgresLockStore } from "../js/postgres.mjs";
+import { requirePostgres, startPostgres } from "./postgres-server.mjs";
+import { freePort, startRedis } from "./redis-server.mjs";
+import { ls, sleep, TARGET, uniqueKey } from "./target.mjs";
 
-const CLI = fileURLToPath(new URL("../js/cli.mjs", import.meta.url));
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const CLI = join(ROOT, "js/cli.mjs");
 
-/** Runs the command; resolves to { code, stdout, stderr } whatever its exit code. */
-async function cli(...args) {
+/** Runs the command (`cli` is its file); resolves to { code, stdout, stderr } whatever its exit code. */
+async function run(cli, args) {
+  const env = { ...process.env, ...(TARGET === "wasm" ? { LOCKSMITH_FORCE_WASM: "1" } : {}) };
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [CLI, ...args]);
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [cli, ...args], { env, timeout: 30_000 });
     return { code: 0, stdout, stderr };
   } catch (err) {
     if (typeof err.code !== "number") throw err;
     return { code: err.code, stdout: err.stdout, stderr: err.stderr };
   }
 }
+const cli = (...args) => run(CLI, args);
 
 const fingerprint = (owner) => createHash("sha256").update(owner).digest("hex").slice(0, 8);
 const ownerOf = (lock) => JSON.parse(lock.serialize()).owner;
+const listed = (stdout) =>
+  stdout
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line))
+    .sort((x, y) => x.key.localeCompare(y.key) || x.kind.localeCompare(y.kind) || x.owner.localeCompare(y.owner));
+const byOwner = (a, b) => a.owner.localeCompare(b.owner);
 
-describe("locksmith list / release on Redis", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+describe("locksmith list / release on Redis", () => {
   let server;
   let native;
   let client;
@@ -41,10 +62,10 @@ describe("locksmith list / release on Redis", { skip: TARGET !== "native" && "ru
     viaClient = new IoRedisLockStore(client);
   });
   after(async () => {
-    await native.close();
-    await viaClient.close();
-    await client.quit();
-    await server.stop();
+    await native?.close();
+    await viaClient?.close();
+    await client?.quit();
+    await server?.stop();
   });
 
   it("lists held locks with remaining time, fencing token and an owner fingerprint, never the token", async () => {
@@ -53,21 +74,84 @@ describe("locksmith list / release on Redis", { skip: TARGET !== "native" && "ru
     const b = new ls.Lock(`${base}:b`, 60_000, viaClient);
     const other = new ls.Lock(uniqueKey("elsewhere"), 30_000, native);
     await Promise.all([a.acquire(), b.acquire(), other.acquire()]);
-    const { code, stdout } = await cli("list", server.url, `${base}:*`, "--json");
-    assert.equal(code, 0);
-    const listed = stdout.trim().split("\n").map((line) => JSON.parse(line)).sort((x, y) => x.key.localeCompare(y.key));
-    assert.deepEqual(listed.map((l) => l.key), [`${base}:a`, `${base}:b`]);
-    assert.deepEqual(listed.map((l) => l.fencingToken), [a.fencingToken, b.fencingToken]);
-    assert.deepEqual(listed.map((l) => l.owner), [fingerprint(ownerOf(a)), fingerprint(ownerOf(b))]);
-    assert.ok(listed[0].remainingMs > 20_000 && listed[0].remainingMs <= 30_000, `${listed[0].remainingMs}`);
-    assert.ok(listed[1].remainingMs > 50_000);
+    const { code, stdout, stderr } = await cli("list", server.url, `${base}:*`, "--json");
+    assert.equal(code, 0, stderr);
+    const locks = listed(stdout);
+    assert.deepEqual(locks.map((l) => l.key), [`${base}:a`, `${base}:b`]);
+    assert.deepEqual(locks.map((l) => l.kind), ["lock", "lock"]);
+    assert.deepEqual(locks.map((l) => l.fencingToken), [a.fencingToken, b.fencingToken]);
+    assert.deepEqual(locks.map((l) => l.owner), [fingerprint(ownerOf(a)), fingerprint(ownerOf(b))]);
+    assert.ok(locks[0].remainingMs > 20_000 && locks[0].remainingMs <= 30_000, `${locks[0].remainingMs}`);
+    assert.ok(locks[1].remainingMs > 50_000);
     assert.ok(!stdout.includes(ownerOf(a)) && !stdout.includes(ownerOf(b)), "owner tokens stay secret");
 
     const text = await cli("list", server.url, `${base}:*`);
-    assert.match(text.stdout, /^KEY\s+REMAINING\s+FENCING TOKEN\s+OWNER\n/);
-    assert.match(text.stdout, new RegExp(`${base}:a\\s+\\d+\\.\\d s\\s+${a.fencingToken}\\s+${fingerprint(ownerOf(a))}`));
+    assert.match(text.stdout, /^KEY\s+KIND\s+REMAINING\s+FENCING TOKEN\s+OWNER\n/);
+    assert.match(text.stdout, new RegExp(`${base}:a\\s+lock\\s+\\d+\\.\\d s\\s+${a.fencingToken}\\s+${fingerprint(ownerOf(a))}`));
     await Promise.all([a.release(), b.release(), other.release()]);
-    assert.equal((await cli("list", server.url, `${base}:*`)).stdout, "no locks held\n");
+    const none = await cli("list", server.url, `${base}:*`);
+    assert.equal(none.stdout, "no locks held\n");
+    assert.equal(none.code, 1, "nothing matched");
+  });
+
+  it("lists semaphore permits and read-write holds, each holder on its own line", async () => {
+    const base = uniqueKey("cli-permits");
+    const permits = [ls.semaphore(`${base}:sem`, 3, 30_000, native), ls.semaphore(`${base}:sem`, 3, 30_000, native)];
+    const readers = [ls.readWriteLock(`${base}:rw`, 40_000, native).readLock(), ls.readWriteLock(`${base}:rw`, 40_000, native).readLock()];
+    const writer = ls.readWriteLock(`${base}:w`, 50_000, native).writeLock();
+    for (const h of [...permits, ...readers, writer]) assert.equal(await h.acquire(), true);
+    const { code, stdout, stderr } = await cli("list", server.url, `${base}:*`, "--json");
+    assert.equal(code, 0, stderr);
+    const got = listed(stdout);
+    const want = [
+      ...readers.map((h) => ({ key: `${base}:rw`, kind: "read", owner: fingerprint(ownerOf(h)) })).sort(byOwner),
+      ...permits.map((h) => ({ key: `${base}:sem`, kind: "semaphore", owner: fingerprint(ownerOf(h)) })).sort(byOwner),
+      { key: `${base}:w`, kind: "write", owner: fingerprint(ownerOf(writer)) },
+    ];
+    assert.deepEqual(got.map(({ key, kind, owner }) => ({ key, kind, owner })), want);
+    for (const entry of got) {
+      const ttl = { read: 40_000, semaphore: 30_000, write: 50_000 }[entry.kind];
+      assert.ok(entry.remainingMs > ttl - 10_000 && entry.remainingMs <= ttl, `${entry.kind}: ${entry.remainingMs}`);
+    }
+    const text = await cli("list", server.url, `${base}:*`);
+    assert.match(text.stdout, new RegExp(`${base}:sem\\s+semaphore\\s+\\d+\\.\\d s`));
+    assert.match(text.stdout, new RegExp(`${base}:w\\s+write\\s+\\d+\\.\\d s`));
+    for (const h of [...permits, ...readers, writer]) await h.release();
+  });
+
+  it("release --force frees a semaphore's permits and a read-write lock's holds, and wakes their waiters", async () => {
+    const key = uniqueKey("cli-sem-release");
+    const held = [ls.semaphore(key, 2, 30_000, native), ls.semaphore(key, 2, 30_000, native)];
+    for (const h of held) assert.equal(await h.acquire(), true);
+    const waiter = ls.semaphore(key, 2, 30_000, native);
+    const got = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 });
+    await sleep(100);
+    const start = performance.now();
+    const done = await cli("release", server.url, key, "--force");
+    assert.equal(done.code, 0, done.stderr);
+    for (const h of held) {
+      assert.match(done.stdout, new RegExp(`^released "${key}" \\(semaphore\\): it was held by ${fingerprint(ownerOf(h))} with \\d+\\.\\d s left`, "m"));
+    }
+    assert.equal(await got, true);
+    assert.ok(performance.now() - start < 3_000, "the waiter was woken, not left to its 5 s retry");
+    for (const h of held) assert.equal(await h.isExpired(), true);
+    await waiter.release();
+
+    const rwKey = uniqueKey("cli-rw-release");
+    const writer = ls.readWriteLock(rwKey, 30_000, native).writeLock();
+    assert.equal(await writer.acquire(), true);
+    const reader = ls.readWriteLock(rwKey, 30_000, native).readLock();
+    const reading = reader.acquire({ timeout: 20_000, retryDelay: 5_000 });
+    await sleep(100);
+    const freed = await cli("release", server.url, rwKey, "--force");
+    assert.equal(freed.code, 0, freed.stderr);
+    assert.match(freed.stdout, new RegExp(`^released "${rwKey}" \\(write\\): it was held by ${fingerprint(ownerOf(writer))}`));
+    assert.equal(await reading, true);
+    assert.equal(await writer.isExpired(), true);
+    await reader.release();
+    const again = await cli("release", server.url, rwKey, "--force");
+    assert.equal(again.code, 1);
+    assert.match(again.stdout, /was not held: nothing to release/);
   });
 
   it("release needs --force, then frees the lock, says what it did, and wakes a waiter", async () => {
@@ -95,23 +179,145 @@ describe("locksmith list / release on Redis", { skip: TARGET !== "native" && "ru
     assert.match(again.stdout, /was not held: nothing to release/);
   });
 
-  it("says what is wrong with its input", async () => {
+  it("needs no Redis client package: it runs from a copy of the package without ioredis or redis beside it", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "locksmith-cli-"));
+    try {
+      await cp(join(ROOT, "js"), join(dir, "js"), { recursive: true });
+      await cp(join(ROOT, "package.json"), join(dir, "package.json"));
+      const key = uniqueKey("cli-alone");
+      const holder = new ls.Lock(key, 30_000, native);
+      await holder.acquire();
+      const alone = await run(join(dir, "js/cli.mjs"), ["list", server.url, key, "--json"]);
+      assert.equal(alone.code, 0, alone.stderr);
+      assert.deepEqual(listed(alone.stdout).map((l) => [l.key, l.owner]), [[key, fingerprint(ownerOf(holder))]]);
+      const freed = await run(join(dir, "js/cli.mjs"), ["release", server.url, key, "--force"]);
+      assert.equal(freed.code, 0, freed.stderr);
+      assert.equal(await holder.isExpired(), true);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("says what is wrong with its input: usage errors exit 2 with the usage", async () => {
     for (const [args, message] of [
       [["list"], /usage: locksmith list/],
       [["list", "http://example.com"], /unsupported store URL scheme http:/],
       [["list", "not a url"], /not a store URL/],
       [["frobnicate", server.url], /unknown command "frobnicate"/],
       [["list", server.url, "--prefix", "a{"], /--prefix must not contain/],
-      [["list", server.url, "--bogus"], /Unknown option '--bogus'/],
+      [["list", server.url, "--bogus"], /^locksmith: unknown option --bogus\n/],
+      [["list", server.url, "-x"], /^locksmith: unknown option -x\n/],
+      [["list", server.url, "--prefix"], /^locksmith: --prefix needs a value\n/],
+      [["list", server.url, "--json=yes"], /^locksmith: --json takes no value\n/],
     ]) {
       const { code, stderr } = await cli(...args);
       assert.equal(code, 2, `${args.join(" ")}: ${stderr}`);
       assert.match(stderr, /^locksmith: /);
       assert.match(stderr, message);
+      assert.doesNotMatch(stderr, /To specify a positional argument|ERR_PARSE_ARGS/, "no raw parser text");
     }
-    const down = await cli("list", "redis://:secret@127.0.0.1:1");
-    assert.equal(down.code, 1);
-    assert.match(down.stderr, /^locksmith: failed: /);
+    for (const args of [["list", server.url, "--bogus"], []]) {
+      const { code, stdout, stderr } = await cli(...args);
+      assert.equal(code, 2, `${JSON.stringify(args)} exits 2`);
+      assert.match(stderr, /usage:\n\s+locksmith list <store-url>/, `${JSON.stringify(args)} shows the usage`);
+      assert.equal(stdout, "");
+    }
+    const help = await cli("--help");
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /usage:\n\s+locksmith list <store-url>/);
+    assert.match(help.stdout, /exit codes/i);
+  });
+
+  it("an unreachable server is an error that names the address (exit 2), never the password", async () => {
+    const port = await freePort();
+    const down = await cli("list", `redis://:secret@127.0.0.1:${port}`);
+    assert.equal(down.code, 2, down.stderr);
+    assert.match(down.stderr, new RegExp(`^locksmith: could not reach Redis at 127\\.0\\.0\\.1:${port}`));
+    assert.ok(!down.stderr.includes("secret"));
+    const release = await cli("release", `redis://127.0.0.1:${port}`, "k", "--force");
+    assert.equal(release.code, 2);
+    assert.match(release.stderr, new RegExp(`could not reach Redis at 127\\.0\\.0\\.1:${port}`));
+  });
+
+  it("a wrong or missing password is an error (exit 2), not an empty list", async () => {
+    const guarded = await startRedis(["--requirepass", "right-password"]);
+    try {
+      const wrong = await cli("list", `redis://:wrong-password@127.0.0.1:${guarded.port}`);
+      assert.equal(wrong.code, 2, wrong.stdout);
+      assert.equal(wrong.stdout, "");
+      assert.match(wrong.stderr, new RegExp(`^locksmith: Redis at 127\\.0\\.0\\.1:${guarded.port} refused the login: WRONGPASS`));
+      assert.ok(!wrong.stderr.includes("wrong-password"));
+      const missing = await cli("list", guarded.url);
+      assert.equal(missing.code, 2);
+      assert.match(missing.stderr, new RegExp(`^locksmith: Redis at 127\\.0\\.0\\.1:${guarded.port} .*NOAUTH`));
+      const right = await cli("list", `redis://:right-password@127.0.0.1:${guarded.port}`);
+      assert.equal(right.code, 1, right.stderr);
+      assert.equal(right.stdout, "no locks held\n");
+      const release = await cli("release", `redis://:wrong-password@127.0.0.1:${guarded.port}`, "k", "--force");
+      assert.equal(release.code, 2);
+      assert.match(release.stderr, /refused the login/);
+    } finally {
+      await guarded.stop();
+    }
+  });
+});
+
+describe("locksmith list / release on PostgreSQL", await requirePostgres(), () => {
+  let server;
+  let store;
+  before(async () => {
+    server = await startPostgres();
+    store = await PostgresLockStore.connect(server.url);
+  });
+  after(async () => {
+    await store?.close();
+    await server?.stop();
+  });
+
+  it("lists and frees semaphore permits and read-write holds beside locks", async () => {
+    const base = uniqueKey("cli-pg");
+    const l = new ls.Lock(`${base}:lock`, 30_000, store);
+    const permits = [ls.semaphore(`${base}:sem`, 2, 30_000, store), ls.semaphore(`${base}:sem`, 2, 30_000, store)];
+    const reader = ls.readWriteLock(`${base}:rw`, 30_000, store).readLock();
+    for (const h of [l, ...permits, reader]) assert.equal(await h.acquire(), true);
+    const { code, stdout, stderr } = await cli("list", server.url, `${base}:*`, "--json");
+    assert.equal(code, 0, stderr);
+    const got = listed(stdout);
+    assert.deepEqual(
+      got.map(({ key, kind, owner, fencingToken }) => ({ key, kind, owner, fencingToken })),
+      [
+        { key: `${base}:lock`, kind: "lock", owner: fingerprint(ownerOf(l)), fencingToken: l.fencingToken },
+        { key: `${base}:rw`, kind: "read", owner: fingerprint(ownerOf(reader)), fencingToken: reader.fencingToken },
+        ...permits.map((h) => ({ key: `${base}:sem`, kind: "semaphore", owner: fingerprint(ownerOf(h)), fencingToken: h.fencingToken })).sort(byOwner),
+      ],
+    );
+
+    const waiter = ls.semaphore(`${base}:sem`, 2, 30_000, store);
+    const waiting = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 });
+    await sleep(200);
+    const start = performance.now();
+    const freed = await cli("release", server.url, `${base}:sem`, "--force");
+    assert.equal(freed.code, 0, freed.stderr);
+    assert.equal(freed.stdout.trim().split("\n").length, 2, freed.stdout);
+    assert.match(freed.stdout, new RegExp(`^released "${base}:sem" \\(semaphore\\): it was held by ${fingerprint(ownerOf(permits[0]))} with \\d+\\.\\d s left \\(fencing token ${permits[0].fencingToken}\\)`, "m"));
+    assert.equal(await waiting, true);
+    assert.ok(performance.now() - start < 3_000, "the waiter was woken by the notification");
+    for (const h of permits) assert.equal(await h.isExpired(), true);
+
+    const rw = await cli("release", server.url, `${base}:rw`, "--force");
+    assert.equal(rw.code, 0, rw.stderr);
+    assert.match(rw.stdout, /\(read\): it was held by/);
+    assert.equal(await reader.isExpired(), true);
+    for (const h of [l, waiter]) await h.release();
+    const none = await cli("release", server.url, `${base}:rw`, "--force");
+    assert.equal(none.code, 1);
+  });
+
+  it("an unreachable server names its address (exit 2)", async () => {
+    const port = await freePort();
+    const down = await cli("list", `postgres://someone:secret@127.0.0.1:${port}/db`);
+    assert.equal(down.code, 2, down.stderr);
+    assert.match(down.stderr, new RegExp(`^locksmith: could not reach PostgreSQL at 127\\.0\\.0\\.1:${port}`));
     assert.ok(!down.stderr.includes("secret"));
   });
 });

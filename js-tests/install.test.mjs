@@ -164,9 +164,11 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
   it("installs the locksmith command", async () => {
     const { stdout } = await run(join(dir, "node_modules/.bin/locksmith"), ["--help"], { cwd: dir });
     assert.match(stdout, /locksmith list <store-url>/);
+    // The consumer has no Redis client installed, and needs none: the command speaks RESP
+    // itself, so a server that is not there is the error, with its address.
     const refused = await run(join(dir, "node_modules/.bin/locksmith"), ["list", "redis://127.0.0.1:1"], { cwd: dir }).catch((e) => e);
-    assert.equal(refused.code, 2, "the consumer has no Redis client installed");
-    assert.match(refused.stderr, /^locksmith: Redis URLs need a Redis client: npm install ioredis/);
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, /^locksmith: could not reach Redis at 127\.0\.0\.1:1: /);
   });
 
   it("loads the Redis client stores by subpath, with the package's own error classes", async () => {

@@ -371,7 +371,7 @@ describe("PostgresLockStore", await requirePostgres(), () => {
         const [entry, ...more] = listed.stdout.trim().split("\n").map((line) => JSON.parse(line));
         assert.deepEqual(more, []);
         const { owner } = JSON.parse(holder.serialize());
-        assert.deepEqual({ ...entry, remainingMs: undefined }, { key, fencingToken: holder.fencingToken, owner: createHash("sha256").update(owner).digest("hex").slice(0, 8), remainingMs: undefined });
+        assert.deepEqual({ ...entry, remainingMs: undefined }, { key, kind: "lock", fencingToken: holder.fencingToken, owner: createHash("sha256").update(owner).digest("hex").slice(0, 8), remainingMs: undefined });
         assert.ok(entry.remainingMs > 50_000 && entry.remainingMs <= 60_000, `remaining ${entry.remainingMs}`);
 
         const waiting = new Lock(key, 5_000, b).acquire({ timeout: 10_000, retryDelay: 5_000 });
