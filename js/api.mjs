@@ -979,8 +979,8 @@ export function makeApi(binding) {
   }
 
   /** A lock on `key`, held for `ttlMs` once acquired, in the current store. */
-  function lock(key, ttlMs = DEFAULT_TTL_MS) {
-    return new Lock(key, ttlMs);
+  function lock(key, ttlMs = DEFAULT_TTL_MS, store = undefined) {
+    return new Lock(key, ttlMs, store);
   }
 
   /**

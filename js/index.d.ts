@@ -135,7 +135,7 @@ export declare class Lock {
 }
 
 /** A lock on `key` in the current store, held for `ttlMs` (milliseconds or a string like `"30s"`; default 30 000) once acquired. */
-export declare function lock(key: string, ttlMs?: Duration): Lock;
+export declare function lock(key: string, ttlMs?: Duration, store?: LockStore): Lock;
 
 /**
  * A handle on the semaphore `key`: at most `limit` holders at once, each permit held for

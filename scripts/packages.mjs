@@ -11,7 +11,7 @@
 // DIR/npm/<triple>/ holds each platform's package, DIR/*.tgz the packed ones (the main
 // package, and each platform package that has its binary).
 import { execFileSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -57,7 +57,13 @@ export function stagePackages({ out = join(root, "target/packages"), binaries = 
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const npmDir = join(out, "npm");
-  run(napi, ["create-npm-dirs", "--cwd", root, "--package-json-path", "package.json", "--npm-dir", npmDir]);
+  // The napi-rs CLI writes only inside the project: it makes the folders there, and they
+  // are copied to `out`.
+  const made = join(root, "target/npm-dirs");
+  rmSync(made, { recursive: true, force: true });
+  run(napi, ["create-npm-dirs", "--cwd", root, "--package-json-path", "package.json", "--npm-dir", made]);
+  cpSync(made, npmDir, { recursive: true });
+  rmSync(made, { recursive: true, force: true });
   // The generated packages say what their binary is for; a README of our own says so too.
   for (const triple of TRIPLES) {
     writeFileSync(

@@ -421,7 +421,10 @@ pub async fn hold_ends_lost_at_ttl(h: Harness) {
         HoldEnd::Released => panic!("not released"),
     }
     let earliest = 200 - crate::lock::default_drift_ms(200);
-    assert!((earliest..=200 + h.slack_ms).contains(&after), "reported lost after {after} ms for a 200 ms TTL");
+    assert!(
+        (earliest..=200 + h.slack_ms).contains(&after),
+        "reported lost after {after} ms for a 200 ms TTL"
+    );
 }
 
 /// Auto-extend keeps a hold through work that lasts many TTLs, and stops at release.

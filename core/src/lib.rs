@@ -30,5 +30,7 @@ pub use memory::MemoryStore;
 pub use serialized::{SerializedLock, MAX_SERIALIZED_BYTES};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::MonotonicClock;
-pub use store::{BoxFuture, Clock, Grant, HoldCheck, HoldKind, LockStore, MaybeSendSync, SyncLockStore, Timer};
+pub use store::{
+    BoxFuture, Clock, Grant, HoldCheck, HoldKind, LockStore, MaybeSendSync, SyncLockStore, Timer,
+};
 pub use token::OwnerToken;

@@ -138,10 +138,14 @@ impl Lock {
         if self.time_left(&hold, owner) > 0 {
             return Some(hold.generation);
         }
-        if self.sync_store().is_none() && self.extend_pending_until().is_some_and(|until| until > self.timer.now_ms()) {
+        if self.sync_store().is_none()
+            && self.extend_pending_until().is_some_and(|until| until > self.timer.now_ms())
+        {
             return Some(hold.generation); // an extend on its way may still keep it
         }
-        let reason = self.failure_of(hold.generation).unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
+        let reason = self
+            .failure_of(hold.generation)
+            .unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
         self.end_hold(hold.generation, HoldEnd::Lost(reason));
         None
     }
@@ -188,60 +192,67 @@ impl Lock {
             let left = self.time_left(&hold, owner);
             let now = self.timer.now_ms();
             let due_check = asynchronous && checked != Some(hold.expires_by_ms);
-            let wait = if left == 0 {
-                // An extend on its way may still keep the hold: wait for its answer, up to
-                // the deadline it would set.
-                match self.extend_pending_until() {
-                    Some(until) if until > now && asynchronous => until - now,
-                    _ => {
-                        // Out of time: lost to whatever kept auto-extend from extending,
-                        // if anything did, else to the failed due check, else to the TTL.
-                        let reason = self
-                            .failure_of(generation)
-                            .or_else(|| check_failed.take())
-                            .unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
-                        self.end_hold(generation, HoldEnd::Lost(reason));
-                        continue;
-                    }
-                }
-            } else if due_check && left > margin {
-                left - margin
-            } else if due_check {
-                // Shortly before the deadline, one question to the store: was the hold
-                // extended elsewhere (a restored copy)? The answer counts from the
-                // question's send time, never from the reply's arrival.
-                checked = Some(hold.expires_by_ms);
-                let answer = match select(Box::pin(self.check_hold(owner)), self.timer.sleep_in_background(left)).await {
-                    Either::Left((answer, _)) => answer,
-                    Either::Right(_) => Err(LockError::StoreUnavailable("the store did not confirm the hold before its deadline".into())),
-                };
-                match answer {
-                    Ok(HoldCheck::Held { remaining_ms }) => {
-                        let later = now.saturating_add(remaining_ms.saturating_sub(self.drift_ms(self.ttl_ms)));
-                        let mut hold = self.hold();
-                        if hold.generation == generation && later > hold.expires_by_ms {
-                            hold.expires_by_ms = later;
-                            // Moved by no more than the request's own transit (the store set
-                            // the expiry a little after we sent it): this deadline has been
-                            // checked. Only one far off, extended elsewhere, gets its own.
-                            if later.saturating_sub(self.timer.now_ms()) <= margin {
-                                checked = Some(later);
-                            }
+            let wait =
+                if left == 0 {
+                    // An extend on its way may still keep the hold: wait for its answer, up to
+                    // the deadline it would set.
+                    match self.extend_pending_until() {
+                        Some(until) if until > now && asynchronous => until - now,
+                        _ => {
+                            // Out of time: lost to whatever kept auto-extend from extending,
+                            // if anything did, else to the failed due check, else to the TTL.
+                            let reason = self
+                                .failure_of(generation)
+                                .or_else(|| check_failed.take())
+                                .unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
+                            self.end_hold(generation, HoldEnd::Lost(reason));
+                            continue;
                         }
                     }
-                    Ok(HoldCheck::NotHeld) if self.extend_pending_until().is_none() => {
-                        let reason = self.failure_of(generation).unwrap_or_else(|| {
-                            self.not_held("the store no longer has it")
-                        });
-                        self.end_hold(generation, HoldEnd::Lost(reason));
+                } else if due_check && left > margin {
+                    left - margin
+                } else if due_check {
+                    // Shortly before the deadline, one question to the store: was the hold
+                    // extended elsewhere (a restored copy)? The answer counts from the
+                    // question's send time, never from the reply's arrival.
+                    checked = Some(hold.expires_by_ms);
+                    let answer =
+                        match select(Box::pin(self.check_hold(owner)), self.timer.sleep_in_background(left))
+                            .await
+                        {
+                            Either::Left((answer, _)) => answer,
+                            Either::Right(_) => Err(LockError::StoreUnavailable(
+                                "the store did not confirm the hold before its deadline".into(),
+                            )),
+                        };
+                    match answer {
+                        Ok(HoldCheck::Held { remaining_ms }) => {
+                            let later =
+                                now.saturating_add(remaining_ms.saturating_sub(self.drift_ms(self.ttl_ms)));
+                            let mut hold = self.hold();
+                            if hold.generation == generation && later > hold.expires_by_ms {
+                                hold.expires_by_ms = later;
+                                // Moved by no more than the request's own transit (the store set
+                                // the expiry a little after we sent it): this deadline has been
+                                // checked. Only one far off, extended elsewhere, gets its own.
+                                if later.saturating_sub(self.timer.now_ms()) <= margin {
+                                    checked = Some(later);
+                                }
+                            }
+                        }
+                        Ok(HoldCheck::NotHeld) if self.extend_pending_until().is_none() => {
+                            let reason = self
+                                .failure_of(generation)
+                                .unwrap_or_else(|| self.not_held("the store no longer has it"));
+                            self.end_hold(generation, HoldEnd::Lost(reason));
+                        }
+                        Ok(_) => {}
+                        Err(err) => check_failed = Some(err),
                     }
-                    Ok(_) => {}
-                    Err(err) => check_failed = Some(err),
-                }
-                continue;
-            } else {
-                left
-            };
+                    continue;
+                } else {
+                    left
+                };
             drop(select(changed, self.timer.sleep_in_background(wait)).await);
         }
     }

@@ -450,7 +450,9 @@ impl Lock {
                     }
                     Err(err @ crate::error::LockError::StoreUnavailable(_)) if options.timeout_ms > 0 => {
                         if outage.is_some() {
-                            backoff = backoff.saturating_mul(2).min(OUTAGE_BACKOFF_MAX_MS.max(options.retry_delay_ms));
+                            backoff = backoff
+                                .saturating_mul(2)
+                                .min(OUTAGE_BACKOFF_MAX_MS.max(options.retry_delay_ms));
                         }
                         outage = Some(err);
                     }
@@ -717,7 +719,10 @@ impl Lock {
             // A synchronous store knows exactly (and its grants skip the local estimate).
             Some(store) => remaining_if_held(store, &self.key, owner),
             // The store's expiry is the local deadline + the drift allowance.
-            None => hold.expires_by_ms.saturating_add(self.drift_ms(self.ttl_ms)).saturating_sub(self.timer.now_ms()),
+            None => hold
+                .expires_by_ms
+                .saturating_add(self.drift_ms(self.ttl_ms))
+                .saturating_sub(self.timer.now_ms()),
         };
         Some(unix_now.saturating_add(left_ms))
     }

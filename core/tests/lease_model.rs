@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::{select, Either};
 use locksmith_core::{
-    default_drift_ms, AcquireOptions, FakeTimer, HoldCheck, HoldEnd, Lock, LockError, LockStore, MemoryStore, Result,
-    SyncLockStore, Timer,
+    default_drift_ms, AcquireOptions, FakeTimer, HoldCheck, HoldEnd, Lock, LockError, LockStore, MemoryStore,
+    Result, SyncLockStore, Timer,
 };
 
 /// A store over memory that answers asynchronously (so the handle counts down locally),
@@ -101,7 +101,9 @@ impl LockStore for Remote {
         // One look, as a store's single question would be (the memory store itself is
         // synchronous and never asked).
         let check = if self.inner.is_held_by_now(key, owner) {
-            self.inner.remaining_time_now(key).map_or(HoldCheck::NotHeld, |remaining_ms| HoldCheck::Held { remaining_ms })
+            self.inner
+                .remaining_time_now(key)
+                .map_or(HoldCheck::NotHeld, |remaining_ms| HoldCheck::Held { remaining_ms })
         } else {
             HoldCheck::NotHeld
         };
@@ -351,9 +353,16 @@ fn read_write_locks_are_phase_fair() {
         )
     });
     assert_eq!(first, 0);
-    assert_eq!((read1, read2), (100, 100), "the readers waiting at the writer's release enter then, past w2's claim");
+    assert_eq!(
+        (read1, read2),
+        (100, 100),
+        "the readers waiting at the writer's release enter then, past w2's claim"
+    );
     assert_eq!(second, 150, "the next writer enters once those readers are done");
-    assert!(late_read >= 200, "a reader arriving during the turn waits behind the claimed writer: {late_read}");
+    assert!(
+        late_read >= 200,
+        "a reader arriving during the turn waits behind the claimed writer: {late_read}"
+    );
 }
 
 /// Starts after `at` ms, acquires (waiting), holds `hold` ms, releases: its grant time.

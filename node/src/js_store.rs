@@ -35,6 +35,7 @@ pub struct StoreCall {
 /// Error-first (`CalleeHandled`), weak (does not keep Node alive).
 type Dispatch = ThreadsafeFunction<StoreCall, Promise<Value>, StoreCall, napi::Status, true, true>;
 
+#[allow(clippy::struct_excessive_bools)] // which optional methods the store has: independent flags
 struct JsStore {
     dispatch: Arc<Dispatch>,
     timeout_ms: u64,

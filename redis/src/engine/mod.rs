@@ -39,8 +39,8 @@ use locksmith_core::{HoldKind, LockError, Result};
 use redis_protocol::resp2::types::RangeFrame;
 
 pub use scripts::{
-    Script, ACQUIRE, EXTEND, OWNER_REMAINING, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING, RELEASE, RWLOCK_ACQUIRE,
-    RWLOCK_RELEASE, SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE,
+    Script, ACQUIRE, EXTEND, OWNER_REMAINING, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING, RELEASE,
+    RWLOCK_ACQUIRE, RWLOCK_RELEASE, SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE,
 };
 pub use store::EngineStore;
 pub use subscriber::Subscriber;
@@ -234,7 +234,7 @@ impl Redirect {
 }
 
 /// `MOVED 3999 127.0.0.1:6381`, `ASK 3999 127.0.0.1:6381`, `TRYAGAIN ...`, `CLUSTERDOWN ...`.
-/// A read-write lock's companion keys beside its holders (see rwlock_acquire.lua): the
+/// A read-write lock's companion keys beside its holders (see `rwlock_acquire.lua`): the
 /// writer, a waiting writer's claim, the waiting readers and the readers' turn.
 fn rw_companions(holders: &str) -> [String; 4] {
     ["writer", "claim", "readers", "turn"].map(|suffix| format!("{holders}:{suffix}"))
@@ -374,6 +374,7 @@ impl Engine {
         self.min_replicas = (replicas > 0).then_some((replicas, timeout_ms));
     }
 
+    #[allow(clippy::too_many_lines)] // one arm per operation: every command's encoding in one place
     fn encode(&mut self, op: &Op, eval: bool) {
         let prefix = &self.options.key_prefix;
         // The release scripts' optional last argument: publish on the key's shard.
@@ -422,11 +423,16 @@ impl Engine {
                     let args = [owner.as_bytes(), ttl.as_bytes(), limit.as_bytes(), grace.as_bytes()];
                     resp::script_on(out, &SEMAPHORE_ACQUIRE, eval, &[&holders, &limit_key, &fence], &args);
                 } else {
-                    let [writer, claim, waiting, turn] = rw_companions(&holders);
+                    let [w, c, r, t] = rw_companions(&holders);
                     let mode: &[u8] = if *kind == HoldKind::Read { b"read" } else { b"write" };
                     let args = [owner.as_bytes(), ttl.as_bytes(), mode, grace.as_bytes()];
-                    let keys = [holders.as_str(), &writer, &claim, &fence, &waiting, &turn];
-                    resp::script_on(out, &RWLOCK_ACQUIRE, eval, &keys, &args);
+                    resp::script_on(
+                        out,
+                        &RWLOCK_ACQUIRE,
+                        eval,
+                        &[holders.as_str(), &w, &c, &fence, &r, &t],
+                        &args,
+                    );
                 }
             }
             Op::PermitRelease { key, owner, kind } => {
@@ -437,8 +443,8 @@ impl Engine {
                     let limit_key = format!("{holders}:limit");
                     resp::script_on(out, &SEMAPHORE_RELEASE, eval, &[&holders, &limit_key], &args);
                 } else {
-                    let [writer, claim, waiting, turn] = rw_companions(&holders);
-                    resp::script_on(out, &RWLOCK_RELEASE, eval, &[holders.as_str(), &writer, &claim, &waiting, &turn], &args);
+                    let [w, c, r, t] = rw_companions(&holders);
+                    resp::script_on(out, &RWLOCK_RELEASE, eval, &[holders.as_str(), &w, &c, &r, &t], &args);
                 }
             }
             Op::PermitExtend { key, owner, ttl_ms, kind } => {
