@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
+import net from "node:net";
 import { cp, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -237,6 +238,30 @@ describe("locksmith list / release on Redis", () => {
     const release = await cli("release", `redis://127.0.0.1:${port}`, "k", "--force");
     assert.equal(release.code, 2);
     assert.match(release.stderr, new RegExp(`could not reach Redis at 127\\.0\\.0\\.1:${port}`));
+  });
+
+  it("a server that accepts and never answers, or answers in another protocol, is an error (exit 2), never a hang", async () => {
+    const sockets = [];
+    const silent = net.createServer((s) => sockets.push(s)); // accepts, reads, never answers
+    const http = net.createServer((s) => {
+      sockets.push(s);
+      s.end("HTTP/1.1 400 Bad Request\r\n\r\n");
+    });
+    await Promise.all([silent, http].map((srv) => new Promise((resolve) => srv.listen(0, "127.0.0.1", resolve))));
+    try {
+      const started = performance.now();
+      const frozen = await cli("list", `redis://127.0.0.1:${silent.address().port}`);
+      assert.equal(frozen.code, 2, frozen.stderr);
+      assert.match(frozen.stderr, /no answer within 5 s/);
+      assert.ok(performance.now() - started < 20_000, "it gave up");
+      const other = await cli("list", `redis://127.0.0.1:${http.address().port}`);
+      assert.equal(other.code, 2, other.stderr);
+      assert.match(other.stderr, /does not answer in the Redis protocol \(is it a Redis port\?\)/);
+    } finally {
+      for (const s of sockets) s.destroy();
+      silent.close();
+      http.close();
+    }
   });
 
   it("a wrong or missing password is an error (exit 2), not an empty list", async () => {

@@ -301,7 +301,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       assert.match(stderr, /\[LOCKSMITH_WASM_FALLBACK\] Warning: locksmith: no native addon for /);
       assert.ok(stderr.includes(`js/native/locksmith.${triple}.node (not installed)`), stderr);
       assert.ok(stderr.includes(`locksmith-js-${triple} (not installed)`), stderr);
-      assert.ok(stderr.includes(`npm install locksmith-js-${triple}@`), "the warning says how to get the binary");
+      assert.ok(stderr.includes(`npm install --save-optional locksmith-js-${triple}@`), "the warning says how to get the binary");
       assert.doesNotMatch(stderr, /npm run build/, "an installed user is not told to build the repository");
     });
 

@@ -126,12 +126,13 @@ class RedisConnection {
       let connected = false;
       const onConnect = () => {
         connected = true;
-        this.#socket.setTimeout(0);
         resolve();
       };
       this.#socket = this.target.tls
         ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host }, onConnect)
         : net.connect({ host, port }, onConnect);
+      // Connecting, and every reply after: a server that accepts and never answers (a
+      // frozen process) fails the command instead of hanging it.
       this.#socket.setTimeout(CONNECT_TIMEOUT_MS, () => {
         this.#socket.destroy(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`));
       });
@@ -152,12 +153,14 @@ class RedisConnection {
     try {
       await Promise.all(authCommands(this.target).map((args) => this.call(...args)));
     } catch (err) {
+      if (this.#failure) throw this.#failure;
       throw new StoreError(`Redis at ${this.where} refused the login: ${err.message}`);
     }
     try {
       if (db !== 0) await this.call("SELECT", String(db));
       await this.call("PING");
     } catch (err) {
+      if (this.#failure) throw this.#failure; // the connection itself failed: say that
       const hint = /NOAUTH/.test(err.message) ? " (put the password in the URL: redis://:password@host:port)" : "";
       throw new StoreError(`Redis at ${this.where} refused the connection: ${err.message}${hint}`);
     }
@@ -176,7 +179,7 @@ class RedisConnection {
       }
     } catch (err) {
       this.#socket.destroy();
-      this.#fail(new StoreError(`Redis at ${this.where} sent bytes that are not RESP: ${err.message}`));
+      this.#fail(new StoreError(`${this.where} does not answer in the Redis protocol (is it a Redis port?)`));
     }
   }
 
@@ -399,7 +402,7 @@ async function postgresList(url, pattern, { table }) {
     const permits = await client.query(
       `SELECT key, role, owner, fencing_token, ${REMAINING_MS} AS remaining_ms
          FROM ${permitsTable(table)}
-        WHERE expires_at > clock_timestamp() AND role <> 'claim' AND key LIKE $1
+        WHERE expires_at > clock_timestamp() AND role IN ('semaphore', 'read', 'write') AND key LIKE $1
         ORDER BY key, role, owner`,
       [like],
     );
@@ -424,7 +427,7 @@ async function postgresRelease(url, key, { table }) {
         [key],
       );
       const permits = await client.query(
-        `DELETE FROM ${permitsTable(table)} WHERE key = $1 AND role <> 'claim' AND expires_at > clock_timestamp()
+        `DELETE FROM ${permitsTable(table)} WHERE key = $1 AND role IN ('semaphore', 'read', 'write') AND expires_at > clock_timestamp()
          RETURNING key, kind, role, owner, fencing_token, ${REMAINING_MS} AS remaining_ms`,
         [key],
       );

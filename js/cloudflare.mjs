@@ -219,7 +219,7 @@ export class LockDurableObject extends DurableObject {
       set.claim = undefined;
       changed = true;
     }
-    set.readers?.delete(owner);
+    if (set.readers?.delete(owner)) changed = true;
     if (set.turn?.delete(owner)) changed = true;
     if (set.holders.get(owner)?.writer) readersTakeTheirTurn(set);
     const held = set.holders.delete(owner);

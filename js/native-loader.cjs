@@ -108,8 +108,9 @@ function loadAddon(triple = platformTriple()) {
   } else {
     advice =
       `npm installs ${packageOf(published[0])} as an optional dependency of ${pkg.name}: reinstall without ` +
-      `--omit=optional / --no-optional (and not with a lockfile made on another platform), or add it with ` +
-      `\`npm install ${packageOf(published[0])}@${pkg.version}\``;
+      `--omit=optional / --no-optional (a lockfile made on another platform can leave it out: remove ` +
+      `node_modules and the lockfile, then npm install), or add it as an optional dependency with ` +
+      `\`npm install --save-optional ${packageOf(published[0])}@${pkg.version}\``;
   }
   const err = new Error(`locksmith: no native addon for ${triple} could be loaded; tried ${tried.join("; ")}. ${advice}.`);
   err.code = "LOCKSMITH_NATIVE_UNAVAILABLE";

@@ -527,10 +527,16 @@ class PostgresLockStore {
           SELECT key FROM ${locks} WHERE expires_at < clock_timestamp() LIMIT ${SWEEP_ROWS} FOR UPDATE SKIP LOCKED
         ) AND expires_at < clock_timestamp()`,
       );
+      // A writer's hold swept away ends it: the readers waiting for it take their turn.
       await client.query(
-        `DELETE FROM ${permits} WHERE (kind, key, owner) IN (
-          SELECT kind, key, owner FROM ${permits} WHERE expires_at < clock_timestamp() LIMIT ${SWEEP_ROWS} FOR UPDATE SKIP LOCKED
-        ) AND expires_at < clock_timestamp()`,
+        `WITH gone AS (
+           DELETE FROM ${permits} WHERE (kind, key, owner) IN (
+             SELECT kind, key, owner FROM ${permits} WHERE expires_at < clock_timestamp() LIMIT ${SWEEP_ROWS} FOR UPDATE SKIP LOCKED
+           ) AND expires_at < clock_timestamp()
+           RETURNING kind, key, role
+         )
+         UPDATE ${permits} AS p SET role = 'turn' FROM (SELECT DISTINCT kind, key FROM gone WHERE role = 'write') AS w
+         WHERE p.kind = w.kind AND p.key = w.key AND p.role = 'waiting' AND p.expires_at > clock_timestamp()`,
       );
     })
       .catch(noop)
@@ -737,7 +743,8 @@ class PostgresLockStore {
         await client.query(
           `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at)
            VALUES ($1, $2, $3, 'waiting', ${fromNow(4)})
-           ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'waiting', expires_at = excluded.expires_at, fencing_token = NULL`,
+           ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'waiting', expires_at = excluded.expires_at, fencing_token = NULL
+             WHERE p.role <> 'turn'`,
           [set, key, owner, ttlMs],
         );
       }

@@ -107,14 +107,8 @@ impl Lock {
         }
     }
 
-    /// The latest local deadline an extend still on its way could set, if one is.
-    fn extend_pending_until(&self) -> Option<u64> {
-        use std::sync::atomic::Ordering::SeqCst;
-        (self.extends_in_flight.load(SeqCst) > 0).then(|| self.extends_would_set.load(SeqCst))
-    }
-
     /// The one question a due check asks: how long this owner's own hold has left.
-    async fn check_hold(&self, owner: OwnerToken) -> Result<HoldCheck, LockError> {
+    pub(crate) async fn check_hold(&self, owner: OwnerToken) -> Result<HoldCheck, LockError> {
         match self.kind {
             HoldKind::Exclusive => self.store.owner_remaining_time(&self.key, owner.as_str()).await,
             kind => Ok(match self.store.permit_remaining_time(&self.key, owner.as_str(), kind).await? {
@@ -137,11 +131,6 @@ impl Lock {
         }
         if self.time_left(&hold, owner) > 0 {
             return Some(hold.generation);
-        }
-        if self.sync_store().is_none()
-            && self.extend_pending_until().is_some_and(|until| until > self.timer.now_ms())
-        {
-            return Some(hold.generation); // an extend on its way may still keep it
         }
         let reason = self
             .failure_of(hold.generation)
@@ -194,21 +183,16 @@ impl Lock {
             let due_check = asynchronous && checked != Some(hold.expires_by_ms);
             let wait =
                 if left == 0 {
-                    // An extend on its way may still keep the hold: wait for its answer, up to
-                    // the deadline it would set.
-                    match self.extend_pending_until() {
-                        Some(until) if until > now && asynchronous => until - now,
-                        _ => {
-                            // Out of time: lost to whatever kept auto-extend from extending,
-                            // if anything did, else to the failed due check, else to the TTL.
-                            let reason = self
-                                .failure_of(generation)
-                                .or_else(|| check_failed.take())
-                                .unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
-                            self.end_hold(generation, HoldEnd::Lost(reason));
-                            continue;
-                        }
-                    }
+                    // Out of time: only a request that succeeded moves the deadline (an
+                    // extend still unanswered proves nothing, and lost is final). Lost to
+                    // whatever kept auto-extend from extending, if anything did, else to the
+                    // failed due check, else to the TTL.
+                    let reason = self
+                        .failure_of(generation)
+                        .or_else(|| check_failed.take())
+                        .unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
+                    self.end_hold(generation, HoldEnd::Lost(reason));
+                    continue;
                 } else if due_check && left > margin {
                     left - margin
                 } else if due_check {
@@ -240,7 +224,7 @@ impl Lock {
                                 }
                             }
                         }
-                        Ok(HoldCheck::NotHeld) if self.extend_pending_until().is_none() => {
+                        Ok(HoldCheck::NotHeld) => {
                             let reason = self
                                 .failure_of(generation)
                                 .unwrap_or_else(|| self.not_held("the store no longer has it"));

@@ -107,11 +107,6 @@ pub struct Lock {
     pub(crate) extend_stopped: std::sync::atomic::AtomicU64,
     /// The drift allowance set for this handle, if any (see [`Lock::drift_ms`]).
     pub(crate) drift_override: Option<u64>,
-    /// Extends sent and not yet answered: how many, and the latest local deadline one
-    /// of them could set if it succeeds. A hold is not called lost while one of them
-    /// may still keep it.
-    pub(crate) extends_in_flight: std::sync::atomic::AtomicU32,
-    pub(crate) extends_would_set: std::sync::atomic::AtomicU64,
 }
 
 /// The default drift allowance for a TTL: 1 % of it + 2 ms, and always less than it.
@@ -199,8 +194,6 @@ impl Lock {
             extend_failure: Mutex::new(None),
             extend_stopped: std::sync::atomic::AtomicU64::new(0),
             drift_override: None,
-            extends_in_flight: std::sync::atomic::AtomicU32::new(0),
-            extends_would_set: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -255,8 +248,6 @@ impl Lock {
         *self.ending.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
         *self.extend_failure.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
         *self.extend_stopped.get_mut() = 0;
-        *self.extends_in_flight.get_mut() = 0;
-        *self.extends_would_set.get_mut() = 0;
         Ok(())
     }
 
@@ -419,6 +410,9 @@ impl Lock {
             return Ok(false);
         }
         let owner = OwnerToken::generate()?;
+        // An attempt failed unanswered: the store may have granted it (its release was
+        // best effort), so a later refusal may be our own hold's.
+        let mut unanswered = false;
         let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
         // Behind this process's waiters on the key, a lock that may wait queues first
         // (see `LockStore::has_local_waiters`); it still tries at each retry and at its
@@ -444,6 +438,7 @@ impl Lock {
             if !queued {
                 match self.attempt(owner).await {
                     Ok(true) => return Ok(true),
+                    Ok(false) if unanswered && self.adopt_unanswered_grant(owner).await => return Ok(true),
                     Ok(false) => {
                         outage = None;
                         backoff = options.retry_delay_ms;
@@ -455,6 +450,7 @@ impl Lock {
                                 .min(OUTAGE_BACKOFF_MAX_MS.max(options.retry_delay_ms));
                         }
                         outage = Some(err);
+                        unanswered = true;
                     }
                     Err(err) => return Err(err),
                 }
@@ -482,6 +478,20 @@ impl Lock {
                 None => sleep.await,
             }
         }
+    }
+
+    /// After an attempt that failed unanswered was refused: whether the key is in fact
+    /// held by `owner` (the unanswered attempt was granted). Then the hold is this
+    /// handle's, counted from the check's send time plus what the store says is left.
+    async fn adopt_unanswered_grant(&self, owner: OwnerToken) -> bool {
+        let sent = self.timer.now_ms();
+        let Ok(crate::store::HoldCheck::Held { remaining_ms }) = self.check_hold(owner).await else {
+            return false;
+        };
+        // record_grant counts TTL - drift from its start: start it where that ends at sent + remaining - drift.
+        let start = sent.saturating_add(remaining_ms).saturating_sub(self.ttl_ms);
+        self.record_grant(owner, Grant::default(), start);
+        true
     }
 
     async fn attempt(&self, owner: OwnerToken) -> Result<bool> {
@@ -607,10 +617,8 @@ impl Lock {
         let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
         let owner = self.owner_for_extend()?;
         let started = self.timer.now_ms();
-        let in_flight = ExtendInFlight::start(self, self.deadline_from(started, ttl_ms));
-        let extended = self.store_extend(owner, ttl_ms).await;
-        drop(in_flight);
-        self.finish_extend(owner, extended?, started, ttl_ms)
+        let extended = self.store_extend(owner, ttl_ms).await?;
+        self.finish_extend(owner, extended, started, ttl_ms)
     }
 
     /// [`extend`](Self::extend) for synchronous stores; `None` when the store is not.
@@ -757,30 +765,5 @@ struct InFlightAttempt<'a> {
 impl Drop for InFlightAttempt<'_> {
     fn drop(&mut self) {
         self.lock.abandon_attempt(self.owner, self.generation);
-    }
-}
-
-/// An extend on its way to the store: while it is, the hold is not called lost before
-/// the deadline the extend would set (see `lifetime.rs`).
-struct ExtendInFlight<'a> {
-    lock: &'a Lock,
-}
-
-impl<'a> ExtendInFlight<'a> {
-    fn start(lock: &'a Lock, would_set: u64) -> Self {
-        lock.extends_would_set.fetch_max(would_set, std::sync::atomic::Ordering::SeqCst);
-        lock.extends_in_flight.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Self { lock }
-    }
-}
-
-impl Drop for ExtendInFlight<'_> {
-    fn drop(&mut self) {
-        // The last one answered: no deadline is on its way any more. (A later extend
-        // racing this reset only makes the hold look due sooner, never later.)
-        if self.lock.extends_in_flight.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
-            self.lock.extends_would_set.store(0, std::sync::atomic::Ordering::SeqCst);
-        }
-        self.lock.changes.notify(usize::MAX);
     }
 }

@@ -25,6 +25,8 @@ struct Remote {
     ttl_factor: u64,
     /// Whether calls fail as if the store were out of reach.
     down: AtomicBool,
+    /// The next acquire takes the key and then fails to answer, as a reply lost in an outage.
+    lose_next_grant: AtomicBool,
     /// Run once right after the store answered `is_held_by` (a race the old two-question
     /// due check lost: the key changes hands between the questions).
     after_held_by: Mutex<Option<Box<dyn FnOnce() + Send>>>,
@@ -40,6 +42,7 @@ impl Remote {
             answers_hold_checks: true,
             ttl_factor: 1,
             down: AtomicBool::new(false),
+            lose_next_grant: AtomicBool::new(false),
             after_held_by: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
         }
@@ -65,9 +68,17 @@ impl LockStore for Remote {
             return self.reply("acquire", false).await;
         }
         let taken = self.inner.acquire_now(key, owner, ttl_ms * self.ttl_factor).is_some();
+        if self.lose_next_grant.swap(false, Ordering::SeqCst) {
+            // The store is down from here on, for a while: the best-effort release fails too.
+            self.down.store(true, Ordering::SeqCst);
+            return Err(LockError::StoreUnavailable("connection reset".into()));
+        }
         self.reply("acquire", taken).await
     }
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        if self.down.load(Ordering::SeqCst) {
+            return self.reply("release", false).await;
+        }
         let released = self.inner.release_now(key, owner);
         self.reply("release", released).await
     }
@@ -224,31 +235,30 @@ fn owner_of(l: &Lock) -> String {
 }
 
 #[test]
-fn an_extend_on_its_way_keeps_the_hold_from_being_called_lost() {
-    // A slow store: every answer takes 120 ms, longer than any due check waits. The
-    // extend sent at 250 ms reaches the store at once and is answered at 370 ms, past
-    // the hold's deadline (295 ms): the hold is certainly live throughout (until 250 + 300
-    // ms), so its signal must not say lost meanwhile.
+fn an_extend_still_unanswered_at_the_deadline_does_not_keep_the_hold() {
+    // A slow store: every answer takes 120 ms. The extend sent at 250 ms is answered at
+    // 370 ms, past the hold's deadline (295 ms). Only a request that succeeded moves the
+    // deadline: the hold is lost at 295 ms, and the late success cannot bring it back.
     let timer = FakeTimer::new();
     let remote = Arc::new(Remote::new(&timer, memory(&timer)));
     remote.delay_ms.store(120, Ordering::SeqCst);
     let l = Lock::new("k", 300, remote.clone(), Arc::new(timer.clone())).unwrap();
-    let result = timer.run(async {
+    let (extended, ended) = timer.run(async {
         assert!(l.acquire(AcquireOptions::default()).await.unwrap());
         let extend = async {
             timer.sleep_for_test(250 - 120).await;
             l.extend(None).await
         };
-        let watch = async {
-            match select(Box::pin(l.hold_ended()), timer.sleep_for_test(500 - 120)).await {
-                Either::Left((end, _)) => Some((timer.now(), end)),
-                Either::Right(_) => None,
-            }
-        };
+        let watch = async { (l.hold_ended().await, timer.now()) };
         futures_util::join!(extend, watch)
     });
-    assert!(result.0.is_ok(), "the extend succeeded: {:?}", result.0);
-    assert!(result.1.is_none(), "not lost while the extend was on its way: {:?}", result.1);
+    assert!(matches!(ended.0, HoldEnd::Lost(_)), "{:?}", ended.0);
+    assert_eq!(
+        ended.1,
+        300 - default_drift_ms(300),
+        "lost at the deadline of the last request that succeeded"
+    );
+    assert_eq!(extended.unwrap_err().code(), "LOCK_NOT_HELD", "lost is final");
 }
 
 #[test]
@@ -374,4 +384,32 @@ async fn take(timer: &FakeTimer, l: &Lock, at: u64, hold: u64) -> u64 {
     timer.sleep_for_test(hold).await;
     assert!(l.release().await.unwrap());
     granted
+}
+
+#[test]
+fn a_wait_after_an_unanswered_grant_is_not_refused_by_its_own_orphan() {
+    // The first attempt takes the key, but its answer is lost and the store goes down
+    // (the best-effort release fails too). When the store is back, the wait's next attempt
+    // is refused by that very hold: the handle finds it is its own and has the lock, instead
+    // of being refused by its own token until its deadline.
+    let timer = FakeTimer::new();
+    let inner = memory(&timer);
+    let remote = Arc::new(Remote::new(&timer, inner.clone()));
+    remote.lose_next_grant.store(true, Ordering::SeqCst);
+    let l = Lock::new("k", 10_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let taken = timer.run(async {
+        let back = async {
+            timer.sleep_for_test(200).await;
+            remote.down.store(false, Ordering::SeqCst);
+        };
+        futures_util::join!(
+            l.acquire(AcquireOptions::default().with_timeout_ms(2_000).with_retry_delay_ms(50)),
+            back
+        )
+        .0
+    });
+    assert!(taken.unwrap(), "its own unanswered grant is its hold");
+    assert!(timer.now() < 1_500, "found once the store was back: {} ms", timer.now());
+    assert!(timer.run(l.release()).unwrap(), "and it can release it");
+    assert!(!inner.is_locked_now("k"));
 }

@@ -233,13 +233,13 @@ impl Redirect {
     }
 }
 
-/// `MOVED 3999 127.0.0.1:6381`, `ASK 3999 127.0.0.1:6381`, `TRYAGAIN ...`, `CLUSTERDOWN ...`.
 /// A read-write lock's companion keys beside its holders (see `rwlock_acquire.lua`): the
 /// writer, a waiting writer's claim, the waiting readers and the readers' turn.
 fn rw_companions(holders: &str) -> [String; 4] {
     ["writer", "claim", "readers", "turn"].map(|suffix| format!("{holders}:{suffix}"))
 }
 
+/// `MOVED 3999 127.0.0.1:6381`, `ASK 3999 127.0.0.1:6381`, `TRYAGAIN ...`, `CLUSTERDOWN ...`.
 fn redirection(error: &str) -> Option<Redirection> {
     let mut parts = error.split(' ');
     let kind = parts.next()?;
