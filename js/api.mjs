@@ -192,13 +192,22 @@ function ttlDurationMs(value) {
 
 const WARNED = Symbol.for("locksmith.warned");
 
+/** An environment variable, or undefined where it cannot be read (Deno without --allow-env). */
+function envVar(name) {
+  try {
+    return globalThis.process?.env?.[name];
+  } catch {
+    return undefined;
+  }
+}
+
 function warnOnce(code, message) {
   const proc = globalThis.process;
   if (typeof proc?.emitWarning !== "function") return;
   const warned = (globalThis[WARNED] ??= new Set());
   if (warned.has(code)) return;
   warned.add(code);
-  if (proc.env?.LOCKSMITH_WARNINGS === "0") return;
+  if (envVar("LOCKSMITH_WARNINGS") === "0") return;
   proc.emitWarning(message, { code });
 }
 
@@ -231,7 +240,7 @@ function warnIfProcessLocal() {
   if (typeof proc?.emitWarning !== "function" || globalThis[WARNED]?.has("LOCKSMITH_PROCESS_LOCAL_STORE")) return;
   let where;
   if (nodeBuiltin("node:cluster")?.isWorker === true) where = "a cluster worker";
-  else if (proc.env?.NODE_APP_INSTANCE !== undefined || proc.env?.pm_id !== undefined) where = "a PM2 instance";
+  else if (envVar("NODE_APP_INSTANCE") !== undefined || envVar("pm_id") !== undefined) where = "a PM2 instance";
   else if (nodeBuiltin("node:worker_threads")?.isMainThread === false) where = "a worker thread";
   if (where === undefined) return;
   warnOnce(
