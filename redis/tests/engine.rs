@@ -214,8 +214,18 @@ fn permit_keys_share_the_lock_slot_expire_with_their_holds_and_go_on_release() {
         assert!(engine.acquire_permit("keys", "w3", 5_000, HoldKind::Write).await.unwrap().is_some());
         let held = pttls(&mut admin, &rw_keys).await;
         assert!(held[1] > 5_000 && held[1] <= 5_000 + grace, "the writer lives as its hold: {held:?}");
+        // A reader refused meanwhile waits in `:readers`, expiring with its TTL; the
+        // writer's release makes it the readers' turn (`:turn`), gone when it gives up.
+        let waits = [format!("{rw}:readers"), format!("{rw}:turn")];
+        assert!(engine.acquire_permit("keys", "r2", 300, HoldKind::Read).await.unwrap().is_none());
+        let waiting = pttls(&mut admin, &waits).await;
+        assert!(waiting[0] > 0 && waiting[0] <= 300, "a waiting reader expires with its TTL: {waiting:?}");
         assert!(engine.release_permit("keys", "w3", HoldKind::Write).await.unwrap());
         assert_eq!(&pttls(&mut admin, &rw_keys).await[..3], &[-2, -2, -2]);
+        let turn = pttls(&mut admin, &waits).await;
+        assert!(turn[0] == -2 && turn[1] > 0 && turn[1] <= 300, "the readers' turn, bounded: {turn:?}");
+        assert!(!engine.release_permit("keys", "r2", HoldKind::Read).await.unwrap(), "a wait is no hold");
+        assert_eq!(pttls(&mut admin, &waits).await, [-2, -2], "nothing left of the wait");
     });
 }
 
