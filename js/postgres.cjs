@@ -589,18 +589,23 @@ class PostgresLockStore {
       );
       // Expired (or taken over) before it had its token: as good as not taken.
       return rows.length > 0 ? toToken(rows[0].fencing_token) : false;
-    }).then(
+    }).then(...this.#acquireSettled(cleanup, "lock", key, owner, ttlMs));
+    this.#maybeSweep();
+    return token;
+  }
+
+  /** An acquire's settle handlers: end the cleanup it took over, then its value, or its failure as #acquireFailed says. */
+  #acquireSettled(cleanup, kind, key, owner, ttlMs) {
+    return [
       (value) => {
         cleanup.done(true);
         return value;
       },
       (err) => {
         cleanup.done(false);
-        return this.#acquireFailed(err, "lock", key, owner, ttlMs);
+        return this.#acquireFailed(err, kind, key, owner, ttlMs);
       },
-    );
-    this.#maybeSweep();
-    return token;
+    ];
   }
 
   /** Rethrows `err`, an acquire's failure; first schedules a cleanup if the acquire may have taken the key. */
@@ -758,16 +763,7 @@ class PostgresLockStore {
         );
       }
       return false;
-    }).then(
-      (value) => {
-        cleanup.done(true);
-        return value;
-      },
-      (err) => {
-        cleanup.done(false);
-        return this.#acquireFailed(err, set, key, owner, ttlMs);
-      },
-    );
+    }).then(...this.#acquireSettled(cleanup, set, key, owner, ttlMs));
     this.#maybeSweep();
     if (typeof token === "object") {
       throw invalid(
