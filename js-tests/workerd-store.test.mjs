@@ -9,6 +9,7 @@ import { after, describe, it } from "node:test";
 
 import { conformance } from "./conformance.mjs";
 import { startWorker } from "./workerd-harness.mjs";
+import { remoteStore } from "./workerd-remote-store.mjs";
 import { assertPhaseFair } from "./rw-scenarios.mjs";
 import { TARGET, ls, sleep, uniqueKey } from "./target.mjs";
 
@@ -46,75 +47,24 @@ async function get(path) {
   return (await mf.dispatchFetch(`http://worker${path}`)).json();
 }
 
-const METHODS = [
-  "acquire",
-  "release",
-  "extend",
-  "isLocked",
-  "isHeldBy",
-  "remainingTime",
-  "acquirePermit",
-  "releasePermit",
-  "extendPermit",
-  "countPermits",
-  "permitRemainingTime",
-  "ownerRemainingTime",
-  "plainAcquire",
-  "plainAcquirePermit",
-];
-
 /**
  * A store in Node whose methods are calls of the real store in the worker, over one
  * WebSocket (js-tests/workerd/store-worker.mjs); `close()` ends it.
  */
-async function remoteStore() {
+async function openRemoteStore() {
   const { mf } = await worker();
   const res = await mf.dispatchFetch("http://worker/store", { headers: { Upgrade: "websocket" } });
   const socket = res.webSocket;
   assert.ok(socket, `the worker accepted the WebSocket (${res.status})`);
   socket.accept();
-  let next = 0;
-  const pending = new Map();
-  socket.addEventListener("message", (event) => {
-    const { id, value, error, woken } = JSON.parse(event.data);
-    const answer = pending.get(id);
-    if (woken) return answer?.();
-    pending.delete(id);
-    if (error) answer?.reject(Object.assign(new Error(error.message), error));
-    else answer?.resolve(value);
-  });
-  const send = (message) => socket.send(JSON.stringify(message));
-  let open = true;
-  const store = {
-    close() {
-      if (open) socket.close();
-      open = false;
-    },
-  };
+  const store = remoteStore(socket);
   opened.push(store);
-  for (const method of METHODS) {
-    store[method] = (...args) =>
-      new Promise((resolve, reject) => {
-        const id = next++;
-        pending.set(id, { resolve, reject });
-        send({ id, method, args });
-      });
-  }
-  store.onRelease = (key, listener, kind) => {
-    const id = next++;
-    pending.set(id, listener);
-    send({ id, method: "onRelease", args: [key, kind ?? null] });
-    return () => {
-      pending.delete(id);
-      send({ id, method: "offRelease" });
-    };
-  };
   return store;
 }
 
 if (ONCE) {
   conformance("DurableObjectLockStore (workerd)", {
-    makeStore: remoteStore,
+    makeStore: openRemoteStore,
     closeStore: (store) => store.close(),
     fencing: true,
     exactOwnership: true,
@@ -193,7 +143,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   it("expires a hold by alarm: the waiter is woken and storage is cleared", async () => {
     // Nobody calls the object after this hold: only its alarm can clear it.
     const idle = uniqueKey("alarm-idle");
-    const token = await (await remoteStore()).acquire(idle, "holder", 150);
+    const token = await (await openRemoteStore()).acquire(idle, "holder", 150);
     const before = await get(`/inspect?key=${idle}`);
     assert.equal(before.stored.lock.token, token);
     assert.equal(before.alarm, before.stored.lock.expiresAt);
@@ -219,7 +169,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   });
 
   it("keeps a writer waiting behind another writer's claim without spinning", async () => {
-    const store = await remoteStore();
+    const store = await openRemoteStore();
     const key = uniqueKey("claim");
     // A reader holds; a writer asks once and goes away, leaving its claim for 2 s.
     assert.equal(typeof (await store.acquirePermit(key, "reader", 5_000, "read", undefined)), "number");
@@ -232,7 +182,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   });
 
   it("ends a wait inside the object when locksmith unsubscribes", async () => {
-    const store = await remoteStore();
+    const store = await openRemoteStore();
     const key = uniqueKey("unsubscribe");
     assert.equal(typeof (await store.acquire(key, "holder", 5_000)), "number");
     let woken = false;
@@ -250,12 +200,26 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.deepEqual(await get(`/cancel-first?key=${uniqueKey("crossed")}`), { pending: false, outcome: "cancelled" });
   });
 
+  // A waiter's wait and its acquire attempts travel on different stubs and may cross:
+  // when the wait arrives after the refused attempt and after the holds in its way have
+  // gone, the waiter's own claim (a writer's) or its place in the readers' turn (a
+  // reader's, another writer's claim waiting) must not make it wait out its retryDelay.
+  for (const kind of ["write", "read"]) {
+    it(`wakes a waiting ${kind === "write" ? "writer when the last reader leaves" : "reader when the writer leaves (another writer's claim waiting)"}, even when its wait reaches the object after its attempt`, async () => {
+      const result = await get(`/late-wait?key=${uniqueKey(`late-wait-${kind}`)}&kind=${kind}&delay=150&timeout=4000&retryDelay=2500`);
+      assert.equal(result.error, undefined, JSON.stringify(result.error));
+      assert.equal(result.acquired, true);
+      // Its wait arrives 150 ms in; without the wake-up its next attempt comes at 2.5 s.
+      assert.ok(result.waitedMs < 1_000, `the ${kind === "write" ? "writer" : "reader"} waited ${result.waitedMs} ms (retryDelay 2500 ms)`);
+    });
+  }
+
   it("makes read-write locks phase-fair (the lock runs in Node, the store's object in workerd)", async () => {
-    await assertPhaseFair(ls, await remoteStore());
+    await assertPhaseFair(ls, await openRemoteStore());
   });
 
   it("reloads its holds and fencing counter from storage when the object restarts", async () => {
-    const store = await remoteStore();
+    const store = await openRemoteStore();
     const key = uniqueKey("restart");
     const lockToken = await store.acquire(key, "a", 10_000);
     const permitToken = await store.acquirePermit(key, "s1", 10_000, "semaphore", 2);
@@ -276,7 +240,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   });
 
   it("answers acquire() and acquirePermit() with booleans when called directly, as the store contract's interface does", async () => {
-    const store = await remoteStore();
+    const store = await openRemoteStore();
     const key = uniqueKey("plain");
     assert.equal(await store.plainAcquire(key, "a", 10_000), true);
     assert.equal(await store.plainAcquire(key, "b", 10_000), false);
@@ -289,7 +253,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
   });
 
   it("refuses bad calls: a TTL that never expires, an unknown permit kind, a semaphore limit that differs from its holders'", async () => {
-    const store = await remoteStore();
+    const store = await openRemoteStore();
     const key = uniqueKey("permit-checks");
     await assert.rejects(store.acquirePermit(key, "a", 5_000, "lock", 1), { message: /^locksmith: a permit kind is/ });
     await assert.rejects(store.acquirePermit(key, "a", 5_000, "semaphore", 0), { message: /^locksmith: a semaphore's limit must be/ });

@@ -77,6 +77,12 @@ export class LockDurableObject extends DurableObject {
    * they may cross), with when: a late wait for one of them ends at once.
    */
   #cancelledEarly = new Map();
+  /**
+   * Waits whose reader's or writer's refused attempt arrived before them, named by it:
+   * id → { owner, at }. The late wait then knows its own claim, or its place in the
+   * readers' turn, from another waiter's.
+   */
+  #namedEarly = new Map();
 
   constructor(ctx, env) {
     super(ctx, env);
@@ -157,9 +163,11 @@ export class LockDurableObject extends DurableObject {
    * Admits `owner`: "semaphore" while fewer than `limit` hold; "read" while no writer
    * holds or waits; "write" while nobody holds and no other writer waits. A refused
    * writer leaves a claim that keeps new readers out until it gets in, releases, or the
-   * claim expires `ttlMs` from now. The hold's fencing token, or false.
+   * claim expires `ttlMs` from now. The hold's fencing token, or false. `waitId`, from
+   * the store, names the wait (see `waitForRelease`) that this refused reader or writer
+   * listens on.
    */
-  acquirePermit(owner, ttlMs, kind, limit) {
+  acquirePermit(owner, ttlMs, kind, limit, waitId) {
     const group = permitGroup(kind);
     checkHold(owner, ttlMs);
     if (kind === "semaphore" && !(Number.isSafeInteger(limit) && limit > 0)) {
@@ -199,7 +207,10 @@ export class LockDurableObject extends DurableObject {
         }
       }
     }
-    if (!admitted) return false;
+    if (!admitted) {
+      if (typeof waitId === "string" && kind !== "semaphore") this.#nameWait(waitId, owner);
+      return false;
+    }
     if (kind === "write") set.claim = undefined;
     if (kind === "semaphore") set.limit = limit;
     const token = this.#nextToken();
@@ -264,13 +275,19 @@ export class LockDurableObject extends DurableObject {
    * have been freed: a release, an expiry, a writer's claim dropped. Returns "free" at
    * once when it looks free now, "released" on a release or expiry, "cancelled" after
    * `cancelWait(id)`, and "cap" after `capMs` (at most ten seconds) with nothing.
+   *
+   * A reader's or writer's wait is named by its refused attempt (`acquirePermit`'s
+   * `waitId`), which may arrive before or after it: named, it looks past the waiter's
+   * own claim, and a reader in the readers' turn past another writer's.
    */
   waitForRelease(id, kind, capMs = WAIT_CAP_MS) {
     this.#expire();
-    this.#forgetOldCancels();
+    this.#forgetOld();
     if (this.#cancelledEarly.delete(id)) return "cancelled";
     const group = groupOf(kind);
-    if (this.#looksFree(kind)) return "free";
+    const owner = this.#namedEarly.get(id)?.owner;
+    this.#namedEarly.delete(id);
+    if (this.#looksFree(kind, owner)) return "free";
     this.#endWait(id, "cancelled");
     return new Promise((resolve) => {
       const ms = Math.min(Math.max(Number(capMs) || 0, 0), WAIT_CAP_MS);
@@ -282,7 +299,8 @@ export class LockDurableObject extends DurableObject {
   /** Ends the wait `id` with "cancelled" (or ends it at once if it arrives later). Whether it was pending. */
   cancelWait(id) {
     if (this.#endWait(id, "cancelled")) return true;
-    this.#forgetOldCancels();
+    this.#forgetOld();
+    this.#namedEarly.delete(id);
     this.#cancelledEarly.set(id, Date.now());
     return false;
   }
@@ -318,16 +336,31 @@ export class LockDurableObject extends DurableObject {
     return set;
   }
 
-  #looksFree(kind) {
+  /** Whether a waiter of `kind` (`owner`, when its wait is named) may get in now. */
+  #looksFree(kind, owner) {
     const group = groupOf(kind);
     if (group === LOCK) return this.#lock === undefined;
     const set = this.#stored(group);
     if (!set) return true;
     if (kind === "semaphore") return set.limit === undefined || set.holders.size < set.limit;
-    if (kind === "read") return !set.claim && ![...set.holders.values()].some((h) => h.writer);
-    // A writer's claim (maybe this waiter's own) is waited out, never answered at once:
-    // a claim left by a writer that went away would otherwise make every wait return.
-    return set.holders.size === 0 && !set.claim;
+    const named = typeof owner === "string";
+    if (kind === "read") {
+      return (!set.claim || (named && set.turn.has(owner))) && ![...set.holders.values()].some((h) => h.writer);
+    }
+    // Another writer's claim is waited out, never answered at once: a claim left by a
+    // writer that went away would otherwise make every wait return. The waiter's own
+    // claim is no obstacle (its wait may arrive after the last reader left).
+    return set.holders.size === 0 && set.turn.size === 0 && (!set.claim || (named && set.claim.owner === owner));
+  }
+
+  /** A refused reader or writer `owner` listens on the wait `id`. */
+  #nameWait(id, owner) {
+    // A wait already pending is woken by every release from now on; only one still on
+    // its way needs to know whose it is.
+    if (this.#waiters.has(id)) return;
+    this.#forgetOld();
+    this.#namedEarly.delete(id);
+    this.#namedEarly.set(id, { owner, at: Date.now() });
   }
 
   /** Drops every expired hold and claim, waking their waiters. Returns now. */
@@ -410,12 +443,19 @@ export class LockDurableObject extends DurableObject {
     }
   }
 
-  /** A wait arrives within the cap of its cancel or not at all; older ids are dropped. */
-  #forgetOldCancels() {
+  /**
+   * A wait arrives within the cap of its cancel, or of the attempt that named it, or not
+   * at all; older ids are dropped.
+   */
+  #forgetOld() {
     const old = Date.now() - WAIT_CAP_MS;
     for (const [id, at] of this.#cancelledEarly) {
       if (at > old) break;
       this.#cancelledEarly.delete(id);
+    }
+    for (const [id, { at }] of this.#namedEarly) {
+      if (at > old) break;
+      this.#namedEarly.delete(id);
     }
   }
 
@@ -445,6 +485,11 @@ export class DurableObjectLockStore {
   #locationHint;
   /** Waits whose listener left in this turn, kept for a waiter that asks again at once. */
   #spare = new Map();
+  /**
+   * Readers' and writers' waits not yet named by the attempt that follows each (see
+   * `acquirePermit`), by name, oldest first.
+   */
+  #unnamed = new Map();
 
   constructor(namespace, options = {}) {
     if (namespace === null || typeof namespace !== "object" || typeof namespace.idFromName !== "function" || typeof namespace.get !== "function") {
@@ -517,10 +562,16 @@ export class DurableObjectLockStore {
     return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
   }
 
-  /** `acquirePermit()` answering the hold's fencing token, or `false`. */
+  /**
+   * `acquirePermit()` answering the hold's fencing token, or `false`. A reader's or
+   * writer's attempt names the wait subscribed just before it (locksmith subscribes,
+   * then tries), so that the object knows whose claim is whose when the wait arrives
+   * after the attempt.
+   */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
+    const waitId = kind === "read" || kind === "write" ? this.#takeUnnamed(`${kind}\u0000${key}`) : undefined;
     try {
-      return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit);
+      return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit, waitId);
     } catch (err) {
       // The object refused the request itself (it crossed RPC as a plain error): say so
       // as the InvalidArgumentError it is, not as the store failing.
@@ -566,6 +617,11 @@ export class DurableObjectLockStore {
     }
     const subscription = { listener };
     wait.subscription = subscription;
+    if (kind === "read" || kind === "write") {
+      const unnamed = this.#unnamed.get(name) ?? [];
+      if (!unnamed.includes(wait)) unnamed.push(wait);
+      this.#unnamed.set(name, unnamed);
+    }
     return () => {
       if (wait.subscription !== subscription) return;
       wait.subscription = undefined;
@@ -579,11 +635,33 @@ export class DurableObjectLockStore {
     };
   }
 
+  /** The id of the oldest wait of `name` still to be named, if any. */
+  #takeUnnamed(name) {
+    const unnamed = this.#unnamed.get(name);
+    let id;
+    while (unnamed?.length > 0 && id === undefined) {
+      const wait = unnamed.shift();
+      if (!wait.done) id = wait.id;
+    }
+    if (unnamed?.length === 0) this.#unnamed.delete(name);
+    return id;
+  }
+
+  /** A wait is over: it needs no name. */
+  #settled(wait) {
+    wait.done = true;
+    const unnamed = this.#unnamed.get(wait.name);
+    const at = unnamed?.indexOf(wait) ?? -1;
+    if (at < 0) return;
+    unnamed.splice(at, 1);
+    if (unnamed.length === 0) this.#unnamed.delete(wait.name);
+  }
+
   #startWait(key, kind) {
-    const wait = { id: crypto.randomUUID(), subscription: undefined, done: false };
+    const wait = { id: crypto.randomUUID(), name: `${kind ?? "lock"}\u0000${key}`, subscription: undefined, done: false };
     Promise.resolve(this.#object(key).waitForRelease(wait.id, kind ?? "lock")).then(
       (outcome) => {
-        wait.done = true;
+        this.#settled(wait);
         if (outcome === "cancelled") return;
         try {
           wait.subscription?.listener();
@@ -593,7 +671,7 @@ export class DurableObjectLockStore {
       },
       () => {
         // The object could not be reached: the waiter's retries will say so.
-        wait.done = true;
+        this.#settled(wait);
       },
     );
     return wait;
@@ -601,7 +679,7 @@ export class DurableObjectLockStore {
 
   #cancel(key, wait) {
     if (wait.done) return;
-    wait.done = true;
+    this.#settled(wait);
     try {
       Promise.resolve(this.#object(key).cancelWait(wait.id)).catch(() => {});
     } catch {

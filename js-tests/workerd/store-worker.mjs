@@ -34,6 +34,23 @@ export class TestLockObject extends LockDurableObject {
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A namespace whose stubs hold every waitForRelease call back `ms`: a waiter's wait then
+ * reaches the object after the acquire attempt sent behind it (calls on different stubs
+ * may cross so).
+ */
+function delayedWaits(namespace, ms) {
+  return {
+    idFromName: (name) => namespace.idFromName(name),
+    get(id, options) {
+      const stub = namespace.get(id, options);
+      return new Proxy(stub, {
+        get: (target, name) => (name === "waitForRelease" ? (...args) => sleep(ms).then(() => target.waitForRelease(...args)) : target[name]),
+      });
+    },
+  };
+}
 const errorOf = (err) => ({ error: { name: err?.name, code: err?.code, message: err?.message } });
 
 /**
@@ -129,6 +146,37 @@ export default {
           const token = l.fencingToken;
           if (acquired) await l.release();
           return Response.json({ acquired, waitedMs, token });
+        }
+        // A waiter whose wait reaches the object after its refused attempt (held back
+        // `delay` ms), then the holds in its way go: how long it took to get in.
+        // kind=write: two readers hold and the writer waits. kind=read: a writer holds,
+        // another writer's claim waits, and the reader waits for the readers' turn.
+        case "/late-wait": {
+          const key = q("key");
+          const late = new DurableObjectLockStore(delayedWaits(env.LOCKS, Number(q("delay", 150))));
+          const rw = (s) => readWriteLock(key, 5_000, s);
+          const options = { timeout: Number(q("timeout", 4_000)), retryDelay: Number(q("retryDelay", 2_500)) };
+          let holders;
+          let waiter;
+          if (q("kind") === "write") {
+            holders = [rw(store).readLock(), rw(store).readLock()];
+            for (const h of holders) if (!(await h.acquire())) return Response.json({ error: { message: "a reader was refused" } });
+            waiter = rw(late).writeLock();
+          } else {
+            holders = [rw(store).writeLock()];
+            if (!(await holders[0].acquire())) return Response.json({ error: { message: "the writer was refused" } });
+            if ((await store.acquirePermit(key, "other-writer", 5_000, "write", undefined)) !== false) return Response.json({ error: { message: "the second writer got in" } });
+            waiter = rw(late).readLock();
+          }
+          const start = Date.now();
+          const waiting = waiter.acquire(options);
+          await sleep(50);
+          for (const h of holders) await h.release();
+          const acquired = await waiting;
+          const waitedMs = Date.now() - start;
+          if (acquired) await waiter.release();
+          await store.releasePermit(key, "other-writer", "write");
+          return Response.json({ acquired, waitedMs });
         }
         // Fencing tokens of consecutive holds of a lock, a semaphore and a read-write lock.
         case "/fencing": {
