@@ -19,7 +19,7 @@ import tls from "node:tls";
 import { parseArgs } from "node:util";
 
 import { SCRIPTS } from "./gen/redis-scripts.mjs";
-import { authCommands, parseRedisUrl } from "./redis-topology.mjs";
+import { authCommands, parseRedisUrl } from "./redis/topology.mjs";
 
 const USAGE = `usage:
   locksmith list <store-url> [pattern] [options]          the held locks, semaphore permits and read-write holds

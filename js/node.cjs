@@ -1,68 +1,31 @@
 "use strict";
 // locksmith for Node: the native addon under the shared JS surface.
 
-const { makeApi, NATIVE, NativeStore, toLockError, typeName, invalid, checkOptionKeys } = require("./gen/api.cjs");
-const { makeEngineDriver } = require("./redis-engine.cjs");
-const { checkMinReplicas, checkTopology, CONNECT_KEYS, CONNECT_OPTIONS } = require("./gen/redis-topology.cjs");
+const { makeApi, NATIVE, NativeStore, toLockError, invalid } = require("./gen/api.cjs");
+const { Calls, callStarted, checkConnectOptions, connectEngine, nodeSockets } = require("./gen/redis-driver.cjs");
 
 const { loadAddon } = require("./native-loader.cjs");
 
 const addon = loadAddon();
 
-// Async lock calls resolve through one completion channel (see node/src/completion.rs):
-// the promise lives here, keyed by a call id, and the addon reports outcomes in bulk.
-// Ids are the addon's u32: they count up to 2^32 - 1, wrap to 0, and skip any id whose
-// call is still pending, so an id is never reused while its promise waits.
-const pending = new Map();
-const MAX_CALL_ID = 0xffff_ffff;
-// Where the ids start. Tests set LOCKSMITH_TEST_FIRST_CALL_ID to reach the wrap-around
-// without making four billion calls first.
-let nextId = Number(process.env.LOCKSMITH_TEST_FIRST_CALL_ID ?? 0) >>> 0;
-// A timer ref'd while calls are pending (the channel itself does not hold Node open),
-// unref'd when none is: made once, since a ref/unref costs less than a new timer.
-let keepAlive;
-// Pending calls that keep Node alive. Background calls (watching a hold's end) do not:
-// a process whose only work left is a held lock's signal may exit.
-let holding = 0;
+// Async calls resolve through one call table (js/calls.mjs): the promise lives there,
+// keyed by a call id, and the addon reports outcomes in bulk — through its completion
+// channel (see node/src/completion.rs) or, for calls that run as tasks of a Redis
+// engine store, through the engine's outcome array. Tests set
+// LOCKSMITH_TEST_FIRST_CALL_ID to reach the ids' wrap-around without making four
+// billion calls first.
+const calls = new Calls({ firstId: Number(process.env.LOCKSMITH_TEST_FIRST_CALL_ID ?? 0) });
+const completions = new addon.Completions((done) => calls.deliver(done));
 
-/** Takes call `id` off the pending list; `undefined` if it is not there. */
-function finish(id) {
-  const call = pending.get(id);
-  if (call === undefined) return undefined;
-  pending.delete(id);
-  if (!call.background && --holding === 0) keepAlive.unref();
-  return call;
-}
-
-const completions = new addon.Completions((done) => {
-  const call = finish(done.id);
-  if (call === undefined) return;
-  if (done.error != null) call.reject(new Error(done.error));
-  else call.resolve(call.number ? (done.number ?? null) : done.flag ?? undefined);
-});
-
-// Set below to the Redis engine driver's: a call that runs as a local task of an engine
-// store (`start` returns true) has commands to write.
-let engineCallStarted = () => {};
+// A call that runs as a local task of an engine store (`start` returns true) has
+// commands for the driver to write.
+const afterStart = (queued) => {
+  if (queued === true) callStarted();
+};
 
 /** Starts `start(id)` and returns the promise of its outcome. */
 function viaCompletions(start, number = false, background = false) {
-  let id = nextId;
-  while (pending.has(id)) id = id === MAX_CALL_ID ? 0 : id + 1;
-  nextId = id === MAX_CALL_ID ? 0 : id + 1;
-  return new Promise((resolve, reject) => {
-    let queued;
-    try {
-      queued = start(id);
-    } catch (err) {
-      reject(err);
-      return;
-    }
-    pending.set(id, { resolve, reject, number, background });
-    if (!background && holding++ === 0) (keepAlive ??= setInterval(() => {}, 1 << 30)).ref();
-    // The engine may write at once (several calls waiting): after the call is on record.
-    if (queued === true) engineCallStarted();
-  });
+  return calls.start(start, number ? "number" : "flag", background, afterStart);
 }
 
 const NativeLock = addon.NativeLock.prototype;
@@ -107,41 +70,73 @@ const api = makeApi({
     new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasOwnerRemainingTime),
 });
 
-// The Redis store: the sans-I/O engine driven by Node's sockets (js/redis-engine.cjs).
-// LOCKSMITH_REDIS_CLIENT=redis-rs (read at connect) selects the earlier client, redis-rs
-// on a tokio thread.
+// The Redis store: the sans-I/O engine in the addon under the one driver
+// (js/redis/driver.mjs) and Node's sockets.
+const binding = {
+  Engine: addon.NativeEngineStore,
+  calls,
+  command: addon.redisCommand,
+  decode: addon.redisDecode,
+  checkUrl: addon.checkUrlSettings,
+  outcomes(engine, n) {
+    // Filled by the addon on each turn through its bytes (see node/src/redis_engine.rs).
+    const bytes = Buffer.allocUnsafeSlow(8 * n);
+    engine.useOutcomes(bytes);
+    return new Float64Array(bytes.buffer, bytes.byteOffset, n);
+  },
+  // The output of a turn is copied into a reused buffer where the socket allows.
+  scratch: (n) => Buffer.allocUnsafeSlow(n),
+};
 
-/** Settles the calls in an engine turn's `[next timer, id, value, ...]`, `count` numbers long (see node/src/redis_engine.rs). */
-function settleEngineCalls(outcomes, count, native) {
-  let errors;
-  for (let i = 1; i < count; i += 2) {
-    const id = outcomes[i];
-    const value = outcomes[i + 1];
-    const call = finish(id);
-    if (call === undefined) continue;
-    if (value <= -2) {
-      errors ??= native.errors();
-      call.reject(new Error(errors[-2 - value]));
-    } else if (call.number) {
-      call.resolve(value < 0 ? null : value);
-    } else {
-      call.resolve(value === 1 ? true : value === 0 ? false : undefined);
-    }
+/** The native side of a RedisLockStore on the engine, as api.mjs uses a backend. */
+class EngineBackend {
+  constructor(connection) {
+    this.connection = connection;
+    this.native = connection.engine;
+  }
+
+  get keyPrefix() {
+    return this.native.keyPrefix;
+  }
+
+  lock(key, ttlMs) {
+    return this.native.lock(key, ttlMs);
+  }
+
+  handle(key, ttlMs, kind, limit) {
+    return this.native.handle(key, ttlMs, kind, limit);
+  }
+
+  restore(serialized) {
+    return this.native.restore(serialized);
+  }
+
+  acquire(key, owner, ttlMs) {
+    return this.connection.call((id) => this.native.acquire(id, key, owner, ttlMs), "flag");
+  }
+
+  release(key, owner) {
+    return this.connection.call((id) => this.native.release(id, key, owner), "flag");
+  }
+
+  extend(key, owner, ttlMs) {
+    return this.connection.call((id) => this.native.extend(id, key, owner, ttlMs), "flag");
+  }
+
+  isLocked(key) {
+    return this.connection.call((id) => this.native.isLocked(id, key), "flag");
+  }
+
+  remainingTime(key) {
+    return this.connection.call((id) => this.native.remainingTime(id, key), "number");
+  }
+
+  close() {
+    this.connection.close();
   }
 }
 
-const engineDriver = makeEngineDriver({
-  addon,
-  completions,
-  viaCompletions,
-  settle: settleEngineCalls,
-  invalid,
-  toLockError,
-});
-engineCallStarted = engineDriver.started;
-
-
-/** Locks in Redis, through the native client. Also a plain `LockStore` object. */
+/** Locks in Redis, through the addon's engine. Also a plain `LockStore` object. */
 class RedisLockStore extends NativeStore {
   /**
    * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
@@ -151,27 +146,10 @@ class RedisLockStore extends NativeStore {
    * `cluster` (Redis Cluster seed URLs) instead of `url`. Unknown options are refused.
    */
   static async connect(urlOrOptions) {
-    const options = typeof urlOrOptions === "string" ? { url: urlOrOptions } : urlOrOptions;
-    if (options === null || typeof options !== "object") {
-      throw invalid(`RedisLockStore.connect() needs a URL or an options object; got ${typeName(urlOrOptions)}`);
-    }
-    checkOptionKeys(options, CONNECT_KEYS, "RedisLockStore.connect()");
-    const topology = checkTopology(options, invalid);
-    for (const [name, type] of Object.entries(CONNECT_OPTIONS)) {
-      if (options[name] !== undefined && typeof options[name] !== type) {
-        throw invalid(`${name} must be a ${type}; got ${typeName(options[name])}`);
-      }
-    }
-    checkMinReplicas(options.minReplicas, invalid);
-    if (options.reconnectRetries !== undefined && !(Number.isInteger(options.reconnectRetries) && options.reconnectRetries >= 0)) {
-      throw invalid(`reconnectRetries must be a whole number >= 0; got ${options.reconnectRetries}`);
-    }
+    const options = checkConnectOptions(urlOrOptions);
     let native;
     try {
-      const { sentinels, masterName, username, password, db, cluster, minReplicas, ...rest } = options;
-      native = process.env.LOCKSMITH_REDIS_CLIENT === "redis-rs" && options.url !== undefined && !minReplicas
-        ? await addon.connectRedis({ ...rest })
-        : await engineDriver.connect({ ...addon.checkRedisOptions({ ...rest, url: topology.url }), ...topology, minReplicas: minReplicas ?? 0 });
+      native = new EngineBackend(await connectEngine(binding, nodeSockets, options));
     } catch (err) {
       throw toLockError(err);
     }

@@ -2,9 +2,9 @@
 // that `require("locksmith-js")` can load it synchronously; js/index.cjs calls `start`.
 import * as wasm from "./wasm/locksmith_wasm.js";
 import * as redisEngine from "./wasm/locksmith_wasm_redis.js";
-import * as socket from "./redis-socket-node.mjs";
+import * as socket from "./redis/sockets/node.mjs";
 import { useWasm } from "./wasm-binding.mjs";
-import { useRedisRuntime } from "./redis-wasm.mjs";
+import { useRedisRuntime } from "./redis/wasm-store.mjs";
 
 export * from "./wasm-api.mjs";
 

@@ -2,7 +2,7 @@
 // Deno, Bun, bundlers): the module initialises itself on import.
 import * as wasm from "./wasm/locksmith_wasm.js";
 import { useWasm } from "./wasm-binding.mjs";
-import { useRedisRuntime } from "./redis-wasm.mjs";
+import { useRedisRuntime } from "./redis/wasm-store.mjs";
 
 const isNode = typeof process === "object" && process.versions?.node;
 
@@ -24,7 +24,7 @@ useWasm(wasm);
 useRedisRuntime(async () => {
   const [engine, socket] = await Promise.all([
     import("./wasm/locksmith_wasm_redis.js"),
-    typeof Deno === "object" && typeof Deno.connect === "function" ? import("./redis-socket-deno.mjs") : import("./redis-socket-node.mjs"),
+    typeof Deno === "object" && typeof Deno.connect === "function" ? import("./redis/sockets/deno.mjs") : import("./redis/sockets/node.mjs"),
   ]);
   await instantiate(engine, new URL("./wasm/locksmith_wasm_redis_bg.wasm", import.meta.url));
   return { engine, socket };

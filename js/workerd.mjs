@@ -3,7 +3,7 @@
 import * as wasm from "./wasm/locksmith_wasm.js";
 import module from "./wasm/locksmith_wasm_bg.wasm";
 import { useWasm } from "./wasm-binding.mjs";
-import { useRedisRuntime } from "./redis-wasm.mjs";
+import { useRedisRuntime } from "./redis/wasm-store.mjs";
 
 wasm.initSync({ module });
 useWasm(wasm);
@@ -13,7 +13,7 @@ useWasm(wasm);
 useRedisRuntime(async () => {
   const [engine, socket, { default: compiled }] = await Promise.all([
     import("./wasm/locksmith_wasm_redis.js"),
-    import("./redis-socket-workerd.mjs"),
+    import("./redis/sockets/workerd.mjs"),
     import("./wasm/locksmith_wasm_redis_bg.wasm"),
   ]);
   engine.initSync({ module: compiled });

@@ -30,14 +30,32 @@ buildSync({
   platform: "neutral",
   logLevel: "warning",
 });
-// The topology options and Sentinel steps both Redis drivers share, for the addon's
-// CommonJS driver (js/redis-engine.cjs); the WebAssembly build imports the source.
-buildSync({
-  entryPoints: [join(root, "js/redis-topology.mjs")],
-  outfile: join(root, "js/gen/redis-topology.cjs"),
+// The Redis driver (js/redis/driver.mjs, with the call table and Node's socket port)
+// for the addon's CommonJS entry; the WebAssembly build imports the sources. Its errors
+// are the CommonJS API's own classes (js/gen/api.cjs), not a second copy.
+await (await import("esbuild")).build({
+  stdin: {
+    contents: [
+      'export { callStarted, checkConnectOptions, connectEngine, DEFAULTS } from "./redis/driver.mjs";',
+      'export { Calls } from "./calls.mjs";',
+      'export * as nodeSockets from "./redis/sockets/node.mjs";',
+    ].join("\n"),
+    resolveDir: join(root, "js"),
+    sourcefile: "redis-driver-entry.mjs",
+  },
+  outfile: join(root, "js/gen/redis-driver.cjs"),
+  bundle: true,
   format: "cjs",
-  platform: "neutral",
+  platform: "node",
   logLevel: "warning",
+  plugins: [
+    {
+      name: "errors-from-the-api",
+      setup(b) {
+        b.onResolve({ filter: /\/errors\.mjs$/ }, () => ({ path: "./api.cjs", external: true }));
+      },
+    },
+  ],
 });
 // The Lua scripts of redis/src/lua (the engine compiles the same files in) as a module for
 // the stores over users' own Redis clients: one source for every Redis path.

@@ -1,5 +1,5 @@
 //! `NativeEngineStore`: the sans-I/O Redis engine (`locksmith_redis::engine`) driven by
-//! Node's own sockets (`js/redis-engine.cjs`). No tokio and no thread hop: a lock's
+//! Node's own sockets (the one driver, `js/redis/driver.mjs`). No tokio and no thread hop: a lock's
 //! calls run as tasks polled on the JS thread; their commands collect in the engine until
 //! the driver writes a turn's worth at once; `feed(chunk)` settles every reply in a
 //! chunk and runs the tasks it woke.
@@ -22,7 +22,7 @@ use locksmith_redis::engine::{reply, EngineOptions, EngineStore, Handshake, Subs
 use napi::bindgen_prelude::{Buffer, BufferSlice};
 use napi_derive::napi;
 
-use crate::completion::{Completions, Outcome};
+use crate::completion::Outcome;
 use crate::error::IntoNapi;
 use crate::lock::{new_handle_on, new_lock_on, restore_lock_on, LocalTasks, NativeLock, Runner};
 
@@ -87,44 +87,27 @@ impl NativeEngineStore {
         self.store.key_prefix()
     }
 
-    fn start<F>(&self, done: &Completions, id: u32, work: F)
+    fn start<F>(&mut self, id: u32, work: F)
     where
         F: std::future::Future<Output = locksmith_core::Result<Outcome>> + Send + 'static,
     {
         if let Some(outcome) = self.tasks.spawn(id, Box::pin(work)) {
-            done.deliver(id, outcome);
+            // Reported by the next `turn()`, which the driver runs once the call is on record.
+            self.finished.push((id, outcome));
         }
     }
 
-    /// Queues the handshake of a new connection in front of everything else; call id
-    /// `id` settles when the server has answered it.
+    // The host API the driver (js/redis/driver.mjs) uses, the same in wasm-redis/:
+    // connection-indexed (connection 0 is the server, or a cluster's first node), each
+    // call's outcome reported by `turn()` into the outcome array.
+
+    /// Call `id`: queues connection `conn`'s handshake in front of everything else; it
+    /// finishes when the server has answered all of it.
     #[napi]
-    pub fn handshake_start(
-        &self,
-        done: &Completions,
-        id: u32,
-        user: Option<String>,
-        password: Option<String>,
-        db: u32,
-    ) {
+    pub fn handshake(&mut self, id: u32, conn: u32, user: Option<String>, password: Option<String>, db: u32) {
         let store = self.store.clone();
         let handshake = Handshake { auth: password.map(|password| (user, password)), db };
-        self.start(done, id, async move { store.handshake(&handshake).await.map(|()| Outcome::Nothing) });
-    }
-
-    /// `handshake_start` on connection `conn` (a cluster node).
-    #[napi]
-    pub fn handshake_start_on(
-        &self,
-        done: &Completions,
-        id: u32,
-        conn: u32,
-        user: Option<String>,
-        password: Option<String>,
-    ) {
-        let store = self.store.clone();
-        let handshake = Handshake { auth: password.map(|password| (user, password)), db: 0 };
-        self.start(done, id, async move {
+        self.start(id, async move {
             store.handshake_on(conn as usize, &handshake).await.map(|()| Outcome::Nothing)
         });
     }
@@ -135,8 +118,6 @@ impl NativeEngineStore {
     pub fn set_min_replicas(&self, replicas: u32, timeout_ms: u32) {
         self.store.set_min_replicas(replicas, u64::from(timeout_ms));
     }
-
-    // Redis Cluster: one connection per node, requests routed by their key's slot.
 
     /// Routes by hash slot from now on; connection 0 is the seed at `address`.
     #[napi]
@@ -163,7 +144,7 @@ impl NativeEngineStore {
         self.store.connections() as u32
     }
 
-    /// Connection `conn`'s node, `host:port`.
+    /// Connection `conn`'s node, `host:port` (`null` off a cluster).
     #[napi]
     pub fn address(&self, conn: u32) -> Option<String> {
         self.store.address(conn as usize)
@@ -175,142 +156,58 @@ impl NativeEngineStore {
         self.store.take_topology_stale()
     }
 
-    /// The bytes to write on connection `conn` now, or `null`.
-    #[napi]
-    pub fn take_output_on(&self, conn: u32) -> Option<Buffer> {
-        self.store.take_output_on(conn as usize).map(Buffer::from)
-    }
-
-    /// Whether connection `conn` has requests waiting or bytes to write.
-    #[napi]
-    pub fn busy_on(&self, conn: u32) -> bool {
-        self.store.pending_on(conn as usize) > 0 || self.store.has_output_on(conn as usize)
-    }
-
-    /// `feed` for connection `conn`.
-    #[napi]
-    pub fn feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<u32> {
-        let fed = self.store.feed_on(conn as usize, &chunk);
-        // On an error the driver drops the connection; what this chunk finished settles
-        // in the turn after it (calls are not reported into a throw).
-        fed.napi()?;
-        Ok(self.turn())
-    }
-
-    /// Fails requests past their deadline on every connection; the connections to drop.
-    #[napi]
-    pub fn expire_all(&self) -> Vec<u32> {
-        self.store.expire_all().into_iter().map(|conn| conn as u32).collect()
-    }
-
-    /// Connection `conn` is gone: its pending requests fail with `STORE_UNAVAILABLE`.
-    #[napi]
-    pub fn connection_lost_on(&self, conn: u32, why: String) {
-        self.store.connection_lost_on(conn as usize, &why);
-    }
-
-    // The plain `LockStore` interface, as local tasks.
-
-    #[napi]
-    pub fn acquire_start(
-        &self,
-        done: &Completions,
-        id: u32,
-        key: String,
-        owner: String,
-        ttl_ms: f64,
-    ) -> napi::Result<()> {
-        let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
-        let store = self.store.clone();
-        self.start(done, id, async move { store.acquire(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
-        Ok(())
-    }
-
-    #[napi]
-    pub fn release_start(&self, done: &Completions, id: u32, key: String, owner: String) {
-        let store = self.store.clone();
-        self.start(done, id, async move { store.release(&key, &owner).await.map(Outcome::Flag) });
-    }
-
-    #[napi]
-    pub fn extend_start(
-        &self,
-        done: &Completions,
-        id: u32,
-        key: String,
-        owner: String,
-        ttl_ms: f64,
-    ) -> napi::Result<()> {
-        let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
-        let store = self.store.clone();
-        self.start(done, id, async move { store.extend(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
-        Ok(())
-    }
-
-    #[napi]
-    pub fn is_locked_start(&self, done: &Completions, id: u32, key: String) {
-        let store = self.store.clone();
-        self.start(done, id, async move { store.is_locked(&key).await.map(Outcome::Flag) });
-    }
-
-    #[napi]
-    pub fn remaining_time_start(&self, done: &Completions, id: u32, key: String) {
-        let store = self.store.clone();
-        self.start(done, id, async move {
-            store.remaining_time(&key).await.map(|ms| Outcome::Number(ms.map(|ms| ms as f64)))
-        });
-    }
-
-    // Driving.
-
-    /// The bytes to write now, or `null`.
-    #[napi]
-    pub fn take_output(&self) -> Option<Buffer> {
-        self.store.take_output().map(Buffer::from)
-    }
-
-    /// The bytes to write now, copied into `out`: how many (0: none), or -1 when they do
-    /// not fit (then `takeOutput()` has them).
-    #[napi]
-    pub fn take_output_into(&self, mut out: BufferSlice<'_>) -> i32 {
-        self.store.take_output_into(&mut out).map_or(-1, |n| i32::try_from(n).unwrap_or(-1))
-    }
-
-    /// Settles every reply in `chunk` and runs what it woke. Throws when the bytes are
-    /// out of step: the driver then drops the connection.
-    #[napi]
-    pub fn feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<u32> {
-        let fed = self.store.feed(&chunk);
-        // On an error the driver drops the connection; what this chunk finished settles
-        // in the turn after it (calls are not reported into a throw).
-        fed.napi()?;
-        Ok(self.turn())
-    }
-
-    /// Ends the sleeps that are due and runs what they woke.
-    #[napi]
-    pub fn fire(&mut self) -> u32 {
-        self.timer.fire();
-        self.turn()
-    }
-
-    /// Fails requests past their deadline; `true` when the driver must drop the
-    /// connection. Their callers settle on the next `turn()`.
-    #[napi]
-    pub fn expire(&self) -> bool {
-        self.store.expire()
-    }
-
     /// Whether a reply said `READONLY` (the server is a replica now) since the last call.
     #[napi]
     pub fn take_replica_seen(&self) -> bool {
         self.store.take_replica_seen()
     }
 
-    /// The connection is gone: pending requests fail with `STORE_UNAVAILABLE`.
+    /// The bytes to write on connection `conn` now, or `null`.
     #[napi]
-    pub fn connection_lost(&self, why: String) {
-        self.store.connection_lost(&why);
+    pub fn take_output(&self, conn: u32) -> Option<Buffer> {
+        self.store.take_output_on(conn as usize).map(Buffer::from)
+    }
+
+    /// Connection `conn`'s bytes to write now, copied into `out`: how many (0: none), or
+    /// -1 when they do not fit (then `takeOutput(conn)` has them).
+    #[napi]
+    pub fn take_output_into(&self, conn: u32, mut out: BufferSlice<'_>) -> i32 {
+        self.store.take_output_into(conn as usize, &mut out).map_or(-1, |n| i32::try_from(n).unwrap_or(-1))
+    }
+
+    /// Whether connection `conn` has requests waiting or bytes to write.
+    #[napi]
+    pub fn busy(&self, conn: u32) -> bool {
+        self.store.pending_on(conn as usize) > 0 || self.store.has_output_on(conn as usize)
+    }
+
+    /// Settles every reply in connection `conn`'s `chunk` and runs what it woke: a
+    /// `turn()`. Throws when the bytes are out of step: the driver then drops the
+    /// connection (what the chunk finished is reported by the next turn).
+    #[napi]
+    pub fn feed(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<u32> {
+        self.store.feed_on(conn as usize, &chunk).napi()?;
+        Ok(self.turn())
+    }
+
+    /// Ends the sleeps that are due and runs what they woke: a `turn()`.
+    #[napi]
+    pub fn fire(&mut self) -> u32 {
+        self.timer.fire();
+        self.turn()
+    }
+
+    /// Fails requests past their deadline (and sends again those a cluster asked to
+    /// retry); the connections the driver must drop. Their callers settle on the next turn.
+    #[napi]
+    pub fn expire(&self) -> Vec<u32> {
+        self.store.expire_all().into_iter().map(|conn| conn as u32).collect()
+    }
+
+    /// Connection `conn` is gone: its pending requests fail with `STORE_UNAVAILABLE`.
+    #[napi]
+    pub fn connection_lost(&self, conn: u32, why: String) {
+        self.store.connection_lost_on(conn as usize, &why);
     }
 
     /// Later calls fail with `STORE_CLOSED`; pending ones fail now, and waiting locks
@@ -376,104 +273,10 @@ impl NativeEngineStore {
         (1 + 2 * taken) as u32
     }
 
-    // The subscriber connection (release notifications).
-
-    /// Whether the subscriber wants a connection that it does not have.
-    #[napi(getter)]
-    pub fn subscriber_wanted(&self) -> bool {
-        self.store.subscriber().is_some_and(Subscriber::wants_connection)
-    }
-
-    /// The subscriber's socket is up: queues AUTH and the wanted SUBSCRIBEs.
+    /// The messages that the last `turn()`'s error values point at.
     #[napi]
-    pub fn subscriber_connected(&self, user: Option<String>, password: Option<String>) {
-        if let Some(subscriber) = self.store.subscriber() {
-            let auth = password.as_deref().map(|password| (user.as_deref(), password));
-            subscriber.connected(auth, self.timer.now_ms());
-        }
-    }
-
-    /// The subscriber's bytes to write now, or `null`.
-    #[napi]
-    pub fn subscriber_output(&self) -> Option<Buffer> {
-        self.store.subscriber().and_then(Subscriber::take_output).map(Buffer::from)
-    }
-
-    /// Reads confirmations and releases, and runs the waiters they woke. Throws when
-    /// the connection must be dropped.
-    #[napi]
-    pub fn subscriber_feed(&mut self, chunk: BufferSlice<'_>) -> napi::Result<u32> {
-        let now = self.timer.now_ms();
-        let fed = self.store.subscriber().map_or(Ok(()), |s| s.feed(&chunk, now));
-        // On an error the driver drops the connection; what this chunk finished settles
-        // in the turn after it (calls are not reported into a throw).
-        fed.napi()?;
-        Ok(self.turn())
-    }
-
-    /// Unsubscribes idle channels and pings; `true` when the subscriber connection
-    /// must be dropped.
-    #[napi]
-    pub fn subscriber_tick(&self) -> bool {
-        let now = self.timer.now_ms();
-        self.store.subscriber().is_some_and(|s| s.tick(now))
-    }
-
-    /// The subscriber connection is gone.
-    #[napi]
-    pub fn subscriber_lost(&self) {
-        if let Some(subscriber) = self.store.subscriber() {
-            subscriber.connection_lost();
-        }
-    }
-
-    // Cluster: one subscriber connection per node (sharded pub/sub), by connection.
-
-    /// Whether connection `conn`'s subscriber wants a socket that it does not have.
-    #[napi]
-    pub fn subscriber_wanted_on(&self, conn: u32) -> bool {
-        self.store.subscriber_on(conn as usize).is_some_and(|s| s.wants_connection())
-    }
-
-    /// Connection `conn`'s subscriber socket is up.
-    #[napi]
-    pub fn subscriber_connected_on(&self, conn: u32, user: Option<String>, password: Option<String>) {
-        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
-            let auth = password.as_deref().map(|password| (user.as_deref(), password));
-            subscriber.connected(auth, self.timer.now_ms());
-        }
-    }
-
-    /// Connection `conn`'s subscriber bytes to write now, or `null`.
-    #[napi]
-    pub fn subscriber_output_on(&self, conn: u32) -> Option<Buffer> {
-        self.store.subscriber_on(conn as usize).and_then(|s| s.take_output()).map(Buffer::from)
-    }
-
-    /// `subscriber_feed` for connection `conn`'s subscriber.
-    #[napi]
-    pub fn subscriber_feed_on(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<u32> {
-        let now = self.timer.now_ms();
-        let fed = self.store.subscriber_on(conn as usize).map_or(Ok(()), |s| s.feed(&chunk, now));
-        // On an error the driver drops the connection; what this chunk finished settles
-        // in the turn after it (calls are not reported into a throw).
-        fed.napi()?;
-        Ok(self.turn())
-    }
-
-    /// `subscriber_tick` for connection `conn`'s subscriber.
-    #[napi]
-    pub fn subscriber_tick_on(&self, conn: u32) -> bool {
-        let now = self.timer.now_ms();
-        self.store.subscriber_on(conn as usize).is_some_and(|s| s.tick(now))
-    }
-
-    /// Connection `conn`'s subscriber socket is gone.
-    #[napi]
-    pub fn subscriber_lost_on(&self, conn: u32) {
-        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
-            subscriber.connection_lost();
-        }
+    pub fn errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.errors)
     }
 
     /// Requests waiting for a reply, and tasks waiting.
@@ -482,10 +285,96 @@ impl NativeEngineStore {
         (self.store.pending() + self.tasks.len()) as u32
     }
 
-    /// The messages that the last `turn()`'s error values point at.
+    // Subscribers (release notifications): one per connection on a cluster (sharded
+    // pub/sub), else connection 0's.
+
+    /// Whether connection `conn`'s subscriber wants a socket that it does not have.
     #[napi]
-    pub fn errors(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.errors)
+    pub fn subscriber_wanted(&self, conn: u32) -> bool {
+        self.store.subscriber_on(conn as usize).is_some_and(|s| s.wants_connection())
+    }
+
+    /// Connection `conn`'s subscriber socket is up: queues AUTH and the wanted SUBSCRIBEs.
+    #[napi]
+    pub fn subscriber_connected(&self, conn: u32, user: Option<String>, password: Option<String>) {
+        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
+            let auth = password.as_deref().map(|password| (user.as_deref(), password));
+            subscriber.connected(auth, self.timer.now_ms());
+        }
+    }
+
+    /// Connection `conn`'s subscriber bytes to write now, or `null`.
+    #[napi]
+    pub fn subscriber_output(&self, conn: u32) -> Option<Buffer> {
+        self.store.subscriber_on(conn as usize).and_then(|s| s.take_output()).map(Buffer::from)
+    }
+
+    /// Reads confirmations and releases on connection `conn`'s subscriber and runs the
+    /// waiters they woke: a `turn()`. Throws when the subscriber socket must be dropped.
+    #[napi]
+    pub fn subscriber_feed(&mut self, conn: u32, chunk: BufferSlice<'_>) -> napi::Result<u32> {
+        let now = self.timer.now_ms();
+        let fed = self.store.subscriber_on(conn as usize).map_or(Ok(()), |s| s.feed(&chunk, now));
+        fed.napi()?;
+        Ok(self.turn())
+    }
+
+    /// Unsubscribes idle channels and pings, on every subscriber: the connections whose
+    /// subscriber socket must be dropped.
+    #[napi]
+    pub fn subscriber_tick(&self) -> Vec<u32> {
+        let now = self.timer.now_ms();
+        (0..self.store.connections())
+            .filter(|&conn| self.store.subscriber_on(conn).is_some_and(|s| s.tick(now)))
+            .map(|conn| conn as u32)
+            .collect()
+    }
+
+    /// Connection `conn`'s subscriber socket is gone.
+    #[napi]
+    pub fn subscriber_lost(&self, conn: u32) {
+        if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
+            subscriber.connection_lost();
+        }
+    }
+
+    // The plain `LockStore` interface, as local tasks (a call answered at once is
+    // reported by the next turn too).
+
+    #[napi]
+    pub fn acquire(&mut self, id: u32, key: String, owner: String, ttl_ms: f64) -> napi::Result<()> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
+        let store = self.store.clone();
+        self.start(id, async move { store.acquire(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
+        Ok(())
+    }
+
+    #[napi]
+    pub fn release(&mut self, id: u32, key: String, owner: String) {
+        let store = self.store.clone();
+        self.start(id, async move { store.release(&key, &owner).await.map(Outcome::Flag) });
+    }
+
+    #[napi]
+    pub fn extend(&mut self, id: u32, key: String, owner: String, ttl_ms: f64) -> napi::Result<()> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).napi()?;
+        let store = self.store.clone();
+        self.start(id, async move { store.extend(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
+        Ok(())
+    }
+
+    #[napi]
+    pub fn is_locked(&mut self, id: u32, key: String) {
+        let store = self.store.clone();
+        self.start(id, async move { store.is_locked(&key).await.map(Outcome::Flag) });
+    }
+
+    #[napi]
+    pub fn remaining_time(&mut self, id: u32, key: String) {
+        let store = self.store.clone();
+        self.start(id, async move {
+            store.remaining_time(&key).await.map(|ms| Outcome::Number(ms.map(|ms| ms as f64)))
+        });
     }
 }
 
@@ -518,4 +407,14 @@ pub fn redis_decode(chunk: BufferSlice<'_>) -> napi::Result<Option<serde_json::V
 #[napi]
 pub fn redis_key_slot(key: String) -> u32 {
     u32::from(reply::key_slot(key.as_bytes()))
+}
+
+/// Checks the URL against the TLS settings (no fragment; `tlsInsecure` only with
+/// `rediss://` and without a CA), as the WebAssembly engine's `checkUrlSettings` does.
+#[napi]
+pub fn check_url_settings(url: String, tls_insecure: bool, has_ca: bool) -> napi::Result<()> {
+    let mut options = locksmith_redis::RedisOptions::new(url);
+    options.tls_insecure = tls_insecure;
+    options.tls_ca_cert_pem = has_ca.then(String::new);
+    locksmith_redis::check_url_settings(&options).napi()
 }

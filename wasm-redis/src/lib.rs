@@ -1,7 +1,7 @@
 //! The Redis engine for the WebAssembly build: `locksmith_redis::engine` (commands,
 //! replies, scripts, key layout, fencing, release notifications) as a second wasm module,
 //! loaded only where `RedisLockStore` is used. The runtime's own socket carries the bytes
-//! (`js/redis-wasm.mjs`: `connect()` from `cloudflare:sockets`, `Deno.connect`, `node:net`).
+//! (the one driver, `js/redis/driver.mjs`: `connect()` from `cloudflare:sockets`, `Deno.connect`, `node:net`).
 //!
 //! The module is a store, not a lock: it answers the JS store contract (`acquire` with a
 //! fencing token, `release`, `extend`, `isLocked`, `remainingTime`, `isHeldBy`,
@@ -11,7 +11,8 @@
 //! task and polls it once (which queues its command); the driver writes
 //! `WasmRedisEngine::take_output` once per turn and hands every chunk the
 //! socket reads to `WasmRedisEngine::feed`. Finished calls come back from
-//! `WasmRedisEngine::turn` as one `Float64Array`: `[id, value, id, value, ...]`,
+//! `WasmRedisEngine::turn` in the driver's `Float64Array` (`useOutcomes`), as in the
+//! Node addon: `[-1, id, value, id, value, ...]`,
 //! a value being 1/0 for a flag, the fencing token (0: not taken; -1: taken without one)
 //! for an acquire,
 //! milliseconds (or -1 for none) for a number, -1 for nothing, `-2 - i` for the i-th
@@ -140,6 +141,8 @@ pub struct WasmRedisEngine {
     finished: Vec<(u32, Result<Outcome>)>,
     errors: Vec<String>,
     subscriptions: std::collections::HashMap<u32, Rc<RefCell<CancelState>>>,
+    /// The driver's outcome array (see `turn`).
+    outcomes: Option<js_sys::Float64Array>,
 }
 
 #[wasm_bindgen]
@@ -163,6 +166,7 @@ impl WasmRedisEngine {
             finished: Vec::new(),
             errors: Vec::new(),
             subscriptions: std::collections::HashMap::new(),
+            outcomes: None,
         })
     }
 
@@ -178,24 +182,18 @@ impl WasmRedisEngine {
         }
     }
 
-    /// Queues the handshake of a new connection in front of everything else.
-    pub fn handshake(&mut self, id: u32, user: Option<String>, password: Option<String>, db: u32) {
+    // The host API the driver (js/redis/driver.mjs) uses, the same as the Node addon's
+    // (node/src/redis_engine.rs): connection-indexed (connection 0 is the server, or a
+    // cluster's first node), each call's outcome reported by `turn()`.
+
+    /// Call `id`: queues connection `conn`'s handshake in front of everything else.
+    pub fn handshake(&mut self, id: u32, conn: u32, user: Option<String>, password: Option<String>, db: u32) {
         let store = self.store.clone();
         let handshake = Handshake { auth: password.map(|password| (user, password)), db };
-        self.start(id, async move { store.handshake(&handshake).await.map(|()| Outcome::Nothing) });
-    }
-
-    /// `handshake` on connection `conn` (a cluster node; database 0).
-    #[wasm_bindgen(js_name = handshakeOn)]
-    pub fn handshake_on(&mut self, id: u32, conn: u32, user: Option<String>, password: Option<String>) {
-        let store = self.store.clone();
-        let handshake = Handshake { auth: password.map(|password| (user, password)), db: 0 };
         self.start(id, async move {
             store.handshake_on(conn as usize, &handshake).await.map(|()| Outcome::Nothing)
         });
     }
-
-    // Redis Cluster: one connection per node, requests routed by their key's slot.
 
     /// Routes by hash slot from now on; connection 0 is the seed at `address`.
     #[wasm_bindgen(js_name = enableCluster)]
@@ -223,7 +221,7 @@ impl WasmRedisEngine {
         self.store.connections() as u32
     }
 
-    /// Connection `conn`'s node, `host:port`.
+    /// Connection `conn`'s node, `host:port` (`undefined` off a cluster).
     pub fn address(&self, conn: u32) -> Option<String> {
         self.store.address(conn as usize)
     }
@@ -234,48 +232,134 @@ impl WasmRedisEngine {
         self.store.take_topology_stale()
     }
 
+    /// Whether a reply said `READONLY` (the server is a replica now) since the last call.
+    #[wasm_bindgen(js_name = takeReplicaSeen)]
+    pub fn take_replica_seen(&self) -> bool {
+        self.store.take_replica_seen()
+    }
+
     /// The bytes to write on connection `conn` now, or `undefined`.
-    #[wasm_bindgen(js_name = takeOutputOn)]
-    pub fn take_output_on(&self, conn: u32) -> Option<Vec<u8>> {
+    #[wasm_bindgen(js_name = takeOutput)]
+    pub fn take_output(&self, conn: u32) -> Option<Vec<u8>> {
         self.store.take_output_on(conn as usize)
     }
 
     /// Whether connection `conn` has requests waiting or bytes to write.
-    #[wasm_bindgen(js_name = busyOn)]
-    pub fn busy_on(&self, conn: u32) -> bool {
+    pub fn busy(&self, conn: u32) -> bool {
         self.store.pending_on(conn as usize) > 0 || self.store.has_output_on(conn as usize)
     }
 
-    /// `feed` for connection `conn`.
-    #[wasm_bindgen(js_name = feedOn)]
-    pub fn feed_on(&self, conn: u32, chunk: &[u8]) -> std::result::Result<(), JsError> {
-        self.store.feed_on(conn as usize, chunk).map_err(|e| js_error(&e))
+    /// Settles every reply in connection `conn`'s `chunk` and runs what it woke: a
+    /// `turn()`. Throws when the bytes are out of step: the driver then drops the
+    /// connection (what the chunk finished is reported by the next turn).
+    pub fn feed(&mut self, conn: u32, chunk: &[u8]) -> std::result::Result<u32, JsError> {
+        self.store.feed_on(conn as usize, chunk).map_err(|e| js_error(&e))?;
+        Ok(self.turn())
     }
 
-    /// Fails requests past their deadline on every connection; the connections to drop.
-    #[wasm_bindgen(js_name = expireAll)]
-    pub fn expire_all(&self) -> Vec<u32> {
+    /// A `turn()` (the engine sleeps on nothing here: its locks are the main module's).
+    pub fn fire(&mut self) -> u32 {
+        self.turn()
+    }
+
+    /// Fails requests past their deadline (and sends again those a cluster asked to
+    /// retry); the connections the driver must drop.
+    pub fn expire(&self) -> Vec<u32> {
         self.store.expire_all().into_iter().map(|conn| conn as u32).collect()
     }
 
     /// Connection `conn` is gone: its pending requests fail with `STORE_UNAVAILABLE`.
-    #[wasm_bindgen(js_name = connectionLostOn)]
-    pub fn connection_lost_on(&self, conn: u32, why: &str) {
+    #[wasm_bindgen(js_name = connectionLost)]
+    pub fn connection_lost(&self, conn: u32, why: &str) {
         self.store.connection_lost_on(conn as usize, why);
     }
 
-    // Cluster: one subscriber connection per node (sharded pub/sub), by connection.
+    /// Writes that grant or extend a hold wait for `replicas` replicas (`WAIT`, at most
+    /// `timeout_ms`); fewer fail with `STORE_UNAVAILABLE`. 0 turns it off.
+    #[wasm_bindgen(js_name = setMinReplicas)]
+    pub fn set_min_replicas(&self, replicas: u32, timeout_ms: u32) {
+        self.store.set_min_replicas(replicas, u64::from(timeout_ms));
+    }
+
+    /// Later calls fail with `STORE_CLOSED`; pending ones fail now.
+    pub fn close(&self) {
+        self.store.close();
+    }
+
+    /// Where finished calls are reported from now on (at least 3 numbers long).
+    #[wasm_bindgen(js_name = useOutcomes)]
+    pub fn use_outcomes(&mut self, outcomes: js_sys::Float64Array) -> std::result::Result<(), JsError> {
+        if outcomes.length() < 3 {
+            return Err(JsError::new("INVALID_ARGUMENT locksmith: the outcome array is too short"));
+        }
+        self.outcomes = Some(outcomes);
+        Ok(())
+    }
+
+    /// Runs woken tasks and writes what finished into the outcome array, `[-1 (no
+    /// sleep), id, value, id, value, ...]`: how many numbers (0: nothing to report).
+    /// Calls that do not fit are reported by the next turn.
+    pub fn turn(&mut self) -> u32 {
+        let mut finished = std::mem::take(&mut self.finished);
+        self.tasks.run_ready(&mut finished);
+        let Some(array) = self.outcomes.as_ref() else {
+            self.finished = finished;
+            return 0;
+        };
+        if finished.is_empty() {
+            self.finished = finished;
+            return 0;
+        }
+        self.errors.clear();
+        let fit = ((array.length() as usize).saturating_sub(1)) / 2;
+        let taken = finished.len().min(fit);
+        let mut out = Vec::with_capacity(1 + 2 * taken);
+        out.push(-1.0);
+        for (id, outcome) in finished.drain(..taken) {
+            out.push(f64::from(id));
+            out.push(match outcome {
+                Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),
+                Ok(Outcome::Token(token)) => token.map_or(0.0, |t| t as f64),
+                Ok(Outcome::Millis(Some(ms))) => ms as f64,
+                Ok(Outcome::Count(n)) => n as f64,
+                Ok(Outcome::Millis(None) | Outcome::Nothing) => -1.0,
+                Ok(Outcome::Cancelled) => CANCELLED,
+                Err(err) => {
+                    self.errors.push(format!("{} {err}", err.code()));
+                    -1.0 - self.errors.len() as f64
+                }
+            });
+            self.subscriptions.remove(&id);
+        }
+        array.subarray(0, out.len() as u32).copy_from(&out);
+        self.finished = finished;
+        out.len() as u32
+    }
+
+    /// The messages that the last `turn()`'s error values point at.
+    pub fn errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.errors)
+    }
+
+    /// Requests waiting for a reply, and calls waiting (release subscriptions included).
+    #[wasm_bindgen(getter)]
+    pub fn pending(&self) -> u32 {
+        (self.store.pending() + self.tasks.len()) as u32
+    }
+
+    // Subscribers (release notifications): one per connection on a cluster (sharded
+    // pub/sub), else connection 0's.
 
     /// Whether connection `conn`'s subscriber wants a socket that it does not have.
-    #[wasm_bindgen(js_name = subscriberWantedOn)]
-    pub fn subscriber_wanted_on(&self, conn: u32) -> bool {
+    #[wasm_bindgen(js_name = subscriberWanted)]
+    pub fn subscriber_wanted(&self, conn: u32) -> bool {
         self.store.subscriber_on(conn as usize).is_some_and(|s| s.wants_connection())
     }
 
-    /// Connection `conn`'s subscriber socket is up.
-    #[wasm_bindgen(js_name = subscriberConnectedOn)]
+    /// Connection `conn`'s subscriber socket is up: queues AUTH and the wanted SUBSCRIBEs.
+    #[wasm_bindgen(js_name = subscriberConnected)]
     #[allow(clippy::needless_pass_by_value)] // wasm-bindgen hands optional strings over owned
-    pub fn subscriber_connected_on(&self, conn: u32, user: Option<String>, password: Option<String>) {
+    pub fn subscriber_connected(&self, conn: u32, user: Option<String>, password: Option<String>) {
         if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
             let auth = password.as_deref().map(|password| (user.as_deref(), password));
             subscriber.connected(auth, self.clock.now_ms());
@@ -283,31 +367,37 @@ impl WasmRedisEngine {
     }
 
     /// Connection `conn`'s subscriber bytes to write now, or `undefined`.
-    #[wasm_bindgen(js_name = subscriberOutputOn)]
-    pub fn subscriber_output_on(&self, conn: u32) -> Option<Vec<u8>> {
+    #[wasm_bindgen(js_name = subscriberOutput)]
+    pub fn subscriber_output(&self, conn: u32) -> Option<Vec<u8>> {
         self.store.subscriber_on(conn as usize).and_then(|s| s.take_output())
     }
 
-    /// `subscriberFeed` for connection `conn`'s subscriber.
-    #[wasm_bindgen(js_name = subscriberFeedOn)]
-    pub fn subscriber_feed_on(&self, conn: u32, chunk: &[u8]) -> std::result::Result<(), JsError> {
+    /// Reads confirmations and releases on connection `conn`'s subscriber and runs the
+    /// waiters they woke: a `turn()`. Throws when the subscriber socket must be dropped.
+    #[wasm_bindgen(js_name = subscriberFeed)]
+    pub fn subscriber_feed(&mut self, conn: u32, chunk: &[u8]) -> std::result::Result<u32, JsError> {
         let now = self.clock.now_ms();
         self.store
             .subscriber_on(conn as usize)
             .map_or(Ok(()), |s| s.feed(chunk, now))
-            .map_err(|e| js_error(&e))
+            .map_err(|e| js_error(&e))?;
+        Ok(self.turn())
     }
 
-    /// `subscriberTick` for connection `conn`'s subscriber.
-    #[wasm_bindgen(js_name = subscriberTickOn)]
-    pub fn subscriber_tick_on(&self, conn: u32) -> bool {
+    /// Unsubscribes idle channels and pings, on every subscriber: the connections whose
+    /// subscriber socket must be dropped.
+    #[wasm_bindgen(js_name = subscriberTick)]
+    pub fn subscriber_tick(&self) -> Vec<u32> {
         let now = self.clock.now_ms();
-        self.store.subscriber_on(conn as usize).is_some_and(|s| s.tick(now))
+        (0..self.store.connections())
+            .filter(|&conn| self.store.subscriber_on(conn).is_some_and(|s| s.tick(now)))
+            .map(|conn| conn as u32)
+            .collect()
     }
 
     /// Connection `conn`'s subscriber socket is gone.
-    #[wasm_bindgen(js_name = subscriberLostOn)]
-    pub fn subscriber_lost_on(&self, conn: u32) {
+    #[wasm_bindgen(js_name = subscriberLost)]
+    pub fn subscriber_lost(&self, conn: u32) {
         if let Some(subscriber) = self.store.subscriber_on(conn as usize) {
             subscriber.connection_lost();
         }
@@ -508,138 +598,6 @@ impl WasmRedisEngine {
             if let Some(waker) = waker {
                 waker.wake();
             }
-        }
-    }
-
-    // Driving.
-
-    /// The bytes to write now, or `undefined`.
-    #[wasm_bindgen(js_name = takeOutput)]
-    pub fn take_output(&self) -> Option<Vec<u8>> {
-        self.store.take_output()
-    }
-
-    /// Settles every reply in `chunk` and runs what it woke (collect it with `turn()`).
-    /// Throws when the bytes are out of step: the driver then drops the connection.
-    pub fn feed(&self, chunk: &[u8]) -> std::result::Result<(), JsError> {
-        self.store.feed(chunk).map_err(|e| js_error(&e))
-    }
-
-    /// Fails requests past their deadline; `true` when the driver must drop the connection.
-    pub fn expire(&self) -> bool {
-        self.store.expire()
-    }
-
-    /// Whether a reply said `READONLY` (the server is a replica now) since the last call.
-    #[wasm_bindgen(js_name = takeReplicaSeen)]
-    pub fn take_replica_seen(&self) -> bool {
-        self.store.take_replica_seen()
-    }
-
-    /// Writes that grant or extend a hold wait for `replicas` replicas (`WAIT`, at most
-    /// `timeout_ms`); fewer fail with `STORE_UNAVAILABLE`. 0 turns it off.
-    #[wasm_bindgen(js_name = setMinReplicas)]
-    pub fn set_min_replicas(&self, replicas: u32, timeout_ms: u32) {
-        self.store.set_min_replicas(replicas, u64::from(timeout_ms));
-    }
-
-    /// The connection is gone: pending requests fail with `STORE_UNAVAILABLE`.
-    #[wasm_bindgen(js_name = connectionLost)]
-    pub fn connection_lost(&self, why: &str) {
-        self.store.connection_lost(why);
-    }
-
-    /// Later calls fail with `STORE_CLOSED`; pending ones fail now.
-    pub fn close(&self) {
-        self.store.close();
-    }
-
-    /// Runs woken tasks; what finished, or `undefined`.
-    pub fn turn(&mut self) -> Option<Vec<f64>> {
-        let mut finished = std::mem::take(&mut self.finished);
-        self.tasks.run_ready(&mut finished);
-        if finished.is_empty() {
-            self.finished = finished;
-            return None;
-        }
-        self.errors.clear();
-        let mut out = Vec::with_capacity(finished.len() * 2);
-        for (id, outcome) in finished.drain(..) {
-            out.push(f64::from(id));
-            out.push(match outcome {
-                Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),
-                Ok(Outcome::Token(token)) => token.map_or(0.0, |t| t as f64),
-                Ok(Outcome::Millis(Some(ms))) => ms as f64,
-                Ok(Outcome::Count(n)) => n as f64,
-                Ok(Outcome::Millis(None) | Outcome::Nothing) => -1.0,
-                Ok(Outcome::Cancelled) => CANCELLED,
-                Err(err) => {
-                    self.errors.push(format!("{} {err}", err.code()));
-                    -1.0 - self.errors.len() as f64
-                }
-            });
-            self.subscriptions.remove(&id);
-        }
-        self.finished = finished;
-        Some(out)
-    }
-
-    /// The messages that the last `turn()`'s error values point at.
-    pub fn errors(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.errors)
-    }
-
-    /// Requests waiting for a reply, and calls waiting (release subscriptions included).
-    #[wasm_bindgen(getter)]
-    pub fn pending(&self) -> u32 {
-        (self.store.pending() + self.tasks.len()) as u32
-    }
-
-    // The subscriber connection (release notifications).
-
-    /// Whether the subscriber wants a connection that it does not have.
-    #[wasm_bindgen(getter, js_name = subscriberWanted)]
-    pub fn subscriber_wanted(&self) -> bool {
-        self.store.subscriber().is_some_and(Subscriber::wants_connection)
-    }
-
-    /// The subscriber's socket is up: queues AUTH and the wanted SUBSCRIBEs.
-    #[wasm_bindgen(js_name = subscriberConnected)]
-    #[allow(clippy::needless_pass_by_value)] // wasm-bindgen hands optional strings over owned
-    pub fn subscriber_connected(&self, user: Option<String>, password: Option<String>) {
-        if let Some(subscriber) = self.store.subscriber() {
-            let auth = password.as_deref().map(|password| (user.as_deref(), password));
-            subscriber.connected(auth, self.clock.now_ms());
-        }
-    }
-
-    /// The subscriber's bytes to write now, or `undefined`.
-    #[wasm_bindgen(js_name = subscriberOutput)]
-    pub fn subscriber_output(&self) -> Option<Vec<u8>> {
-        self.store.subscriber().and_then(Subscriber::take_output)
-    }
-
-    /// Reads confirmations and releases (collect the woken calls with `turn()`). Throws
-    /// when the connection must be dropped.
-    #[wasm_bindgen(js_name = subscriberFeed)]
-    pub fn subscriber_feed(&self, chunk: &[u8]) -> std::result::Result<(), JsError> {
-        let now = self.clock.now_ms();
-        self.store.subscriber().map_or(Ok(()), |s| s.feed(chunk, now)).map_err(|e| js_error(&e))
-    }
-
-    /// Unsubscribes idle channels and pings; `true` when the subscriber connection must
-    /// be dropped.
-    #[wasm_bindgen(js_name = subscriberTick)]
-    pub fn subscriber_tick(&self) -> bool {
-        let now = self.clock.now_ms();
-        self.store.subscriber().is_some_and(|s| s.tick(now))
-    }
-
-    /// The subscriber connection is gone.
-    #[wasm_bindgen(js_name = subscriberLost)]
-    pub fn subscriber_lost(&self) {
-        if let Some(subscriber) = self.store.subscriber() {
-            subscriber.connection_lost();
         }
     }
 }

@@ -112,7 +112,7 @@ impl<T> Executor<T> {
 /// goes off.
 pub struct LocalTimer {
     clock: Arc<dyn Clock>,
-    sleeps: Mutex<Sleeps>,
+    sleeps: Arc<Mutex<Sleeps>>,
     background: Executor<()>,
 }
 
@@ -141,7 +141,13 @@ impl LocalTimer {
     /// A timer on `clock`.
     #[must_use]
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        Self { clock, sleeps: Mutex::new(Sleeps::default()), background: Executor::default() }
+        Self { clock, sleeps: Arc::new(Mutex::new(Sleeps::default())), background: Executor::default() }
+    }
+
+    /// How many sleeps wait.
+    #[must_use]
+    pub fn sleeping(&self) -> usize {
+        lock(&self.sleeps).waiting.len()
     }
 
     /// When the earliest sleep ends, on the clock's scale.
@@ -190,6 +196,21 @@ impl LocalTimer {
 
 struct Sleep {
     state: Arc<Mutex<SleepState>>,
+    /// Where the sleep waits, to take it off when it is dropped before its time (a
+    /// hold's watch ended by its release): a cancelled sleep frees its entry at once.
+    sleeps: std::sync::Weak<Mutex<Sleeps>>,
+    key: (u64, u64),
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if lock(&self.state).done {
+            return;
+        }
+        if let Some(sleeps) = self.sleeps.upgrade() {
+            lock(&sleeps).waiting.remove(&self.key);
+        }
+    }
 }
 
 impl Future for Sleep {
@@ -219,14 +240,15 @@ impl Clock for LocalTimer {
 impl Timer for LocalTimer {
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
         let state = Arc::new(Mutex::new(SleepState::default()));
-        {
+        let key = {
             let mut sleeps = lock(&self.sleeps);
             let seq = sleeps.next;
             sleeps.next += 1;
-            let deadline = self.clock.now_ms().saturating_add(ms);
-            sleeps.waiting.insert((deadline, seq), state.clone());
-        }
-        Box::pin(Sleep { state })
+            let key = (self.clock.now_ms().saturating_add(ms), seq);
+            sleeps.waiting.insert(key, state.clone());
+            key
+        };
+        Box::pin(Sleep { state, sleeps: Arc::downgrade(&self.sleeps), key })
     }
 
     fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {
@@ -235,5 +257,36 @@ impl Timer for LocalTimer {
         let id = u32::MAX - (NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % (1 << 20));
         self.background.spawn(id, task);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    struct FakeClock(AtomicU64);
+
+    impl Clock for FakeClock {
+        fn now_ms(&self) -> u64 {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    #[test]
+    fn a_sleep_dropped_before_its_time_frees_its_entry() {
+        let clock = Arc::new(FakeClock(AtomicU64::new(0)));
+        let timer = LocalTimer::new(clock.clone());
+        let kept = timer.sleep(10);
+        for _ in 0..1000 {
+            drop(timer.sleep(3_600_000));
+        }
+        assert_eq!(timer.sleeping(), 1, "cancelled sleeps are gone at once");
+        assert_eq!(timer.next_deadline_ms(), Some(10));
+        clock.0.store(10, Ordering::Relaxed);
+        timer.fire();
+        assert_eq!(timer.sleeping(), 0);
+        drop(kept);
+        assert_eq!(timer.sleeping(), 0);
     }
 }

@@ -228,11 +228,11 @@ impl EngineStore {
         engine.has_output().then(|| engine.take_output())
     }
 
-    /// [`take_output`](Self::take_output) into `out`: how many bytes, or `None` (and
-    /// nothing taken) when they do not fit.
-    pub fn take_output_into(&self, out: &mut [u8]) -> Option<usize> {
+    /// [`take_output_on`](Self::take_output_on) into `out`: how many bytes, or `None`
+    /// (and nothing taken) when they do not fit.
+    pub fn take_output_into(&self, conn: usize, out: &mut [u8]) -> Option<usize> {
         let mut shared = self.shared();
-        shared.engines.get_mut(0).map_or(Some(0), |engine| engine.take_output_into(out))
+        shared.engines.get_mut(conn).map_or(Some(0), |engine| engine.take_output_into(out))
     }
 
     /// Redis Cluster: routes every request by its key's hash slot (all of a lock's keys
@@ -332,7 +332,9 @@ impl EngineStore {
     /// Cluster: whether a `MOVED` or a lost connection made the slot map doubtful since
     /// the last call; the host should read the topology again.
     pub fn take_topology_stale(&self) -> bool {
-        self.shared().cluster.as_mut().is_some_and(|c| std::mem::take(&mut c.stale))
+        let mut shared = self.shared();
+        let moved = shared.subscribers.iter().fold(false, |moved, s| s.take_moved() | moved);
+        shared.cluster.as_mut().is_some_and(|c| std::mem::take(&mut c.stale)) | moved
     }
 
     /// Whether connection `conn` has bytes to write.

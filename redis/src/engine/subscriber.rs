@@ -72,6 +72,9 @@ struct State {
     /// Sharded pub/sub (Redis Cluster): `SSUBSCRIBE`, one channel per command (a
     /// command's channels must share a slot), and `smessage`s.
     sharded: bool,
+    /// A `MOVED` or `ASK` answered an `SSUBSCRIBE` since the host last asked: its slot is
+    /// served elsewhere now (see [`Subscriber::take_moved`]).
+    moved: bool,
 }
 
 /// The subscriber connection's engine. Cheap to share: clones see the same state.
@@ -300,10 +303,34 @@ impl Subscriber {
             _ => None,
         };
         match frame {
-            RangeFrame::Error(r) => Err(LockError::StoreUnavailable(format!(
-                "redis subscriber: {}",
-                String::from_utf8_lossy(&buf[r.0..r.1])
-            ))),
+            RangeFrame::Error(r) => {
+                let message = String::from_utf8_lossy(&buf[r.0..r.1]);
+                // Cluster: a channel's slot moved (a reshard). The connection is fine;
+                // that channel's waiters go back to their attempts (whose own MOVED
+                // points the store at the new node) and subscribe there next time.
+                if state.sharded {
+                    if let Some(slot) = redirected_slot(&message) {
+                        state.paid();
+                        state.moved = true;
+                        let gone: Vec<String> = state
+                            .channels
+                            .iter()
+                            .filter(|(name, c)| {
+                                c.requested && !c.subscribed && super::reply::key_slot(name.as_bytes()) == slot
+                            })
+                            .map(|(name, _)| name.clone())
+                            .collect();
+                        for name in gone {
+                            if let Some(entry) = state.channels.remove(&name) {
+                                entry.confirmed.notify(usize::MAX);
+                                entry.released.notify(usize::MAX);
+                            }
+                        }
+                        return Ok(());
+                    }
+                }
+                Err(LockError::StoreUnavailable(format!("redis subscriber: {message}")))
+            }
             RangeFrame::Array(parts) => {
                 let kind = parts.first().and_then(text).unwrap_or_default();
                 let channel = parts.get(1).and_then(text).map(String::from_utf8_lossy);
@@ -387,11 +414,24 @@ impl Subscriber {
         false
     }
 
+    /// Whether an `SSUBSCRIBE` was redirected since the last call: the host should
+    /// read the cluster's slot map again.
+    pub fn take_moved(&self) -> bool {
+        std::mem::take(&mut self.state().moved)
+    }
+
     /// Channels with an entry (for tests).
     #[must_use]
     pub fn channels(&self) -> usize {
         self.state().channels.len()
     }
+}
+
+/// The slot of a `MOVED <slot> <address>` or `ASK <slot> <address>` error.
+fn redirected_slot(message: &str) -> Option<u16> {
+    let mut parts = message.split(' ');
+    matches!(parts.next(), Some("MOVED" | "ASK")).then_some(())?;
+    parts.next()?.parse().ok()
 }
 
 /// Counts one waiter on a channel while it lives.
@@ -429,6 +469,25 @@ mod tests {
 
     const CONFIRM: &[u8] = b"*3\r\n$9\r\nsubscribe\r\n$3\r\nk:r\r\n:1\r\n";
     const MESSAGE: &[u8] = b"*3\r\n$7\r\nmessage\r\n$3\r\nk:r\r\n$0\r\n\r\n";
+
+    #[test]
+    fn a_moved_ssubscribe_sends_its_waiters_back_and_keeps_the_connection() {
+        let sub = Subscriber::new(100);
+        sub.set_sharded();
+        sub.connected(None, 0);
+        let mut waiter = sub.signal("{k}:released".into());
+        assert!(poll(&mut waiter).is_pending());
+        assert!(output(&sub).contains("SSUBSCRIBE"));
+        let slot = super::super::reply::key_slot(b"{k}:released");
+        let moved = format!("-MOVED {slot} 127.0.0.1:7001\r\n");
+        sub.feed(moved.as_bytes(), 1).expect("a redirect is not a broken connection");
+        assert!(poll(&mut waiter).is_ready(), "the waiter goes back to its attempt");
+        assert!(sub.take_moved(), "the host is told to read the slot map again");
+        assert!(!sub.take_moved());
+        assert_eq!(sub.channels(), 0, "the channel is no longer asked for here");
+        assert!(!sub.tick(50), "nothing is owed: no reason to drop the connection");
+        assert!(sub.feed(b"-ERR something else\r\n", 2).is_err(), "other errors still drop it");
+    }
 
     #[test]
     fn a_signal_subscribes_once_polled_and_completes_on_the_confirmation() {

@@ -3,7 +3,7 @@
 // A socket belongs to the request that opened it: connect in the request that uses the
 // store, and close it before the request ends.
 import { connect } from "cloudflare:sockets";
-import { UnsupportedError } from "./api.mjs";
+import { UnsupportedError } from "../../errors.mjs";
 
 /** Refuses what workerd's sockets cannot do, before connecting. */
 export function check(target, options) {
@@ -12,6 +12,17 @@ export function check(target, options) {
       "locksmith: tlsCaCert and tlsInsecure are not available on Cloudflare Workers: connect() checks the server's certificate against public CAs",
     );
   }
+}
+
+// workerd's words when a request uses a socket another request opened.
+const OTHER_REQUEST = /different request/i;
+
+/** What went wrong, in words that say what to do where workerd's do not. */
+function describe(err) {
+  const message = err?.message ?? String(err);
+  return OTHER_REQUEST.test(message)
+    ? "this store's socket was opened by another request, and Workers lets only that request use it: connect the store in the request that uses it and close it before the request ends (the next call connects again, in its own request)"
+    : message;
 }
 
 /** Opens a socket to `target`; `on` gets open(), data(chunk), error(message), close(). */
@@ -27,7 +38,7 @@ export function dial(target, options, on) {
   try {
     socket = connect({ hostname: target.host, port: target.port }, { secureTransport: target.tls ? "on" : "off", allowHalfOpen: false });
   } catch (err) {
-    on.error(err?.message ?? String(err));
+    on.error(describe(err));
     queueMicrotask(finish);
     return { write() {}, destroy() {} };
   }
@@ -37,7 +48,7 @@ export function dial(target, options, on) {
       if (!done) on.open();
     },
     (err) => {
-      on.error(err?.message ?? String(err));
+      on.error(describe(err));
       finish();
     },
   );
@@ -50,14 +61,14 @@ export function dial(target, options, on) {
         on.data(value);
       }
     } catch (err) {
-      if (!done) on.error(err?.message ?? String(err));
+      if (!done) on.error(describe(err));
     }
     finish();
   })();
   return {
     write(bytes) {
       writer.write(bytes).catch((err) => {
-        on.error(err?.message ?? String(err));
+        on.error(describe(err));
         finish();
       });
     },

@@ -1,9 +1,13 @@
-// The Redis engine's socket in Node (and Bun) for the WebAssembly build: node:net, or
-// node:tls for rediss:// (a private CA, certificate checks off with tlsInsecure).
+// The Redis driver's socket in Node (and Bun): node:net, or node:tls for rediss:// (a
+// private CA, certificate checks off with tlsInsecure). Both builds use it in Node.
 import net from "node:net";
 import tls from "node:tls";
 
-/** Opens a socket to `target`; `on` gets open(), data(chunk), error(message), close(). */
+/**
+ * Opens a socket to `target`; `on` gets open(), data(chunk), error(message), close().
+ * Plain TCP is `reusable`: its `write(bytes)` answers whether the bytes went out at
+ * once (so their buffer may be written over).
+ */
 export function dial(target, options, on) {
   const { host, port } = target;
   const socket = target.tls
@@ -25,5 +29,12 @@ export function dial(target, options, on) {
   socket.on("data", (chunk) => on.data(chunk));
   socket.on("error", (err) => on.error(err.message));
   socket.on("close", () => on.close());
-  return { write: (bytes) => socket.write(bytes), destroy: () => socket.destroy() };
+  return {
+    reusable: !target.tls,
+    write(bytes) {
+      socket.write(bytes);
+      return socket.writableLength === 0;
+    },
+    destroy: () => socket.destroy(),
+  };
 }

@@ -1,20 +1,11 @@
-// What both Redis drivers share about where the servers are: the URL and topology
-// options (one of `url`, `sentinels` with `masterName`, or `cluster`), and the Sentinel
-// steps that do not depend on the socket (which master to trust, what `+switch-master`
-// says). js/redis-engine.cjs (Node's sockets under the addon) uses the CommonJS copy the
-// build makes of this file (js/gen/redis-topology.cjs); js/redis-wasm.mjs (the runtime's
-// socket under the WebAssembly engine) imports it as it is. `invalid` (the
-// InvalidArgumentError maker) is handed in, so that both use their own build's errors.
-
-// As js/api.mjs names a value's type in its messages.
-function typeName(value) {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "an array";
-  return typeof value === "object" ? "an object" : typeof value;
-}
+// Where the Redis servers are: the URL and topology options (one of `url`, `sentinels`
+// with `masterName`, or `cluster`), and the Sentinel and Cluster steps that touch no
+// socket (which master to trust, what `+switch-master` says, the slot map). Used by the
+// driver (js/redis/driver.mjs) and the CLI, which hands in its own error maker.
+import { invalid as invalidArgument, typeName } from "../errors.mjs";
 
 /** `{ host, port, tls, user, password, db }` from a `redis://` or `rediss://` URL. */
-export function parseRedisUrl(url, invalid) {
+export function parseRedisUrl(url, invalid = invalidArgument) {
   let parsed;
   try {
     parsed = new URL(url);
@@ -59,7 +50,7 @@ export const CONNECT_OPTIONS = {
 export const CONNECT_KEYS = ["url", ...Object.keys(CONNECT_OPTIONS), ...TOPOLOGY_KEYS.slice(1)];
 
 /** A non-empty array of redis:// or rediss:// URLs, all of one scheme, parsed. */
-function checkUrlList(name, urls, invalid) {
+function checkUrlList(name, urls, invalid = invalidArgument) {
   if (!Array.isArray(urls) || urls.length === 0 || urls.some((url) => typeof url !== "string")) {
     throw invalid(`${name} must be a non-empty array of redis:// or rediss:// URLs; got ${typeName(urls)}`);
   }
@@ -75,7 +66,7 @@ function checkUrlList(name, urls, invalid) {
  * Cluster a stand-in URL that carries the data nodes' scheme and credentials) and what
  * the driver needs besides (`sentinels` and `masterName`, or `cluster`, as parsed URLs).
  */
-export function checkTopology(options, invalid) {
+export function checkTopology(options, invalid = invalidArgument) {
   const given = ["url", "sentinels", "cluster"].filter((name) => options[name] !== undefined);
   if (given.length !== 1) {
     throw invalid(
@@ -112,7 +103,7 @@ export function checkTopology(options, invalid) {
 }
 
 /** `minReplicas` checked: a whole number from 0 to 1000 (0, or absent: off). */
-export function checkMinReplicas(value, invalid) {
+export function checkMinReplicas(value, invalid = invalidArgument) {
   if (value === undefined) return 0;
   if (!(Number.isInteger(value) && value >= 0 && value <= 1_000)) {
     throw invalid(`minReplicas must be a whole number from 0 to 1000; got ${typeof value === "number" ? value : typeName(value)}`);

@@ -1,6 +1,6 @@
 // The Redis engine's socket on Deno for the WebAssembly build: Deno.connect, or
 // Deno.connectTls for rediss:// (with tlsCaCert as the trusted CA).
-import { UnsupportedError } from "./api.mjs";
+import { UnsupportedError } from "../../errors.mjs";
 
 /** Refuses what Deno's sockets cannot do, before connecting. */
 export function check(target, options) {
@@ -49,7 +49,8 @@ export function dial(target, options, on) {
         for (;;) {
           const n = await c.read(buffer);
           if (n === null || done) break;
-          on.data(buffer.subarray(0, n));
+          // A copy: the buffer is read into again, and a chunk is its reader's to keep.
+          on.data(buffer.slice(0, n));
         }
       } catch (err) {
         if (!done) on.error(err?.message ?? String(err));
