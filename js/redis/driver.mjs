@@ -702,7 +702,7 @@ class Connection {
       this.engine.enableCluster(`${target.host}:${target.port}`);
       this.clusterEnabled = true;
     }
-    this.engine.setSlots(Uint32Array.from(firsts), Uint32Array.from(lasts), addresses);
+    this.engine.setSlots(firsts, lasts, addresses);
   }
 
   /** Cluster: reads the topology again soon (once at a time, at most every 100 ms). */
