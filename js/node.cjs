@@ -149,7 +149,7 @@ class RedisLockStore extends NativeStore {
     const options = checkConnectOptions(urlOrOptions);
     let native;
     try {
-      native = new EngineBackend(await connectEngine(binding, nodeSockets, options));
+      native = new EngineBackend(await connectEngine(binding, RedisLockStore[TEST_SOCKETS] ?? nodeSockets, options));
     } catch (err) {
       throw toLockError(err);
     }
@@ -175,5 +175,7 @@ class RedisLockStore extends NativeStore {
 }
 
 const ACCESS = Symbol("locksmith.redis");
+// Tests of the driver put a scripted socket port here (js-tests/support/fake-redis.mjs).
+const TEST_SOCKETS = Symbol.for("locksmith.test.redisSockets");
 
 module.exports = { ...api, RedisLockStore };

@@ -60,6 +60,8 @@ function bindingOf(module) {
 }
 
 const ACCESS = Symbol("locksmith.redis");
+// Tests of the driver put a scripted socket port here (js-tests/support/fake-redis.mjs).
+const TEST_SOCKETS = Symbol.for("locksmith.test.redisSockets");
 
 function checked(value, name = "key") {
   checkString(name, value);
@@ -105,7 +107,7 @@ export class RedisLockStore {
     } catch (err) {
       throw new UnsupportedError(`locksmith: the Redis engine's WebAssembly module did not load: ${err?.message ?? err}`);
     }
-    const connection = await connectEngine(bindingOf(module), sockets, options);
+    const connection = await connectEngine(bindingOf(module), RedisLockStore[TEST_SOCKETS] ?? sockets, options);
     const engine = connection.engine;
     const store = new RedisLockStore(ACCESS);
     store.#engine = engine;

@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use event_listener::Event;
+use event_listener::{Event, IntoNotification};
 use locksmith_core::{BoxFuture, LockError, Result};
 use redis_protocol::resp2::types::RangeFrame;
 
@@ -337,7 +337,14 @@ impl Subscriber {
                 match (kind, channel) {
                     (b"message" | b"smessage", Some(channel)) => {
                         if let Some(entry) = state.channels.get(channel.as_ref()) {
-                            entry.released.notify(if entry.wake_all { usize::MAX } else { 1 });
+                            if entry.wake_all {
+                                entry.released.notify(usize::MAX);
+                            } else {
+                                // One more waiter per release: two releases in one chunk
+                                // wake two (a plain `notify(1)` counts the one woken by
+                                // the first, not yet run, and wakes nobody new).
+                                entry.released.notify(1.additional());
+                            }
                         }
                     }
                     (b"subscribe" | b"ssubscribe", Some(channel)) => {
@@ -469,6 +476,28 @@ mod tests {
 
     const CONFIRM: &[u8] = b"*3\r\n$9\r\nsubscribe\r\n$3\r\nk:r\r\n:1\r\n";
     const MESSAGE: &[u8] = b"*3\r\n$7\r\nmessage\r\n$3\r\nk:r\r\n$0\r\n\r\n";
+
+    #[test]
+    fn two_releases_in_one_chunk_wake_two_waiters() {
+        let sub = Subscriber::new(100);
+        sub.connected(None, 0);
+        let mut first = sub.signal("k:r".into());
+        let mut second = sub.signal("k:r".into());
+        assert!(poll(&mut first).is_pending());
+        assert!(poll(&mut second).is_pending());
+        sub.feed(CONFIRM, 0).unwrap();
+        // Confirmed: both complete once (a release may have been missed); wait again.
+        assert!(poll(&mut first).is_ready());
+        assert!(poll(&mut second).is_ready());
+        let mut first = sub.signal("k:r".into());
+        let mut second = sub.signal("k:r".into());
+        assert!(poll(&mut first).is_pending());
+        assert!(poll(&mut second).is_pending());
+        let two = [MESSAGE, MESSAGE].concat();
+        sub.feed(&two, 1).unwrap();
+        assert!(poll(&mut first).is_ready(), "the first release wakes one waiter");
+        assert!(poll(&mut second).is_ready(), "the second release wakes the other");
+    }
 
     #[test]
     fn a_moved_ssubscribe_sends_its_waiters_back_and_keeps_the_connection() {

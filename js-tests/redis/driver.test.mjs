@@ -1,0 +1,216 @@
+// The Redis driver's state machine (js/redis/driver.mjs) without a server: the real
+// engine of the build under test (LOCKSMITH_TARGET) behind a scripted socket port
+// (js-tests/support/fake-redis.mjs), for the faults a real server cannot produce on
+// cue. Each test is one defect the driver once had.
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+
+import { defaultAnswer, fakeRedis, keySlot, resp, roleOf } from "../support/fake-redis.mjs";
+import { ls, sleep } from "../target.mjs";
+
+const { RedisLockStore, lock } = ls;
+const TEST_SOCKETS = Symbol.for("locksmith.test.redisSockets");
+
+/** Connects through `fake`'s port (the port applies to this connect only). */
+async function connectThrough(fake, options) {
+  RedisLockStore[TEST_SOCKETS] = fake.port;
+  try {
+    return await RedisLockStore.connect(options);
+  } finally {
+    delete RedisLockStore[TEST_SOCKETS];
+  }
+}
+
+after(() => delete RedisLockStore[TEST_SOCKETS]);
+
+const isSentinel = (socket) => socket.target.port === 26379;
+
+describe("the Redis driver, over a scripted socket", () => {
+  it("a socket's handshake survives a Sentinel lookup that outlasts the engine's reset: locks stay in their database", { timeout: 30_000 }, async () => {
+    let slowLookup = false;
+    let lookups = 0;
+    const fake = fakeRedis({
+      respond(socket, args) {
+        if (isSentinel(socket)) {
+          if (args[0] === "SENTINEL" && args[1] === "get-master-addr-by-name") {
+            lookups += 1;
+            const answer = resp(["127.0.0.1", "6379"]);
+            if (!slowLookup) return answer;
+            // Past the command timeout and the engine's 10 s reset.
+            setTimeout(() => socket.send(answer), 10_600);
+            return null;
+          }
+          if (args[0] === "SENTINEL") return ["config-epoch", "1"];
+          return defaultAnswer(args);
+        }
+        return defaultAnswer(args);
+      },
+    });
+    const store = await connectThrough(fake, {
+      sentinels: ["redis://127.0.0.1:26379"],
+      masterName: "m",
+      db: 3,
+      commandTimeoutMs: 300,
+      connectTimeoutMs: 20_000,
+    });
+    try {
+      // The master goes; the next lookup is slow; a call waits on it meanwhile.
+      slowLookup = true;
+      const first = fake.sockets.find((s) => roleOf(s) === "data" && !isSentinel(s));
+      first.close();
+      await sleep(50);
+      await assert.rejects(store.isLocked("k"), { code: "STORE_UNAVAILABLE" });
+      await sleep(10_900);
+      assert.ok(lookups >= 2, "the store asked the Sentinel again");
+      slowLookup = false;
+      const held = lock("in-db-3", 5_000, store);
+      assert.equal(await held.acquire({ timeout: 3_000 }), true);
+      await held.release();
+      // Every data socket began with its handshake: SELECT 3 before any lock command.
+      const data = fake.sockets.filter((s) => !isSentinel(s) && roleOf(s) !== "subscriber" && s.commands.length > 0);
+      assert.ok(data.length >= 2, `a second data socket was made (${data.length})`);
+      for (const socket of data) {
+        const select = socket.commands.findIndex((args) => args[0] === "SELECT");
+        const firstLock = socket.commands.findIndex((args) => args[0] === "EVALSHA" || args[0] === "EXISTS");
+        if (firstLock < 0) continue;
+        assert.ok(select >= 0 && select < firstLock, `SELECT 3 went before the locks: ${JSON.stringify(socket.commands.map((a) => a[0]))}`);
+        assert.deepEqual(socket.commands[select], ["SELECT", "3"]);
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("replies split across reads of one reused buffer (as Deno reads) are read whole: Sentinel, data and subscriber", async () => {
+    const split = (value) => {
+      const text = typeof value === "string" && /^[-+:$*]/.test(value) ? value : resp(value);
+      const at = Math.max(1, Math.floor(text.length / 2));
+      return { chunks: [text.slice(0, at), text.slice(at)] };
+    };
+    const fake = fakeRedis({
+      reuseBuffer: true,
+      respond(socket, args) {
+        if (isSentinel(socket)) {
+          if (args[1] === "get-master-addr-by-name") return split(["127.0.0.1", "6379"]);
+          if (args[0] === "SENTINEL") return split(["config-epoch", "1"]);
+        }
+        return split(defaultAnswer(args));
+      },
+    });
+    const store = await connectThrough(fake, { sentinels: ["redis://127.0.0.1:26379"], masterName: "m" });
+    try {
+      const held = lock("split", 5_000, store);
+      assert.equal(await held.acquire(), true);
+      assert.equal(typeof held.fencingToken === "number" || held.fencingToken === undefined, true);
+      assert.equal(await store.isLocked("split"), false, "EXISTS 0, read whole from two reads");
+      await held.release();
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a reshard that moves a waiter's channel does not turn its subscriber into a reconnect loop", { timeout: 20_000 }, async () => {
+    // One node serves every slot until the waiter subscribes; then its channel's slot
+    // is served by a second node.
+    let moved = false;
+    const A = 7001;
+    const B = 7002;
+    const slots = () => (moved ? [[0, 16383, ["127.0.0.1", B]]] : [[0, 16383, ["127.0.0.1", A]]]);
+    const fake = fakeRedis({
+      respond(socket, args) {
+        const name = args[0].toUpperCase();
+        if (name === "CLUSTER") return slots();
+        if (name === "SSUBSCRIBE" && socket.target.port === A) {
+          moved = true;
+          return { error: `MOVED ${keySlot(args[1])} 127.0.0.1:${B}` };
+        }
+        if (name === "EVALSHA" && socket.target.port === A && moved) return { error: `MOVED ${keySlot(args[3])} 127.0.0.1:${B}` };
+        // The key is held on both nodes: every attempt is refused.
+        if (name === "EVALSHA") return 0;
+        return defaultAnswer(args);
+      },
+    });
+    const store = await connectThrough(fake, { cluster: [`redis://127.0.0.1:${A}`] });
+    try {
+      const waiter = lock("busy", 5_000, store);
+      const before = fake.sockets.length;
+      assert.equal(await waiter.acquire({ timeout: 2_000, retryDelay: 1_000 }), false);
+      const during = fake.sockets.slice(before);
+      const subscribersOnA = fake.sockets.filter((s) => s.target.port === A && roleOf(s) === "subscriber");
+      assert.ok(subscribersOnA.length <= 1, `one subscriber socket on the old node, not a redial loop (${subscribersOnA.length})`);
+      assert.ok(during.length <= 8, `a few sockets during the wait (${during.map((s) => `${s.target.port}:${roleOf(s)}`).join(" ")})`);
+      assert.ok(fake.sockets.some((s) => s.target.port === B && roleOf(s) === "subscriber"), "the waiter subscribed on the new node");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("an idle store whose server is down does not reconnect when another store writes", async () => {
+    let downPort = null;
+    const fake = fakeRedis({ accept: (target) => target.port !== downPort });
+    const idle = await connectThrough(fake, "redis://127.0.0.1:6390");
+    const busy = await connectThrough(fake, "redis://127.0.0.1:6391");
+    try {
+      downPort = 6390;
+      fake.sockets.find((s) => s.target.port === 6390).close();
+      await sleep(50);
+      const dialsBefore = fake.sockets.filter((s) => s.target.port === 6390).length;
+      for (let i = 0; i < 50; i++) {
+        await busy.isLocked(`k${i}`);
+        await sleep(10);
+      }
+      const dials = fake.sockets.filter((s) => s.target.port === 6390).length - dialsBefore;
+      assert.equal(dials, 0, "no attempt to reach the idle store's server");
+      // Its next call reconnects (and fails here: the server is down).
+      await assert.rejects(idle.isLocked("k"), { code: "STORE_UNAVAILABLE" });
+    } finally {
+      await idle.close();
+      await busy.close();
+    }
+  });
+
+  it("close() ends the Sentinel exchanges in flight", async () => {
+    let answer = true;
+    const fake = fakeRedis({
+      respond(socket, args) {
+        if (isSentinel(socket) && args[0] === "SENTINEL") {
+          if (!answer) return null; // never answers
+          return args[1] === "get-master-addr-by-name" ? ["127.0.0.1", "6379"] : ["config-epoch", "1"];
+        }
+        return defaultAnswer(args);
+      },
+    });
+    const store = await connectThrough(fake, { sentinels: ["redis://127.0.0.1:26379"], masterName: "m", connectTimeoutMs: 20_000 });
+    answer = false;
+    fake.sockets.find((s) => !isSentinel(s) && roleOf(s) === "data").close();
+    await sleep(20);
+    // A call makes the store look for the master again; the Sentinel does not answer.
+    const call = store.isLocked("k").catch((err) => err);
+    await sleep(100);
+    const lookup = fake.sockets.filter((s) => isSentinel(s) && !s.destroyed && s.commands.some((a) => a[1] === "get-master-addr-by-name"));
+    assert.ok(lookup.length >= 1, "a lookup is in flight");
+    await store.close();
+    await sleep(20);
+    assert.ok(lookup.every((s) => s.destroyed), "close() ended the lookup's socket");
+    const err = await call;
+    assert.ok(err instanceof Error, "the waiting call failed");
+  });
+
+  it("events of a replaced socket are ignored", async () => {
+    const fake = fakeRedis();
+    const store = await connectThrough(fake, "redis://127.0.0.1:6392");
+    try {
+      const first = fake.sockets[0];
+      first.close();
+      await sleep(20);
+      assert.equal(await store.isLocked("k"), false, "a new socket serves the call");
+      // The old socket speaks again: a stray reply that no request waits for.
+      first.on.data(new TextEncoder().encode(":1\r\n"));
+      first.on.close();
+      assert.equal(await store.isLocked("k"), false, "the store still answers from its live socket");
+      assert.equal(fake.sockets.filter((s) => !s.closed).length >= 1, true);
+    } finally {
+      await store.close();
+    }
+  });
+});
