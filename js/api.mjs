@@ -3,6 +3,7 @@
 // in the Rust core behind them. This file converts arguments, maps errors to classes,
 // and bridges JS stores.
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "./symbols.mjs";
+import { DEFAULT_TTL_MS, limitMessage } from "./defaults.mjs";
 import {
   LockError,
   LockNotHeldError,
@@ -32,7 +33,6 @@ export {
   UnsupportedError,
 };
 
-const DEFAULT_TTL_MS = 30_000;
 // Settled promises are immutable: the synchronous fast paths hand out these two.
 const RESOLVED_TRUE = Promise.resolve(true);
 const RESOLVED_FALSE = Promise.resolve(false);
@@ -492,7 +492,7 @@ export function makeApi(binding) {
         checkString("key", spec.key);
         spec.ttlMs = ttlDurationMs(spec.ttlMs);
         if (spec.limit !== undefined && typeof spec.limit !== "number") {
-          throw invalid(`limit must be a whole number from 1 to 4294967295; got ${typeName(spec.limit)}`);
+          throw invalid(limitMessage(typeName(spec.limit)));
         }
         const backend = backendOf(spec.store);
         if (typeof backend.handle !== "function") {

@@ -19,6 +19,7 @@ import tls from "node:tls";
 import { parseArgs } from "node:util";
 
 import { SCRIPTS } from "./gen/redis-scripts.mjs";
+import { DEFAULT_KEY_PREFIX } from "./defaults.mjs";
 import { authCommands, parseRedisUrl } from "./redis/topology.mjs";
 
 const USAGE = `usage:
@@ -31,7 +32,7 @@ store URLs:
   postgres://user:password@host:port/database           (needs pg installed)
 
 options:
-  --prefix <p>   Redis key prefix (default "locksmith:")
+  --prefix <p>   Redis key prefix (default "${DEFAULT_KEY_PREFIX}")
   --table <t>    PostgreSQL table (default "locksmith_locks")
   --json         list as JSON, one object per hold
   --force        required by release: it frees holds that other processes have
@@ -42,7 +43,7 @@ exit codes: 0 done, 1 nothing matched (no holds listed, nothing to release),
 `;
 
 const OPTIONS = {
-  prefix: { type: "string", default: "locksmith:" },
+  prefix: { type: "string", default: DEFAULT_KEY_PREFIX },
   table: { type: "string", default: "locksmith_locks" },
   json: { type: "boolean", default: false },
   force: { type: "boolean", default: false },

@@ -7,9 +7,8 @@ import { InvalidArgumentError, LockStoreError } from "locksmith-js";
 
 import { SCRIPTS } from "./gen/redis-scripts.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "./symbols.mjs";
+import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "./defaults.mjs";
 
-/** How long a fencing counter outlives its lock (redis/src/lib.rs FENCE_GRACE_MS). */
-const FENCE_GRACE_MS = 1_000;
 /** How long a channel stays subscribed after its last waiter left, in case another comes. */
 const LINGER_MS = 5_000;
 
@@ -36,7 +35,7 @@ export function storeOptions(options, where, extra = []) {
       throw invalid(`unknown option \`${name}\` for ${where}; ${near ? `did you mean \`${near}\`? ` : ""}the options are ${known.join(", ")}`);
     }
   }
-  const { keyPrefix = "locksmith:", operationTimeoutMs = 10_000, notifyReleases = true } = options;
+  const { keyPrefix = DEFAULT_KEY_PREFIX, operationTimeoutMs = 10_000, notifyReleases = true } = options;
   if (typeof keyPrefix !== "string") throw invalid(`keyPrefix must be a string; got ${typeName(keyPrefix)}`);
   if (/[{}]/.test(keyPrefix)) throw invalid("keyPrefix must not contain { or }: the key's hash tag follows it");
   if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0) || !Number.isFinite(operationTimeoutMs)) {

@@ -30,15 +30,14 @@ import {
   CONNECT_KEYS,
   CONNECT_OPTIONS,
 } from "./topology.mjs";
+import { DEFAULT_KEY_PREFIX, MAX_MS } from "../defaults.mjs";
 
 // ---------------------------------------------------------------------------------
 // Options: one table, one check, for both builds.
 
-const MAX_MS = 2_147_483_647;
-
 /** `RedisLockStore.connect()`'s defaults. */
 export const DEFAULTS = Object.freeze({
-  keyPrefix: "locksmith:",
+  keyPrefix: DEFAULT_KEY_PREFIX,
   connectTimeoutMs: 2_000,
   commandTimeoutMs: 2_000,
   reconnectRetries: 2,

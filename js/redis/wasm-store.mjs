@@ -14,6 +14,7 @@
 import { StoreClosedError, UnsupportedError, checkString, invalid, toLockError, typeName } from "../errors.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "../symbols.mjs";
 import { Calls } from "../calls.mjs";
+import { limitMessage } from "../defaults.mjs";
 import { checkConnectOptions, connectEngine } from "./driver.mjs";
 
 let runtime;
@@ -69,7 +70,7 @@ function checked(value, name = "key") {
 }
 
 function checkedLimit(value) {
-  if (value !== undefined && typeof value !== "number") throw invalid(`limit must be a whole number from 1 to 4294967295; got ${typeName(value)}`);
+  if (value !== undefined && typeof value !== "number") throw invalid(limitMessage(typeName(value)));
   return value;
 }
 

@@ -418,3 +418,25 @@ pub fn check_url_settings(url: String, tls_insecure: bool, has_ca: bool) -> napi
     options.tls_ca_cert_pem = has_ca.then(String::new);
     locksmith_redis::check_url_settings(&options).napi()
 }
+
+/// The defaults and limits the JS side keeps in js/defaults.mjs (checked against these
+/// by js-tests/defaults.test.mjs).
+#[napi(object)]
+pub struct Constants {
+    pub default_ttl_ms: f64,
+    pub max_ms: f64,
+    pub fence_grace_ms: f64,
+    pub default_key_prefix: String,
+    pub max_limit: f64,
+}
+
+#[napi]
+pub fn constants() -> Constants {
+    Constants {
+        default_ttl_ms: locksmith_core::validate::DEFAULT_TTL_MS as f64,
+        max_ms: locksmith_core::validate::MAX_TTL_MS as f64,
+        fence_grace_ms: locksmith_redis::FENCE_GRACE_MS as f64,
+        default_key_prefix: locksmith_redis::engine::DEFAULT_KEY_PREFIX.to_owned(),
+        max_limit: f64::from(u32::MAX),
+    }
+}

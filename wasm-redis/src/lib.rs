@@ -634,3 +634,18 @@ pub fn redis_decode(chunk: &[u8]) -> std::result::Result<Option<js_sys::Array>, 
     let decoded = reply::decode(chunk).map_err(|e| js_error(&e))?;
     Ok(decoded.map(|(value, used)| js_sys::Array::of2(&js(value), &JsValue::from_f64(used as f64))))
 }
+
+/// The defaults and limits the JS side keeps in js/defaults.mjs, as
+/// `[defaultTtlMs, maxMs, fenceGraceMs, maxLimit]` and the key prefix (checked by
+/// js-tests/defaults.test.mjs).
+#[wasm_bindgen]
+#[must_use]
+pub fn constants() -> js_sys::Array {
+    js_sys::Array::of5(
+        &JsValue::from_f64(locksmith_core::validate::DEFAULT_TTL_MS as f64),
+        &JsValue::from_f64(locksmith_core::validate::MAX_TTL_MS as f64),
+        &JsValue::from_f64(locksmith_redis::FENCE_GRACE_MS as f64),
+        &JsValue::from_f64(f64::from(u32::MAX)),
+        &JsValue::from_str(locksmith_redis::engine::DEFAULT_KEY_PREFIX),
+    )
+}

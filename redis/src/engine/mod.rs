@@ -47,6 +47,9 @@ pub use subscriber::Subscriber;
 
 use crate::{check_redis_version, FENCE_GRACE_MS, TRANSIENT_CODES};
 
+/// The prefix put before every key unless the store is given another.
+pub const DEFAULT_KEY_PREFIX: &str = "locksmith:";
+
 /// How long past its deadline a reply may still come before the connection counts as
 /// dead (besides the socket's own close, which the host reports at once).
 pub const RESET_AFTER_MS: u64 = 10_000;

@@ -1,0 +1,21 @@
+// The defaults and limits the JS modules share, once. The Rust side has the same values
+// (core's DEFAULT_TTL_MS and MAX_TTL_MS, locksmith-redis's FENCE_GRACE_MS and key prefix):
+// js-tests/defaults.test.mjs checks that both builds agree with this file.
+
+/** A lock's TTL when none is given. */
+export const DEFAULT_TTL_MS = 30_000;
+
+/** The longest TTL, timeout or delay in milliseconds (2^31 - 1: what JS timers take). */
+export const MAX_MS = 2_147_483_647;
+
+/** How much longer than its lock a Redis fencing counter lives (see redis/src/lib.rs). */
+export const FENCE_GRACE_MS = 1_000;
+
+/** The prefix put before every Redis key unless a store is given another. */
+export const DEFAULT_KEY_PREFIX = "locksmith:";
+
+/** The largest semaphore limit (a u32). */
+export const MAX_LIMIT = 0xffff_ffff;
+
+/** The message for a semaphore limit out of range: `got` is what was given, shown. */
+export const limitMessage = (got) => `limit must be a whole number from 1 to ${MAX_LIMIT}; got ${got}`;
