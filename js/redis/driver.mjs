@@ -248,7 +248,7 @@ class Link {
       (err) => {
         if (this.generation !== generation) return;
         this.settleAttempt(err);
-        this.socket?.destroy();
+        this.drop(err.message);
       },
     );
     const socket = c.dial(target, {
@@ -281,12 +281,19 @@ class Link {
   }
 
   onClose(socket) {
-    if (this.socket !== socket) return;
+    if (this.socket === socket) this.lose(socket, this.lastError);
+  }
+
+  /**
+   * The socket is gone (closed, or dropped here): the engine learns it at once, before
+   * any other socket can be attached, so no reply of one is matched to a request of another.
+   */
+  lose(socket, lastError) {
     const c = this.connection;
     this.ready = false;
     this.socket = null;
-    const why = this.conn === 0 ? this.lastError : `${this.target.host}:${this.target.port}: ${this.lastError}`;
     this.lastError = "the connection closed";
+    const why = this.conn === 0 ? lastError : `${this.target.host}:${this.target.port}: ${lastError}`;
     // A lookup that failed queued no handshake to fail: its attempt fails here.
     if (socket === LOCATING) this.settleAttempt(new StoreUnavailableError(`locksmith: redis: ${why}`));
     c.engine.connectionLost(this.conn, why);
@@ -343,11 +350,12 @@ class Link {
     if (out != null) socket.write(out);
   }
 
-  /** Drops the socket (a deadline long past, a failover); a Sentinel lookup goes on. */
-  drop(why) {
-    if (this.socket === null || this.socket === LOCATING) return;
-    if (why) this.lastError = why;
-    this.socket.destroy();
+  /** Drops the socket (a deadline long past, a failover, a refused handshake); a Sentinel lookup goes on. */
+  drop(why = this.lastError) {
+    const socket = this.socket;
+    if (socket === null || socket === LOCATING) return;
+    socket.destroy();
+    this.lose(socket, why);
   }
 
   close() {
