@@ -3,57 +3,36 @@
 // expiry, auto-extend — checked for two holders, a semaphore over its limit, a writer
 // beside anyone, fencing tokens out of grant order, early or late signals and success
 // after "lost". The checker's own test feeds it broken histories, and a broken store.
-// Stores: memory, RedisLockStore (direct, through a latency proxy, a client process
-// stopped past its TTL, redis-server restarted), IoRedisLockStore and NodeRedisLockStore
-// over users' clients, PostgresLockStore (direct, commit latency, a stopped client
-// process, PostgreSQL restarted). For each fault, a deliberately broken guard (a
-// test-only wrapper around the real store, or a server that forgets) must be caught.
+// Stores: memory (the build's own: native, or WebAssembly under LOCKSMITH_TARGET=wasm),
+// RedisLockStore (direct, through a latency proxy, a client process stopped past its
+// TTL, redis-server restarted), IoRedisLockStore and NodeRedisLockStore over users'
+// clients, UpstashLockStore over the project's REST endpoint (direct, and through the
+// latency proxy), PostgresLockStore (direct, commit latency, a stopped client process,
+// PostgreSQL restarted), DurableObjectLockStore in workerd (direct, its objects
+// restarted). RedisLockStore over Sentinel and Cluster, with a failover, runs in
+// js-tests/redis-sentinel.test.mjs and js-tests/redis-cluster.test.mjs, on the
+// topologies those start. For each fault, a deliberately broken guard (a test-only
+// wrapper around the real store, or a server that forgets) must be caught.
 // A longer run: `node js-tests/histories/run.mjs --seconds 60` (see docs/RELIABILITY.md).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 
+import { assertCaught, assertClean, errorCounts } from "./histories/assert.mjs";
 import { checkHistory } from "./histories/checker.mjs";
 import { driftMs, now } from "./histories/client.mjs";
 import { startProxy } from "./histories/proxy.mjs";
 import { seeded, newSeed } from "./histories/random.mjs";
-import { COMMIT_LATENCY, pauses, restarts, runHistory, servers } from "./histories/run.mjs";
+import { COMMIT_LATENCY, objectRestarts, pauses, restarts, runHistory, servers } from "./histories/run.mjs";
 import { requirePostgres } from "./postgres-server.mjs";
 import { startRedis } from "./redis-server.mjs";
 import { TARGET, ls, sleep } from "./target.mjs";
+import { startUpstashRest } from "./upstash-rest.mjs";
 
-const SECONDS = Number(process.env.LOCKSMITH_HISTORY_SECONDS ?? 3);
 // Skips the PostgreSQL runs without a server, except under CI=true, where that fails.
 const POSTGRES = await requirePostgres();
-
-/** Runs a history and asserts it is clean, printing the seed to replay it. */
-async function assertClean(t, { minHolds = 50, ...options }) {
-  const run = await runHistory({ seconds: SECONDS, ...options });
-  t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.result.violations.length} violations, ${run.result.lateSignals} late signals`);
-  assert.ok(run.result.holds > minHolds, `enough holds to mean something (${run.result.holds}); seed ${run.seed}`);
-  for (const kind of ["lock", "semaphore", "read", "write"]) {
-    assert.ok(run.holds.some((h) => h.kind === kind), `some ${kind} holds; seed ${run.seed}`);
-  }
-  assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); replay with seed ${run.seed}`);
-  return run;
-}
-
-/** Runs a history with a broken guard and asserts the checker reports one of `types`. */
-async function assertCaught(t, types, options) {
-  const run = await runHistory({ seconds: SECONDS, ...options });
-  t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.faults} faults, ${JSON.stringify(run.result.byType)}`);
-  assert.ok(run.faults > 0 || !options.fault, `the fault happened (seed ${run.seed})`);
-  const seen = types.filter((type) => run.result.byType[type] > 0);
-  assert.ok(seen.length > 0, `the checker reports ${types.join(" or ")} (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
-  return run;
-}
-
-/** The errors the client processes counted, summed. */
-const errorCounts = (run) => {
-  const out = {};
-  for (const s of run.summaries) for (const [name, n] of Object.entries(s.errors)) out[name] = (out[name] ?? 0) + n;
-  return out;
-};
+// The broken guards that do not depend on the build run once, in the native pass.
+const ONLY_NATIVE = { skip: TARGET !== "native" && "run by the native pass" };
 
 // A client process stopped (SIGSTOP) for 150–300 ms, past its 120 ms TTL, every 600 ms.
 const PAUSES = () => pauses({ every: 600, ms: [150, 300] });
@@ -308,10 +287,16 @@ describe(`history checker (${TARGET})`, () => {
   });
   describe("stores over users' Redis clients", () => {
     let server;
+    let rest;
+    let restProxy;
     before(async () => {
       server = await startRedis();
+      rest = await startUpstashRest(server.url);
+      restProxy = await startProxy({ targetPort: Number(new URL(rest.url).port), latencyMs: 20 });
     });
     after(async () => {
+      await restProxy?.close();
+      await rest?.close();
       await server?.stop();
     });
 
@@ -321,6 +306,18 @@ describe(`history checker (${TARGET})`, () => {
 
     it("NodeRedisLockStore (redis): 2 processes × 6 clients", async (t) => {
       await assertClean(t, { store: { nodeRedis: server.url }, processes: 2, clients: 6 });
+    });
+
+    // @upstash/redis over HTTP to the project's REST endpoint (js-tests/upstash-rest.mjs)
+    // in front of the redis-server: no pub/sub, so waiters retry at their retryDelay, and
+    // every call is an HTTP request to a server in this process (a second longer: fewer
+    // holds a second than the TCP stores).
+    it("UpstashLockStore (@upstash/redis, REST): 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { upstash: rest.url, token: rest.token }, processes: 2, clients: 6, seconds: 4, minHolds: 30 });
+    });
+
+    it("UpstashLockStore through a proxy adding 0–20 ms per chunk: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { upstash: restProxy.url("http"), token: rest.token }, processes: 2, clients: 6, seconds: 4, minHolds: 30 });
     });
   });
 
@@ -398,6 +395,54 @@ describe(`history checker (${TARGET})`, () => {
         await native.close();
         client.disconnect();
       }
+    });
+  });
+
+  // The Durable Object store in workerd (Miniflare): each client process drives the
+  // worker's DurableObjectLockStore over one WebSocket (js-tests/workerd-remote-store.mjs),
+  // so the locks run in the process under test and every request and reply is timed on
+  // the host clock (a worker's own clock only moves between its I/O).
+  describe("DurableObjectLockStore (workerd)", () => {
+    let running;
+    let worker;
+    before(async () => {
+      running = servers();
+      worker = await running.get("workerd");
+    });
+    after(async () => {
+      await running?.stop();
+    });
+
+    it("direct: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { durableObject: worker.url }, processes: 2, clients: 6 });
+    });
+
+    // An object restarted (ctx.abort()) comes back from its storage: the holds it
+    // answered for are there, and calls in flight fail and are retried. Holds of 600 ms
+    // live across restarts (with 120 ms ones the broken guard below is not caught).
+    it("every key's object restarted every 700 ms, TTL 600 ms: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, {
+        store: { durableObject: worker.url },
+        processes: 2,
+        clients: 6,
+        minHolds: 30,
+        client: { ttlMs: 600 },
+        fault: objectRestarts(worker.mf, { every: 700 }),
+      });
+      t.diagnostic(`${run.faults} restarts of each object; errors ${JSON.stringify(errorCounts(run))}`);
+      assert.ok(run.faults >= 2, "the objects were restarted");
+    });
+
+    // The guard: holds outlive a restart. An object that comes back without them
+    // (its holds deleted from storage first) stands for one that forgot them.
+    it("catches a broken guard under restarts: an object that comes back without its holds", ONLY_NATIVE, async (t) => {
+      await assertCaught(t, ["overlap", "over-limit", "writer-with-others", "held-but-refused"], {
+        store: { durableObject: worker.url },
+        processes: 2,
+        clients: 6,
+        client: { ttlMs: 600 },
+        fault: objectRestarts(worker.mf, { every: 700, route: "/forget" }),
+      });
     });
   });
 

@@ -2,7 +2,9 @@
 // own. The conformance suite, keys spread over every master, a slot migrated while a
 // lock on it is held and waited on (ASK, TRYAGAIN, then MOVED), and failovers: a
 // graceful CLUSTER FAILOVER under the 8-process load test (its ordered log shows no
-// overlap), and a master killed with its replica promoted while locks are held.
+// overlap), and a master killed with its replica promoted while locks are held. The
+// history checker's bounded pass over Cluster runs here too, on this cluster: a manual
+// CLUSTER FAILOVER mid-run is clean, and one whose new master lost the holds is caught.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
@@ -11,6 +13,9 @@ import { Cluster } from "ioredis";
 import { IoRedisLockStore } from "../js/ioredis.mjs";
 import { NodeRedisLockStore } from "../js/node-redis.mjs";
 import { conformance } from "./conformance.mjs";
+import { assertCaught, assertClean, assertHoldsAfter } from "./histories/assert.mjs";
+import { HISTORY_KEYS, now } from "./histories/client.mjs";
+import { FAILOVER_TTL_MS, clusterFailovers, clusterStore } from "./histories/run.mjs";
 import { assertNoOverlap, contender } from "./load.mjs";
 import { clusterSlots, command, startCluster, until } from "./redis-topology.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./target.mjs";
@@ -259,6 +264,37 @@ describe("RedisLockStore over Redis Cluster", () => {
     } finally {
       client.disconnect();
     }
+  });
+
+  // History: 2 processes × 6 clients, every primitive, TTL 600 ms, one manual CLUSTER
+  // FAILOVER of the first key's master 0.8 s in. A manual failover is coordinated (the
+  // master stops taking writes, the replica catches up, then takes over): no
+  // acknowledged write is lost, so no hold either.
+  it("history: CLUSTER FAILOVER mid-run: 2 processes × 6 clients, no violation", { timeout: 90_000 }, async (t) => {
+    let switched = Infinity;
+    const run = await assertClean(t, {
+      store: clusterStore(cluster),
+      processes: 2,
+      clients: 6,
+      seconds: 4,
+      client: { ttlMs: FAILOVER_TTL_MS },
+      fault: clusterFailovers(cluster, { every: 800, times: 1, afterSwitch: () => (switched = now()) }),
+    });
+    assertHoldsAfter(t, run, switched);
+  });
+
+  // The guard: the new master has the holds. One that lost them (its keys flushed as it
+  // takes over, as an unclean failover over lagging replication would) lets others in.
+  // Every client on the key whose master fails over.
+  it("history: catches a broken guard under CLUSTER FAILOVER: a new master without the holds", { timeout: 90_000, ...ONLY_NATIVE }, async (t) => {
+    await assertCaught(t, ["overlap", "over-limit", "writer-with-others", "held-but-refused"], {
+      store: clusterStore(cluster),
+      processes: 2,
+      clients: 6,
+      seconds: 4,
+      client: { ttlMs: FAILOVER_TTL_MS, keys: [HISTORY_KEYS[0]] },
+      fault: clusterFailovers(cluster, { every: 800, times: 1, afterSwitch: (port) => command(port, "FLUSHALL") }),
+    });
   });
 
   it("a master killed, its replica promoted: calls settle in time, locks work after, tokens grow", { timeout: 60_000 }, async () => {

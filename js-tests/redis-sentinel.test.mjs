@@ -2,6 +2,9 @@
 // test's own. The conformance suite, the options, and a SENTINEL FAILOVER while locks
 // are taken, held and waited on: calls settle within their timeouts, the store follows
 // the new master (and never writes to the demoted one), fencing tokens keep growing.
+// The history checker's bounded pass over Sentinel runs here too, on this topology: a
+// SENTINEL FAILOVER mid-run with minReplicas 1 is clean; without it the checker sees
+// the two holders that asynchronous replication allows.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -13,6 +16,9 @@ import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 
 import { IoRedisLockStore } from "../js/ioredis.mjs";
+import { assertCaught, assertClean, assertHoldsAfter } from "./histories/assert.mjs";
+import { now } from "./histories/client.mjs";
+import { FAILOVER_TTL_MS, sentinelFailovers, sentinelStore, sentinelsSettled } from "./histories/run.mjs";
 import { conformance } from "./conformance.mjs";
 import { startRedis } from "./redis-server.mjs";
 import { command, startSentinels, until } from "./redis-topology.mjs";
@@ -150,6 +156,40 @@ describe("RedisLockStore over Sentinel", () => {
     assert.ok(performance.now() - start < 1_500);
     assert.equal(await new Lock(m.key, 5_000, one).isLocked(), false, "nothing left held");
     await Promise.all([one.close(), two.close()]);
+  });
+
+  // History: 2 processes × 6 clients, every primitive, TTL 600 ms (so a hold outlives
+  // the switch), one SENTINEL FAILOVER 0.8 s in. With minReplicas 1 each grant and extend
+  // counts once the replica has it, so the new master has every hold that counted.
+  it("history: SENTINEL FAILOVER mid-run, minReplicas 1: 2 processes × 6 clients, no violation", { timeout: 90_000 }, async (t) => {
+    await sentinelsSettled(topology);
+    let switched = Infinity;
+    const run = await assertClean(t, {
+      store: sentinelStore(topology),
+      processes: 2,
+      clients: 6,
+      seconds: 4,
+      minHolds: 40,
+      client: { ttlMs: FAILOVER_TTL_MS },
+      fault: sentinelFailovers(topology, { every: 800, times: 1, afterSwitch: () => (switched = now()) }),
+    });
+    assertHoldsAfter(t, run, switched);
+  });
+
+  // The same failover without minReplicas: the old master takes writes until the
+  // Sentinels demote it, and those holds are gone when it resyncs from the new one. Two
+  // holders, as the README's store table says; the checker must see them.
+  it("history: the same failover without minReplicas lets a second holder in, and the checker sees it", { timeout: 90_000, ...ONLY_NATIVE }, async (t) => {
+    await sentinelsSettled(topology);
+    await assertCaught(t, ["overlap", "over-limit", "writer-with-others", "held-but-refused"], {
+      store: { ...sentinelStore(topology), minReplicas: 0 },
+      processes: 2,
+      clients: 6,
+      seconds: 4,
+      client: { ttlMs: FAILOVER_TTL_MS },
+      fault: sentinelFailovers(topology, { every: 800, times: 1 }),
+    });
+    await sentinelsSettled(topology);
   });
 
   it("follows SENTINEL FAILOVER mid-use: calls settle in time, fencing tokens grow, holds go to the new master", { timeout: 60_000 }, async () => {

@@ -59,10 +59,13 @@ export async function startSentinels({ masterName = "locksmith", tls } = {}) {
     return { tlsPort, args };
   };
   const masterTls = await tlsArgs();
-  const master = await startRedis(["--dir", dir, "--dbfilename", "master.rdb", ...masterTls.args]);
+  // A full resync (the old master after a failover) starts at once, not after the
+  // diskless sync's default 5 s wait for more replicas.
+  const sync = ["--repl-diskless-sync-delay", "0"];
+  const master = await startRedis(["--dir", dir, "--dbfilename", "master.rdb", ...sync, ...masterTls.args]);
   const replicaTls = await tlsArgs();
   const linkPort = tls ? masterTls.tlsPort : master.port;
-  const replica = await startRedis(["--dir", dir, "--dbfilename", "replica.rdb", ...replicaTls.args, "--replicaof", "127.0.0.1", String(linkPort)]);
+  const replica = await startRedis(["--dir", dir, "--dbfilename", "replica.rdb", ...sync, ...replicaTls.args, "--replicaof", "127.0.0.1", String(linkPort)]);
   Object.assign(master, { tlsPort: masterTls.tlsPort });
   Object.assign(replica, { tlsPort: replicaTls.tlsPort });
   const servers = [master, replica];
@@ -161,6 +164,7 @@ export async function startCluster() {
         "--cluster-node-timeout", "1000",
         "--dir", dir,
         "--dbfilename", `node-${i}.rdb`,
+        "--repl-diskless-sync-delay", "0",
       ]),
     );
   }

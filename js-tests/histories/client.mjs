@@ -23,11 +23,14 @@ export const now = () => performance.timeOrigin + performance.now();
 /** The lease model's drift allowance for a TTL (core's `default_drift_ms`). */
 export const driftMs = (ttl) => Math.min(Math.floor(ttl / 100) + 2, ttl - 1);
 
+/** The keys a run's clients share unless told otherwise. */
+export const HISTORY_KEYS = ["h0", "h1", "h2"];
+
 const DEFAULTS = {
   store: "memory",
   clients: 4,
   durationMs: 2_000,
-  keys: ["h0", "h1", "h2"],
+  keys: HISTORY_KEYS,
   ttlMs: 120,
   limit: 2,
   kinds: { lock: 5, semaphore: 2, read: 1.5, write: 1.5 },
@@ -90,19 +93,40 @@ export function brokenStore(inner, how, { del, ttl } = {}) {
 }
 
 /**
- * The store a config names: `memory`, `broken-memory`, `{ redis: url, ... }` (RedisLockStore),
+ * The store a config names: `memory`, `broken-memory`, `{ redis: url, ... }` (RedisLockStore;
+ * `redis` may also be connect options: `{ sentinels, masterName }`, `{ cluster }`),
  * `{ postgres: url, options?, ... }` (PostgresLockStore; `options` is the connection's
  * `-c` settings), `{ ioredis: url, ... }` (IoRedisLockStore over an ioredis client),
- * `{ nodeRedis: url, ... }` (NodeRedisLockStore over a node-redis client), or
- * `{ broken: how, store: spec }` (brokenStore over an ioredis spec's store).
+ * `{ nodeRedis: url, ... }` (NodeRedisLockStore over a node-redis client),
+ * `{ upstash: url, token, ... }` (UpstashLockStore over an @upstash/redis client, to a
+ * REST endpoint), `{ durableObject: url }` (DurableObjectLockStore in the worker at
+ * `url`: js-tests/workerd/store-worker.mjs, reached over its /store WebSocket), or
+ * `{ broken: how, store: spec }` (brokenStore over an ioredis or Upstash spec's store).
  */
 export async function openStore(ls, spec) {
   if (spec === "memory") return { store: new ls.MemoryLockStore(), close: async () => {} };
   if (spec === "broken-memory") return { store: alwaysGrants(new ls.MemoryLockStore()), close: async () => {} };
-  if (spec && typeof spec === "object" && typeof spec.redis === "string") {
+  if (spec && typeof spec === "object" && (typeof spec.redis === "string" || (spec.redis && typeof spec.redis === "object"))) {
     const { redis, ...options } = spec;
-    const store = await ls.RedisLockStore.connect({ url: redis, ...options });
+    const store = await ls.RedisLockStore.connect({ ...(typeof redis === "string" ? { url: redis } : redis), ...options });
     return { store, close: () => store.close() };
+  }
+  if (spec && typeof spec === "object" && typeof spec.upstash === "string") {
+    const { upstash, token, ...options } = spec;
+    const { Redis } = await import("@upstash/redis");
+    const { UpstashLockStore } = await import("locksmith-js/upstash");
+    const client = new Redis({ url: upstash, token, enableTelemetry: false });
+    const store = new UpstashLockStore(client, options);
+    return { store, raw: client, close: () => store.close() };
+  }
+  if (spec && typeof spec === "object" && typeof spec.durableObject === "string") {
+    const { fetch } = await import("miniflare");
+    const { remoteStore } = await import("../workerd-remote-store.mjs");
+    const res = await fetch(new URL("/store", spec.durableObject), { headers: { Upgrade: "websocket" } });
+    if (!res.webSocket) throw new Error(`the worker at ${spec.durableObject} refused the store's WebSocket (${res.status})`);
+    res.webSocket.accept();
+    const store = remoteStore(res.webSocket);
+    return { store, close: async () => store.close() };
   }
   if (spec && typeof spec === "object" && typeof spec.postgres === "string") {
     const { postgres, options, ...storeOptions } = spec;

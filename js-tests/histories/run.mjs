@@ -4,8 +4,10 @@
 //
 //   node js-tests/histories/run.mjs [--seconds 60] [--processes 4] [--clients 8]
 //     [--stores memory,redis,redis-proxy,redis-stall,redis-cut,redis-pause,redis-restart,
-//               ioredis,ioredis-restart,node-redis,postgres,postgres-commit,postgres-pause,
-//               postgres-restart] [--seed N]
+//               redis-sentinel-failover,redis-cluster-failover,ioredis,ioredis-restart,
+//               ioredis-pause,node-redis,upstash,upstash-proxy,upstash-pause,postgres,
+//               postgres-commit,postgres-pause,postgres-restart,durable-object,
+//               durable-object-restart,durable-object-pause] [--seed N]
 //
 // prints one table row per store × fault: holds checked, violations, late signals. Run
 // it under LOCKSMITH_TARGET=wasm for the WebAssembly build. Exits 1 on any violation.
@@ -14,9 +16,10 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 
 import { checkHistory } from "./checker.mjs";
-import { now } from "./client.mjs";
+import { HISTORY_KEYS, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { newSeed, seeded } from "./random.mjs";
+import { clusterSlots, command, until } from "../redis-topology.mjs";
 
 const CLIENT = fileURLToPath(new URL("./client.mjs", import.meta.url));
 
@@ -48,7 +51,8 @@ function runProcess(config, { timeoutMs, onSpawn }) {
  * with `fault` during it (optional): `{ every, apply(random, run) }`, where `run` has the
  * client processes (`children`) and `pause(i, ms)`, which stops process `i` (SIGSTOP)
  * and continues it (SIGCONT) `ms` later; the pauses go to the checker. An `apply` that
- * returns a promise is not started again until it settles. Resolves to
+ * returns a promise is not started again until it settles; `times`, if given, is how
+ * often it is applied at most. Resolves to
  * `{ seed, result: checkHistory(...), summaries, holds, pauses, faults }`.
  */
 export async function runHistory({ store, processes = 1, clients = 4, seconds = 2, seed = newSeed(), fault = null, check = {}, client = {} }) {
@@ -83,7 +87,7 @@ export async function runHistory({ store, processes = 1, clients = 4, seconds = 
     const random = seeded(seed).fork(1_000);
     let busy = false;
     faults = setInterval(() => {
-      if (busy || now() < startAt) return;
+      if (busy || now() < startAt || applied >= (fault.times ?? Infinity)) return;
       busy = true;
       applied += 1;
       Promise.resolve()
@@ -136,14 +140,113 @@ export function pauses({ every, ms }) {
   return { every, apply: (random, run) => run.pause(random.int(0, run.children.length - 1), random.int(ms[0], ms[1])) };
 }
 
+/** Runs `step` (async), with the fault's `settled()` waiting for the last one. */
+function serialFault({ every, times }, step) {
+  let running = null;
+  return {
+    every,
+    times,
+    apply: () => (running = step()),
+    settled: () => running?.catch(() => {}),
+  };
+}
+
+/**
+ * Resolves once the Sentinels' master has its replica online and every Sentinel names
+ * it: a failover can then go to a replica that has the data.
+ */
+export async function sentinelsSettled(topology, ms = 30_000) {
+  await until("the master to have its replica and the sentinels to agree", async () => {
+    const ports = await Promise.all(topology.sentinels.map((s) => topology.masterPort(s)));
+    if (new Set(ports).size !== 1) return false;
+    const info = await command(ports[0], "INFO", "replication");
+    if (!(/role:master/.test(info) && /connected_slaves:1/.test(info) && /slave0:.*state=online/.test(info))) return false;
+    // Every Sentinel sees the replica as a good one to promote.
+    for (const sentinel of topology.sentinels) {
+      const replicas = (await command(sentinel.port, "SENTINEL", "replicas", topology.masterName)).map((fields) => {
+        const entry = {};
+        for (let i = 0; i + 1 < fields.length; i += 2) entry[fields[i]] = fields[i + 1];
+        return entry;
+      });
+      if (!replicas.some((r) => r.flags === "slave" && r["master-link-status"] === "ok" && Number(r["master-port"]) === ports[0])) return false;
+    }
+    return true;
+  }, ms);
+}
+
+/**
+ * A fault that fails the Sentinels' master over to its replica (`SENTINEL FAILOVER`,
+ * once the replica is online) every `every` ms, `times` at most. The old master is then
+ * pointed at the new one at once (`REPLICAOF`), as the Sentinels do when they next look
+ * at it (up to 10 s later): until a replica is back, grants with `minReplicas` fail.
+ * `afterSwitch(server)`, if given, runs as soon as the new master answers as one, before
+ * that (a test's deliberate damage).
+ */
+export function sentinelFailovers(topology, { every, times, afterSwitch }) {
+  return serialFault({ every, times }, async () => {
+    await sentinelsSettled(topology);
+    const old = await topology.currentMaster();
+    const promoted = await topology.failover();
+    await afterSwitch?.(promoted);
+    await command(old.port, "REPLICAOF", "127.0.0.1", String(promoted.port));
+  });
+}
+
+/** The hash slot of `key`'s lock key, and the ports of its master and replica now. */
+export async function clusterKeyNodes(cluster, key) {
+  const via = cluster.nodes.find((n) => n.pid && !n.killed)?.port ?? cluster.nodes[0].port;
+  const slot = await command(via, "CLUSTER", "KEYSLOT", `locksmith:{${key}}`);
+  const range = (await clusterSlots(via)).find((r) => r.first <= slot && slot <= r.last);
+  return { slot, port: range.port, replica: range.replicas[0] };
+}
+
+/**
+ * A fault that fails the master of `key`'s slot over to its replica with a manual
+ * `CLUSTER FAILOVER` (coordinated: the master stops taking writes, the replica catches up
+ * with it, then takes over, so no acknowledged write is lost) every `every` ms, `times`
+ * at most. `afterSwitch(port)`, if given, runs as soon as the replica answers as master.
+ */
+export function clusterFailovers(cluster, { key = HISTORY_KEYS[0], every, times, afterSwitch }) {
+  return serialFault({ every, times }, async () => {
+    let replica;
+    await until("the key's master to have a replica in sync", async () => {
+      ({ replica } = await clusterKeyNodes(cluster, key));
+      if (replica === undefined) return false;
+      const info = await command(replica, "INFO", "replication");
+      return /master_link_status:up/.test(info);
+    }, 30_000);
+    await command(replica, "CLUSTER", "FAILOVER");
+    await until("the replica to take over", async () => (await command(replica, "ROLE"))[0] === "master", 10_000);
+    await afterSwitch?.(replica);
+  });
+}
+
+/**
+ * A fault that restarts the Durable Objects of the run's keys (`ctx.abort()`: the next
+ * call gets a new instance, built from the object's storage) every `every` ms. `mf` is
+ * the Miniflare of js-tests/workerd/store-worker.mjs; `route` ("/restart", or "/forget"
+ * for a test's deliberate damage: the object's holds deleted first).
+ */
+export function objectRestarts(mf, { every, route = "/restart", keys = HISTORY_KEYS }) {
+  return serialFault({ every }, async () => {
+    await Promise.all(keys.map(async (key) => (await mf.dispatchFetch(`http://worker${route}?key=${encodeURIComponent(key)}`)).arrayBuffer()));
+  });
+}
+
 /**
  * The servers a run needs, started on first use and stopped together: `redis`,
  * `redis-aof` (every write fsynced to its append-only file before it answers, so a
- * restart keeps the holds), `postgres` (durable commits: fsync on; the sessions choose
- * synchronous_commit).
+ * restart keeps the holds), `upstash` (the REST endpoint over `redis`), `sentinel` (a
+ * master, a replica, three Sentinels), `cluster` (three masters with a replica each),
+ * `workerd` (the Durable Object store's test worker), `postgres` (durable commits:
+ * fsync on; the sessions choose synchronous_commit).
  */
 export function servers() {
   const started = new Map();
+  const get = (name) => {
+    if (!started.has(name)) started.set(name, starters[name]());
+    return started.get(name);
+  };
   const starters = {
     redis: async () => (await import("../redis-server.mjs")).startRedis(),
     "redis-aof": async () => {
@@ -159,6 +262,21 @@ export function servers() {
       };
       return server;
     },
+    // The project's Upstash REST endpoint (js-tests/upstash-rest.mjs) over `redis`.
+    upstash: async () => {
+      const { startUpstashRest } = await import("../upstash-rest.mjs");
+      const rest = await startUpstashRest((await get("redis")).url);
+      return { ...rest, stop: () => rest.close() };
+    },
+    sentinel: async () => (await import("../redis-topology.mjs")).startSentinels(),
+    cluster: async () => (await import("../redis-topology.mjs")).startCluster(),
+    // js-tests/workerd/store-worker.mjs in workerd (Miniflare), on a loopback port.
+    workerd: async () => {
+      const { startWorker } = await import("../workerd-harness.mjs");
+      const worker = await startWorker("workerd/store-worker.mjs", { durableObjects: { LOCKS: { className: "TestLockObject", useSQLite: true } } });
+      const url = String(await worker.mf.ready);
+      return { mf: worker.mf, url, stop: () => worker.dispose() };
+    },
     postgres: async () => {
       const { startPostgres } = await import("../postgres-server.mjs");
       const server = await startPostgres({ settings: { fsync: "on" } });
@@ -169,10 +287,7 @@ export function servers() {
     },
   };
   return {
-    get(name) {
-      if (!started.has(name)) started.set(name, starters[name]());
-      return started.get(name);
-    },
+    get,
     async stop() {
       for (const starting of started.values()) {
         const server = await starting.catch(() => null);
@@ -188,11 +303,20 @@ export function servers() {
 export const COMMIT_LATENCY = "-c synchronous_commit=on -c commit_delay=10000 -c commit_siblings=0";
 
 const RESTART_REDIS = "redis-server (AOF, appendfsync always) stopped for 100 ms and started again on its port every 1 s; TTL 600 ms";
+const PAUSES = "a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms";
+
+// The failover rows: TTL 600 ms, so that a hold outlives the switch and one the new
+// master lacked would show as two holders.
+export const FAILOVER_TTL_MS = 600;
+/** The Sentinel failover row's store: every grant and extend acknowledged by the replica (WAIT 1). */
+export const sentinelStore = (topology) => ({ redis: { sentinels: topology.urls, masterName: topology.masterName }, minReplicas: 1, commandTimeoutMs: 1_000 });
+export const clusterStore = (cluster) => ({ redis: { cluster: cluster.urls }, commandTimeoutMs: 1_000 });
 
 /**
- * The store × fault setups: `{ store, fault, processes?, open(servers, random) → { store,
- * fault?, client?, check?, close? } }`. `client` adds to each client process's config
- * (a TTL, say), `check` to the checker's options.
+ * The store × fault setups: `{ store, fault, processes?, mayViolate?, open(servers, random)
+ * → { store, fault?, client?, check?, close? } }`. `client` adds to each client process's
+ * config (a TTL, say), `check` to the checker's options. A `mayViolate` row shows what a
+ * store does not promise: its violations are printed, and do not fail the run.
  */
 export const SETUPS = {
   memory: { store: "memory", fault: "none", processes: 1, open: async () => ({ store: "memory" }) },
@@ -223,7 +347,7 @@ export const SETUPS = {
   },
   "redis-pause": {
     store: "RedisLockStore",
-    fault: "a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms",
+    fault: PAUSES,
     open: async (s) => ({ store: { redis: (await s.get("redis")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
   },
   "redis-restart": {
@@ -246,8 +370,63 @@ export const SETUPS = {
   "node-redis": { store: "NodeRedisLockStore (redis)", fault: "none", open: async (s) => ({ store: { nodeRedis: (await s.get("redis")).url } }) },
   "ioredis-pause": {
     store: "IoRedisLockStore (ioredis)",
-    fault: "a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms",
+    fault: PAUSES,
     open: async (s) => ({ store: { ioredis: (await s.get("redis")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+  },
+  "redis-sentinel-failover": {
+    store: "RedisLockStore over Sentinel, minReplicas 1",
+    fault: "SENTINEL FAILOVER every 5 s (the replica online before each); TTL 600 ms",
+    open: async (s) => {
+      const topology = await s.get("sentinel");
+      await sentinelsSettled(topology);
+      return { store: sentinelStore(topology), client: { ttlMs: FAILOVER_TTL_MS }, fault: sentinelFailovers(topology, { every: 5_000 }) };
+    },
+  },
+  // Without minReplicas a Sentinel failover may lose holds, as the README says: the old
+  // master takes writes until the Sentinels demote it, and they are gone when it resyncs.
+  // Its violations are shown, not failed on.
+  "redis-sentinel-failover-async": {
+    store: "RedisLockStore over Sentinel, minReplicas 0 (two holders possible by design)",
+    fault: "SENTINEL FAILOVER every 5 s (the replica online before each); TTL 600 ms",
+    mayViolate: true,
+    open: async (s) => {
+      const topology = await s.get("sentinel");
+      await sentinelsSettled(topology);
+      return { store: { ...sentinelStore(topology), minReplicas: 0 }, client: { ttlMs: FAILOVER_TTL_MS }, fault: sentinelFailovers(topology, { every: 5_000 }) };
+    },
+  },
+  "redis-cluster-failover": {
+    store: "RedisLockStore over Redis Cluster",
+    fault: "CLUSTER FAILOVER of a key's master every 5 s; TTL 600 ms",
+    open: async (s) => {
+      const cluster = await s.get("cluster");
+      return { store: clusterStore(cluster), client: { ttlMs: FAILOVER_TTL_MS }, fault: clusterFailovers(cluster, { every: 5_000 }) };
+    },
+  },
+  upstash: {
+    store: "UpstashLockStore (@upstash/redis, REST)",
+    fault: "none",
+    open: async (s) => {
+      const rest = await s.get("upstash");
+      return { store: { upstash: rest.url, token: rest.token } };
+    },
+  },
+  "upstash-proxy": {
+    store: "UpstashLockStore (@upstash/redis, REST)",
+    fault: "proxy latency 0–20 ms",
+    open: async (s, random) => {
+      const rest = await s.get("upstash");
+      const proxy = await startProxy({ targetPort: Number(new URL(rest.url).port), latencyMs: 20, random });
+      return { store: { upstash: proxy.url("http"), token: rest.token }, close: () => proxy.close() };
+    },
+  },
+  "upstash-pause": {
+    store: "UpstashLockStore (@upstash/redis, REST)",
+    fault: PAUSES,
+    open: async (s) => {
+      const rest = await s.get("upstash");
+      return { store: { upstash: rest.url, token: rest.token }, fault: pauses({ every: 600, ms: [150, 300] }) };
+    },
   },
   postgres: { store: "PostgresLockStore", fault: "none", open: async (s) => ({ store: { postgres: (await s.get("postgres")).url } }) },
   "postgres-commit": {
@@ -257,7 +436,7 @@ export const SETUPS = {
   },
   "postgres-pause": {
     store: "PostgresLockStore",
-    fault: "a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms",
+    fault: PAUSES,
     open: async (s) => ({ store: { postgres: (await s.get("postgres")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
   },
   "postgres-restart": {
@@ -268,14 +447,35 @@ export const SETUPS = {
       return { store: { postgres: server.url, operationTimeoutMs: 1_000 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_500, downMs: 0 }) };
     },
   },
+  "durable-object": {
+    store: "DurableObjectLockStore (workerd)",
+    fault: "none",
+    open: async (s) => ({ store: { durableObject: (await s.get("workerd")).url } }),
+  },
+  "durable-object-restart": {
+    store: "DurableObjectLockStore (workerd)",
+    fault: "every key's object restarted (ctx.abort, reloaded from storage) every 700 ms; TTL 600 ms",
+    open: async (s) => {
+      const worker = await s.get("workerd");
+      return { store: { durableObject: worker.url }, client: { ttlMs: 600 }, fault: objectRestarts(worker.mf, { every: 700 }) };
+    },
+  },
+  "durable-object-pause": {
+    store: "DurableObjectLockStore (workerd)",
+    fault: PAUSES,
+    open: async (s) => ({ store: { durableObject: (await s.get("workerd")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+  },
 };
 
-/** A table row: store, fault, processes × clients, holds checked, violations, late signals. */
-export function row(setup, processes, clients, { result }) {
-  return `| ${setup.store} | ${setup.fault} | ${processes} × ${clients} | ${result.holds} | ${result.violations.length === 0 ? 0 : Object.values(result.byType).reduce((a, b) => a + b, 0)} | ${result.lateSignals} |`;
+/**
+ * A table row: store, fault, processes × clients, holds checked, violations, late
+ * signals, and how often the fault was applied (— for none, or one that is always on).
+ */
+export function row(setup, processes, clients, { result, faults }, applied = true) {
+  return `| ${setup.store} | ${setup.fault} | ${processes} × ${clients} | ${result.holds} | ${result.violations.length === 0 ? 0 : Object.values(result.byType).reduce((a, b) => a + b, 0)} | ${result.lateSignals} | ${applied ? faults : "—"} |`;
 }
 
-export const HEADER = "| store | fault | processes × clients | holds checked | violations | late signals |\n|---|---|---|---|---|---|";
+export const HEADER = "| store | fault | processes × clients | holds checked | violations | late signals | faults applied |\n|---|---|---|---|---|---|---|";
 
 async function main() {
   const { values } = parseArgs({
@@ -313,10 +513,11 @@ async function main() {
           check: { signalBoundMs: Number(values.bound), ...opened.check },
           client: { reuseHandles: values["reuse-handles"], ...opened.client },
         });
-        console.log(row(setup, processes, clients, run));
+        console.log(row(setup, processes, clients, run, Boolean(opened.fault?.apply)));
         if (run.result.violations.length > 0) {
-          failed = true;
-          for (const v of run.result.violations.slice(0, 10)) console.error(JSON.stringify(v));
+          if (setup.mayViolate) console.error(`${name}: ${JSON.stringify(run.result.byType)} (not promised by this store; not a failure)`);
+          else failed = true;
+          for (const v of run.result.violations.slice(0, setup.mayViolate ? 2 : 10)) console.error(JSON.stringify(v));
         }
       } finally {
         await opened.close?.();

@@ -27,6 +27,16 @@ export class TestLockObject extends LockDurableObject {
     this.ctx.abort("restarting");
   }
 
+  /**
+   * Deletes the holds from storage (the fencing counter stays) and throws the instance
+   * away: an object that comes back without them, the history checker's broken guard.
+   */
+  async forget() {
+    await this.ctx.storage.delete(["lock", "semaphore", "rw"]);
+    await this.ctx.storage.sync?.();
+    this.ctx.abort("forgetting");
+  }
+
   async inspect() {
     const stored = Object.fromEntries(await this.ctx.storage.list());
     return { stored: JSON.parse(JSON.stringify(stored, (_, v) => (v instanceof Map ? Object.fromEntries(v) : v))), alarm: await this.ctx.storage.getAlarm(), waits: this.waits, pending: this.pending };
@@ -108,6 +118,12 @@ export default {
             await env.LOCKS.get(env.LOCKS.idFromName(q("key")))
               .restart()
               .then(() => ({ restarted: false }), () => ({ restarted: true })),
+          );
+        case "/forget":
+          return Response.json(
+            await env.LOCKS.get(env.LOCKS.idFromName(q("key")))
+              .forget()
+              .then(() => ({ forgot: false }), () => ({ forgot: true })),
           );
         // A cancel that overtakes its wait: the wait, arriving later, ends at once.
         case "/cancel-first": {

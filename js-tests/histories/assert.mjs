@@ -1,0 +1,51 @@
+// The assertions of the history checker's bounded passes (js-tests/histories.test.mjs,
+// and the Sentinel and Cluster files, which run theirs on the topologies they start).
+import assert from "node:assert/strict";
+
+import { runHistory } from "./run.mjs";
+
+/** Seconds a bounded run takes (LOCKSMITH_HISTORY_SECONDS, 3 unless set). */
+export const SECONDS = Number(process.env.LOCKSMITH_HISTORY_SECONDS ?? 3);
+
+/**
+ * Runs a history and asserts it is clean, printing the seed to replay it: more than
+ * `minHolds` holds, of every kind, no violation.
+ */
+export async function assertClean(t, { minHolds = 50, ...options }) {
+  const run = await runHistory({ seconds: SECONDS, ...options });
+  t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.result.violations.length} violations, ${run.result.lateSignals} late signals`);
+  assert.ok(run.result.holds > minHolds, `enough holds to mean something (${run.result.holds}); seed ${run.seed}`);
+  for (const kind of ["lock", "semaphore", "read", "write"]) {
+    assert.ok(run.holds.some((h) => h.kind === kind), `some ${kind} holds; seed ${run.seed}`);
+  }
+  assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); replay with seed ${run.seed}`);
+  return run;
+}
+
+/** Runs a history with a broken guard and asserts the checker reports one of `types`. */
+export async function assertCaught(t, types, options) {
+  const run = await runHistory({ seconds: SECONDS, ...options });
+  t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.faults} faults, ${JSON.stringify(run.result.byType)}`);
+  assert.ok(run.faults > 0 || !options.fault, `the fault happened (seed ${run.seed})`);
+  const seen = types.filter((type) => run.result.byType[type] > 0);
+  assert.ok(seen.length > 0, `the checker reports ${types.join(" or ")} (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
+  return run;
+}
+
+/** The errors the client processes counted, summed. */
+export const errorCounts = (run) => {
+  const out = {};
+  for (const s of run.summaries) for (const [name, n] of Object.entries(s.errors)) out[name] = (out[name] ?? 0) + n;
+  return out;
+};
+
+/**
+ * A failover under a history run: the holds granted after `at` (the new master
+ * answering), diagnosed, and asserted to be more than `min` — the checks saw both sides.
+ */
+export function assertHoldsAfter(t, run, at, min = 20) {
+  const after = run.holds.filter((h) => h.acquire.send > at).length;
+  t.diagnostic(`${run.faults} failover(s); ${after} holds granted after the switch; errors ${JSON.stringify(errorCounts(run))}`);
+  assert.equal(run.faults, 1, `the failover happened (seed ${run.seed})`);
+  assert.ok(after > min, `holds after the failover (${after}); seed ${run.seed}`);
+}
