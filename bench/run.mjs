@@ -232,6 +232,13 @@ async function roundTrips(server, admin, ms) {
   return out;
 }
 
+/** The server's CPU time so far (user + system), in seconds, from INFO cpu. */
+async function serverCpuSeconds(admin) {
+  const info = await admin.info("cpu");
+  const field = (name) => Number(new RegExp(`^${name}:([0-9.]+)`, "m").exec(info)?.[1] ?? NaN);
+  return field("used_cpu_user") + field("used_cpu_sys");
+}
+
 async function redisBench(server) {
   log("redis");
   const { peers, close } = await redisPeers(server.url);
@@ -255,15 +262,23 @@ async function redisBench(server) {
     const p99 = Object.fromEntries(Object.entries(latency).map(([k, v]) => [k, summarize(v)]));
     // Concurrency 64, distinct keys: pairs/s.
     const per = scale(400);
+    // The server's CPU per pair (INFO cpu, user + system, over the run): what a pair costs
+    // the one thread every client of the server shares.
+    const serverCpu = {};
     const c64 = await interleaved("concurrency 64 distinct keys, pairs/s", Object.fromEntries(
       Object.entries(peers).map(([name, p]) => [name, async () => {
+        const cpuBefore = await serverCpuSeconds(admin);
         const t = now();
         await Promise.all(Array.from({ length: 64 }, async (_, j) => {
           for (let i = 0; i < per; i++) await p.once(`c64:${name}:${j}`);
         }));
-        return (64 * per) / ((now() - t) / 1000);
+        const pairsPerSec = (64 * per) / ((now() - t) / 1000);
+        (serverCpu[name] ??= []).push(((await serverCpuSeconds(admin)) - cpuBefore) * 1e6 / (64 * per));
+        return pairsPerSec;
       }]),
     ));
+    const serverCpuPerPair = Object.fromEntries(Object.entries(serverCpu).map(([k, v]) => [k, summarize(v)]));
+    for (const [k, v] of Object.entries(serverCpuPerPair)) log(`  server CPU per pair at c=64 | ${k}: ${fmt(v.median)} µs`);
     // Contended: 16 workers on one key; each critical section yields a turn while held.
     const seconds = QUICK ? 1 : 3;
     const gaps = {};
@@ -292,7 +307,7 @@ async function redisBench(server) {
     const jain = Object.fromEntries(Object.entries(fairness).map(([k, v]) => [k, summarize(v)]));
     log("  client round trips per critical (one pass each under MONITOR)");
     const trips = await roundTrips(server, admin, 1000);
-    return { c1, c1p99: p99, c64, contended: { criticals: contended, handoff, commandsPerCritical: perCritical, fairness: jain, roundTrips: trips } };
+    return { c1, c1p99: p99, c64, serverCpuPerPair, contended: { criticals: contended, handoff, commandsPerCritical: perCritical, fairness: jain, roundTrips: trips } };
   } finally {
     await close();
     await admin.quit();
