@@ -17,8 +17,7 @@ step "clippy"
 cargo clippy --workspace --all-targets --exclude locksmith-node --quiet -- -D warnings
 cargo clippy -p locksmith-node --quiet -- -D warnings
 cargo clippy -p locksmith-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
-# The Redis engine alone (no redis-rs, no tokio), as the WebAssembly build's second module uses it.
-cargo clippy -p locksmith-redis --no-default-features --quiet -- -D warnings
+# The Redis engine (locksmith-redis) for wasm32, as the WebAssembly build's second module uses it.
 cargo clippy -p locksmith-wasm-redis --target wasm32-unknown-unknown --quiet -- -D warnings
 
 step "rustdoc"

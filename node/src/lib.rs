@@ -9,7 +9,6 @@ mod error;
 mod js_store;
 mod lock;
 mod memory;
-mod redis;
 mod redis_engine;
 mod timer;
 

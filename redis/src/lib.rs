@@ -1,42 +1,29 @@
-//! locksmith-redis: a [`LockStore`] on Redis.
+//! locksmith-redis: locksmith's Redis engine, sans I/O.
+//!
+//! The [`engine`] encodes commands, reads replies and runs the lock scripts, but owns
+//! no socket, no thread and no clock: its host writes what it asks for, feeds it what
+//! arrives and tells it the time. [`EngineStore`](engine::EngineStore) is a
+//! [`LockStore`](locksmith_core::LockStore) over it. Its hosts are the Node addon
+//! (Node's own sockets, through `js/redis/driver.mjs`), the WebAssembly build's second
+//! module (`wasm-redis/`, over the runtime's sockets) and, in this crate's tests, a
+//! small tokio socket loop.
 //!
 //! * Acquire is `SET key owner PX ttl NX GET` inside a script that also mints the
-//!   fencing token (Redis 7 or newer); release and extend are compare-and-act scripts. Scripts are called by SHA
-//!   and reloaded transparently after `SCRIPT FLUSH` or a restart. Keys and values
-//!   travel only in `KEYS`/`ARGV`.
-//! * All operations of a store share one multiplexed connection, so concurrent
-//!   commands pipeline. Release notifications use a second, subscriber connection.
-//! * A server that is down gives `STORE_UNAVAILABLE` within the configured timeouts;
-//!   the store reconnects by itself when the server is back.
-//! * Semaphores and read-write locks are the sans-I/O [`engine`]'s
-//!   ([`EngineStore`](engine::EngineStore)); this redis-rs store does not implement the
-//!   permit methods, so their handles on it fail with `UNSUPPORTED`.
-//! * TLS (`rediss://`) needs a rustls crypto provider. The redis crate builds its rustls
-//!   configuration with the process-wide default provider and offers no way to pass
-//!   one, so when none is installed at the first TLS connect, this crate installs
-//!   *ring* as the process default. An application that wants another provider
-//!   installs it before connecting.
+//!   fencing token (Redis 7 or newer); release and extend are compare-and-act scripts.
+//!   Scripts are called by SHA and sent again as `EVAL` after `SCRIPT FLUSH` or a
+//!   restart. Keys and values travel only in `KEYS`/`ARGV`.
+//! * Semaphores and read-write locks keep a sorted set of holders per key
+//!   ([`permit_key`]) in the lock key's hash slot ([`lock_key`]).
+//! * Release notifications come over a second, subscriber connection
+//!   ([`Subscriber`](engine::Subscriber)), so waiters wake on release instead of polling.
+//! * No tokio, no TLS, no DNS: the crate builds for wasm32. Connecting, TLS,
+//!   reconnecting and finding a Sentinel's master or a Cluster's nodes are the host's;
+//!   the crate checks the URL's TLS settings ([`check_url_settings`]) and the server's
+//!   version ([`check_redis_version`]) for it.
 
 pub mod engine;
-#[cfg(feature = "client")]
-mod notify;
-#[cfg(feature = "client")]
-mod timer;
 
-#[cfg(feature = "client")]
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
-
-#[cfg(feature = "client")]
-use locksmith_core::{BoxFuture, Grant, LockStore};
 use locksmith_core::{LockError, Result};
-#[cfg(feature = "client")]
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-#[cfg(feature = "client")]
-use redis::{RedisError, Script};
-
-#[cfg(feature = "client")]
-pub use timer::TokioTimer;
 
 /// How much longer than its lock a fencing counter lives: each acquire and extend sets
 /// the counter's expiry to the lock's TTL plus this. Once it has gone, the next counter
@@ -46,27 +33,17 @@ pub const FENCE_GRACE_MS: u64 = 1_000;
 /// The oldest Redis that locksmith works with: `SET … NX GET` came in 7.0.
 pub const MIN_REDIS_VERSION: (u32, u32) = (7, 0);
 
-/// How to reach Redis and how patient to be.
+/// A Redis URL and its TLS settings, as a host takes them from the user and
+/// [`check_url_settings`] checks them before it connects.
 ///
 /// `Debug` prints the URL without its password.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct RedisOptions {
     /// `redis://[user:password@]host:port[/db]` or `rediss://` for TLS. A URL fragment
-    /// (such as redis-rs' `#insecure`) is refused: see [`tls_insecure`](Self::tls_insecure).
+    /// (such as `#insecure`, which some clients read as a setting) is refused: see
+    /// [`tls_insecure`](Self::tls_insecure).
     pub url: String,
-    /// Put before every key. Default `locksmith:`.
-    pub key_prefix: String,
-    /// How long connecting may take.
-    pub connect_timeout: Duration,
-    /// How long one command may take before it fails with `STORE_UNAVAILABLE`.
-    pub command_timeout: Duration,
-    /// Connection attempts per reconnect, after a failure.
-    pub reconnect_retries: usize,
-    /// The longest pause between reconnect attempts.
-    pub reconnect_max_delay: Duration,
-    /// Subscribe to release notifications so waiters wake on release instead of polling.
-    pub notify_releases: bool,
     /// For `rediss://`: the certificate authority to trust, in PEM, instead of the
     /// system's roots (a private CA, a self-signed server).
     pub tls_ca_cert_pem: Option<String>,
@@ -75,16 +52,18 @@ pub struct RedisOptions {
     pub tls_insecure: bool,
 }
 
+impl RedisOptions {
+    /// `url` with the system's roots and certificate checks on.
+    #[must_use]
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), tls_ca_cert_pem: None, tls_insecure: false }
+    }
+}
+
 impl std::fmt::Debug for RedisOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisOptions")
             .field("url", &redact_url(&self.url))
-            .field("key_prefix", &self.key_prefix)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("command_timeout", &self.command_timeout)
-            .field("reconnect_retries", &self.reconnect_retries)
-            .field("reconnect_max_delay", &self.reconnect_max_delay)
-            .field("notify_releases", &self.notify_releases)
             .field("tls_ca_cert_pem", &self.tls_ca_cert_pem.as_ref().map(|_| "<pem>"))
             .field("tls_insecure", &self.tls_insecure)
             .finish()
@@ -150,114 +129,24 @@ pub fn check_redis_version(info: &str) -> Result<()> {
     }
 }
 
-impl RedisOptions {
-    /// Defaults for `url`: prefix `locksmith:`, 2 s to connect, 2 s per command, two
-    /// reconnect attempts at most 1 s apart, release notifications on.
-    #[must_use]
-    pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            url: url.into(),
-            key_prefix: "locksmith:".into(),
-            connect_timeout: Duration::from_secs(2),
-            command_timeout: Duration::from_secs(2),
-            reconnect_retries: 2,
-            reconnect_max_delay: Duration::from_secs(1),
-            notify_releases: true,
-            tls_ca_cert_pem: None,
-            tls_insecure: false,
-        }
-    }
-}
-
-/// Locks in Redis.
-#[cfg(feature = "client")]
-pub struct RedisStore {
-    connection: Mutex<Option<ConnectionManager>>,
-    options: RedisOptions,
-    scripts: Scripts,
-    notifier: Option<notify::ReleaseNotifier>,
-}
-
-#[cfg(feature = "client")]
-struct Scripts {
-    acquire: Script,
-    release: Script,
-    extend: Script,
-}
-
-#[cfg(feature = "client")]
-impl Scripts {
-    fn new() -> Self {
-        Self {
-            acquire: Script::new(include_str!("lua/acquire.lua")),
-            release: Script::new(include_str!("lua/release.lua")),
-            extend: Script::new(include_str!("lua/extend.lua")),
-        }
-    }
-}
-
 /// Server error codes of states that pass: a replica not (yet) promoted, a server still
 /// loading its data set, a primary that lost its own, a busy script, a cluster moving slots.
 pub(crate) const TRANSIENT_CODES: [&str; 6] =
     ["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN"];
 
-/// Maps a Redis failure to a locksmith error.
-#[cfg(feature = "client")]
-fn store_error(err: &RedisError) -> LockError {
-    if err.code().is_some_and(|code| TRANSIENT_CODES.contains(&code)) {
-        LockError::StoreUnavailable(format!("redis: {err}"))
-    } else if err.kind() == redis::ErrorKind::AuthenticationFailed {
-        LockError::StoreError(format!("redis refused the credentials: {err}"))
-    } else if err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
-        || err.is_unrecoverable_error()
-    {
-        LockError::StoreUnavailable(format!("redis: {err}"))
-    } else {
-        LockError::StoreError(format!("redis: {err}"))
-    }
-}
-
-/// Makes sure rustls has a crypto provider before a TLS connection is made.
-///
-/// redis 1.8 builds its rustls `ClientConfig` itself, with `ClientConfig::builder()`,
-/// which takes the process-wide default provider; it has no way to pass a config or a
-/// provider (and `ConnectionManager` no way to supply our own TLS stream). So for TLS
-/// only, and only when no provider is installed yet, install ring as the default: that
-/// is what rustls itself does when ring is its only provider, and it keeps a build that
-/// also enables aws-lc-rs from panicking. An application that wants its own provider
-/// installs it before connecting, and it is used. In the Node addon the rustls copy is
-/// private to the addon, so nothing outside locksmith sees it.
-#[cfg(feature = "client")]
-fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // An error only means another thread installed one first.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-}
-
-/// Checks the URL against the TLS settings (no fragment; `tls_insecure` only with
-/// `rediss://` and without a CA), as [`RedisStore::connect`] does.
+/// Checks the URL against the TLS settings: no fragment, and `tls_insecure` only with
+/// `rediss://` and without a CA. Every host checks before it connects.
 pub fn check_url_settings(options: &RedisOptions) -> Result<()> {
-    client_url(options).map(drop)
-}
-
-/// The URL handed to redis-rs: the user's, checked, with `#insecure` added when
-/// `tls_insecure` asks for it (the only way redis-rs takes that setting from a URL).
-fn client_url(options: &RedisOptions) -> Result<String> {
     if options.url.contains('#') {
         return Err(LockError::InvalidArgument(format!(
             "the Redis URL {} has a fragment; locksmith takes no settings from it. To skip TLS certificate checks (development only), set tlsInsecure: true (tls_insecure in Rust)",
             redact_url(&options.url)
         )));
     }
-    let tls = options.url.starts_with("rediss://");
     if !options.tls_insecure {
-        return Ok(options.url.clone());
+        return Ok(());
     }
-    if !tls {
+    if !options.url.starts_with("rediss://") {
         return Err(LockError::InvalidArgument("tlsInsecure needs a rediss:// URL".into()));
     }
     if options.tls_ca_cert_pem.is_some() {
@@ -265,216 +154,7 @@ fn client_url(options: &RedisOptions) -> Result<String> {
             "tlsInsecure skips certificate checks, so a tlsCaCert with it would not be used; pass one of them".into(),
         ));
     }
-    Ok(format!("{}#insecure", options.url))
-}
-
-#[cfg(feature = "client")]
-impl RedisStore {
-    /// Connects, failing with `STORE_UNAVAILABLE` within the connect timeout when the
-    /// server cannot be reached.
-    pub async fn connect(options: RedisOptions) -> Result<Self> {
-        let url = client_url(&options)?;
-        if url.starts_with("rediss://") {
-            ensure_crypto_provider();
-        }
-        let opened = match &options.tls_ca_cert_pem {
-            None => redis::Client::open(url.as_str()),
-            Some(pem) => redis::Client::build_with_tls(
-                url.as_str(),
-                redis::TlsCertificates { client_tls: None, root_cert: Some(pem.clone().into_bytes()) },
-            ),
-        };
-        let client = opened.map_err(|e| {
-            let why = e.to_string().replace(&url, "<url>").replace(&options.url, "<url>");
-            LockError::InvalidArgument(format!("invalid Redis URL or TLS settings: {why}"))
-        })?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.connect_timeout))
-            .set_response_timeout(Some(options.command_timeout))
-            .set_number_of_retries(options.reconnect_retries)
-            .set_max_delay(options.reconnect_max_delay);
-        let connection = tokio::time::timeout(
-            options
-                .connect_timeout
-                .saturating_mul(u32::try_from(options.reconnect_retries + 1).unwrap_or(u32::MAX)),
-            ConnectionManager::new_with_config(client.clone(), config),
-        )
-        .await
-        .map_err(|_| LockError::StoreUnavailable("redis: connecting timed out".into()))?
-        .map_err(|e| store_error(&e))?;
-        // `SET … NX GET` needs Redis 7: say so now rather than fail each acquire. A
-        // server that refuses INFO (an ACL without it) is taken as it is.
-        let mut check = connection.clone();
-        match redis::cmd("INFO").arg("server").query_async::<String>(&mut check).await {
-            Ok(info) => check_redis_version(&info)?,
-            Err(e) if e.code().is_some() && !e.code().is_some_and(|code| TRANSIENT_CODES.contains(&code)) => {
-            }
-            Err(e) => return Err(store_error(&e)),
-        }
-        let scripts = Scripts::new();
-        // Load the scripts now, so the first EVALSHA of each does not need a second
-        // round trip — which a call that times out would never make.
-        let mut preload = connection.clone();
-        for script in [&scripts.acquire, &scripts.release, &scripts.extend] {
-            script.prepare_invoke().load_async(&mut preload).await.map_err(|e| store_error(&e))?;
-        }
-        let notifier = options.notify_releases.then(|| {
-            let timeouts = notify::NotifierTimeouts {
-                connect: options.connect_timeout,
-                command: options.command_timeout,
-            };
-            notify::ReleaseNotifier::start(client, timeouts)
-        });
-        Ok(Self { connection: Mutex::new(Some(connection)), options, scripts, notifier })
-    }
-
-    /// How many channels the release notifier keeps an entry for (subscribed or
-    /// waiting to be): for tests of what the notifier holds on to.
-    #[doc(hidden)]
-    #[must_use]
-    pub fn notification_channels(&self) -> usize {
-        self.notifier.as_ref().map_or(0, notify::ReleaseNotifier::entries)
-    }
-
-    /// Closes the connections. Later operations fail with `STORE_CLOSED`.
-    pub fn close(&self) {
-        self.connection.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some(notifier) = &self.notifier {
-            notifier.stop();
-        }
-    }
-
-    /// The options this store was made with.
-    #[must_use]
-    pub fn options(&self) -> &RedisOptions {
-        &self.options
-    }
-
-    /// The Redis key of a lock: `<prefix>{<key>}`. The braces make it a hash tag, so the
-    /// lock and its fencing counter share a cluster slot.
-    #[must_use]
-    pub fn lock_key(&self, key: &str) -> String {
-        lock_key(&self.options.key_prefix, key)
-    }
-
-    fn connection(&self) -> Result<ConnectionManager> {
-        self.connection.lock().unwrap_or_else(PoisonError::into_inner).clone().ok_or(LockError::StoreClosed)
-    }
-
-    /// Runs one command (or script) with the command timeout as an upper bound.
-    async fn run<T, F>(&self, op: impl FnOnce(ConnectionManager) -> F) -> Result<T>
-    where
-        F: std::future::Future<Output = redis::RedisResult<T>>,
-    {
-        let connection = self.connection()?;
-        let bound = self.options.command_timeout + Duration::from_millis(100);
-        match tokio::time::timeout(bound, op(connection)).await {
-            Ok(result) => result.map_err(|e| store_error(&e)),
-            Err(_) => Err(LockError::StoreUnavailable(format!(
-                "redis did not answer within {} ms",
-                self.options.command_timeout.as_millis()
-            ))),
-        }
-    }
-}
-
-#[cfg(feature = "client")]
-#[async_trait::async_trait]
-impl LockStore for RedisStore {
-    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        Ok(self.acquire_with_grant(key, owner, ttl_ms).await?.is_some())
-    }
-
-    async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
-        let lock_key = self.lock_key(key);
-        let fence_key = format!("{lock_key}:fence");
-        let token: i64 = self
-            .run(|mut c| async move {
-                self.scripts
-                    .acquire
-                    .key(&lock_key)
-                    .key(&fence_key)
-                    .arg(owner)
-                    .arg(ttl_ms)
-                    .arg(ttl_ms.saturating_add(FENCE_GRACE_MS))
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(u64::try_from(token).ok().filter(|t| *t > 0).map(Grant::with_fencing_token))
-    }
-
-    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        let lock_key = self.lock_key(key);
-        let released: i64 =
-            self.run(|mut c| async move {
-                self.scripts.release.key(&lock_key).arg(owner).invoke_async(&mut c).await
-            })
-            .await?;
-        Ok(released == 1)
-    }
-
-    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        let lock_key = self.lock_key(key);
-        let fence_key = format!("{lock_key}:fence");
-        let extended: i64 = self
-            .run(|mut c| async move {
-                self.scripts
-                    .extend
-                    .key(&lock_key)
-                    .key(&fence_key)
-                    .arg(owner)
-                    .arg(ttl_ms)
-                    .arg(ttl_ms.saturating_add(FENCE_GRACE_MS))
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(extended == 1)
-    }
-
-    async fn is_locked(&self, key: &str) -> Result<bool> {
-        let lock_key = self.lock_key(key);
-        let n: i64 = self
-            .run(|mut c| async move { redis::cmd("EXISTS").arg(&lock_key).query_async(&mut c).await })
-            .await?;
-        Ok(n == 1)
-    }
-
-    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
-        let lock_key = self.lock_key(key);
-        let ms: i64 = self
-            .run(|mut c| async move { redis::cmd("PTTL").arg(&lock_key).query_async(&mut c).await })
-            .await?;
-        match ms {
-            -2 => Ok(None),
-            -1 => Err(LockError::StoreError(format!(
-                "redis key {} exists without an expiry: something other than locksmith wrote it",
-                self.lock_key(key)
-            ))),
-            ms => Ok(Some(u64::try_from(ms).unwrap_or(0))),
-        }
-    }
-
-    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
-        let lock_key = self.lock_key(key);
-        let holder: Option<String> = self
-            .run(|mut c| async move { redis::cmd("GET").arg(&lock_key).query_async(&mut c).await })
-            .await?;
-        Ok(Some(holder.as_deref() == Some(owner)))
-    }
-
-    fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
-        let channel = format!("{}:released", self.lock_key(key));
-        self.notifier.as_ref().map(|n| n.signal(channel))
-    }
-}
-
-#[cfg(feature = "client")]
-impl Drop for RedisStore {
-    fn drop(&mut self) {
-        self.close();
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -501,6 +181,29 @@ mod tests {
         check_redis_version("redis_version:7.2.4\n").unwrap();
         check_redis_version("redis_version:10.0.0\n").unwrap();
         check_redis_version("# no version here\n").unwrap();
+    }
+
+    #[test]
+    fn certificate_checks_are_skipped_only_when_asked_by_name() {
+        let checked = |url: &str, insecure: bool, ca: bool| {
+            let mut options = RedisOptions::new(url);
+            options.tls_insecure = insecure;
+            options.tls_ca_cert_pem = ca.then(String::new);
+            check_url_settings(&options)
+        };
+        // A fragment such as `#insecure` is refused, not honoured, and the password in
+        // the URL is not echoed.
+        let err = checked("rediss://:pw@127.0.0.1:1/#insecure", false, false).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
+        assert!(err.to_string().contains("tlsInsecure"), "{err}");
+        assert!(!err.to_string().contains("pw@"), "{err}");
+        let err = checked("redis://127.0.0.1:6379", true, false).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "tlsInsecure without TLS: {err}");
+        let err = checked("rediss://127.0.0.1:6379", true, true).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "tlsInsecure beside a CA: {err}");
+        checked("rediss://127.0.0.1:6379", true, false).unwrap();
+        checked("rediss://127.0.0.1:6379", false, true).unwrap();
+        checked("redis://:s3cret@127.0.0.1:6379/2", false, false).unwrap();
     }
 
     #[test]

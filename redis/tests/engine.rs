@@ -1,101 +1,21 @@
-//! The sans-I/O engine against a real `redis-server`, driven over a tokio socket by a
-//! small host loop written for these tests (in Node the host is `js/redis-engine.cjs`):
-//! the store conformance suite, the key layout shared with the redis-rs store, the
-//! EVAL fallback after `SCRIPT FLUSH`, release notifications on a second socket, and the
-//! keys of semaphores and read-write locks (where they live, and that they go).
+//! The sans-I/O engine against a real `redis-server`, driven over tokio sockets by the
+//! tests' own host (host/mod.rs; in Node the host is `js/redis/driver.mjs`): the store
+//! conformance suite, the key layout other clients share, the EVAL fallback after
+//! `SCRIPT FLUSH`, release notifications on a second socket, and the keys of semaphores
+//! and read-write locks (where they live, and that they go).
 
+mod host;
 mod race;
 mod server;
+use host::{connect, connect_with, runtime, Admin, Settings, TokioTimer};
 use race::ReleasesAfterAFailedAttempt;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use locksmith_core::conformance::Harness;
-
-use locksmith_core::{AcquireOptions, Clock, HoldKind, Lock, LockStore, MonotonicClock};
-use locksmith_redis::engine::{EngineOptions, EngineStore, Handshake, Subscriber};
-use locksmith_redis::{RedisOptions, RedisStore, TokioTimer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::runtime::Runtime;
-
-fn runtime() -> &'static Runtime {
-    static RT: OnceLock<Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
-    })
-}
-
-/// Drives `store`'s main connection: writes its output every millisecond, feeds what
-/// arrives, fails requests past their deadline.
-async fn drive(store: Arc<EngineStore>, port: u16) {
-    let mut socket = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-    socket.set_nodelay(true).unwrap();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut tick = tokio::time::interval(Duration::from_millis(1));
-    loop {
-        tokio::select! {
-            read = socket.read(&mut buf) => match read {
-                Ok(0) | Err(_) => {
-                    store.connection_lost("closed");
-                    return;
-                }
-                Ok(n) => store.feed(&buf[..n]).expect("in step"),
-            },
-            _ = tick.tick() => {
-                store.expire();
-                if let Some(out) = store.take_output() {
-                    socket.write_all(&out).await.unwrap();
-                }
-            }
-        }
-    }
-}
-
-/// Drives the subscriber connection the same way; `delay_ms` holds back each write (a
-/// slow subscriber connection).
-async fn drive_subscriber(subscriber: Subscriber, port: u16, clock: Arc<dyn Clock>, delay_ms: u64) {
-    while !subscriber.wants_connection() {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let mut socket = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
-    subscriber.connected(None, clock.now_ms());
-    let mut buf = vec![0u8; 4096];
-    let mut tick = tokio::time::interval(Duration::from_millis(1));
-    loop {
-        tokio::select! {
-            read = socket.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return subscriber.connection_lost(),
-                Ok(n) => subscriber.feed(&buf[..n], clock.now_ms()).expect("in step"),
-            },
-            _ = tick.tick() => {
-                subscriber.tick(clock.now_ms());
-                if let Some(out) = subscriber.take_output() {
-                    tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                    socket.write_all(&out).await.unwrap();
-                }
-            }
-        }
-    }
-}
-
-fn connect(port: u16, notify: bool) -> Arc<EngineStore> {
-    connect_with(port, notify, 0)
-}
-
-fn connect_with(port: u16, notify: bool, subscriber_delay_ms: u64) -> Arc<EngineStore> {
-    let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
-    let subscriber = notify.then(|| Subscriber::new(2_000));
-    let options = EngineOptions { key_prefix: "locksmith:".into(), command_timeout_ms: 2_000 };
-    let store = Arc::new(EngineStore::new(options, clock.clone(), subscriber.clone()));
-    runtime().spawn(drive(store.clone(), port));
-    if let Some(subscriber) = subscriber {
-        runtime().spawn(drive_subscriber(subscriber, port, clock, subscriber_delay_ms));
-    }
-    runtime().block_on(store.handshake(&Handshake::default())).expect("handshake");
-    store
-}
+use locksmith_core::{AcquireOptions, HoldKind, Lock, LockStore};
+use locksmith_redis::engine::reply::ReplyValue;
 
 fn harness() -> Harness {
     let server = server::shared();
@@ -113,20 +33,37 @@ fn harness() -> Harness {
 locksmith_core::store_conformance_suite!(harness());
 
 #[test]
-fn locks_taken_by_the_redis_rs_store_are_the_engines_to_see_and_free() {
+fn locks_are_laid_out_as_every_locksmith_client_reads_them() {
+    // `<prefix>{<key>}` holds the owner with the TTL, `…:fence` the last token: the
+    // layout the stores over ioredis, node-redis and Upstash share with the engine.
     let server = server::shared();
     let engine = connect(server.port, false);
-    let rs = runtime().block_on(RedisStore::connect(RedisOptions::new(server.url()))).unwrap();
+    let grace = i64::try_from(locksmith_redis::FENCE_GRACE_MS).unwrap();
     runtime().block_on(async {
-        assert!(rs.acquire("shared-layout", "owner-a", 5_000).await.unwrap());
-        assert!(engine.is_locked("shared-layout").await.unwrap());
-        assert_eq!(engine.is_held_by("shared-layout", "owner-a").await.unwrap(), Some(true));
-        assert!(!engine.acquire("shared-layout", "owner-b", 5_000).await.unwrap());
+        let mut admin = Admin::connect(server.port).await;
+        let key = "locksmith:{shared-layout}".to_owned();
+        let token = engine.acquire_with_grant("shared-layout", "owner-a", 5_000).await.unwrap().unwrap();
+        assert_eq!(admin.command(&["GET", &key]).await, ReplyValue::Text("owner-a".into()));
+        let ttls = admin.pttls(&[key.clone(), format!("{key}:fence")]).await;
+        assert!(ttls[0] > 4_000 && ttls[0] <= 5_000, "{ttls:?}");
+        assert!(
+            ttls[1] > 5_000 && ttls[1] <= 5_000 + grace,
+            "the fence outlives the lock, bounded: {ttls:?}"
+        );
+        let fence = admin.command(&["GET", &format!("{key}:fence")]).await;
+        assert_eq!(fence, ReplyValue::Text(token.fencing_token.unwrap().to_string()));
         assert!(engine.release("shared-layout", "owner-a").await.unwrap());
-        let token = engine.acquire_with_grant("shared-layout", "owner-b", 5_000).await.unwrap().unwrap();
-        assert!(token.fencing_token.is_some());
-        assert!(!rs.release("shared-layout", "owner-a").await.unwrap());
-        assert!(rs.release("shared-layout", "owner-b").await.unwrap());
+        assert_eq!(admin.pttls(std::slice::from_ref(&key)).await, [-2]);
+        // A lock another client wrote with the same layout is held, and its owner's to free.
+        admin.command(&["SET", &key, "owner-b", "PX", "5000"]).await;
+        assert!(engine.is_locked("shared-layout").await.unwrap());
+        assert_eq!(engine.is_held_by("shared-layout", "owner-b").await.unwrap(), Some(true));
+        assert!(!engine.acquire("shared-layout", "owner-c", 5_000).await.unwrap());
+        assert!(!engine.release("shared-layout", "owner-c").await.unwrap());
+        assert!(engine.release("shared-layout", "owner-b").await.unwrap());
+        let next = engine.acquire_with_grant("shared-layout", "owner-c", 5_000).await.unwrap().unwrap();
+        assert!(next.fencing_token > token.fencing_token, "{next:?} after {token:?}");
+        assert!(engine.release("shared-layout", "owner-c").await.unwrap());
     });
 }
 
@@ -136,11 +73,8 @@ fn scripts_are_sent_again_after_script_flush() {
     let engine = connect(server.port, false);
     runtime().block_on(async {
         assert!(engine.acquire("flushed", "me", 5_000).await.unwrap());
-        let mut admin = TcpStream::connect(("127.0.0.1", server.port)).await.unwrap();
-        admin.write_all(b"SCRIPT FLUSH\r\n").await.unwrap();
-        let mut reply = [0u8; 5];
-        admin.read_exact(&mut reply).await.unwrap();
-        assert_eq!(&reply, b"+OK\r\n");
+        let mut admin = Admin::connect(server.port).await;
+        assert_eq!(admin.command(&["SCRIPT", "FLUSH"]).await, ReplyValue::Text("OK".into()));
         assert!(engine.extend("flushed", "me", 5_000).await.unwrap());
         assert!(engine.release("flushed", "me").await.unwrap());
         // The permit scripts too, each on its first call after the flush.
@@ -155,34 +89,19 @@ fn scripts_are_sent_again_after_script_flush() {
     });
 }
 
-/// An admin connection for looking at keys directly.
-async fn admin(port: u16) -> redis::aio::MultiplexedConnection {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
-    client.get_multiplexed_async_connection().await.unwrap()
-}
-
-/// `PTTL` of each key: -2 when it does not exist, -1 when it has no expiry.
-async fn pttls(admin: &mut redis::aio::MultiplexedConnection, keys: &[String]) -> Vec<i64> {
-    let mut out = Vec::new();
-    for key in keys {
-        out.push(redis::cmd("PTTL").arg(key).query_async(admin).await.unwrap());
-    }
-    out
-}
-
 #[test]
 fn permit_keys_share_the_lock_slot_expire_with_their_holds_and_go_on_release() {
     let server = server::shared();
     let engine = connect(server.port, false);
     let grace = i64::try_from(locksmith_redis::FENCE_GRACE_MS).unwrap();
     runtime().block_on(async {
-        let mut admin = admin(server.port).await;
+        let mut admin = Admin::connect(server.port).await;
         let sem = HoldKind::Permit { limit: 2 };
         let holders = "locksmith:{keys}:semaphore".to_owned();
         let keys = [holders.clone(), format!("{holders}:limit"), format!("{holders}:fence")];
         assert!(engine.acquire_permit("keys", "a", 300, sem).await.unwrap().is_some());
         assert!(engine.acquire_permit("keys", "b", 400, sem).await.unwrap().is_some());
-        for (key, ttl) in keys.iter().zip(pttls(&mut admin, &keys).await) {
+        for (key, ttl) in keys.iter().zip(admin.pttls(&keys).await) {
             // The latest permit's TTL plus the bound, no more.
             assert!(ttl > 300 && ttl <= 400 + grace, "{key}: PTTL {ttl}");
         }
@@ -192,7 +111,7 @@ fn permit_keys_share_the_lock_slot_expire_with_their_holds_and_go_on_release() {
         }
         assert!(engine.release_permit("keys", "a", sem).await.unwrap());
         assert!(engine.release_permit("keys", "b", sem).await.unwrap());
-        let left = pttls(&mut admin, &keys).await;
+        let left = admin.pttls(&keys).await;
         assert_eq!(&left[..2], &[-2, -2], "the holders and the limit go with the last holder");
         assert!(left[2] > 0 && left[2] <= 400 + grace, "the fencing counter expires soon after");
 
@@ -200,7 +119,7 @@ fn permit_keys_share_the_lock_slot_expire_with_their_holds_and_go_on_release() {
         let rw_keys = [rw.clone(), format!("{rw}:writer"), format!("{rw}:claim"), format!("{rw}:fence")];
         assert!(engine.acquire_permit("keys", "r", 200, HoldKind::Read).await.unwrap().is_some());
         assert!(engine.acquire_permit("keys", "w", 200, HoldKind::Write).await.unwrap().is_none());
-        let held = pttls(&mut admin, &rw_keys).await;
+        let held = admin.pttls(&rw_keys).await;
         assert!(held[0] > 0 && held[0] <= 200 + grace, "{held:?}");
         assert_eq!(held[1], -2, "no writer");
         assert!(held[2] > 0 && held[2] <= 200, "the refused writer's claim expires with its TTL: {held:?}");
@@ -208,24 +127,24 @@ fn permit_keys_share_the_lock_slot_expire_with_their_holds_and_go_on_release() {
         assert!(engine.acquire_permit("keys", "w2", 200, HoldKind::Write).await.unwrap().is_none());
         // Nobody releases: every key is gone once the holds and the bound have passed.
         tokio::time::sleep(Duration::from_millis(400 + 1_000 + 100)).await;
-        assert_eq!(pttls(&mut admin, &rw_keys).await, [-2, -2, -2, -2]);
-        assert_eq!(pttls(&mut admin, &keys).await, [-2, -2, -2]);
+        assert_eq!(admin.pttls(&rw_keys).await, [-2, -2, -2, -2]);
+        assert_eq!(admin.pttls(&keys).await, [-2, -2, -2]);
 
         assert!(engine.acquire_permit("keys", "w3", 5_000, HoldKind::Write).await.unwrap().is_some());
-        let held = pttls(&mut admin, &rw_keys).await;
+        let held = admin.pttls(&rw_keys).await;
         assert!(held[1] > 5_000 && held[1] <= 5_000 + grace, "the writer lives as its hold: {held:?}");
         // A reader refused meanwhile waits in `:readers`, expiring with its TTL; the
         // writer's release makes it the readers' turn (`:turn`), gone when it gives up.
         let waits = [format!("{rw}:readers"), format!("{rw}:turn")];
         assert!(engine.acquire_permit("keys", "r2", 300, HoldKind::Read).await.unwrap().is_none());
-        let waiting = pttls(&mut admin, &waits).await;
+        let waiting = admin.pttls(&waits).await;
         assert!(waiting[0] > 0 && waiting[0] <= 300, "a waiting reader expires with its TTL: {waiting:?}");
         assert!(engine.release_permit("keys", "w3", HoldKind::Write).await.unwrap());
-        assert_eq!(&pttls(&mut admin, &rw_keys).await[..3], &[-2, -2, -2]);
-        let turn = pttls(&mut admin, &waits).await;
+        assert_eq!(&admin.pttls(&rw_keys).await[..3], &[-2, -2, -2]);
+        let turn = admin.pttls(&waits).await;
         assert!(turn[0] == -2 && turn[1] > 0 && turn[1] <= 300, "the readers' turn, bounded: {turn:?}");
         assert!(!engine.release_permit("keys", "r2", HoldKind::Read).await.unwrap(), "a wait is no hold");
-        assert_eq!(pttls(&mut admin, &waits).await, [-2, -2], "nothing left of the wait");
+        assert_eq!(admin.pttls(&waits).await, [-2, -2], "nothing left of the wait");
     });
 }
 
@@ -313,7 +232,8 @@ fn a_waiter_wakes_on_release_not_at_its_retry_delay() {
 fn a_release_right_after_a_failed_attempt_wakes_the_waiter() {
     let server = server::shared();
     // The subscriber connection is slow, so its SUBSCRIBE reaches Redis after the release.
-    let inner = connect_with(server.port, true, 100);
+    let slow = Settings { notify: true, subscriber_delay_ms: 100, ..Settings::default() };
+    let inner = connect_with(server.port, &slow).unwrap();
     let direct = connect(server.port, false);
     let store = Arc::new(ReleasesAfterAFailedAttempt::new(inner));
     let timer = Arc::new(TokioTimer::default());

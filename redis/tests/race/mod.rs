@@ -1,6 +1,6 @@
 //! A store wrapper for the wake-up race: right after a failed acquire attempt, and before
 //! answering it, the holder releases — the release lands between the waiter's attempt and
-//! its wait. Shared by the engine's and the redis-rs store's notification tests.
+//! its wait.
 
 use std::sync::{Arc, Mutex};
 
