@@ -86,7 +86,7 @@ copyFileSync(join(root, "js/postgres.d.ts"), join(root, "js/postgres.d.cts"));
 // its `require` runs the ES module, which Workers bundlers take in (a CommonJS build's
 // require("cloudflare:workers") would throw in an ES module bundle).
 {
-  const CJS_BUILDS = ["redis-client-store", "ioredis", "node-redis", "upstash"];
+  const CJS_BUILDS = ["redis-client-store", "ioredis", "node-redis", "upstash", "etcd"];
   const CTS_TYPES = [...CJS_BUILDS, "cloudflare"];
   const oneClientStore = {
     name: "one-client-store",

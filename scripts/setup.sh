@@ -2,6 +2,7 @@
 # Installs what a fresh machine lacks for building and testing locksmith. Safe to run
 # again: each step checks first. Flags: --redis also installs redis-server;
 # --postgres installs PostgreSQL (the tests start their own server with initdb);
+# --etcd installs etcd (the tests start their own three-member cluster on loopback);
 # --runtimes installs Chromium and Bun (runtime tests of the packed package); --cross installs the musl and aarch64
 # Rust targets, their linkers, qemu-user and an arm64 Node (scripts/cross.sh);
 # --native-only skips what only the WebAssembly build needs.
@@ -10,6 +11,7 @@ cd "$(dirname "$0")/.."
 
 want_redis=0
 want_postgres=0
+want_etcd=0
 want_wasm=1
 want_runtimes=0
 want_cross=0
@@ -22,6 +24,7 @@ for arg in "$@"; do
   case "$arg" in
     --redis) want_redis=1 ;;
     --postgres) want_postgres=1 ;;
+    --etcd) want_etcd=1 ;;
     --native-only) want_wasm=0 ;;
     --runtimes) want_runtimes=1 ;;
     --cross) want_cross=1 ;;
@@ -62,6 +65,10 @@ fi
 if [ "$want_postgres" = 1 ] && [ -z "${PG_BIN:-}" ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   apt_wanted+=(postgresql)
 fi
+# Debian's etcd-server has the etcd binary (etcdctl is in etcd-client; the tests need none).
+if [ "$want_etcd" = 1 ] && [ -z "${ETCD_BIN:-}" ] && ! command -v etcd >/dev/null; then
+  apt_wanted+=(etcd-server)
+fi
 # redis-cli builds the test clusters (redis-cli --cluster create); Sentinels are
 # redis-server FILE --sentinel, so no redis-sentinel package is needed.
 if [ "$want_redis" = 1 ] && ! command -v redis-cli >/dev/null; then apt_wanted+=(redis-tools); fi
@@ -79,7 +86,7 @@ if [ "${#apt_wanted[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_wanted[@]}" >/dev/null
   else
     echo "setup: missing: ${apt_wanted[*]}. Install them with your package manager" >&2
-    echo "       (or point REDIS_SERVER at a redis-server binary, PG_BIN at PostgreSQL's bin directory)." >&2
+    echo "       (or point REDIS_SERVER at a redis-server binary, PG_BIN at PostgreSQL's bin directory, ETCD_BIN at an etcd binary)." >&2
     exit 1
   fi
 fi

@@ -1,0 +1,67 @@
+// The public types of `locksmith-js/etcd`. An EtcdLockStore is a LockStore.
+
+/** Options of `EtcdLockStore.connect()`. */
+export interface EtcdLockStoreOptions {
+  /**
+   * The members' client URLs: `http://host:2379`, or `https://` for TLS (trusted through
+   * the runtime's certificate store, or a `fetch` of yours). One is enough; give several
+   * (or all) so the store can move on when one is down. A login may go in the URL
+   * (`http://user:password@host:2379`) instead of `username`/`password`.
+   */
+  endpoints: string | readonly string[];
+  /** Put before every etcd key of the store. Default `"locksmith/"`. */
+  keyPrefix?: string;
+  /** etcd's authentication: the user to log in as (`/v3/auth/authenticate`). */
+  username?: string;
+  /** The user's password. */
+  password?: string;
+  /** Milliseconds after which a call fails with StoreUnavailableError. Default 5000. */
+  operationTimeoutMs?: number;
+  /** Wake waiters on release through a watch (one streamed request while anyone waits). Default true; false: waiters poll. */
+  notifyReleases?: boolean;
+  /** The `fetch` to use (default: the runtime's), e.g. one with a private CA or client certificates. */
+  fetch?: (input: string, init: { method: string; headers: Record<string, string>; body: string; signal: AbortSignal }) => Promise<Response>;
+}
+
+/**
+ * Locks in etcd (v3.4 or newer) over its JSON gateway: a lease per hold, transactions for
+ * every change, the key's create revision as fencing token, a watch for wake-ups.
+ * Consensus-backed: a hold survives the loss of any minority of members, the leader
+ * included. Also a plain `LockStore`.
+ */
+export declare class EtcdLockStore {
+  /**
+   * Connects to a URL, a list of URLs, or `{ endpoints, ... }`; logs in when given a
+   * login; checks that a member answers and runs etcd 3.4 or newer. Rejects with
+   * InvalidArgumentError for an unknown or bad option, StoreUnavailableError when no
+   * member answers in time, LockStoreError when etcd refuses the login or is too old.
+   */
+  static connect(urlOrOptions: string | readonly string[] | EtcdLockStoreOptions): Promise<EtcdLockStore>;
+  private constructor(options: never);
+  /** The prefix of every etcd key of this store. */
+  readonly keyPrefix: string;
+  /** Milliseconds after which a call fails with StoreUnavailableError. */
+  readonly operationTimeoutMs: number;
+  /** The etcd key of the plain lock on `key`. */
+  lockKey(key: string): string;
+  /** The prefix of the etcd keys of the semaphore (`"semaphore"`) or read-write lock (`"read"`, `"write"`) on `key`. */
+  permitPrefix(key: string, kind: "semaphore" | "read" | "write"): string;
+  /** Stops the watch; later calls fail with StoreClosedError. */
+  close(): Promise<void>;
+  /** Takes `key` if it is free: true, or false (locks get the fencing token by their own path). */
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  release(key: string, owner: string): Promise<boolean>;
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  isLocked(key: string): Promise<boolean>;
+  isHeldBy(key: string, owner: string): Promise<boolean>;
+  /** Milliseconds left on `owner`'s own hold of `key`, or null when not its (1 for a hold this store did not set). */
+  ownerRemainingTime(key: string, owner: string): Promise<number | null>;
+  remainingTime(key: string): Promise<number | null>;
+  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit?: number): Promise<boolean>;
+  releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;
+  extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
+  countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;
+  permitRemainingTime(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<number | null>;
+  /** Calls `listener` when `key` may have been released; returns the function that stops it. Absent with `notifyReleases: false`. */
+  onRelease?(key: string, listener: () => void, kind?: "semaphore" | "read" | "write"): () => void;
+}
