@@ -1,8 +1,9 @@
 // EtcdLockStore (locksmith-js/etcd) against a real three-member etcd cluster on loopback
-// (js-tests/etcd-server.mjs starts it): the conformance suite, the semaphore and
-// read-write scenarios, what etcd adds (one key and one lease per hold, leases rounded up
-// to seconds, the create revision as fencing token, watch wake-ups) and the options.
-// Failures, processes, runtimes, TLS and authentication: js-tests/etcd-faults.test.mjs.
+// (js-tests/etcd-server.mjs starts it): the conformance suite, what etcd adds (one key and
+// one lease per hold, leases rounded up to seconds, the create revision as fencing token,
+// queues of keys for semaphores and read-write locks, watch wake-ups) and the options.
+// The shared semaphore and read-write scenarios: js-tests/primitives.test.mjs. Failures,
+// processes, runtimes, TLS and authentication: js-tests/etcd-faults.test.mjs.
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { after, before, describe, it } from "node:test";
@@ -13,10 +14,9 @@ import { EtcdLockStore } from "locksmith-js/etcd";
 import { conformance } from "./conformance.mjs";
 import { etcdCall, requireEtcd, startEtcd } from "./etcd-server.mjs";
 import { freePort } from "./redis-server.mjs";
-import { assertPhaseFair } from "./rw-scenarios.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
 
-const { Lock, semaphore, readWriteLock, restoreLock, InvalidArgumentError } = ls;
+const { Lock, semaphore, readWriteLock, InvalidArgumentError } = ls;
 // What the store itself throws: the classes of `locksmith-js`, the package it imports (under
 // LOCKSMITH_TARGET=wasm the API under test is another copy, whose classes these are not).
 const { LockError, StoreUnavailableError, StoreClosedError } = pkg;
@@ -53,27 +53,10 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
     exactOwnership: true,
   });
 
-  describe("semaphores and read-write locks", () => {
-    it("a semaphore lets at most `limit` in at once, and everyone through in time", async () => {
-      const store = await connect();
-      const key = uniqueKey("sem");
-      let inside = 0;
-      let most = 0;
-      const results = await Promise.all(
-        Array.from({ length: 10 }, () =>
-          semaphore(key, 3, 5_000, store).run(async () => {
-            most = Math.max(most, ++inside);
-            await sleep(20);
-            inside--;
-          }, { timeout: 10_000 }),
-        ),
-      );
-      assert.ok(results.every(([ran]) => ran), "all 10 got a permit");
-      assert.equal(most, 3, "three at once, never more");
-      assert.equal(await semaphore(key, 3, 5_000, store).count(), 0);
-    });
-
-    it("frees the permit of a holder that never releases once its TTL passes, and refuses another limit", async () => {
+  // The shared semaphore and read-write scenarios run on this store in
+  // js-tests/primitives.test.mjs; these are what etcd's queues of keys add.
+  describe("semaphores and read-write locks: what etcd adds", () => {
+    it("a permit whose holder never releases: free after its TTL in the store that set it, before its lease ends; another limit is refused", async () => {
       const store = await connect();
       const key = uniqueKey("sem-ttl");
       const crashed = semaphore(key, 1, "300ms", store);
@@ -90,56 +73,35 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       await next.release();
     });
 
-    it("a semaphore permit serializes, restores and is released through the copy", async () => {
+    it("keeps one key per contender, ordered by create revision: a refused semaphore contender leaves none, a waiting writer keeps its place until it gives up", async () => {
       const store = await connect();
-      const key = uniqueKey("sem-handoff");
-      const a = semaphore(key, 2, 5_000, store);
-      assert.equal(await a.acquire(), true);
-      const copy = restoreLock(a.serialize(), store);
-      assert.equal(await copy.count(), 1);
-      assert.equal(await copy.release(), true);
-      assert.equal(await a.count(), 0);
-    });
-
-    it("semaphores and read-write locks have the lock's lifetime: signal and autoExtend", async () => {
-      const store = await connect();
-      const s = semaphore(uniqueKey("sem-life"), 2, "500ms", store);
-      const [ran] = await s.run(async (held) => {
-        await sleep(1_100);
-        assert.equal(held.signal.aborted, false, "extended past two TTLs");
-      }, { autoExtend: true });
-      assert.equal(ran, true);
-      assert.equal(s.signal.aborted, true);
-      const w = readWriteLock(uniqueKey("rw-life"), "500ms", store).writeLock();
-      assert.deepEqual(await w.run(async (held) => (await sleep(1_100), held.signal.aborted), { autoExtend: true }), [true, false]);
-    });
-
-    it("readers share, a writer is alone, and a waiting writer keeps new readers out", async () => {
-      const store = await connect();
-      const rw = readWriteLock(uniqueKey("rw"), 5_000, store);
-      const [r1, r2, w] = [rw.readLock(), rw.readLock(), rw.writeLock()];
-      assert.equal(await r1.acquire(), true);
-      assert.equal(await r2.acquire(), true, "readers share");
-      assert.equal(await r1.count(), 2);
-      assert.equal(await w.acquire(), false, "no writer while read");
-      const writer = w.acquire({ timeout: 5_000, retryDelay: 5_000 });
-      await sleep(100);
-      assert.equal(await rw.readLock().acquire(), false, "a new reader waits behind the writer");
-      await r1.release();
-      await r2.release();
-      const started = performance.now();
-      assert.equal(await writer, true, "the writer gets in once the last reader leaves");
-      assert.ok(performance.now() - started < 2_000, "woken by the watch, not at its 5 s retryDelay");
-      assert.equal(await rw.readLock().acquire(), false, "no reader while written");
-      assert.equal(await rw.writeLock().acquire(), false, "no second writer");
-      await w.release();
-      const r3 = rw.readLock();
-      assert.equal(await r3.acquire(), true);
-      await r3.release();
-    });
-
-    it("is phase-fair: the readers waiting when a writer leaves enter before the next writer, and new readers wait behind a waiting writer", async () => {
-      await assertPhaseFair(ls, await connect());
+      const key = uniqueKey("queue");
+      const keysOf = async (kind) => {
+        const prefix = store.permitPrefix(key, kind);
+        const end = Buffer.from(prefix);
+        end[end.length - 1] += 1;
+        const { kvs = [] } = await etcdCall(cluster.endpoints[0], "kv/range", { key: b64(prefix), range_end: end.toString("base64") });
+        return kvs.map((kv) => ({ owner: decodeURIComponent(unb64(kv.key).slice(prefix.length)), revision: Number(kv.create_revision), ...JSON.parse(unb64(kv.value)) }));
+      };
+      const s1 = semaphore(key, 1, 5_000, store);
+      assert.equal(await s1.acquire(), true);
+      assert.equal(await semaphore(key, 1, 5_000, store).acquire(), false);
+      const held = await keysOf("semaphore");
+      assert.deepEqual(held.map((k) => [k.owner, k.role, k.limit]), [[ownerOf(s1), "semaphore", 1]], "the refused one took its key out");
+      assert.equal(s1.fencingToken, held[0].revision, "a permit's fencing token is its key's create revision");
+      const rw = readWriteLock(key, 5_000, store);
+      const reader = rw.readLock();
+      assert.equal(await reader.acquire(), true);
+      const writer = rw.writeLock();
+      const waiting = writer.acquire({ timeout: 400, retryDelay: 50 });
+      await sleep(150);
+      const queued = await keysOf("write");
+      assert.deepEqual(queued.map((k) => k.role), ["read", "write"], "the waiting writer's key is behind the reader's");
+      assert.ok(queued[0].revision < queued[1].revision);
+      assert.equal(await rw.readLock().acquire(), false, "a new reader queues behind the waiting writer");
+      assert.equal(await waiting, false);
+      assert.deepEqual((await keysOf("write")).map((k) => k.owner), [ownerOf(reader)], "the writer that gave up took its key out");
+      assert.equal(await rw.readLock().acquire(), true, "and readers get in again");
     });
 
     it("is phase-fair when the writer's hold runs out instead of being released (its lease ends; no release marks the turn)", async () => {
@@ -164,17 +126,6 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       const writer = take("w2", rw.writeLock(), 20);
       await Promise.all([reader, writer]);
       assert.deepEqual(order, ["r1 in", "r1 out", "w2 in", "w2 out"], "the reader waiting behind the gone writer went first");
-    });
-
-    it("restores each kind as itself", async () => {
-      const store = await connect();
-      const rw = readWriteLock(uniqueKey("rw-restore"), 5_000, store);
-      const w = rw.writeLock();
-      assert.equal(await w.acquire(), true);
-      const copy = restoreLock(w.serialize(), store);
-      assert.equal(await rw.readLock().acquire(), false);
-      assert.equal(await copy.release(), true);
-      assert.equal(await rw.readLock().acquire(), true);
     });
   });
 
@@ -323,6 +274,22 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       await holder.release();
       assert.equal(await waiting, true);
       assert.ok(performance.now() - released < 1_000, `woken after ${Math.round(performance.now() - released)} ms`);
+    });
+
+    it("a release wakes a waiting writer and a waiting semaphore contender in another store, not at their retryDelay", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("wake-permits");
+      const reader = readWriteLock(key, 10_000, a).readLock();
+      const permit = semaphore(key, 1, 10_000, a);
+      assert.equal(await reader.acquire(), true);
+      assert.equal(await permit.acquire(), true);
+      const writer = readWriteLock(key, 5_000, b).writeLock().acquire({ timeout: 8_000, retryDelay: 5_000 });
+      const second = semaphore(key, 1, 5_000, b).acquire({ timeout: 8_000, retryDelay: 5_000 });
+      await sleep(300);
+      const released = performance.now();
+      await Promise.all([reader.release(), permit.release()]);
+      assert.deepEqual(await Promise.all([writer, second]), [true, true]);
+      assert.ok(performance.now() - released < 1_500, `woken after ${Math.round(performance.now() - released)} ms`);
     });
 
     it("a lease that runs out wakes waiters too (etcd deletes the key)", async () => {

@@ -1,12 +1,14 @@
 // Semaphores and read-write locks from JS, on the built-in memory store (both builds), a
-// JS store with the permit methods, and RedisLockStore on a real redis-server (both
-// builds: the addon's engine, and the same engine as the WebAssembly build's module);
-// stores without them refuse them with UNSUPPORTED.
+// JS store with the permit methods, RedisLockStore on a real redis-server (both builds:
+// the addon's engine, and the same engine as the WebAssembly build's module),
+// PostgresLockStore and EtcdLockStore on real servers; stores without them refuse them
+// with UNSUPPORTED.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
 import { mapStore } from "./js-stores.mjs";
 import { startRedis } from "./redis-server.mjs";
+import { etcdMissing, startEtcd } from "./etcd-server.mjs";
 import { startPostgres } from "./postgres-server.mjs";
 import { assertPhaseFair } from "./rw-scenarios.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
@@ -68,6 +70,30 @@ let server;
     pgStores.push(store);
     return store;
   };
+}
+
+// etcd's permits (queues of keys ordered by revision), on a real one-member cluster.
+// Without etcd these are left out, except under CI=true, where that fails the file.
+{
+  const missing = await etcdMissing();
+  if (missing && process.env.CI === "true") assert.fail(`${missing} (CI=true: a missing prerequisite fails the run)`);
+  if (!missing) {
+    let etcd;
+    const etcdStores = [];
+    before(async () => {
+      etcd = await startEtcd({ size: 1 });
+    });
+    after(async () => {
+      for (const store of etcdStores) await store.close();
+      await etcd?.dispose();
+    });
+    stores.EtcdLockStore = async () => {
+      const { EtcdLockStore } = await import("../js/etcd.mjs");
+      const store = await EtcdLockStore.connect(etcd.endpoints);
+      etcdStores.push(store);
+      return store;
+    };
+  }
 }
 
 for (const [storeName, makeStore] of Object.entries(stores)) {
