@@ -147,6 +147,12 @@ class RedisLockStore extends NativeStore {
    */
   static async connect(urlOrOptions) {
     const options = checkConnectOptions(urlOrOptions);
+    if (process.env.LOCKSMITH_REDIS_CLIENT !== undefined && !warnedRedisClient) {
+      warnedRedisClient = true;
+      process.emitWarning("LOCKSMITH_REDIS_CLIENT is no longer read: the redis-rs client was retired, and RedisLockStore always uses locksmith's own Redis engine", {
+        code: "LOCKSMITH_REDIS_CLIENT_IGNORED",
+      });
+    }
     let native;
     try {
       native = new EngineBackend(await connectEngine(binding, RedisLockStore[TEST_SOCKETS] ?? nodeSockets, options));
@@ -175,6 +181,7 @@ class RedisLockStore extends NativeStore {
 }
 
 const ACCESS = Symbol("locksmith.redis");
+let warnedRedisClient = false;
 // Tests of the driver put a scripted socket port here (js-tests/support/fake-redis.mjs).
 const TEST_SOCKETS = Symbol.for("locksmith.test.redisSockets");
 

@@ -312,10 +312,10 @@ impl WasmRedisEngine {
         }
         self.errors.clear();
         let fit = ((array.length() as usize).saturating_sub(1)) / 2;
-        let taken = finished.len().min(fit);
-        let mut out = Vec::with_capacity(1 + 2 * taken);
+        let reported = finished.len().min(fit);
+        let mut out = Vec::with_capacity(1 + 2 * reported);
         out.push(-1.0);
-        for (id, outcome) in finished.drain(..taken) {
+        for (id, outcome) in finished.drain(..reported) {
             out.push(f64::from(id));
             out.push(match outcome {
                 Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),

@@ -1,5 +1,5 @@
-//! The Lua scripts and their SHA1s: the lock's three (the same files the redis-rs store
-//! uses) and the seven of semaphores and read-write locks.
+//! The Lua scripts and their SHA1s (the same files the stores over users' own Redis
+//! clients load): the lock's, and those of semaphores and read-write locks.
 
 use std::sync::OnceLock;
 

@@ -316,7 +316,9 @@ impl Subscriber {
                             .channels
                             .iter()
                             .filter(|(name, c)| {
-                                c.requested && !c.subscribed && super::reply::key_slot(name.as_bytes()) == slot
+                                c.requested
+                                    && !c.subscribed
+                                    && super::reply::key_slot(name.as_bytes()) == slot
                             })
                             .map(|(name, _)| name.clone())
                             .collect();
@@ -423,6 +425,7 @@ impl Subscriber {
 
     /// Whether an `SSUBSCRIBE` was redirected since the last call: the host should
     /// read the cluster's slot map again.
+    #[must_use]
     pub fn take_moved(&self) -> bool {
         std::mem::take(&mut self.state().moved)
     }
