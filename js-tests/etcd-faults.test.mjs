@@ -313,6 +313,73 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
     });
   });
 
+  describe("the locksmith command", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+    const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    const cli = (...args) =>
+      run(process.execPath, [join(ROOT, "js/cli.mjs"), ...args], { cwd: ROOT }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (err) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
+      );
+
+    it("lists the held locks, semaphore permits and read-write holds of etcd:// URLs, and release --force frees them and wakes their waiters", async () => {
+      const store = await connect();
+      const other = await connect();
+      const name = uniqueKey("cli");
+      const url = `etcd://${cluster.endpoints.map((e) => new URL(e).host).join(",")}`;
+      const held = new Lock(name, 30_000, store);
+      assert.equal(await held.acquire(), true);
+      const permit = semaphore(`${name}:exports`, 2, 30_000, store);
+      assert.equal(await permit.acquire(), true);
+      const waitingWriter = ls.readWriteLock(`${name}:doc`, 10_000, store).writeLock();
+      const reader = ls.readWriteLock(`${name}:doc`, 30_000, store).readLock();
+      assert.equal(await reader.acquire(), true);
+      const writerWait = waitingWriter.acquire({ timeout: 1_500, retryDelay: 100 });
+
+      const listed = await cli("list", url, `${name}*`, "--json");
+      assert.equal(listed.code, 0, listed.stderr);
+      const holds = listed.stdout.trim().split("\n").map((line) => JSON.parse(line));
+      assert.deepEqual(holds.map((h) => [h.key, h.kind]), [[name, "lock"], [`${name}:doc`, "read"], [`${name}:exports`, "semaphore"]], "the waiting writer holds nothing");
+      assert.equal(holds[0].fencingToken, held.fencingToken);
+      assert.ok(holds[0].remainingMs > 25_000 && holds[0].remainingMs <= 30_000 && holds[0].remainingMs % 1_000 === 0, `from the lease: ${holds[0].remainingMs}`);
+      assert.match(holds[0].owner, /^[0-9a-f]{8}$/);
+      assert.ok(!listed.stdout.includes(JSON.parse(held.serialize()).owner), "never the owner token itself");
+      const table = (await cli("list", url, `${name}*`)).stdout.split("\n");
+      assert.match(table[0], /^KEY +KIND +REMAINING +FENCING TOKEN +OWNER$/);
+      assert.match(table[1], new RegExp(`^${escape(name)} +lock +2[0-9]\\.0 s +${held.fencingToken} +[0-9a-f]{8}$`));
+      assert.equal(await writerWait, false);
+
+      // Another process waits on the lock, retrying only every 5 s: the release's deletion wakes it.
+      const waiter = new Lock(name, 5_000, other);
+      const waiting = waiter.acquire({ timeout: 8_000, retryDelay: 5_000 });
+      await sleep(200);
+      const started = performance.now();
+      const released = await cli("release", url, name, "--force");
+      assert.equal(released.code, 0, released.stderr);
+      assert.match(released.stdout, new RegExp(`^released "${escape(name)}": it was held by [0-9a-f]{8} with 2[0-9]\\.0 s left \\(fencing token ${held.fencingToken}\\); its waiters were woken`));
+      assert.equal(await waiting, true);
+      assert.ok(performance.now() - started < 4_000, "woken, not at its retryDelay");
+      assert.equal(await held.isExpired(), true);
+      assert.equal((await cli("release", url, `${name}:exports`, "--force")).code, 0);
+      assert.equal(await permit.isExpired(), true);
+      assert.equal(await semaphore(`${name}:exports`, 2, 1_000, store).count(), 0);
+      const nothing = await cli("release", url, `${name}:nothing`, "--force");
+      assert.deepEqual([nothing.code, nothing.stdout.trim()], [1, `"${name}:nothing" was not held: nothing to release`]);
+      await waiter.release();
+      await reader.release();
+    });
+
+    it("says what is wrong (exit 2): a bad etcd URL, a wrong login; over etcds:// with the right one it lists", async () => {
+      const bad = await cli("list", "etcd://");
+      assert.deepEqual([bad.code, bad.stderr.split("\n")[0]], [2, "locksmith: an etcd URL is etcd://[user:password@]host:port[,host:port…] (etcds:// for TLS); got etcd://"]);
+      const { secure } = await secureReady;
+      const wrong = await run(process.execPath, [join(ROOT, "js/cli.mjs"), "list", `etcds://app:nope@${new URL(secure.endpoints[0]).host}`], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
+      assert.equal(wrong.code, 2);
+      assert.match(wrong.stderr, /^locksmith: etcd at 127\.0\.0\.1:\d+: etcd refused the login of user "app"/);
+      const right = await run(process.execPath, [join(ROOT, "js/cli.mjs"), "list", `etcds://app:app-secret@${new URL(secure.endpoints[0]).host}`, "--json"], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
+      assert.ok(right.code === undefined || right.code === 1, `over TLS with a login: listed or nothing held (${right.code}: ${right.stderr})`);
+    });
+  });
+
   describe("TLS and authentication", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
     let secure;
     let dir;

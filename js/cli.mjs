@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npx locksmith-js`: see and free the locks, semaphore permits and read-write holds in a
-// Redis or PostgreSQL store.
+// Redis, PostgreSQL or etcd store.
 //
 //   locksmith list <store-url> [pattern] [--prefix P | --table T] [--json]
 //   locksmith release <store-url> <key> --force [--prefix P | --table T]
@@ -22,6 +22,9 @@ import { SCRIPTS } from "./gen/redis-scripts.mjs";
 import { DEFAULT_KEY_PREFIX } from "./defaults.mjs";
 import { authCommands, parseRedisUrl } from "./redis/topology.mjs";
 
+// etcd's default key prefix (js/etcd.mjs).
+const ETCD_KEY_PREFIX = "locksmith/";
+
 const USAGE = `usage:
   locksmith list <store-url> [pattern] [options]          the held locks, semaphore permits and read-write holds
                                                           (pattern: a glob on lock names, default *)
@@ -30,9 +33,10 @@ const USAGE = `usage:
 store URLs:
   redis://[user:password@]host:port[/db], rediss://…
   postgres://user:password@host:port/database           (needs pg installed)
+  etcd://[user:password@]host:port[,host:port…], etcds://… (TLS)
 
 options:
-  --prefix <p>   Redis key prefix (default "${DEFAULT_KEY_PREFIX}")
+  --prefix <p>   key prefix (Redis: default "${DEFAULT_KEY_PREFIX}"; etcd: "${ETCD_KEY_PREFIX}")
   --table <t>    PostgreSQL table (default "locksmith_locks")
   --json         list as JSON, one object per hold
   --force        required by release: it frees holds that other processes have
@@ -43,7 +47,7 @@ exit codes: 0 done, 1 nothing matched (no holds listed, nothing to release),
 `;
 
 const OPTIONS = {
-  prefix: { type: "string", default: DEFAULT_KEY_PREFIX },
+  prefix: { type: "string" },
   table: { type: "string", default: "locksmith_locks" },
   json: { type: "boolean", default: false },
   force: { type: "boolean", default: false },
@@ -447,8 +451,62 @@ async function postgresRelease(url, key, { table }) {
 }
 
 // ---------------------------------------------------------------------------------
+// etcd: through EtcdLockStore itself (its requests, login and member failover)
+
+/** `etcd://[user:password@]host:port[,host:port…]` (etcds:// for TLS) as EtcdLockStore's options. */
+function parseEtcdUrl(url) {
+  const match = /^(etcds?):\/\/(?:([^@/]*)@)?([^/?#@]+)\/?$/.exec(url);
+  if (!match) throw new UsageError(`an etcd URL is etcd://[user:password@]host:port[,host:port…] (etcds:// for TLS); got ${redact(url)}`);
+  const [, scheme, login, hosts] = match;
+  const endpoints = hosts.split(",").map((host) => `${scheme === "etcds" ? "https" : "http"}://${host}`);
+  if (login === undefined) return { endpoints, hosts };
+  const colon = login.indexOf(":");
+  return {
+    endpoints,
+    hosts,
+    username: decodeURIComponent(colon < 0 ? login : login.slice(0, colon)),
+    password: colon < 0 ? "" : decodeURIComponent(login.slice(colon + 1)),
+  };
+}
+
+async function withEtcd(url, prefix, work) {
+  const { endpoints, hosts, username, password } = parseEtcdUrl(url);
+  const { EtcdLockStore, ETCD_ADMIN_LIST, ETCD_ADMIN_RELEASE } = await import("./etcd.mjs");
+  const plain = (err) => String(err?.message ?? err).replace(/^locksmith: (etcd: )?/, "");
+  let store;
+  try {
+    store = await EtcdLockStore.connect({ endpoints, keyPrefix: prefix, username, password, operationTimeoutMs: CONNECT_TIMEOUT_MS, notifyReleases: false });
+  } catch (err) {
+    if (err?.code === "INVALID_ARGUMENT") throw new UsageError(plain(err));
+    throw new StoreError(`etcd at ${hosts}: ${plain(err)}`);
+  }
+  try {
+    return await work({ list: (match) => store[ETCD_ADMIN_LIST](match), release: (key) => store[ETCD_ADMIN_RELEASE](key) });
+  } catch (err) {
+    if (err instanceof UsageError || err instanceof StoreError) throw err;
+    throw new StoreError(`etcd at ${hosts}: ${plain(err)}`);
+  } finally {
+    await store.close();
+  }
+}
+
+const etcdHold = (h) => ({ key: h.key, kind: h.kind, remainingMs: h.remainingMs, fencingToken: h.fencingToken, owner: fingerprint(h.owner) });
+
+async function etcdList(url, pattern, { prefix }) {
+  const names = globRegExp(pattern);
+  return withEtcd(url, prefix, async (etcd) => (await etcd.list((name) => names.test(name))).map(etcdHold));
+}
+
+async function etcdRelease(url, key, { prefix }) {
+  // One transaction deletes them all; the store's watches wake the waiters.
+  return withEtcd(url, prefix, async (etcd) => (await etcd.release(key)).map(etcdHold));
+}
+
+// ---------------------------------------------------------------------------------
 
 function storeOf(url) {
+  // Before URL parsing: an etcd URL may name several members (host:port,host:port).
+  if (/^etcds?:/i.test(url)) return { list: etcdList, release: etcdRelease };
   let scheme;
   try {
     scheme = new URL(url).protocol;
@@ -457,7 +515,7 @@ function storeOf(url) {
   }
   if (scheme === "redis:" || scheme === "rediss:") return { list: redisList, release: redisRelease };
   if (scheme === "postgres:" || scheme === "postgresql:") return { list: postgresList, release: postgresRelease };
-  throw new UsageError(`unsupported store URL scheme ${scheme}// (redis://, rediss://, postgres://)`);
+  throw new UsageError(`unsupported store URL scheme ${scheme}// (redis://, rediss://, postgres://, etcd://)`);
 }
 
 const seconds = (ms) => (ms === null ? "no expiry" : `${(ms / 1000).toFixed(1)} s`);
@@ -498,7 +556,10 @@ async function main(argv, out = process.stdout) {
     return 0;
   }
   if (command === undefined) throw new UsageError("a command is needed: list or release", { usage: true });
-  if (/[{}]/.test(values.prefix)) throw new UsageError("--prefix must not contain { or }");
+  // The default prefix is the store's: etcd's differs from Redis's.
+  const etcd = /^etcds?:/i.test(url ?? "");
+  values.prefix ??= etcd ? ETCD_KEY_PREFIX : DEFAULT_KEY_PREFIX;
+  if (!etcd && /[{}]/.test(values.prefix)) throw new UsageError("--prefix must not contain { or }");
   if (!TABLE.test(values.table)) throw new UsageError("--table must be a table name (letters, digits, _), optionally schema.table");
   if (command === "list") {
     if (url === undefined || positionals.length > 3) throw new UsageError("usage: locksmith list <store-url> [pattern]", { usage: true });

@@ -32,6 +32,10 @@ import { InvalidArgumentError, LockStoreError, StoreClosedError, StoreUnavailabl
 
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "./symbols.mjs";
 
+/** Internal, for js/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
+export const ETCD_ADMIN_LIST = Symbol("locksmith.etcdAdminList");
+export const ETCD_ADMIN_RELEASE = Symbol("locksmith.etcdAdminRelease");
+
 const OPTIONS = ["endpoints", "keyPrefix", "username", "password", "operationTimeoutMs", "notifyReleases", "fetch"];
 const DEFAULT_PREFIX = "locksmith/";
 const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
@@ -1129,6 +1133,67 @@ export class EtcdLockStore {
       clearInterval(watch.probe);
       watch.controller.abort();
     }
+  }
+
+  // -----------------------------------------------------------------------------------
+  // For the `locksmith` command: what is held, and freeing it whoever holds it
+
+  /**
+   * The holds under the prefix whose names `match(name)` accepts: `[{ key, kind, owner,
+   * remainingMs, fencingToken, etcdKey, kv }]` (plain locks, and the admitted entries of
+   * semaphores and read-write locks; waiting entries hold nothing). Time left comes from
+   * the leases, in whole seconds.
+   */
+  async [ETCD_ADMIN_LIST](match) {
+    const deadline = this.#deadline();
+    const { keyPrefix } = this.#options;
+    const { kvs } = await this.#list(keyPrefix, deadline, "list");
+    const sets = new Map();
+    const holds = [];
+    for (const kv of kvs) {
+      const rest = unb64(kv.key).slice(keyPrefix.length);
+      if (rest.startsWith("lock/")) {
+        const key = unsegment(rest.slice(5));
+        if (match(key)) holds.push({ key, kind: "lock", owner: parseValue(kv).owner, fencingToken: Number(kv.create_revision), etcdKey: unb64(kv.key), kv });
+        continue;
+      }
+      const family = ["semaphore", "rw"].find((f) => rest.startsWith(`${f}/`));
+      const slash = family ? rest.indexOf("/", family.length + 1) : -1;
+      if (slash < 0) continue;
+      const key = unsegment(rest.slice(family.length + 1, slash));
+      if (!match(key)) continue;
+      const name = `${family}/${key}`;
+      if (!sets.has(name)) sets.set(name, { family, key, kvs: [] });
+      sets.get(name).kvs.push(kv);
+    }
+    for (const { family, key, kvs: entries } of sets.values()) {
+      const kind = family === "semaphore" ? "semaphore" : "read";
+      const base = this.permitPrefix(key, kind);
+      for (const e of this.#queue(entries, base, kind)) {
+        if (e.admitted) holds.push({ key, kind: family === "semaphore" ? "semaphore" : e.role, owner: e.owner, fencingToken: Number(e.kv.create_revision), etcdKey: unb64(e.kv.key), kv: e.kv });
+      }
+    }
+    await Promise.all(
+      holds.map(async (h) => {
+        h.remainingMs = await this.#timeLeft(h.kv, deadline);
+      }),
+    );
+    return holds.filter((h) => h.remainingMs !== null);
+  }
+
+  /** Deletes every hold of `key` (its lock, its admitted permits) whoever holds it, in one transaction; answers what it deleted. */
+  async [ETCD_ADMIN_RELEASE](key) {
+    for (let round = 0; round < 3; round++) {
+      const holds = await this[ETCD_ADMIN_LIST]((name) => name === key);
+      if (holds.length === 0) return [];
+      // Exactly these: none changed since they were listed.
+      const { reply } = await this.#txn({ compare: holds.map((h) => valueIs(h.etcdKey, h.kv)), success: holds.map((h) => del(h.etcdKey)) }, this.#deadline(), "release");
+      if (reply.succeeded) {
+        this.#revokeReplaced(reply);
+        return holds;
+      }
+    }
+    throw unavailable(`the holds of ${JSON.stringify(key)} kept changing while they were being released`);
   }
 
   // -----------------------------------------------------------------------------------
