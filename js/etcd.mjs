@@ -440,7 +440,11 @@ export class EtcdLockStore {
           reply = JSON.parse(text);
         } catch {
           if (response.status === 404) throw new LockStoreError(`locksmith: etcd at ${endpoint} has no /v3/${path}: EtcdLockStore needs etcd 3.4 or newer (its JSON gateway)`);
-          throw new EtcdError(`HTTP ${response.status} from ${endpoint}: ${text.slice(0, 200)}`, GRPC.UNAVAILABLE);
+          // Not etcd's answer (a proxy's error page, a cut body): as good as none.
+          uncertain ||= response.status >= 500 || response.ok;
+          lastError = new Error(`HTTP ${response.status} from ${endpoint}: ${text.slice(0, 200)}`);
+          this.#rotate(index);
+          continue;
         }
         if (reply && typeof reply === "object" && reply.error !== undefined && reply.code !== undefined) {
           const message = String(reply.message ?? reply.error);
@@ -461,7 +465,12 @@ export class EtcdLockStore {
           }
           throw new EtcdError(message, code);
         }
-        if (!response.ok) throw new EtcdError(`HTTP ${response.status} from ${endpoint}`, GRPC.UNAVAILABLE);
+        if (!response.ok || reply === null || typeof reply !== "object") {
+          uncertain ||= response.status >= 500 || response.ok;
+          lastError = new Error(`HTTP ${response.status} from ${endpoint}: ${text.slice(0, 200)}`);
+          this.#rotate(index);
+          continue;
+        }
         return { reply, uncertain };
       } catch (err) {
         if (err instanceof EtcdError || err instanceof LockStoreError) throw err;
