@@ -264,8 +264,9 @@ export function servers() {
     },
     // The project's Upstash REST endpoint (js-tests/upstash-rest.mjs) over `redis`.
     upstash: async () => {
+      const redis = get("redis"); // first: it stops after the endpoint
       const { startUpstashRest } = await import("../upstash-rest.mjs");
-      const rest = await startUpstashRest((await get("redis")).url);
+      const rest = await startUpstashRest((await redis).url);
       return { ...rest, stop: () => rest.close() };
     },
     sentinel: async () => (await import("../redis-topology.mjs")).startSentinels(),
@@ -289,7 +290,8 @@ export function servers() {
   return {
     get,
     async stop() {
-      for (const starting of started.values()) {
+      // The last started first: a server others stand on goes after them.
+      for (const starting of [...started.values()].reverse()) {
         const server = await starting.catch(() => null);
         await (server?.dispose ?? server?.stop)?.call(server);
       }
