@@ -21,7 +21,8 @@ export declare class LockDurableObject<Env = unknown> extends DurableObject<Env>
   isHeldBy(owner: string): boolean;
   ownerRemainingTime(owner: string): number | null;
   remainingTime(): number | null;
-  acquirePermit(owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number): number | false;
+  /** `waitId`: the store's wait that a refused reader or writer listens on (see `waitForRelease`). */
+  acquirePermit(owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number, waitId?: string): number | false;
   releasePermit(owner: string, kind: "semaphore" | "read" | "write"): boolean;
   extendPermit(owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): boolean;
   countPermits(kind: "semaphore" | "read" | "write"): number;
