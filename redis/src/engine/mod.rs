@@ -854,6 +854,18 @@ impl Engine {
     fn replicated(&self, result: Result<Value>, reply: &Reply<'_>) -> Result<Value> {
         let (wanted, timeout) = self.min_replicas.unwrap_or((0, 0));
         let granted = matches!(result, Ok(Value::Acquired(Some(_)) | Value::Flag(true)));
+        // WAIT refused (a master demoted under the write: "ERR WAIT cannot be used with
+        // replica instances"): nobody can say the write will survive. Like a lost
+        // connection, that is the store being out of reach, which a waiting acquire rides out.
+        if let Some(error) = reply.error() {
+            return if granted {
+                Err(LockError::StoreUnavailable(format!(
+                    "redis: the write ran, but WAIT for {wanted} replicas failed: {error}"
+                )))
+            } else {
+                result
+            };
+        }
         match reply.integer() {
             Ok(acked) if granted && acked < i64::from(wanted) => Err(LockError::StoreUnavailable(format!(
                 "redis: {acked} of the {wanted} replicas asked for (minReplicas) acknowledged the write within {timeout} ms"

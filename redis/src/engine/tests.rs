@@ -182,6 +182,13 @@ fn min_replicas_waits_after_grants_and_fails_those_too_few_replicas_acknowledged
     let b = e.acquire("k", "o", 1000, 0);
     let done = feed(&mut e, b":43\r\n:1\r\n");
     assert!(matches!(&done[..], [Completion { id, result: Ok(Value::Acquired(Some(43))) }] if *id == b));
+    // WAIT refused (the master was demoted under the write): unavailable, not a store error.
+    let w = e.acquire("k", "o", 1000, 0);
+    let done = feed(&mut e, b":44\r\n-ERR WAIT cannot be used with replica instances\r\n");
+    assert!(
+        matches!(&done[..], [Completion { id, result: Err(LockError::StoreUnavailable(_)) }] if *id == w),
+        "{done:?}"
+    );
     // Nothing granted: nothing to fail, whatever WAIT says.
     let c = e.acquire("k", "o", 1000, 0);
     let done = feed(&mut e, b":0\r\n:0\r\n");
