@@ -25,7 +25,7 @@ import * as native from "../js/node.mjs";
 import * as wasm from "../js/wasm.mjs";
 import { startRedis } from "../js-tests/redis-server.mjs";
 import { startCluster } from "../js-tests/redis-topology.mjs";
-import { IoRedisLockStore } from "../js/ioredis.mjs";
+import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { PlainLock } from "./baseline.mjs";
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
 import { countRequests, knownTraffic } from "./round-trips.mjs";

@@ -18,14 +18,14 @@ import { promisify } from "node:util";
 
 import { Redis } from "ioredis";
 
-import { IoRedisLockStore } from "../js/ioredis.mjs";
-import { PostgresLockStore } from "../js/postgres.mjs";
+import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
+import { PostgresLockStore } from "../js/stores/postgres.mjs";
 import { requirePostgres, startPostgres } from "./postgres-server.mjs";
 import { freePort, startRedis } from "./redis-server.mjs";
 import { ls, sleep, TARGET, uniqueKey } from "./target.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const CLI = join(ROOT, "js/cli.mjs");
+const CLI = join(ROOT, "js/cli/cli.mjs");
 
 /** Runs the command (`cli` is its file); resolves to { code, stdout, stderr } whatever its exit code. */
 async function run(cli, args) {
@@ -188,10 +188,10 @@ describe("locksmith list / release on Redis", () => {
       const key = uniqueKey("cli-alone");
       const holder = new ls.Lock(key, 30_000, native);
       await holder.acquire();
-      const alone = await run(join(dir, "js/cli.mjs"), ["list", server.url, key, "--json"]);
+      const alone = await run(join(dir, "js/cli/cli.mjs"), ["list", server.url, key, "--json"]);
       assert.equal(alone.code, 0, alone.stderr);
       assert.deepEqual(listed(alone.stdout).map((l) => [l.key, l.owner]), [[key, fingerprint(ownerOf(holder))]]);
-      const freed = await run(join(dir, "js/cli.mjs"), ["release", server.url, key, "--force"]);
+      const freed = await run(join(dir, "js/cli/cli.mjs"), ["release", server.url, key, "--force"]);
       assert.equal(freed.code, 0, freed.stderr);
       assert.equal(await holder.isExpired(), true);
     } finally {

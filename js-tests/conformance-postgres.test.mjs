@@ -4,7 +4,7 @@
 import { after, before, describe } from "node:test";
 import pg from "pg";
 
-import { PostgresLockStore } from "../js/postgres.mjs";
+import { PostgresLockStore } from "../js/stores/postgres.mjs";
 import { conformance } from "./conformance.mjs";
 import { requirePostgres, startPostgres } from "./postgres-server.mjs";
 

@@ -1,4 +1,4 @@
-// The defaults and limits kept once on each side agree: js/defaults.mjs (every JS
+// The defaults and limits kept once on each side agree: js/api/defaults.mjs (every JS
 // module's) against the values the Rust code uses, read from the addon and from the
 // WebAssembly Redis engine.
 import assert from "node:assert/strict";
@@ -6,12 +6,12 @@ import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { it } from "node:test";
 
-import * as defaults from "../js/defaults.mjs";
+import * as defaults from "../js/api/defaults.mjs";
 import { DEFAULTS } from "../js/redis/driver.mjs";
 
 const require = createRequire(import.meta.url);
 
-it("the addon's Rust defaults are js/defaults.mjs's", () => {
+it("the addon's Rust defaults are js/api/defaults.mjs's", () => {
   const { loadAddon } = require("../js/native-loader.cjs");
   const c = loadAddon().constants();
   assert.deepEqual(
@@ -20,7 +20,7 @@ it("the addon's Rust defaults are js/defaults.mjs's", () => {
   );
 });
 
-it("the WebAssembly Redis engine's Rust defaults are js/defaults.mjs's", async () => {
+it("the WebAssembly Redis engine's Rust defaults are js/api/defaults.mjs's", async () => {
   const engine = await import("../js/wasm/locksmith_wasm_redis.js");
   engine.initSync({ module: await readFile(new URL("../js/wasm/locksmith_wasm_redis_bg.wasm", import.meta.url)) });
   const [ttl, maxMs, grace, maxLimit, prefix] = engine.constants();

@@ -1,5 +1,5 @@
 // Durations: every TTL and time the API takes is milliseconds (a number) or a string with
-// its unit ("250ms", "30s", "5m", "1.5h"), parsed once in js/api.mjs before it reaches the
+// its unit ("250ms", "30s", "5m", "1.5h"), parsed once in js/api/api.mjs before it reaches the
 // binding. A string that is neither is an InvalidArgumentError naming the option and the
 // forms it takes, never a silent default.
 import assert from "node:assert/strict";

@@ -317,7 +317,7 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
   describe("the locksmith command", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
     const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
     const cli = (...args) =>
-      run(process.execPath, [join(ROOT, "js/cli.mjs"), ...args], { cwd: ROOT }).then(
+      run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), ...args], { cwd: ROOT }).then(
         ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
         (err) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
       );
@@ -368,10 +368,10 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       const bad = await cli("list", "etcd://");
       assert.deepEqual([bad.code, bad.stderr.split("\n")[0]], [2, "locksmith: an etcd URL is etcd://[user:password@]host:port[,host:port…] (etcds:// for TLS); got etcd://"]);
       const { secure } = await secureReady;
-      const wrong = await run(process.execPath, [join(ROOT, "js/cli.mjs"), "list", `etcds://app:nope@${new URL(secure.endpoints[0]).host}`], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
+      const wrong = await run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:nope@${new URL(secure.endpoints[0]).host}`], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
       assert.equal(wrong.code, 2);
       assert.match(wrong.stderr, /^locksmith: etcd at 127\.0\.0\.1:\d+: etcd refused the login of user "app"/);
-      const right = await run(process.execPath, [join(ROOT, "js/cli.mjs"), "list", `etcds://app:app-secret@${new URL(secure.endpoints[0]).host}`, "--json"], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
+      const right = await run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:app-secret@${new URL(secure.endpoints[0]).host}`, "--json"], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
       assert.ok(right.code === undefined || right.code === 1, `over TLS with a login: listed or nothing held (${right.code}: ${right.stderr})`);
     });
   });

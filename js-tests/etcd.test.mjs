@@ -81,7 +81,10 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
         const end = Buffer.from(prefix);
         end[end.length - 1] += 1;
         const { kvs = [] } = await etcdCall(cluster.endpoints[0], "kv/range", { key: b64(prefix), range_end: end.toString("base64") });
-        return kvs.map((kv) => ({ owner: decodeURIComponent(unb64(kv.key).slice(prefix.length)), revision: Number(kv.create_revision), ...JSON.parse(unb64(kv.value)) }));
+        // In create-revision order (a range answers in key order, and owners are random).
+        return kvs
+          .map((kv) => ({ owner: decodeURIComponent(unb64(kv.key).slice(prefix.length)), revision: Number(kv.create_revision), ...JSON.parse(unb64(kv.value)) }))
+          .sort((a, b) => a.revision - b.revision);
       };
       const s1 = semaphore(key, 1, 5_000, store);
       assert.equal(await s1.acquire(), true);

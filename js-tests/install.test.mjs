@@ -116,7 +116,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
 
   it("ships only what it needs", async () => {
     const files = await readdir(join(pkg, "js"), { recursive: true });
-    for (const needed of ["index.d.ts", "index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "cloudflare.mjs", "cloudflare.d.ts", "gen/api.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm", "wasm/locksmith_wasm_redis_bg.wasm"]) {
+    for (const needed of ["types/index.d.ts", "types/index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "api/api.mjs", "api/errors.mjs", "redis/driver.mjs", "redis/sockets/workerd.mjs", "stores/cloudflare.mjs", "types/cloudflare.d.ts", "cli/cli.mjs", "gen/api.cjs", "gen/redis-driver.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm", "wasm/locksmith_wasm_redis_bg.wasm"]) {
       assert.ok(files.includes(needed), `${needed} is in the package`);
     }
     assert.ok(!files.some((f) => f.endsWith(".node")), "no native binary in the main package: each platform's is in its own");
@@ -127,7 +127,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     assert.ok(!top.includes("npm"), "the per-platform packages are published on their own");
     const manifest = JSON.parse(await readFile(join(pkg, "package.json"), "utf8"));
     assert.equal(manifest.name, "locksmith-js");
-    assert.deepEqual(manifest.bin, { locksmith: "js/cli.mjs" }, "the command is still `locksmith`");
+    assert.deepEqual(manifest.bin, { locksmith: "js/cli/cli.mjs" }, "the command is still `locksmith`");
     const version = JSON.parse(await readFile(join(root, "package.json"), "utf8")).version;
     assert.deepEqual(manifest.optionalDependencies, Object.fromEntries(TRIPLES.map((t) => [`locksmith-js-${t}`, version])));
     for (const field of ["repository", "homepage", "bugs"]) assert.ok(manifest[field], `${field} is set`);

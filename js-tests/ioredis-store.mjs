@@ -17,7 +17,7 @@ const EXTEND = `
   return 0
 `;
 
-/** @param {import("ioredis").Redis} client @returns {import("../js/index.d.ts").LockStore} */
+/** @param {import("ioredis").Redis} client @returns {import("../js/types/index.d.ts").LockStore} */
 export const redisLockStore = (client) => ({
   async acquire(key, owner, ttlMs) {
     // NX = only if absent. This is the atomic bit.

@@ -7,7 +7,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 
-import { PostgresLockStore } from "../js/postgres.mjs";
+import { PostgresLockStore } from "../js/stores/postgres.mjs";
 import { ls } from "./target.mjs";
 
 const [url, key, rounds] = process.argv.slice(2);

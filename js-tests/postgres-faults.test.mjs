@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 import pg from "pg";
 
-import { PostgresLockStore } from "../js/postgres.mjs";
+import { PostgresLockStore } from "../js/stores/postgres.mjs";
 import { requirePostgres, startPostgres } from "./postgres-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
 

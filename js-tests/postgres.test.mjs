@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 import pg from "pg";
 
-import { PostgresLockStore } from "../js/postgres.mjs";
+import { PostgresLockStore } from "../js/stores/postgres.mjs";
 import { assertNoOverlap } from "./load.mjs";
 import { requirePostgres, startPostgres } from "./postgres-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
@@ -248,7 +248,7 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       try {
         await tx.query("BEGIN");
         await tx.query("SELECT 1 FROM locksmith_locks WHERE key = $1 FOR UPDATE", [key]);
-        // The token-answering acquire locks use (js/symbols.mjs); acquire() answers a boolean.
+        // The token-answering acquire locks use (js/api/symbols.mjs); acquire() answers a boolean.
         const taking = store[Symbol.for("locksmith.acquireToken")](key, "y", 5_000);
         // Wait until that acquire waits for the row lock.
         for (let i = 0; ; i++) {
@@ -589,10 +589,10 @@ describe("PostgresLockStore", await requirePostgres(), () => {
   });
 });
 
-/** Runs `npx locksmith-js …` (js/cli.mjs); resolves to { code, stdout, stderr } whatever its exit code. */
+/** Runs `npx locksmith-js …` (js/cli/cli.mjs); resolves to { code, stdout, stderr } whatever its exit code. */
 async function cli(...args) {
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [new URL("../js/cli.mjs", import.meta.url).pathname, ...args]);
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [new URL("../js/cli/cli.mjs", import.meta.url).pathname, ...args]);
     return { code: 0, stdout, stderr };
   } catch (err) {
     if (typeof err.code !== "number") throw err;

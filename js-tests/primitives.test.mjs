@@ -44,7 +44,7 @@ let server;
   });
   stores.IoRedisLockStore = async () => {
     const { Redis } = await import("ioredis");
-    const { IoRedisLockStore } = await import("../js/ioredis.mjs");
+    const { IoRedisLockStore } = await import("../js/stores/ioredis.mjs");
     const client = new Redis(server.url);
     clients.push(client);
     const store = new IoRedisLockStore(client);
@@ -65,7 +65,7 @@ let server;
     await pg?.stop();
   });
   stores.PostgresLockStore = async () => {
-    const { PostgresLockStore } = await import("../js/postgres.mjs");
+    const { PostgresLockStore } = await import("../js/stores/postgres.mjs");
     const store = await PostgresLockStore.connect(pg.url);
     pgStores.push(store);
     return store;
@@ -88,7 +88,7 @@ let server;
       await etcd?.dispose();
     });
     stores.EtcdLockStore = async () => {
-      const { EtcdLockStore } = await import("../js/etcd.mjs");
+      const { EtcdLockStore } = await import("../js/stores/etcd.mjs");
       const store = await EtcdLockStore.connect(etcd.endpoints);
       etcdStores.push(store);
       return store;

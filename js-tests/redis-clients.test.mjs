@@ -13,9 +13,9 @@ import { createClient } from "redis";
 import { createClient as createClientV4 } from "redis4";
 import { createClient as createClientV6 } from "redis6";
 
-import { IoRedisLockStore } from "../js/ioredis.mjs";
-import { NodeRedisLockStore } from "../js/node-redis.mjs";
-import { UpstashLockStore } from "../js/upstash.mjs";
+import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
+import { NodeRedisLockStore } from "../js/stores/node-redis.mjs";
+import { UpstashLockStore } from "../js/stores/upstash.mjs";
 import { SCRIPTS } from "../js/gen/redis-scripts.mjs";
 import { conformance } from "./conformance.mjs";
 import { startRedis } from "./redis-server.mjs";

@@ -10,8 +10,8 @@ import { after, before, describe, it } from "node:test";
 
 import { Cluster } from "ioredis";
 
-import { IoRedisLockStore } from "../js/ioredis.mjs";
-import { NodeRedisLockStore } from "../js/node-redis.mjs";
+import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
+import { NodeRedisLockStore } from "../js/stores/node-redis.mjs";
 import { conformance } from "./conformance.mjs";
 import { assertCaught, assertClean, assertHoldsAfter } from "./histories/assert.mjs";
 import { HISTORY_KEYS, now } from "./histories/client.mjs";

@@ -15,7 +15,7 @@ import { after, before, describe, it } from "node:test";
 
 import { Redis } from "ioredis";
 
-import { IoRedisLockStore } from "../js/ioredis.mjs";
+import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { assertCaught, assertClean, assertHoldsAfter } from "./histories/assert.mjs";
 import { now } from "./histories/client.mjs";
 import { FAILOVER_TTL_MS, sentinelFailovers, sentinelStore, sentinelsSettled } from "./histories/run.mjs";

@@ -20,7 +20,7 @@ let started;
 function worker() {
   started ??= (async () => {
     const worker = await startWorker("workerd/store-worker.mjs", { durableObjects: { LOCKS: { className: "TestLockObject", useSQLite: true } } });
-    assert.ok(worker.inputs.includes("js/cloudflare.mjs") && worker.inputs.includes("js/workerd.mjs"), "the exports map chose js/cloudflare.mjs and js/workerd.mjs");
+    assert.ok(worker.inputs.includes("js/stores/cloudflare.mjs") && worker.inputs.includes("js/workerd.mjs"), "the exports map chose js/stores/cloudflare.mjs and js/workerd.mjs");
     return worker;
   })();
   return started;

@@ -1,7 +1,7 @@
 // locksmith for browsers: `await init()` once, then use the API. A call before init()
 // throws a LockError with code NOT_INITIALIZED.
 import * as wasm from "./wasm/locksmith_wasm.js";
-import { useWasm } from "./wasm-binding.mjs";
+import { useWasm } from "./api/wasm-binding.mjs";
 
 let initialised;
 
@@ -12,4 +12,4 @@ export function init(input) {
 }
 
 export default init;
-export * from "./wasm-api.mjs";
+export * from "./api/wasm-api.mjs";

@@ -2,9 +2,9 @@
 // compiled module and instantiated synchronously.
 import * as wasm from "./wasm/locksmith_wasm.js";
 import module from "./wasm/locksmith_wasm_bg.wasm?module";
-import { useWasm } from "./wasm-binding.mjs";
+import { useWasm } from "./api/wasm-binding.mjs";
 
 wasm.initSync({ module });
 useWasm(wasm);
 
-export * from "./wasm-api.mjs";
+export * from "./api/wasm-api.mjs";

@@ -8,7 +8,7 @@ const { loadAddon } = require("./native-loader.cjs");
 
 const addon = loadAddon();
 
-// Async calls resolve through one call table (js/calls.mjs): the promise lives there,
+// Async calls resolve through one call table (js/api/calls.mjs): the promise lives there,
 // keyed by a call id, and the addon reports outcomes in bulk — through its completion
 // channel (see node/src/completion.rs) or, for calls that run as tasks of a Redis
 // engine store, through the engine's outcome array. Tests set

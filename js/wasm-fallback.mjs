@@ -3,10 +3,10 @@
 import * as wasm from "./wasm/locksmith_wasm.js";
 import * as redisEngine from "./wasm/locksmith_wasm_redis.js";
 import * as socket from "./redis/sockets/node.mjs";
-import { useWasm } from "./wasm-binding.mjs";
+import { useWasm } from "./api/wasm-binding.mjs";
 import { useRedisRuntime } from "./redis/wasm-store.mjs";
 
-export * from "./wasm-api.mjs";
+export * from "./api/wasm-api.mjs";
 
 /**
  * Instantiates the module from its bytes. `redisBytes()` reads the Redis engine's

@@ -1,7 +1,7 @@
 // locksmith over WebAssembly for other ES module runtimes (Node's `locksmith-js/wasm`,
 // Deno, Bun, bundlers): the module initialises itself on import.
 import * as wasm from "./wasm/locksmith_wasm.js";
-import { useWasm } from "./wasm-binding.mjs";
+import { useWasm } from "./api/wasm-binding.mjs";
 import { useRedisRuntime } from "./redis/wasm-store.mjs";
 
 const isNode = typeof process === "object" && process.versions?.node;
@@ -30,4 +30,4 @@ useRedisRuntime(async () => {
   return { engine, socket };
 });
 
-export * from "./wasm-api.mjs";
+export * from "./api/wasm-api.mjs";

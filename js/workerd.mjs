@@ -2,7 +2,7 @@
 // module and instantiated synchronously — workerd does not compile wasm from bytes.
 import * as wasm from "./wasm/locksmith_wasm.js";
 import module from "./wasm/locksmith_wasm_bg.wasm";
-import { useWasm } from "./wasm-binding.mjs";
+import { useWasm } from "./api/wasm-binding.mjs";
 import { useRedisRuntime } from "./redis/wasm-store.mjs";
 
 wasm.initSync({ module });
@@ -20,4 +20,4 @@ useRedisRuntime(async () => {
   return { engine, socket };
 });
 
-export * from "./wasm-api.mjs";
+export * from "./api/wasm-api.mjs";

@@ -22,9 +22,9 @@ const writeIfChanged = (file, text) => {
 
 mkdirSync(join(root, "js/gen"), { recursive: true });
 buildSync({
-  entryPoints: [join(root, "js/api.mjs")],
+  entryPoints: [join(root, "js/api/api.mjs")],
   outfile: join(root, "js/gen/api.cjs"),
-  // With js/symbols.mjs inside: the symbols are registered ones, the same in every copy.
+  // With js/api/symbols.mjs inside: the symbols are registered ones, the same in every copy.
   bundle: true,
   format: "cjs",
   platform: "neutral",
@@ -37,7 +37,7 @@ await (await import("esbuild")).build({
   stdin: {
     contents: [
       'export { callStarted, checkConnectOptions, connectEngine, DEFAULTS } from "./redis/driver.mjs";',
-      'export { Calls } from "./calls.mjs";',
+      'export { Calls } from "./api/calls.mjs";',
       'export * as nodeSockets from "./redis/sockets/node.mjs";',
     ].join("\n"),
     resolveDir: join(root, "js"),
@@ -75,8 +75,8 @@ await (await import("esbuild")).build({
 
 // The one hand-kept index.d.ts, also as .d.cts: what TypeScript reads for `require("locksmith-js")`
 // under node16/nodenext (a .d.ts in a "type": "module" package describes ES modules only).
-copyFileSync(join(root, "js/index.d.ts"), join(root, "js/index.d.cts"));
-copyFileSync(join(root, "js/postgres.d.ts"), join(root, "js/postgres.d.cts"));
+copyFileSync(join(root, "js/types/index.d.ts"), join(root, "js/types/index.d.cts"));
+copyFileSync(join(root, "js/types/postgres.d.ts"), join(root, "js/types/postgres.d.cts"));
 
 // Every other subpath's `require` condition: a CommonJS build of its ES module, and its
 // types as .d.cts (relative imports pointing at the .d.cts copies). A build takes the API
@@ -99,7 +99,7 @@ copyFileSync(join(root, "js/postgres.d.ts"), join(root, "js/postgres.d.cts"));
   await Promise.all(
     CJS_BUILDS.map((name) =>
       build({
-        entryPoints: [join(root, `js/${name}.mjs`)],
+        entryPoints: [join(root, `js/stores/${name}.mjs`)],
         outfile: join(root, `js/gen/${name}.cjs`),
         bundle: true,
         format: "cjs",
@@ -112,10 +112,10 @@ copyFileSync(join(root, "js/postgres.d.ts"), join(root, "js/postgres.d.cts"));
   );
   const dcts = (text) =>
     text
-      .replace(/from "\.\/index\.js"/g, 'from "../index.cjs"')
-      .replace(/from "\.\/([\w-]+)\.js"/g, (m, file) => (CTS_TYPES.includes(file) ? `from "./${file}.cjs"` : `from "../${file}.js"`));
+      .replace(/from "\.\/index\.js"/g, 'from "../types/index.cjs"')
+      .replace(/from "\.\/([\w-]+)\.js"/g, (m, file) => (CTS_TYPES.includes(file) ? `from "./${file}.cjs"` : `from "../types/${file}.js"`));
   for (const name of CTS_TYPES) {
-    writeIfChanged(join(root, `js/gen/${name}.d.cts`), dcts(readFileSync(join(root, `js/${name}.d.ts`), "utf8")));
+    writeIfChanged(join(root, `js/gen/${name}.d.cts`), dcts(readFileSync(join(root, `js/types/${name}.d.ts`), "utf8")));
   }
 }
 

@@ -5,7 +5,7 @@
 import { InvalidArgumentError, Lock, readWriteLock, restoreLock, semaphore } from "locksmith-js";
 import { DurableObjectLockStore, LockDurableObject } from "locksmith-js/cloudflare";
 
-// The shipped store's token-answering acquires (js/symbols.mjs).
+// The shipped store's token-answering acquires (js/api/symbols.mjs).
 const TOKEN_METHODS = { acquire: Symbol.for("locksmith.acquireToken"), acquirePermit: Symbol.for("locksmith.acquirePermitToken") };
 
 /** The shipped class, plus what the tests look at: its storage, and waits it served. */

@@ -6,7 +6,7 @@
 //   (node/src/redis_engine.rs) or wasm-redis's WasmRedisEngine, which share one host API
 //   (connection-indexed: connection 0 is the server, or a cluster's first node; each
 //   call's outcome reported by `turn()` into one Float64Array), with the binding's call
-//   table (js/calls.mjs) and RESP codec for the driver's own short exchanges;
+//   table (js/api/calls.mjs) and RESP codec for the driver's own short exchanges;
 // - a *socket port* (js/redis/sockets/: node:net/tls, Deno, cloudflare:sockets):
 //   `dial(target, options, { open, data, error, close })` → `{ write, destroy }`, and an
 //   optional `check(target, options)` that refuses what its sockets cannot do.
@@ -16,7 +16,7 @@
 // kept after; a connection that drops is replaced at once while something waits on it,
 // else on the next call. A socket's handshake (AUTH, SELECT, the scripts) is queued when
 // that socket is dialed and belongs to it: no reset in between can strip it.
-import { StoreUnavailableError, checkOptionKeys, invalid, toLockError, typeName } from "../errors.mjs";
+import { StoreUnavailableError, checkOptionKeys, invalid, toLockError, typeName } from "../api/errors.mjs";
 import {
   authCommands,
   backoffMs,
@@ -30,7 +30,7 @@ import {
   CONNECT_KEYS,
   CONNECT_OPTIONS,
 } from "./topology.mjs";
-import { DEFAULT_KEY_PREFIX, MAX_MS } from "../defaults.mjs";
+import { DEFAULT_KEY_PREFIX, MAX_MS } from "../api/defaults.mjs";
 
 // ---------------------------------------------------------------------------------
 // Options: one table, one check, for both builds.

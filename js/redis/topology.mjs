@@ -2,7 +2,7 @@
 // with `masterName`, or `cluster`), and the Sentinel and Cluster steps that touch no
 // socket (which master to trust, what `+switch-master` says, the slot map). Used by the
 // driver (js/redis/driver.mjs) and the CLI, which hands in its own error maker.
-import { invalid as invalidArgument, typeName } from "../errors.mjs";
+import { invalid as invalidArgument, typeName } from "../api/errors.mjs";
 
 /** `{ host, port, tls, user, password, db }` from a `redis://` or `rediss://` URL. */
 export function parseRedisUrl(url, invalid = invalidArgument) {

@@ -11,10 +11,10 @@
 // uses it through its JS-store bridge, so the locks, waits and TTL rules are the same
 // code as for every other store. Keys, scripts and fencing counter are the engine's, the
 // same as the native RedisLockStore's: a lock taken by either is the other's to release.
-import { StoreClosedError, UnsupportedError, checkString, invalid, toLockError, typeName } from "../errors.mjs";
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "../symbols.mjs";
-import { Calls } from "../calls.mjs";
-import { limitMessage } from "../defaults.mjs";
+import { StoreClosedError, UnsupportedError, checkString, invalid, toLockError, typeName } from "../api/errors.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "../api/symbols.mjs";
+import { Calls } from "../api/calls.mjs";
+import { limitMessage } from "../api/defaults.mjs";
 import { checkConnectOptions, connectEngine } from "./driver.mjs";
 
 let runtime;

@@ -1,6 +1,6 @@
 // The Redis engine's socket on Deno for the WebAssembly build: Deno.connect, or
 // Deno.connectTls for rediss:// (with tlsCaCert as the trusted CA).
-import { UnsupportedError } from "../../errors.mjs";
+import { UnsupportedError } from "../../api/errors.mjs";
 
 /** Refuses what Deno's sockets cannot do, before connecting. */
 export function check(target, options) {

@@ -3,7 +3,7 @@
 // A socket belongs to the request that opened it: connect in the request that uses the
 // store, and close it before the request ends.
 import { connect } from "cloudflare:sockets";
-import { UnsupportedError } from "../../errors.mjs";
+import { UnsupportedError } from "../../api/errors.mjs";
 
 /** Refuses what workerd's sockets cannot do, before connecting. */
 export function check(target, options) {

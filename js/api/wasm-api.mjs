@@ -21,6 +21,6 @@ export const {
   UnsupportedError,
 } = api;
 
-export { RedisLockStore } from "./redis/wasm-store.mjs";
+export { RedisLockStore } from "../redis/wasm-store.mjs";
 /** Which build serves the API: always the WebAssembly one here. */
 export const backend = "wasm";

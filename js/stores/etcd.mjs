@@ -30,9 +30,9 @@
 //   anyone waits; polling at the waiters' retryDelay when it is down.
 import { InvalidArgumentError, LockStoreError, StoreClosedError, StoreUnavailableError } from "locksmith-js";
 
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "./symbols.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
 
-/** Internal, for js/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
+/** Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
 export const ETCD_ADMIN_LIST = Symbol("locksmith.etcdAdminList");
 export const ETCD_ADMIN_RELEASE = Symbol("locksmith.etcdAdminRelease");
 

@@ -18,11 +18,11 @@ import net from "node:net";
 import tls from "node:tls";
 import { parseArgs } from "node:util";
 
-import { SCRIPTS } from "./gen/redis-scripts.mjs";
-import { DEFAULT_KEY_PREFIX } from "./defaults.mjs";
-import { authCommands, parseRedisUrl } from "./redis/topology.mjs";
+import { SCRIPTS } from "../gen/redis-scripts.mjs";
+import { DEFAULT_KEY_PREFIX } from "../api/defaults.mjs";
+import { authCommands, parseRedisUrl } from "../redis/topology.mjs";
 
-// etcd's default key prefix (js/etcd.mjs).
+// etcd's default key prefix (js/stores/etcd.mjs).
 const ETCD_KEY_PREFIX = "locksmith/";
 
 const USAGE = `usage:
@@ -84,14 +84,14 @@ const CONNECT_TIMEOUT_MS = 5_000;
 async function respCodec() {
   if (process.env.LOCKSMITH_FORCE_WASM !== "1") {
     try {
-      const addon = createRequire(import.meta.url)("./native-loader.cjs").loadAddon();
+      const addon = createRequire(import.meta.url)("../native-loader.cjs").loadAddon();
       return { encode: (args) => addon.redisCommand(args), decode: (bytes) => addon.redisDecode(bytes) ?? undefined };
     } catch (err) {
       if (err?.code !== "LOCKSMITH_NATIVE_UNAVAILABLE") throw err;
     }
   }
-  const engine = await import("./wasm/locksmith_wasm_redis.js");
-  engine.initSync({ module: await readFile(new URL("./wasm/locksmith_wasm_redis_bg.wasm", import.meta.url)) });
+  const engine = await import("../wasm/locksmith_wasm_redis.js");
+  engine.initSync({ module: await readFile(new URL("../wasm/locksmith_wasm_redis_bg.wasm", import.meta.url)) });
   return { encode: (args) => Buffer.from(engine.redisCommand(args)), decode: (bytes) => engine.redisDecode(bytes) ?? undefined };
 }
 
@@ -380,7 +380,7 @@ async function withPostgres(url, work) {
 }
 
 const quoteTable = (table) => table.split(".").map((part) => `"${part}"`).join(".");
-/** The permits table beside `table` (js/postgres.cjs): `<table>_permits`, in the same schema. */
+/** The permits table beside `table` (js/stores/postgres.cjs): `<table>_permits`, in the same schema. */
 const permitsTable = (table) => quoteTable(`${table}_permits`);
 const REMAINING_MS = "ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint";
 
@@ -417,7 +417,7 @@ async function postgresList(url, pattern, { table }) {
 
 async function postgresRelease(url, key, { table }) {
   return withPostgres(url, async (client) => {
-    // Under the advisory locks the store decides each kind of hold under (js/postgres.cjs),
+    // Under the advisory locks the store decides each kind of hold under (js/stores/postgres.cjs),
     // so an acquire or extend in flight sees the holds either all there or all gone.
     const lockspace = `locksmith:${table}`;
     const channel = table.split(".").pop();
@@ -471,7 +471,7 @@ function parseEtcdUrl(url) {
 
 async function withEtcd(url, prefix, work) {
   const { endpoints, hosts, username, password } = parseEtcdUrl(url);
-  const { EtcdLockStore, ETCD_ADMIN_LIST, ETCD_ADMIN_RELEASE } = await import("./etcd.mjs");
+  const { EtcdLockStore, ETCD_ADMIN_LIST, ETCD_ADMIN_RELEASE } = await import("../stores/etcd.mjs");
   const plain = (err) => String(err?.message ?? err).replace(/^locksmith: (etcd: )?/, "");
   let store;
   try {

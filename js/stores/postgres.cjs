@@ -13,7 +13,7 @@ const {
   typeName,
   ACQUIRE_TOKEN,
   ACQUIRE_PERMIT_TOKEN,
-} = require("./gen/api.cjs");
+} = require("../gen/api.cjs");
 
 // The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
 // reader 'waiting' for the readers' turn, and a reader whose 'turn' it is.

@@ -5,9 +5,9 @@
 // any other. Each client's module supplies a small driver; everything else lives here.
 import { InvalidArgumentError, LockStoreError } from "locksmith-js";
 
-import { SCRIPTS } from "./gen/redis-scripts.mjs";
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "./symbols.mjs";
-import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "./defaults.mjs";
+import { SCRIPTS } from "../gen/redis-scripts.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
+import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
 
 /** How long a channel stays subscribed after its last waiter left, in case another comes. */
 const LINGER_MS = 5_000;

@@ -10,8 +10,8 @@
 // millisecond; an alarm at the next expiry clears expired holds and wakes waiters.
 import { DurableObject } from "cloudflare:workers";
 
-import { checkOptionKeys, invalid } from "./api.mjs";
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "./symbols.mjs";
+import { checkOptionKeys, invalid } from "../api/api.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
 
 // How long a waiter's call may stay pending in the object before it returns anyway
 // (locksmith then tries again and waits anew). Bounds a call whose caller went away.
