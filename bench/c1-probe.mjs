@@ -5,7 +5,7 @@
 // benchmark, not a test: `node bench/c1-probe.mjs`. The marks themselves cost a little.
 import { createRequire } from "node:module";
 import net from "node:net";
-import { startRedis } from "../js-tests/redis-server.mjs";
+import { startRedis } from "../js-tests/support/redis-server.mjs";
 
 const require = createRequire(import.meta.url);
 const native = require("../js/node.cjs");

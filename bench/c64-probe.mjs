@@ -5,7 +5,7 @@
 import { createRequire } from "node:module";
 import Redis from "ioredis";
 import { Mutex } from "redis-semaphore";
-import { startRedis } from "../js-tests/redis-server.mjs";
+import { startRedis } from "../js-tests/support/redis-server.mjs";
 
 const require = createRequire(import.meta.url);
 const native = require("../js/node.cjs");

@@ -4,7 +4,7 @@
 // RSS does not grow with the number of rounds. A probe, not a test:
 // `node --expose-gc bench/memory-probe.mjs [rounds]`.
 import { createRequire } from "node:module";
-import { startRedis } from "../js-tests/redis-server.mjs";
+import { startRedis } from "../js-tests/support/redis-server.mjs";
 
 if (typeof globalThis.gc !== "function") throw new Error("run with node --expose-gc");
 const require = createRequire(import.meta.url);

@@ -2,8 +2,8 @@
 // loopback, with and without WAIT after each acquire. Rounds interleaved.
 // `ROUNDS=3 N1=2000 PER=200 node bench/min-replicas-probe.mjs`
 import { Lock, RedisLockStore } from "../js/node.mjs";
-import { startRedis } from "../js-tests/redis-server.mjs";
-import { command, until } from "../js-tests/redis-topology.mjs";
+import { startRedis } from "../js-tests/support/redis-server.mjs";
+import { command, until } from "../js-tests/support/redis-topology.mjs";
 
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const N1 = Number(process.env.N1 ?? 2000);

@@ -4,7 +4,7 @@
 // `N=3000 ROUNDS=2 node bench/permit-probe.mjs`
 import { createRequire } from "node:module";
 import { Redis } from "ioredis";
-import { startRedis } from "../js-tests/redis-server.mjs";
+import { startRedis } from "../js-tests/support/redis-server.mjs";
 
 const require = createRequire(import.meta.url);
 const { Lock, RedisLockStore, semaphore, readWriteLock } = require("../js/node.cjs");

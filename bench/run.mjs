@@ -23,8 +23,8 @@ import { Miniflare } from "miniflare";
 
 import * as native from "../js/node.mjs";
 import * as wasm from "../js/wasm.mjs";
-import { startRedis } from "../js-tests/redis-server.mjs";
-import { startCluster } from "../js-tests/redis-topology.mjs";
+import { startRedis } from "../js-tests/support/redis-server.mjs";
+import { startCluster } from "../js-tests/support/redis-topology.mjs";
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { PlainLock } from "./baseline.mjs";
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";

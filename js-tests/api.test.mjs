@@ -5,8 +5,8 @@ import { execFile } from "node:child_process";
 import { describe, it, before, after } from "node:test";
 import { promisify } from "node:util";
 
-import { mapStore } from "./js-stores.mjs";
-import { TARGET, failOnUnhandledRejections, ls, uniqueKey } from "./target.mjs";
+import { mapStore } from "./support/js-stores.mjs";
+import { TARGET, failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
 
 const { lock, Lock, restoreLock, setLockStore, getLockStore, MemoryLockStore, LockError } = ls;
 

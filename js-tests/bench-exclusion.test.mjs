@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict, yieldTurn } from "../bench/exclusion.mjs";
-import { ls, uniqueKey } from "./target.mjs";
+import { ls, uniqueKey } from "./support/target.mjs";
 
 const { Lock, MemoryLockStore } = ls;
 

@@ -8,8 +8,8 @@ import { Redis } from "ioredis";
 import { contendOnOneKey } from "../bench/exclusion.mjs";
 import { countRequests, knownTraffic } from "../bench/round-trips.mjs";
 import { jainIndex } from "../bench/stats.mjs";
-import { startRedis } from "./redis-server.mjs";
-import { ls, uniqueKey } from "./target.mjs";
+import { startRedis } from "./support/redis-server.mjs";
+import { ls, uniqueKey } from "./support/target.mjs";
 
 describe("the benchmark's client round-trip count", () => {
   let server;

@@ -7,7 +7,7 @@ import { it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
-import { TARGET } from "./target.mjs";
+import { TARGET } from "./support/target.mjs";
 
 const entry = fileURLToPath(new URL("../js/node.mjs", import.meta.url));
 

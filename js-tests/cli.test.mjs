@@ -20,9 +20,9 @@ import { Redis } from "ioredis";
 
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { PostgresLockStore } from "../js/stores/postgres.mjs";
-import { requirePostgres, startPostgres } from "./postgres-server.mjs";
-import { freePort, startRedis } from "./redis-server.mjs";
-import { ls, sleep, TARGET, uniqueKey } from "./target.mjs";
+import { requirePostgres, startPostgres } from "./support/postgres-server.mjs";
+import { freePort, startRedis } from "./support/redis-server.mjs";
+import { ls, sleep, TARGET, uniqueKey } from "./support/target.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CLI = join(ROOT, "js/cli/cli.mjs");

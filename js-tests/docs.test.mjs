@@ -26,9 +26,9 @@ import { fileURLToPath } from "node:url";
 import { transformSync } from "esbuild";
 import pg from "pg";
 
-import { postgresMissing, startPostgres } from "./postgres-server.mjs";
-import { startRedis } from "./redis-server.mjs";
-import { TARGET } from "./target.mjs";
+import { postgresMissing, startPostgres } from "./support/postgres-server.mjs";
+import { startRedis } from "./support/redis-server.mjs";
+import { TARGET } from "./support/target.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const SAMPLE_TIMEOUT_MS = 20_000;

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
+import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
 
 const { lock, Lock, semaphore, readWriteLock, LockError } = ls;
 

@@ -6,9 +6,9 @@ import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
-import { mapStore } from "./js-stores.mjs";
-import { startRedis } from "./redis-server.mjs";
-import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./target.mjs";
+import { mapStore } from "./support/js-stores.mjs";
+import { startRedis } from "./support/redis-server.mjs";
+import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./support/target.mjs";
 
 const { lock, Lock, MemoryLockStore, restoreLock, LockNotHeldError, StoreUnavailableError } = ls;
 

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { failOnUnhandledRejections, ls, uniqueKey } from "./target.mjs";
+import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
 
 const { lock, LockError } = ls;
 

@@ -12,9 +12,9 @@ import { promisify } from "node:util";
 import { Worker } from "node:worker_threads";
 import { Redis } from "ioredis";
 
-import { assertAtMost, assertNoOverlap, assertReadersShareWritersAlone, contender } from "./load.mjs";
-import { freePort, startRedis } from "./redis-server.mjs";
-import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./target.mjs";
+import { assertAtMost, assertNoOverlap, assertReadersShareWritersAlone, contender } from "./support/load.mjs";
+import { freePort, startRedis } from "./support/redis-server.mjs";
+import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
 
 const { Lock, RedisLockStore, LockNotHeldError } = ls;
 const SOAK = Number(process.env.LOCKSMITH_SOAK_SECONDS ?? 0);
@@ -103,7 +103,7 @@ describe("mutual exclusion under load", () => {
         { length: THREADS },
         (_, id) =>
           new Promise((resolve, reject) => {
-            const w = new Worker(new URL("./load-thread.mjs", import.meta.url), { workerData: { id, rounds, seconds: SOAK, shared } });
+            const w = new Worker(new URL("./support/load-thread.mjs", import.meta.url), { workerData: { id, rounds, seconds: SOAK, shared } });
             w.once("message", resolve);
             w.once("error", reject);
           }),

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { it } from "node:test";
 
-import { ls, sleep, TARGET, uniqueKey } from "./target.mjs";
+import { ls, sleep, TARGET, uniqueKey } from "./support/target.mjs";
 
 const { lock } = ls;
 

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { promisify } from "node:util";
 
-import { TARGET } from "./target.mjs";
+import { TARGET } from "./support/target.mjs";
 
 const ENTRY = new URL(TARGET === "wasm" ? "../js/wasm.mjs" : "../js/node.mjs", import.meta.url).href;
 

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { describe, it } from "node:test";
 
-import { TARGET } from "./target.mjs";
+import { TARGET } from "./support/target.mjs";
 
 const require = createRequire(import.meta.url);
 const { TRIPLES } = require("../js/native-loader.cjs");

@@ -1,12 +1,32 @@
 #!/usr/bin/env bash
-# The cross builds this machine can make, and their smoke tests: linux-x64-musl (musl
-# target + musl-tools) and linux-arm64-gnu (gcc-aarch64-linux-gnu), the latter run under
-# qemu-user with an arm64 Node. darwin-*, win32-x64-msvc and linux-arm64-musl are built
-# and tested by the release workflow on their own runners.
+# Every cross build this machine can make (package.json's napi.targets less the host's own
+# and the MSVC one, which needs Windows), one at a time, and their checks
+# (js-tests/cross.test.mjs): linux-arm64-gnu under qemu-user; the musl builds link musl
+# alone; the macOS builds read with llvm tools; win32-x64-gnu run for real in Node for
+# Windows under Wine (the lock essentials, the memory stores' conformance suite, a Redis
+# lock); win32-arm64-gnullvm read with llvm tools; every platform package packed.
+# `npm run test:cross`; .ci/run runs it after npm test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --cross
-[ -f js/gen/api.cjs ] || node scripts/build.mjs
-node scripts/build-cross.mjs x86_64-unknown-linux-musl
-node scripts/build-cross.mjs aarch64-unknown-linux-gnu
-LOCKSMITH_CROSS=linux-arm64-gnu,linux-x64-musl node --test --test-reporter=spec js-tests/cross.test.mjs
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "setup (--cross-all)"
+bash scripts/setup.sh --native-only --redis --cross-all
+[ -f js/gen/api.cjs ] && [ -f js/wasm/locksmith_wasm_bg.wasm ] || node scripts/build.mjs
+
+targets=$(node --input-type=module -e '
+  import { linkerOf } from "./scripts/cross-tools.mjs";
+  import { readFileSync } from "node:fs";
+  for (const t of JSON.parse(readFileSync("package.json", "utf8")).napi.targets) if (linkerOf(t) && !linkerOf(t).native) console.log(t);')
+for target in $targets; do
+  step "build $target"
+  start=$SECONDS
+  node scripts/build-cross.mjs "$target"
+  echo "cross: $target built in $((SECONDS - start)) s"
+done
+
+step "checks"
+checks=$(node -e '
+  const { tripleOf } = require("./js/native-loader.cjs");
+  console.log([...process.argv.slice(1).map(tripleOf), "packages"].join(","));' $targets)
+LOCKSMITH_CROSS=$checks node --test --test-reporter=spec js-tests/cross.test.mjs

@@ -17,23 +17,32 @@ import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
+import { linkerOf } from "./cross-tools.mjs";
+
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const require = createRequire(import.meta.url);
 const { TRIPLES, tripleOf, packageOf, fileOf } = require("../js/native-loader.cjs");
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 
-/** How the release builds each target: its runner, and what it needs to link. */
+/**
+ * Where the release builds and tests each target. Everything a Linux machine can build
+ * (scripts/cross-tools.mjs: apt linkers, mingw-w64, Zig) is built on Linux with the same
+ * commands as here (`scripts/setup.sh --cross-for=<target>`, then
+ * `scripts/build-cross.mjs <target>`); the MSVC build needs Windows. Each build is tested
+ * on its own platform (musl builds in an Alpine container).
+ */
 export function buildMatrix() {
   return pkg.napi.targets.map((target) => {
     const triple = tripleOf(target);
-    const host = target.includes("apple") ? (target.startsWith("aarch64") ? "macos-14" : "macos-13") : target.includes("windows-msvc") ? "windows-2022" : "ubuntu-22.04";
-    // Where the build is tested: its own platform (musl builds in an Alpine container).
-    const testHost = target.startsWith("aarch64-unknown-linux") ? "ubuntu-22.04-arm" : host;
-    const row = { triple, target, host, testHost, alpine: target.includes("musl") };
-    if (target === "x86_64-unknown-linux-musl") row.apt = "musl-tools";
-    if (target === "aarch64-unknown-linux-gnu") row.apt = "gcc-aarch64-linux-gnu";
-    if (target === "aarch64-unknown-linux-musl") row.zig = true;
-    return row;
+    const host = linkerOf(target, "linux") ? "ubuntu-22.04" : target.includes("windows") ? "windows-2022" : target.includes("apple") ? "macos-14" : null;
+    if (!host) throw new Error(`locksmith: no release runner builds ${target} (scripts/packages.mjs)`);
+    const [platform, arch] = triple.split("-");
+    const testHost = {
+      linux: arch === "arm64" ? "ubuntu-22.04-arm" : "ubuntu-22.04",
+      darwin: arch === "arm64" ? "macos-14" : "macos-15-intel",
+      win32: arch === "arm64" ? "windows-11-arm" : "windows-2022",
+    }[platform];
+    return { triple, target, host, testHost, alpine: target.includes("musl") };
   });
 }
 
@@ -64,6 +73,17 @@ export function stagePackages({ out = join(root, "target/packages"), binaries = 
   run(napi, ["create-npm-dirs", "--cwd", root, "--package-json-path", "package.json", "--npm-dir", made]);
   cpSync(made, npmDir, { recursive: true });
   rmSync(made, { recursive: true, force: true });
+  // The napi-rs CLI gives every target whose ABI is `gnu` `"libc": ["glibc"]`, Windows'
+  // too; npm knows a libc on Linux only and refuses such a package anywhere else
+  // (EBADPLATFORM, which for an optional dependency means silently left out).
+  for (const triple of TRIPLES.filter((t) => !t.startsWith("linux-"))) {
+    const file = join(npmDir, triple, "package.json");
+    const manifest = JSON.parse(readFileSync(file, "utf8"));
+    if (manifest.libc) {
+      delete manifest.libc;
+      writeFileSync(file, `${JSON.stringify(manifest, null, 2)}\n`);
+    }
+  }
   // The generated packages say what their binary is for; a README of our own says so too.
   for (const triple of TRIPLES) {
     writeFileSync(

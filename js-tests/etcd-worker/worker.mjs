@@ -1,4 +1,4 @@
-// A Cloudflare Worker on EtcdLockStore (js-tests/etcd.test.mjs runs it in workerd through
+// A Cloudflare Worker on EtcdLockStore (js-tests/stores/etcd.test.mjs runs it in workerd through
 // Miniflare): a store per request over the runtime's fetch, its locks shared with Node.
 //   GET /take?key=K       → { taken, token, serialized }
 //   GET /wait?key=K       → waits up to 8 s (retryDelay 5 s: a release wakes it through the watch)

@@ -1,4 +1,4 @@
-// The assertions of the history checker's bounded passes (js-tests/histories.test.mjs,
+// The assertions of the history checker's bounded passes (js-tests/histories/histories.test.mjs,
 // and the Sentinel and Cluster files, which run theirs on the topologies they start).
 import assert from "node:assert/strict";
 

@@ -121,7 +121,7 @@ export async function openStore(ls, spec) {
   }
   if (spec && typeof spec === "object" && typeof spec.durableObject === "string") {
     const { fetch } = await import("miniflare");
-    const { remoteStore } = await import("../workerd-remote-store.mjs");
+    const { remoteStore } = await import("../support/workerd-remote-store.mjs");
     const res = await fetch(new URL("/store", spec.durableObject), { headers: { Upgrade: "websocket" } });
     if (!res.webSocket) throw new Error(`the worker at ${spec.durableObject} refused the store's WebSocket (${res.status})`);
     res.webSocket.accept();
@@ -323,7 +323,7 @@ export async function runClients(ls, store, userConfig) {
 
 async function main() {
   const config = { ...DEFAULTS, ...JSON.parse(process.argv[2] ?? process.env.LOCKSMITH_HISTORY_CONFIG ?? "{}") };
-  const { ls } = await import("../target.mjs");
+  const { ls } = await import("../support/target.mjs");
   // A store that is out of reach at start (a fault under way) is tried again for a while.
   let opened;
   for (const deadline = now() + 15_000; ; ) {

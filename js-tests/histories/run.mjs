@@ -23,7 +23,7 @@ import { checkHistory } from "./checker.mjs";
 import { HISTORY_KEYS, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { newSeed, seeded } from "./random.mjs";
-import { clusterSlots, command, until } from "../redis-topology.mjs";
+import { clusterSlots, command, until } from "../support/redis-topology.mjs";
 
 const CLIENT = fileURLToPath(new URL("./client.mjs", import.meta.url));
 
@@ -252,13 +252,13 @@ export function servers() {
     return started.get(name);
   };
   const starters = {
-    redis: async () => (await import("../redis-server.mjs")).startRedis(),
+    redis: async () => (await import("../support/redis-server.mjs")).startRedis(),
     "redis-aof": async () => {
       const { mkdtemp, rm } = await import("node:fs/promises");
       const { tmpdir } = await import("node:os");
       const { join } = await import("node:path");
       const dir = await mkdtemp(join(tmpdir(), "locksmith-redis-aof-"));
-      const server = await (await import("../redis-server.mjs")).startRedis(["--dir", dir, "--appendonly", "yes", "--appendfsync", "always"]);
+      const server = await (await import("../support/redis-server.mjs")).startRedis(["--dir", dir, "--appendonly", "yes", "--appendfsync", "always"]);
       const stop = server.stop;
       server.dispose = async () => {
         await stop();
@@ -266,24 +266,24 @@ export function servers() {
       };
       return server;
     },
-    // The project's Upstash REST endpoint (js-tests/upstash-rest.mjs) over `redis`.
+    // The project's Upstash REST endpoint (js-tests/support/upstash-rest.mjs) over `redis`.
     upstash: async () => {
       const redis = get("redis"); // first: it stops after the endpoint
-      const { startUpstashRest } = await import("../upstash-rest.mjs");
+      const { startUpstashRest } = await import("../support/upstash-rest.mjs");
       const rest = await startUpstashRest((await redis).url);
       return { ...rest, stop: () => rest.close() };
     },
-    sentinel: async () => (await import("../redis-topology.mjs")).startSentinels(),
-    cluster: async () => (await import("../redis-topology.mjs")).startCluster(),
+    sentinel: async () => (await import("../support/redis-topology.mjs")).startSentinels(),
+    cluster: async () => (await import("../support/redis-topology.mjs")).startCluster(),
     // js-tests/workerd/store-worker.mjs in workerd (Miniflare), on a loopback port.
     workerd: async () => {
-      const { startWorker } = await import("../workerd-harness.mjs");
+      const { startWorker } = await import("../support/workerd-harness.mjs");
       const worker = await startWorker("workerd/store-worker.mjs", { durableObjects: { LOCKS: { className: "TestLockObject", useSQLite: true } } });
       const url = String(await worker.mf.ready);
       return { mf: worker.mf, url, stop: () => worker.dispose() };
     },
     postgres: async () => {
-      const { startPostgres } = await import("../postgres-server.mjs");
+      const { startPostgres } = await import("../support/postgres-server.mjs");
       const server = await startPostgres({ settings: { fsync: "on" } });
       // The tables, made once up front (not by many processes at once).
       const { PostgresLockStore } = await import("locksmith-js/postgres");

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 
 import { defaultAnswer, fakeRedis, keySlot, resp, roleOf } from "../support/fake-redis.mjs";
-import { ls, sleep } from "../target.mjs";
+import { ls, sleep } from "../support/target.mjs";
 
 const { RedisLockStore, lock } = ls;
 const TEST_SOCKETS = Symbol.for("locksmith.test.redisSockets");

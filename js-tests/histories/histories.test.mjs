@@ -1,0 +1,554 @@
+// The history checker (js-tests/histories/): a bounded pass per store — many async
+// clients (and processes) on one key set, every primitive, random waits, extends near
+// expiry, auto-extend — checked for two holders, a semaphore over its limit, a writer
+// beside anyone, fencing tokens out of grant order, early or late signals and success
+// after "lost". The checker's own test feeds it broken histories, and a broken store.
+// Stores: memory (the build's own: native, or WebAssembly under LOCKSMITH_TARGET=wasm),
+// RedisLockStore (direct, through a latency proxy, a client process stopped past its
+// TTL, redis-server restarted), IoRedisLockStore and NodeRedisLockStore over users'
+// clients, UpstashLockStore over the project's REST endpoint (direct, and through the
+// latency proxy), PostgresLockStore (direct, commit latency, a stopped client process,
+// PostgreSQL restarted), DurableObjectLockStore in workerd (direct, its objects
+// restarted). RedisLockStore over Sentinel and Cluster, with a failover, runs in
+// js-tests/redis/redis-sentinel.test.mjs and js-tests/redis/redis-cluster.test.mjs, on the
+// topologies those start. For each fault, a deliberately broken guard (a test-only
+// wrapper around the real store, or a server that forgets) must be caught.
+// A longer run: `node js-tests/histories/run.mjs --seconds 60` (see docs/RELIABILITY.md).
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { Redis } from "ioredis";
+
+import { assertCaught, assertClean, errorCounts } from "./assert.mjs";
+import { checkHistory } from "./checker.mjs";
+import { driftMs, now } from "./client.mjs";
+import { startProxy } from "./proxy.mjs";
+import { seeded, newSeed } from "./random.mjs";
+import { COMMIT_LATENCY, objectRestarts, pauses, restarts, runHistory, servers } from "./run.mjs";
+import { requirePostgres } from "../support/postgres-server.mjs";
+import { startRedis } from "../support/redis-server.mjs";
+import { TARGET, ls, sleep } from "../support/target.mjs";
+import { startUpstashRest } from "../support/upstash-rest.mjs";
+
+// Skips the PostgreSQL runs without a server, except under CI=true, where that fails.
+const POSTGRES = await requirePostgres();
+// The broken guards that do not depend on the build run once, in the native pass.
+const ONLY_NATIVE = { skip: TARGET !== "native" && "run by the native pass" };
+
+// A client process stopped (SIGSTOP) for 150–300 ms, past its 120 ms TTL, every 600 ms.
+const PAUSES = () => pauses({ every: 600, ms: [150, 300] });
+
+/** A process stopped past its TTL: its holds ran out meanwhile, and the checker saw them reported lost. */
+function assertPausesBit(t, run) {
+  t.diagnostic(`${run.pauses.length} pauses; ${run.result.expiredWhileStopped} holds expired while stopped; ${run.result.lateExtends} late extends`);
+  assert.ok(run.pauses.length >= 2, `processes were stopped (seed ${run.seed})`);
+  assert.ok(run.result.expiredWhileStopped > 0, `some holds expired while their process was stopped (seed ${run.seed})`);
+}
+
+/**
+ * A waiting acquire rides out a restart: a holder takes `key` (TTL 400 ms), a waiter
+ * waits up to 10 s, the server stops and starts again; the waiter gets it, fenced later.
+ */
+async function assertWaitRidesOut(store, server, { downMs }) {
+  const key = `ride-out:${newSeed()}`;
+  const holder = new ls.Lock(key, "400ms", store);
+  assert.equal(await holder.acquire(), true);
+  const waiter = new ls.Lock(key, "2s", store);
+  const waiting = waiter.acquire({ timeout: 10_000, retryDelay: 20 }).then((value) => ({ value }), (error) => ({ error }));
+  await sleep(50);
+  await server.stop();
+  await sleep(downMs);
+  await server.start();
+  const got = await waiting;
+  assert.equal(got.error, undefined, `the wait rode out the restart: ${got.error}`);
+  assert.equal(got.value, true);
+  assert.ok(waiter.fencingToken > holder.fencingToken, `tokens ${holder.fencingToken} then ${waiter.fencingToken}`);
+  assert.equal(await waiter.release(), true);
+}
+
+describe(`history checker (${TARGET})`, () => {
+  describe("the checker itself", () => {
+    const hold = (over) => ({
+      client: "0.0",
+      kind: "lock",
+      key: "k",
+      ttl: 100,
+      auto: false,
+      acquire: { send: 0, reply: 1, token: 1 },
+      extends: [],
+      release: { send: 20, reply: 21, ok: true, code: null },
+      signal: { at: 21, reason: "released", code: 20 },
+      endAt: 1_000,
+      ...over,
+    });
+    const types = (holds) => Object.keys(checkHistory(holds).byType).sort();
+
+    it("passes a clean history", () => {
+      const clean = [
+        hold({}),
+        hold({ client: "0.1", acquire: { send: 15, reply: 25, token: 2 }, release: { send: 40, reply: 41, ok: true, code: null }, signal: { at: 41, reason: "released" } }),
+        hold({ kind: "read", client: "0.2" }),
+        hold({ kind: "read", client: "0.3", acquire: { send: 2, reply: 3, token: 2 } }),
+        hold({ kind: "semaphore", limit: 2 }),
+        hold({ kind: "semaphore", limit: 2, client: "0.4", acquire: { send: 2, reply: 3, token: 2 } }),
+      ];
+      assert.deepEqual(checkHistory(clean).violations, []);
+    });
+
+    it("reports two overlapping plain holders", () => {
+      const result = checkHistory([hold({}), hold({ client: "0.1", acquire: { send: 2, reply: 5, token: 2 } })]);
+      assert.deepEqual(Object.keys(result.byType), ["overlap"]);
+      assert.match(result.violations[0].message, /two holders of lock "k"/);
+      assert.equal(result.violations[0].holds.length, 2, "both holds, for debugging");
+    });
+
+    it("reports a semaphore over its limit", () => {
+      const sem = (client, token) => hold({ kind: "semaphore", limit: 2, client, acquire: { send: token, reply: token + 1, token } });
+      assert.deepEqual(types([sem("a", 1), sem("b", 2), sem("c", 3)]), ["over-limit"]);
+      assert.deepEqual(types([sem("a", 1), sem("b", 2)]), [], "two of two is fine");
+    });
+
+    it("reports a writer with a reader, and with a writer", () => {
+      const read = hold({ kind: "read" });
+      assert.deepEqual(types([read, hold({ kind: "write", client: "0.1", acquire: { send: 2, reply: 3, token: 2 } })]), ["writer-with-others"]);
+      assert.deepEqual(types([hold({ kind: "write" }), hold({ kind: "write", client: "0.1", acquire: { send: 2, reply: 3, token: 2 } })]), ["writer-with-others"]);
+    });
+
+    it("reports fencing tokens out of grant order", () => {
+      const first = hold({ acquire: { send: 0, reply: 1, token: 50 } });
+      const second = hold({ client: "0.1", acquire: { send: 30, reply: 31, token: 7 }, release: { send: 40, reply: 41, ok: true, code: null }, signal: { at: 41, reason: "released" } });
+      assert.deepEqual(types([first, second]), ["token-order"]);
+      // Grants whose requests overlap in time may come in either order.
+      const concurrent = hold({ client: "0.1", acquire: { send: 0.5, reply: 31, token: 7 }, release: { send: 40, reply: 41, ok: true, code: null }, signal: { at: 41, reason: "released" } });
+      assert.deepEqual(types([first, concurrent]), []);
+    });
+
+    it("reports a late signal, and one that never came", () => {
+      const late = hold({ release: { send: 20, reply: 21, ok: true, code: null }, signal: { at: 21 + 300, reason: "released" } });
+      assert.deepEqual(types([late]), ["late-signal"]);
+      assert.equal(checkHistory([late]).lateSignals, 1);
+      // Never released, never extended: gone at its acquire's reply + TTL.
+      const never = hold({ release: { send: 500, reply: 501, ok: false, code: "STORE_UNAVAILABLE" }, signal: null });
+      assert.deepEqual(types([never]), ["late-signal"]);
+      assert.deepEqual(types([hold({ signal: { at: 150, reason: "lost" }, release: null })]), [], "lost by TTL, promptly");
+    });
+
+    it("reports an early signal", () => {
+      assert.deepEqual(types([hold({ release: null, signal: { at: 50, reason: "lost", code: "LOCK_NOT_HELD" } })]), ["early-signal"]);
+      assert.deepEqual(types([hold({ release: null, signal: { at: 97, reason: "lost", code: "LOCK_NOT_HELD" } })]), [], "within the drift allowance");
+      assert.deepEqual(types([hold({ signal: { at: 10, reason: "released" } })]), ["early-signal"], "released before release()");
+    });
+
+    it("reports an extend that succeeds after every expiry passed, and a hold that expired in a stopped process but was not reported lost", () => {
+      const late = hold({ release: null, signal: { at: 250, reason: "lost" }, extends: [{ send: 104, reply: 105, ok: true, code: null }] });
+      assert.deepEqual(types([late]), ["extend-after-gone"]);
+      assert.deepEqual(types([hold({ release: null, signal: { at: 150, reason: "lost" }, extends: [{ send: 104, reply: 105, ok: false, code: "LOCK_NOT_HELD" }] })]), [], "refused: fine");
+      assert.deepEqual(types([hold({ release: null, signal: { at: 240, reason: "lost" }, extends: [{ send: 90, reply: 91, ok: true, code: null }] })]), [], "in time: fine");
+      // Process 0 stopped from 50 to 400 ms: its hold (gone by 101 ms) is reported when it runs again.
+      const pauses = [{ process: 0, from: 50, to: 400 }];
+      const stopped = hold({ release: { send: 401, reply: 402, ok: false, code: null }, signal: { at: 401, reason: "lost" } });
+      assert.deepEqual(Object.keys(checkHistory([stopped], { pauses }).byType), []);
+      assert.equal(checkHistory([stopped], { pauses }).expiredWhileStopped, 1);
+      const released = hold({ release: { send: 401, reply: 402, ok: false, code: null }, signal: { at: 402, reason: "released" } });
+      assert.deepEqual(Object.keys(checkHistory([released], { pauses }).byType), ["not-reported-lost"]);
+      // Never reported, the run over at 500 ms: late without the pause; with it the
+      // bound (650 ms) is past the end, but the hold ran out while stopped.
+      const silent = hold({ release: null, signal: null, endAt: 500 });
+      assert.deepEqual(Object.keys(checkHistory([silent]).byType), ["late-signal"]);
+      assert.deepEqual(Object.keys(checkHistory([silent], { pauses }).byType), ["not-reported-lost"]);
+    });
+
+    it("reports an extend that succeeds after lost, and a store that refuses a live holder", () => {
+      const afterLost = hold({ release: null, signal: { at: 99, reason: "lost" }, extends: [{ send: 120, reply: 121, ok: true, code: null }] });
+      assert.ok(types([afterLost]).includes("after-lost"));
+      const refused = hold({ release: { send: 20, reply: 21, ok: false, code: null }, signal: { at: 21, reason: "released" } });
+      assert.deepEqual(types([refused]), ["held-but-refused"]);
+    });
+  });
+
+  // A proxy that let chunks overtake each other would reorder a pipelined connection's
+  // commands and make any in-order client pair replies wrongly: this one must not.
+  it("the proxy keeps each direction's order under latency", async () => {
+    const { createServer, connect } = await import("node:net");
+    const echo = createServer((socket) => socket.pipe(socket));
+    await new Promise((resolve) => echo.listen(0, "127.0.0.1", resolve));
+    const proxy = await startProxy({ targetPort: echo.address().port, latencyMs: 20 });
+    try {
+      const socket = connect(proxy.port, "127.0.0.1");
+      socket.setNoDelay(true);
+      await new Promise((resolve) => socket.once("connect", resolve));
+      let got = "";
+      const sent = [];
+      for (let i = 0; i < 200; i++) {
+        sent.push(`${i},`);
+        socket.write(`${i},`);
+        if (i % 10 === 0) await sleep(1);
+      }
+      const want = sent.join("");
+      socket.on("data", (d) => (got += d));
+      const deadline = Date.now() + 5_000;
+      while (got.length < want.length && Date.now() < deadline) await sleep(10);
+      socket.destroy();
+      assert.equal(got, want);
+    } finally {
+      await proxy.close();
+      await new Promise((resolve) => echo.close(resolve));
+    }
+  });
+
+  it("catches a broken guard: a store whose acquire always answers true", async (t) => {
+    const run = await runHistory({ store: "broken-memory", processes: 1, clients: 6, seconds: 1.5, client: { kinds: { lock: 1 } } });
+    t.diagnostic(`seed ${run.seed}: ${JSON.stringify(run.result.byType)}`);
+    assert.ok(run.result.byType.overlap > 0, `the checker saw two holders (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
+  });
+
+  it("MemoryLockStore: one process, 8 clients", async (t) => {
+    await assertClean(t, { store: "memory", processes: 1, clients: 8 });
+  });
+
+  // A Lock reused across holds takes pooled native handles: its signal must be the
+  // current hold's, never a released one's that had the same generation number.
+  it("MemoryLockStore: handles reused across holds", async (t) => {
+    await assertClean(t, { store: "memory", processes: 1, clients: 8, client: { reuseHandles: true } });
+  });
+
+  describe("RedisLockStore", () => {
+    let server;
+    let proxy;
+    before(async () => {
+      server = await startRedis();
+      proxy = await startProxy({ targetPort: server.port, latencyMs: 20 });
+    });
+    after(async () => {
+      await proxy?.close();
+      await server?.stop();
+    });
+
+    it("direct: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { redis: server.url }, processes: 2, clients: 6 });
+    });
+
+    it("through a proxy adding 0–20 ms per chunk: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { redis: proxy.url() }, processes: 2, clients: 6 });
+    });
+
+    // Over a slow link the store once granted locks it did not hold: replies were
+    // matched to the wrong requests, so an acquire took a release's `1` as its
+    // fencing token. 12 clients share one connection on 3 keys.
+    it("over a slow link, every grant is the server's: a server token, the owner's value in the key, its release true", async () => {
+      const seed = newSeed();
+      const random = seeded(seed);
+      const store = await ls.RedisLockStore.connect(proxy.url());
+      const raw = new Redis(server.url);
+      const ttl = 120;
+      const problems = [];
+      let grants = 0;
+      const stopAt = now() + 3_000;
+      try {
+        await Promise.all(
+          Array.from({ length: 12 }, async (_, i) => {
+            const r = random.fork(i);
+            while (now() < stopAt) {
+              const key = `slow:${r.int(0, 2)}`;
+              const l = new ls.Lock(key, ttl, store);
+              const send = now();
+              if (!(await l.acquire({ timeout: r.int(0, 120), retryDelay: r.int(1, 10) }))) continue;
+              grants += 1;
+              const token = l.fencingToken;
+              // The acquire script answers the server's clock in microseconds (or one more
+              // than the key's last token).
+              if (!(Number.isSafeInteger(token) && Math.abs(token / 1_000 - Date.now()) < 3_600_000)) problems.push(`client ${i}: ${key} granted with token ${token}`);
+              const { owner } = JSON.parse(l.serialize());
+              const value = await raw.get(`locksmith:{${key}}`);
+              if (value !== owner && now() < send + ttl - driftMs(ttl)) problems.push(`client ${i}: ${key} granted, but the server holds ${value === null ? "nothing" : "another owner"}`);
+              await sleep(r.int(0, 5));
+              let lastSet = send;
+              if (r.chance(0.3)) {
+                const at = now();
+                try {
+                  await l.extend();
+                  lastSet = at;
+                } catch (err) {
+                  // As for a release below: a refusal while the server still holds this owner's value is a wrong reply.
+                  if (at < lastSet + ttl - driftMs(ttl) && (await raw.get(`locksmith:{${key}}`)) === owner) problems.push(`client ${i}: ${key}: extend of a live hold failed with ${err.code}`);
+                }
+              }
+              const released = await l.release();
+              // A release may reach the server after the hold expired (the link is slow),
+              // so `false` alone proves nothing; `false` while the server still holds this
+              // owner's value is a reply matched to the wrong request.
+              if (!released && (await raw.get(`locksmith:{${key}}`)) === owner) problems.push(`client ${i}: ${key}: its own release answered false while the server held it`);
+            }
+          }),
+        );
+      } finally {
+        await store.close();
+        raw.disconnect();
+      }
+      assert.ok(grants > 50, `enough grants (${grants})`);
+      assert.deepEqual(problems.slice(0, 10), [], `${problems.length} of ${grants} grants wrong (seed ${seed})`);
+    });
+  });
+  describe("stores over users' Redis clients", () => {
+    let server;
+    let rest;
+    let restProxy;
+    before(async () => {
+      server = await startRedis();
+      rest = await startUpstashRest(server.url);
+      restProxy = await startProxy({ targetPort: Number(new URL(rest.url).port), latencyMs: 20 });
+    });
+    after(async () => {
+      await restProxy?.close();
+      await rest?.close();
+      await server?.stop();
+    });
+
+    it("IoRedisLockStore (ioredis): 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { ioredis: server.url }, processes: 2, clients: 6 });
+    });
+
+    it("NodeRedisLockStore (redis): 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { nodeRedis: server.url }, processes: 2, clients: 6 });
+    });
+
+    // @upstash/redis over HTTP to the project's REST endpoint (js-tests/support/upstash-rest.mjs)
+    // in front of the redis-server: no pub/sub, so waiters retry at their retryDelay, and
+    // every call is an HTTP request to a server in this process (a second longer: fewer
+    // holds a second than the TCP stores).
+    it("UpstashLockStore (@upstash/redis, REST): 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { upstash: rest.url, token: rest.token }, processes: 2, clients: 6, seconds: 4, minHolds: 30 });
+    });
+
+    it("UpstashLockStore through a proxy adding 0–20 ms per chunk: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { upstash: restProxy.url("http"), token: rest.token }, processes: 2, clients: 6, seconds: 4, minHolds: 30 });
+    });
+  });
+
+  describe("faults on Redis: a client process stopped past its TTL, redis-server restarted", () => {
+    let running;
+    let plain;
+    let aof;
+    before(async () => {
+      running = servers();
+      [plain, aof] = await Promise.all([running.get("redis"), running.get("redis-aof")]);
+    });
+    after(async () => {
+      await running?.stop();
+    });
+
+    it("RedisLockStore, a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, { store: { redis: plain.url }, processes: 2, clients: 6, fault: PAUSES() });
+      assertPausesBit(t, run);
+    });
+
+    // The guard: a holder that comes back after its TTL releases only what is its own.
+    it("catches a broken guard under pauses: a store whose release ignores the owner", async (t) => {
+      await assertCaught(t, ["overlap"], {
+        store: { broken: "release-ignores-owner", store: { ioredis: plain.url } },
+        processes: 2,
+        clients: 6,
+        fault: PAUSES(),
+        client: { kinds: { lock: 1 } },
+      });
+    });
+
+    // The guard: a hold that ran out while its process was stopped is reported lost.
+    it("catches a broken guard under pauses: a store whose owner check says 'still yours'", async (t) => {
+      await assertCaught(t, ["late-signal", "not-reported-lost"], {
+        store: { broken: "owner-check-says-yes", ttl: 120, store: { ioredis: plain.url } },
+        processes: 2,
+        clients: 6,
+        fault: PAUSES(),
+        client: { kinds: { lock: 1 } },
+      });
+    });
+
+    it("RedisLockStore, redis-server (AOF, appendfsync always) restarted on its port every 1 s, TTL 600 ms: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, {
+        store: { redis: aof.url, commandTimeoutMs: 300 },
+        processes: 2,
+        clients: 6,
+        client: { ttlMs: 600 },
+        fault: restarts(aof, { every: 1_000, downMs: 100 }),
+      });
+      t.diagnostic(`${run.faults} restarts; errors ${JSON.stringify(errorCounts(run))}`);
+      assert.ok(run.faults >= 2, "the server was restarted");
+    });
+
+    // The guard: holds outlive a restart. A server without persistence forgets them.
+    it("catches a broken guard under restarts: a redis-server that forgets its keys (no AOF)", async (t) => {
+      await assertCaught(t, ["overlap", "over-limit", "writer-with-others"], {
+        store: { redis: plain.url, commandTimeoutMs: 300 },
+        processes: 2,
+        clients: 6,
+        client: { ttlMs: 600 },
+        fault: restarts(plain, { every: 1_000, downMs: 100 }),
+      });
+    });
+
+    it("a waiting acquire rides out a restart (RedisLockStore, IoRedisLockStore)", async () => {
+      const native = await ls.RedisLockStore.connect({ url: aof.url, commandTimeoutMs: 300 });
+      const client = new Redis(aof.url);
+      client.on("error", () => {});
+      const { IoRedisLockStore } = await import("locksmith-js/ioredis");
+      try {
+        await assertWaitRidesOut(native, aof, { downMs: 300 });
+        await assertWaitRidesOut(new IoRedisLockStore(client, { operationTimeoutMs: 1_000 }), aof, { downMs: 300 });
+      } finally {
+        await native.close();
+        client.disconnect();
+      }
+    });
+  });
+
+  // The Durable Object store in workerd (Miniflare): each client process drives the
+  // worker's DurableObjectLockStore over one WebSocket (js-tests/support/workerd-remote-store.mjs),
+  // so the locks run in the process under test and every request and reply is timed on
+  // the host clock (a worker's own clock only moves between its I/O).
+  describe("DurableObjectLockStore (workerd)", () => {
+    let running;
+    let worker;
+    before(async () => {
+      running = servers();
+      worker = await running.get("workerd");
+    });
+    after(async () => {
+      await running?.stop();
+    });
+
+    it("direct: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { durableObject: worker.url }, processes: 2, clients: 6 });
+    });
+
+    // An object restarted (ctx.abort()) comes back from its storage: the holds it
+    // answered for are there, and calls in flight fail and are retried. Holds of 600 ms
+    // live across restarts (with 120 ms ones the broken guard below is not caught).
+    it("every key's object restarted every 700 ms, TTL 600 ms: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, {
+        store: { durableObject: worker.url },
+        processes: 2,
+        clients: 6,
+        minHolds: 30,
+        client: { ttlMs: 600 },
+        fault: objectRestarts(worker.mf, { every: 700 }),
+      });
+      t.diagnostic(`${run.faults} restarts of each object; errors ${JSON.stringify(errorCounts(run))}`);
+      assert.ok(run.faults >= 2, "the objects were restarted");
+    });
+
+    // The guard: holds outlive a restart. An object that comes back without them
+    // (its holds deleted from storage first) stands for one that forgot them.
+    it("catches a broken guard under restarts: an object that comes back without its holds", ONLY_NATIVE, async (t) => {
+      await assertCaught(t, ["overlap", "over-limit", "writer-with-others", "held-but-refused"], {
+        store: { durableObject: worker.url },
+        processes: 2,
+        clients: 6,
+        client: { ttlMs: 600 },
+        fault: objectRestarts(worker.mf, { every: 700, route: "/forget" }),
+      });
+    });
+  });
+
+  describe("PostgresLockStore", POSTGRES, () => {
+    let running;
+    let server;
+    before(async () => {
+      running = servers();
+      server = await running.get("postgres");
+    });
+    after(async () => {
+      await running?.stop();
+    });
+
+    it("direct: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { postgres: server.url }, processes: 2, clients: 6 });
+    });
+
+    it("commit latency (durable commits, commit_delay 10 ms), TTL 300 ms: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { postgres: server.url, options: COMMIT_LATENCY }, processes: 2, clients: 6, client: { ttlMs: 300 } });
+    });
+
+    it("a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, { store: { postgres: server.url }, processes: 2, clients: 6, fault: PAUSES() });
+      assertPausesBit(t, run);
+    });
+
+    // Holds of 600 ms outlive the ~200 ms the server is away.
+    it("PostgreSQL stopped and started again every 1.5 s, TTL 600 ms: 2 processes × 6 clients", async (t) => {
+      const started = performance.now();
+      const run = await assertClean(t, {
+        store: { postgres: server.url, operationTimeoutMs: 1_000 },
+        processes: 2,
+        clients: 6,
+        minHolds: 30,
+        client: { ttlMs: 600 },
+        fault: restarts(server, { every: 1_500, downMs: 0 }),
+      });
+      t.diagnostic(`${run.faults} restarts in ${Math.round(performance.now() - started)} ms; errors ${JSON.stringify(errorCounts(run))}`);
+      assert.ok(run.faults >= 1, "the server was restarted");
+    });
+
+    // The guard: holds outlive a restart. Rows deleted as the server comes back stand for
+    // a store that forgot them.
+    it("catches a broken guard under restarts: a PostgreSQL that comes back without its holds", async (t) => {
+      const pg = (await import("pg")).default;
+      await assertCaught(t, ["overlap", "over-limit", "writer-with-others", "held-but-refused"], {
+        store: { postgres: server.url, operationTimeoutMs: 1_000 },
+        processes: 2,
+        clients: 6,
+        client: { ttlMs: 1_000 },
+        fault: restarts(server, {
+          every: 1_000,
+          downMs: 0,
+          afterStart: async () => {
+            const client = new pg.Client({ connectionString: server.url });
+            await client.connect();
+            try {
+              await client.query("DELETE FROM locksmith_locks; DELETE FROM locksmith_locks_permits");
+            } finally {
+              await client.end();
+            }
+          },
+        }),
+      });
+    });
+
+    // Found by the restart run: an acquire that failed while the server was down left a
+    // cleanup (delete this owner's row) to run once it is back. A waiting Lock retries with
+    // the same owner: when the retry got the key first, the late cleanup deleted the live
+    // hold and a second holder got in.
+    it("a cleanup after an acquire that failed does not free the same owner's later, granted acquire", async () => {
+      const { PostgresLockStore } = await import("locksmith-js/postgres");
+      const store = await PostgresLockStore.connect(server.url, { operationTimeoutMs: 500, listen: false });
+      const key = `cleanup:${newSeed()}`;
+      try {
+        assert.equal(await store.isLocked(key), false);
+        await server.stop();
+        await assert.rejects(store.acquire(key, "owner-1", 10_000), (err) => err.code === "STORE_UNAVAILABLE");
+        // Back between two of the cleanup's attempts (at 0, 100, 300, 700, 1500, 3100 ms).
+        await sleep(1_600);
+        await server.start();
+        // The retry, as a waiting Lock makes it: the same owner.
+        let granted = false;
+        for (let i = 0; i < 50 && !granted; i++) granted = await store.acquire(key, "owner-1", 10_000).catch(() => false);
+        assert.equal(granted, true);
+        // The cleanup's retries (100 ms, doubling to 2 s) have run by now.
+        await sleep(4_000);
+        assert.equal(await store.isHeldBy(key, "owner-1"), true, "the granted hold is still there");
+        assert.equal(await store.acquire(key, "owner-2", 10_000), false, "nobody else gets in");
+      } finally {
+        await store.close();
+      }
+    });
+
+    it("a waiting acquire rides out a restart", async () => {
+      const { PostgresLockStore } = await import("locksmith-js/postgres");
+      const store = await PostgresLockStore.connect(server.url, { operationTimeoutMs: 1_000 });
+      try {
+        await assertWaitRidesOut(store, server, { downMs: 300 });
+      } finally {
+        await store.close();
+      }
+    });
+  });
+});

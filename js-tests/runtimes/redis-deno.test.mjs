@@ -1,0 +1,92 @@
+// RedisLockStore on Deno over Deno.connectTls: rediss:// to a redis-server whose
+// certificate a private CA signed, trusted through tlsCaCert (Deno's caCerts); refused
+// without it; tlsInsecure refused as Deno cannot do it. (Plain TCP on Deno, through
+// npm:locksmith-js, is in js-tests/install.test.mjs.)
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { promisify } from "node:util";
+
+import { freePort, startRedis } from "../support/redis-server.mjs";
+import { TARGET } from "../support/target.mjs";
+
+const run = promisify(execFile);
+const require = createRequire(import.meta.url);
+
+/** Skips for a missing prerequisite, except under CI=true, where it fails the run. */
+function missing(t, why) {
+  if (process.env.CI === "true") assert.fail(`${why} (CI=true: a missing prerequisite fails the run)`);
+  t.skip(why);
+}
+
+describe("RedisLockStore on Deno", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+  it("connects with rediss:// through Deno.connectTls, trusting a private CA", { timeout: 60_000 }, async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), "locksmith-deno-tls-"));
+    try {
+      const openssl = (...args) => run("openssl", args, { cwd: dir });
+      if (await openssl("version").then(() => false, () => true)) {
+        missing(t, "the openssl command is not installed; it makes the test certificates");
+        return;
+      }
+      await writeFile(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+      await openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=locksmith test CA",
+        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
+        "-keyout", "ca.key", "-out", "ca.pem");
+      await openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "key.pem", "-out", "server.csr");
+      await openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        "-days", "1", "-extfile", "san.ext", "-out", "cert.pem");
+      const tlsPort = await freePort();
+      let server;
+      try {
+        server = await startRedis([
+          "--tls-port", String(tlsPort), "--tls-cert-file", join(dir, "cert.pem"), "--tls-key-file", join(dir, "key.pem"),
+          "--tls-ca-cert-file", join(dir, "ca.pem"), "--tls-auth-clients", "no",
+        ]);
+      } catch (err) {
+        missing(t, `this redis-server has no TLS support: ${err.message}`);
+        return;
+      }
+      try {
+        const ca = await readFile(join(dir, "ca.pem"), "utf8");
+        const entry = new URL("../../js/wasm.mjs", import.meta.url).href;
+        const url = `rediss://localhost:${tlsPort}`;
+        const fast = { connectTimeoutMs: 1_000, commandTimeoutMs: 1_000, reconnectRetries: 0 };
+        await writeFile(
+          join(dir, "tls.mjs"),
+          `import * as ls from ${JSON.stringify(entry)};
+           const url = ${JSON.stringify(url)};
+           const fast = ${JSON.stringify(fast)};
+           const store = await ls.RedisLockStore.connect({ url, tlsCaCert: ${JSON.stringify(ca)}, ...fast });
+           const lock = new ls.Lock("deno-tls", 5_000, store);
+           const taken = await lock.acquire();
+           const token = typeof lock.fencingToken;
+           const released = await lock.release();
+           await store.close();
+           const untrusted = await ls.RedisLockStore.connect({ url, ...fast }).then(() => "connected", (e) => e.code);
+           const insecure = await ls.RedisLockStore.connect({ url, tlsInsecure: true, ...fast }).then(() => "connected", (e) => [e.code, e.message]);
+           console.log(JSON.stringify({ taken, token, released, untrusted, insecure }));`,
+        );
+        const deno = require.resolve("deno/bin.cjs");
+        const { stdout } = await run(process.execPath, [deno, "run", "--allow-read", "--allow-net=localhost,127.0.0.1", "--no-prompt", "tls.mjs"], {
+          cwd: dir,
+          env: { ...process.env, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
+        });
+        const out = JSON.parse(stdout.trim().split("\n").pop());
+        assert.deepEqual(out.taken, true);
+        assert.equal(out.token, "number");
+        assert.equal(out.released, true);
+        assert.equal(out.untrusted, "STORE_UNAVAILABLE", "a server certificate from an unknown CA is refused");
+        assert.equal(out.insecure[0], "UNSUPPORTED");
+        assert.match(out.insecure[1], /^locksmith: tlsInsecure is not available on Deno/);
+      } finally {
+        await server.stop();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,468 @@
+// EtcdLockStore (locksmith-js/etcd) when things go wrong, and where it runs, against a real
+// three-member etcd cluster on loopback: the leader killed and a member stopped with
+// SIGSTOP mid-use, eight processes contending under the history checker through a leader
+// kill (and a broken guard it catches), Deno, workerd, the CommonJS build, TLS and etcd's
+// authentication, and the documentation's samples. The store's behaviour, piece by piece:
+// js-tests/etcd.test.mjs.
+import assert from "node:assert/strict";
+import { execFile, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+import { EtcdLockStore } from "locksmith-js/etcd";
+
+import { enableAuth, etcdCall, requireEtcd, selfSignedCertificate, startEtcd } from "../support/etcd-server.mjs";
+import { checkHistory } from "../histories/checker.mjs";
+import { now } from "../histories/client.mjs";
+import { newSeed } from "../histories/random.mjs";
+import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+
+const { Lock, semaphore, restoreLock } = ls;
+const run = promisify(execFile);
+const require = createRequire(import.meta.url);
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const HISTORY_CLIENT = fileURLToPath(new URL("../support/etcd-history-client.mjs", import.meta.url));
+
+await failOnUnhandledRejections();
+
+const b64 = (text) => Buffer.from(text).toString("base64");
+/** The raw kv of an etcd key, read straight from the gateway. */
+const rawGet = async (url, key) => (await etcdCall(url, "kv/range", { key: b64(key) })).kvs?.[0];
+
+/** Resolves when `promise` settles or rejects after `ms`, with what it settled to. */
+const within = (promise, ms, what) =>
+  Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`${what} did not settle within ${ms} ms`)))]);
+
+/** One etcd member over https:// (a self-signed certificate) with authentication on: `{ secure, dir }`. */
+async function startSecure() {
+  const dir = await mkdtemp(join(ROOT, "js-tests", ".etcd-tls-"));
+  try {
+    const tls = await selfSignedCertificate(dir);
+    // A simple token the server forgets after 1 s of disuse, so a test sees the store log
+    // in again; etcd's default timings, so its lease minimum is etcd's default one (2 s).
+    const secure = await startEtcd({ size: 1, tls, fastElections: false, args: ["--auth-token", "simple", "--auth-token-ttl", "1"] });
+    await enableAuth(secure.members[0].adminUrl, { password: "root-secret", user: "app", userPassword: "app-secret", prefix: "locksmith/" });
+    return { secure, dir };
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), () => {
+  let cluster;
+  const stores = [];
+  const connect = async (options = {}) => {
+    const store = await EtcdLockStore.connect({ endpoints: cluster.endpoints, ...options });
+    stores.push(store);
+    return store;
+  };
+
+  // The TLS member (native pass only) starts beside the cluster, not after it.
+  let secureReady;
+  before(async () => {
+    if (TARGET === "native") {
+      secureReady = startSecure();
+      secureReady.catch(() => {});
+    }
+    cluster = await startEtcd();
+  });
+  after(async () => {
+    for (const store of stores) await store.close();
+    await cluster?.dispose();
+    const started = await secureReady?.catch(() => undefined);
+    await started?.secure.dispose();
+    if (started) await rm(started.dir, { recursive: true, force: true });
+  });
+
+  describe("faults", () => {
+    it("the leader killed: a new leader is elected, holds survive, a waiter in another process still gets in", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("leader-kill");
+      const holder = new Lock(key, 10_000, a);
+      assert.equal(await holder.acquire(), true);
+      const permit = semaphore(`${key}:sem`, 1, 10_000, a);
+      assert.equal(await permit.acquire(), true);
+      const waiter = new Lock(key, 5_000, b);
+      const waiting = waiter.acquire({ timeout: 15_000, retryDelay: 300 });
+      const { lease } = await rawGet(cluster.endpoints[0], a.lockKey(key));
+      await sleep(1_500);
+      const leaseTtl = async () => {
+        for (const m of cluster.members) {
+          try {
+            return Number((await etcdCall(m.url, "lease/timetolive", { ID: lease }, { timeoutMs: 1_000 })).TTL ?? 0);
+          } catch {}
+        }
+      };
+      const ttlBefore = await leaseTtl();
+      const old = await cluster.leader();
+      assert.ok(old, "a leader");
+      await old.kill();
+      const next = await cluster.waitForLeader({ not: old });
+      assert.notEqual(next.id, old.id, "another member leads");
+      const ttlAfter = await leaseTtl();
+      assert.ok(ttlBefore <= 8 && ttlAfter >= 9, `the new leader gave the hold's lease its full 10 s again: ${ttlBefore} s left before, ${ttlAfter} s after`);
+      await holder.extend();
+      assert.equal(holder.signal.aborted, false, "the hold survived");
+      assert.equal(await b.isLocked(key), true);
+      assert.equal(await semaphore(`${key}:sem`, 1, 5_000, b).acquire(), false, "the permit survived");
+      assert.equal(await permit.release(), true);
+      const released = performance.now();
+      const holderToken = holder.fencingToken;
+      assert.equal(await holder.release(), true);
+      assert.equal(await within(waiting, 5_000, "the waiter"), true);
+      assert.ok(performance.now() - released < 3_000);
+      assert.ok(waiter.fencingToken > holderToken, `the token after the election (${waiter.fencingToken}) is larger than before (${holderToken})`);
+      await waiter.release();
+      await old.start();
+      await cluster.waitForLeader();
+    });
+
+    it("a member stopped with SIGSTOP (the leader): calls move on to the others, holds survive, a waiter gets in, and it rejoins when continued", async () => {
+      // A member is given a third of a call's time, at least 1 s, before the call moves on.
+      const [a, b] = [await connect({ operationTimeoutMs: 3_000 }), await connect({ operationTimeoutMs: 3_000 })];
+      const key = uniqueKey("sigstop");
+      const holder = new Lock(key, 10_000, a);
+      assert.equal(await holder.acquire(), true);
+      const waiting = new Lock(key, 5_000, b).acquire({ timeout: 15_000, retryDelay: 300 });
+      const stopped = await cluster.leader();
+      stopped.pause();
+      try {
+        const started = performance.now();
+        const other = new Lock(uniqueKey("sigstop-other"), 5_000, a);
+        assert.equal(await other.acquire({ timeout: 8_000 }), true);
+        assert.equal(await other.release(), true);
+        await holder.extend();
+        assert.equal(holder.signal.aborted, false, "the hold survived");
+        assert.ok(performance.now() - started < 8_000, `${Math.round(performance.now() - started)} ms`);
+        assert.equal(await holder.release(), true);
+        assert.equal(await within(waiting, 6_000, "the waiter"), true);
+        const leader = await cluster.waitForLeader({ not: stopped });
+        assert.notEqual(leader, stopped);
+      } finally {
+        stopped.resume();
+      }
+      await cluster.waitForLeader();
+      const s = await EtcdLockStore.connect(stopped.url);
+      try {
+        assert.equal(await new Lock(uniqueKey("rejoined"), 1_000, s).run(() => "ok").then(([, r]) => r), "ok", "the continued member serves again");
+      } finally {
+        await s.close();
+      }
+    });
+  });
+
+  describe("processes and the history checker", () => {
+    /**
+     * `processes` OS processes (etcd-history-client.mjs: the checker's clients on an
+     * EtcdLockStore) for `seconds`, `during()` run once they have started; resolves to the
+     * checker's result over every process's holds.
+     */
+    async function etcdHistory({ processes, clients, seconds, client = {}, broken, during }) {
+      const seed = newSeed();
+      const startAt = now() + 2_000; // every process loaded and connected by then
+      const configs = Array.from({ length: processes }, (_, i) => ({
+        endpoints: cluster.endpoints,
+        broken,
+        clients,
+        durationMs: seconds * 1_000,
+        seed,
+        process: i,
+        startAt,
+        ...client,
+      }));
+      const outputs = configs.map(
+        (config) =>
+          new Promise((resolve, reject) => {
+            const child = spawn(process.execPath, [HISTORY_CLIENT, JSON.stringify(config)], { stdio: ["ignore", "pipe", "pipe"], env: process.env });
+            const out = [];
+            let err = "";
+            child.stdout.on("data", (d) => out.push(d));
+            child.stderr.on("data", (d) => (err += d));
+            const timer = setTimeout(() => child.kill("SIGKILL"), seconds * 1_000 + 30_000);
+            child.on("close", (code) => {
+              clearTimeout(timer);
+              if (code !== 0) reject(new Error(`history process ${config.process} exited with ${code}: ${err.trim()}`));
+              else resolve(Buffer.concat(out).toString().split("\n").filter(Boolean).map((line) => JSON.parse(line)));
+            });
+          }),
+      );
+      const fault = during ? sleep(startAt - now()).then(during) : undefined;
+      const records = (await Promise.all(outputs)).flat();
+      await fault;
+      const holds = records.filter((r) => r.t === "hold");
+      const summaries = records.filter((r) => r.t === "summary");
+      return { seed, holds, summaries, result: checkHistory(holds) };
+    }
+
+    it("eight processes contend on every primitive through a leader kill: no violations", async (t) => {
+      let killed;
+      const run = await etcdHistory({
+        processes: 8,
+        clients: 2,
+        seconds: 4,
+        client: { ttlMs: 1_000, graceMs: 500, keys: ["h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7"] },
+        during: async () => {
+          await sleep(1_500);
+          killed = await cluster.leader();
+          await killed.kill();
+          await cluster.waitForLeader({ not: killed });
+          await sleep(1_000);
+          await killed.start();
+        },
+      });
+      await cluster.waitForLeader();
+      const errors = {};
+      for (const s of run.summaries) for (const [name, n] of Object.entries(s.errors)) errors[name] = (errors[name] ?? 0) + n;
+      const grants = run.summaries.reduce((n, s) => n + s.grants, 0);
+      t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${grants} grants, ${run.result.violations.length} violations, errors ${JSON.stringify(errors)}; leader ${killed?.name} killed`);
+      assert.ok(killed, "the leader was killed");
+      assert.ok(run.result.holds > 30, `enough holds to mean something: ${run.result.holds}`);
+      for (const kind of ["lock", "semaphore", "read", "write"]) assert.ok(run.holds.some((h) => h.kind === kind), `some ${kind} holds`);
+      assert.equal(new Set(run.holds.map((h) => h.client.split(".")[0])).size, 8, "every process held something");
+      assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); seed ${run.seed}`);
+    });
+
+    it("catches a broken guard: an acquire that puts the key without the create-revision compare", { skip: TARGET !== "native" && "the checker's own guard: once, with the native pass" }, async (t) => {
+      const run = await etcdHistory({ processes: 2, clients: 4, seconds: 1.5, broken: "put-without-compare", client: { kinds: { lock: 1 }, keys: ["h0"], ttlMs: 1_000 } });
+      t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${JSON.stringify(run.result.byType)}`);
+      assert.ok(run.result.byType.overlap > 0, `the checker reports two holders: ${JSON.stringify(run.result.byType)} (seed ${run.seed})`);
+    });
+  });
+
+  describe("runtimes and builds", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+    it("runs on Deno: the store over Deno's fetch, with the WebAssembly build", async () => {
+      const dir = await mkdtemp(join(ROOT, "js-tests", ".etcd-deno-"));
+      try {
+        const key = uniqueKey("deno");
+        await writeFile(
+          join(dir, "deno.mjs"),
+          `import { EtcdLockStore } from "locksmith-js/etcd";
+           import * as ls from "locksmith-js";
+           const store = await EtcdLockStore.connect(${JSON.stringify(cluster.endpoints)});
+           const l = new ls.Lock(${JSON.stringify(key)}, 5_000, store);
+           const taken = await l.acquire();
+           const r = ls.readWriteLock(${JSON.stringify(key)}, 5_000, store).readLock();
+           const read = await r.acquire();
+           console.log(JSON.stringify({ backend: ls.backend, taken, token: l.fencingToken, serialized: l.serialize(), read, released: await r.release() }));
+           await store.close();`,
+        );
+        const deno = require.resolve("deno/bin.cjs");
+        const { stdout } = await run(process.execPath, [deno, "run", "--allow-read", "--allow-net=127.0.0.1", "--no-prompt", join(dir, "deno.mjs")], {
+          cwd: ROOT,
+          env: { ...process.env, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
+        });
+        const out = JSON.parse(stdout.trim().split("\n").pop());
+        assert.equal(out.backend, "wasm");
+        assert.deepEqual([out.taken, out.read, out.released], [true, true, true]);
+        // The hold taken on Deno is released here, in Node.
+        const store = await connect();
+        const copy = restoreLock(out.serialized, store);
+        assert.equal(copy.fencingToken, out.token);
+        assert.equal(await copy.release(), true);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+
+    it("runs in workerd (a Cloudflare Worker, through Miniflare): locks shared with Node both ways, a release wakes the worker's waiter through the watch", async () => {
+      const { startWorker } = await import("../support/workerd-harness.mjs");
+      const worker = await startWorker("etcd-worker/worker.mjs", { bindings: { ETCD_URLS: cluster.endpoints.join(",") } });
+      const call = async (path, init) => (await worker.mf.dispatchFetch(`http://worker${path}`, init)).json();
+      try {
+        const store = await connect();
+        const key = uniqueKey("workerd");
+        const held = new Lock(key, 10_000, store);
+        assert.equal(await held.acquire(), true);
+        const heldToken = held.fencingToken;
+        assert.deepEqual((await call(`/take?key=${encodeURIComponent(key)}`)).taken, false, "held in Node: refused in the worker");
+        const waiting = call(`/wait?key=${encodeURIComponent(key)}`);
+        await sleep(500);
+        assert.equal(await held.release(), true);
+        const got = await waiting;
+        assert.equal(got.taken, true, JSON.stringify(got));
+        assert.ok(got.waited < 3_000, `woken after ${got.waited} ms, not at its 5 s retryDelay`);
+        assert.ok(got.token > heldToken, `token ${got.token} after ${heldToken}`);
+        const copy = restoreLock(got.serialized, store);
+        assert.equal(await copy.isLocked(), true, "taken in the worker: held in Node");
+        assert.equal(await copy.release(), true);
+        const again = await call(`/take?key=${encodeURIComponent(key)}`);
+        assert.equal(again.taken, true);
+        assert.deepEqual(await call("/release", { method: "POST", body: again.serialized }), { released: true });
+      } finally {
+        await worker.dispose();
+      }
+    });
+
+    it("requires from CommonJS, with the package's error classes", async () => {
+      const script = `
+        const ls = require("locksmith-js");
+        const { EtcdLockStore } = require("locksmith-js/etcd");
+        (async () => {
+          const bad = await EtcdLockStore.connect({ endpoints: "http://x", bogus: 1 }).catch((e) => e instanceof ls.InvalidArgumentError);
+          const store = await EtcdLockStore.connect(${JSON.stringify(cluster.endpoints)});
+          const [ran, token] = await ls.lock(${JSON.stringify(uniqueKey("cjs"))}, 2_000, store).run((l) => l.fencingToken);
+          await store.close();
+          console.log(JSON.stringify({ bad, ran, token: typeof token }));
+        })();`;
+      const { stdout } = await run(process.execPath, ["-e", script], { cwd: ROOT });
+      assert.deepEqual(JSON.parse(stdout), { bad: true, ran: true, token: "number" });
+    });
+  });
+
+  describe("the locksmith command", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+    const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    const cli = (...args) =>
+      run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), ...args], { cwd: ROOT }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (err) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
+      );
+
+    it("lists the held locks, semaphore permits and read-write holds of etcd:// URLs, and release --force frees them and wakes their waiters", async () => {
+      const store = await connect();
+      const other = await connect();
+      const name = uniqueKey("cli");
+      const url = `etcd://${cluster.endpoints.map((e) => new URL(e).host).join(",")}`;
+      const held = new Lock(name, 30_000, store);
+      assert.equal(await held.acquire(), true);
+      const permit = semaphore(`${name}:exports`, 2, 30_000, store);
+      assert.equal(await permit.acquire(), true);
+      const waitingWriter = ls.readWriteLock(`${name}:doc`, 10_000, store).writeLock();
+      const reader = ls.readWriteLock(`${name}:doc`, 30_000, store).readLock();
+      assert.equal(await reader.acquire(), true);
+      const writerWait = waitingWriter.acquire({ timeout: 1_500, retryDelay: 100 });
+
+      const listed = await cli("list", url, `${name}*`, "--json");
+      assert.equal(listed.code, 0, listed.stderr);
+      const holds = listed.stdout.trim().split("\n").map((line) => JSON.parse(line));
+      assert.deepEqual(holds.map((h) => [h.key, h.kind]), [[name, "lock"], [`${name}:doc`, "read"], [`${name}:exports`, "semaphore"]], "the waiting writer holds nothing");
+      assert.equal(holds[0].fencingToken, held.fencingToken);
+      assert.ok(holds[0].remainingMs > 25_000 && holds[0].remainingMs <= 30_000 && holds[0].remainingMs % 1_000 === 0, `from the lease: ${holds[0].remainingMs}`);
+      assert.match(holds[0].owner, /^[0-9a-f]{8}$/);
+      assert.ok(!listed.stdout.includes(JSON.parse(held.serialize()).owner), "never the owner token itself");
+      assert.equal(await writerWait, false);
+
+      // Another process waits on the lock, retrying only every 5 s: the release's deletion wakes it.
+      const waiter = new Lock(name, 5_000, other);
+      const waiting = waiter.acquire({ timeout: 8_000, retryDelay: 5_000 });
+      await sleep(200);
+      const started = performance.now();
+      const released = await cli("release", url, name, "--force");
+      assert.equal(released.code, 0, released.stderr);
+      assert.match(released.stdout, new RegExp(`^released "${escape(name)}": it was held by [0-9a-f]{8} with 2[0-9]\\.0 s left \\(fencing token ${held.fencingToken}\\); its waiters were woken`));
+      assert.equal(await waiting, true);
+      assert.ok(performance.now() - started < 4_000, "woken, not at its retryDelay");
+      assert.equal(await held.isExpired(), true);
+      assert.equal((await cli("release", url, `${name}:exports`, "--force")).code, 0);
+      assert.equal(await permit.isExpired(), true);
+      assert.equal(await semaphore(`${name}:exports`, 2, 1_000, store).count(), 0);
+      await waiter.release();
+      await reader.release();
+    });
+
+    it("says what is wrong (exit 2): a bad etcd URL, a wrong login; over etcds:// with the right one it lists", async () => {
+      const bad = await cli("list", "etcd://");
+      assert.deepEqual([bad.code, bad.stderr.split("\n")[0]], [2, "locksmith: an etcd URL is etcd://[user:password@]host:port[,host:port…] (etcds:// for TLS); got etcd://"]);
+      const { secure } = await secureReady;
+      const wrong = await run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:nope@${new URL(secure.endpoints[0]).host}`], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
+      assert.equal(wrong.code, 2);
+      assert.match(wrong.stderr, /^locksmith: etcd at 127\.0\.0\.1:\d+: etcd refused the login of user "app"/);
+      const right = await run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:app-secret@${new URL(secure.endpoints[0]).host}`, "--json"], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
+      assert.ok(right.code === undefined || right.code === 1, `over TLS with a login: listed or nothing held (${right.code}: ${right.stderr})`);
+    });
+  });
+
+  describe("TLS and authentication", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+    let secure;
+    let dir;
+    before(async () => {
+      ({ secure, dir } = await secureReady);
+    });
+
+    /** Runs an ES module body in a Node process that trusts the test's certificate. */
+    async function runNode(body) {
+      const file = join(dir, `script-${Math.random().toString(36).slice(2)}.mjs`);
+      await writeFile(file, body);
+      const { stdout } = await run(process.execPath, [file], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, "cert.pem") } });
+      return stdout.trim() ? JSON.parse(stdout.trim().split("\n").pop()) : undefined;
+    }
+
+    it("connects over https:// with a user and password (in the options or the URL), and logs in again when the token expires", async () => {
+      const url = secure.endpoints[0];
+      const out = await runNode(`
+        import { EtcdLockStore } from "locksmith-js/etcd";
+        import { Lock, semaphore } from "locksmith-js";
+        let logins = 0;
+        const counting = (url, init) => (url.endsWith("/v3/auth/authenticate") && logins++, fetch(url, init));
+        const store = await EtcdLockStore.connect({ endpoints: ${JSON.stringify(url)}, username: "app", password: "app-secret", fetch: counting });
+        const l = new Lock("tls-auth", 5_000, store);
+        const taken = await l.acquire();
+        const token = typeof l.fencingToken;
+        const permit = await semaphore("tls-auth", 2, 5_000, store).acquire();
+        // The server forgets a simple token after 1 s idle (--auth-token-ttl 1): the next call logs in again.
+        await new Promise((r) => setTimeout(r, 1_800));
+        const released = await l.release();
+        await store.close();
+        const inUrl = await EtcdLockStore.connect(${JSON.stringify(url.replace("https://", "https://app:app-secret@"))});
+        const again = await new Lock("tls-auth", 5_000, inUrl).acquire();
+        const short = await new Lock("tls-short", "300ms", inUrl).acquire();
+        await inUrl.close();
+        console.log(JSON.stringify({ taken, permit, released, again, short, token, logins }));
+      `);
+      assert.deepEqual(out, { taken: true, permit: true, released: true, again: true, short: true, token: "number", logins: 2 });
+      // With etcd's default 1 s election timeout, the shortest lease is 2 s: a 300 ms lock's is that.
+      const { token } = await etcdCall(secure.members[0].adminUrl, "auth/authenticate", { name: "root", password: "root-secret" });
+      const headers = { authorization: token };
+      const kv = (await etcdCall(secure.members[0].adminUrl, "kv/range", { key: b64("locksmith/lock/tls-short") }, { headers })).kvs[0];
+      assert.equal((await etcdCall(secure.members[0].adminUrl, "lease/timetolive", { ID: kv.lease }, { headers })).grantedTTL, "2");
+    });
+
+    it("refuses a wrong password, a missing login and a prefix the user may not touch with LockStoreError; an untrusted certificate is STORE_UNAVAILABLE", async () => {
+      const url = secure.endpoints[0];
+      const out = await runNode(`
+        import { EtcdLockStore } from "locksmith-js/etcd";
+        const outcome = (p) => p.then(async (s) => (await s.close(), "connected"), (e) => [e.code, e.message]);
+        console.log(JSON.stringify({
+          wrong: await outcome(EtcdLockStore.connect({ endpoints: ${JSON.stringify(url)}, username: "app", password: "nope", operationTimeoutMs: 2_000 })),
+          none: await outcome(EtcdLockStore.connect({ endpoints: ${JSON.stringify(url)}, operationTimeoutMs: 2_000 })),
+          prefix: await outcome(EtcdLockStore.connect({ endpoints: ${JSON.stringify(url)}, username: "app", password: "app-secret", keyPrefix: "other/", operationTimeoutMs: 2_000 })),
+        }));
+      `);
+      assert.equal(out.wrong[0], "STORE_ERROR");
+      assert.match(out.wrong[1], /^locksmith: etcd refused the login of user "app": .*authentication failed/);
+      assert.equal(out.none[0], "STORE_ERROR");
+      assert.match(out.none[1], /^locksmith: etcd has authentication enabled: connect with a username and password/);
+      assert.equal(out.prefix[0], "STORE_ERROR");
+      assert.match(out.prefix[1], /^locksmith: etcd: .*permission denied/);
+      // This process does not trust the certificate.
+      const untrusted = await EtcdLockStore.connect({ endpoints: url, username: "app", password: "app-secret", operationTimeoutMs: 1_500 }).catch((e) => e);
+      assert.equal(untrusted.code, "STORE_UNAVAILABLE", String(untrusted));
+    });
+  });
+
+  describe("documentation", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+    // The etcd samples of docs/stores.md are marked no-run for js-tests/docs.test.mjs (it
+    // has no etcd); they run here, against this cluster, as a reader would run them.
+    it("docs/stores.md's etcd samples run", async (t) => {
+      const text = await readFile(join(ROOT, "docs/stores.md"), "utf8");
+      const section = text.slice(text.indexOf("### `EtcdLockStore`"));
+      const blocks = [...section.slice(0, section.indexOf("\n### ", 5)).matchAll(/```js no-run\n([\s\S]*?)```/g)].map((m) => m[1]);
+      assert.ok(blocks.length >= 1, "the section has samples");
+      const dir = await mkdtemp(join(ROOT, "js-tests", ".etcd-docs-"));
+      try {
+        for (const [i, code] of blocks.entries()) {
+          const file = join(dir, `sample-${i}.mjs`);
+          await writeFile(file, `globalThis.invoice = { id: 42 };\nglobalThis.charge = async () => "charged";\n${code}`);
+          const { stdout } = await run(process.execPath, [file], { cwd: ROOT, env: { ...process.env, ETCD_URL: cluster.endpoints[0], ETCD_URLS: cluster.endpoints.join(",") }, timeout: 20_000 });
+          t.diagnostic(stdout.trim());
+        }
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    });
+  });
+});

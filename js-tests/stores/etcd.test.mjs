@@ -1,0 +1,457 @@
+// EtcdLockStore (locksmith-js/etcd) against a real three-member etcd cluster on loopback
+// (js-tests/support/etcd-server.mjs starts it): the conformance suite, what etcd adds (one key and
+// one lease per hold, leases rounded up to seconds, the create revision as fencing token,
+// queues of keys for semaphores and read-write locks, watch wake-ups) and the options.
+// The shared semaphore and read-write scenarios: js-tests/primitives.test.mjs. Failures,
+// processes, runtimes, TLS and authentication: js-tests/etcd-faults.test.mjs.
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { after, before, describe, it } from "node:test";
+
+import * as pkg from "locksmith-js";
+import { EtcdLockStore } from "locksmith-js/etcd";
+
+import { conformance } from "../conformance/conformance.mjs";
+import { etcdCall, requireEtcd, startEtcd } from "../support/etcd-server.mjs";
+import { freePort } from "../support/redis-server.mjs";
+import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+
+const { Lock, semaphore, readWriteLock, InvalidArgumentError } = ls;
+// What the store itself throws: the classes of `locksmith-js`, the package it imports (under
+// LOCKSMITH_TARGET=wasm the API under test is another copy, whose classes these are not).
+const { LockError, StoreUnavailableError, StoreClosedError } = pkg;
+
+await failOnUnhandledRejections();
+
+const b64 = (text) => Buffer.from(text).toString("base64");
+const unb64 = (text) => Buffer.from(text ?? "", "base64").toString();
+/** The raw kv of an etcd key, read straight from the gateway. */
+const rawGet = async (url, key) => (await etcdCall(url, "kv/range", { key: b64(key) })).kvs?.[0];
+/** The owner token inside a lock's serialized form. */
+const ownerOf = (l) => JSON.parse(l.serialize()).owner;
+
+describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
+  let cluster;
+  const stores = [];
+  const connect = async (options = {}) => {
+    const store = await EtcdLockStore.connect({ endpoints: cluster.endpoints, ...options });
+    stores.push(store);
+    return store;
+  };
+
+  before(async () => {
+    cluster = await startEtcd();
+  });
+  after(async () => {
+    for (const store of stores) await store.close();
+    await cluster?.dispose();
+  });
+
+  conformance("EtcdLockStore, three members, watch wake-ups", {
+    makeStore: () => connect(),
+    fencing: true,
+    exactOwnership: true,
+  });
+
+  // The shared semaphore and read-write scenarios run on this store in
+  // js-tests/conformance/primitives.test.mjs; these are what etcd's queues of keys add.
+  describe("semaphores and read-write locks: what etcd adds", () => {
+    it("a permit whose holder never releases: free after its TTL in the store that set it, before its lease ends; another limit is refused", async () => {
+      const store = await connect();
+      const key = uniqueKey("sem-ttl");
+      const crashed = semaphore(key, 1, "600ms", store);
+      assert.equal(await crashed.acquire(), true);
+      const acquiredAt = performance.now();
+      await assert.rejects(semaphore(key, 2, 5_000, store).acquire(), (err) => err instanceof InvalidArgumentError && /held with limit 1; this handle asks for 2/.test(err.message));
+      const next = semaphore(key, 1, 5_000, store);
+      assert.equal(await next.acquire(), false);
+      assert.equal(await next.acquire({ timeout: 2_000, retryDelay: 20 }), true);
+      const waited = performance.now() - acquiredAt;
+      assert.ok(waited >= 590 && waited < 1_000, `in after the TTL (600 ms) in the store that set it, before the lease (1 s) ended: ${Math.round(waited)} ms`);
+      assert.equal(await crashed.isExpired(), true);
+      assert.ok(next.fencingToken > crashed.fencingToken);
+      await next.release();
+    });
+
+    it("keeps one key per contender, ordered by create revision: a refused semaphore contender leaves none, a waiting writer keeps its place until it gives up", async () => {
+      const store = await connect();
+      const key = uniqueKey("queue");
+      const keysOf = async (kind) => {
+        const prefix = store.permitPrefix(key, kind);
+        const end = Buffer.from(prefix);
+        end[end.length - 1] += 1;
+        const { kvs = [] } = await etcdCall(cluster.endpoints[0], "kv/range", { key: b64(prefix), range_end: end.toString("base64") });
+        // In create-revision order (a range answers in key order, and owners are random).
+        return kvs
+          .map((kv) => ({ owner: decodeURIComponent(unb64(kv.key).slice(prefix.length)), revision: Number(kv.create_revision), ...JSON.parse(unb64(kv.value)) }))
+          .sort((a, b) => a.revision - b.revision);
+      };
+      const s1 = semaphore(key, 1, 5_000, store);
+      assert.equal(await s1.acquire(), true);
+      assert.equal(await semaphore(key, 1, 5_000, store).acquire(), false);
+      const held = await keysOf("semaphore");
+      assert.deepEqual(held.map((k) => [k.owner, k.role, k.limit]), [[ownerOf(s1), "semaphore", 1]], "the refused one took its key out");
+      assert.equal(s1.fencingToken, held[0].revision, "a permit's fencing token is its key's create revision");
+      const rw = readWriteLock(key, 5_000, store);
+      const reader = rw.readLock();
+      assert.equal(await reader.acquire(), true);
+      const writer = rw.writeLock();
+      const waiting = writer.acquire({ timeout: 400, retryDelay: 50 });
+      await sleep(150);
+      const queued = await keysOf("write");
+      assert.deepEqual(queued.map((k) => k.role), ["read", "write"], "the waiting writer's key is behind the reader's");
+      assert.ok(queued[0].revision < queued[1].revision);
+      assert.equal(await rw.readLock().acquire(), false, "a new reader queues behind the waiting writer");
+      assert.equal(await waiting, false);
+      assert.deepEqual((await keysOf("write")).map((k) => k.owner), [ownerOf(reader)], "the writer that gave up took its key out");
+      assert.equal(await rw.readLock().acquire(), true, "and readers get in again");
+    });
+
+    it("is phase-fair when the writer's hold runs out instead of being released (its lease ends; no release marks the turn)", async () => {
+      const holderStore = await connect();
+      const store = await connect();
+      const key = uniqueKey("rw-fair-expiry");
+      // A writer in another store, gone without a release: its hold ends with its lease.
+      const w1 = readWriteLock(key, "200ms", holderStore).writeLock();
+      assert.equal(await w1.acquire(), true);
+      await holderStore.close();
+      const rw = readWriteLock(key, 10_000, store);
+      const order = [];
+      const take = async (name, l, holdMs) => {
+        assert.equal(await l.acquire({ timeout: 8_000, retryDelay: 25 }), true, `${name} got in`);
+        order.push(`${name} in`);
+        await sleep(holdMs);
+        order.push(`${name} out`);
+        await l.release();
+      };
+      const reader = take("r1", rw.readLock(), 150);
+      await sleep(100);
+      const writer = take("w2", rw.writeLock(), 20);
+      await Promise.all([reader, writer]);
+      assert.deepEqual(order, ["r1 in", "r1 out", "w2 in", "w2 out"], "the reader waiting behind the gone writer went first");
+    });
+  });
+
+  describe("keys, leases and fencing tokens", () => {
+    it("keeps a plain lock as one key under a lease of its TTL rounded up to seconds; release deletes it and revokes the lease", async () => {
+      const store = await connect();
+      const key = uniqueKey("layout");
+      const l = new Lock(key, "1500ms", store);
+      assert.equal(await l.acquire(), true);
+      assert.equal(store.lockKey(key), `locksmith/lock/${key}`);
+      const kv = await rawGet(cluster.endpoints[0], store.lockKey(key));
+      const value = JSON.parse(unb64(kv.value));
+      assert.equal(value.owner, ownerOf(l));
+      assert.equal(value.ttl, 1_500);
+      assert.equal(l.fencingToken, Number(kv.create_revision), "the fencing token is the key's create revision");
+      const lease = await etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: kv.lease });
+      assert.equal(lease.grantedTTL, "2", "1500 ms rounds up to a 2 s lease");
+      assert.equal(await l.release(), true);
+      assert.equal(await rawGet(cluster.endpoints[0], store.lockKey(key)), undefined);
+      for (let i = 0; ; i++) {
+        const gone = await etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: kv.lease }).then((r) => r.TTL === "-1", (e) => e.grpc === 5);
+        if (gone) break;
+        assert.ok(i < 40, "the lease was revoked");
+        await sleep(25);
+      }
+    });
+
+    it("extend with another TTL re-puts the key under a new lease in one transaction: the same create revision, the old lease revoked", async () => {
+      const store = await connect();
+      const key = uniqueKey("reput");
+      const l = new Lock(key, "1s", store);
+      assert.equal(await l.acquire(), true);
+      const before = await rawGet(cluster.endpoints[0], store.lockKey(key));
+      await l.extend("5s");
+      const after = await rawGet(cluster.endpoints[0], store.lockKey(key));
+      assert.notEqual(after.lease, before.lease);
+      assert.equal(after.create_revision, before.create_revision, "the hold, and its fencing token, are the same");
+      assert.equal(Number(after.mod_revision), Number(before.mod_revision) + 1, "one write");
+      assert.equal((await etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: after.lease })).grantedTTL, "5");
+      assert.ok((await l.getRemainingTime()) > 4_000);
+      await sleep(100);
+      await assert.rejects(etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: before.lease }).then((r) => (r.TTL === "-1" ? Promise.reject(new Error("gone")) : r)));
+      await l.release();
+    });
+
+    it("fencing tokens are create revisions: they grow across keys, stores and members", async () => {
+      const [a, b] = [await connect(), await EtcdLockStore.connect(cluster.endpoints[2])];
+      try {
+        let last = 0;
+        for (let i = 0; i < 6; i++) {
+          const l = new Lock(uniqueKey(`fence-${i % 2}`), 5_000, i % 2 ? b : a);
+          await l.acquire();
+          assert.ok(l.fencingToken > last, `${l.fencingToken} > ${last}`);
+          last = l.fencingToken;
+          await l.release();
+        }
+      } finally {
+        await b.close();
+      }
+    });
+
+    it("a holder that never releases keeps the key from other processes until its lease ends (never before its TTL), to the second", async () => {
+      const holder = await connect();
+      const other = await connect();
+      const key = uniqueKey("crashed");
+      const l = new Lock(key, "400ms", holder);
+      assert.equal(await l.acquire(), true);
+      const acquiredAt = performance.now();
+      await holder.close(); // the process is gone: nobody releases, nobody times it here
+      assert.equal(await other.acquire(key, "o2", 5_000), false);
+      assert.equal(await other.isLocked(key), true);
+      const left = await other.remainingTime(key);
+      assert.ok(left >= 1 && left <= 1_000 && left % 1_000 <= 1, `from the lease, in whole seconds: ${left}`);
+      await sleep(500);
+      assert.equal(await other.acquire(key, "o2", 5_000), false, "past its TTL, the lease still holds it");
+      const waiter = new Lock(key, 5_000, other);
+      assert.equal(await waiter.acquire({ timeout: 5_000, retryDelay: 1_000 }), true);
+      const waited = performance.now() - acquiredAt;
+      assert.ok(waited > 900 && waited < 3_000, `in once the lease (1 s, the cluster's minimum here) ran out: ${Math.round(waited)} ms`);
+      assert.ok(waiter.fencingToken > l.fencingToken);
+      await waiter.release();
+    });
+
+    it("ownerRemainingTime: to the millisecond for a hold this store set; 1 ms (held, no time vouched for) for one set elsewhere; null for another owner", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("owner-time");
+      assert.equal(await a.acquire(key, "o1", 5_000), true);
+      const mine = await a.ownerRemainingTime(key, "o1");
+      assert.ok(mine > 4_500 && mine <= 5_000, `${mine}`);
+      assert.equal(await b.ownerRemainingTime(key, "o1"), 1);
+      assert.equal(await b.isHeldBy(key, "o1"), true);
+      assert.equal(await b.ownerRemainingTime(key, "o2"), null);
+      assert.equal(await b.isHeldBy(key, "o2"), false);
+      const fromLease = await b.remainingTime(key);
+      assert.ok(fromLease >= 4_000 && fromLease <= 5_000 && fromLease % 1_000 === 0, `the lease's whole seconds: ${fromLease}`);
+      const exact = await a.remainingTime(key);
+      assert.ok(exact > 4_500 && exact <= 5_000, `${exact}`);
+      // Extended by a copy in the other store: the first store no longer times the hold.
+      assert.equal(await b.extend(key, "o1", 8_000), true);
+      assert.equal(await a.ownerRemainingTime(key, "o1"), 1);
+      assert.ok((await b.ownerRemainingTime(key, "o1")) > 7_500);
+      assert.equal(await a.release(key, "o1"), true);
+      assert.equal(await b.ownerRemainingTime(key, "o1"), null);
+    });
+
+    it("a hold this store set and timed out is neither extended nor released as live, and its next acquire takes it over at once", async () => {
+      const store = await connect();
+      const key = uniqueKey("timed-out");
+      assert.equal(await store.acquire(key, "o1", 100), true);
+      await sleep(150);
+      assert.equal(await store.isLocked(key), false);
+      assert.equal(await store.extend(key, "o1", 5_000), false);
+      assert.equal(await store.release(key, "o1"), false, "not a live hold");
+      assert.equal(await store.acquire(key, "o3", 100), true);
+      await sleep(150);
+      assert.equal(await store.acquire(key, "o2", 5_000), true, "taken over, a lease early");
+      assert.equal(await store.release(key, "o3"), false);
+      assert.equal(await store.isHeldBy(key, "o2"), true);
+      assert.equal(await store.release(key, "o2"), true);
+    });
+
+    it("keys with / and % in them do not collide, in plain locks, semaphores or read-write locks", async () => {
+      const store = await connect();
+      const base = uniqueKey("slash");
+      for (const [a, b] of [[`${base}/x`, `${base}%2Fx`], [base, `${base}/h`]]) {
+        assert.equal(await store.acquire(a, "o", 5_000), true);
+        assert.equal(await store.acquire(b, "o", 5_000), true, `${b} is not ${a}`);
+        assert.equal(await semaphore(a, 1, 5_000, store).acquire(), true);
+        assert.equal(await semaphore(b, 1, 5_000, store).acquire(), true, `semaphore ${b} is not ${a}`);
+        assert.equal(await readWriteLock(a, 5_000, store).writeLock().acquire(), true);
+        assert.equal(await readWriteLock(b, 5_000, store).writeLock().acquire(), true, `rw ${b} is not ${a}`);
+      }
+      assert.equal(store.permitPrefix(`${base}/x`, "read"), `locksmith/rw/${base}%2Fx/`);
+    });
+  });
+
+  describe("wake-ups", () => {
+    it("a release wakes a waiter in another store (another process) through the watch, not at its retryDelay", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("wake");
+      const holder = new Lock(key, 10_000, a);
+      assert.equal(await holder.acquire(), true);
+      const waiting = new Lock(key, 5_000, b).acquire({ timeout: 8_000, retryDelay: 5_000 });
+      await sleep(300);
+      const released = performance.now();
+      await holder.release();
+      assert.equal(await waiting, true);
+      assert.ok(performance.now() - released < 1_000, `woken after ${Math.round(performance.now() - released)} ms`);
+    });
+
+    it("a release wakes a waiting writer and a waiting semaphore contender in another store, not at their retryDelay", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("wake-permits");
+      const reader = readWriteLock(key, 10_000, a).readLock();
+      const permit = semaphore(key, 1, 10_000, a);
+      assert.equal(await reader.acquire(), true);
+      assert.equal(await permit.acquire(), true);
+      const writer = readWriteLock(key, 5_000, b).writeLock().acquire({ timeout: 8_000, retryDelay: 5_000 });
+      const second = semaphore(key, 1, 5_000, b).acquire({ timeout: 8_000, retryDelay: 5_000 });
+      await sleep(300);
+      const released = performance.now();
+      await Promise.all([reader.release(), permit.release()]);
+      assert.deepEqual(await Promise.all([writer, second]), [true, true]);
+      assert.ok(performance.now() - released < 1_500, `woken after ${Math.round(performance.now() - released)} ms`);
+    });
+
+    it("a lease that runs out wakes waiters too (etcd deletes the key)", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("wake-expiry");
+      assert.equal(await a.acquire(key, "gone", 300), true);
+      await a.close();
+      const started = performance.now();
+      const got = await new Lock(key, 5_000, b).acquire({ timeout: 6_000, retryDelay: 5_000 });
+      assert.equal(got, true);
+      assert.ok(performance.now() - started < 3_000, `woken by the lease's end after ${Math.round(performance.now() - started)} ms, not at the 5 s retryDelay`);
+    });
+
+    it("with notifyReleases: false there is no watch: waiters try again at their retryDelay", async () => {
+      const a = await connect();
+      const b = await connect({ notifyReleases: false });
+      assert.equal(b.onRelease, undefined);
+      const key = uniqueKey("poll");
+      const holder = new Lock(key, 10_000, a);
+      await holder.acquire();
+      const started = performance.now();
+      const waiting = new Lock(key, 5_000, b).acquire({ timeout: 5_000, retryDelay: 700 });
+      await sleep(100);
+      await holder.release();
+      assert.equal(await waiting, true);
+      assert.ok(performance.now() - started >= 650, `at the retry, ${Math.round(performance.now() - started)} ms`);
+    });
+
+    it("a waiter whose watch was on a member that died still gets in (the watch moves to another member)", async () => {
+      const holderStore = await EtcdLockStore.connect(cluster.endpoints);
+      // Which member the waiter's watch streams from: seen through its fetch.
+      const watches = [];
+      const waiterStore = await EtcdLockStore.connect({ endpoints: cluster.endpoints, fetch: (url, init) => (url.endsWith("/v3/watch") && watches.push(url), fetch(url, init)) });
+      try {
+        const key = uniqueKey("watch-moves");
+        const holder = new Lock(key, 10_000, holderStore);
+        assert.equal(await holder.acquire(), true);
+        const waiting = new Lock(key, 5_000, waiterStore).acquire({ timeout: 10_000, retryDelay: 4_000 });
+        await sleep(200);
+        assert.equal(watches.length, 1, "one watch");
+        const served = cluster.members.find((m) => watches[0].startsWith(m.url));
+        await served.kill();
+        await sleep(500);
+        const released = performance.now();
+        await holder.release();
+        assert.equal(await waiting, true);
+        assert.ok(performance.now() - released < 2_000, `in ${Math.round(performance.now() - released)} ms, not at the 4 s retryDelay`);
+        assert.ok(watches.length >= 2 && !watches.at(-1).startsWith(served.url), `the watch moved: ${watches.join(" ")}`);
+        await served.start();
+        await cluster.waitForLeader();
+      } finally {
+        await holderStore.close();
+        await waiterStore.close();
+      }
+    });
+  });
+
+  describe("options and failures", () => {
+    it("refuses unknown and bad options with INVALID_ARGUMENT and a locksmith: message, before any request", async () => {
+      const cases = [
+        [{ endpoints: "http://127.0.0.1:1", prefix: "x/" }, /unknown option `prefix` for EtcdLockStore\.connect\(\); did you mean `keyPrefix`\?/],
+        [{ endpoints: "http://127.0.0.1:1", user: "u" }, /unknown option `user`.*did you mean `username`\?/],
+        [{ endpoints: "http://127.0.0.1:1", timeout: 5 }, /unknown option `timeout`.*did you mean `operationTimeoutMs`\?/],
+        [{ url: "http://127.0.0.1:1" }, /unknown option `url`/],
+        [{}, /endpoints must be an etcd URL or a non-empty list/],
+        [[], /endpoints must be an etcd URL or a non-empty list/],
+        [42, /takes an etcd URL, a list of them, or an options object; got number/],
+        ["127.0.0.1:2379", /must be an http:\/\/ or https:\/\/ URL/],
+        ["etcd://127.0.0.1:2379", /must be an http:\/\/ or https:\/\/ URL \(https for TLS\); got "etcd:"/],
+        ["http://127.0.0.1:2379/#x", /takes no query or #fragment/],
+        [["http://127.0.0.1:1", 7], /must be an http:\/\/ or https:\/\/ URL; got number/],
+        [{ endpoints: "http://u:p@127.0.0.1:1", username: "v" }, /give the etcd login once/],
+        [["http://u:p@127.0.0.1:1", "http://w:p@127.0.0.1:2"], /name different logins/],
+        [{ endpoints: "http://127.0.0.1:1", password: "p" }, /a password needs a username/],
+        [{ endpoints: "http://127.0.0.1:1", keyPrefix: "" }, /keyPrefix must be a non-empty string/],
+        [{ endpoints: "http://127.0.0.1:1", keyPrefix: 3 }, /keyPrefix must be a non-empty string/],
+        [{ endpoints: "http://127.0.0.1:1", operationTimeoutMs: 0 }, /operationTimeoutMs must be a whole number of milliseconds/],
+        [{ endpoints: "http://127.0.0.1:1", operationTimeoutMs: "5s" }, /operationTimeoutMs must be a whole number of milliseconds from 1 to 2147483647; got string/],
+        [{ endpoints: "http://127.0.0.1:1", notifyReleases: "yes" }, /notifyReleases must be a boolean/],
+        [{ endpoints: "http://127.0.0.1:1", fetch: 3 }, /fetch must be a function/],
+      ];
+      for (const [options, message] of cases) {
+        const err = await EtcdLockStore.connect(options).then(() => assert.fail(`accepted ${JSON.stringify(options)}`), (e) => e);
+        assert.ok(err instanceof pkg.InvalidArgumentError && err instanceof LockError, `${JSON.stringify(options)}: ${err}`);
+        assert.equal(err.code, "INVALID_ARGUMENT");
+        assert.match(err.message, /^locksmith: /);
+        assert.match(err.message, message);
+      }
+      assert.throws(() => new EtcdLockStore(), (err) => err.code === "INVALID_ARGUMENT" && /EtcdLockStore\.connect/.test(err.message));
+      const store = await connect();
+      await assert.rejects(store.acquire("k", "o", 0), (err) => err.code === "INVALID_ARGUMENT" && /ttlMs must be/.test(err.message));
+      await assert.rejects(store.acquire("k", 5, 1_000), (err) => err.code === "INVALID_ARGUMENT" && /owner must be a string/.test(err.message));
+      await assert.rejects(store.acquirePermit("k", "o", 1_000, "mutex"), (err) => err.code === "INVALID_ARGUMENT" && /kind must be/.test(err.message));
+      await assert.rejects(store.acquirePermit("k", "o", 1_000, "semaphore", 0), (err) => err.code === "INVALID_ARGUMENT" && /limit must be/.test(err.message));
+    });
+
+    it("no member reachable: connect() fails with StoreUnavailableError within operationTimeoutMs", async () => {
+      const started = performance.now();
+      const err = await EtcdLockStore.connect({ endpoints: [`http://127.0.0.1:${await freePort()}`, `http://127.0.0.1:${await freePort()}`], operationTimeoutMs: 600 }).catch((e) => e);
+      assert.ok(err instanceof StoreUnavailableError, String(err));
+      assert.match(err.message, /^locksmith: etcd: no member answered a status request within 600 ms/);
+      assert.ok(performance.now() - started < 1_500);
+    });
+
+    it("a member that accepts connections and never answers is left for the others", async () => {
+      const silent = createServer(() => {});
+      await new Promise((resolve) => silent.listen(0, "127.0.0.1", resolve));
+      try {
+        const store = await connect({ endpoints: [`http://127.0.0.1:${silent.address().port}`, cluster.endpoints[0]], operationTimeoutMs: 4_000 });
+        const started = performance.now();
+        const key = uniqueKey("silent");
+        for (let i = 0; i < 3; i++) {
+          assert.equal(await store.acquire(key, `o${i}`, 5_000), true);
+          assert.equal(await store.release(key, `o${i}`), true);
+        }
+        assert.ok(performance.now() - started < 2_500, `${Math.round(performance.now() - started)} ms: at most one attempt waited on the silent member`);
+      } finally {
+        silent.close();
+      }
+    });
+
+    it("a write applied but unanswered is recognized when the call tries again: an acquire by its write id, a release by the hold it knew", async () => {
+      // A fetch that delivers the first transaction of each call, then drops its answer, as a cut connection would.
+      let drop = false;
+      const store = await connect({
+        fetch: async (url, init) => {
+          const response = await fetch(url, init);
+          if (drop && url.endsWith("/v3/kv/txn")) {
+            drop = false;
+            await response.text();
+            throw new TypeError("fetch failed", { cause: new Error("other side closed") });
+          }
+          return response;
+        },
+      });
+      const key = uniqueKey("unanswered");
+      drop = true;
+      const l = new Lock(key, 5_000, store);
+      assert.equal(await l.acquire(), true, "the retried acquire finds its own write");
+      assert.equal(l.fencingToken, Number((await rawGet(cluster.endpoints[0], store.lockKey(key))).create_revision));
+      drop = true;
+      assert.equal(await l.release(), true, "the retried release finds the hold it knew gone");
+      assert.equal(await rawGet(cluster.endpoints[0], store.lockKey(key)), undefined);
+    });
+
+    it("uses the fetch it is given", async () => {
+      const seen = [];
+      const store = await connect({ fetch: (url, init) => (seen.push(new URL(url).pathname), fetch(url, init)) });
+      const key = uniqueKey("fetch");
+      await new Lock(key, 1_000, store).run(() => {});
+      assert.ok(seen.includes("/v3/kv/txn") && seen.includes("/v3/lease/grant"), seen.join());
+    });
+
+    it("close(): later calls fail with StoreClosedError", async () => {
+      const store = await EtcdLockStore.connect(cluster.endpoints);
+      await store.close();
+      await store.close();
+      await assert.rejects(store.acquire("k", "o", 1_000), (err) => err instanceof StoreClosedError && err.code === "STORE_CLOSED");
+      await assert.rejects(new Lock("k", 1_000, store).acquire({ timeout: 1_000 }), (err) => err.code === "STORE_CLOSED");
+    });
+  });
+});

@@ -1,0 +1,612 @@
+// PostgresLockStore beyond the conformance suite, on a real PostgreSQL server: options,
+// the table it creates, cleanup, LISTEN/NOTIFY wake-ups, semaphores and read-write
+// locks, mutual exclusion across processes, `npx locksmith-js` on its table, a frozen server
+// and a restart mid-use.
+import assert from "node:assert/strict";
+import { execFile, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { after, before, describe, it } from "node:test";
+import { promisify } from "node:util";
+import pg from "pg";
+
+import { PostgresLockStore } from "../../js/stores/postgres.mjs";
+import { assertNoOverlap } from "../support/load.mjs";
+import { requirePostgres, startPostgres } from "../support/postgres-server.mjs";
+import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+
+const { Lock, semaphore, readWriteLock } = ls;
+
+await failOnUnhandledRejections();
+
+/** Retries `fn` until it stops throwing (the store reconnecting), up to `ms`. */
+async function eventually(fn, ms = 5_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(50);
+    }
+  }
+}
+
+/** Awaits `promise`, returning `{ value }` or `{ error }`, and how long it took. */
+async function settle(promise) {
+  const start = performance.now();
+  try {
+    return { value: await promise, ms: performance.now() - start };
+  } catch (error) {
+    return { error, ms: performance.now() - start };
+  }
+}
+
+/** Resolves once the store's LISTEN connection is up (its application_name shows in pg_stat_activity). */
+async function listening(admin, count = 1) {
+  const deadline = Date.now() + 5_000;
+  for (;;) {
+    const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'locksmith listen' AND (query LIKE 'LISTEN%' OR query = 'SELECT 1')");
+    if (rows[0].n >= count) return;
+    assert.ok(Date.now() < deadline, "the LISTEN connection came up");
+    await sleep(20);
+  }
+}
+
+const invalidArgument = (pattern) => (err) => {
+  assert.equal(err.code, "INVALID_ARGUMENT");
+  assert.equal(err.name, "InvalidArgumentError");
+  assert.match(err.message, /^locksmith: /);
+  if (pattern) assert.match(err.message, pattern);
+  return true;
+};
+
+describe("PostgresLockStore", await requirePostgres(), () => {
+  let server;
+  let admin;
+  before(async () => {
+    server = await startPostgres();
+    admin = new pg.Pool({ connectionString: server.url });
+    admin.on("error", () => {});
+  });
+  after(async () => {
+    await admin?.end();
+    await server?.dispose();
+  });
+
+  describe("options", () => {
+    it("runs the README's example", async () => {
+      const before = ls.getLockStore();
+      try {
+        const store = await PostgresLockStore.connect(server.url);
+        ls.setLockStore(store);
+        const [ran, result] = await ls.lock(uniqueKey("readme")).run(async () => "charged");
+        assert.deepEqual([ran, result], [true, "charged"]);
+        await store.close();
+        await assert.rejects(store.isLocked("k"), { name: "StoreClosedError", code: "STORE_CLOSED" });
+      } finally {
+        ls.setLockStore(before);
+      }
+    });
+
+    it("is the subpath export locksmith-js/postgres, one class for import and require, and loads pg only to connect", async () => {
+      const code = `
+        const pgLoaded = () => Object.keys(require.cache).some((path) => path.includes("/node_modules/pg/"));
+        (async () => {
+          await import("locksmith-js");
+          const afterMain = pgLoaded();
+          const esm = await import("locksmith-js/postgres");
+          const cjs = require("locksmith-js/postgres");
+          const afterImport = pgLoaded();
+          await esm.PostgresLockStore.connect("postgres://nobody@127.0.0.1:1/none", { operationTimeoutMs: 1000 }).catch(() => {});
+          console.log(JSON.stringify({ same: esm.PostgresLockStore === cjs.PostgresLockStore, afterMain, afterImport, afterConnect: pgLoaded() }));
+        })();`;
+      const out = await new Promise((resolve, reject) => {
+        const child = spawn(process.execPath, ["-e", code], { cwd: new URL("../..", import.meta.url).pathname, stdio: ["ignore", "pipe", "inherit"] });
+        let text = "";
+        child.stdout.on("data", (d) => (text += d));
+        child.once("exit", (status) => (status === 0 ? resolve(JSON.parse(text)) : reject(new Error(`exited ${status}`))));
+      });
+      assert.deepEqual(out, { same: true, afterMain: false, afterImport: false, afterConnect: true });
+    });
+
+    it("its LISTEN connection does not keep Node alive once the application ends its pool", { skip: TARGET !== "native" && "runs once" }, async () => {
+      const code = `
+        const pg = require("pg");
+        const { PostgresLockStore } = require("locksmith-js/postgres");
+        const { Lock } = require("locksmith-js");
+        (async () => {
+          const pool = new pg.Pool({ connectionString: ${JSON.stringify(server.url)} });
+          const store = new PostgresLockStore(pool);
+          const l = new Lock("exit-" + process.pid, 5000, store);
+          await l.acquire();
+          await l.release();
+          await new Promise((r) => setTimeout(r, 200)); // LISTEN is up by now
+          await pool.end();
+          console.log("ended");
+        })();`;
+      const started = performance.now();
+      const status = await new Promise((resolve) => {
+        const child = spawn(process.execPath, ["-e", code], { cwd: new URL("../..", import.meta.url).pathname, stdio: ["ignore", "pipe", "inherit"] });
+        const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+        child.once("exit", (code, signal) => {
+          clearTimeout(timer);
+          resolve(signal ?? code);
+        });
+      });
+      assert.equal(status, 0, "the process exited by itself");
+      assert.ok(performance.now() - started < 9_000);
+    });
+
+    it("refuses unknown and bad options with INVALID_ARGUMENT, before connecting", async () => {
+      await assert.rejects(PostgresLockStore.connect(server.url, { tabel: "locks" }), invalidArgument(/unknown option `tabel`.*did you mean `table`/));
+      for (const table of ["drop table x;", "a.b.c", "x".repeat(41), "1locks", "", 5]) {
+        await assert.rejects(PostgresLockStore.connect(server.url, { table }), invalidArgument(/^locksmith: table must be/), String(table));
+      }
+      for (const operationTimeoutMs of [0, -1, 1.5, "1000", Number.NaN, 2 ** 31]) {
+        await assert.rejects(PostgresLockStore.connect(server.url, { operationTimeoutMs }), invalidArgument(/operationTimeoutMs/));
+      }
+      await assert.rejects(PostgresLockStore.connect(server.url, { listen: "yes" }), invalidArgument(/listen must be a boolean/));
+      await assert.rejects(PostgresLockStore.connect(server.url, null), invalidArgument(/options must be an object/));
+      await assert.rejects(PostgresLockStore.connect(42), invalidArgument(/postgres:\/\/ URL/));
+      assert.throws(() => new PostgresLockStore({}), invalidArgument(/takes a pg\.Pool/));
+      assert.throws(() => new PostgresLockStore(admin, { createTables: false }), invalidArgument(/did you mean `createTable`/));
+    });
+
+    it("fails to connect to a server that is not there with STORE_UNAVAILABLE, in time", async () => {
+      const { port } = server;
+      const down = await settle(PostgresLockStore.connect(`postgres://locksmith@127.0.0.1:${port + 1}/postgres`, { operationTimeoutMs: 1_000 }));
+      assert.equal(down.error?.code, "STORE_UNAVAILABLE");
+      assert.match(down.error.message, /^locksmith: PostgreSQL: /);
+      assert.ok(down.ms < 2_000, `failed after ${down.ms} ms`);
+    });
+
+    it("with createTable: false, refuses a missing table with STORE_ERROR and creates nothing", async () => {
+      const store = new PostgresLockStore(admin, { table: "not_there", createTable: false });
+      await assert.rejects(store.acquire("k", "o", 1_000), (err) => err.code === "STORE_ERROR" && /not_there.*does not exist/.test(err.message));
+      const { rows } = await admin.query("SELECT to_regclass('not_there') AS t");
+      assert.equal(rows[0].t, null);
+      await store.close();
+    });
+
+    it("close() leaves the caller's pool open, and later calls fail with STORE_CLOSED", async () => {
+      const store = new PostgresLockStore(admin);
+      assert.equal(await store.acquire(uniqueKey("close"), "o", 1_000), true, "acquire() called directly answers a boolean");
+      await store.close();
+      await store.close();
+      assert.deepEqual((await admin.query("SELECT 1 AS one")).rows, [{ one: 1 }]);
+      await assert.rejects(store.isLocked("k"), { code: "STORE_CLOSED" });
+      await assert.rejects(new Lock("k", 1_000, store).acquire(), { code: "STORE_CLOSED" });
+      // Closed is final: a wait does not ride it out.
+      const started = performance.now();
+      await assert.rejects(new Lock("k", 1_000, store).acquire({ timeout: 5_000 }), { code: "STORE_CLOSED" });
+      assert.ok(performance.now() - started < 1_000, "a wait on a closed store fails at once");
+    });
+  });
+
+  describe("the table", () => {
+    it("is created once by several stores starting at the same time, with the documented columns", async () => {
+      const table = "created_together";
+      const stores = await Promise.all(Array.from({ length: 6 }, () => PostgresLockStore.connect(server.url, { table, listen: false })));
+      const key = uniqueKey("schema");
+      const l = new Lock(key, 60_000, stores[0]);
+      assert.equal(await l.acquire(), true);
+      const token = l.fencingToken;
+      assert.ok(Number.isSafeInteger(token) && token > 0);
+      const owner = JSON.parse(l.serialize()).owner;
+      assert.ok((await stores[0].ownerRemainingTime(key, owner)) > 59_000, "the owner's own time left, in one statement");
+      assert.equal(await stores[0].ownerRemainingTime(key, "someone-else"), null);
+      const { rows } = await admin.query(
+        `SELECT key, owner, fencing_token, expires_at > clock_timestamp() + interval '59 seconds' AS later, expires_at <= clock_timestamp() + interval '60 seconds' AS bounded FROM ${table}`,
+      );
+      assert.deepEqual(rows, [{ key, owner, fencing_token: String(token), later: true, bounded: true }]);
+      for (const store of stores) assert.equal(await store.isHeldBy(key, owner), true);
+      await Promise.all(stores.map((s) => s.close()));
+    });
+
+    it("expiry is the server's clock, whatever this process's clock says", async () => {
+      const store = new PostgresLockStore(admin);
+      const key = uniqueKey("clock");
+      // This process's wall clock an hour ahead: nothing of it may reach the expiry.
+      const realNow = Date.now;
+      const expiresIn60s = async (what) => {
+        const { rows } = await admin.query(
+          "SELECT expires_at - clock_timestamp() BETWEEN interval '59 seconds' AND interval '60 seconds' AS ok FROM locksmith_locks WHERE key = $1",
+          [key],
+        );
+        assert.deepEqual(rows, [{ ok: true }], `${what}: expires 60 s from now on the server's clock`);
+      };
+      Date.now = () => realNow() + 3_600_000;
+      try {
+        assert.notEqual(await store.acquire(key, "a", 60_000), false);
+        await expiresIn60s("acquired");
+        assert.equal(await store.extend(key, "a", 30_000), true);
+        assert.equal(await store.extend(key, "a", 60_000), true);
+        await expiresIn60s("extended");
+      } finally {
+        Date.now = realNow;
+      }
+      const left = await store.remainingTime(key);
+      assert.ok(left > 59_000 && left <= 60_000, `remaining ${left}`);
+      // Move the expiry to one millisecond ago by the server's clock.
+      await admin.query("UPDATE locksmith_locks SET expires_at = clock_timestamp() - interval '1 millisecond' WHERE key = $1", [key]);
+      assert.equal(await store.isLocked(key), false);
+      assert.equal(await store.remainingTime(key), null);
+      assert.equal(await store.extend(key, "a", 1_000), false, "an expired hold is not extended");
+      assert.notEqual(await store.acquire(key, "b", 1_000), false, "an expired hold is taken over");
+      await store.close();
+    });
+
+    it("gives a hold a larger fencing token than an earlier one, also when its acquire waited for a row lock", async () => {
+      const store = await PostgresLockStore.connect(server.url, { listen: false });
+      const key = uniqueKey("stale");
+      // An expired hold's row (the store's sweep would delete it, so it is written here).
+      await admin.query(
+        "INSERT INTO locksmith_locks (key, owner, expires_at, fencing_token) VALUES ($1, 'w', clock_timestamp() - interval '1 second', nextval('locksmith_locks_fencing'))",
+        [key],
+      );
+      const tx = await admin.connect();
+      try {
+        await tx.query("BEGIN");
+        await tx.query("SELECT 1 FROM locksmith_locks WHERE key = $1 FOR UPDATE", [key]);
+        // The token-answering acquire locks use (js/api/symbols.mjs); acquire() answers a boolean.
+        const taking = store[Symbol.for("locksmith.acquireToken")](key, "y", 5_000);
+        // Wait until that acquire waits for the row lock.
+        for (let i = 0; ; i++) {
+          const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'");
+          if (rows[0].n > 0) break;
+          assert.ok(i < 250, "the acquire waits for the row lock");
+          await sleep(20);
+        }
+        // Meanwhile a hold by "x" comes and goes, with its token from the sequence.
+        const { rows } = await tx.query(
+          `UPDATE locksmith_locks SET owner = 'x', expires_at = clock_timestamp() - interval '1 millisecond',
+             fencing_token = nextval('locksmith_locks_fencing') WHERE key = $1 RETURNING fencing_token`,
+          [key],
+        );
+        await tx.query("COMMIT");
+        const token = await taking;
+        assert.ok(token > Number(rows[0].fencing_token), `the later hold's token ${token} is above the earlier hold's ${rows[0].fencing_token}`);
+        assert.equal(await store.isHeldBy(key, "y"), true);
+      } finally {
+        tx.release();
+        await store.close();
+      }
+    });
+
+    it("cleans up expired rows, a bounded number at a time", async () => {
+      const table = "swept";
+      const store = await PostgresLockStore.connect(server.url, { table, listen: false });
+      await admin.query(
+        `INSERT INTO ${table} (key, owner, expires_at, fencing_token)
+         SELECT 'old:' || i, 'o', clock_timestamp() - interval '1 second', i FROM generate_series(1, 700) AS i`,
+      );
+      await admin.query(
+        `INSERT INTO ${table}_permits (kind, key, owner, role, expires_at, fencing_token)
+         SELECT 'semaphore', 'old', 'o' || i, 'semaphore', clock_timestamp() - interval '1 second', i FROM generate_series(1, 10) AS i`,
+      );
+      const live = uniqueKey("live");
+      assert.notEqual(await store.acquire(live, "o", 60_000), false);
+      const count = async (t) => Number((await admin.query(`SELECT count(*) AS n FROM ${t}`)).rows[0].n);
+      const deadline = Date.now() + 3_000;
+      while ((await count(table)) > 201 && Date.now() < deadline) await sleep(20);
+      assert.equal(await count(table), 201, "500 of the 700 expired rows went, the live one stayed");
+      assert.equal(await count(`${table}_permits`), 0);
+      assert.equal(await store.isHeldBy(live, "o"), true);
+      await store.close();
+    });
+  });
+
+  describe("wake-ups through LISTEN/NOTIFY", () => {
+    let stores = [];
+    after(async () => {
+      await Promise.all(stores.map((s) => s.close()));
+    });
+
+    it("a waiter with a 5 s retryDelay gets the lock soon after another store releases it", async () => {
+      const [a, b] = (stores = await Promise.all([PostgresLockStore.connect(server.url), PostgresLockStore.connect(server.url)]));
+      await listening(admin, 2);
+      const key = uniqueKey("wake");
+      const holder = new Lock(key, 10_000, a);
+      assert.equal(await holder.acquire(), true);
+      const waiter = new Lock(key, 10_000, b);
+      const waiting = waiter.acquire({ timeout: 10_000, retryDelay: 5_000 });
+      await sleep(200);
+      assert.equal(await holder.release(), true);
+      const released = performance.now();
+      assert.equal(await waiting, true);
+      const ms = performance.now() - released;
+      assert.ok(ms < 2_000, `the waiter got the lock ${ms.toFixed(0)} ms after the release, not at its next retry`);
+      assert.ok(waiter.fencingToken > holder.fencingToken || holder.fencingToken === null);
+      await waiter.release();
+    });
+
+    it("over the caller's pool too: its own LISTEN connection, with the pool's settings", async () => {
+      const pool = new pg.Pool({ connectionString: server.url, max: 2 });
+      pool.on("error", () => {});
+      const store = new PostgresLockStore(pool);
+      try {
+        const key = uniqueKey("wake-pool");
+        const holder = new Lock(key, 10_000, store);
+        assert.equal(await holder.acquire(), true); // the first call also starts listening
+        await listening(admin, 3);
+        const waiting = new Lock(key, 10_000, store).acquire({ timeout: 10_000, retryDelay: 5_000 });
+        await sleep(200);
+        assert.equal(await holder.release(), true);
+        const released = performance.now();
+        assert.equal(await waiting, true);
+        assert.ok(performance.now() - released < 2_000, "woken, not left to its 5 s retry");
+        assert.equal(pool.totalCount <= 2, true, "the LISTEN connection is not one of the pool's");
+      } finally {
+        await store.close();
+        await pool.end();
+      }
+    });
+
+    it("wakes a semaphore waiter when a permit is released", async () => {
+      const [a, b] = stores;
+      const key = uniqueKey("wake-sem");
+      const first = semaphore(key, 1, 10_000, a);
+      assert.equal(await first.acquire(), true);
+      const second = semaphore(key, 1, 10_000, b);
+      const waiting = settle(second.acquire({ timeout: 10_000, retryDelay: 5_000 }));
+      await sleep(200);
+      assert.equal(await first.release(), true);
+      const { value, ms } = await waiting;
+      assert.equal(value, true);
+      assert.ok(ms < 2_500, `the waiter got the permit after ${ms.toFixed(0)} ms`);
+      await second.release();
+    });
+  });
+
+  describe("npx locksmith-js", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+    it("lists the store's locks, and frees one with release --force, waking its waiter", async () => {
+      const [a, b] = await Promise.all([PostgresLockStore.connect(server.url), PostgresLockStore.connect(server.url)]);
+      try {
+        await listening(admin, 2);
+        const key = uniqueKey("cli");
+        const holder = new Lock(key, 60_000, a);
+        assert.equal(await holder.acquire(), true);
+        const listed = await cli("list", server.url, key, "--json");
+        assert.equal(listed.code, 0, listed.stderr);
+        const [entry, ...more] = listed.stdout.trim().split("\n").map((line) => JSON.parse(line));
+        assert.deepEqual(more, []);
+        const { owner } = JSON.parse(holder.serialize());
+        assert.deepEqual({ ...entry, remainingMs: undefined }, { key, kind: "lock", fencingToken: holder.fencingToken, owner: createHash("sha256").update(owner).digest("hex").slice(0, 8), remainingMs: undefined });
+        assert.ok(entry.remainingMs > 50_000 && entry.remainingMs <= 60_000, `remaining ${entry.remainingMs}`);
+
+        const waiting = new Lock(key, 5_000, b).acquire({ timeout: 10_000, retryDelay: 5_000 });
+        await sleep(200);
+        const released = await cli("release", server.url, key, "--force");
+        assert.equal(released.code, 0, released.stderr);
+        assert.match(released.stdout, /^released /);
+        const at = performance.now();
+        assert.equal(await waiting, true);
+        assert.ok(performance.now() - at < 2_000, "the waiter was woken, not left to its 5 s retry");
+        assert.equal(await holder.isExpired(), true);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    });
+  });
+
+  describe("semaphores and read-write locks", () => {
+    let store;
+    before(async () => {
+      store = await PostgresLockStore.connect(server.url);
+    });
+    after(async () => {
+      await store?.close();
+    });
+
+    it("a semaphore lets at most `limit` in at once, and everyone through in time", async () => {
+      const key = uniqueKey("sem");
+      let inside = 0;
+      let most = 0;
+      const results = await Promise.all(
+        Array.from({ length: 9 }, () =>
+          semaphore(key, 3, 5_000, store).run(async () => {
+            most = Math.max(most, ++inside);
+            await sleep(20);
+            inside--;
+          }, { timeout: 10_000, retryDelay: 20 }),
+        ),
+      );
+      assert.ok(results.every(([ran]) => ran), "all 9 got a permit");
+      assert.equal(most, 3, "three at once, never more");
+      assert.equal(await semaphore(key, 3, 5_000, store).count(), 0);
+    });
+
+    it("refuses a handle whose limit differs from the held semaphore's, taking nothing", async () => {
+      const key = uniqueKey("sem-limit");
+      const held = semaphore(key, 2, 5_000, store);
+      assert.equal(await held.acquire(), true);
+      const other = semaphore(key, 3, 5_000, store);
+      await assert.rejects(other.acquire(), (err) => err.code === "INVALID_ARGUMENT" && /held with limit 2; this handle asks for 3/.test(err.message));
+      await assert.rejects(store.acquirePermit(key, "o", 1_000, "semaphore", 3), { code: "INVALID_ARGUMENT" });
+      assert.equal(await held.count(), 1, "nothing taken");
+      assert.equal(await held.release(), true);
+      assert.equal(await other.acquire(), true, "free again: any limit");
+      await other.release();
+    });
+
+    it("a permit expires on its own, and is extended by its holder only", async () => {
+      const key = uniqueKey("sem-ttl");
+      const crashed = semaphore(key, 1, 150, store);
+      assert.equal(await crashed.acquire(), true);
+      const left = await crashed.getRemainingTime();
+      assert.ok(left > 0 && left <= 150, `remaining ${left}`);
+      const next = semaphore(key, 1, 5_000, store);
+      assert.equal(await next.acquire(), false);
+      assert.equal(await next.acquire({ timeout: 2_000, retryDelay: 20 }), true);
+      assert.equal(await crashed.isExpired(), true);
+      await assert.rejects(crashed.extend(), { code: "LOCK_NOT_HELD" });
+      await next.extend(8_000);
+      assert.ok((await next.getRemainingTime()) > 5_000);
+      assert.equal(await next.release(), true);
+      assert.equal(await next.release(), false);
+    });
+
+    it("readers share, a writer is alone, and a waiting writer keeps new readers out", async () => {
+      const rw = readWriteLock(uniqueKey("rw"), 5_000, store);
+      const [r1, r2, w] = [rw.readLock(), rw.readLock(), rw.writeLock()];
+      assert.equal(await r1.acquire(), true);
+      assert.equal(await r2.acquire(), true, "readers share");
+      assert.equal(await r1.count(), 2);
+      assert.equal(await w.acquire(), false, "no writer while read");
+      const writer = w.acquire({ timeout: 5_000, retryDelay: 5_000 });
+      await sleep(100);
+      assert.equal(await rw.readLock().acquire(), false, "a new reader waits behind the writer");
+      await r1.release();
+      await r2.release();
+      assert.equal(await writer, true, "the writer gets in once the last reader leaves (woken, not at its 5 s retry)");
+      assert.equal(await rw.readLock().acquire(), false, "no reader while written");
+      assert.equal(await rw.writeLock().acquire(), false, "no second writer");
+      await w.release();
+      const r3 = rw.readLock();
+      assert.equal(await r3.acquire(), true);
+      await r3.release();
+    });
+
+    it("a writer that gives up lets readers in again", async () => {
+      const rw = readWriteLock(uniqueKey("rw-giveup"), 5_000, store);
+      const reader = rw.readLock();
+      assert.equal(await reader.acquire(), true);
+      assert.equal(await rw.writeLock().acquire({ timeout: 100, retryDelay: 20 }), false);
+      const late = rw.readLock();
+      assert.equal(await late.acquire(), true, "the claim went with the writer");
+      await late.release();
+      await reader.release();
+    });
+
+    it("fencing tokens of permits grow", async () => {
+      const key = uniqueKey("sem-fence");
+      const tokens = [];
+      for (let i = 0; i < 3; i++) {
+        const s = semaphore(key, 2, 5_000, store);
+        await s.acquire();
+        tokens.push(s.fencingToken);
+        await s.release();
+      }
+      if (tokens[0] !== null) assert.ok(tokens[0] < tokens[1] && tokens[1] < tokens[2], `tokens ${tokens}`);
+    });
+  });
+
+  describe("mutual exclusion under load", () => {
+    it("8 OS processes on one key: exact counter, no overlap, growing fencing tokens", { timeout: 60_000 }, async () => {
+      const key = uniqueKey("load");
+      await admin.query("CREATE TABLE IF NOT EXISTS load_log (id bigserial PRIMARY KEY, key text, entry text, token bigint)");
+      await admin.query("CREATE TABLE IF NOT EXISTS load_counter (key text PRIMARY KEY, n int NOT NULL)");
+      await admin.query("INSERT INTO load_counter (key, n) VALUES ($1, 0)", [key]);
+      // The table exists before the processes start, so all of them contend on the lock only.
+      await (await PostgresLockStore.connect(server.url, { listen: false })).close();
+      const ROUNDS = 20;
+      const runs = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, key, ROUNDS)));
+      assert.deepEqual(runs, Array(8).fill(ROUNDS));
+      const { rows: counter } = await admin.query("SELECT n FROM load_counter WHERE key = $1", [key]);
+      assert.equal(counter[0].n, 8 * ROUNDS, "the counter equals the successful runs");
+      const { rows: log } = await admin.query("SELECT entry, token FROM load_log WHERE key = $1 ORDER BY id", [key]);
+      assertNoOverlap(log.map((r) => r.entry));
+      const tokens = log.filter((r) => r.entry.startsWith("in:")).map((r) => r.token);
+      if (tokens[0] !== null) {
+        for (let i = 1; i < tokens.length; i++) assert.ok(BigInt(tokens[i]) > BigInt(tokens[i - 1]), `token ${tokens[i]} after ${tokens[i - 1]}`);
+      }
+      console.log(`# load: 8 processes, ${8 * ROUNDS} critical sections on one PostgreSQL key, 0 overlaps, 0 lost updates`);
+    });
+  });
+
+  describe("server outages", () => {
+    it("a frozen server (SIGSTOP): calls fail with STORE_UNAVAILABLE at operationTimeoutMs, then work again", { timeout: 30_000 }, async () => {
+      const store = await PostgresLockStore.connect(server.url, { operationTimeoutMs: 500 });
+      const key = uniqueKey("frozen");
+      const holder = new Lock(key, 10_000, store);
+      try {
+        assert.equal(await holder.acquire(), true);
+        await server.signalAll("SIGSTOP");
+        try {
+          const direct = await settle(store.isLocked(key));
+          assert.equal(direct.error?.code, "STORE_UNAVAILABLE");
+          assert.match(direct.error.message, /^locksmith: PostgreSQL did not answer isLocked within 500 ms/);
+          assert.ok(direct.ms >= 450 && direct.ms < 1_500, `failed after ${direct.ms} ms`);
+          const extend = await settle(holder.extend());
+          assert.equal(extend.error?.code, "STORE_UNAVAILABLE");
+          assert.ok(extend.ms < 1_500, `extend failed after ${extend.ms} ms`);
+          // A wait rides the outage out until its deadline, then fails with the last error.
+          const waiter = await settle(new Lock(key, 1_000, store).acquire({ timeout: 2_000, retryDelay: 50 }));
+          assert.equal(waiter.error?.code, "STORE_UNAVAILABLE");
+          assert.ok(waiter.ms >= 1_900 && waiter.ms < 3_500, `the waiter gave up after ${waiter.ms} ms`);
+        } finally {
+          await server.signalAll("SIGCONT");
+        }
+        await eventually(() => holder.extend());
+        assert.equal(await holder.release(), true);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it("a restart: calls fail with STORE_UNAVAILABLE in time while down; afterwards the store and its wake-ups work again", { timeout: 30_000 }, async () => {
+      const [store, other] = await Promise.all([
+        PostgresLockStore.connect(server.url, { operationTimeoutMs: 1_000 }),
+        PostgresLockStore.connect(server.url, { operationTimeoutMs: 1_000 }),
+      ]);
+      try {
+        await listening(admin, 2);
+        const key = uniqueKey("restart");
+        const holder = new Lock(key, 20_000, store);
+        assert.equal(await holder.acquire(), true);
+        const waiter = settle(new Lock(key, 5_000, other).acquire({ timeout: 4_000, retryDelay: 50 }));
+        await sleep(100);
+        await server.stop();
+        const extend = await settle(holder.extend());
+        assert.equal(extend.error?.code, "STORE_UNAVAILABLE");
+        assert.ok(extend.ms < 1_000 + 1_000, `extend failed after ${extend.ms} ms`);
+        const waited = await waiter;
+        assert.equal(waited.error?.code, "STORE_UNAVAILABLE", `the waiter settled with ${waited.error ?? waited.value}`);
+        assert.ok(waited.ms >= 3_800 && waited.ms < 6_000, `the waiter gave up after ${waited.ms} ms (it rides an outage out until its deadline)`);
+        const direct = await settle(store.isLocked(key));
+        assert.equal(direct.error?.code, "STORE_UNAVAILABLE");
+        assert.ok(direct.ms < 2_000);
+
+        await server.start();
+        // PostgreSQL kept the row: the hold survived the restart.
+        await eventually(() => holder.extend());
+        assert.equal(await holder.isExpired(), false);
+        // The LISTEN connections came back: a waiter that only retries every 5 s is woken.
+        await listening(admin, 2);
+        const next = new Lock(key, 5_000, other);
+        const woken = settle(next.acquire({ timeout: 10_000, retryDelay: 5_000 }));
+        await sleep(200);
+        assert.equal(await holder.release(), true);
+        const { value, ms } = await woken;
+        assert.equal(value, true);
+        assert.ok(ms < 2_500, `woken after ${ms} ms`);
+        await next.release();
+      } finally {
+        await store.close();
+        await other.close();
+      }
+    });
+  });
+});
+
+/** Runs `npx locksmith-js …` (js/cli/cli.mjs); resolves to { code, stdout, stderr } whatever its exit code. */
+async function cli(...args) {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [new URL("../../js/cli/cli.mjs", import.meta.url).pathname, ...args]);
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    if (typeof err.code !== "number") throw err;
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
+
+/** Runs one postgres-contender.mjs process; resolves with how many critical sections it ran. */
+function contender(url, key, rounds) {
+  return new Promise((resolve, reject) => {
+    const args = [new URL("../support/postgres-contender.mjs", import.meta.url).pathname, url, key, String(rounds)];
+    const p = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    p.stdout.on("data", (d) => (out += d));
+    p.once("exit", (code) => (code === 0 ? resolve(Number(out)) : reject(new Error(`contender exited ${code}`))));
+  });
+}

@@ -1,0 +1,297 @@
+// The shipped Durable Object store (`locksmith-js/cloudflare`) in real workerd, through
+// Miniflare: the conformance suite, run from Node through a store object whose every
+// method is a message to a worker that calls the real store (js-tests/workerd/
+// store-worker.mjs), and scenarios run inside the worker on the package's wasm build.
+// All of it runs in workerd on the wasm build whatever LOCKSMITH_TARGET says, so it
+// runs once, with the native pass.
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+
+import { conformance } from "../conformance/conformance.mjs";
+import { startWorker } from "../support/workerd-harness.mjs";
+import { remoteStore } from "../support/workerd-remote-store.mjs";
+import { assertPhaseFair } from "../conformance/rw-scenarios.mjs";
+import { TARGET, ls, sleep, uniqueKey } from "../support/target.mjs";
+
+const ONCE = TARGET === "native";
+
+let started;
+/** The worker, built and started once for the whole file. */
+function worker() {
+  started ??= (async () => {
+    const worker = await startWorker("workerd/store-worker.mjs", { durableObjects: { LOCKS: { className: "TestLockObject", useSQLite: true } } });
+    assert.ok(worker.inputs.includes("js/stores/cloudflare.mjs") && worker.inputs.includes("js/workerd.mjs"), "the exports map chose js/stores/cloudflare.mjs and js/workerd.mjs");
+    return worker;
+  })();
+  return started;
+}
+
+// Every remote store, closed before the worker stops.
+const opened = [];
+
+after(async () => {
+  if (!started) return;
+  const worker = await started;
+  for (const store of opened) store.close();
+  await worker.dispose();
+});
+
+async function post(path, body) {
+  const { mf } = await worker();
+  const res = await mf.dispatchFetch(`http://worker${path}`, { method: "POST", body: JSON.stringify(body) });
+  return res.json();
+}
+
+async function get(path) {
+  const { mf } = await worker();
+  return (await mf.dispatchFetch(`http://worker${path}`)).json();
+}
+
+/**
+ * A store in Node whose methods are calls of the real store in the worker, over one
+ * WebSocket (js-tests/workerd/store-worker.mjs); `close()` ends it.
+ */
+async function openRemoteStore() {
+  const { mf } = await worker();
+  const res = await mf.dispatchFetch("http://worker/store", { headers: { Upgrade: "websocket" } });
+  const socket = res.webSocket;
+  assert.ok(socket, `the worker accepted the WebSocket (${res.status})`);
+  socket.accept();
+  const store = remoteStore(socket);
+  opened.push(store);
+  return store;
+}
+
+if (ONCE) {
+  conformance("DurableObjectLockStore (workerd)", {
+    makeStore: openRemoteStore,
+    closeStore: (store) => store.close(),
+    fencing: true,
+    exactOwnership: true,
+  });
+}
+
+describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with the native pass" }, () => {
+  /** What /inspect says once `done(state)` holds, or after `ms` (a loaded machine is slow). */
+  const inspectUntil = async (key, done, ms = 3_000) => {
+    const deadline = performance.now() + ms;
+    for (;;) {
+      const state = await get(`/inspect?key=${key}`);
+      if (done(state) || performance.now() > deadline) return state;
+      await sleep(25);
+    }
+  };
+  const timed = async (promise) => {
+    const start = performance.now();
+    const value = await promise;
+    return [value, performance.now() - start];
+  };
+
+  it("refuses unknown and bad options with INVALID_ARGUMENT", async () => {
+    const refused = async (body, pattern) => {
+      const { error, isLocksmiths } = await post("/options", body);
+      assert.equal(error?.code, "INVALID_ARGUMENT", JSON.stringify(body));
+      assert.equal(isLocksmiths, true, "an InvalidArgumentError of the package's own");
+      assert.equal(error.name, "InvalidArgumentError");
+      assert.match(error.message, /^locksmith: /);
+      assert.match(error.message, pattern);
+    };
+    await refused({ options: { operationTimeout: 5_000 } }, /unknown option `operationTimeout`.*did you mean `operationTimeoutMs`/);
+    await refused({ options: { operationTimeoutMs: -1 } }, /operationTimeoutMs/);
+    await refused({ options: { notifyReleases: "yes" } }, /notifyReleases/);
+    await refused({ options: { locationHint: 7 } }, /locationHint/);
+    await refused({ options: 5 }, /options must be an object/);
+    await refused({ namespace: null }, /namespace/);
+    assert.deepEqual(await post("/options", { options: { operationTimeoutMs: 5_000, locationHint: "weur", notifyReleases: false } }), {
+      ok: true,
+      onRelease: "undefined",
+      operationTimeoutMs: 5_000,
+    });
+    assert.deepEqual(await post("/options", {}), { ok: true, onRelease: "function", operationTimeoutMs: null });
+  });
+
+  it("hands out fencing tokens that grow across holds of every kind and outlive them", async () => {
+    const key = uniqueKey("fencing");
+    const { tokens, error } = await get(`/fencing?key=${key}`);
+    assert.equal(error, undefined, JSON.stringify(error));
+    assert.equal(tokens.length, 5);
+    for (const [i, token] of tokens.entries()) {
+      assert.ok(Number.isSafeInteger(token) && token > (tokens[i - 1] ?? 0), `tokens ${tokens}`);
+    }
+    const { stored, alarm } = await get(`/inspect?key=${key}`);
+    assert.deepEqual(stored, { fence: tokens.at(-1) }, "only the counter stays");
+    assert.equal(alarm, null);
+    const next = await get(`/hold?key=${key}`);
+    assert.ok(next.token > tokens.at(-1));
+  });
+
+  it("wakes a waiter at the release, long before its retryDelay", async () => {
+    const key = uniqueKey("wake");
+    const held = await get(`/hold?key=${key}&ttl=10000`);
+    assert.equal(held.taken, true);
+    const waiting = timed(get(`/wait?key=${key}&timeout=4000&retryDelay=3000`));
+    await sleep(200);
+    assert.deepEqual(await get(`/release?lock=${encodeURIComponent(held.serialized)}`), { released: true });
+    const [waiter, ms] = await waiting;
+    assert.equal(waiter.acquired, true, JSON.stringify(waiter));
+    assert.ok(waiter.token > held.token);
+    // Without a wake-up its next attempt would come 3 s after the first.
+    assert.ok(ms < 1_500, `the waiter took ${ms} ms`);
+    assert.ok((await get(`/inspect?key=${key}`)).waits >= 1, "it waited inside the object");
+  });
+
+  it("expires a hold by alarm: the waiter is woken and storage is cleared", async () => {
+    // Nobody calls the object after this hold: only its alarm can clear it.
+    const idle = uniqueKey("alarm-idle");
+    const token = await (await openRemoteStore()).acquire(idle, "holder", 150);
+    const before = await get(`/inspect?key=${idle}`);
+    assert.equal(before.stored.lock.token, token);
+    assert.equal(before.alarm, before.stored.lock.expiresAt);
+    await sleep(150);
+    const after = await inspectUntil(idle, (state) => state.alarm === null);
+    assert.deepEqual(after, { stored: { fence: token }, alarm: null, waits: 0, pending: 0 });
+
+    const key = uniqueKey("alarm");
+    assert.equal((await get(`/hold?key=${key}&ttl=300`)).taken, true);
+    const [waiter, ms] = await timed(get(`/wait?key=${key}&timeout=4000&retryDelay=3000`));
+    assert.equal(waiter.acquired, true, JSON.stringify(waiter));
+    assert.ok(ms >= 250 && ms < 1_500, `the waiter took ${ms} ms`);
+  });
+
+  it("keeps one wait inside the object across a waiter's retries, and ends it when the waiter gives up", async () => {
+    const key = uniqueKey("retries");
+    assert.equal((await get(`/hold?key=${key}&ttl=10000`)).taken, true);
+    // About fifteen attempts, 40 ms apart, all refused.
+    const waiter = await get(`/wait?key=${key}&timeout=600&retryDelay=40`);
+    assert.equal(waiter.acquired, false, JSON.stringify(waiter));
+    const { waits, pending } = await inspectUntil(key, (state) => state.pending === 0);
+    assert.deepEqual({ waits, pending }, { waits: 1, pending: 0 });
+  });
+
+  it("keeps a writer waiting behind another writer's claim without spinning", async () => {
+    const store = await openRemoteStore();
+    const key = uniqueKey("claim");
+    // A reader holds; a writer asks once and goes away, leaving its claim for 2 s.
+    assert.equal(typeof (await store.acquirePermit(key, "reader", 5_000, "read", undefined)), "number");
+    assert.equal(await store.acquirePermit(key, "gone", 2_000, "write", undefined), false);
+    assert.equal(await store.releasePermit(key, "reader", "read"), true);
+    const waiter = await get(`/wait?key=${key}&kind=write&timeout=500&retryDelay=1000`);
+    assert.equal(waiter.acquired, false, JSON.stringify(waiter));
+    // An attempt at 0 and at the 500 ms deadline; one wait in between, not one per turn.
+    assert.equal((await get(`/inspect?key=${key}`)).waits, 1);
+  });
+
+  it("ends a wait inside the object when locksmith unsubscribes", async () => {
+    const store = await openRemoteStore();
+    const key = uniqueKey("unsubscribe");
+    assert.equal(typeof (await store.acquire(key, "holder", 5_000)), "number");
+    let woken = false;
+    const unsubscribe = store.onRelease(key, () => (woken = true));
+    const waiting = await inspectUntil(key, (state) => state.pending === 1);
+    assert.deepEqual([waiting.waits, waiting.pending], [1, 1], "a wait is pending inside the object");
+    unsubscribe();
+    const { waits, pending } = await inspectUntil(key, (state) => state.pending === 0);
+    assert.deepEqual({ waits, pending }, { waits: 1, pending: 0 });
+    assert.equal(await store.release(key, "holder"), true);
+    await sleep(50);
+    assert.equal(woken, false);
+    // The two calls travel on different stubs and may cross: a wait that arrives after
+    // its cancel ends at once instead of staying until the cap.
+    assert.deepEqual(await get(`/cancel-first?key=${uniqueKey("crossed")}`), { pending: false, outcome: "cancelled" });
+  });
+
+  // A waiter's wait and its acquire attempts travel on different stubs and may cross:
+  // when the wait arrives after the refused attempt and after the holds in its way have
+  // gone, the waiter's own claim (a writer's) or its place in the readers' turn (a
+  // reader's, another writer's claim waiting) must not make it wait out its retryDelay.
+  for (const kind of ["write", "read"]) {
+    it(`wakes a waiting ${kind === "write" ? "writer when the last reader leaves" : "reader when the writer leaves (another writer's claim waiting)"}, even when its wait reaches the object after its attempt`, async () => {
+      const result = await get(`/late-wait?key=${uniqueKey(`late-wait-${kind}`)}&kind=${kind}&delay=150&timeout=4000&retryDelay=2500`);
+      assert.equal(result.error, undefined, JSON.stringify(result.error));
+      assert.equal(result.acquired, true);
+      // Its wait arrives 150 ms in; without the wake-up its next attempt comes at 2.5 s.
+      assert.ok(result.waitedMs < 1_000, `the ${kind === "write" ? "writer" : "reader"} waited ${result.waitedMs} ms (retryDelay 2500 ms)`);
+    });
+  }
+
+  it("makes read-write locks phase-fair (the lock runs in Node, the store's object in workerd)", async () => {
+    await assertPhaseFair(ls, await openRemoteStore());
+  });
+
+  it("reloads its holds and fencing counter from storage when the object restarts", async () => {
+    const store = await openRemoteStore();
+    const key = uniqueKey("restart");
+    const lockToken = await store.acquire(key, "a", 10_000);
+    const permitToken = await store.acquirePermit(key, "s1", 10_000, "semaphore", 2);
+    assert.ok(permitToken > lockToken);
+    assert.ok((await store.acquirePermit(key, "r1", 10_000, "read", undefined)) > permitToken);
+    assert.equal(await store.acquirePermit(key, "w", 10_000, "write", undefined), false, "a writer's claim");
+    assert.deepEqual(await get(`/restart?key=${key}`), { restarted: true });
+    assert.equal((await get(`/inspect?key=${key}`)).waits, 0, "a new instance");
+    assert.equal(await store.isHeldBy(key, "a"), true);
+    assert.equal(await store.acquire(key, "b", 10_000), false);
+    assert.ok((await store.remainingTime(key)) > 9_000);
+    assert.equal(await store.countPermits(key, "semaphore"), 1);
+    assert.ok((await store.permitRemainingTime(key, "s1", "semaphore")) > 9_000);
+    assert.equal(await store.countPermits(key, "read"), 1);
+    assert.equal(await store.acquirePermit(key, "r2", 10_000, "read", undefined), false, "the claim keeps readers out");
+    assert.equal(await store.release(key, "a"), true);
+    assert.ok((await store.acquire(key, "b", 10_000)) > permitToken + 1, "the counter went on");
+  });
+
+  it("answers acquire() and acquirePermit() with booleans when called directly, as the store contract's interface does", async () => {
+    const store = await openRemoteStore();
+    const key = uniqueKey("plain");
+    assert.equal(await store.plainAcquire(key, "a", 10_000), true);
+    assert.equal(await store.plainAcquire(key, "b", 10_000), false);
+    assert.equal(await store.plainAcquirePermit(key, "s1", 10_000, "semaphore", 1), true);
+    assert.equal(await store.plainAcquirePermit(key, "s2", 10_000, "semaphore", 1), false);
+    assert.ok((await store.ownerRemainingTime(key, "a")) > 9_000);
+    assert.equal(await store.ownerRemainingTime(key, "b"), null);
+    assert.equal(await store.release(key, "a"), true);
+    assert.equal(await store.ownerRemainingTime(key, "a"), null);
+  });
+
+  it("refuses bad calls: a TTL that never expires, an unknown permit kind, a semaphore limit that differs from its holders'", async () => {
+    const store = await openRemoteStore();
+    const key = uniqueKey("permit-checks");
+    await assert.rejects(store.acquirePermit(key, "a", 5_000, "lock", 1), { message: /^locksmith: a permit kind is/ });
+    await assert.rejects(store.acquirePermit(key, "a", 5_000, "semaphore", 0), { message: /^locksmith: a semaphore's limit must be/ });
+    // Called directly (the object's methods are public over RPC), a TTL that would never
+    // expire is refused, and nothing is taken.
+    for (const ttl of [Number.NaN, 0, -5, "5000"]) {
+      await assert.rejects(store.acquire(key, "a", ttl), { message: /^locksmith: ttlMs must be/ }, String(ttl));
+      await assert.rejects(store.acquirePermit(key, "a", ttl, "semaphore", 2), { message: /^locksmith: ttlMs must be/ }, String(ttl));
+    }
+    assert.equal(await store.isLocked(key), false);
+    assert.equal(typeof (await store.acquirePermit(key, "a", 5_000, "semaphore", 3)), "number");
+    await assert.rejects(store.acquirePermit(key, "b", 5_000, "semaphore", 2), {
+      code: "INVALID_ARGUMENT",
+      message: /^locksmith: the semaphore is held with limit 3; this handle asks for 2/,
+    });
+    assert.equal(await store.countPermits(key, "semaphore"), 1);
+    assert.equal(await store.releasePermit(key, "a", "semaphore"), true);
+    assert.equal(typeof (await store.acquirePermit(key, "b", 5_000, "semaphore", 2)), "number", "a free semaphore takes a new limit");
+  });
+
+  it("lets three of eight contenders hold a semaphore of three at once", async () => {
+    const { ran, most, counts, error } = await get(`/semaphore?key=${uniqueKey("semaphore")}`);
+    assert.equal(error, undefined, JSON.stringify(error));
+    assert.equal(ran, 8, "everyone got a permit in time");
+    assert.equal(most, 3, "three at once, never more");
+    assert.ok(counts.every((c) => c >= 1 && c <= 3), `counts ${counts}`);
+  });
+
+  it("lets readers share, and a waiting writer keep new readers out until they leave", async () => {
+    const steps = await get(`/readers-writer?key=${uniqueKey("rw")}`);
+    assert.equal(steps.error, undefined, JSON.stringify(steps.error));
+    assert.deepEqual(steps.readersIn, [true, true]);
+    assert.equal(steps.readCount, 2);
+    assert.equal(steps.lateReaderIn, false, "a new reader waits behind the writer");
+    assert.equal(steps.writerIn, true);
+    assert.ok(steps.writerWaitedMs < 1_500, `the writer, woken by the last reader, waited ${steps.writerWaitedMs} ms`);
+    assert.equal(steps.readerWhileWriting, false);
+    assert.equal(steps.writeCount, 1);
+    assert.equal(steps.readerAfter, true);
+  });
+});
