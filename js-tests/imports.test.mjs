@@ -1,0 +1,70 @@
+// Imports run one way (docs/ARCHITECTURE.md): the leaf modules of js/api import nothing
+// of the project's, the Redis driver and its sockets never reach the API, and the API
+// never imports a store or the driver.
+import assert from "node:assert/strict";
+import { readFileSync, readdirSync } from "node:fs";
+import { dirname, join, normalize, relative } from "node:path";
+import { it } from "node:test";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const js = join(root, "js");
+
+/** Every .mjs/.cjs under js/ (build outputs aside), relative to the repository. */
+function modules(dir = js) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return ["gen", "native", "wasm"].includes(entry.name) && dir === js ? [] : modules(path);
+    return /\.(mjs|cjs)$/.test(entry.name) ? [relative(root, path)] : [];
+  });
+}
+
+/** The project files a module imports (relative specifiers, resolved), static and dynamic. */
+function importsOf(file) {
+  const text = readFileSync(join(root, file), "utf8");
+  const specs = [...text.matchAll(/(?:\bfrom|\bimport|\brequire)\s*\(?\s*["'](\.{1,2}\/[^"']+)["']/g)].map((m) => m[1]);
+  return specs.map((spec) => normalize(join(dirname(file), spec)));
+}
+
+const all = modules();
+const graph = new Map(all.map((file) => [file, importsOf(file)]));
+
+/** Everything `file` reaches through imports. */
+function reach(file, seen = new Set()) {
+  for (const next of graph.get(file) ?? []) {
+    if (seen.has(next)) continue;
+    seen.add(next);
+    reach(next, seen);
+  }
+  return seen;
+}
+
+it("finds the modules it checks", () => {
+  for (const file of ["js/api/api.mjs", "js/redis/driver.mjs", "js/redis/wasm-store.mjs", "js/stores/postgres.cjs", "js/cli/cli.mjs"]) {
+    assert.ok(all.includes(file), file);
+  }
+});
+
+it("errors, defaults, symbols and the call table import nothing of the project's", () => {
+  for (const leaf of ["js/api/errors.mjs", "js/api/defaults.mjs", "js/api/symbols.mjs", "js/api/calls.mjs"]) {
+    assert.deepEqual(graph.get(leaf), [], leaf);
+  }
+});
+
+it("the Redis driver, its sockets and the WebAssembly store never reach the API", () => {
+  for (const file of all.filter((f) => f.startsWith("js/redis/"))) {
+    assert.ok(!reach(file).has("js/api/api.mjs"), `${file} reaches js/api/api.mjs`);
+  }
+});
+
+it("the API never imports a store, the driver or the CLI", () => {
+  for (const file of reach("js/api/api.mjs")) {
+    assert.ok(!/^js\/(stores|redis|cli)\//.test(file), `js/api/api.mjs reaches ${file}`);
+  }
+});
+
+it("every relative import names a file that exists", () => {
+  for (const [file, imports] of graph) {
+    for (const target of imports) assert.ok(all.includes(target) || /\/(gen|native|wasm)\//.test(target) || target.endsWith(".json"), `${file} imports ${target}, which is not there`);
+  }
+});
