@@ -59,10 +59,11 @@ socket.setNoDelay(true);
 await new Promise((resolve) => socket.once("connect", resolve));
 let answered;
 socket.on("data", () => answered());
-const ping = () => new Promise((resolve) => {
-  answered = resolve;
-  socket.write("*1\r\n$4\r\nPING\r\n");
-});
+const ping = () =>
+  new Promise((resolve) => {
+    answered = resolve;
+    socket.write("*1\r\n$4\r\nPING\r\n");
+  });
 const floor = [];
 for (let i = 0; i < 20_000; i++) {
   const t = performance.now();

@@ -50,9 +50,11 @@ for (let round = 0; round < ROUNDS; round++) {
     const cpu = process.cpuUsage();
     const s = await serverCpu();
     const t = performance.now();
-    await Promise.all(Array.from({ length: 64 }, async (_, j) => {
-      for (let i = 0; i < PER; i++) await once(`p64:${name}:${j}`);
-    }));
+    await Promise.all(
+      Array.from({ length: 64 }, async (_, j) => {
+        for (let i = 0; i < PER; i++) await once(`p64:${name}:${j}`);
+      }),
+    );
     const wall = performance.now() - t;
     const used = process.cpuUsage(cpu);
     r.redis.push(((await serverCpu()) - s) / (64 * PER));
@@ -61,7 +63,9 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 for (const [name, r] of Object.entries(rows)) {
-  console.log(`${name.padEnd(16)} c=1 p50 ${median(r.c1).toFixed(1)} µs | c=64 ${Math.round(median(r.c64))} pairs/s [${r.c64.map(Math.round).join(" ")}] | CPU µs/pair at c=64: node ${median(r.node).toFixed(1)}, redis ${median(r.redis).toFixed(1)}`);
+  console.log(
+    `${name.padEnd(16)} c=1 p50 ${median(r.c1).toFixed(1)} µs | c=64 ${Math.round(median(r.c64))} pairs/s [${r.c64.map(Math.round).join(" ")}] | CPU µs/pair at c=64: node ${median(r.node).toFixed(1)}, redis ${median(r.redis).toFixed(1)}`,
+  );
 }
 await store.close();
 client.disconnect();

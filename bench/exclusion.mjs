@@ -63,9 +63,7 @@ export async function contendOnOneKey(wait, { key, workers = 16, ms }) {
  */
 export function exclusionVerdict(records) {
   if (!records) return { ok: false, text: "Mutual exclusion was not checked in this run: its results predate the check." };
-  const rows = Object.entries(records).flatMap(([workload, byName]) =>
-    Object.entries(byName).map(([name, r]) => ({ workload, name, ...r })),
-  );
+  const rows = Object.entries(records).flatMap(([workload, byName]) => Object.entries(byName).map(([name, r]) => ({ workload, name, ...r })));
   const broken = rows.filter((r) => r.overlaps > 0);
   if (broken.length) {
     const list = broken.map((r) => `${r.name} (${r.workload}): ${r.overlaps} overlaps in ${r.sections} sections`).join("; ");

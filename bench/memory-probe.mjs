@@ -30,7 +30,9 @@ const before = await usage();
 await run(rounds);
 const after = await usage();
 const mib = (bytes) => (bytes / 2 ** 20).toFixed(1);
-console.log(`${rounds} acquire/signal/release rounds at a 1 h TTL: RSS ${mib(after.rss - before.rss)} MiB, JS heap ${mib(after.heapUsed - before.heapUsed)} MiB, external ${mib(after.external - before.external)} MiB`);
+console.log(
+  `${rounds} acquire/signal/release rounds at a 1 h TTL: RSS ${mib(after.rss - before.rss)} MiB, JS heap ${mib(after.heapUsed - before.heapUsed)} MiB, external ${mib(after.external - before.external)} MiB`,
+);
 await store.close();
 await server.stop?.();
 process.exit(0);

@@ -30,18 +30,22 @@ for (let round = 0; round < ROUNDS; round++) {
     }
     results[name].c1.push(median(times));
     const t = performance.now();
-    await Promise.all(Array.from({ length: 64 }, async (_, j) => {
-      for (let i = 0; i < PER; i++) {
-        const l = new Lock(`probe:c64:${j}`, 30_000, store);
-        await l.acquire();
-        await l.release();
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 64 }, async (_, j) => {
+        for (let i = 0; i < PER; i++) {
+          const l = new Lock(`probe:c64:${j}`, 30_000, store);
+          await l.acquire();
+          await l.release();
+        }
+      }),
+    );
     results[name].c64.push((64 * PER) / ((performance.now() - t) / 1000));
   }
 }
 for (const [name, r] of Object.entries(results)) {
-  console.log(`${name}: c=1 pair p50 µs median ${median(r.c1).toFixed(0)} [${r.c1.map((x) => x.toFixed(0)).join(" ")}]   c=64 pairs/s median ${median(r.c64).toFixed(0)} [${r.c64.map((x) => x.toFixed(0)).join(" ")}]`);
+  console.log(
+    `${name}: c=1 pair p50 µs median ${median(r.c1).toFixed(0)} [${r.c1.map((x) => x.toFixed(0)).join(" ")}]   c=64 pairs/s median ${median(r.c64).toFixed(0)} [${r.c64.map((x) => x.toFixed(0)).join(" ")}]`,
+  );
 }
 for (const store of Object.values(stores)) await store.close();
 await replica.stop();

@@ -11,7 +11,12 @@ const fmt = (n) => (n >= 100 ? Math.round(n).toLocaleString("en-US") : n.toFixed
 const row = (cells) => `| ${cells.join(" | ")} |`;
 
 function table(title, unit, data, { higherIsBetter = true, versus } = {}) {
-  const lines = [`### ${title}`, "", row(["", `median ${unit}`, "min", "max", versus ? `locksmith ÷ ${versus}` : "vs locksmith"]), row(["---", "---:", "---:", "---:", "---:"])];
+  const lines = [
+    `### ${title}`,
+    "",
+    row(["", `median ${unit}`, "min", "max", versus ? `locksmith ÷ ${versus}` : "vs locksmith"]),
+    row(["---", "---:", "---:", "---:", "---:"]),
+  ];
   const ours = Object.entries(data).find(([k]) => k.startsWith("locksmith"))?.[1].median;
   for (const [name, s] of Object.entries(data)) {
     const ratio = higherIsBetter ? ours / s.median : s.median / ours;
@@ -37,7 +42,9 @@ function bestPeer(data, higherIsBetter = true) {
 /** What the contended table's columns are, and how the round trips were counted. */
 function contendedNotes(trips) {
   const measured = Object.keys(trips).length > 0;
-  const pass = Object.entries(trips).map(([k, v]) => `${k} ${fmt(v.criticalsPerSec)}`).join(", ");
+  const pass = Object.entries(trips)
+    .map(([k, v]) => `${k} ${fmt(v.criticalsPerSec)}`)
+    .join(", ");
   return `The gap is the time from one critical section's end to the next one's start. ${
     measured
       ? `Fairness is
@@ -67,7 +74,11 @@ function serverCpuRow(red) {
   const peers = Object.entries(cpu).filter(([k]) => k !== "locksmith");
   const [name, best] = peers.reduce((a, b) => (b[1].median < a[1].median ? b : a));
   const ours = cpu.locksmith.median;
-  return [`Redis server CPU per acquire+release pair ≤ the best peer's (${name}; fencing included)`, `${fmt(ours)} µs vs ${fmt(best.median)} µs`, ours <= best.median ? "met" : "not met"];
+  return [
+    `Redis server CPU per acquire+release pair ≤ the best peer's (${name}; fencing included)`,
+    `${fmt(ours)} µs vs ${fmt(best.median)} µs`,
+    ours <= best.median ? "met" : "not met",
+  ];
 }
 
 /** `links` are the chart's and the results file's paths relative to where the report goes. */
@@ -102,8 +113,16 @@ export function report(r, file, links = { chart: "bench/results/chart.svg", file
     ["Memory pairs/s ≥ 1.5× the plain-JS baseline", `${memRatio.toFixed(2)}×`, check(memRatio >= 1.5)],
     ["Memory run() ×64 ≥ 1.5× the plain-JS baseline", `${runRatio.toFixed(2)}×`, check(runRatio >= 1.5)],
     ["workerd memory pairs/s ≥ 1.0× plain JS in workerd", `${workerdRatio.toFixed(2)}×`, check(workerdRatio >= 1.0)],
-    [`Redis concurrency 1 acquire+release p50 ≤ 1.0× the best peer's (${best1Name})`, `${c1Ratio.toFixed(2)}× (${fmt(red.c1.locksmith.median)} µs vs ${fmt(best1.median)} µs)`, check(c1Ratio <= 1.0)],
-    [`Redis concurrency 64 ≥ 2.0× the best peer (${bestName})`, `${c64Ratio.toFixed(2)}×; ${((ours64 / ceilingP16) * 100).toFixed(0)}% of the pipelined ceiling`, check(c64Ratio >= 2.0)],
+    [
+      `Redis concurrency 1 acquire+release p50 ≤ 1.0× the best peer's (${best1Name})`,
+      `${c1Ratio.toFixed(2)}× (${fmt(red.c1.locksmith.median)} µs vs ${fmt(best1.median)} µs)`,
+      check(c1Ratio <= 1.0),
+    ],
+    [
+      `Redis concurrency 64 ≥ 2.0× the best peer (${bestName})`,
+      `${c64Ratio.toFixed(2)}×; ${((ours64 / ceilingP16) * 100).toFixed(0)}% of the pipelined ceiling`,
+      check(c64Ratio >= 2.0),
+    ],
     serverCpuRow(red),
     ["Contended handoff p50 under 1 ms", `${ourHandoffMs.toFixed(3)} ms`, check(handoff.locksmith.p50.median < 1000)],
     [
@@ -113,7 +132,11 @@ export function report(r, file, links = { chart: "bench/results/chart.svg", file
         : `${ourTrips.toFixed(2)} requests, fairness ${ourFairness.toFixed(3)} (handoff p50 ${ourHandoffMs.toFixed(3)} ms)`,
       check(ourTrips <= 2.2 && ourFairness >= 0.9),
     ],
-    ["Fewer Redis commands per critical than any polling peer", `${cmds.locksmith.median.toFixed(2)} vs ${fewest.toFixed(2)}`, check(cmds.locksmith.median < fewest)],
+    [
+      "Fewer Redis commands per critical than any polling peer",
+      `${cmds.locksmith.median.toFixed(2)} vs ${fewest.toFixed(2)}`,
+      check(cmds.locksmith.median < fewest),
+    ],
     ["wasm (the module a memory or JS-store user loads) ≤ 49 KB gzipped", `${gz.toFixed(1)} KB`, check(gz <= 49)],
   ];
   return `# Benchmarks
@@ -150,23 +173,31 @@ ${table("Concurrency 64, distinct keys", "pairs/s", red.c64, { versus: "each" })
 ${table("Contended: 16 workers on one key", "criticals/s", contended, { versus: "each" })}${oneRound ? "\nThis run kept only the last round of the contended workload: its median, min and max are that one round.\n" : ""}
 ${row(["contended", "release→acquire gap p50 µs", "gap p99 µs", "fairness (Jain)", "client round trips per critical", "Redis commands per critical"])}
 ${row(["---", "---:", "---:", "---:", "---:", "---:"])}
-${Object.entries(handoff).map(([k, v]) => row([k, fmt(v.p50.median), fmt(v.p99.median), maybe(fairness[k]?.median, 3), maybe(trips[k]?.perCritical), cmds[k].median.toFixed(2)])).join("\n")}
+${Object.entries(handoff)
+  .map(([k, v]) => row([k, fmt(v.p50.median), fmt(v.p99.median), maybe(fairness[k]?.median, 3), maybe(trips[k]?.perCritical), cmds[k].median.toFixed(2)]))
+  .join("\n")}
 
 ${contendedNotes(trips)}
 
 ${exclusion.text}
 
-${r.cluster ? `${table(`Redis Cluster: concurrency 64, distinct keys over ${r.cluster.masters} masters (a replica each)`, "pairs/s", r.cluster.c64, { versus: "each" })}
+${
+  r.cluster
+    ? `${table(`Redis Cluster: concurrency 64, distinct keys over ${r.cluster.masters} masters (a replica each)`, "pairs/s", r.cluster.c64, { versus: "each" })}
 The 64 loops' keys fall in slots all over the cluster; the native store keeps one connection
 per master and sends each pair straight to its key's master. All the servers share this
 machine's two cores with the client, so the figure says what routing costs, not what three
 machines would do.
 
-` : ""}### Ceiling: redis-benchmark, 64 connections
+`
+    : ""
+}### Ceiling: redis-benchmark, 64 connections
 
 ${row(["pipeline", "SET NX PX /s", "release script /s", "pairs/s"])}
 ${row(["---", "---:", "---:", "---:"])}
-${Object.entries(r.ceiling).map(([k, v]) => row([k.replace("P", "-P "), fmt(v.setPerSec), fmt(v.releasePerSec), fmt(v.pairsPerSec)])).join("\n")}
+${Object.entries(r.ceiling)
+  .map(([k, v]) => row([k.replace("P", "-P "), fmt(v.setPerSec), fmt(v.releasePerSec), fmt(v.pairsPerSec)]))
+  .join("\n")}
 
 The pipelined figure is what this server can do on this machine; locksmith's concurrency-64 rate is
 ${((ours64 / ceilingP16) * 100).toFixed(0)}% of it.
@@ -270,7 +301,10 @@ export function chart(r) {
     ["memory run() ×64 vs plain JS", r.memory.concurrent["locksmith (native)"].median / r.memory.concurrent["plain-JS baseline"].median],
     ["Redis c64 vs best peer", r.redis.c64.locksmith.median / bestPeer(r.redis.c64)[1].median],
     ["Redis c1 latency (inverse) vs best peer", bestPeer(r.redis.c1, false)[1].median / r.redis.c1.locksmith.median],
-    ["contended criticals/s vs best peer", contendedRates(r.redis.contended.criticals).locksmith.median / bestPeer(contendedRates(r.redis.contended.criticals))[1].median],
+    [
+      "contended criticals/s vs best peer",
+      contendedRates(r.redis.contended.criticals).locksmith.median / bestPeer(contendedRates(r.redis.contended.criticals))[1].median,
+    ],
     ["workerd pairs/s vs plain JS", r.wasm.workerd["locksmith (wasm)"].median / r.wasm.workerd["plain-JS baseline"].median],
   ];
   const width = 720;

@@ -124,10 +124,14 @@ export async function countRequests(admin, port, prepare, run) {
     // MONITOR showed between the ECHOs: anything else went unseen.
     const unseen = after.processed - before.processed - 3 - lines;
     if (unseen !== 0) {
-      throw new Error(`locksmith bench: the server processed ${after.processed - before.processed - 3} commands while MONITOR showed ${lines}: the round-trip count cannot be trusted`);
+      throw new Error(
+        `locksmith bench: the server processed ${after.processed - before.processed - 3} commands while MONITOR showed ${lines}: the round-trip count cannot be trusted`,
+      );
     }
     if (after.rejected !== before.rejected) {
-      throw new Error(`locksmith bench: the server rejected ${after.rejected - before.rejected} calls, which MONITOR does not show: the round-trip count cannot be trusted`);
+      throw new Error(
+        `locksmith bench: the server rejected ${after.rejected - before.rejected} calls, which MONITOR does not show: the round-trip count cannot be trusted`,
+      );
     }
     const totals = { requests: 0, scripted: 0, connections: 0, others: 0 };
     for (const [source, counts] of bySource) {

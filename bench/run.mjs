@@ -206,10 +206,15 @@ async function roundTrips(server, admin, ms) {
     const key = `round-trips:${name}`;
     let peer;
     try {
-      const counted = await countRequests(admin, server.port, async () => {
-        peer = await make(server.url);
-        await contendOnOneKey(peer.wait, { key, workers: 16, ms: Math.min(300, ms) });
-      }, () => contendOnOneKey(peer.wait, { key, workers: 16, ms }));
+      const counted = await countRequests(
+        admin,
+        server.port,
+        async () => {
+          peer = await make(server.url);
+          await contendOnOneKey(peer.wait, { key, workers: 16, ms: Math.min(300, ms) });
+        },
+        () => contendOnOneKey(peer.wait, { key, workers: 16, ms }),
+      );
       const { sections, overlaps } = counted.result;
       recordExclusion("Redis contended", name, { sections, overlaps });
       if (sections === 0) throw new Error(`locksmith bench: ${name} ran no critical section while its round trips were counted`);
@@ -224,7 +229,9 @@ async function roundTrips(server, admin, ms) {
         criticals: sections,
         criticalsPerSec: sections / (ms / 1000),
       };
-      log(`  ${name}: ${fmt(perCritical)} client round trips per critical (${counted.requests} requests on ${counted.connections} connections, ${sections} criticals under MONITOR; ${counted.others} commands from other connections meanwhile)`);
+      log(
+        `  ${name}: ${fmt(perCritical)} client round trips per critical (${counted.requests} requests on ${counted.connections} connections, ${sections} criticals under MONITOR; ${counted.others} commands from other connections meanwhile)`,
+      );
     } finally {
       await peer?.close();
     }
@@ -247,36 +254,50 @@ async function redisBench(server) {
     // Concurrency 1: pair latency.
     const n1 = scale(2_000);
     const latency = {};
-    const c1 = await interleaved("concurrency 1, pair p50 µs", Object.fromEntries(
-      Object.entries(peers).map(([name, p]) => [name, async () => {
-        const times = [];
-        for (let i = 0; i < n1; i++) {
-          const t = now();
-          await p.once(`c1:${name}:${i % 100}`);
-          times.push((now() - t) * 1000);
-        }
-        (latency[name] ??= []).push(percentile(times, 99));
-        return median(times);
-      }]),
-    ));
+    const c1 = await interleaved(
+      "concurrency 1, pair p50 µs",
+      Object.fromEntries(
+        Object.entries(peers).map(([name, p]) => [
+          name,
+          async () => {
+            const times = [];
+            for (let i = 0; i < n1; i++) {
+              const t = now();
+              await p.once(`c1:${name}:${i % 100}`);
+              times.push((now() - t) * 1000);
+            }
+            (latency[name] ??= []).push(percentile(times, 99));
+            return median(times);
+          },
+        ]),
+      ),
+    );
     const p99 = Object.fromEntries(Object.entries(latency).map(([k, v]) => [k, summarize(v)]));
     // Concurrency 64, distinct keys: pairs/s.
     const per = scale(400);
     // The server's CPU per pair (INFO cpu, user + system, over the run): what a pair costs
     // the one thread every client of the server shares.
     const serverCpu = {};
-    const c64 = await interleaved("concurrency 64 distinct keys, pairs/s", Object.fromEntries(
-      Object.entries(peers).map(([name, p]) => [name, async () => {
-        const cpuBefore = await serverCpuSeconds(admin);
-        const t = now();
-        await Promise.all(Array.from({ length: 64 }, async (_, j) => {
-          for (let i = 0; i < per; i++) await p.once(`c64:${name}:${j}`);
-        }));
-        const pairsPerSec = (64 * per) / ((now() - t) / 1000);
-        (serverCpu[name] ??= []).push(((await serverCpuSeconds(admin)) - cpuBefore) * 1e6 / (64 * per));
-        return pairsPerSec;
-      }]),
-    ));
+    const c64 = await interleaved(
+      "concurrency 64 distinct keys, pairs/s",
+      Object.fromEntries(
+        Object.entries(peers).map(([name, p]) => [
+          name,
+          async () => {
+            const cpuBefore = await serverCpuSeconds(admin);
+            const t = now();
+            await Promise.all(
+              Array.from({ length: 64 }, async (_, j) => {
+                for (let i = 0; i < per; i++) await p.once(`c64:${name}:${j}`);
+              }),
+            );
+            const pairsPerSec = (64 * per) / ((now() - t) / 1000);
+            (serverCpu[name] ??= []).push((((await serverCpuSeconds(admin)) - cpuBefore) * 1e6) / (64 * per));
+            return pairsPerSec;
+          },
+        ]),
+      ),
+    );
     const serverCpuPerPair = Object.fromEntries(Object.entries(serverCpu).map(([k, v]) => [k, summarize(v)]));
     for (const [k, v] of Object.entries(serverCpuPerPair)) log(`  server CPU per pair at c=64 | ${k}: ${fmt(v.median)} µs`);
     // Contended: 16 workers on one key; each critical section yields a turn while held.
@@ -284,30 +305,45 @@ async function redisBench(server) {
     const gaps = {};
     const commands = {};
     const fairness = {};
-    const contended = await interleaved("16 workers on one key, criticals/s", Object.fromEntries(
-      Object.entries(peers).map(([name, p]) => [name, async () => {
-        const key = `contended:${name}`;
-        const before = await totalCommands(admin);
-        const { events, sections, overlaps, perWorker } = await contendOnOneKey(p.wait, { key, workers: 16, ms: seconds * 1000 });
-        recordExclusion("Redis contended", name, { sections, overlaps });
-        (fairness[name] ??= []).push(jainIndex(perWorker));
-        const criticals = sections;
-        const gapList = [];
-        for (let i = 1; i + 1 < events.length; i += 2) gapList.push((events[i + 1][1] - events[i][1]) * 1000);
-        (gaps[name] ??= { p50: [], p99: [] }).p50.push(percentile(gapList, 50));
-        gaps[name].p99.push(percentile(gapList, 99));
-        const used = (await totalCommands(admin)) - before - 1;
-        (commands[name] ??= []).push(used / criticals);
-        return criticals / seconds;
-      }]),
-    ));
+    const contended = await interleaved(
+      "16 workers on one key, criticals/s",
+      Object.fromEntries(
+        Object.entries(peers).map(([name, p]) => [
+          name,
+          async () => {
+            const key = `contended:${name}`;
+            const before = await totalCommands(admin);
+            const { events, sections, overlaps, perWorker } = await contendOnOneKey(p.wait, { key, workers: 16, ms: seconds * 1000 });
+            recordExclusion("Redis contended", name, { sections, overlaps });
+            (fairness[name] ??= []).push(jainIndex(perWorker));
+            const criticals = sections;
+            const gapList = [];
+            for (let i = 1; i + 1 < events.length; i += 2) gapList.push((events[i + 1][1] - events[i][1]) * 1000);
+            (gaps[name] ??= { p50: [], p99: [] }).p50.push(percentile(gapList, 50));
+            gaps[name].p99.push(percentile(gapList, 99));
+            const used = (await totalCommands(admin)) - before - 1;
+            (commands[name] ??= []).push(used / criticals);
+            return criticals / seconds;
+          },
+        ]),
+      ),
+    );
     const handoff = Object.fromEntries(Object.entries(gaps).map(([k, v]) => [k, { p50: summarize(v.p50), p99: summarize(v.p99) }]));
-    for (const [k, v] of Object.entries(handoff)) log(`  release→acquire gap | ${k}: p50 ${fmt(v.p50.median)} µs, p99 ${fmt(v.p99.median)} µs; ${fmt(median(commands[k]))} commands per critical; fairness ${median(fairness[k]).toFixed(3)}`);
+    for (const [k, v] of Object.entries(handoff))
+      log(
+        `  release→acquire gap | ${k}: p50 ${fmt(v.p50.median)} µs, p99 ${fmt(v.p99.median)} µs; ${fmt(median(commands[k]))} commands per critical; fairness ${median(fairness[k]).toFixed(3)}`,
+      );
     const perCritical = Object.fromEntries(Object.entries(commands).map(([k, v]) => [k, summarize(v)]));
     const jain = Object.fromEntries(Object.entries(fairness).map(([k, v]) => [k, summarize(v)]));
     log("  client round trips per critical (one pass each under MONITOR)");
     const trips = await roundTrips(server, admin, 1000);
-    return { c1, c1p99: p99, c64, serverCpuPerPair, contended: { criticals: contended, handoff, commandsPerCritical: perCritical, fairness: jain, roundTrips: trips } };
+    return {
+      c1,
+      c1p99: p99,
+      c64,
+      serverCpuPerPair,
+      contended: { criticals: contended, handoff, commandsPerCritical: perCritical, fairness: jain, roundTrips: trips },
+    };
   } finally {
     await close();
     await admin.quit();
@@ -347,15 +383,23 @@ async function clusterBench() {
   };
   try {
     const per = scale(400);
-    const c64 = await interleaved("cluster, concurrency 64 distinct keys, pairs/s", Object.fromEntries(
-      Object.entries(peers).map(([name, once]) => [name, async () => {
-        const t = now();
-        await Promise.all(Array.from({ length: 64 }, async (_, j) => {
-          for (let i = 0; i < per; i++) await once(`cluster:${name}:${j}`);
-        }));
-        return (64 * per) / ((now() - t) / 1000);
-      }]),
-    ));
+    const c64 = await interleaved(
+      "cluster, concurrency 64 distinct keys, pairs/s",
+      Object.fromEntries(
+        Object.entries(peers).map(([name, once]) => [
+          name,
+          async () => {
+            const t = now();
+            await Promise.all(
+              Array.from({ length: 64 }, async (_, j) => {
+                for (let i = 0; i < per; i++) await once(`cluster:${name}:${j}`);
+              }),
+            );
+            return (64 * per) / ((now() - t) / 1000);
+          },
+        ]),
+      ),
+    );
     return { masters: (await cluster.masters()).length, c64 };
   } finally {
     await store.close();
@@ -372,9 +416,24 @@ async function totalCommands(admin) {
 
 function ceiling(server) {
   log("redis-benchmark ceiling");
-  const sha = execFileSync("redis-cli", ["-p", String(server.port), "SCRIPT", "LOAD", readFileSync(join(root, "redis/src/lua/release.lua"), "utf8")]).toString().trim();
+  const sha = execFileSync("redis-cli", ["-p", String(server.port), "SCRIPT", "LOAD", readFileSync(join(root, "redis/src/lua/release.lua"), "utf8")])
+    .toString()
+    .trim();
   const bench = (pipeline, args) => {
-    const out = execFileSync("redis-benchmark", ["-p", String(server.port), "-c", "64", "-n", String(scale(200_000)), "-r", "100000", "-P", String(pipeline), "-q", ...args]).toString();
+    const out = execFileSync("redis-benchmark", [
+      "-p",
+      String(server.port),
+      "-c",
+      "64",
+      "-n",
+      String(scale(200_000)),
+      "-r",
+      "100000",
+      "-P",
+      String(pipeline),
+      "-q",
+      ...args,
+    ]).toString();
     return Number(/([\d.]+) requests per second/.exec(out.split("\r").pop())[1]);
   };
   const result = {};
@@ -457,7 +516,13 @@ if (process.argv.includes("--self-test")) {
  * answers true lets holders overlap, and the check must see it; a real store must not.
  */
 async function selfTest() {
-  const grantsAll = { acquire: async () => true, release: async () => true, extend: async () => true, isLocked: async () => true, remainingTime: async () => null };
+  const grantsAll = {
+    acquire: async () => true,
+    release: async () => true,
+    extend: async () => true,
+    isLocked: async () => true,
+    remainingTime: async () => null,
+  };
   const over = (store) => async (key, fn) => {
     const l = new native.Lock(key, 30_000, store);
     if (!(await l.acquire({ timeout: 60_000, retryDelay: 1 }))) throw new Error("timed out");
@@ -467,7 +532,7 @@ async function selfTest() {
   const records = {
     "self-test": {
       "a store that grants every acquire": await contendOnOneKey(over(grantsAll), { key: "self-test", ms: 300 }),
-      "MemoryLockStore": await contendOnOneKey(over(new native.MemoryLockStore()), { key: "self-test", ms: 300 }),
+      MemoryLockStore: await contendOnOneKey(over(new native.MemoryLockStore()), { key: "self-test", ms: 300 }),
     },
   };
   for (const [name, r] of Object.entries(records["self-test"])) log(`  ${name}: ${r.sections} sections, ${r.overlaps} overlaps`);
@@ -501,7 +566,12 @@ async function roundTripSelfTest() {
   try {
     await bystander.ping();
     const traffic = knownTraffic(bystander, { sets: 10, scripts: 5 });
-    const counted = await countRequests(admin, server.port, () => traffic.open(client), () => traffic.run());
+    const counted = await countRequests(
+      admin,
+      server.port,
+      () => traffic.open(client),
+      () => traffic.run(),
+    );
     const { want } = traffic;
     const got = { requests: counted.requests, scripted: counted.scripted, connections: counted.connections, others: counted.others };
     log(`  round trips of known traffic: ${JSON.stringify(got)}`);
@@ -515,12 +585,22 @@ async function roundTripSelfTest() {
         else log(`  a count ${what} is refused: ${err.message}`);
       }
     };
-    await refuses("with no request from the measured client", async () => {}, () => bystander.ping(), /saw no command/);
+    await refuses(
+      "with no request from the measured client",
+      async () => {},
+      () => bystander.ping(),
+      /saw no command/,
+    );
     let quiet;
-    await refuses("with a command MONITOR does not show", async () => {
-      quiet = client();
-      await quiet.ping();
-    }, () => quiet.config("GET", "maxmemory"), /cannot be trusted/);
+    await refuses(
+      "with a command MONITOR does not show",
+      async () => {
+        quiet = client();
+        await quiet.ping();
+      },
+      () => quiet.config("GET", "maxmemory"),
+      /cannot be trusted/,
+    );
   } finally {
     await Promise.all([admin, bystander, ...opened].map((c) => c.quit()));
     await server.stop();
@@ -533,7 +613,13 @@ async function roundTripSelfTest() {
 }
 
 const server = await startRedis();
-const results = { date: new Date().toISOString(), rounds: ROUNDS, rotated: true, quick: QUICK, machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, platform: `${process.platform}-${process.arch}` } };
+const results = {
+  date: new Date().toISOString(),
+  rounds: ROUNDS,
+  rotated: true,
+  quick: QUICK,
+  machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, platform: `${process.platform}-${process.arch}` },
+};
 try {
   results.memory = await memoryBench();
   results.redis = await redisBench(server);

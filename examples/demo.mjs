@@ -83,13 +83,16 @@ if (!isMainThread) {
     await restoreLock(sync.serialize()).release();
     await lock("catalog-sync", 10_000).acquire();
   }, 1_000);
-  const [syncRan, outcome] = await sync.run(async (l) => {
-    while (!l.signal.aborted) {
-      await sleep(100); // one batch; the TTL is 300 ms, auto-extend keeps it
-      batches++;
-    }
-    return l.signal.reason;
-  }, { autoExtend: true });
+  const [syncRan, outcome] = await sync.run(
+    async (l) => {
+      while (!l.signal.aborted) {
+        await sleep(100); // one batch; the TTL is 300 ms, auto-extend keeps it
+        batches++;
+      }
+      return l.signal.reason;
+    },
+    { autoExtend: true },
+  );
   clearTimeout(thief);
   say(`ran ${batches} batches over ~${batches * 100} ms on a 300 ms TTL (auto-extended), then stopped: ${syncRan ? outcome.message : "never ran"}`);
 }

@@ -2,7 +2,7 @@
 // with a stable code and a `locksmith:` message; nothing crashes, nothing is left held.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { describe, it, before, after } from "node:test";
+import { describe, it } from "node:test";
 import { promisify } from "node:util";
 
 import { mapStore } from "./support/js-stores.mjs";
@@ -90,7 +90,10 @@ describe("bad acquire options", () => {
     it(`refuses ${JSON.stringify(options)}`, async () => {
       const l = lock(uniqueKey("options"));
       await rejectsCode(l.acquire(options), "INVALID_ARGUMENT");
-      await rejectsCode(l.run(() => {}, options), "INVALID_ARGUMENT");
+      await rejectsCode(
+        l.run(() => {}, options),
+        "INVALID_ARGUMENT",
+      );
       assert.equal(await l.isLocked(), false, "nothing taken by a refused call");
     });
   }
@@ -141,10 +144,30 @@ describe("bad serialized locks", () => {
 describe("stores that misbehave", () => {
   const base = () => ({ ...mapStore(), operationTimeoutMs: 600 });
   const cases = [
-    ["throws synchronously", (s) => ({ ...s, acquire: () => { throw new Error("sync boom"); } }), "STORE_UNAVAILABLE", /sync boom/],
-    ["rejects", (s) => ({ ...s, acquire: async () => { throw new Error("async boom"); } }), "STORE_UNAVAILABLE", /async boom/],
+    [
+      "throws synchronously",
+      (s) => ({
+        ...s,
+        acquire: () => {
+          throw new Error("sync boom");
+        },
+      }),
+      "STORE_UNAVAILABLE",
+      /sync boom/,
+    ],
+    [
+      "rejects",
+      (s) => ({
+        ...s,
+        acquire: async () => {
+          throw new Error("async boom");
+        },
+      }),
+      "STORE_UNAVAILABLE",
+      /async boom/,
+    ],
     ["rejects with a non-Error", (s) => ({ ...s, acquire: () => Promise.reject("nope") }), "STORE_UNAVAILABLE", /acquire/],
-    ["returns \"yes\"", (s) => ({ ...s, acquire: async () => "yes" }), "STORE_CONTRACT_VIOLATION", /"yes"/],
+    ['returns "yes"', (s) => ({ ...s, acquire: async () => "yes" }), "STORE_CONTRACT_VIOLATION", /"yes"/],
     ["returns undefined", (s) => ({ ...s, acquire: async () => undefined }), "STORE_CONTRACT_VIOLATION", /null\/undefined/],
     ["returns an object", (s) => ({ ...s, acquire: async () => ({ ok: true }) }), "STORE_CONTRACT_VIOLATION", /object/],
     ["returns a plain value, not a promise", (s) => ({ ...s, acquire: () => 0 }), "STORE_CONTRACT_VIOLATION", /resolved to 0;/],
@@ -158,7 +181,10 @@ describe("stores that misbehave", () => {
       assertLockError(err, code);
       assert.match(err.message, message);
       assert.equal(await l.isExpired(), false);
-      await rejectsCode(l.run(() => assert.fail("must not run")), code);
+      await rejectsCode(
+        l.run(() => assert.fail("must not run")),
+        code,
+      );
     });
   }
 
@@ -181,7 +207,12 @@ describe("stores that misbehave", () => {
   });
 
   it("a release that fails after run()'s work keeps the result on the error", async () => {
-    const store = { ...base(), release: async () => { throw new Error("gone"); } };
+    const store = {
+      ...base(),
+      release: async () => {
+        throw new Error("gone");
+      },
+    };
     const err = await new Lock(uniqueKey("run-release"), 1_000, store).run(() => "the result").catch((e) => e);
     assertLockError(err, "STORE_UNAVAILABLE");
     assert.equal(err.result, "the result");

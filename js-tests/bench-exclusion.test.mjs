@@ -29,7 +29,13 @@ describe("the benchmark's exclusion check", () => {
   });
 
   it("sees a store that grants every acquire, and fails the run", async () => {
-    const grantsAll = { acquire: async () => true, release: async () => true, extend: async () => true, isLocked: async () => true, remainingTime: async () => null };
+    const grantsAll = {
+      acquire: async () => true,
+      release: async () => true,
+      extend: async () => true,
+      isLocked: async () => true,
+      remainingTime: async () => null,
+    };
     const r = await contendOnOneKey(over(grantsAll), { key: uniqueKey("grants-all"), workers: 8, ms: 200 });
     assert.ok(r.overlaps > 0, `${r.sections} sections, no overlap seen`);
     const verdict = exclusionVerdict({ contended: { broken: r } });
@@ -38,7 +44,13 @@ describe("the benchmark's exclusion check", () => {
   });
 
   it("sees overlaps in the memory run() workload when the lock is not one, and none when it is", async () => {
-    const grantsAll = { acquire: async () => true, release: async () => true, extend: async () => true, isLocked: async () => true, remainingTime: async () => null };
+    const grantsAll = {
+      acquire: async () => true,
+      release: async () => true,
+      extend: async () => true,
+      isLocked: async () => true,
+      remainingTime: async () => null,
+    };
     const runOn = (store) => (key, fn) => new Lock(key, 30_000, store).runImmediately(fn);
     const broken = await concurrentSections(runOn(grantsAll), { loops: 64, perLoop: 20, check: exclusionCheck() });
     assert.ok(broken.overlaps > 0, `${broken.sections} sections of 64 loops, no overlap seen`);

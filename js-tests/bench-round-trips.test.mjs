@@ -34,10 +34,15 @@ describe("the benchmark's client round-trip count", () => {
 
   it("counts each request of the new connections, not their scripts' commands nor older connections' requests", async () => {
     const traffic = knownTraffic(bystander, { sets: 4, scripts: 3 });
-    const counted = await countRequests(admin, server.port, () => traffic.open(client), async () => {
-      await traffic.run();
-      return "ran";
-    });
+    const counted = await countRequests(
+      admin,
+      server.port,
+      () => traffic.open(client),
+      async () => {
+        await traffic.run();
+        return "ran";
+      },
+    );
     assert.deepEqual(
       { result: counted.result, requests: counted.requests, scripted: counted.scripted, connections: counted.connections, others: counted.others },
       { result: "ran", requests: 12, scripted: 6, connections: 2, others: 1 },
@@ -45,19 +50,32 @@ describe("the benchmark's client round-trip count", () => {
   });
 
   it("refuses a count of zero: nothing new sent anything", async () => {
-    await assert.rejects(countRequests(admin, server.port, async () => {}, () => bystander.ping()), /MONITOR saw no command/);
+    await assert.rejects(
+      countRequests(
+        admin,
+        server.port,
+        async () => {},
+        () => bystander.ping(),
+      ),
+      /MONITOR saw no command/,
+    );
   });
 
   it("refuses a count MONITOR did not see whole (an admin command)", async () => {
     let quiet;
     await assert.rejects(
-      countRequests(admin, server.port, async () => {
-        quiet = client();
-        await quiet.ping();
-      }, async () => {
-        await quiet.set("seen", "1");
-        await quiet.config("GET", "maxmemory");
-      }),
+      countRequests(
+        admin,
+        server.port,
+        async () => {
+          quiet = client();
+          await quiet.ping();
+        },
+        async () => {
+          await quiet.set("seen", "1");
+          await quiet.config("GET", "maxmemory");
+        },
+      ),
       /processed 2 commands while MONITOR showed 1/,
     );
   });
@@ -81,7 +99,10 @@ describe("the benchmark's fairness", () => {
     };
     const r = await contendOnOneKey(wait, { key: uniqueKey("fairness"), workers: 4, ms: 100 });
     assert.equal(r.perWorker.length, 4);
-    assert.equal(r.perWorker.reduce((a, x) => a + x, 0), r.sections);
+    assert.equal(
+      r.perWorker.reduce((a, x) => a + x, 0),
+      r.sections,
+    );
     assert.ok(r.sections > 0);
   });
 });

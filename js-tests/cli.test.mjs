@@ -78,10 +78,22 @@ describe("locksmith list / release on Redis", () => {
     const { code, stdout, stderr } = await cli("list", server.url, `${base}:*`, "--json");
     assert.equal(code, 0, stderr);
     const locks = listed(stdout);
-    assert.deepEqual(locks.map((l) => l.key), [`${base}:a`, `${base}:b`]);
-    assert.deepEqual(locks.map((l) => l.kind), ["lock", "lock"]);
-    assert.deepEqual(locks.map((l) => l.fencingToken), [a.fencingToken, b.fencingToken]);
-    assert.deepEqual(locks.map((l) => l.owner), [fingerprint(ownerOf(a)), fingerprint(ownerOf(b))]);
+    assert.deepEqual(
+      locks.map((l) => l.key),
+      [`${base}:a`, `${base}:b`],
+    );
+    assert.deepEqual(
+      locks.map((l) => l.kind),
+      ["lock", "lock"],
+    );
+    assert.deepEqual(
+      locks.map((l) => l.fencingToken),
+      [a.fencingToken, b.fencingToken],
+    );
+    assert.deepEqual(
+      locks.map((l) => l.owner),
+      [fingerprint(ownerOf(a)), fingerprint(ownerOf(b))],
+    );
     assert.ok(locks[0].remainingMs > 20_000 && locks[0].remainingMs <= 30_000, `${locks[0].remainingMs}`);
     assert.ok(locks[1].remainingMs > 50_000);
     assert.ok(!stdout.includes(ownerOf(a)) && !stdout.includes(ownerOf(b)), "owner tokens stay secret");
@@ -109,7 +121,10 @@ describe("locksmith list / release on Redis", () => {
       ...permits.map((h) => ({ key: `${base}:sem`, kind: "semaphore", owner: fingerprint(ownerOf(h)) })).sort(byOwner),
       { key: `${base}:w`, kind: "write", owner: fingerprint(ownerOf(writer)) },
     ];
-    assert.deepEqual(got.map(({ key, kind, owner }) => ({ key, kind, owner })), want);
+    assert.deepEqual(
+      got.map(({ key, kind, owner }) => ({ key, kind, owner })),
+      want,
+    );
     for (const entry of got) {
       const ttl = { read: 40_000, semaphore: 30_000, write: 50_000 }[entry.kind];
       assert.ok(entry.remainingMs > ttl - 10_000 && entry.remainingMs <= ttl, `${entry.kind}: ${entry.remainingMs}`);
@@ -169,7 +184,10 @@ describe("locksmith list / release on Redis", () => {
     const start = performance.now();
     const done = await cli("release", server.url, key, "--force");
     assert.equal(done.code, 0, done.stderr);
-    assert.match(done.stdout, new RegExp(`^released "${key}": it was held by ${fingerprint(ownerOf(holder))} with \\d+\\.\\d s left \\(fencing token ${holder.fencingToken}\\)`));
+    assert.match(
+      done.stdout,
+      new RegExp(`^released "${key}": it was held by ${fingerprint(ownerOf(holder))} with \\d+\\.\\d s left \\(fencing token ${holder.fencingToken}\\)`),
+    );
     assert.equal(await got, true);
     assert.ok(performance.now() - start < 3_000, "the waiter was woken, not left to its 5 s retry");
     assert.equal(await holder.isExpired(), true);
@@ -190,7 +208,10 @@ describe("locksmith list / release on Redis", () => {
       await holder.acquire();
       const alone = await run(join(dir, "js/cli/cli.mjs"), ["list", server.url, key, "--json"]);
       assert.equal(alone.code, 0, alone.stderr);
-      assert.deepEqual(listed(alone.stdout).map((l) => [l.key, l.owner]), [[key, fingerprint(ownerOf(holder))]]);
+      assert.deepEqual(
+        listed(alone.stdout).map((l) => [l.key, l.owner]),
+        [[key, fingerprint(ownerOf(holder))]],
+      );
       const freed = await run(join(dir, "js/cli/cli.mjs"), ["release", server.url, key, "--force"]);
       assert.equal(freed.code, 0, freed.stderr);
       assert.equal(await holder.isExpired(), true);
@@ -324,7 +345,13 @@ describe("locksmith list / release on PostgreSQL", await requirePostgres(), () =
     const freed = await cli("release", server.url, `${base}:sem`, "--force");
     assert.equal(freed.code, 0, freed.stderr);
     assert.equal(freed.stdout.trim().split("\n").length, 2, freed.stdout);
-    assert.match(freed.stdout, new RegExp(`^released "${base}:sem" \\(semaphore\\): it was held by ${fingerprint(ownerOf(permits[0]))} with \\d+\\.\\d s left \\(fencing token ${permits[0].fencingToken}\\)`, "m"));
+    assert.match(
+      freed.stdout,
+      new RegExp(
+        `^released "${base}:sem" \\(semaphore\\): it was held by ${fingerprint(ownerOf(permits[0]))} with \\d+\\.\\d s left \\(fencing token ${permits[0].fencingToken}\\)`,
+        "m",
+      ),
+    );
     assert.equal(await waiting, true);
     assert.ok(performance.now() - start < 3_000, "the waiter was woken by the notification");
     for (const h of permits) assert.equal(await h.isExpired(), true);

@@ -206,12 +206,18 @@ describe("the runner itself", { concurrency: CONCURRENCY }, () => {
   });
 
   it("passes a sample that runs and exits", async () => {
-    const result = await runSample({ lang: "js", code: 'import { lock } from "locksmith-js";\nconst [ran] = await lock("k").run(() => charge(invoice));\nif (!ran) throw new Error("not run");\n' });
+    const result = await runSample({
+      lang: "js",
+      code: 'import { lock } from "locksmith-js";\nconst [ran] = await lock("k").run(() => charge(invoice));\nif (!ran) throw new Error("not run");\n',
+    });
     assertPassed(result, "the good sample");
   });
 
   it("strips a ts sample's types", async () => {
-    const result = await runSample({ lang: "ts", code: 'import { lock, type Lock } from "locksmith-js";\nconst l: Lock = lock("k");\nconsole.log(await l.acquire());\n' });
+    const result = await runSample({
+      lang: "ts",
+      code: 'import { lock, type Lock } from "locksmith-js";\nconst l: Lock = lock("k");\nconsole.log(await l.acquire());\n',
+    });
     assertPassed(result, "the ts sample");
     assert.match(result.output, /true/);
   });
@@ -252,7 +258,10 @@ export function anchors(markdown) {
     }
     const h = fence === null && /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
     if (!h) continue;
-    const base = h[1].toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/\s/g, "-");
+    const base = h[1]
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+      .replace(/\s/g, "-");
     const n = seen.get(base) ?? 0;
     seen.set(base, n + 1);
     out.add(n === 0 ? base : `${base}-${n}`);
@@ -264,7 +273,11 @@ describe("links", () => {
   // The README is the npm page too: there a relative link only works for a file the
   // tarball has. Links to the rest of the repository are absolute.
   const files = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).files;
-  const inTarball = (path) => path === "package.json" || path === "README.md" || path === "LICENSE" || files.some((glob) => new RegExp(`^${glob.replace(/\./g, "\\.").replace(/\*/g, "[^/]*")}$`).test(path));
+  const inTarball = (path) =>
+    path === "package.json" ||
+    path === "README.md" ||
+    path === "LICENSE" ||
+    files.some((glob) => new RegExp(`^${glob.replace(/\./g, "\\.").replace(/\*/g, "[^/]*")}$`).test(path));
 
   for (const { path, text } of docFiles()) {
     it(`${path}: every link to the repository resolves`, () => {
@@ -279,13 +292,15 @@ describe("links", () => {
         if (target.startsWith(`${REPOSITORY}/`)) {
           const m = /^\/(?:blob|tree)\/main\/([^#?]+)/.exec(target.slice(REPOSITORY.length));
           if (!m) {
-            if (!/^\/(issues|pulls|releases)/.test(target.slice(REPOSITORY.length)) && target !== `${REPOSITORY}#readme`) problems.push(`${target}: not a /blob/main/ link`);
+            if (!/^\/(issues|pulls|releases)/.test(target.slice(REPOSITORY.length)) && target !== `${REPOSITORY}#readme`)
+              problems.push(`${target}: not a /blob/main/ link`);
             continue;
           }
           file = m[1];
         } else {
           file = join(dirname(path), target.split("#")[0]).replace(/\\/g, "/");
-          if (path === "README.md" && !inTarball(file)) problems.push(`${target}: relative, but ${file} is not in the npm tarball (link to ${REPOSITORY}/blob/main/${file})`);
+          if (path === "README.md" && !inTarball(file))
+            problems.push(`${target}: relative, but ${file} is not in the npm tarball (link to ${REPOSITORY}/blob/main/${file})`);
         }
         if (!existsSync(join(ROOT, file))) {
           problems.push(`${target}: ${file} does not exist`);

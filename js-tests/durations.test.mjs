@@ -96,7 +96,10 @@ describe("durations as strings", () => {
       const l = lock(uniqueKey("d"), "5s");
       await assert.rejects(l.acquire({ timeout: bad }), invalidDuration("timeout", bad));
       await assert.rejects(l.acquire({ retryDelay: bad }), invalidDuration("retryDelay", bad));
-      await assert.rejects(l.run(() => {}, { timeout: bad }), invalidDuration("timeout", bad));
+      await assert.rejects(
+        l.run(() => {}, { timeout: bad }),
+        invalidDuration("timeout", bad),
+      );
       assert.equal(await l.isLocked(), false, "a refused acquire takes nothing");
       assert.equal(await l.acquire(), true);
       await assert.rejects(l.extend(bad), invalidDuration("ttlMs", bad));
@@ -112,9 +115,18 @@ describe("durations as strings", () => {
 
   it("a string that parses still meets the number's rules (the core's checks)", async () => {
     // 0 ms is no TTL; a fraction of a millisecond is not a whole number of them.
-    assert.throws(() => lock(uniqueKey("d"), "0s"), (err) => err.code === "INVALID_ARGUMENT" && /ttlMs must be a whole number of milliseconds from 1/.test(err.message));
-    assert.throws(() => lock(uniqueKey("d"), "0.5ms"), (err) => err.code === "INVALID_ARGUMENT" && /got 0\.5/.test(err.message));
-    assert.throws(() => lock(uniqueKey("d"), "1000h"), (err) => err.code === "INVALID_ARGUMENT" && /ttlMs must be a whole number of milliseconds from 1 to 2147483647; got 3600000000/.test(err.message));
+    assert.throws(
+      () => lock(uniqueKey("d"), "0s"),
+      (err) => err.code === "INVALID_ARGUMENT" && /ttlMs must be a whole number of milliseconds from 1/.test(err.message),
+    );
+    assert.throws(
+      () => lock(uniqueKey("d"), "0.5ms"),
+      (err) => err.code === "INVALID_ARGUMENT" && /got 0\.5/.test(err.message),
+    );
+    assert.throws(
+      () => lock(uniqueKey("d"), "1000h"),
+      (err) => err.code === "INVALID_ARGUMENT" && /ttlMs must be a whole number of milliseconds from 1 to 2147483647; got 3600000000/.test(err.message),
+    );
     // A zero timeout is fine: one attempt.
     assert.equal(await lock(uniqueKey("d"), "1s").acquire({ timeout: "0ms" }), true);
   });

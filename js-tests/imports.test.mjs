@@ -65,6 +65,7 @@ it("the API never imports a store, the driver or the CLI", () => {
 
 it("every relative import names a file that exists", () => {
   for (const [file, imports] of graph) {
-    for (const target of imports) assert.ok(all.includes(target) || /\/(gen|native|wasm)\//.test(target) || target.endsWith(".json"), `${file} imports ${target}, which is not there`);
+    for (const target of imports)
+      assert.ok(all.includes(target) || /\/(gen|native|wasm)\//.test(target) || target.endsWith(".json"), `${file} imports ${target}, which is not there`);
   }
 });

@@ -87,10 +87,12 @@ for (const [name, makeStore] of Object.entries(stores)) {
       assert.equal(err.result, "work finished");
       assert.match(err.message, /was lost before run\(\)'s function settled/);
       const thrown = new Error("the work failed");
-      const err2 = await new Lock(key, 100, store).run(async () => {
-        await sleep(200);
-        throw thrown;
-      }).catch((e) => e);
+      const err2 = await new Lock(key, 100, store)
+        .run(async () => {
+          await sleep(200);
+          throw thrown;
+        })
+        .catch((e) => e);
       assert.ok(err2 instanceof LockNotHeldError, String(err2));
       assert.equal(err2.cause, thrown);
       // A hold that lasts: the result as ever.
@@ -116,14 +118,17 @@ for (const [name, makeStore] of Object.entries(stores)) {
       // Extended every 100 ms (a third of the TTL): a stall of up to ~200 ms on a loaded
       // machine still finds the hold alive.
       const l = new Lock(key, 300, store);
-      const [ran, result] = await l.run(async (held) => {
-        for (let i = 0; i < 10; i++) {
-          await sleep(100);
-          assert.equal(held.signal.aborted, false, `still held at ${(i + 1) * 100} ms`);
-          assert.equal(await new Lock(key, 1_000, store).acquire(), false, "nobody else gets in");
-        }
-        return "done";
-      }, { autoExtend: true });
+      const [ran, result] = await l.run(
+        async (held) => {
+          for (let i = 0; i < 10; i++) {
+            await sleep(100);
+            assert.equal(held.signal.aborted, false, `still held at ${(i + 1) * 100} ms`);
+            assert.equal(await new Lock(key, 1_000, store).acquire(), false, "nobody else gets in");
+          }
+          return "done";
+        },
+        { autoExtend: true },
+      );
       assert.deepEqual([ran, result], [true, "done"]);
       assert.equal(await new Lock(key, 1_000, store).isLocked(), false, "released at the end");
     });
@@ -221,7 +226,10 @@ describe("autoExtend and signals stay with their own hold", () => {
     let failures = 1;
     store.release = async (...args) => (failures-- > 0 ? Promise.reject(new Error("connection reset")) : release(...args));
     const key = uniqueKey("run-stop");
-    await assert.rejects(new Lock(key, 200, store).run(async () => sleep(50), { autoExtend: true }), (err) => err.code === "STORE_UNAVAILABLE");
+    await assert.rejects(
+      new Lock(key, 200, store).run(async () => sleep(50), { autoExtend: true }),
+      (err) => err.code === "STORE_UNAVAILABLE",
+    );
     await sleep(500);
     assert.equal(await new Lock(key, 1_000, store).isLocked(), false, "the hold ran out at its TTL, not extended on");
   });
@@ -323,11 +331,13 @@ describe("lock.signal and autoExtend on RedisLockStore", () => {
       assert.equal(permit.reason.name, "AbortError");
 
       // Held locks whose store is closed: their signals end when their holds run out.
-      const held = await Promise.all(Array.from({ length: 4 }, async () => {
-        const h = new Lock(uniqueKey("redis-closed"), 200, store);
-        assert.equal(await h.acquire(), true);
-        return h.signal;
-      }));
+      const held = await Promise.all(
+        Array.from({ length: 4 }, async () => {
+          const h = new Lock(uniqueKey("redis-closed"), 200, store);
+          assert.equal(await h.acquire(), true);
+          return h.signal;
+        }),
+      );
       await store.close();
       const ends = await Promise.all(held.map(aborted));
       for (const { after } of ends) assert.ok(after < 2_000, `aborted ${Math.round(after)} ms after close`);

@@ -64,7 +64,10 @@ describe("mutual exclusion under load", () => {
     }
   });
 
-  it("8 OS processes on one Redis semaphore and one read-write lock: never more than the limit, writers alone", { skip: !native && "native only", timeout: 120_000 + SOAK * 4_000 }, async () => {
+  it("8 OS processes on one Redis semaphore and one read-write lock: never more than the limit, writers alone", {
+    skip: !native && "native only",
+    timeout: 120_000 + SOAK * 4_000,
+  }, async () => {
     const server = await startRedis();
     const client = new Redis(server.url);
     try {
@@ -79,14 +82,23 @@ describe("mutual exclusion under load", () => {
 
       const rwLog = await client.lrange(`${key}:rw:log`, 0, -1);
       assert.equal(rwLog.length, 2 * total(1), "every section logged");
-      assert.ok(rwLog.some((e) => e.startsWith("in:w:")), "some sections wrote");
+      assert.ok(
+        rwLog.some((e) => e.startsWith("in:w:")),
+        "some sections wrote",
+      );
       const shared = assertReadersShareWritersAlone(rwLog);
       assert.ok(shared > 0, "readers shared the lock at least once");
       // Released to the last: only the fencing counters are left, and they expire.
       const keys = await client.keys("*{test:load-*");
-      assert.deepEqual(keys.filter((k) => !k.endsWith(":fence")), [], "the holders, limit, writer and claim keys went with the last holds");
+      assert.deepEqual(
+        keys.filter((k) => !k.endsWith(":fence")),
+        [],
+        "the holders, limit, writer and claim keys went with the last holds",
+      );
       for (const k of keys) assert.ok((await client.pttl(k)) > 0, `${k} expires`);
-      console.log(`# load: 8 processes, ${total(0)} sections in a semaphore of 3 (at most ${most} inside), ${total(1)} in a read-write lock (${shared} reads shared), 0 violations`);
+      console.log(
+        `# load: 8 processes, ${total(0)} sections in a semaphore of 3 (at most ${most} inside), ${total(1)} in a read-write lock (${shared} reads shared), 0 violations`,
+      );
     } finally {
       await client.quit();
       await server.stop();
@@ -232,23 +244,67 @@ describe("TLS to Redis", () => {
     try {
       // A CA, and a server certificate it signs (webpki refuses a CA as the end entity).
       const openssl = (...args) => promisify(execFile)("openssl", args, { cwd: dir });
-      if (await openssl("version").then(() => false, () => true)) {
+      if (
+        await openssl("version").then(
+          () => false,
+          () => true,
+        )
+      ) {
         missing(t, "the openssl command is not installed; it makes the test certificates");
         return;
       }
       await writeFile(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-      await openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=locksmith test CA",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
-        "-keyout", "ca.key", "-out", "ca.pem");
+      await openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=locksmith test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+      );
       await openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "key.pem", "-out", "server.csr");
-      await openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-days", "1", "-extfile", "san.ext", "-out", "cert.pem");
+      await openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "cert.pem",
+      );
       const tlsPort = await freePort();
       let server;
       try {
         server = await startRedis([
-          "--tls-port", String(tlsPort), "--tls-cert-file", join(dir, "cert.pem"), "--tls-key-file", join(dir, "key.pem"),
-          "--tls-ca-cert-file", join(dir, "ca.pem"), "--tls-auth-clients", "no",
+          "--tls-port",
+          String(tlsPort),
+          "--tls-cert-file",
+          join(dir, "cert.pem"),
+          "--tls-key-file",
+          join(dir, "key.pem"),
+          "--tls-ca-cert-file",
+          join(dir, "ca.pem"),
+          "--tls-auth-clients",
+          "no",
         ]);
       } catch (err) {
         missing(t, `this redis-server has no TLS support: ${err.message}`);
@@ -305,7 +361,7 @@ describe("owner tokens", () => {
     }
     assert.equal(seen.size, n, "no token repeats");
     const mean = n * 64;
-    assert.ok(Math.abs(ones - mean) < 6 * Math.sqrt(n * 128) / 2, `one-bits ${ones}, expected about ${mean}`);
+    assert.ok(Math.abs(ones - mean) < (6 * Math.sqrt(n * 128)) / 2, `one-bits ${ones}, expected about ${mean}`);
   });
 });
 

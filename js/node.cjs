@@ -149,9 +149,12 @@ class RedisLockStore extends NativeStore {
     const options = checkConnectOptions(urlOrOptions);
     if (process.env.LOCKSMITH_REDIS_CLIENT !== undefined && !warnedRedisClient) {
       warnedRedisClient = true;
-      process.emitWarning("LOCKSMITH_REDIS_CLIENT is no longer read: the redis-rs client was retired, and RedisLockStore always uses locksmith's own Redis engine", {
-        code: "LOCKSMITH_REDIS_CLIENT_IGNORED",
-      });
+      process.emitWarning(
+        "LOCKSMITH_REDIS_CLIENT is no longer read: the redis-rs client was retired, and RedisLockStore always uses locksmith's own Redis engine",
+        {
+          code: "LOCKSMITH_REDIS_CLIENT_IGNORED",
+        },
+      );
     }
     let native;
     try {

@@ -113,7 +113,7 @@ copyFileSync(join(root, "js/types/postgres.d.ts"), join(root, "js/types/postgres
   const dcts = (text) =>
     text
       .replace(/from "\.\/index\.js"/g, 'from "../types/index.cjs"')
-      .replace(/from "\.\/([\w-]+)\.js"/g, (m, file) => (CTS_TYPES.includes(file) ? `from "./${file}.cjs"` : `from "../types/${file}.js"`));
+      .replace(/from "\.\/([\w-]+)\.js"/g, (_, file) => (CTS_TYPES.includes(file) ? `from "./${file}.cjs"` : `from "../types/${file}.js"`));
   for (const name of CTS_TYPES) {
     writeIfChanged(join(root, `js/gen/${name}.d.cts`), dcts(readFileSync(join(root, `js/types/${name}.d.ts`), "utf8")));
   }
@@ -124,12 +124,18 @@ const only = process.argv[2];
 if (only !== "wasm") {
   const napi = join(root, "node_modules/.bin/napi");
   run(napi, [
-  "build",
-  "--manifest-path", "node/Cargo.toml",
-  "--package-json-path", "package.json",
-  "--platform", "--release", "--no-js",
-  "--output-dir", "js/native",
-  "--dts", "binding.d.ts",
+    "build",
+    "--manifest-path",
+    "node/Cargo.toml",
+    "--package-json-path",
+    "package.json",
+    "--platform",
+    "--release",
+    "--no-js",
+    "--output-dir",
+    "js/native",
+    "--dts",
+    "binding.d.ts",
   ]);
 }
 
@@ -160,10 +166,26 @@ function buildWasm(pkg, artifact) {
   if (!fresh) {
     run("wasm-bindgen", [
       // --weak-refs: wasm objects are freed when their JS wrappers are collected.
-      "--target", "web", "--out-dir", out, "--no-typescript", "--weak-refs",
-      "--remove-name-section", "--remove-producers-section", built,
+      "--target",
+      "web",
+      "--out-dir",
+      out,
+      "--no-typescript",
+      "--weak-refs",
+      "--remove-name-section",
+      "--remove-producers-section",
+      built,
     ]);
-    run(join(root, "node_modules/.bin/wasm-opt"), ["-Oz", "--enable-bulk-memory", "--enable-nontrapping-float-to-int", "--enable-sign-ext", "--enable-mutable-globals", wasmFile, "-o", wasmFile]);
+    run(join(root, "node_modules/.bin/wasm-opt"), [
+      "-Oz",
+      "--enable-bulk-memory",
+      "--enable-nontrapping-float-to-int",
+      "--enable-sign-ext",
+      "--enable-mutable-globals",
+      wasmFile,
+      "-o",
+      wasmFile,
+    ]);
   }
   return wasmFile;
 }
@@ -196,4 +218,3 @@ if (only !== "native") {
   });
   console.log(`locksmith_wasm_bg.wasm: ${sizes(wasmFile)}`);
 }
-

@@ -120,14 +120,17 @@ export function stagePackages({ out = join(root, "target/packages"), binaries = 
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { values } = parseArgs({ options: { out: { type: "string" }, binaries: { type: "string" }, matrix: { type: "boolean" }, "ignore-scripts": { type: "boolean" } } });
+  const { values } = parseArgs({
+    options: { out: { type: "string" }, binaries: { type: "string" }, matrix: { type: "boolean" }, "ignore-scripts": { type: "boolean" } },
+  });
   if (values.matrix) {
     console.log(JSON.stringify({ include: buildMatrix() }));
   } else {
     const staged = stagePackages({ out: values.out, binaries: values.binaries, ignoreScripts: values["ignore-scripts"] });
     console.log(JSON.stringify(staged, null, 2));
-    const missing = Object.entries(staged.platforms).filter(([, p]) => !p.tarball).map(([t]) => t);
+    const missing = Object.entries(staged.platforms)
+      .filter(([, p]) => !p.tarball)
+      .map(([t]) => t);
     if (missing.length) console.error(`packages.mjs: no binary here for ${missing.join(", ")}: those packages were not packed`);
   }
 }
-

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test run, the same locally and in CI: lint, Rust tests, the wasm32 build of
+# The whole test run, the same locally and in CI: formatting and lint (Rust and JS), Rust tests, the wasm32 build of
 # core, the addon build, and the JS suites.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,9 @@ bash scripts/setup.sh --redis --postgres --etcd --runtimes --cross
 
 step "rustfmt"
 cargo fmt --all --check
+
+step "JS format and lint (Biome, pinned in package.json; biome.json says what)"
+node_modules/.bin/biome check --error-on-warnings .
 
 step "clippy"
 # The addon's napi registrations are compiled out under cfg(test), so it is linted as a library only.

@@ -72,9 +72,11 @@ describe("a JS store's refusal", () => {
   it("a rejection with code INVALID_ARGUMENT reaches the caller as that, not as the store failing", async () => {
     const store = mapStore({ withPermits: true });
     store.acquirePermit = async () => {
-      throw Object.assign(new Error("locksmith: semaphore \"k\" is held with limit 2; this handle asks for 3"), { code: "INVALID_ARGUMENT" });
+      throw Object.assign(new Error('locksmith: semaphore "k" is held with limit 2; this handle asks for 3'), { code: "INVALID_ARGUMENT" });
     };
-    const err = await semaphore(uniqueKey("refused"), 3, 5_000, store).acquire().catch((e) => e);
+    const err = await semaphore(uniqueKey("refused"), 3, 5_000, store)
+      .acquire()
+      .catch((e) => e);
     assert.ok(err instanceof ls.InvalidArgumentError, String(err));
     assert.equal(err.code, "INVALID_ARGUMENT");
     assert.equal(err.message, 'locksmith: semaphore "k" is held with limit 2; this handle asks for 3');
@@ -82,7 +84,9 @@ describe("a JS store's refusal", () => {
     store.acquirePermit = async () => {
       throw Object.assign(new Error("boom"), { code: "ECONNRESET" });
     };
-    const failed = await semaphore(uniqueKey("failed"), 3, 5_000, store).acquire().catch((e) => e);
+    const failed = await semaphore(uniqueKey("failed"), 3, 5_000, store)
+      .acquire()
+      .catch((e) => e);
     assert.equal(failed.code, "STORE_UNAVAILABLE");
   });
 });

@@ -16,7 +16,10 @@ export async function assertClean(t, { minHolds = 50, ...options }) {
   t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.result.violations.length} violations, ${run.result.lateSignals} late signals`);
   assert.ok(run.result.holds > minHolds, `enough holds to mean something (${run.result.holds}); seed ${run.seed}`);
   for (const kind of ["lock", "semaphore", "read", "write"]) {
-    assert.ok(run.holds.some((h) => h.kind === kind), `some ${kind} holds; seed ${run.seed}`);
+    assert.ok(
+      run.holds.some((h) => h.kind === kind),
+      `some ${kind} holds; seed ${run.seed}`,
+    );
   }
   assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); replay with seed ${run.seed}`);
   return run;

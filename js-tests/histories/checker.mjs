@@ -124,13 +124,28 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
     for (const h of live) {
       active = active.filter((a) => a.times.end > h.times.start);
       if (fam === "lock") {
-        for (const a of active) report("overlap", [a, h], `two holders of lock ${JSON.stringify(h.key)}, both certainly live from ${rel(h.times.start)} to ${rel(Math.min(a.times.end, h.times.end))} ms`);
+        for (const a of active)
+          report(
+            "overlap",
+            [a, h],
+            `two holders of lock ${JSON.stringify(h.key)}, both certainly live from ${rel(h.times.start)} to ${rel(Math.min(a.times.end, h.times.end))} ms`,
+          );
       } else if (fam === "semaphore") {
         const limit = h.limit ?? Infinity;
-        if (active.length + 1 > limit) report("over-limit", [...active, h], `${active.length + 1} permits of semaphore ${JSON.stringify(h.key)} (limit ${limit}) certainly live at ${rel(h.times.start)} ms`);
+        if (active.length + 1 > limit)
+          report(
+            "over-limit",
+            [...active, h],
+            `${active.length + 1} permits of semaphore ${JSON.stringify(h.key)} (limit ${limit}) certainly live at ${rel(h.times.start)} ms`,
+          );
       } else {
         const clash = active.filter((a) => a.kind === "write" || h.kind === "write");
-        if (clash.length > 0) report("writer-with-others", [...clash, h], `a writer beside ${clash.length} other holder(s) of read-write lock ${JSON.stringify(h.key)} at ${rel(h.times.start)} ms`);
+        if (clash.length > 0)
+          report(
+            "writer-with-others",
+            [...clash, h],
+            `a writer beside ${clash.length} other holder(s) of read-write lock ${JSON.stringify(h.key)} at ${rel(h.times.start)} ms`,
+          );
       }
       active.push(h);
     }
@@ -168,12 +183,20 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
       }
     }
     if (h.release && h.release.ok === false && h.release.code === null && h.release.reply < t.leaseEnd - drift) {
-      report("held-but-refused", [h], `the holder's own release answered false at ${rel(h.release.reply)} ms; the hold was certainly live until ${rel(t.leaseEnd)} ms`);
+      report(
+        "held-but-refused",
+        [h],
+        `the holder's own release answered false at ${rel(h.release.reply)} ms; the hold was certainly live until ${rel(t.leaseEnd)} ms`,
+      );
     }
     // Never early.
     if (h.signal) {
       if (h.signal.reason === "lost" && h.signal.at < t.leaseEnd - drift && !(h.release && h.release.send <= h.signal.at)) {
-        report("early-signal", [h], `the signal aborted as lost (${h.signal.code}) at ${rel(h.signal.at)} ms; the hold was certainly live until ${rel(t.leaseEnd)} ms (less ${drift} ms of drift allowance)`);
+        report(
+          "early-signal",
+          [h],
+          `the signal aborted as lost (${h.signal.code}) at ${rel(h.signal.at)} ms; the hold was certainly live until ${rel(t.leaseEnd)} ms (less ${drift} ms of drift allowance)`,
+        );
       }
       if (h.signal.reason === "released" && !(h.release && h.release.send <= h.signal.at)) {
         report("early-signal", [h], `the signal aborted as released at ${rel(h.signal.at)} ms, before release() was called`);
@@ -185,14 +208,19 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
       const at = h.signal ? h.signal.at : Infinity;
       if (at > by && (h.signal || h.endAt > by)) {
         lateSignals += 1;
-        report("late-signal", [h], h.signal
-          ? `the signal aborted at ${rel(at)} ms, ${Math.round(at - t.goneAt)} ms after the hold was certainly gone (${rel(t.goneAt)} ms); the bound is ${signalBoundMs} ms`
-          : `the signal never aborted; the hold was certainly gone at ${rel(t.goneAt)} ms`);
+        report(
+          "late-signal",
+          [h],
+          h.signal
+            ? `the signal aborted at ${rel(at)} ms, ${Math.round(at - t.goneAt)} ms after the hold was certainly gone (${rel(t.goneAt)} ms); the bound is ${signalBoundMs} ms`
+            : `the signal never aborted; the hold was certainly gone at ${rel(t.goneAt)} ms`,
+        );
       }
     }
     // Nothing succeeds after lost.
     for (const e of h.extends) {
-      if (e.ok && e.send > t.lostAt) report("after-lost", [h], `an extend sent at ${rel(e.send)} ms succeeded after the handle said lost at ${rel(t.lostAt)} ms`);
+      if (e.ok && e.send > t.lostAt)
+        report("after-lost", [h], `an extend sent at ${rel(e.send)} ms succeeded after the handle said lost at ${rel(t.lostAt)} ms`);
     }
     // Expired while its process was stopped: the signal says lost.
     if (!h.auto && pauses.length > 0) {
@@ -202,7 +230,11 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
       const stop = pauses.find((p) => p.process === process && p.from <= goneBy && p.to >= goneBy);
       if (stop && !(h.release && h.release.send < stop.from)) expiredWhileStopped += 1;
       if (stop && !(h.release && h.release.send < stop.from) && h.signal?.reason !== "lost") {
-        report("not-reported-lost", [h], `the hold expired by ${rel(goneBy)} ms while its process was stopped (${rel(stop.from)}–${rel(stop.to)} ms); its signal ${h.signal ? `aborted as ${h.signal.reason}` : "never aborted"}`);
+        report(
+          "not-reported-lost",
+          [h],
+          `the hold expired by ${rel(goneBy)} ms while its process was stopped (${rel(stop.from)}–${rel(stop.to)} ms); its signal ${h.signal ? `aborted as ${h.signal.reason}` : "never aborted"}`,
+        );
       }
     }
     // Nor once every expiry set before it has passed.

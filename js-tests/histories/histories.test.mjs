@@ -53,7 +53,10 @@ async function assertWaitRidesOut(store, server, { downMs }) {
   const holder = new ls.Lock(key, "400ms", store);
   assert.equal(await holder.acquire(), true);
   const waiter = new ls.Lock(key, "2s", store);
-  const waiting = waiter.acquire({ timeout: 10_000, retryDelay: 20 }).then((value) => ({ value }), (error) => ({ error }));
+  const waiting = waiter.acquire({ timeout: 10_000, retryDelay: 20 }).then(
+    (value) => ({ value }),
+    (error) => ({ error }),
+  );
   await sleep(50);
   await server.stop();
   await sleep(downMs);
@@ -85,7 +88,12 @@ describe(`history checker (${TARGET})`, () => {
     it("passes a clean history", () => {
       const clean = [
         hold({}),
-        hold({ client: "0.1", acquire: { send: 15, reply: 25, token: 2 }, release: { send: 40, reply: 41, ok: true, code: null }, signal: { at: 41, reason: "released" } }),
+        hold({
+          client: "0.1",
+          acquire: { send: 15, reply: 25, token: 2 },
+          release: { send: 40, reply: 41, ok: true, code: null },
+          signal: { at: 41, reason: "released" },
+        }),
         hold({ kind: "read", client: "0.2" }),
         hold({ kind: "read", client: "0.3", acquire: { send: 2, reply: 3, token: 2 } }),
         hold({ kind: "semaphore", limit: 2 }),
@@ -110,15 +118,27 @@ describe(`history checker (${TARGET})`, () => {
     it("reports a writer with a reader, and with a writer", () => {
       const read = hold({ kind: "read" });
       assert.deepEqual(types([read, hold({ kind: "write", client: "0.1", acquire: { send: 2, reply: 3, token: 2 } })]), ["writer-with-others"]);
-      assert.deepEqual(types([hold({ kind: "write" }), hold({ kind: "write", client: "0.1", acquire: { send: 2, reply: 3, token: 2 } })]), ["writer-with-others"]);
+      assert.deepEqual(types([hold({ kind: "write" }), hold({ kind: "write", client: "0.1", acquire: { send: 2, reply: 3, token: 2 } })]), [
+        "writer-with-others",
+      ]);
     });
 
     it("reports fencing tokens out of grant order", () => {
       const first = hold({ acquire: { send: 0, reply: 1, token: 50 } });
-      const second = hold({ client: "0.1", acquire: { send: 30, reply: 31, token: 7 }, release: { send: 40, reply: 41, ok: true, code: null }, signal: { at: 41, reason: "released" } });
+      const second = hold({
+        client: "0.1",
+        acquire: { send: 30, reply: 31, token: 7 },
+        release: { send: 40, reply: 41, ok: true, code: null },
+        signal: { at: 41, reason: "released" },
+      });
       assert.deepEqual(types([first, second]), ["token-order"]);
       // Grants whose requests overlap in time may come in either order.
-      const concurrent = hold({ client: "0.1", acquire: { send: 0.5, reply: 31, token: 7 }, release: { send: 40, reply: 41, ok: true, code: null }, signal: { at: 41, reason: "released" } });
+      const concurrent = hold({
+        client: "0.1",
+        acquire: { send: 0.5, reply: 31, token: 7 },
+        release: { send: 40, reply: 41, ok: true, code: null },
+        signal: { at: 41, reason: "released" },
+      });
       assert.deepEqual(types([first, concurrent]), []);
     });
 
@@ -141,8 +161,16 @@ describe(`history checker (${TARGET})`, () => {
     it("reports an extend that succeeds after every expiry passed, and a hold that expired in a stopped process but was not reported lost", () => {
       const late = hold({ release: null, signal: { at: 250, reason: "lost" }, extends: [{ send: 104, reply: 105, ok: true, code: null }] });
       assert.deepEqual(types([late]), ["extend-after-gone"]);
-      assert.deepEqual(types([hold({ release: null, signal: { at: 150, reason: "lost" }, extends: [{ send: 104, reply: 105, ok: false, code: "LOCK_NOT_HELD" }] })]), [], "refused: fine");
-      assert.deepEqual(types([hold({ release: null, signal: { at: 240, reason: "lost" }, extends: [{ send: 90, reply: 91, ok: true, code: null }] })]), [], "in time: fine");
+      assert.deepEqual(
+        types([hold({ release: null, signal: { at: 150, reason: "lost" }, extends: [{ send: 104, reply: 105, ok: false, code: "LOCK_NOT_HELD" }] })]),
+        [],
+        "refused: fine",
+      );
+      assert.deepEqual(
+        types([hold({ release: null, signal: { at: 240, reason: "lost" }, extends: [{ send: 90, reply: 91, ok: true, code: null }] })]),
+        [],
+        "in time: fine",
+      );
       // Process 0 stopped from 50 to 400 ms: its hold (gone by 101 ms) is reported when it runs again.
       const pauses = [{ process: 0, from: 50, to: 400 }];
       const stopped = hold({ release: { send: 401, reply: 402, ok: false, code: null }, signal: { at: 401, reason: "lost" } });
@@ -256,10 +284,12 @@ describe(`history checker (${TARGET})`, () => {
               const token = l.fencingToken;
               // The acquire script answers the server's clock in microseconds (or one more
               // than the key's last token).
-              if (!(Number.isSafeInteger(token) && Math.abs(token / 1_000 - Date.now()) < 3_600_000)) problems.push(`client ${i}: ${key} granted with token ${token}`);
+              if (!(Number.isSafeInteger(token) && Math.abs(token / 1_000 - Date.now()) < 3_600_000))
+                problems.push(`client ${i}: ${key} granted with token ${token}`);
               const { owner } = JSON.parse(l.serialize());
               const value = await raw.get(`locksmith:{${key}}`);
-              if (value !== owner && now() < send + ttl - driftMs(ttl)) problems.push(`client ${i}: ${key} granted, but the server holds ${value === null ? "nothing" : "another owner"}`);
+              if (value !== owner && now() < send + ttl - driftMs(ttl))
+                problems.push(`client ${i}: ${key} granted, but the server holds ${value === null ? "nothing" : "another owner"}`);
               await sleep(r.int(0, 5));
               let lastSet = send;
               if (r.chance(0.3)) {
@@ -269,14 +299,16 @@ describe(`history checker (${TARGET})`, () => {
                   lastSet = at;
                 } catch (err) {
                   // As for a release below: a refusal while the server still holds this owner's value is a wrong reply.
-                  if (at < lastSet + ttl - driftMs(ttl) && (await raw.get(`locksmith:{${key}}`)) === owner) problems.push(`client ${i}: ${key}: extend of a live hold failed with ${err.code}`);
+                  if (at < lastSet + ttl - driftMs(ttl) && (await raw.get(`locksmith:{${key}}`)) === owner)
+                    problems.push(`client ${i}: ${key}: extend of a live hold failed with ${err.code}`);
                 }
               }
               const released = await l.release();
               // A release may reach the server after the hold expired (the link is slow),
               // so `false` alone proves nothing; `false` while the server still holds this
               // owner's value is a reply matched to the wrong request.
-              if (!released && (await raw.get(`locksmith:{${key}}`)) === owner) problems.push(`client ${i}: ${key}: its own release answered false while the server held it`);
+              if (!released && (await raw.get(`locksmith:{${key}}`)) === owner)
+                problems.push(`client ${i}: ${key}: its own release answered false while the server held it`);
             }
           }),
         );

@@ -44,7 +44,11 @@ function runProcess(config, { timeoutMs, onSpawn }) {
         reject(new Error(`history client ${config.process} exited with ${code ?? signal}: ${err.trim()}`));
         return;
       }
-      const records = Buffer.concat(out).toString().split("\n").filter(Boolean).map((line) => JSON.parse(line));
+      const records = Buffer.concat(out)
+        .toString()
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => JSON.parse(line));
       resolve(records);
     });
   });
@@ -160,22 +164,26 @@ function serialFault({ every, times }, step) {
  * it: a failover can then go to a replica that has the data.
  */
 export async function sentinelsSettled(topology, ms = 30_000) {
-  await until("the master to have its replica and the sentinels to agree", async () => {
-    const ports = await Promise.all(topology.sentinels.map((s) => topology.masterPort(s)));
-    if (new Set(ports).size !== 1) return false;
-    const info = await command(ports[0], "INFO", "replication");
-    if (!(/role:master/.test(info) && /connected_slaves:1/.test(info) && /slave0:.*state=online/.test(info))) return false;
-    // Every Sentinel sees the replica as a good one to promote.
-    for (const sentinel of topology.sentinels) {
-      const replicas = (await command(sentinel.port, "SENTINEL", "replicas", topology.masterName)).map((fields) => {
-        const entry = {};
-        for (let i = 0; i + 1 < fields.length; i += 2) entry[fields[i]] = fields[i + 1];
-        return entry;
-      });
-      if (!replicas.some((r) => r.flags === "slave" && r["master-link-status"] === "ok" && Number(r["master-port"]) === ports[0])) return false;
-    }
-    return true;
-  }, ms);
+  await until(
+    "the master to have its replica and the sentinels to agree",
+    async () => {
+      const ports = await Promise.all(topology.sentinels.map((s) => topology.masterPort(s)));
+      if (new Set(ports).size !== 1) return false;
+      const info = await command(ports[0], "INFO", "replication");
+      if (!(/role:master/.test(info) && /connected_slaves:1/.test(info) && /slave0:.*state=online/.test(info))) return false;
+      // Every Sentinel sees the replica as a good one to promote.
+      for (const sentinel of topology.sentinels) {
+        const replicas = (await command(sentinel.port, "SENTINEL", "replicas", topology.masterName)).map((fields) => {
+          const entry = {};
+          for (let i = 0; i + 1 < fields.length; i += 2) entry[fields[i]] = fields[i + 1];
+          return entry;
+        });
+        if (!replicas.some((r) => r.flags === "slave" && r["master-link-status"] === "ok" && Number(r["master-port"]) === ports[0])) return false;
+      }
+      return true;
+    },
+    ms,
+  );
 }
 
 /**
@@ -213,12 +221,16 @@ export async function clusterKeyNodes(cluster, key) {
 export function clusterFailovers(cluster, { key = HISTORY_KEYS[0], every, times, afterSwitch }) {
   return serialFault({ every, times }, async () => {
     let replica;
-    await until("the key's master to have a replica in sync", async () => {
-      ({ replica } = await clusterKeyNodes(cluster, key));
-      if (replica === undefined) return false;
-      const info = await command(replica, "INFO", "replication");
-      return /master_link_status:up/.test(info);
-    }, 30_000);
+    await until(
+      "the key's master to have a replica in sync",
+      async () => {
+        ({ replica } = await clusterKeyNodes(cluster, key));
+        if (replica === undefined) return false;
+        const info = await command(replica, "INFO", "replication");
+        return /master_link_status:up/.test(info);
+      },
+      30_000,
+    );
     await command(replica, "CLUSTER", "FAILOVER");
     await until("the replica to take over", async () => (await command(replica, "ROLE"))[0] === "master", 10_000);
     await afterSwitch?.(replica);
@@ -398,7 +410,11 @@ export const SETUPS = {
     open: async (s) => {
       const topology = await s.get("sentinel");
       await sentinelsSettled(topology);
-      return { store: { ...sentinelStore(topology), minReplicas: 0 }, client: { ttlMs: FAILOVER_TTL_MS }, fault: sentinelFailovers(topology, { every: 5_000 }) };
+      return {
+        store: { ...sentinelStore(topology), minReplicas: 0 },
+        client: { ttlMs: FAILOVER_TTL_MS },
+        fault: sentinelFailovers(topology, { every: 5_000 }),
+      };
     },
   },
   "redis-cluster-failover": {

@@ -27,7 +27,8 @@ export default {
       if (url.pathname === "/take" || url.pathname === "/wait") {
         const lock = new Lock(key, 10_000, store);
         const started = Date.now();
-        const taken = url.pathname === "/take" ? await lock.acquire() : await lock.acquire({ timeout: Number(url.searchParams.get("timeout")), retryDelay: 5_000 });
+        const taken =
+          url.pathname === "/take" ? await lock.acquire() : await lock.acquire({ timeout: Number(url.searchParams.get("timeout")), retryDelay: 5_000 });
         return Response.json({ taken, serialized: taken ? lock.serialize() : null, token: lock.fencingToken, ms: Date.now() - started });
       }
       if (url.pathname === "/release") {

@@ -139,7 +139,10 @@ describe("the Redis driver, over a scripted socket", () => {
       const subscribersOnA = fake.sockets.filter((s) => s.target.port === A && roleOf(s) === "subscriber");
       assert.ok(subscribersOnA.length <= 1, `one subscriber socket on the old node, not a redial loop (${subscribersOnA.length})`);
       assert.ok(during.length <= 8, `a few sockets during the wait (${during.map((s) => `${s.target.port}:${roleOf(s)}`).join(" ")})`);
-      assert.ok(fake.sockets.some((s) => s.target.port === B && roleOf(s) === "subscriber"), "the waiter subscribed on the new node");
+      assert.ok(
+        fake.sockets.some((s) => s.target.port === B && roleOf(s) === "subscriber"),
+        "the waiter subscribed on the new node",
+      );
     } finally {
       await store.close();
     }
@@ -191,7 +194,10 @@ describe("the Redis driver, over a scripted socket", () => {
     assert.ok(lookup.length >= 1, "a lookup is in flight");
     await store.close();
     await sleep(20);
-    assert.ok(lookup.every((s) => s.destroyed), "close() ended the lookup's socket");
+    assert.ok(
+      lookup.every((s) => s.destroyed),
+      "close() ended the lookup's socket",
+    );
     const err = await call;
     assert.ok(err instanceof Error, "the waiting call failed");
   });

@@ -146,7 +146,10 @@ describe("one key layout with RedisLockStore", () => {
       assert.equal(await ls.semaphore(key, 2, 5_000, native).acquireImmediately(), false, "the limit counts both stores' permits");
       assert.equal(await ls.semaphore(key, 2, 5_000, store).count(), 2);
       await assert.rejects(ls.semaphore(key, 3, 5_000, native).acquire(), (err) => err.code === "INVALID_ARGUMENT");
-      await assert.rejects(ls.semaphore(key, 3, 5_000, store).acquire(), (err) => err.code === "INVALID_ARGUMENT" && /held with limit 2; this handle asks for 3/.test(err.message));
+      await assert.rejects(
+        ls.semaphore(key, 3, 5_000, store).acquire(),
+        (err) => err.code === "INVALID_ARGUMENT" && /held with limit 2; this handle asks for 3/.test(err.message),
+      );
       assert.equal(await restoreLock(a.serialize(), store).release(), true);
       assert.equal(await ls.semaphore(key, 2, 5_000, native).count(), 1);
       await b.release();
@@ -202,7 +205,10 @@ describe("the client stores' own connections", { skip: TARGET !== "native" && "r
   // the 5 s an idle channel lingers.
   const exits = (code) =>
     new Promise((resolve) => {
-      const child = spawn(process.execPath, ["--input-type=module", "-e", `${code}\nconsole.log("quit");`], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+      const child = spawn(process.execPath, ["--input-type=module", "-e", `${code}\nconsole.log("quit");`], {
+        cwd: ROOT,
+        stdio: ["ignore", "pipe", "inherit"],
+      });
       let quitAt;
       child.stdout.on("data", (data) => {
         if (String(data).includes("quit")) quitAt = performance.now();
@@ -292,15 +298,33 @@ describe("the client stores check what they are given", () => {
       [NodeRedisLockStore, new Redis({ lazyConnect: true })],
       [UpstashLockStore, null],
     ]) {
-      assert.throws(() => new Store(client), (err) => err.code === "INVALID_ARGUMENT" && /^locksmith: \w+LockStore needs/.test(err.message));
+      assert.throws(
+        () => new Store(client),
+        (err) => err.code === "INVALID_ARGUMENT" && /^locksmith: \w+LockStore needs/.test(err.message),
+      );
     }
     const client = new Redis({ lazyConnect: true });
-    assert.throws(() => new IoRedisLockStore(client, { prefix: "x:" }), (err) => err.code === "INVALID_ARGUMENT" && /unknown option `prefix`.*did you mean `keyPrefix`/.test(err.message));
-    assert.throws(() => new IoRedisLockStore(client, { keyPrefix: "a{b}" }), (err) => err.code === "INVALID_ARGUMENT");
-    assert.throws(() => new IoRedisLockStore(client, { operationTimeoutMs: -1 }), (err) => err.code === "INVALID_ARGUMENT");
-    assert.throws(() => new UpstashLockStore({ evalsha() {}, pttl() {} }, { notifyReleases: true }), (err) => err.code === "INVALID_ARGUMENT");
+    assert.throws(
+      () => new IoRedisLockStore(client, { prefix: "x:" }),
+      (err) => err.code === "INVALID_ARGUMENT" && /unknown option `prefix`.*did you mean `keyPrefix`/.test(err.message),
+    );
+    assert.throws(
+      () => new IoRedisLockStore(client, { keyPrefix: "a{b}" }),
+      (err) => err.code === "INVALID_ARGUMENT",
+    );
+    assert.throws(
+      () => new IoRedisLockStore(client, { operationTimeoutMs: -1 }),
+      (err) => err.code === "INVALID_ARGUMENT",
+    );
+    assert.throws(
+      () => new UpstashLockStore({ evalsha() {}, pttl() {} }, { notifyReleases: true }),
+      (err) => err.code === "INVALID_ARGUMENT",
+    );
     const prefixed = new Redis({ lazyConnect: true, keyPrefix: "app:" });
-    assert.throws(() => new IoRedisLockStore(prefixed), (err) => err.code === "INVALID_ARGUMENT" && /keyPrefix: "app:locksmith:"/.test(err.message));
+    assert.throws(
+      () => new IoRedisLockStore(prefixed),
+      (err) => err.code === "INVALID_ARGUMENT" && /keyPrefix: "app:locksmith:"/.test(err.message),
+    );
     prefixed.disconnect();
     client.disconnect();
   });

@@ -82,7 +82,7 @@ if (native) {
       await client.connect();
       return new NodeRedisLockStore(client);
     },
-    closeStore: async (store) => (await store.close(), await client.close?.() ?? client.disconnect()),
+    closeStore: async (store) => (await store.close(), (await client.close?.()) ?? client.disconnect()),
     fencing: true,
     exactOwnership: true,
   });
@@ -98,11 +98,17 @@ describe("RedisLockStore over Redis Cluster", () => {
       }
       return "connected";
     };
-    assert.match(await code({ cluster: cluster.urls, url: cluster.urls[0] }), /^INVALID_ARGUMENT locksmith: .*one of url, sentinels or cluster; got url and cluster/);
+    assert.match(
+      await code({ cluster: cluster.urls, url: cluster.urls[0] }),
+      /^INVALID_ARGUMENT locksmith: .*one of url, sentinels or cluster; got url and cluster/,
+    );
     assert.match(await code({ cluster: [`${cluster.urls[0]}/2`] }), /^INVALID_ARGUMENT locksmith: a Redis Cluster has only database 0/);
     assert.match(await code({ cluster: cluster.urls, masterName: "x" }), /^INVALID_ARGUMENT locksmith: masterName goes with sentinels/);
     assert.match(await code({ cluster: "redis://127.0.0.1" }), /^INVALID_ARGUMENT locksmith: cluster must be a non-empty array/);
-    assert.match(await code({ cluster: ["redis://127.0.0.1:1"], reconnectRetries: 0, connectTimeoutMs: 300 }), /^STORE_UNAVAILABLE locksmith: .*no cluster node answered CLUSTER SLOTS/);
+    assert.match(
+      await code({ cluster: ["redis://127.0.0.1:1"], reconnectRetries: 0, connectTimeoutMs: 300 }),
+      /^STORE_UNAVAILABLE locksmith: .*no cluster node answered CLUSTER SLOTS/,
+    );
   });
 
   it("logs in to every node with the seed URLs' ACL user", async () => {
@@ -137,7 +143,7 @@ describe("RedisLockStore over Redis Cluster", () => {
     const holding = new Set();
     for (const l of locks) {
       const { port } = await whereIs(l.key);
-      assert.equal(await command(port, "GET", `locksmith:{${l.key}}`) !== null, true, `${l.key} is on its slot's master`);
+      assert.equal((await command(port, "GET", `locksmith:{${l.key}}`)) !== null, true, `${l.key} is on its slot's master`);
       holding.add(port);
     }
     assert.deepEqual([...holding].sort(), [...masters].sort(), "every master holds some of the locks");
@@ -211,7 +217,7 @@ describe("RedisLockStore over Redis Cluster", () => {
 
     const { slot, port: from } = await whereIs(key);
     const to = (await cluster.masters()).find((p) => p !== from);
-    const id = async (port) => (await command(port, "CLUSTER", "MYID"));
+    const id = async (port) => await command(port, "CLUSTER", "MYID");
     const [fromId, toId] = [await id(from), await id(to)];
     await command(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromId);
     await command(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toId);
@@ -318,13 +324,17 @@ describe("RedisLockStore over Redis Cluster", () => {
     assert.ok(waited < 15_000 + 3_000, `waited ${waited} ms`);
     if (outcome !== true) assert.equal(outcome?.code, "STORE_UNAVAILABLE", `${outcome}`);
     await until("the replica to take over", async () => (await command(replica, "ROLE"))[0] === "master", 20_000);
-    await until("the store to reach the new master", async () => {
-      try {
-        return await waiter.acquire({ timeout: 3_000 }) || waiter.fencingToken !== null;
-      } catch {
-        return false;
-      }
-    }, 20_000);
+    await until(
+      "the store to reach the new master",
+      async () => {
+        try {
+          return (await waiter.acquire({ timeout: 3_000 })) || waiter.fencingToken !== null;
+        } catch {
+          return false;
+        }
+      },
+      20_000,
+    );
     assert.ok(waiter.fencingToken > heldToken, `${waiter.fencingToken} > ${heldToken}`);
     assert.equal(await command(replica, "EXISTS", `locksmith:{${key}}`), 1, "the hold is on the promoted replica");
     assert.equal(await waiter.release(), true);

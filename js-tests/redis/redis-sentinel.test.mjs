@@ -43,8 +43,7 @@ after(async () => {
   await topology?.stop();
 });
 
-const connect = (options = {}) =>
-  RedisLockStore.connect({ sentinels: topology.urls, masterName: topology.masterName, ...options });
+const connect = (options = {}) => RedisLockStore.connect({ sentinels: topology.urls, masterName: topology.masterName, ...options });
 
 if (native || wasm) {
   conformance("RedisLockStore over Sentinel", {
@@ -133,10 +132,14 @@ describe("RedisLockStore over Sentinel", () => {
   it("minReplicas: a hold counts once replicas have it; one they did not acknowledge fails and is freed", async () => {
     assert.equal((await RedisLockStore.connect({ url: "redis://127.0.0.1:1", minReplicas: -1 }).catch((e) => e)).code, "INVALID_ARGUMENT");
     // The replica is in sync (it may be on its way back after a failover).
-    await until("the master to have its replica", async () => {
-      const info = await command((await topology.currentMaster()).port, "INFO", "replication");
-      return /connected_slaves:1/.test(info) && /slave0:.*state=online/.test(info);
-    }, 20_000);
+    await until(
+      "the master to have its replica",
+      async () => {
+        const info = await command((await topology.currentMaster()).port, "INFO", "replication");
+        return /connected_slaves:1/.test(info) && /slave0:.*state=online/.test(info);
+      },
+      20_000,
+    );
     const one = await connect({ minReplicas: 1 });
     const l = new Lock(uniqueKey("wait-one"), 5_000, one);
     assert.equal(await l.acquire(), true);
@@ -241,7 +244,11 @@ describe("RedisLockStore over Sentinel", () => {
 
     // Every call settled within its wait plus a few command timeouts.
     assert.ok(slowest < 2_000 + 4 * 1_000 + 1_000, `the slowest call took ${slowest} ms`);
-    assert.deepEqual([...new Set(errors)].filter((c) => c !== "STORE_UNAVAILABLE"), [], `only STORE_UNAVAILABLE during the failover: ${errors}`);
+    assert.deepEqual(
+      [...new Set(errors)].filter((c) => c !== "STORE_UNAVAILABLE"),
+      [],
+      `only STORE_UNAVAILABLE during the failover: ${errors}`,
+    );
     assert.ok(after.length > 0, "locks were taken after the failover");
     for (const run of [before, after]) {
       for (let i = 1; i < run.length; i++) assert.ok(run[i] > run[i - 1], `token ${run[i]} after ${run[i - 1]}`);
@@ -279,13 +286,17 @@ describe("RedisLockStore over Sentinel", () => {
       // The frozen connection never closes by itself (it would be given up only when a
       // reply is 10 s overdue): the store leaves it on the Sentinels' word.
       const start = performance.now();
-      await until("a lock on the new master", async () => {
-        try {
-          return await l.acquire();
-        } catch {
-          return false;
-        }
-      }, 5_000);
+      await until(
+        "a lock on the new master",
+        async () => {
+          try {
+            return await l.acquire();
+          } catch {
+            return false;
+          }
+        },
+        5_000,
+      );
       assert.ok(performance.now() - start < 4_000, `took ${performance.now() - start} ms`);
       assert.equal(await l.release(), true);
     } finally {
@@ -348,13 +359,17 @@ describe("RedisLockStore over Sentinel", () => {
       await command(master.port, "REPLICAOF", "NO", "ONE");
       await command(other.port, "REPLICAOF", "127.0.0.1", String(master.port));
     }
-    await until("the store to find the master again", async () => {
-      try {
-        return await l.acquire();
-      } catch {
-        return false;
-      }
-    }, 10_000);
+    await until(
+      "the store to find the master again",
+      async () => {
+        try {
+          return await l.acquire();
+        } catch {
+          return false;
+        }
+      },
+      10_000,
+    );
     assert.equal(await l.release(), true);
     await store.close();
   });
@@ -370,11 +385,43 @@ describe("RedisLockStore over Sentinel with TLS", ONLY_NATIVE, () => {
     dir = await mkdtemp(join(tmpdir(), "locksmith-sentinel-tls-"));
     const openssl = (...args) => promisify(execFile)("openssl", args, { cwd: dir });
     await writeFile(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-    await openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=locksmith test CA",
-      "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign", "-keyout", "ca.key", "-out", "ca.pem");
+    await openssl(
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=locksmith test CA",
+      "-addext",
+      "basicConstraints=critical,CA:TRUE",
+      "-addext",
+      "keyUsage=critical,keyCertSign",
+      "-keyout",
+      "ca.key",
+      "-out",
+      "ca.pem",
+    );
     await openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "key.pem", "-out", "server.csr");
-    await openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1",
-      "-extfile", "san.ext", "-out", "cert.pem");
+    await openssl(
+      "x509",
+      "-req",
+      "-in",
+      "server.csr",
+      "-CA",
+      "ca.pem",
+      "-CAkey",
+      "ca.key",
+      "-CAcreateserial",
+      "-days",
+      "1",
+      "-extfile",
+      "san.ext",
+      "-out",
+      "cert.pem",
+    );
     ca = await readFile(join(dir, "ca.pem"), "utf8");
     secure = await startSentinels({ tls: { cert: join(dir, "cert.pem"), key: join(dir, "key.pem"), ca: join(dir, "ca.pem") } });
   });

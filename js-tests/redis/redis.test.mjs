@@ -14,7 +14,7 @@ const { Lock, RedisLockStore, LockNotHeldError } = ls;
 // module over node:net. Where they differ, the WebAssembly store reaches a Lock through
 // the JS-store bridge (see docs/REDIS-ENGINE.md).
 const wasm = TARGET === "wasm";
-const entry = new URL(wasm ? "../js/wasm.mjs" : "../js/node.mjs", import.meta.url).href;
+const entry = new URL(wasm ? "../../js/wasm.mjs" : "../../js/node.mjs", import.meta.url).href;
 
 const fast = { connectTimeoutMs: 300, commandTimeoutMs: 300, reconnectRetries: 1, reconnectMaxDelayMs: 100 };
 
@@ -31,7 +31,17 @@ describe(`RedisLockStore (${TARGET})`, () => {
   });
 
   it("refuses bad options with INVALID_ARGUMENT", async () => {
-    for (const bad of [undefined, 42, {}, { url: 5 }, { url: server.url, keyPrefix: 1 }, { url: server.url, commandTimeoutMs: "1s" }, { url: server.url, connectTimeoutMs: 0 }, { url: server.url, reconnectRetries: -1 }, "http://localhost"]) {
+    for (const bad of [
+      undefined,
+      42,
+      {},
+      { url: 5 },
+      { url: server.url, keyPrefix: 1 },
+      { url: server.url, commandTimeoutMs: "1s" },
+      { url: server.url, connectTimeoutMs: 0 },
+      { url: server.url, reconnectRetries: -1 },
+      "http://localhost",
+    ]) {
       await assert.rejects(RedisLockStore.connect(bad), { code: "INVALID_ARGUMENT" }, JSON.stringify(bad));
     }
     assert.throws(() => new RedisLockStore(), { code: "INVALID_ARGUMENT" });
@@ -232,7 +242,10 @@ describe(`RedisLockStore (${TARGET})`, () => {
     assert.ok(performance.now() - closing < 1_000, "waiters kept waiting after close()");
     const closed = outcomes.filter((o) => o.status === "rejected");
     assert.equal(closed.length, 3);
-    assert.ok(closed.every((o) => o.reason.code === "STORE_CLOSED"), String(closed[0]?.reason));
+    assert.ok(
+      closed.every((o) => o.reason.code === "STORE_CLOSED"),
+      String(closed[0]?.reason),
+    );
   });
 
   it("settles thousands of calls answered in one go", async () => {

@@ -116,7 +116,27 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
 
   it("ships only what it needs", async () => {
     const files = await readdir(join(pkg, "js"), { recursive: true });
-    for (const needed of ["types/index.d.ts", "types/index.d.cts", "index.cjs", "native-loader.cjs", "node.cjs", "node.mjs", "workerd.mjs", "api/api.mjs", "api/errors.mjs", "redis/driver.mjs", "redis/sockets/workerd.mjs", "stores/cloudflare.mjs", "types/cloudflare.d.ts", "cli/cli.mjs", "gen/api.cjs", "gen/redis-driver.cjs", "gen/wasm.cjs", "wasm/locksmith_wasm_bg.wasm", "wasm/locksmith_wasm_redis_bg.wasm"]) {
+    for (const needed of [
+      "types/index.d.ts",
+      "types/index.d.cts",
+      "index.cjs",
+      "native-loader.cjs",
+      "node.cjs",
+      "node.mjs",
+      "workerd.mjs",
+      "api/api.mjs",
+      "api/errors.mjs",
+      "redis/driver.mjs",
+      "redis/sockets/workerd.mjs",
+      "stores/cloudflare.mjs",
+      "types/cloudflare.d.ts",
+      "cli/cli.mjs",
+      "gen/api.cjs",
+      "gen/redis-driver.cjs",
+      "gen/wasm.cjs",
+      "wasm/locksmith_wasm_bg.wasm",
+      "wasm/locksmith_wasm_redis_bg.wasm",
+    ]) {
       assert.ok(files.includes(needed), `${needed} is in the package`);
     }
     assert.ok(!files.some((f) => f.endsWith(".node")), "no native binary in the main package: each platform's is in its own");
@@ -257,7 +277,10 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     assert.equal(nativeProbe.notHeld, true);
     await writeFile(join(dir, "cjs.cjs"), `const { lock } = require("locksmith-js"); lock("k").run(() => 1).then((r) => console.log(JSON.stringify(r)));`);
     assert.deepEqual(JSON.parse((await run(process.execPath, ["cjs.cjs"], { cwd: dir })).stdout), [true, 1]);
-    await writeFile(join(dir, "wasm.mjs"), `import { lock, backend } from "locksmith-js/wasm"; console.log(JSON.stringify([backend, await lock("k").run(() => 2)]));`);
+    await writeFile(
+      join(dir, "wasm.mjs"),
+      `import { lock, backend } from "locksmith-js/wasm"; console.log(JSON.stringify([backend, await lock("k").run(() => 2)]));`,
+    );
     assert.deepEqual(JSON.parse((await run(process.execPath, ["wasm.mjs"], { cwd: dir })).stdout), ["wasm", [true, 2]]);
   });
 
@@ -353,7 +376,16 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
        module.exports = () => { try { new DurableObjectLockStore({}); } catch (e) { return e; } };`,
     );
     const out = join(dir, "dist-worker");
-    await esbuildCli(["worker.mjs", "--bundle", "--format=esm", "--conditions=workerd,worker", "--loader:.wasm=copy", "--external:cloudflare:*", `--outdir=${out}`, "--log-level=warning"]);
+    await esbuildCli([
+      "worker.mjs",
+      "--bundle",
+      "--format=esm",
+      "--conditions=workerd,worker",
+      "--loader:.wasm=copy",
+      "--external:cloudflare:*",
+      `--outdir=${out}`,
+      "--log-level=warning",
+    ]);
     // The .wasm modules are copied beside the bundle and imported by their new names;
     // workerd loads them as compiled modules.
     const wasmFiles = (await readdir(out)).filter((f) => f.endsWith(".wasm"));
@@ -376,8 +408,20 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       await mf.dispose();
     }
     // `worker` alone (what some Workers bundlers set) picks the same entry.
-    const worker = await build({ entryPoints: [join(dir, "worker.mjs")], bundle: true, write: false, format: "esm", conditions: ["worker"], external: ["*.wasm", "cloudflare:*"], metafile: true, logLevel: "error" });
-    assert.ok(Object.keys(worker.metafile.inputs).some((f) => f.endsWith("node_modules/locksmith-js/js/workerd.mjs")), "the worker condition takes the workerd entry");
+    const worker = await build({
+      entryPoints: [join(dir, "worker.mjs")],
+      bundle: true,
+      write: false,
+      format: "esm",
+      conditions: ["worker"],
+      external: ["*.wasm", "cloudflare:*"],
+      metafile: true,
+      logLevel: "error",
+    });
+    assert.ok(
+      Object.keys(worker.metafile.inputs).some((f) => f.endsWith("node_modules/locksmith-js/js/workerd.mjs")),
+      "the worker condition takes the workerd entry",
+    );
   });
 
   describe("bundled for Node with esbuild", () => {
@@ -399,7 +443,15 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     for (const format of ["esm", "cjs"]) {
       it(`${format}: with the package external (--external:locksmith-js), on the native addon`, async () => {
         const file = join(dir, `dist-node-${format}`, format === "esm" ? "app.mjs" : "app.cjs");
-        await esbuildCli(["node-app.mjs", "--bundle", "--platform=node", `--format=${format}`, "--external:locksmith-js", `--outfile=${file}`, "--log-level=warning"]);
+        await esbuildCli([
+          "node-app.mjs",
+          "--bundle",
+          "--platform=node",
+          `--format=${format}`,
+          "--external:locksmith-js",
+          `--outfile=${file}`,
+          "--log-level=warning",
+        ]);
         const { stdout, stderr } = await run(process.execPath, [file], { cwd: dir });
         assert.deepEqual(JSON.parse(stdout), { backend: "native", r: [true, 5], refused: "INVALID_ARGUMENT" });
         assert.equal(stderr, "");
@@ -467,14 +519,21 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
          };
          await store.close();
          console.log(JSON.stringify({ ...(await smoke(ls)), backend: ls.backend, redis }));`,
-        { cmd: process.execPath, args: [deno, "run", "--allow-read", "--allow-net=127.0.0.1", "--no-prompt"], env: { DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" } },
+        {
+          cmd: process.execPath,
+          args: [deno, "run", "--allow-read", "--allow-net=127.0.0.1", "--no-prompt"],
+          env: { DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
+        },
       );
       const { serialized, token, ...rest } = out.redis;
-      assert.deepEqual({ ...out, redis: rest }, {
-        ...EXPECTED,
-        backend: "wasm",
-        redis: { heldInNode: true, taken: true, bad: "INVALID_ARGUMENT", down: "STORE_UNAVAILABLE", tlsInsecure: "UNSUPPORTED" },
-      });
+      assert.deepEqual(
+        { ...out, redis: rest },
+        {
+          ...EXPECTED,
+          backend: "wasm",
+          redis: { heldInNode: true, taken: true, bad: "INVALID_ARGUMENT", down: "STORE_UNAVAILABLE", tlsInsecure: "UNSUPPORTED" },
+        },
+      );
       // One fencing counter, one key layout: Node frees what Deno took.
       assert.ok(token > before.fencingToken, `${token} > ${before.fencingToken}`);
       assert.equal(await new ls.Lock(key, 10_000, native).acquireImmediately(), false);
@@ -504,7 +563,14 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
          return { early, backend: ls.backend, ...(await smoke(ls)) };
        })().catch((e) => ({ failed: String(e) }));`,
     );
-    await build({ entryPoints: [join(dir, "browser-entry.mjs")], bundle: true, format: "esm", platform: "browser", outfile: join(web, "app.js"), logLevel: "error" });
+    await build({
+      entryPoints: [join(dir, "browser-entry.mjs")],
+      bundle: true,
+      format: "esm",
+      platform: "browser",
+      outfile: join(web, "app.js"),
+      logLevel: "error",
+    });
     // init() fetches the .wasm next to the module, as a bundler's asset step would place it.
     await copyFile(join(pkg, "js/wasm/locksmith_wasm_bg.wasm"), join(web, "locksmith_wasm_bg.wasm"));
     await writeFile(join(web, "index.html"), `<!doctype html><script type="module" src="app.js"></script>`);
@@ -666,7 +732,15 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
           await add("consumer.ts", consumer + (mode.extra ?? ""));
           if (mode.cts) await add("subpaths.cts", ctsConsumer);
         }
-        const compilerOptions = { strict: true, noEmit: true, target: "es2022", types: [], skipLibCheck: false, lib: ["es2022", "dom"], ...mode.compilerOptions };
+        const compilerOptions = {
+          strict: true,
+          noEmit: true,
+          target: "es2022",
+          types: [],
+          skipLibCheck: false,
+          lib: ["es2022", "dom"],
+          ...mode.compilerOptions,
+        };
         await writeFile(join(sub, "tsconfig.json"), JSON.stringify({ compilerOptions, files }));
         const check = run(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "-p", sub]).catch((err) => {
           throw new Error(`tsc failed for ${mode.name}:\n${err.stdout}${err.stderr}`);

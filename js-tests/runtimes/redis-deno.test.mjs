@@ -28,23 +28,67 @@ describe("RedisLockStore on Deno", { skip: TARGET !== "native" && "runs once, wi
     const dir = await mkdtemp(join(tmpdir(), "locksmith-deno-tls-"));
     try {
       const openssl = (...args) => run("openssl", args, { cwd: dir });
-      if (await openssl("version").then(() => false, () => true)) {
+      if (
+        await openssl("version").then(
+          () => false,
+          () => true,
+        )
+      ) {
         missing(t, "the openssl command is not installed; it makes the test certificates");
         return;
       }
       await writeFile(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-      await openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=locksmith test CA",
-        "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
-        "-keyout", "ca.key", "-out", "ca.pem");
+      await openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=locksmith test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+      );
       await openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "key.pem", "-out", "server.csr");
-      await openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-days", "1", "-extfile", "san.ext", "-out", "cert.pem");
+      await openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "cert.pem",
+      );
       const tlsPort = await freePort();
       let server;
       try {
         server = await startRedis([
-          "--tls-port", String(tlsPort), "--tls-cert-file", join(dir, "cert.pem"), "--tls-key-file", join(dir, "key.pem"),
-          "--tls-ca-cert-file", join(dir, "ca.pem"), "--tls-auth-clients", "no",
+          "--tls-port",
+          String(tlsPort),
+          "--tls-cert-file",
+          join(dir, "cert.pem"),
+          "--tls-key-file",
+          join(dir, "key.pem"),
+          "--tls-ca-cert-file",
+          join(dir, "ca.pem"),
+          "--tls-auth-clients",
+          "no",
         ]);
       } catch (err) {
         missing(t, `this redis-server has no TLS support: ${err.message}`);

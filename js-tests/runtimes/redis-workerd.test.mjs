@@ -9,8 +9,9 @@ import { freePort, startRedis } from "../support/redis-server.mjs";
 import { startWorker } from "../support/workerd-harness.mjs";
 import { ls, TARGET, uniqueKey } from "../support/target.mjs";
 
-
-describe("Node (native RedisLockStore) and workerd (RedisLockStore over connect()) share locks", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
+describe("Node (native RedisLockStore) and workerd (RedisLockStore over connect()) share locks", {
+  skip: TARGET !== "native" && "runs once, with the native pass",
+}, () => {
   let server;
   let native;
   let mf;

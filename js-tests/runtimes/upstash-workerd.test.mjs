@@ -9,7 +9,6 @@ import { startWorker } from "../support/workerd-harness.mjs";
 import { ls, TARGET, uniqueKey } from "../support/target.mjs";
 import { startUpstashRest } from "../support/upstash-rest.mjs";
 
-
 describe("Node (RedisLockStore) and workerd (UpstashLockStore) share locks", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
   let server;
   let rest;

@@ -9,7 +9,6 @@ import { after, before, describe, it } from "node:test";
 import { startWorker } from "../support/workerd-harness.mjs";
 import { TARGET } from "../support/target.mjs";
 
-
 // One run of this file is enough: it tests the wasm build whatever LOCKSMITH_TARGET says.
 describe("workerd (Miniflare)", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
   let mf;
@@ -28,13 +27,19 @@ describe("workerd (Miniflare)", { skip: TARGET !== "native" && "runs once, with 
     await worker?.dispose();
   });
 
-  for (const [name, prefix] of [["the memory store", ""], ["a Durable Object store", "/do"]]) {
+  for (const [name, prefix] of [
+    ["the memory store", ""],
+    ["a Durable Object store", "/do"],
+  ]) {
     describe(name, () => {
       it("lets one of three concurrent requests run", async () => {
         const key = `once-${prefix.length}`;
         const outcomes = await Promise.all([1, 2, 3].map(() => get(`${prefix}/run?key=${key}&ms=300`)));
         assert.equal(outcomes.filter((o) => o.ran).length, 1, JSON.stringify(outcomes));
-        assert.deepEqual(outcomes.find((o) => o.ran), { ran: true, result: "done" });
+        assert.deepEqual(
+          outcomes.find((o) => o.ran),
+          { ran: true, result: "done" },
+        );
       });
 
       it("lets a waiter in when the holder finishes", async () => {

@@ -34,8 +34,7 @@ const b64 = (text) => Buffer.from(text).toString("base64");
 const rawGet = async (url, key) => (await etcdCall(url, "kv/range", { key: b64(key) })).kvs?.[0];
 
 /** Resolves when `promise` settles or rejects after `ms`, with what it settled to. */
-const within = (promise, ms, what) =>
-  Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`${what} did not settle within ${ms} ms`)))]);
+const within = (promise, ms, what) => Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`${what} did not settle within ${ms} ms`)))]);
 
 /** One etcd member over https:// (a self-signed certificate) with authentication on: `{ secure, dir }`. */
 async function startSecure() {
@@ -187,7 +186,14 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
             child.on("close", (code) => {
               clearTimeout(timer);
               if (code !== 0) reject(new Error(`history process ${config.process} exited with ${code}: ${err.trim()}`));
-              else resolve(Buffer.concat(out).toString().split("\n").filter(Boolean).map((line) => JSON.parse(line)));
+              else
+                resolve(
+                  Buffer.concat(out)
+                    .toString()
+                    .split("\n")
+                    .filter(Boolean)
+                    .map((line) => JSON.parse(line)),
+                );
             });
           }),
       );
@@ -219,16 +225,30 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       const errors = {};
       for (const s of run.summaries) for (const [name, n] of Object.entries(s.errors)) errors[name] = (errors[name] ?? 0) + n;
       const grants = run.summaries.reduce((n, s) => n + s.grants, 0);
-      t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${grants} grants, ${run.result.violations.length} violations, errors ${JSON.stringify(errors)}; leader ${killed?.name} killed`);
+      t.diagnostic(
+        `seed ${run.seed}: ${run.result.holds} holds, ${grants} grants, ${run.result.violations.length} violations, errors ${JSON.stringify(errors)}; leader ${killed?.name} killed`,
+      );
       assert.ok(killed, "the leader was killed");
       assert.ok(run.result.holds > 30, `enough holds to mean something: ${run.result.holds}`);
-      for (const kind of ["lock", "semaphore", "read", "write"]) assert.ok(run.holds.some((h) => h.kind === kind), `some ${kind} holds`);
+      for (const kind of ["lock", "semaphore", "read", "write"])
+        assert.ok(
+          run.holds.some((h) => h.kind === kind),
+          `some ${kind} holds`,
+        );
       assert.equal(new Set(run.holds.map((h) => h.client.split(".")[0])).size, 8, "every process held something");
       assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); seed ${run.seed}`);
     });
 
-    it("catches a broken guard: an acquire that puts the key without the create-revision compare", { skip: TARGET !== "native" && "the checker's own guard: once, with the native pass" }, async (t) => {
-      const run = await etcdHistory({ processes: 2, clients: 4, seconds: 1.5, broken: "put-without-compare", client: { kinds: { lock: 1 }, keys: ["h0"], ttlMs: 1_000 } });
+    it("catches a broken guard: an acquire that puts the key without the create-revision compare", {
+      skip: TARGET !== "native" && "the checker's own guard: once, with the native pass",
+    }, async (t) => {
+      const run = await etcdHistory({
+        processes: 2,
+        clients: 4,
+        seconds: 1.5,
+        broken: "put-without-compare",
+        client: { kinds: { lock: 1 }, keys: ["h0"], ttlMs: 1_000 },
+      });
       t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${JSON.stringify(run.result.byType)}`);
       assert.ok(run.result.byType.overlap > 0, `the checker reports two holders: ${JSON.stringify(run.result.byType)} (seed ${run.seed})`);
     });
@@ -315,7 +335,7 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
   });
 
   describe("the locksmith command", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
-    const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    const escapeRegex = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
     const cli = (...args) =>
       run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), ...args], { cwd: ROOT }).then(
         ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
@@ -338,10 +358,24 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
 
       const listed = await cli("list", url, `${name}*`, "--json");
       assert.equal(listed.code, 0, listed.stderr);
-      const holds = listed.stdout.trim().split("\n").map((line) => JSON.parse(line));
-      assert.deepEqual(holds.map((h) => [h.key, h.kind]), [[name, "lock"], [`${name}:doc`, "read"], [`${name}:exports`, "semaphore"]], "the waiting writer holds nothing");
+      const holds = listed.stdout
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line));
+      assert.deepEqual(
+        holds.map((h) => [h.key, h.kind]),
+        [
+          [name, "lock"],
+          [`${name}:doc`, "read"],
+          [`${name}:exports`, "semaphore"],
+        ],
+        "the waiting writer holds nothing",
+      );
       assert.equal(holds[0].fencingToken, held.fencingToken);
-      assert.ok(holds[0].remainingMs > 25_000 && holds[0].remainingMs <= 30_000 && holds[0].remainingMs % 1_000 === 0, `from the lease: ${holds[0].remainingMs}`);
+      assert.ok(
+        holds[0].remainingMs > 25_000 && holds[0].remainingMs <= 30_000 && holds[0].remainingMs % 1_000 === 0,
+        `from the lease: ${holds[0].remainingMs}`,
+      );
       assert.match(holds[0].owner, /^[0-9a-f]{8}$/);
       assert.ok(!listed.stdout.includes(JSON.parse(held.serialize()).owner), "never the owner token itself");
       assert.equal(await writerWait, false);
@@ -353,7 +387,12 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       const started = performance.now();
       const released = await cli("release", url, name, "--force");
       assert.equal(released.code, 0, released.stderr);
-      assert.match(released.stdout, new RegExp(`^released "${escape(name)}": it was held by [0-9a-f]{8} with 2[0-9]\\.0 s left \\(fencing token ${held.fencingToken}\\); its waiters were woken`));
+      assert.match(
+        released.stdout,
+        new RegExp(
+          `^released "${escapeRegex(name)}": it was held by [0-9a-f]{8} with 2[0-9]\\.0 s left \\(fencing token ${held.fencingToken}\\); its waiters were woken`,
+        ),
+      );
       assert.equal(await waiting, true);
       assert.ok(performance.now() - started < 4_000, "woken, not at its retryDelay");
       assert.equal(await held.isExpired(), true);
@@ -366,12 +405,22 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
 
     it("says what is wrong (exit 2): a bad etcd URL, a wrong login; over etcds:// with the right one it lists", async () => {
       const bad = await cli("list", "etcd://");
-      assert.deepEqual([bad.code, bad.stderr.split("\n")[0]], [2, "locksmith: an etcd URL is etcd://[user:password@]host:port[,host:port…] (etcds:// for TLS); got etcd://"]);
+      assert.deepEqual(
+        [bad.code, bad.stderr.split("\n")[0]],
+        [2, "locksmith: an etcd URL is etcd://[user:password@]host:port[,host:port…] (etcds:// for TLS); got etcd://"],
+      );
       const { secure } = await secureReady;
-      const wrong = await run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:nope@${new URL(secure.endpoints[0]).host}`], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
+      const wrong = await run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:nope@${new URL(secure.endpoints[0]).host}`], {
+        cwd: ROOT,
+        env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") },
+      }).catch((e) => e);
       assert.equal(wrong.code, 2);
       assert.match(wrong.stderr, /^locksmith: etcd at 127\.0\.0\.1:\d+: etcd refused the login of user "app"/);
-      const right = await run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:app-secret@${new URL(secure.endpoints[0]).host}`, "--json"], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } }).catch((e) => e);
+      const right = await run(
+        process.execPath,
+        [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:app-secret@${new URL(secure.endpoints[0]).host}`, "--json"],
+        { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } },
+      ).catch((e) => e);
       assert.ok(right.code === undefined || right.code === 1, `over TLS with a login: listed or nothing held (${right.code}: ${right.stderr})`);
     });
   });
@@ -457,7 +506,11 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
         for (const [i, code] of blocks.entries()) {
           const file = join(dir, `sample-${i}.mjs`);
           await writeFile(file, `globalThis.invoice = { id: 42 };\nglobalThis.charge = async () => "charged";\n${code}`);
-          const { stdout } = await run(process.execPath, [file], { cwd: ROOT, env: { ...process.env, ETCD_URL: cluster.endpoints[0], ETCD_URLS: cluster.endpoints.join(",") }, timeout: 20_000 });
+          const { stdout } = await run(process.execPath, [file], {
+            cwd: ROOT,
+            env: { ...process.env, ETCD_URL: cluster.endpoints[0], ETCD_URLS: cluster.endpoints.join(",") },
+            timeout: 20_000,
+          });
           t.diagnostic(stdout.trim());
         }
       } finally {

@@ -62,7 +62,10 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       const crashed = semaphore(key, 1, "600ms", store);
       assert.equal(await crashed.acquire(), true);
       const acquiredAt = performance.now();
-      await assert.rejects(semaphore(key, 2, 5_000, store).acquire(), (err) => err instanceof InvalidArgumentError && /held with limit 1; this handle asks for 2/.test(err.message));
+      await assert.rejects(
+        semaphore(key, 2, 5_000, store).acquire(),
+        (err) => err instanceof InvalidArgumentError && /held with limit 1; this handle asks for 2/.test(err.message),
+      );
       const next = semaphore(key, 1, 5_000, store);
       assert.equal(await next.acquire(), false);
       assert.equal(await next.acquire({ timeout: 2_000, retryDelay: 20 }), true);
@@ -83,14 +86,22 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
         const { kvs = [] } = await etcdCall(cluster.endpoints[0], "kv/range", { key: b64(prefix), range_end: end.toString("base64") });
         // In create-revision order (a range answers in key order, and owners are random).
         return kvs
-          .map((kv) => ({ owner: decodeURIComponent(unb64(kv.key).slice(prefix.length)), revision: Number(kv.create_revision), ...JSON.parse(unb64(kv.value)) }))
+          .map((kv) => ({
+            owner: decodeURIComponent(unb64(kv.key).slice(prefix.length)),
+            revision: Number(kv.create_revision),
+            ...JSON.parse(unb64(kv.value)),
+          }))
           .sort((a, b) => a.revision - b.revision);
       };
       const s1 = semaphore(key, 1, 5_000, store);
       assert.equal(await s1.acquire(), true);
       assert.equal(await semaphore(key, 1, 5_000, store).acquire(), false);
       const held = await keysOf("semaphore");
-      assert.deepEqual(held.map((k) => [k.owner, k.role, k.limit]), [[ownerOf(s1), "semaphore", 1]], "the refused one took its key out");
+      assert.deepEqual(
+        held.map((k) => [k.owner, k.role, k.limit]),
+        [[ownerOf(s1), "semaphore", 1]],
+        "the refused one took its key out",
+      );
       assert.equal(s1.fencingToken, held[0].revision, "a permit's fencing token is its key's create revision");
       const rw = readWriteLock(key, 5_000, store);
       const reader = rw.readLock();
@@ -99,11 +110,19 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       const waiting = writer.acquire({ timeout: 400, retryDelay: 50 });
       await sleep(150);
       const queued = await keysOf("write");
-      assert.deepEqual(queued.map((k) => k.role), ["read", "write"], "the waiting writer's key is behind the reader's");
+      assert.deepEqual(
+        queued.map((k) => k.role),
+        ["read", "write"],
+        "the waiting writer's key is behind the reader's",
+      );
       assert.ok(queued[0].revision < queued[1].revision);
       assert.equal(await rw.readLock().acquire(), false, "a new reader queues behind the waiting writer");
       assert.equal(await waiting, false);
-      assert.deepEqual((await keysOf("write")).map((k) => k.owner), [ownerOf(reader)], "the writer that gave up took its key out");
+      assert.deepEqual(
+        (await keysOf("write")).map((k) => k.owner),
+        [ownerOf(reader)],
+        "the writer that gave up took its key out",
+      );
       assert.equal(await rw.readLock().acquire(), true, "and readers get in again");
     });
 
@@ -149,7 +168,10 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       assert.equal(await l.release(), true);
       assert.equal(await rawGet(cluster.endpoints[0], store.lockKey(key)), undefined);
       for (let i = 0; ; i++) {
-        const gone = await etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: kv.lease }).then((r) => r.TTL === "-1", (e) => e.grpc === 5);
+        const gone = await etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: kv.lease }).then(
+          (r) => r.TTL === "-1",
+          (e) => e.grpc === 5,
+        );
         if (gone) break;
         assert.ok(i < 40, "the lease was revoked");
         await sleep(25);
@@ -170,7 +192,9 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       assert.equal((await etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: after.lease })).grantedTTL, "5");
       assert.ok((await l.getRemainingTime()) > 4_000);
       await sleep(100);
-      await assert.rejects(etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: before.lease }).then((r) => (r.TTL === "-1" ? Promise.reject(new Error("gone")) : r)));
+      await assert.rejects(
+        etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: before.lease }).then((r) => (r.TTL === "-1" ? Promise.reject(new Error("gone")) : r)),
+      );
       await l.release();
     });
 
@@ -253,7 +277,10 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
     it("keys with / and % in them do not collide, in plain locks, semaphores or read-write locks", async () => {
       const store = await connect();
       const base = uniqueKey("slash");
-      for (const [a, b] of [[`${base}/x`, `${base}%2Fx`], [base, `${base}/h`]]) {
+      for (const [a, b] of [
+        [`${base}/x`, `${base}%2Fx`],
+        [base, `${base}/h`],
+      ]) {
         assert.equal(await store.acquire(a, "o", 5_000), true);
         assert.equal(await store.acquire(b, "o", 5_000), true, `${b} is not ${a}`);
         assert.equal(await semaphore(a, 1, 5_000, store).acquire(), true);
@@ -325,7 +352,10 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       const holderStore = await EtcdLockStore.connect(cluster.endpoints);
       // Which member the waiter's watch streams from: seen through its fetch.
       const watches = [];
-      const waiterStore = await EtcdLockStore.connect({ endpoints: cluster.endpoints, fetch: (url, init) => (url.endsWith("/v3/watch") && watches.push(url), fetch(url, init)) });
+      const waiterStore = await EtcdLockStore.connect({
+        endpoints: cluster.endpoints,
+        fetch: (url, init) => (url.endsWith("/v3/watch") && watches.push(url), fetch(url, init)),
+      });
       try {
         const key = uniqueKey("watch-moves");
         const holder = new Lock(key, 10_000, holderStore);
@@ -370,18 +400,27 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
         [{ endpoints: "http://127.0.0.1:1", keyPrefix: "" }, /keyPrefix must be a non-empty string/],
         [{ endpoints: "http://127.0.0.1:1", keyPrefix: 3 }, /keyPrefix must be a non-empty string/],
         [{ endpoints: "http://127.0.0.1:1", operationTimeoutMs: 0 }, /operationTimeoutMs must be a whole number of milliseconds/],
-        [{ endpoints: "http://127.0.0.1:1", operationTimeoutMs: "5s" }, /operationTimeoutMs must be a whole number of milliseconds from 1 to 2147483647; got string/],
+        [
+          { endpoints: "http://127.0.0.1:1", operationTimeoutMs: "5s" },
+          /operationTimeoutMs must be a whole number of milliseconds from 1 to 2147483647; got string/,
+        ],
         [{ endpoints: "http://127.0.0.1:1", notifyReleases: "yes" }, /notifyReleases must be a boolean/],
         [{ endpoints: "http://127.0.0.1:1", fetch: 3 }, /fetch must be a function/],
       ];
       for (const [options, message] of cases) {
-        const err = await EtcdLockStore.connect(options).then(() => assert.fail(`accepted ${JSON.stringify(options)}`), (e) => e);
+        const err = await EtcdLockStore.connect(options).then(
+          () => assert.fail(`accepted ${JSON.stringify(options)}`),
+          (e) => e,
+        );
         assert.ok(err instanceof pkg.InvalidArgumentError && err instanceof LockError, `${JSON.stringify(options)}: ${err}`);
         assert.equal(err.code, "INVALID_ARGUMENT");
         assert.match(err.message, /^locksmith: /);
         assert.match(err.message, message);
       }
-      assert.throws(() => new EtcdLockStore(), (err) => err.code === "INVALID_ARGUMENT" && /EtcdLockStore\.connect/.test(err.message));
+      assert.throws(
+        () => new EtcdLockStore(),
+        (err) => err.code === "INVALID_ARGUMENT" && /EtcdLockStore\.connect/.test(err.message),
+      );
       const store = await connect();
       await assert.rejects(store.acquire("k", "o", 0), (err) => err.code === "INVALID_ARGUMENT" && /ttlMs must be/.test(err.message));
       await assert.rejects(store.acquire("k", 5, 1_000), (err) => err.code === "INVALID_ARGUMENT" && /owner must be a string/.test(err.message));
@@ -391,7 +430,10 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
 
     it("no member reachable: connect() fails with StoreUnavailableError within operationTimeoutMs", async () => {
       const started = performance.now();
-      const err = await EtcdLockStore.connect({ endpoints: [`http://127.0.0.1:${await freePort()}`, `http://127.0.0.1:${await freePort()}`], operationTimeoutMs: 600 }).catch((e) => e);
+      const err = await EtcdLockStore.connect({
+        endpoints: [`http://127.0.0.1:${await freePort()}`, `http://127.0.0.1:${await freePort()}`],
+        operationTimeoutMs: 600,
+      }).catch((e) => e);
       assert.ok(err instanceof StoreUnavailableError, String(err));
       assert.match(err.message, /^locksmith: etcd: no member answered a status request within 600 ms/);
       assert.ok(performance.now() - started < 1_500);

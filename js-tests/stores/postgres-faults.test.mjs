@@ -150,7 +150,12 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
           const terminating = terminator.query(
             "SELECT pg_sleep(0.1), pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'locksmith-terminated'",
           );
-          const calls = [store.acquire(key, `o${round}`, 10_000), store.isLocked(key)].map((p) => p.then((value) => ({ value }), (error) => ({ error })));
+          const calls = [store.acquire(key, `o${round}`, 10_000), store.isLocked(key)].map((p) =>
+            p.then(
+              (value) => ({ value }),
+              (error) => ({ error }),
+            ),
+          );
           // Once the calls' queries are out, this process is busy: the answer and the
           // FATAL arrive together, while the connection is still checked out.
           await new Promise((resolve) => setImmediate(resolve));
@@ -171,7 +176,9 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
       }
     });
 
-    it("pg_terminate_backend on the store's backends while calls are in flight: calls fail typed or succeed, and work afterwards", { timeout: 30_000 }, async () => {
+    it("pg_terminate_backend on the store's backends while calls are in flight: calls fail typed or succeed, and work afterwards", {
+      timeout: 30_000,
+    }, async () => {
       const store = await PostgresLockStore.connect({ connectionString: server.url, application_name: "locksmith-killed" }, { operationTimeoutMs: 2_000 });
       try {
         let stop = false;
@@ -202,7 +209,11 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
         }
         stop = true;
         await Promise.all(workers);
-        assert.deepEqual([...errors].filter((code) => code !== "STORE_UNAVAILABLE" && code !== "LOCK_NOT_HELD"), [], "only typed failures");
+        assert.deepEqual(
+          [...errors].filter((code) => code !== "STORE_UNAVAILABLE" && code !== "LOCK_NOT_HELD"),
+          [],
+          "only typed failures",
+        );
         const lock = new Lock(uniqueKey("after-kill"), 5_000, store);
         assert.equal(await eventually(() => lock.acquire()), true);
         assert.equal(await lock.release(), true);
@@ -243,7 +254,11 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
         assert.equal(await lock.release(), true);
         stop = true;
         await Promise.all(workers);
-        assert.deepEqual([...errors].filter((code) => code !== "STORE_UNAVAILABLE"), [], "only STORE_UNAVAILABLE while down");
+        assert.deepEqual(
+          [...errors].filter((code) => code !== "STORE_UNAVAILABLE"),
+          [],
+          "only STORE_UNAVAILABLE while down",
+        );
       } finally {
         await store.close();
       }
@@ -252,19 +267,24 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
 
   describe("an acquire the client gave up on", () => {
     it("does not take the key later on the server: no hold that nobody owns", { timeout: 20_000 }, async () => {
-      const store = await PostgresLockStore.connect({ connectionString: server.url, application_name: "locksmith-abandoned" }, { operationTimeoutMs: 1_000, listen: false });
+      const store = await PostgresLockStore.connect(
+        { connectionString: server.url, application_name: "locksmith-abandoned" },
+        { operationTimeoutMs: 1_000, listen: false },
+      );
       const key = uniqueKey("abandoned");
       // An expired hold's row, locked by another transaction: the acquire waits for it.
-      await admin.query(
-        "INSERT INTO locksmith_locks (key, owner, expires_at, fencing_token) VALUES ($1, 'gone', clock_timestamp() - interval '1 second', 1)",
-        [key],
-      );
+      await admin.query("INSERT INTO locksmith_locks (key, owner, expires_at, fencing_token) VALUES ($1, 'gone', clock_timestamp() - interval '1 second', 1)", [
+        key,
+      ]);
       const tx = await admin.connect();
       try {
         await tx.query("BEGIN");
         await tx.query("SELECT 1 FROM locksmith_locks WHERE key = $1 FOR UPDATE", [key]);
         const started = performance.now();
-        const attempt = await new Lock(key, 10_000, store).acquire().then((value) => ({ value }), (error) => ({ error }));
+        const attempt = await new Lock(key, 10_000, store).acquire().then(
+          (value) => ({ value }),
+          (error) => ({ error }),
+        );
         const ms = performance.now() - started;
         assert.equal(attempt.error?.code, "STORE_UNAVAILABLE", `the acquire settled with ${attempt.error ?? attempt.value}`);
         assert.ok(ms < 2_500, `it gave up after ${ms.toFixed(0)} ms`);
@@ -274,22 +294,33 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
       }
       // Whatever the store's backends were still doing is over.
       for (let i = 0; ; i++) {
-        const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'locksmith-abandoned' AND state <> 'idle'");
+        const { rows } = await admin.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'locksmith-abandoned' AND state <> 'idle'",
+        );
         if (rows[0].n === 0) break;
         assert.ok(i < 200, "the store's backends settle");
         await sleep(20);
       }
       await sleep(100);
       const { rows } = await admin.query("SELECT owner, expires_at > clock_timestamp() AS live FROM locksmith_locks WHERE key = $1", [key]);
-      assert.deepEqual(rows.filter((r) => r.live), [], `nobody holds the key; rows ${JSON.stringify(rows)}`);
+      assert.deepEqual(
+        rows.filter((r) => r.live),
+        [],
+        `nobody holds the key; rows ${JSON.stringify(rows)}`,
+      );
       assert.equal(await store.isLocked(key), false);
       await store.close();
     });
 
-    it("while its COMMIT waits (a synchronous standby that does not answer): the hold it commits later is freed, not left to its TTL", { timeout: 30_000 }, async () => {
+    it("while its COMMIT waits (a synchronous standby that does not answer): the hold it commits later is freed, not left to its TTL", {
+      timeout: 30_000,
+    }, async () => {
       // The store's sessions commit synchronously; with a standby named that never
       // connects, their commits wait, holding their locks, until the setting goes.
-      const store = await PostgresLockStore.connect({ connectionString: server.url, options: "-c synchronous_commit=on" }, { operationTimeoutMs: 500, listen: false });
+      const store = await PostgresLockStore.connect(
+        { connectionString: server.url, options: "-c synchronous_commit=on" },
+        { operationTimeoutMs: 500, listen: false },
+      );
       const standby = async (name) => {
         await admin.query(name ? `ALTER SYSTEM SET synchronous_standby_names = '${name}'` : "ALTER SYSTEM RESET synchronous_standby_names");
         await admin.query("SELECT pg_reload_conf()");
@@ -309,7 +340,10 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
           await standby("nobody");
           let attempt;
           try {
-            attempt = await take(key).then((value) => ({ value }), (error) => ({ error }));
+            attempt = await take(key).then(
+              (value) => ({ value }),
+              (error) => ({ error }),
+            );
           } finally {
             // The waiting COMMIT completes: the hold becomes visible, owned by nobody.
             await standby("");
@@ -335,7 +369,9 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
       }
     });
 
-    it("is cancelled by the server before operationTimeoutMs, over the store's pool and over the caller's", { skip: TARGET !== "native" && "runs once" }, async () => {
+    it("is cancelled by the server before operationTimeoutMs, over the store's pool and over the caller's", {
+      skip: TARGET !== "native" && "runs once",
+    }, async () => {
       const store = await PostgresLockStore.connect(server.url, { operationTimeoutMs: 1_500, listen: false });
       try {
         const pool = new pg.Pool({ connectionString: server.url });
@@ -343,17 +379,17 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
         const mine = new PostgresLockStore(pool, { operationTimeoutMs: 1_500, listen: false });
         const key = uniqueKey("timeout");
         // An acquire waiting for a row lock is cancelled by the server, not left running.
-        await admin.query(
-          "INSERT INTO locksmith_locks (key, owner, expires_at) VALUES ($1, 'gone', clock_timestamp() - interval '1 second')",
-          [key],
-        );
+        await admin.query("INSERT INTO locksmith_locks (key, owner, expires_at) VALUES ($1, 'gone', clock_timestamp() - interval '1 second')", [key]);
         const tx = await admin.connect();
         try {
           await tx.query("BEGIN");
           await tx.query("SELECT 1 FROM locksmith_locks WHERE key = $1 FOR UPDATE", [key]);
           for (const s of [store, mine]) {
             const started = performance.now();
-            const out = await s.acquire(key, "late", 10_000).then((value) => ({ value }), (error) => ({ error }));
+            const out = await s.acquire(key, "late", 10_000).then(
+              (value) => ({ value }),
+              (error) => ({ error }),
+            );
             const ms = performance.now() - started;
             assert.equal(out.error?.code, "STORE_UNAVAILABLE");
             assert.match(out.error.message, /statement timeout/, "the server cancelled it");
@@ -427,7 +463,9 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
       assert.ok(ms < 5_000, `it exited after ${ms.toFixed(0)} ms (the pool's idle timer is 10 s)`);
     });
 
-    it("and `await store.close()` at the end of a module still finishes (the closing sockets do not keep Node alive, close() does)", { skip: TARGET !== "native" && "runs once" }, async () => {
+    it("and `await store.close()` at the end of a module still finishes (the closing sockets do not keep Node alive, close() does)", {
+      skip: TARGET !== "native" && "runs once",
+    }, async () => {
       const code = `
         import { PostgresLockStore } from "locksmith-js/postgres";
         import { Lock } from "locksmith-js";

@@ -45,7 +45,9 @@ async function settle(promise) {
 async function listening(admin, count = 1) {
   const deadline = Date.now() + 5_000;
   for (;;) {
-    const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'locksmith listen' AND (query LIKE 'LISTEN%' OR query = 'SELECT 1')");
+    const { rows } = await admin.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'locksmith listen' AND (query LIKE 'LISTEN%' OR query = 'SELECT 1')",
+    );
     if (rows[0].n >= count) return;
     assert.ok(Date.now() < deadline, "the LISTEN connection came up");
     await sleep(20);
@@ -368,10 +370,16 @@ describe("PostgresLockStore", await requirePostgres(), () => {
         assert.equal(await holder.acquire(), true);
         const listed = await cli("list", server.url, key, "--json");
         assert.equal(listed.code, 0, listed.stderr);
-        const [entry, ...more] = listed.stdout.trim().split("\n").map((line) => JSON.parse(line));
+        const [entry, ...more] = listed.stdout
+          .trim()
+          .split("\n")
+          .map((line) => JSON.parse(line));
         assert.deepEqual(more, []);
         const { owner } = JSON.parse(holder.serialize());
-        assert.deepEqual({ ...entry, remainingMs: undefined }, { key, kind: "lock", fencingToken: holder.fencingToken, owner: createHash("sha256").update(owner).digest("hex").slice(0, 8), remainingMs: undefined });
+        assert.deepEqual(
+          { ...entry, remainingMs: undefined },
+          { key, kind: "lock", fencingToken: holder.fencingToken, owner: createHash("sha256").update(owner).digest("hex").slice(0, 8), remainingMs: undefined },
+        );
         assert.ok(entry.remainingMs > 50_000 && entry.remainingMs <= 60_000, `remaining ${entry.remainingMs}`);
 
         const waiting = new Lock(key, 5_000, b).acquire({ timeout: 10_000, retryDelay: 5_000 });
@@ -404,14 +412,20 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       let most = 0;
       const results = await Promise.all(
         Array.from({ length: 9 }, () =>
-          semaphore(key, 3, 5_000, store).run(async () => {
-            most = Math.max(most, ++inside);
-            await sleep(20);
-            inside--;
-          }, { timeout: 10_000, retryDelay: 20 }),
+          semaphore(key, 3, 5_000, store).run(
+            async () => {
+              most = Math.max(most, ++inside);
+              await sleep(20);
+              inside--;
+            },
+            { timeout: 10_000, retryDelay: 20 },
+          ),
         ),
       );
-      assert.ok(results.every(([ran]) => ran), "all 9 got a permit");
+      assert.ok(
+        results.every(([ran]) => ran),
+        "all 9 got a permit",
+      );
       assert.equal(most, 3, "three at once, never more");
       assert.equal(await semaphore(key, 3, 5_000, store).count(), 0);
     });

@@ -20,7 +20,10 @@ let started;
 function worker() {
   started ??= (async () => {
     const worker = await startWorker("workerd/store-worker.mjs", { durableObjects: { LOCKS: { className: "TestLockObject", useSQLite: true } } });
-    assert.ok(worker.inputs.includes("js/stores/cloudflare.mjs") && worker.inputs.includes("js/workerd.mjs"), "the exports map chose js/stores/cloudflare.mjs and js/workerd.mjs");
+    assert.ok(
+      worker.inputs.includes("js/stores/cloudflare.mjs") && worker.inputs.includes("js/workerd.mjs"),
+      "the exports map chose js/stores/cloudflare.mjs and js/workerd.mjs",
+    );
     return worker;
   })();
   return started;
@@ -279,7 +282,10 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(error, undefined, JSON.stringify(error));
     assert.equal(ran, 8, "everyone got a permit in time");
     assert.equal(most, 3, "three at once, never more");
-    assert.ok(counts.every((c) => c >= 1 && c <= 3), `counts ${counts}`);
+    assert.ok(
+      counts.every((c) => c >= 1 && c <= 3),
+      `counts ${counts}`,
+    );
   });
 
   it("lets readers share, and a waiting writer keep new readers out until they leave", async () => {

@@ -42,10 +42,12 @@ export const databaseLockStore = (connection, table = "locks") => ({
     return res.changes > 0;
   },
   async extend(key, owner, ttlMs) {
-    const res = await connection().write(
-      `UPDATE ${table} SET expires_at = ? WHERE key = ? AND owner = ? AND expires_at > ?`,
-      [Date.now() + ttlMs, key, owner, Date.now()],
-    );
+    const res = await connection().write(`UPDATE ${table} SET expires_at = ? WHERE key = ? AND owner = ? AND expires_at > ?`, [
+      Date.now() + ttlMs,
+      key,
+      owner,
+      Date.now(),
+    ]);
     return res.changes > 0;
   },
   async isLocked(key) {

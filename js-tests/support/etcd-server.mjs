@@ -23,7 +23,10 @@ const WATCHDOG = 'log="$1"; shift; "$@" >"$log" 2>&1 & pid=$!; echo "$pid"; read
 /** The etcd binary: ETCD_BIN, else `etcd` on PATH; undefined when there is none. */
 async function etcdBinary() {
   if (process.env.ETCD_BIN) return existsSync(process.env.ETCD_BIN) ? process.env.ETCD_BIN : undefined;
-  const found = await run("sh", ["-c", "command -v etcd"]).then(({ stdout }) => stdout.trim(), () => "");
+  const found = await run("sh", ["-c", "command -v etcd"]).then(
+    ({ stdout }) => stdout.trim(),
+    () => "",
+  );
   return found || undefined;
 }
 
@@ -70,7 +73,12 @@ export async function startEtcd({ size = 3, tls, args: extra = [], fastElections
   const scheme = tls ? "https" : "http";
   const ports = [];
   for (let i = 0; i < size * 3; i++) ports.push(await freePort());
-  const members = Array.from({ length: size }, (_, i) => ({ name: `m${i + 1}`, clientPort: ports[3 * i], peerPort: ports[3 * i + 1], adminPort: ports[3 * i + 2] }));
+  const members = Array.from({ length: size }, (_, i) => ({
+    name: `m${i + 1}`,
+    clientPort: ports[3 * i],
+    peerPort: ports[3 * i + 1],
+    adminPort: ports[3 * i + 2],
+  }));
   const initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(",");
   let state = "new";
   for (const m of members) {
@@ -80,18 +88,29 @@ export async function startEtcd({ size = 3, tls, args: extra = [], fastElections
     m.pid = undefined;
     m.start = async () => {
       const args = [
-        "--name", m.name,
-        "--data-dir", join(dir, m.name),
-        "--listen-client-urls", tls ? `${m.url},${m.adminUrl}` : m.url,
-        "--advertise-client-urls", m.url,
-        "--listen-peer-urls", `http://127.0.0.1:${m.peerPort}`,
-        "--initial-advertise-peer-urls", `http://127.0.0.1:${m.peerPort}`,
-        "--initial-cluster", initialCluster,
-        "--initial-cluster-state", state,
-        "--initial-cluster-token", dir,
+        "--name",
+        m.name,
+        "--data-dir",
+        join(dir, m.name),
+        "--listen-client-urls",
+        tls ? `${m.url},${m.adminUrl}` : m.url,
+        "--advertise-client-urls",
+        m.url,
+        "--listen-peer-urls",
+        `http://127.0.0.1:${m.peerPort}`,
+        "--initial-advertise-peer-urls",
+        `http://127.0.0.1:${m.peerPort}`,
+        "--initial-cluster",
+        initialCluster,
+        "--initial-cluster-state",
+        state,
+        "--initial-cluster-token",
+        dir,
         ...(fastElections ? ["--heartbeat-interval", "50", "--election-timeout", "500"] : []),
-        "--logger", "zap",
-        "--log-level", "warn",
+        "--logger",
+        "zap",
+        "--log-level",
+        "warn",
         ...(tls ? ["--cert-file", tls.cert, "--key-file", tls.key] : []),
         ...extra,
       ];

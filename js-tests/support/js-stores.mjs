@@ -124,9 +124,11 @@ function permitMethods({ taken, released }) {
       const writers = [...set.holders.values()].some((h) => h.writer);
       const claim = set.writerWaiting;
       const admitted =
-        kind === "semaphore" ? set.holders.size < limit
-        : kind === "read" ? !writers && (!claim || set.turn.has(owner))
-        : set.holders.size === 0 && set.turn.size === 0 && (!claim || claim.owner === owner);
+        kind === "semaphore"
+          ? set.holders.size < limit
+          : kind === "read"
+            ? !writers && (!claim || set.turn.has(owner))
+            : set.holders.size === 0 && set.turn.size === 0 && (!claim || claim.owner === owner);
       const expiresAt = performance.now() + ttlMs;
       if (kind === "read") {
         if (admitted) {

@@ -27,7 +27,10 @@ const WATCHDOG =
 /** The directory with initdb and postgres: PATH first, else Debian's /usr/lib/postgresql/<version>/bin. */
 async function binDir() {
   if (process.env.PG_BIN) return existsSync(join(process.env.PG_BIN, "initdb")) ? process.env.PG_BIN : undefined;
-  const onPath = await run("sh", ["-c", "command -v initdb"]).then(({ stdout }) => stdout.trim(), () => "");
+  const onPath = await run("sh", ["-c", "command -v initdb"]).then(
+    ({ stdout }) => stdout.trim(),
+    () => "",
+  );
   if (onPath) return join(onPath, "..");
   const root = "/usr/lib/postgresql";
   const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, "bin/initdb"))) : [];
@@ -46,7 +49,13 @@ export async function postgresMissing() {
       ? `PG_BIN=${process.env.PG_BIN} has no initdb`
       : "PostgreSQL is not installed (initdb not on PATH nor in /usr/lib/postgresql/*/bin): run scripts/setup.sh --postgres";
   }
-  if (process.getuid?.() === 0 && !(await postgresIds().then(() => true, () => false))) {
+  if (
+    process.getuid?.() === 0 &&
+    !(await postgresIds().then(
+      () => true,
+      () => false,
+    ))
+  ) {
     return "running as root, and there is no `postgres` user to run PostgreSQL as (it refuses to run as root)";
   }
   return undefined;
@@ -93,7 +102,14 @@ export async function startPostgres({ settings = {} } = {}) {
     },
     async start() {
       const [cmd, args] = as(join(bin, "postgres"), [
-        "-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
+        "-D",
+        data,
+        "-p",
+        String(port),
+        "-k",
+        dir,
+        "-c",
+        "listen_addresses=127.0.0.1",
         ...Object.entries({ ...DEFAULT_SETTINGS, ...settings }).flatMap(([name, value]) => ["-c", `${name}=${value}`]),
       ]);
       child = spawn("sh", ["-c", WATCHDOG, "sh", data, cmd, ...args], { stdio: ["pipe", "pipe", "inherit"] });

@@ -53,7 +53,22 @@ export async function startRedis(extra = [], { config } = {}) {
     async start() {
       child = spawn(
         "sh",
-        ["-c", WATCHDOG, "sh", binary, ...(config ? [config] : []), "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", ...extra],
+        [
+          "-c",
+          WATCHDOG,
+          "sh",
+          binary,
+          ...(config ? [config] : []),
+          "--port",
+          String(port),
+          "--bind",
+          "127.0.0.1",
+          "--save",
+          "",
+          "--appendonly",
+          "no",
+          ...extra,
+        ],
         { stdio: ["pipe", "pipe", "inherit"] },
       );
       child.on("error", () => {});
@@ -62,9 +77,7 @@ export async function startRedis(extra = [], { config } = {}) {
       const deadline = Date.now() + 10_000;
       while (!(await ping(port))) {
         if (child.exitCode !== null || Date.now() > deadline) {
-          throw new Error(
-            `redis-server did not start on port ${port}. Install it (apt-get install redis-server) or set REDIS_SERVER.`,
-          );
+          throw new Error(`redis-server did not start on port ${port}. Install it (apt-get install redis-server) or set REDIS_SERVER.`);
         }
         await sleep(20);
       }

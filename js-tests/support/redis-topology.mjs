@@ -55,7 +55,20 @@ export async function startSentinels({ masterName = "locksmith", tls } = {}) {
   const tlsArgs = async () => {
     if (!tls) return { args: [] };
     const tlsPort = await freePort();
-    const args = ["--tls-port", String(tlsPort), "--tls-cert-file", tls.cert, "--tls-key-file", tls.key, "--tls-ca-cert-file", tls.ca, "--tls-auth-clients", "no", "--tls-replication", "yes"];
+    const args = [
+      "--tls-port",
+      String(tlsPort),
+      "--tls-cert-file",
+      tls.cert,
+      "--tls-key-file",
+      tls.key,
+      "--tls-ca-cert-file",
+      tls.ca,
+      "--tls-auth-clients",
+      "no",
+      "--tls-replication",
+      "yes",
+    ];
     return { tlsPort, args };
   };
   const masterTls = await tlsArgs();
@@ -75,7 +88,14 @@ export async function startSentinels({ masterName = "locksmith", tls } = {}) {
     const config = join(dir, `sentinel-${i}.conf`);
     const sentinelTls = await tlsArgs();
     const tlsLines = tls
-      ? [`tls-port ${sentinelTls.tlsPort}`, `tls-cert-file ${tls.cert}`, `tls-key-file ${tls.key}`, `tls-ca-cert-file ${tls.ca}`, "tls-auth-clients no", "tls-replication yes"]
+      ? [
+          `tls-port ${sentinelTls.tlsPort}`,
+          `tls-cert-file ${tls.cert}`,
+          `tls-key-file ${tls.key}`,
+          `tls-ca-cert-file ${tls.ca}`,
+          "tls-auth-clients no",
+          "tls-replication yes",
+        ]
       : [];
     writeFileSync(
       config,
@@ -159,25 +179,35 @@ export async function startCluster() {
   for (let i = 0; i < 6; i++) {
     nodes.push(
       await startRedis([
-        "--cluster-enabled", "yes",
-        "--cluster-config-file", join(dir, `nodes-${i}.conf`),
-        "--cluster-node-timeout", "1000",
-        "--dir", dir,
-        "--dbfilename", `node-${i}.rdb`,
-        "--repl-diskless-sync-delay", "0",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        join(dir, `nodes-${i}.conf`),
+        "--cluster-node-timeout",
+        "1000",
+        "--dir",
+        dir,
+        "--dbfilename",
+        `node-${i}.rdb`,
+        "--repl-diskless-sync-delay",
+        "0",
       ]),
     );
   }
   await redisCli("--cluster", "create", ...nodes.map((n) => `127.0.0.1:${n.port}`), "--cluster-replicas", "1", "--cluster-yes");
-  await until("the cluster to form", async () => {
-    for (const node of nodes) {
-      if (!/cluster_state:ok/.test(await command(node.port, "CLUSTER", "INFO"))) return false;
-      const known = (await command(node.port, "CLUSTER", "NODES")).trim().split("\n");
-      if (known.length < 6 || known.some((line) => !line.includes(" connected"))) return false;
-    }
-    const slots = await clusterSlots(nodes[0].port);
-    return slots.length >= 3 && slots.every((s) => s.replicas.length === 1);
-  }, 30_000);
+  await until(
+    "the cluster to form",
+    async () => {
+      for (const node of nodes) {
+        if (!/cluster_state:ok/.test(await command(node.port, "CLUSTER", "INFO"))) return false;
+        const known = (await command(node.port, "CLUSTER", "NODES")).trim().split("\n");
+        if (known.length < 6 || known.some((line) => !line.includes(" connected"))) return false;
+      }
+      const slots = await clusterSlots(nodes[0].port);
+      return slots.length >= 3 && slots.every((s) => s.replicas.length === 1);
+    },
+    30_000,
+  );
   return {
     nodes,
     urls: nodes.map((n) => n.url),

@@ -39,7 +39,12 @@ export class TestLockObject extends LockDurableObject {
 
   async inspect() {
     const stored = Object.fromEntries(await this.ctx.storage.list());
-    return { stored: JSON.parse(JSON.stringify(stored, (_, v) => (v instanceof Map ? Object.fromEntries(v) : v))), alarm: await this.ctx.storage.getAlarm(), waits: this.waits, pending: this.pending };
+    return {
+      stored: JSON.parse(JSON.stringify(stored, (_, v) => (v instanceof Map ? Object.fromEntries(v) : v))),
+      alarm: await this.ctx.storage.getAlarm(),
+      waits: this.waits,
+      pending: this.pending,
+    };
   }
 }
 
@@ -78,7 +83,10 @@ function serveStore(store) {
     const { id, method, args } = JSON.parse(event.data);
     if (method === "onRelease") {
       const [key, kind] = args;
-      subscriptions.set(id, store.onRelease(key, () => send({ id, woken: true }), kind ?? undefined));
+      subscriptions.set(
+        id,
+        store.onRelease(key, () => send({ id, woken: true }), kind ?? undefined),
+      );
       return;
     }
     if (method === "offRelease") {
@@ -117,13 +125,19 @@ export default {
           return Response.json(
             await env.LOCKS.get(env.LOCKS.idFromName(q("key")))
               .restart()
-              .then(() => ({ restarted: false }), () => ({ restarted: true })),
+              .then(
+                () => ({ restarted: false }),
+                () => ({ restarted: true }),
+              ),
           );
         case "/forget":
           return Response.json(
             await env.LOCKS.get(env.LOCKS.idFromName(q("key")))
               .forget()
-              .then(() => ({ forgot: false }), () => ({ forgot: true })),
+              .then(
+                () => ({ forgot: false }),
+                () => ({ forgot: true }),
+              ),
           );
         // A cancel that overtakes its wait: the wait, arriving later, ends at once.
         case "/cancel-first": {
@@ -181,7 +195,8 @@ export default {
           } else {
             holders = [rw(store).writeLock()];
             if (!(await holders[0].acquire())) return Response.json({ error: { message: "the writer was refused" } });
-            if ((await store.acquirePermit(key, "other-writer", 5_000, "write", undefined)) !== false) return Response.json({ error: { message: "the second writer got in" } });
+            if ((await store.acquirePermit(key, "other-writer", 5_000, "write", undefined)) !== false)
+              return Response.json({ error: { message: "the second writer got in" } });
             waiter = rw(late).readLock();
           }
           const start = Date.now();

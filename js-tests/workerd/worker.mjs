@@ -41,7 +41,14 @@ export default {
           return Response.json({ locked: await l.isLocked(), remaining: await l.getRemainingTime() });
         }
         case "/bad": {
-          return Response.json(await make().extend().then(() => "extended", (err) => ({ name: err.name, code: err.code, message: err.message })));
+          return Response.json(
+            await make()
+              .extend()
+              .then(
+                () => "extended",
+                (err) => ({ name: err.name, code: err.code, message: err.message }),
+              ),
+          );
         }
         default:
           return new Response("not found", { status: 404 });

@@ -730,7 +730,7 @@ export function makeApi(binding) {
       if (generation === null) {
         // Nothing certainly held: released, never taken, or (an owner still recorded)
         // past its deadline — lost, and the signal says so at once.
-        const lost = native !== undefined && native.hasOwner;
+        const lost = native?.hasOwner === true;
         const reason = lost
           ? new LockNotHeldError(`locksmith: lock ${JSON.stringify(this.#key)} is not held by this handle (its TTL passed without an extend)`, this.#key)
           : undefined;
@@ -749,7 +749,9 @@ export function makeApi(binding) {
         return watch.controller.signal;
       }
       if (watch !== undefined && !watch.controller.signal.aborted) {
-        watch.controller.abort(new LockNotHeldError(`locksmith: lock ${JSON.stringify(this.#key)} is not held by this handle (it expired and was lost)`, this.#key));
+        watch.controller.abort(
+          new LockNotHeldError(`locksmith: lock ${JSON.stringify(this.#key)} is not held by this handle (it expired and was lost)`, this.#key),
+        );
       }
       const controller = new AbortController();
       this.#watch = { native, generation, controller };

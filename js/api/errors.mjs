@@ -168,5 +168,4 @@ function checkOptionKeys(options, known, where) {
   }
 }
 
-
 export { toLockError, checkString, typeName, invalid, checkOptionKeys };

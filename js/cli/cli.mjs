@@ -182,7 +182,7 @@ class RedisConnection {
         if (value !== null && typeof value === "object" && !Array.isArray(value)) call.reject(new StoreError(value.error));
         else call.resolve(value);
       }
-    } catch (err) {
+    } catch {
       this.#socket.destroy();
       this.#fail(new StoreError(`${this.where} does not answer in the Redis protocol (is it a Redis port?)`));
     }
@@ -286,14 +286,32 @@ async function redisList(url, pattern, { prefix }) {
     const holds = await Promise.all(
       found.map(async ({ redisKey, name, set }) => {
         if (set === undefined) {
-          const [owner, remaining, fence] = await Promise.all([redis.call("GET", redisKey), redis.call("PTTL", redisKey), redis.call("GET", `${redisKey}:fence`)]);
+          const [owner, remaining, fence] = await Promise.all([
+            redis.call("GET", redisKey),
+            redis.call("PTTL", redisKey),
+            redis.call("GET", `${redisKey}:fence`),
+          ]);
           if (owner === null || Number(remaining) === -2) return []; // expired meanwhile
-          return [{ key: name, kind: "lock", remainingMs: Number(remaining) >= 0 ? Number(remaining) : null, fencingToken: fence === null ? null : Number(fence), owner: fingerprint(owner) }];
+          return [
+            {
+              key: name,
+              kind: "lock",
+              remainingMs: Number(remaining) >= 0 ? Number(remaining) : null,
+              fencingToken: fence === null ? null : Number(fence),
+              owner: fingerprint(owner),
+            },
+          ];
         }
         const [holders, writer] = await Promise.all([permitHolders(redis, redisKey, now), set === ":rw" ? redis.call("GET", `${redisKey}:writer`) : null]);
         const kind = (owner) => (set === ":semaphore" ? "semaphore" : owner === writer ? "write" : "read");
         // A permit's fencing token is not kept per holder in Redis (only the last one minted).
-        return holders.map((h) => ({ key: name, kind: kind(h.owner), remainingMs: Math.max(0, h.expiresAt - now), fencingToken: null, owner: fingerprint(h.owner) }));
+        return holders.map((h) => ({
+          key: name,
+          kind: kind(h.owner),
+          remainingMs: Math.max(0, h.expiresAt - now),
+          fencingToken: null,
+          owner: fingerprint(h.owner),
+        }));
       }),
     );
     return holds.flat();
@@ -316,7 +334,13 @@ async function redisRelease(url, key, { prefix }) {
     const found = await runScript(redis, SCRIPTS.forceRelease, [lockKey, `${lockKey}:fence`]);
     if (found !== null) {
       const [owner, remaining, fence] = found;
-      released.push({ key, kind: "lock", remainingMs: Number(remaining) >= 0 ? Number(remaining) : null, fencingToken: fence === "" ? null : Number(fence), owner: fingerprint(owner) });
+      released.push({
+        key,
+        kind: "lock",
+        remainingMs: Number(remaining) >= 0 ? Number(remaining) : null,
+        fencingToken: fence === "" ? null : Number(fence),
+        owner: fingerprint(owner),
+      });
     }
     // Permits: each live holder given back with the store's own release script, which
     // tidies the companions and wakes the waiters as the holder's own release would.
@@ -328,7 +352,7 @@ async function redisRelease(url, key, { prefix }) {
         const gone =
           set === "semaphore"
             ? await runScript(redis, SCRIPTS.semaphoreRelease, [holdersKey, `${holdersKey}:limit`], [holder.owner])
-            : await runScript(redis, SCRIPTS.rwlockRelease, RW_COMPANIONS.reduce((keys, suffix) => [...keys, `${holdersKey}:${suffix}`], [holdersKey]), [holder.owner]);
+            : await runScript(redis, SCRIPTS.rwlockRelease, [holdersKey, ...RW_COMPANIONS.map((suffix) => `${holdersKey}:${suffix}`)], [holder.owner]);
         if (Number(gone) !== 1) continue; // released or expired meanwhile
         const kind = set === "semaphore" ? "semaphore" : holder.owner === writer ? "write" : "read";
         released.push({ key, kind, remainingMs: Math.max(0, holder.expiresAt - now), fencingToken: null, owner: fingerprint(holder.owner) });
@@ -379,7 +403,11 @@ async function withPostgres(url, work) {
   }
 }
 
-const quoteTable = (table) => table.split(".").map((part) => `"${part}"`).join(".");
+const quoteTable = (table) =>
+  table
+    .split(".")
+    .map((part) => `"${part}"`)
+    .join(".");
 /** The permits table beside `table` (js/stores/postgres.cjs): `<table>_permits`, in the same schema. */
 const permitsTable = (table) => quoteTable(`${table}_permits`);
 const REMAINING_MS = "ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint";
@@ -395,7 +423,10 @@ const pgHold = (r, kind) => ({
 async function postgresList(url, pattern, { table }) {
   return withPostgres(url, async (client) => {
     // The glob as LIKE: * → %, ? → _, and LIKE's own characters escaped.
-    const like = pattern.replace(/[\\%_]/g, "\\$&").replace(/\*/g, "%").replace(/\?/g, "_");
+    const like = pattern
+      .replace(/[\\%_]/g, "\\$&")
+      .replace(/\*/g, "%")
+      .replace(/\?/g, "_");
     const locks = await client.query(
       `SELECT key, owner, fencing_token, ${REMAINING_MS} AS remaining_ms
          FROM ${quoteTable(table)}
@@ -521,9 +552,19 @@ function storeOf(url) {
 const seconds = (ms) => (ms === null ? "no expiry" : `${(ms / 1000).toFixed(1)} s`);
 
 function table(holds) {
-  const rows = [["KEY", "KIND", "REMAINING", "FENCING TOKEN", "OWNER"], ...holds.map((h) => [h.key, h.kind, seconds(h.remainingMs), h.fencingToken ?? "-", h.owner])];
+  const rows = [
+    ["KEY", "KIND", "REMAINING", "FENCING TOKEN", "OWNER"],
+    ...holds.map((h) => [h.key, h.kind, seconds(h.remainingMs), h.fencingToken ?? "-", h.owner]),
+  ];
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
-  return rows.map((r) => r.map((c, i) => String(c).padEnd(widths[i])).join("  ").trimEnd()).join("\n");
+  return rows
+    .map((r) =>
+      r
+        .map((c, i) => String(c).padEnd(widths[i]))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }
 
 /** The command line parsed, or a UsageError that says which argument is wrong. */

@@ -481,11 +481,17 @@ class Connection {
 
   /** Starts an engine call (`start(id)`); its promise, decoded by `kind`. */
   call(start, kind, background = false) {
-    return this.binding.calls.start(start, kind, background, () => {
-      // A closed store's calls finish at once (STORE_CLOSED); nothing flushes it any more.
-      if (this.closed) this.take(this.engine.turn(), false);
-      else callStarted();
-    }, this);
+    return this.binding.calls.start(
+      start,
+      kind,
+      background,
+      () => {
+        // A closed store's calls finish at once (STORE_CLOSED); nothing flushes it any more.
+        if (this.closed) this.take(this.engine.turn(), false);
+        else callStarted();
+      },
+      this,
+    );
   }
 
   /** Deadlines: requests past theirs fail; sockets whose replies are long overdue go. */
@@ -546,7 +552,10 @@ class Connection {
     let opened = false;
     let returned = false;
     // Events a socket reports before dial() returns wait until it has.
-    const later = (fn) => (...args) => (returned ? fn(...args) : queueMicrotask(() => fn(...args)));
+    const later =
+      (fn) =>
+      (...args) =>
+        returned ? fn(...args) : queueMicrotask(() => fn(...args));
     const timer = unref(
       setTimeout(() => {
         if (opened) return;
@@ -627,7 +636,12 @@ class Connection {
 
   /** Sentinel: the master, checked to be one (`locateMaster` in js/redis/topology.mjs). */
   async locate() {
-    const { target, at } = await locateMaster((server, commands) => this.exchange(server, commands), this.options.sentinels, this.options.masterName, this.target);
+    const { target, at } = await locateMaster(
+      (server, commands) => this.exchange(server, commands),
+      this.options.sentinels,
+      this.options.masterName,
+      this.target,
+    );
     this.sentinelAt = at;
     return target;
   }

@@ -474,7 +474,6 @@ export class LockDurableObject extends DurableObject {
 
 const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];
 
-
 /**
  * A locksmith `LockStore` over a namespace of `LockDurableObject`s: one object per
  * key (`idFromName(key)`), reached over Durable Object RPC. Fencing tokens, semaphores
@@ -507,7 +506,7 @@ export class DurableObjectLockStore {
       this.operationTimeoutMs = operationTimeoutMs;
     }
     if (locationHint !== undefined && typeof locationHint !== "string") {
-      throw invalid("locationHint must be a string such as \"weur\"");
+      throw invalid('locationHint must be a string such as "weur"');
     }
     if (typeof notifyReleases !== "boolean") throw invalid("notifyReleases must be true or false");
     this.#namespace = namespace;

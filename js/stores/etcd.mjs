@@ -31,6 +31,7 @@
 import { InvalidArgumentError, LockStoreError, StoreClosedError, StoreUnavailableError } from "locksmith-js";
 
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
+import { MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
 
 /** Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
 export const ETCD_ADMIN_LIST = Symbol("locksmith.etcdAdminList");
@@ -57,7 +58,17 @@ const WATCH_LINGER_MS = 1_000;
 const WRITES_SWEEP_AT = 10_000;
 const WRITES_MAX = 100_000;
 // gRPC status codes the gateway reports (`code` in its error body).
-const GRPC = { INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, ABORTED: 10, UNAVAILABLE: 14, UNAUTHENTICATED: 16 };
+const GRPC = {
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+};
 
 const noop = () => {};
 const now = () => performance.now();
@@ -254,16 +265,21 @@ function parseOptions(urlOrOptions) {
     if (logins.some((l) => l.username !== logins[0].username || l.password !== logins[0].password)) throw invalid("the etcd URLs name different logins");
     ({ username, password } = logins[0]);
   }
-  if (username !== undefined && (typeof username !== "string" || username === "")) throw invalid(`username must be a non-empty string; got ${typeName(username)}`);
+  if (username !== undefined && (typeof username !== "string" || username === ""))
+    throw invalid(`username must be a non-empty string; got ${typeName(username)}`);
   if (password !== undefined && typeof password !== "string") throw invalid(`password must be a string; got ${typeName(password)}`);
   if (password !== undefined && username === undefined) throw invalid("a password needs a username");
   const keyPrefix = options.keyPrefix ?? DEFAULT_PREFIX;
   if (typeof keyPrefix !== "string" || keyPrefix === "" || /[\u0000-\u001f\u007f]/.test(keyPrefix)) {
-    throw invalid(`keyPrefix must be a non-empty string without control characters; got ${typeof keyPrefix === "string" ? JSON.stringify(keyPrefix) : typeName(keyPrefix)}`);
+    throw invalid(
+      `keyPrefix must be a non-empty string without control characters; got ${typeof keyPrefix === "string" ? JSON.stringify(keyPrefix) : typeName(keyPrefix)}`,
+    );
   }
   const operationTimeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
   if (typeof operationTimeoutMs !== "number" || !Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > MAX_MS) {
-    throw invalid(`operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`);
+    throw invalid(
+      `operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
+    );
   }
   const notifyReleases = options.notifyReleases ?? true;
   if (typeof notifyReleases !== "boolean") throw invalid(`notifyReleases must be a boolean; got ${typeName(notifyReleases)}`);
@@ -433,13 +449,19 @@ export class EtcdLockStore {
         const headers = { "content-type": "application/json" };
         if (login && this.#token !== undefined) headers.authorization = this.#token;
         sent = true;
-        const response = await this.#options.fetch(`${endpoint}/v3/${path}`, { method: "POST", headers, body: JSON.stringify(body), signal: controller.signal });
+        const response = await this.#options.fetch(`${endpoint}/v3/${path}`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify(body),
+          signal: controller.signal,
+        });
         const text = await response.text();
         let reply;
         try {
           reply = JSON.parse(text);
         } catch {
-          if (response.status === 404) throw new LockStoreError(`locksmith: etcd at ${endpoint} has no /v3/${path}: EtcdLockStore needs etcd 3.4 or newer (its JSON gateway)`);
+          if (response.status === 404)
+            throw new LockStoreError(`locksmith: etcd at ${endpoint} has no /v3/${path}: EtcdLockStore needs etcd 3.4 or newer (its JSON gateway)`);
           // Not etcd's answer (a proxy's error page, a cut body): as good as none.
           uncertain ||= response.status >= 500 || response.ok;
           lastError = new Error(`HTTP ${response.status} from ${endpoint}: ${text.slice(0, 200)}`);
@@ -456,7 +478,12 @@ export class EtcdLockStore {
             attempt--;
             continue;
           }
-          if (code === GRPC.UNAVAILABLE || code === GRPC.DEADLINE_EXCEEDED || code === GRPC.ABORTED || /too many requests|leader changed|no leader|timed out/.test(message)) {
+          if (
+            code === GRPC.UNAVAILABLE ||
+            code === GRPC.DEADLINE_EXCEEDED ||
+            code === GRPC.ABORTED ||
+            /too many requests|leader changed|no leader|timed out/.test(message)
+          ) {
             // Not applied yet, or maybe applied (a timeout): either way, try again.
             uncertain ||= code !== GRPC.UNAVAILABLE || /timed out|leader changed/.test(message);
             lastError = new EtcdError(message, code);
@@ -482,7 +509,10 @@ export class EtcdLockStore {
         clearTimeout(timer);
       }
     }
-    throw unavailable(`no member answered ${what} within ${this.#options.operationTimeoutMs} ms${lastError ? ` (last: ${lastError.cause?.message ?? lastError.message})` : ""}`, lastError);
+    throw unavailable(
+      `no member answered ${what} within ${this.#options.operationTimeoutMs} ms${lastError ? ` (last: ${lastError.cause?.message ?? lastError.message})` : ""}`,
+      lastError,
+    );
   }
 
   /** Moves on from the member at `index`, unless another call did already. */
@@ -568,9 +598,13 @@ export class EtcdLockStore {
 
   async #checkServer() {
     const { reply } = await this.#request("maintenance/status", {}, this.#deadline(), "a status request");
-    const [major, minor] = String(reply.version ?? "").split(".").map(Number);
+    const [major, minor] = String(reply.version ?? "")
+      .split(".")
+      .map(Number);
     if (!(major > 3 || (major === 3 && minor >= 4))) {
-      throw new LockStoreError(`locksmith: EtcdLockStore needs etcd 3.4 or newer; ${this.#endpoints[this.#current]} runs ${reply.version ?? "an unknown version"}`);
+      throw new LockStoreError(
+        `locksmith: EtcdLockStore needs etcd 3.4 or newer; ${this.#endpoints[this.#current]} runs ${reply.version ?? "an unknown version"}`,
+      );
     }
     if (this.#options.username !== undefined && this.#token === undefined) await this.#authenticate(this.#deadline());
     // With authentication enabled and no login, a read says so now rather than at the first lock.
@@ -791,19 +825,22 @@ export class EtcdLockStore {
     entries.sort((a, b) => (a.revision < b.revision ? -1 : a.revision > b.revision ? 1 : 0));
     let writerAhead = false;
     entries.forEach((entry, i) => {
-      entry.admitted = kind === "semaphore" ? i < (typeof entry.limit === "number" ? entry.limit : limit ?? Infinity) : entry.role === "write" ? i === 0 : !writerAhead;
+      entry.admitted =
+        kind === "semaphore" ? i < (typeof entry.limit === "number" ? entry.limit : (limit ?? Infinity)) : entry.role === "write" ? i === 0 : !writerAhead;
       writerAhead ||= entry.role === "write";
     });
     // Holds this store set and timed out: over by their holders' own reckoning. Taken out
     // (exactly those writes), so other processes need not wait for their leases.
     for (const entry of stale) {
       const name = unb64(entry.kv.key);
-      this.#background(this.#txn({ compare: [valueIs(name, entry.kv)], success: [del(name)] }, this.#deadline(), "a cleanup").then(({ reply }) => {
-        if (reply.succeeded) {
-          this.#revokeReplaced(reply);
-          this.#writes.forget(this.#writes.get(entry.w));
-        }
-      }));
+      this.#background(
+        this.#txn({ compare: [valueIs(name, entry.kv)], success: [del(name)] }, this.#deadline(), "a cleanup").then(({ reply }) => {
+          if (reply.succeeded) {
+            this.#revokeReplaced(reply);
+            this.#writes.forget(this.#writes.get(entry.w));
+          }
+        }),
+      );
     }
     return entries;
   }
@@ -820,9 +857,9 @@ export class EtcdLockStore {
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
     checkString("owner", owner);
     checkTtl(ttlMs);
-    const family = checkKind(kind);
-    if (kind === "semaphore" && !(Number.isInteger(limit) && limit >= 1 && limit <= 0xffff_ffff)) {
-      throw invalid(`limit must be a whole number from 1 to ${0xffff_ffff}; got ${typeof limit === "number" ? limit : typeName(limit)}`);
+    checkKind(kind);
+    if (kind === "semaphore" && !(Number.isInteger(limit) && limit >= 1 && limit <= MAX_LIMIT)) {
+      throw invalid(limitMessage(typeof limit === "number" ? limit : typeName(limit)));
     }
     const base = this.permitPrefix(key, kind);
     const entryKey = `${base}${segment(owner)}`;
@@ -849,7 +886,11 @@ export class EtcdLockStore {
         const putEntry = lease === undefined ? [] : [put(entryKey, write.value, lease)];
         // Absent: put it. Present (this owner's, from an earlier attempt): refresh it if due. Then read the queue.
         const { reply } = await this.#txn(
-          { compare: [absent(entryKey)], success: [...putEntry, { request_range: { key: b64(base), range_end: prefixEnd(base) } }], failure: [...(fresh ? [] : putEntry), { request_range: { key: b64(base), range_end: prefixEnd(base) } }] },
+          {
+            compare: [absent(entryKey)],
+            success: [...putEntry, { request_range: { key: b64(base), range_end: prefixEnd(base) } }],
+            failure: [...(fresh ? [] : putEntry), { request_range: { key: b64(base), range_end: prefixEnd(base) } }],
+          },
           deadline,
           "acquirePermit",
         );
@@ -864,7 +905,9 @@ export class EtcdLockStore {
           if (other) {
             outcome = "refused";
             await this.#drop(entryKey, deadline);
-            throw invalid(`semaphore ${JSON.stringify(key)} is held with limit ${other.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`);
+            throw invalid(
+              `semaphore ${JSON.stringify(key)} is held with limit ${other.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+            );
           }
         }
         if (mine.admitted) {
@@ -908,7 +951,11 @@ export class EtcdLockStore {
     const family = checkKind(kind);
     const base = this.permitPrefix(key, kind);
     const entryKey = `${base}${segment(owner)}`;
-    const { reply, uncertain } = await this.#txn({ success: [{ request_range: { key: b64(base), range_end: prefixEnd(base) } }, del(entryKey)] }, this.#deadline(), "releasePermit");
+    const { reply, uncertain } = await this.#txn(
+      { success: [{ request_range: { key: b64(base), range_end: prefixEnd(base) } }, del(entryKey)] },
+      this.#deadline(),
+      "releasePermit",
+    );
     const kvs = reply.responses?.[0]?.response_range?.kvs ?? [];
     const deleted = reply.responses?.[1]?.response_delete_range?.prev_kvs?.[0];
     this.#revokeReplaced(reply);
@@ -1179,7 +1226,15 @@ export class EtcdLockStore {
       const kind = family === "semaphore" ? "semaphore" : "read";
       const base = this.permitPrefix(key, kind);
       for (const e of this.#queue(entries, base, kind)) {
-        if (e.admitted) holds.push({ key, kind: family === "semaphore" ? "semaphore" : e.role, owner: e.owner, fencingToken: Number(e.kv.create_revision), etcdKey: unb64(e.kv.key), kv: e.kv });
+        if (e.admitted)
+          holds.push({
+            key,
+            kind: family === "semaphore" ? "semaphore" : e.role,
+            owner: e.owner,
+            fencingToken: Number(e.kv.create_revision),
+            etcdKey: unb64(e.kv.key),
+            kv: e.kv,
+          });
       }
     }
     await Promise.all(
@@ -1196,7 +1251,11 @@ export class EtcdLockStore {
       const holds = await this[ETCD_ADMIN_LIST]((name) => name === key);
       if (holds.length === 0) return [];
       // Exactly these: none changed since they were listed.
-      const { reply } = await this.#txn({ compare: holds.map((h) => valueIs(h.etcdKey, h.kv)), success: holds.map((h) => del(h.etcdKey)) }, this.#deadline(), "release");
+      const { reply } = await this.#txn(
+        { compare: holds.map((h) => valueIs(h.etcdKey, h.kv)), success: holds.map((h) => del(h.etcdKey)) },
+        this.#deadline(),
+        "release",
+      );
       if (reply.succeeded) {
         this.#revokeReplaced(reply);
         return holds;

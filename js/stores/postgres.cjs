@@ -84,7 +84,9 @@ function parseOptions(options) {
   }
   const operationTimeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
   if (typeof operationTimeoutMs !== "number" || !Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > MAX_MS) {
-    throw invalid(`operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`);
+    throw invalid(
+      `operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
+    );
   }
   for (const name of ["listen", "createTable"]) {
     if (options[name] !== undefined && typeof options[name] !== "boolean") {
@@ -160,9 +162,7 @@ class PostgresLockStore {
     const url = config.connectionString;
     if (url !== undefined && (typeof url !== "string" || !URL_SCHEME.test(url))) {
       const shown = typeof url === "string" ? JSON.stringify(url.replace(/\/\/[^@/]*@/, "//…@")) : typeName(url);
-      throw invalid(
-        `PostgresLockStore.connect() takes a PostgreSQL URL, starting postgres:// or postgresql://; got ${shown}`,
-      );
+      throw invalid(`PostgresLockStore.connect() takes a PostgreSQL URL, starting postgres:// or postgresql://; got ${shown}`);
     }
     config.connectionTimeoutMillis ??= parsed.operationTimeoutMs;
     config.keepAlive ??= true;
@@ -500,16 +500,21 @@ class PostgresLockStore {
     const { locks, permits, channel } = this.#sql;
     if (kind === "lock") {
       await this.#serialize(client, `lock:${key}`);
-      await client.query(
-        `WITH gone AS (DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING 1) SELECT pg_notify($3, $4) FROM gone`,
-        [key, owner, channel, `lock:${key}`],
-      );
+      await client.query(`WITH gone AS (DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING 1) SELECT pg_notify($3, $4) FROM gone`, [
+        key,
+        owner,
+        channel,
+        `lock:${key}`,
+      ]);
     } else {
       await this.#serialize(client, `${kind}:${key}`);
-      await client.query(
-        `WITH gone AS (DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND owner = $3 RETURNING 1) SELECT pg_notify($4, $5) FROM gone`,
-        [kind, key, owner, channel, `${kind}:${key}`],
-      );
+      await client.query(`WITH gone AS (DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND owner = $3 RETURNING 1) SELECT pg_notify($4, $5) FROM gone`, [
+        kind,
+        key,
+        owner,
+        channel,
+        `${kind}:${key}`,
+      ]);
     }
   }
 
@@ -728,9 +733,11 @@ class PostgresLockStore {
       const claim = rows.find((r) => r.role === "claim");
       const inTurn = rows.some((r) => r.role === "turn" && r.owner === owner);
       const admitted =
-        kind === "semaphore" ? holders.length < limit
-        : kind === "read" ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
-        : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
+        kind === "semaphore"
+          ? holders.length < limit
+          : kind === "read"
+            ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
+            : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
       if (admitted) {
         // A writer's own claim, if any, becomes its hold (same primary key).
         const { rows: inserted } = await client.query(
@@ -942,19 +949,16 @@ class PostgresLockStore {
         await client.query(`LISTEN ${quote(this.#sql.channel)}`);
       })(),
       ms,
-    ).then(
-      () => {
-        if (lost || this.#closed) return;
-        this.#listenRetryMs = LISTEN_RETRY_MIN_MS;
-        // Releases while not listening were missed: every waiter tries again.
-        this.#wakeAll();
-        this.#checkTimer = setInterval(() => {
-          withTimeout(client.query("SELECT 1"), ms).catch(onLost);
-        }, LISTEN_CHECK_MS);
-        this.#checkTimer.unref?.();
-      },
-      onLost,
-    );
+    ).then(() => {
+      if (lost || this.#closed) return;
+      this.#listenRetryMs = LISTEN_RETRY_MIN_MS;
+      // Releases while not listening were missed: every waiter tries again.
+      this.#wakeAll();
+      this.#checkTimer = setInterval(() => {
+        withTimeout(client.query("SELECT 1"), ms).catch(onLost);
+      }, LISTEN_CHECK_MS);
+      this.#checkTimer.unref?.();
+    }, onLost);
   }
 
   #scheduleListen() {

@@ -39,7 +39,9 @@ export function storeOptions(options, where, extra = []) {
   if (typeof keyPrefix !== "string") throw invalid(`keyPrefix must be a string; got ${typeName(keyPrefix)}`);
   if (/[{}]/.test(keyPrefix)) throw invalid("keyPrefix must not contain { or }: the key's hash tag follows it");
   if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0) || !Number.isFinite(operationTimeoutMs)) {
-    throw invalid(`operationTimeoutMs must be a positive number of milliseconds; got ${typeName(operationTimeoutMs) === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`);
+    throw invalid(
+      `operationTimeoutMs must be a positive number of milliseconds; got ${typeName(operationTimeoutMs) === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
+    );
   }
   if (typeof notifyReleases !== "boolean") throw invalid(`notifyReleases must be a boolean; got ${typeName(notifyReleases)}`);
   return { ...options, keyPrefix, operationTimeoutMs, notifyReleases };
@@ -98,9 +100,7 @@ export class RedisClientStore {
   /** `acquire()` answering the hold's fencing token (how locks get it), or `false`. */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const lockKey = this.lockKey(key);
-    const token = Number(
-      await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]),
-    );
+    const token = Number(await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
     return token > 0 ? token : false;
   }
 
@@ -122,9 +122,7 @@ export class RedisClientStore {
     const ms = Number(await this.#driver.pttl(this.lockKey(key)));
     if (ms === -2) return null;
     if (ms === -1) {
-      throw new LockStoreError(
-        `locksmith: store error: redis key ${this.lockKey(key)} exists without an expiry: something other than locksmith wrote it`,
-      );
+      throw new LockStoreError(`locksmith: store error: redis key ${this.lockKey(key)} exists without an expiry: something other than locksmith wrote it`);
     }
     return ms;
   }
@@ -170,7 +168,11 @@ export class RedisClientStore {
       }
     } else {
       token = Number(
-        await this.#script(SCRIPTS.rwlockAcquire, [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:fence`, `${holders}:readers`, `${holders}:turn`], [owner, String(ttlMs), kind, grace]),
+        await this.#script(
+          SCRIPTS.rwlockAcquire,
+          [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:fence`, `${holders}:readers`, `${holders}:turn`],
+          [owner, String(ttlMs), kind, grace],
+        ),
       );
     }
     return token > 0 ? token : false;

@@ -3,7 +3,7 @@
 import { UnsupportedError } from "../../api/errors.mjs";
 
 /** Refuses what Deno's sockets cannot do, before connecting. */
-export function check(target, options) {
+export function check(_target, options) {
   if (options.tlsInsecure) {
     throw new UnsupportedError(
       "locksmith: tlsInsecure is not available on Deno: Deno.connectTls has no switch to skip certificate checks; pass the server's CA as tlsCaCert",

@@ -6,7 +6,7 @@ import { connect } from "cloudflare:sockets";
 import { UnsupportedError } from "../../api/errors.mjs";
 
 /** Refuses what workerd's sockets cannot do, before connecting. */
-export function check(target, options) {
+export function check(_target, options) {
   if (options.tlsCaCert !== null || options.tlsInsecure) {
     throw new UnsupportedError(
       "locksmith: tlsCaCert and tlsInsecure are not available on Cloudflare Workers: connect() checks the server's certificate against public CAs",
@@ -26,7 +26,7 @@ function describe(err) {
 }
 
 /** Opens a socket to `target`; `on` gets open(), data(chunk), error(message), close(). */
-export function dial(target, options, on) {
+export function dial(target, _options, on) {
   let done = false;
   let socket;
   const finish = () => {
