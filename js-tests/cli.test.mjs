@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import net from "node:net";
+import { readFileSync } from "node:fs";
 import { cp, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -248,6 +249,9 @@ describe("locksmith list / release on Redis", () => {
     assert.equal(help.code, 0);
     assert.match(help.stdout, /usage:\n\s+locksmith list <store-url>/);
     assert.match(help.stdout, /exit codes/i);
+    const version = await cli("--version");
+    assert.equal(version.code, 0);
+    assert.equal(version.stdout, `locksmith-js ${JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version}\n`);
   });
 
   it("an unreachable server is an error that names the address (exit 2), never the password", async () => {

@@ -45,6 +45,8 @@ describe(`RedisLockStore (${TARGET})`, () => {
       await assert.rejects(RedisLockStore.connect(bad), { code: "INVALID_ARGUMENT" }, JSON.stringify(bad));
     }
     assert.throws(() => new RedisLockStore(), { code: "INVALID_ARGUMENT" });
+    // host:port without a scheme: the message says what to write.
+    await assert.rejects(RedisLockStore.connect("localhost:6400"), { code: "INVALID_ARGUMENT", message: /write redis:\/\/localhost:6400/ });
   });
 
   it("refuses unknown connect options, naming them and the likely one", async () => {

@@ -191,6 +191,9 @@ function checkStore(store) {
   if (store === null || typeof store !== "object") {
     throw invalid(`a lock store must be an object with ${STORE_METHODS.join(", ")}; got ${typeName(store)}`);
   }
+  if (typeof store.then === "function" && typeof store.acquire !== "function") {
+    throw invalid("the lock store is a promise: did you forget `await`? (`setLockStore(await RedisLockStore.connect(url))`)");
+  }
   const missing = STORE_METHODS.filter((m) => typeof store[m] !== "function");
   if (missing.length > 0) throw invalid(`the lock store has no ${missing.join(", ")} method`);
 }
@@ -296,7 +299,9 @@ export function makeApi(binding) {
     static shared(name) {
       checkString("name", name);
       if (!binding.MemoryStore.shared) {
-        throw invalid("MemoryLockStore.shared() needs threads that share memory; this runtime has none");
+        throw new UnsupportedError(
+          "locksmith: MemoryLockStore.shared() is the native addon's (Node's worker threads share its memory); the WebAssembly build has none: in Node, install this platform's package, or use a store all threads reach (RedisLockStore, PostgresLockStore)",
+        );
       }
       const store = Object.create(MemoryLockStore.prototype);
       store[NATIVE] = binding.MemoryStore.shared(name);

@@ -41,6 +41,7 @@ options:
   --json         list as JSON, one object per hold
   --force        required by release: it frees holds that other processes have
   -h, --help     this text
+  -v, --version  the package version
 
 exit codes: 0 done, 1 nothing matched (no holds listed, nothing to release),
             2 a usage error, or the store could not be reached or refused the request
@@ -52,6 +53,7 @@ const OPTIONS = {
   json: { type: "boolean", default: false },
   force: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
+  version: { type: "boolean", short: "v", default: false },
 };
 
 /** Wrong input: the message, then (with `usage`) the usage text. Exit 2. */
@@ -594,6 +596,11 @@ async function main(argv, out = process.stdout) {
   const [command, url, arg] = positionals;
   if (values.help || command === "help") {
     out.write(`locksmith — see and free locks\n\n${USAGE}`);
+    return 0;
+  }
+  if (values.version) {
+    const { version } = JSON.parse(await readFile(new URL("../../package.json", import.meta.url), "utf8"));
+    out.write(`locksmith-js ${version}\n`);
     return 0;
   }
   if (command === undefined) throw new UsageError("a command is needed: list or release", { usage: true });

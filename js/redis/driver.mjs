@@ -559,7 +559,9 @@ class Connection {
     const timer = unref(
       setTimeout(() => {
         if (opened) return;
-        on.error(`connecting to ${target.host}:${target.port} timed out after ${this.options.connectTimeoutMs} ms`);
+        // A rediss:// URL for a server without TLS waits here for a handshake that never comes.
+        const hint = target.tls ? " (a rediss:// URL: does the server speak TLS on that port?)" : "";
+        on.error(`connecting to ${target.host}:${target.port} timed out after ${this.options.connectTimeoutMs} ms${hint}`);
         socket.destroy();
       }, this.options.connectTimeoutMs),
     );

@@ -14,7 +14,9 @@ export function parseRedisUrl(url, invalid = invalidArgument) {
   }
   const secure = parsed.protocol === "rediss:";
   if (!secure && parsed.protocol !== "redis:") {
-    throw invalid(`invalid Redis URL: the scheme must be redis:// or rediss://, not ${parsed.protocol}//`);
+    // "localhost:6379" parses as the scheme "localhost:": say what was probably meant.
+    const hostPort = /^[\w.-]+:\d+(\/\d*)?$/.test(url) ? `; for a server at ${url}, write redis://${url}` : "";
+    throw invalid(`invalid Redis URL: the scheme must be redis:// or rediss://, not ${parsed.protocol}//${hostPort}`);
   }
   const path = parsed.pathname.replace(/^\/+/, "");
   const db = path === "" ? 0 : Number(path);
