@@ -281,7 +281,10 @@ describe("stores", () => {
     throwsCode(() => new Lock("k", 1_000, { acquire() {} }), "INVALID_ARGUMENT");
     // A store's connect() not awaited: the message says so.
     const pending = Promise.resolve(new MemoryLockStore());
-    assert.throws(() => setLockStore(pending), (err) => err.code === "INVALID_ARGUMENT" && /did you forget `await`/.test(err.message));
+    assert.throws(
+      () => setLockStore(pending),
+      (err) => err.code === "INVALID_ARGUMENT" && /did you forget `await`/.test(err.message),
+    );
   });
 
   it("setLockStore returns the store, getLockStore reads it back", async () => {
