@@ -101,7 +101,7 @@ describe("the Redis driver, over a scripted socket", () => {
     try {
       const held = lock("split", 5_000, store);
       assert.equal(await held.acquire(), true);
-      assert.equal(typeof held.fencingToken === "number" || held.fencingToken === undefined, true);
+      assert.equal(held.fencingToken, 7, "the token of a reply read from two reads");
       assert.equal(await store.isLocked("split"), false, "EXISTS 0, read whole from two reads");
       await held.release();
     } finally {
@@ -200,6 +200,71 @@ describe("the Redis driver, over a scripted socket", () => {
     );
     const err = await call;
     assert.ok(err instanceof Error, "the waiting call failed");
+  });
+
+  it("a READONLY reply (a demoted master) settles every call of its chunk before the socket is dropped", { timeout: 10_000 }, async () => {
+    let demoted = false;
+    const fake = fakeRedis({
+      respond(socket, args) {
+        if (isSentinel(socket)) {
+          if (args[1] === "get-master-addr-by-name") return ["127.0.0.1", "6379"];
+          if (args[0] === "SENTINEL") return ["config-epoch", "1"];
+        }
+        if (demoted && args[0] === "EXISTS") {
+          // The first call is refused as on a replica; the two behind it get no answer.
+          return args[1].endsWith("{x}") ? { error: "READONLY You can't write against a read only replica." } : null;
+        }
+        return defaultAnswer(args);
+      },
+    });
+    const store = await connectThrough(fake, { sentinels: ["redis://127.0.0.1:26379"], masterName: "m", commandTimeoutMs: 5_000 });
+    try {
+      demoted = true;
+      const started = performance.now();
+      const outcomes = await Promise.all(
+        ["x", "y", "z"].map((key) =>
+          store.isLocked(key).then(
+            (v) => `answered ${v}`,
+            (err) => err.code,
+          ),
+        ),
+      );
+      assert.deepEqual(outcomes, ["STORE_UNAVAILABLE", "STORE_UNAVAILABLE", "STORE_UNAVAILABLE"], "every call settled, the refused one too");
+      assert.ok(performance.now() - started < 2_000, "at once, not at the command timeout");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a reply after its socket was replaced is not taken for a live request's", async () => {
+    let held = false;
+    const fake = fakeRedis({
+      respond(_socket, args) {
+        // While `held`, EXISTS gets no answer: a request stays in flight.
+        if (args[0] === "EXISTS" && held) return null;
+        return defaultAnswer(args);
+      },
+    });
+    const store = await connectThrough(fake, "redis://127.0.0.1:6393");
+    try {
+      const first = fake.sockets[0];
+      first.close();
+      await sleep(20);
+      held = true;
+      const pending = store.isLocked("k");
+      await sleep(50);
+      const live = fake.sockets.at(-1);
+      assert.notEqual(live, first, "a new socket carries the call");
+      // The old socket speaks: ":1" would answer the pending EXISTS with true if taken.
+      first.on.data(new TextEncoder().encode(":1\r\n"));
+      first.on.close();
+      const dials = fake.sockets.length;
+      live.send(":0\r\n");
+      assert.equal(await pending, false, "the live socket's answer, not the stale one");
+      assert.equal(fake.sockets.length, dials, "no reconnect for the stale socket's close");
+    } finally {
+      await store.close();
+    }
   });
 
   it("events of a replaced socket are ignored", async () => {

@@ -262,15 +262,19 @@ class Link {
         let count;
         try {
           count = c.engine.feed(this.conn, chunk);
-        } catch {
-          socket.destroy();
+        } catch (err) {
+          // Out of step: the socket goes, and the engine learns it at once.
+          this.drop(`an unreadable reply (${err?.message ?? err})`);
           return;
         }
-        // A READONLY reply: the master was demoted. Ask the Sentinels again.
-        if (this.conn === 0 && c.options.sentinels && c.engine.takeReplicaSeen()) c.moved("the server became a replica (READONLY)");
+        // A READONLY reply: the master was demoted. Ask the Sentinels again — once this
+        // chunk's outcomes are settled: dropping the socket runs a turn of its own, which
+        // would write over them.
+        const demoted = this.conn === 0 && c.options.sentinels && c.engine.takeReplicaSeen();
         c.afterFeed();
         // Even with nothing settled the engine may have more to send (a NOSCRIPT retry).
         c.take(count);
+        if (demoted) c.moved("the server became a replica (READONLY)");
       },
       error: (message) => {
         if (this.socket === socket) this.lastError = message;
@@ -597,6 +601,9 @@ class Connection {
       const read = replyReader(decode);
       let settled = false;
       let opened = false;
+      // Declared before the dial: a socket port may report an error before dial() returns.
+      let socket = null;
+      let timer;
       const finish = (err) => {
         if (settled) return;
         settled = true;
@@ -607,9 +614,13 @@ class Connection {
         else resolve(replies.slice(skip));
       };
       const entry = { end: () => finish(new Error("the store was closed")) };
+      if (this.closed) {
+        finish(new Error("the store was closed"));
+        return;
+      }
       // Bounded, and not unref'd: a connect() that starts by asking the Sentinels waits on it.
-      const timer = setTimeout(() => finish(new Error(`no answer within ${this.options.connectTimeoutMs} ms`)), this.options.connectTimeoutMs);
-      const socket = this.sockets.dial(target, this.options, {
+      timer = setTimeout(() => finish(new Error(`no answer within ${this.options.connectTimeoutMs} ms`)), this.options.connectTimeoutMs);
+      socket = this.sockets.dial(target, this.options, {
         open: () =>
           queueMicrotask(() => {
             opened = true;
@@ -632,7 +643,6 @@ class Connection {
       });
       if (settled) socket.destroy();
       else this.exchanges.add(entry);
-      if (this.closed) entry.end();
     });
   }
 
