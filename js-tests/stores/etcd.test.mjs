@@ -56,6 +56,31 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
   // The shared semaphore and read-write scenarios run on this store in
   // js-tests/conformance/primitives.test.mjs; these are what etcd's queues of keys add.
   describe("semaphores and read-write locks: what etcd adds", () => {
+    it("a waiter admitted on its kept entry holds for its whole TTL on the server: no writer gets in while its signal is live", {
+      timeout: 20_000,
+    }, async () => {
+      // The reader waits behind another process's writer, so its entry was put 1.5 s
+      // before it is admitted; the server must keep it the TTL from the admission on.
+      const mine = await connect();
+      const other = await connect();
+      const key = uniqueKey("rw-kept-entry");
+      const first = readWriteLock(key, 10_000, other).writeLock();
+      assert.equal(await first.acquire(), true);
+      const reader = readWriteLock(key, 4_000, mine).readLock();
+      const waiting = reader.acquire({ timeout: 8_000 });
+      await sleep(1_500);
+      await first.release();
+      assert.equal(await waiting, true);
+      // Past the lease of the entry's first put (4 s from its start), inside the reader's own deadline.
+      await sleep(3_300);
+      const second = readWriteLock(key, 10_000, other).writeLock();
+      const got = await second.acquireImmediately();
+      assert.ok(!(got && !reader.signal.aborted), "a writer got in beside a reader whose signal says it still holds");
+      assert.equal(got, false, "the reader's hold is still the server's");
+      await reader.release();
+      if (got) await second.release();
+    });
+
     it("a permit whose holder never releases: free after its TTL in the store that set it, before its lease ends; another limit is refused", async () => {
       const store = await connect();
       const key = uniqueKey("sem-ttl");

@@ -866,11 +866,13 @@ export class EtcdLockStore {
     const sentAt = now();
     const deadline = sentAt + this.#options.operationTimeoutMs;
     const value = (w) => JSON.stringify(kind === "semaphore" ? { role: kind, ttl: ttlMs, limit, w } : { role: kind, ttl: ttlMs, w });
-    const previous = this.#writes.latest(entryKey, owner);
-    const previousStatus = this.#writes.status(previous?.id);
-    // A waiting entry this store put for this owner (an earlier attempt of the same
-    // wait) keeps its place; it gets a new lease when its own is half gone.
-    const fresh = previousStatus.state === "live" && previousStatus.left > ttlMs / 2;
+    // A waiting entry this store put for this owner (an earlier attempt of the same wait)
+    // keeps its place (a put keeps a key's create revision), and every attempt puts it
+    // again under a lease granted in this call: an attempt that admits it answers for a
+    // hold the server keeps at least the TTL from now, which is what the holder's own
+    // deadline counts from. (Keeping the earlier lease let a hold admitted on it expire
+    // up to half a TTL before that deadline.)
+    const fresh = false;
     if (kind === "semaphore" && this.#contended.has(base)) {
       // Full at the last look: one read, and no entry (which others would count) while it still is.
       const { kvs } = await this.#list(base, deadline, "acquirePermit");
