@@ -419,7 +419,7 @@ pub fn check_url_settings(url: String, tls_insecure: bool, has_ca: bool) -> napi
     locksmith_redis::check_url_settings(&options).napi()
 }
 
-/// The defaults and limits the JS side keeps in js/defaults.mjs (checked against these
+/// The defaults and limits the JS side keeps in js/api/defaults.mjs (checked against these
 /// by js-tests/defaults.test.mjs).
 #[napi(object)]
 pub struct Constants {

@@ -132,7 +132,7 @@ pub fn check_url_settings_js(
 }
 
 /// One Redis store's engine: its command connection and its subscriber (on Redis
-/// Cluster, one of each per node, by connection number: the `*On` methods).
+/// Cluster, one of each per node: every driver-facing method takes the connection).
 #[wasm_bindgen]
 pub struct WasmRedisEngine {
     store: Arc<EngineStore>,
@@ -635,7 +635,7 @@ pub fn redis_decode(chunk: &[u8]) -> std::result::Result<Option<js_sys::Array>, 
     Ok(decoded.map(|(value, used)| js_sys::Array::of2(&js(value), &JsValue::from_f64(used as f64))))
 }
 
-/// The defaults and limits the JS side keeps in js/defaults.mjs, as
+/// The defaults and limits the JS side keeps in js/api/defaults.mjs, as
 /// `[defaultTtlMs, maxMs, fenceGraceMs, maxLimit]` and the key prefix (checked by
 /// js-tests/defaults.test.mjs).
 #[wasm_bindgen]

@@ -20,7 +20,7 @@
 //! Scripts are called with `EVALSHA`; a `NOSCRIPT` reply (after `SCRIPT FLUSH` or a
 //! restart) re-sends that one call as `EVAL`, which also caches the script again. Key
 //! layout and scripts are the same as those of the stores over users' own Redis clients
-//! (`js/redis-client-store.mjs` loads the same files), so a lock taken through one is
+//! (`js/stores/redis-client-store.mjs` loads the same files), so a lock taken through one is
 //! the other's to release. Semaphores and read-write locks keep a sorted set of holders
 //! per key, see [`crate::permit_key`] and the scripts' headers.
 

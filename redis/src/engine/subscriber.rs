@@ -41,11 +41,16 @@ struct Channel {
     requested: bool,
     confirmed: Event,
     idle_since_ms: Option<u64>,
+    /// Which entry this is for its name: a channel given up (its slot moved) and asked
+    /// for again is a new entry, and the waiters of the old one do not count on it.
+    generation: u64,
 }
 
 impl Channel {
     fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         Self {
+            generation: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             waiters: 0,
             wake_all: false,
             released: Event::new(),
@@ -177,8 +182,9 @@ impl Subscriber {
                 entry.wake_all |= wake_all;
                 entry.idle_since_ms = None;
                 let listener = entry.released.listen();
+                let generation = entry.generation;
                 drop(state);
-                let waiting = Waiting { subscriber: self.clone(), channel };
+                let waiting = Waiting { subscriber: self.clone(), channel, generation };
                 return Box::pin(async move {
                     let _waiting = waiting;
                     listener.await;
@@ -194,10 +200,12 @@ impl Subscriber {
                 entry.wake_all |= wake_all;
                 entry.idle_since_ms = None;
                 let confirmed = (!entry.subscribed).then(|| entry.confirmed.listen());
+                let generation = entry.generation;
                 state.subscribe_wanted();
-                confirmed
+                (confirmed, generation)
             };
-            let _waiting = Waiting { subscriber, channel };
+            let (confirmed, generation) = confirmed;
+            let _waiting = Waiting { subscriber, channel, generation };
             if let Some(confirmed) = confirmed {
                 confirmed.await;
             }
@@ -448,14 +456,16 @@ fn redirected_slot(message: &str) -> Option<u16> {
 struct Waiting {
     subscriber: Subscriber,
     channel: String,
+    generation: u64,
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         let mut state = self.subscriber.state();
         let now = state.now_ms;
-        if let Some(entry) = state.channels.get_mut(&self.channel) {
-            entry.waiters -= 1;
+        if let Some(entry) = state.channels.get_mut(&self.channel).filter(|c| c.generation == self.generation)
+        {
+            entry.waiters = entry.waiters.saturating_sub(1);
             if entry.waiters == 0 {
                 entry.idle_since_ms = Some(now);
             }
@@ -479,6 +489,34 @@ mod tests {
 
     const CONFIRM: &[u8] = b"*3\r\n$9\r\nsubscribe\r\n$3\r\nk:r\r\n:1\r\n";
     const MESSAGE: &[u8] = b"*3\r\n$7\r\nmessage\r\n$3\r\nk:r\r\n$0\r\n\r\n";
+
+    #[test]
+    fn waiters_of_a_channel_given_up_on_a_move_do_not_count_on_its_next_entry() {
+        let sub = Subscriber::new(100);
+        sub.set_sharded();
+        sub.connected(None, 0);
+        let channel = "{k}:released";
+        let mut stale = sub.signal(channel.into());
+        assert!(poll(&mut stale).is_pending());
+        output(&sub);
+        let slot = super::super::reply::key_slot(channel.as_bytes());
+        sub.feed(format!("-MOVED {slot} 127.0.0.1:7001\r\n").as_bytes(), 1).unwrap();
+        // Its waiter is busy with an attempt and keeps the signal, not polled again, while
+        // another waiter asks for the channel anew: a new entry.
+        let mut again = sub.signal(channel.into());
+        assert!(poll(&mut again).is_pending());
+        sub.feed(b"*3\r\n$10\r\nssubscribe\r\n$12\r\n{k}:released\r\n:1\r\n", 2).unwrap();
+        assert!(poll(&mut again).is_ready(), "confirmed");
+        // A waiter on the new, subscribed entry; then the stale guard goes.
+        let mut waiter = sub.signal(channel.into());
+        assert!(poll(&mut waiter).is_pending());
+        drop(stale);
+        assert_eq!(sub.channels(), 1);
+        assert!(!sub.tick(10_000));
+        assert_eq!(sub.channels(), 1, "the new entry keeps its waiter: still wanted");
+        drop(waiter);
+        drop(again);
+    }
 
     #[test]
     fn two_releases_in_one_chunk_wake_two_waiters() {
