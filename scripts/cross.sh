@@ -5,7 +5,8 @@
 # alone; the macOS builds read with llvm tools; win32-x64-gnu run for real in Node for
 # Windows under Wine (the lock essentials, the memory stores' conformance suite, a Redis
 # lock); win32-arm64-gnullvm read with llvm tools; every platform package packed.
-# `npm run test:cross`; .ci/run runs it after npm test.
+# `npm run test:cross`; .ci/run runs it after npm test. `--build-only` (npm run
+# build:cross) stops after the builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -24,6 +25,8 @@ for target in $targets; do
   node scripts/build-cross.mjs "$target"
   echo "cross: $target built in $((SECONDS - start)) s"
 done
+
+[ "${1:-}" = --build-only ] && exit 0
 
 step "checks"
 checks=$(node -e '
