@@ -157,9 +157,15 @@ if [ "${#apt_wanted[@]}" -gt 0 ]; then
     say "installing ${apt_wanted[*]} (apt)"
     as_root apt-get update -qq >/dev/null
     if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_wanted[@]}" >/dev/null; then
-      echo "setup: apt-get could not install ${apt_wanted[*]}. Where a pinned version (NAME=VERSION) is" >&2
-      echo "       no longer served, set apt_pin in scripts/setup.sh to the one \`apt-cache policy NAME\` shows." >&2
-      exit 1
+      # A pinned point release (NAME=VERSION) the mirror no longer serves: the
+      # distribution's current version, said out loud, rather than no tool at all.
+      unpinned=("${apt_wanted[@]%%=*}")
+      echo "setup: apt-get could not install ${apt_wanted[*]}; trying the distribution's versions of ${unpinned[*]}" >&2
+      echo "       (update the pins in apt_add in scripts/setup.sh to what \`apt-cache policy NAME\` shows)" >&2
+      if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${unpinned[@]}" >/dev/null; then
+        echo "setup: apt-get could not install ${unpinned[*]}" >&2
+        exit 1
+      fi
     fi
   else
     echo "setup: missing: ${apt_wanted[*]}. Install them with your package manager" >&2
