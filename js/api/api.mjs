@@ -21,17 +21,8 @@ import {
   typeName,
 } from "./errors.mjs";
 
-export {
-  LockError,
-  LockNotHeldError,
-  InvalidArgumentError,
-  InvalidSerializedLockError,
-  StoreUnavailableError,
-  StoreContractViolationError,
-  LockStoreError,
-  StoreClosedError,
-  UnsupportedError,
-};
+// The error classes and the shared checks are the API's exports too.
+export * from "./errors.mjs";
 
 // Settled promises are immutable: the synchronous fast paths hand out these two.
 const RESOLVED_TRUE = Promise.resolve(true);
@@ -913,5 +904,3 @@ export function makeApi(binding) {
     UnsupportedError,
   };
 }
-
-export { toLockError, checkString, typeName, invalid, checkOptionKeys };

@@ -480,22 +480,18 @@ class Connection {
     this.sleepAt = Infinity;
     const tick = Math.max(10, Math.min(250, Math.floor(options.commandTimeoutMs / 4)));
     this.expiry = unref(setInterval(() => this.tick(), tick));
+    // Run once each call is on record (one function for every call, not one per call).
+    this.afterStart = () => {
+      // A closed store's calls finish at once (STORE_CLOSED); nothing flushes it any more.
+      if (this.closed) this.take(this.engine.turn(), false);
+      else callStarted();
+    };
     live.add(this);
   }
 
   /** Starts an engine call (`start(id)`); its promise, decoded by `kind`. */
   call(start, kind, background = false) {
-    return this.binding.calls.start(
-      start,
-      kind,
-      background,
-      () => {
-        // A closed store's calls finish at once (STORE_CLOSED); nothing flushes it any more.
-        if (this.closed) this.take(this.engine.turn(), false);
-        else callStarted();
-      },
-      this,
-    );
+    return this.binding.calls.start(start, kind, background, this.afterStart, this);
   }
 
   /** Deadlines: requests past theirs fail; sockets whose replies are long overdue go. */
