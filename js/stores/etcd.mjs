@@ -872,7 +872,6 @@ export class EtcdLockStore {
     // hold the server keeps at least the TTL from now, which is what the holder's own
     // deadline counts from. (Keeping the earlier lease let a hold admitted on it expire
     // up to half a TTL before that deadline.)
-    const fresh = false;
     if (kind === "semaphore" && this.#contended.has(base)) {
       // Full at the last look: one read, and no entry (which others would count) while it still is.
       const { kvs } = await this.#list(base, deadline, "acquirePermit");
@@ -883,15 +882,15 @@ export class EtcdLockStore {
     let lease;
     let outcome; // "taken", "refused" (entry out again) or "waiting" (entry kept); undefined: failed
     try {
+      lease = await this.#grant(ttlMs, deadline);
+      const putEntry = [put(entryKey, write.value, lease)];
       for (let round = 0; round < 2; round++) {
-        if (!fresh || round > 0) lease ??= await this.#grant(ttlMs, deadline);
-        const putEntry = lease === undefined ? [] : [put(entryKey, write.value, lease)];
-        // Absent: put it. Present (this owner's, from an earlier attempt): refresh it if due. Then read the queue.
+        // Absent: put it. Present (this owner's, from an earlier attempt): put it again under this call's lease. Then read the queue.
         const { reply } = await this.#txn(
           {
             compare: [absent(entryKey)],
             success: [...putEntry, { request_range: { key: b64(base), range_end: prefixEnd(base) } }],
-            failure: [...(fresh ? [] : putEntry), { request_range: { key: b64(base), range_end: prefixEnd(base) } }],
+            failure: [...putEntry, { request_range: { key: b64(base), range_end: prefixEnd(base) } }],
           },
           deadline,
           "acquirePermit",
@@ -901,7 +900,7 @@ export class EtcdLockStore {
         this.#revokeReplaced(reply, lease);
         const queue = this.#queue(kvs, base, kind, limit);
         const mine = queue.find((e) => e.owner === owner);
-        if (mine === undefined) continue; // not put (no lease yet) or gone meanwhile: put it now
+        if (mine === undefined) continue; // gone meanwhile: put it again
         if (kind === "semaphore") {
           const other = queue.find((e) => e !== mine && typeof e.limit === "number" && e.limit !== limit && e.revision < mine.revision);
           if (other) {
@@ -934,9 +933,6 @@ export class EtcdLockStore {
       if (outcome === "refused") {
         this.#writes.forget(write);
         if (lease !== undefined) this.#revoke(lease);
-      } else if (outcome === "waiting" && lease === undefined) {
-        // The entry kept its earlier write and lease.
-        this.#writes.forget(write);
       }
     }
   }

@@ -465,6 +465,8 @@ impl Drop for Waiting {
         let now = state.now_ms;
         if let Some(entry) = state.channels.get_mut(&self.channel).filter(|c| c.generation == self.generation)
         {
+            // The generation check makes this waiter one of the entry's: never below zero.
+            debug_assert!(entry.waiters > 0, "a channel's waiter count went below zero");
             entry.waiters = entry.waiters.saturating_sub(1);
             if entry.waiters == 0 {
                 entry.idle_since_ms = Some(now);
