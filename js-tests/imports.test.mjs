@@ -45,8 +45,8 @@ it("finds the modules it checks", () => {
   }
 });
 
-it("errors, defaults, symbols and the call table import nothing of the project's", () => {
-  for (const leaf of ["js/api/errors.mjs", "js/api/defaults.mjs", "js/api/symbols.mjs", "js/api/calls.mjs"]) {
+it("errors, defaults, symbols, the call table and the diagnostics channels import nothing of the project's", () => {
+  for (const leaf of ["js/api/errors.mjs", "js/api/defaults.mjs", "js/api/symbols.mjs", "js/api/calls.mjs", "js/api/diagnostics.mjs"]) {
     assert.deepEqual(graph.get(leaf), [], leaf);
   }
 });

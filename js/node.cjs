@@ -1,7 +1,7 @@
 "use strict";
 // locksmith for Node: the native addon under the shared JS surface.
 
-const { makeApi, NATIVE, NativeStore, toLockError, invalid } = require("./gen/api.cjs");
+const { makeApi, NATIVE, NativeStore, STORE_NAME, toLockError, invalid } = require("./gen/api.cjs");
 const { Calls, callStarted, checkConnectOptions, connectEngine, nodeSockets } = require("./gen/redis-driver.cjs");
 
 const { loadAddon } = require("./native-loader.cjs");
@@ -138,6 +138,10 @@ class EngineBackend {
 
 /** Locks in Redis, through the addon's engine. Also a plain `LockStore` object. */
 class RedisLockStore extends NativeStore {
+  get [STORE_NAME]() {
+    return "redis";
+  }
+
   /**
    * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
    * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,

@@ -107,6 +107,8 @@ pub struct Lock {
     pub(crate) extend_stopped: std::sync::atomic::AtomicU64,
     /// The drift allowance set for this handle, if any (see [`Lock::drift_ms`]).
     pub(crate) drift_override: Option<u64>,
+    /// Acquire attempts this handle has sent to its store (see [`Lock::attempts`]).
+    pub(crate) attempts: std::sync::atomic::AtomicU32,
 }
 
 /// The default drift allowance for a TTL: 1 % of it + 2 ms, and always less than it.
@@ -194,6 +196,7 @@ impl Lock {
             extend_failure: Mutex::new(None),
             extend_stopped: std::sync::atomic::AtomicU64::new(0),
             drift_override: None,
+            attempts: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -494,7 +497,19 @@ impl Lock {
         true
     }
 
+    /// How many acquire attempts this handle has sent to its store, in all (wrapping at
+    /// `u32::MAX`): the difference across one `acquire` is how many that call made.
+    #[must_use]
+    pub fn attempts(&self) -> u32 {
+        self.attempts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count_attempt(&self) {
+        self.attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     async fn attempt(&self, owner: OwnerToken) -> Result<bool> {
+        self.count_attempt();
         let started = self.timer.now_ms();
         // Armed until the store's answer is in hand: if this future is dropped while
         // the store may have granted the key, the guard frees it.
@@ -571,6 +586,7 @@ impl Lock {
             Ok(owner) => owner,
             Err(err) => return Some(Err(err)),
         };
+        self.count_attempt();
         Some(Ok(match store.acquire_now(&self.key, owner.as_str(), self.ttl_ms) {
             Some(grant) => {
                 // A synchronous store always knows who holds a key, so the local expiry

@@ -50,6 +50,21 @@ fn waiter_gives_up_exactly_at_the_deadline() {
 }
 
 #[test]
+fn attempts_counts_every_attempt_a_handle_sends() {
+    let (timer, store) = setup();
+    let (a, b) = (lock(&timer, &store, "k", 10_000), lock(&timer, &store, "k", 10_000));
+    assert_eq!(b.attempts(), 0);
+    timer.run(async {
+        assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+        // Attempts at 0, 70, 140, 210 and 280 ms, and the last at the 300 ms deadline.
+        assert!(!b.acquire(wait(300, 70)).await.unwrap());
+    });
+    assert_eq!((a.attempts(), b.attempts()), (1, 6));
+    assert_eq!(b.try_acquire_now().map(Result::unwrap), Some(false));
+    assert_eq!(b.attempts(), 7, "the synchronous attempt counts too");
+}
+
+#[test]
 fn waiter_retries_on_expiry_within_one_retry_delay() {
     let (timer, store) = setup();
     let (a, b) = (lock(&timer, &store, "k", 130), lock(&timer, &store, "k", 10_000));

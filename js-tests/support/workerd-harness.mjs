@@ -25,7 +25,8 @@ export async function startWorker(entry, options = {}) {
       format: "esm",
       outfile: join(out, "worker.js"),
       conditions: ["workerd", "worker"],
-      external: ["*.wasm", "cloudflare:*"],
+      // node:* as wrangler leaves them under nodejs_compat (a worker of the tests that imports one sets the flag).
+      external: ["*.wasm", "cloudflare:*", "node:*"],
       metafile: true,
       logLevel: "error",
     });

@@ -17,6 +17,8 @@ import {
   readWriteLock,
   type ReadWriteLock,
   UnsupportedError,
+  type LockTraceContext,
+  type LockLostMessage,
 } from "locksmith-js";
 
 declare function charge(id: number): Promise<string>;
@@ -138,4 +140,21 @@ export async function clientStores(ioredis: object, nodeRedis: object, upstash: 
   const key: string = c.lockKey("k");
   void [a, taken, key];
   await Promise.all([b.close(), c.close()]);
+}
+
+// The diagnostics channels' messages.
+{
+  const onAcquireEnd = (context: LockTraceContext) => {
+    const attempts: number | undefined = context.attempts;
+    const token: number | null | undefined = context.fencingToken;
+    const held: Lock = context.lock;
+    void [attempts, token, held, context.outcome === "timeout"];
+    // @ts-expect-error outcomes are a closed set
+    void (context.outcome === "granted");
+  };
+  const onLost = (lost: LockLostMessage) => {
+    const code: LockErrorCode = lost.reason;
+    void code;
+  };
+  void [onAcquireEnd, onLost];
 }

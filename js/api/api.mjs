@@ -2,7 +2,8 @@
 // in Node, the wasm build elsewhere) supplies the native pieces; all lock logic lives
 // in the Rust core behind them. This file converts arguments, maps errors to classes,
 // and bridges JS stores.
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "./symbols.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "./symbols.mjs";
+import { acquireChannel, extendChannel, lostChannel, lostWatched, releaseChannel, traced } from "./diagnostics.mjs";
 import { DEFAULT_TTL_MS, limitMessage } from "./defaults.mjs";
 import {
   LockError,
@@ -174,7 +175,7 @@ function releasedReason(key) {
 }
 
 const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
-export { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS };
+export { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME };
 /** Optional: a store with all of these has semaphores and read-write locks. */
 const PERMIT_METHODS = ["acquirePermit", "releasePermit", "extendPermit", "countPermits", "permitRemainingTime"];
 
@@ -302,6 +303,10 @@ export function makeApi(binding) {
     /** Drops every hold in this store. */
     clear() {
       this[NATIVE].clear();
+    }
+
+    get [STORE_NAME]() {
+      return "memory";
     }
   }
 
@@ -457,6 +462,24 @@ export function makeApi(binding) {
   const acquireAsync = (native) => native.acquire(undefined, undefined);
   const releaseAsync = (native) => native.release();
 
+  /** A store's name in diagnostics: a shipped store's own, else "custom". */
+  const storeName = (store) => {
+    const name = store?.[STORE_NAME];
+    return typeof name === "string" ? name : "custom";
+  };
+
+  /** Whether acquire `options` wait (a timeout above 0): a refusal is then a timeout, not busy. */
+  const waits = (options) => {
+    try {
+      return optionalDurationMs("timeout", options?.timeout) > 0;
+    } catch {
+      return false;
+    }
+  };
+
+  const releaseOutcome = (released) => (released ? "released" : "not-held");
+  const extendOutcome = () => "extended";
+
   /** A lock on one key. */
   class Lock {
     #backend;
@@ -464,6 +487,8 @@ export function makeApi(binding) {
     #key;
     #ttlMs;
     #busy = 0;
+    /** The store, for its name in diagnostics. */
+    #store;
 
     #returned;
     /** The current hold's signal: `{ generation, controller }`. */
@@ -473,13 +498,15 @@ export function makeApi(binding) {
 
     constructor(key, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
       if (key === RESTORED) {
-        const [backend, native] = ttlMs;
+        const [backend, native, store] = ttlMs;
         native[USER] = this;
         this.#backend = backend;
         this.#native = native;
+        this.#store = store;
         this.#key = native.key;
         this.#ttlMs = native.ttlMs;
         this.#kind = native.kind;
+        if (lostWatched()) this.#watchLoss(native);
         return;
       }
       if (key === KINDED) {
@@ -501,6 +528,7 @@ export function makeApi(binding) {
         }
         this.#native[USER] = this;
         this.#backend = backend;
+        this.#store = spec.store;
         this.#key = spec.key;
         this.#ttlMs = spec.ttlMs;
         this.#kind = spec.kind;
@@ -515,6 +543,7 @@ export function makeApi(binding) {
         throw toLockError(err, key);
       }
       this.#backend = backend;
+      this.#store = store;
       this.#key = key;
       this.#ttlMs = ttlMs;
     }
@@ -554,7 +583,7 @@ export function makeApi(binding) {
     /**
      * `#call` for a native call already made (`start` gives its promise), without the
      * async frames: the hot path of a store that answers asynchronously (Redis).
-     * `after(value)` runs before the handle is settled.
+     * `after(value, native)` runs (as a method of this lock) before the handle is settled.
      */
     #started(native, start, after) {
       this.#busy += 1;
@@ -569,7 +598,7 @@ export function makeApi(binding) {
       return promise.then(
         (value) => {
           this.#busy -= 1;
-          if (after !== undefined) after(value);
+          if (after !== undefined) after.call(this, value, native);
           this.#settle();
           return value;
         },
@@ -670,6 +699,7 @@ export function makeApi(binding) {
 
     /** Takes the lock, waiting up to `options.timeout` ms. `true` if taken. */
     acquire(options) {
+      if (acquireChannel !== undefined && traced(acquireChannel)) return this.#tracedAcquire(options);
       // The fast path: no options, a synchronous store — one native call, and an
       // already-settled promise.
       if (options === undefined && this.#busy === 0) {
@@ -680,15 +710,98 @@ export function makeApi(binding) {
         } catch (err) {
           return Promise.reject(toLockError(err, this.#key));
         }
-        if (now === true) return RESOLVED_TRUE;
+        if (now === true) {
+          if (lostChannel?.hasSubscribers) this.#watchLoss(native);
+          return RESOLVED_TRUE;
+        }
         if (now === false) {
           this.#settle();
           return RESOLVED_FALSE;
         }
         // An asynchronous store: straight to the store, as `#acquireWaiting` would.
-        return this.#started(native, acquireAsync);
+        return this.#started(native, acquireAsync, lostChannel?.hasSubscribers ? this.#watchGrant : undefined);
       }
       return this.#acquireWaiting(options);
+    }
+
+    /** `acquire()` published on `locksmith:acquire`, with its outcome, attempts, wait and fencing token. */
+    #tracedAcquire(options) {
+      const context = this.#context(this.#ttlMs);
+      context.attempts = 0;
+      context.waitedMs = 0;
+      context.fencingToken = null;
+      return acquireChannel.tracePromise(() => this.#acquireObserved(options, context), context);
+    }
+
+    async #acquireObserved(options, context) {
+      const started = performance.now();
+      const native = this.#handle();
+      // Busy throughout, so the native handle (and its count of attempts) stays this lock's until read.
+      this.#busy += 1;
+      const before = native.attempts;
+      try {
+        const taken = await this.#acquireWaiting(options);
+        context.outcome = taken ? "acquired" : waits(options) ? "timeout" : "busy";
+        return taken;
+      } catch (err) {
+        context.outcome = "error";
+        throw err;
+      } finally {
+        context.attempts = (native.attempts - before) >>> 0;
+        context.waitedMs = performance.now() - started;
+        context.fencingToken = native.fencingToken ?? null;
+        this.#busy -= 1;
+        this.#settle();
+      }
+    }
+
+    /**
+     * `call(arg)` published on the tracing channel `channel`; the outcome is `outcome(value)`,
+     * or "not-held" / "error" for a rejection.
+     */
+    #traced(channel, ttlMs, outcome, call, arg) {
+      const context = this.#context(ttlMs);
+      return channel.tracePromise(() => {
+        let promise;
+        try {
+          promise = call.call(this, arg);
+        } catch (err) {
+          promise = Promise.reject(err);
+        }
+        return promise.then(
+          (value) => {
+            context.outcome = outcome(value);
+            return value;
+          },
+          (err) => {
+            context.outcome = err?.code === "LOCK_NOT_HELD" ? "not-held" : "error";
+            throw err;
+          },
+        );
+      }, context);
+    }
+
+    /** A diagnostics channel's context for a call on this lock. */
+    #context(ttlMs) {
+      return { key: this.#key, kind: this.#kind, store: storeName(this.#store), ttlMs, lock: this, outcome: undefined };
+    }
+
+    /** After an async grant (see `#started`): watch the hold for `locksmith:lost`. */
+    #watchGrant(taken, native) {
+      if (taken) this.#watchLoss(native);
+    }
+
+    /**
+     * Publishes on `locksmith:lost` if the hold `native` now has ends by loss (its TTL
+     * passed without an extend, an extend found it gone) rather than by a release.
+     */
+    #watchLoss(native) {
+      if (native.holdGeneration === null) return;
+      native.watch().then(undefined, (err) => {
+        if (!lostWatched()) return;
+        const error = toLockError(err, this.#key);
+        lostChannel.publish({ key: this.#key, kind: this.#kind, store: storeName(this.#store), reason: error.code, error, lock: this });
+      });
     }
 
     async #acquireWaiting(options) {
@@ -709,6 +822,7 @@ export function makeApi(binding) {
         const now = native.tryAcquireNow(timeout, retryDelay);
         const taken = now === true || (now === false && !(timeout > 0)) ? now : await native.acquire(timeout, retryDelay);
         if (taken && autoExtend) native.autoExtend(autoExtend.intervalMs, autoExtend.maxHoldMs);
+        if (taken && lostWatched()) this.#watchLoss(native);
         return taken;
       });
     }
@@ -772,6 +886,11 @@ export function makeApi(binding) {
 
     /** Frees the lock if this handle holds it; `false` if it no longer did. */
     release() {
+      if (releaseChannel !== undefined && traced(releaseChannel)) return this.#traced(releaseChannel, this.#ttlMs, releaseOutcome, this.#release);
+      return this.#release();
+    }
+
+    #release() {
       if (this.#busy === 0) {
         const native = this.#native;
         if (native === undefined) return RESOLVED_FALSE;
@@ -802,7 +921,20 @@ export function makeApi(binding) {
     }
 
     /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now; throws LockNotHeldError if lost. */
-    async extend(ttlMs) {
+    extend(ttlMs) {
+      if (extendChannel !== undefined && traced(extendChannel)) {
+        let requested = this.#ttlMs;
+        try {
+          if (ttlMs !== undefined) requested = durationMs("ttlMs", ttlMs);
+        } catch {
+          // #extend rejects with the error.
+        }
+        return this.#traced(extendChannel, requested, extendOutcome, this.#extend, ttlMs);
+      }
+      return this.#extend(ttlMs);
+    }
+
+    async #extend(ttlMs) {
       if (ttlMs !== undefined) ttlMs = ttlDurationMs(ttlMs);
       return this.#call((native) => (native.extendNow(ttlMs) ? undefined : native.extend(ttlMs)));
     }
@@ -878,7 +1010,7 @@ export function makeApi(binding) {
     checkString("serialized", serialized);
     const backend = backendOf(store);
     try {
-      return new Lock(RESTORED, [backend, backend.restore(serialized)]);
+      return new Lock(RESTORED, [backend, backend.restore(serialized), store]);
     } catch (err) {
       throw toLockError(err);
     }

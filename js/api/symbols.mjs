@@ -12,3 +12,7 @@ export const HAS_WAITERS = Symbol.for("locksmith.hasWaiters");
 // the same call, answering the token (or `true` without one), or `false`.
 export const ACQUIRE_TOKEN = Symbol.for("locksmith.acquireToken");
 export const ACQUIRE_PERMIT_TOKEN = Symbol.for("locksmith.acquirePermitToken");
+
+// A shipped store's short name, as the diagnostics channels report it (`store`):
+// "redis", "postgres", ... A store without one is "custom".
+export const STORE_NAME = Symbol.for("locksmith.storeName");

@@ -12,7 +12,7 @@
 // code as for every other store. Keys, scripts and fencing counter are the engine's, the
 // same as the native RedisLockStore's: a lock taken by either is the other's to release.
 import { StoreClosedError, UnsupportedError, checkString, invalid, toLockError, typeName } from "../api/errors.mjs";
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "../api/symbols.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "../api/symbols.mjs";
 import { Calls } from "../api/calls.mjs";
 import { limitMessage } from "../api/defaults.mjs";
 import { checkConnectOptions, connectEngine } from "./driver.mjs";
@@ -86,6 +86,10 @@ function checkedMs(value) {
 export class RedisLockStore {
   #engine;
   #connection;
+
+  get [STORE_NAME]() {
+    return "redis";
+  }
 
   /**
    * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to

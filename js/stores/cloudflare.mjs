@@ -11,7 +11,7 @@
 import { DurableObject } from "cloudflare:workers";
 
 import { checkOptionKeys, invalid } from "../api/api.mjs";
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 
 // How long a waiter's call may stay pending in the object before it returns anyway
 // (locksmith then tries again and waits anew). Bounds a call whose caller went away.
@@ -480,6 +480,10 @@ const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];
  * and read-write locks, and waiters woken from inside the object on release or expiry.
  */
 export class DurableObjectLockStore {
+  get [STORE_NAME]() {
+    return "durable-object";
+  }
+
   #namespace;
   #locationHint;
   /** Waits whose listener left in this turn, kept for a waiter that asks again at once. */

@@ -30,7 +30,7 @@
 //   anyone waits; polling at the waiters' retryDelay when it is down.
 import { InvalidArgumentError, LockStoreError, StoreClosedError, StoreUnavailableError } from "locksmith-js";
 
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 import { MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
 
 /** Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
@@ -347,6 +347,10 @@ const absent = (key) => ({ key: b64(key), target: "CREATE", result: "EQUAL", cre
 const firstKv = (response) => response?.response_range?.kvs?.[0];
 
 export class EtcdLockStore {
+  get [STORE_NAME]() {
+    return "etcd";
+  }
+
   #options;
   #endpoints;
   #current = 0;

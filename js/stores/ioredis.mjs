@@ -2,12 +2,17 @@
 // (a `Redis`, a `Cluster`, or a `Redis` on Sentinels). Same keys and scripts as
 // RedisLockStore: locks taken through either can be released through the other.
 import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
+import { STORE_NAME } from "../api/symbols.mjs";
 
 function looksLikeIoredis(client) {
   return client !== null && typeof client === "object" && typeof client.evalsha === "function" && typeof client.duplicate === "function";
 }
 
 export class IoRedisLockStore extends RedisClientStore {
+  get [STORE_NAME]() {
+    return "ioredis";
+  }
+
   /**
    * @param client an ioredis `Redis` or `Cluster`; it stays the application's (close() does not quit it)
    * @param options `{ keyPrefix, operationTimeoutMs, notifyReleases }`

@@ -3,12 +3,17 @@
 // Same keys and scripts as RedisLockStore: locks taken through either can be released
 // through the other.
 import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
+import { STORE_NAME } from "../api/symbols.mjs";
 
 function looksLikeNodeRedis(client) {
   return client !== null && typeof client === "object" && typeof client.evalSha === "function" && typeof client.duplicate === "function";
 }
 
 export class NodeRedisLockStore extends RedisClientStore {
+  get [STORE_NAME]() {
+    return "node-redis";
+  }
+
   /**
    * @param client a connected node-redis client or cluster; it stays the application's
    * @param options `{ keyPrefix, operationTimeoutMs, notifyReleases }`

@@ -13,6 +13,7 @@ const {
   typeName,
   ACQUIRE_TOKEN,
   ACQUIRE_PERMIT_TOKEN,
+  STORE_NAME,
 } = require("../gen/api.cjs");
 
 // The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
@@ -128,6 +129,10 @@ function checkKind(kind) {
 }
 
 class PostgresLockStore {
+  get [STORE_NAME]() {
+    return "postgres";
+  }
+
   #pool;
   #ownsPool;
   #options;

@@ -3,12 +3,17 @@
 // locks taken through either can be released through the other. REST has no pub/sub, so
 // waiters retry at their retryDelay.
 import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
+import { STORE_NAME } from "../api/symbols.mjs";
 
 function looksLikeUpstash(client) {
   return client !== null && typeof client === "object" && typeof client.evalsha === "function" && typeof client.pttl === "function";
 }
 
 export class UpstashLockStore extends RedisClientStore {
+  get [STORE_NAME]() {
+    return "upstash";
+  }
+
   /**
    * @param client an `@upstash/redis` `Redis`
    * @param options `{ keyPrefix, operationTimeoutMs }`

@@ -266,6 +266,50 @@ export declare class RedisLockStore implements LockStore {
   onRelease?(key: string, listener: () => void): () => void;
 }
 
+/** What a handle holds, as the diagnostics channels name it. */
+export type LockKind = "lock" | "semaphore" | "read" | "write";
+
+/**
+ * The context of an event on the tracing channels `locksmith:acquire`,
+ * `locksmith:release` and `locksmith:extend` (`node:diagnostics_channel`; see
+ * docs/observability.md). `outcome`, and an acquire's `attempts`, `waitedMs` and
+ * `fencingToken`, are set by the `asyncStart`, `asyncEnd` and `error` events.
+ */
+export interface LockTraceContext {
+  /** The lock's key. */
+  readonly key: string;
+  readonly kind: LockKind;
+  /** The store's short name: `memory`, `redis`, `postgres`, `durable-object`, `ioredis`, `node-redis`, `upstash`, `etcd`, or `custom` for a store of your own. */
+  readonly store: string;
+  /** The hold's TTL in milliseconds (for extend, the TTL asked for). */
+  readonly ttlMs: number;
+  /** The handle the call was made on: the same object from a grant to its release. */
+  readonly lock: Lock;
+  /** acquire: acquired, busy, timeout, error; release: released, not-held, error; extend: extended, not-held, error. */
+  outcome?: "acquired" | "busy" | "timeout" | "aborted" | "released" | "extended" | "not-held" | "error";
+  /** acquire: how many attempts the call sent to the store. */
+  attempts?: number;
+  /** acquire: milliseconds from the call to its answer. */
+  waitedMs?: number;
+  /** acquire: the granted hold's fencing token (null when refused or the store gives none). */
+  fencingToken?: number | null;
+  /** The call's value (tracePromise sets it). */
+  result?: unknown;
+  /** The call's error, on `error` events. */
+  error?: unknown;
+}
+
+/** A message of the channel `locksmith:lost`: a hold ended by loss, not by a release. */
+export interface LockLostMessage {
+  readonly key: string;
+  readonly kind: LockKind;
+  readonly store: string;
+  /** The error's code: `LOCK_NOT_HELD` (its TTL passed, an extend found it gone) or `STORE_UNAVAILABLE` (the store was out of reach until it expired). */
+  readonly reason: LockErrorCode;
+  readonly error: LockError;
+  readonly lock: Lock;
+}
+
 /** Which build serves the API: the native addon, or the WebAssembly build where no addon loads (and on the edge). */
 export declare const backend: "native" | "wasm";
 

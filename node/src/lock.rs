@@ -151,6 +151,13 @@ impl NativeLock {
         self.inner.fencing_token().map(|t| t as f64)
     }
 
+    /// Acquire attempts this handle has sent, in all (wrapping): for the diagnostics
+    /// channels, which take the difference across one acquire.
+    #[napi(getter)]
+    pub fn attempts(&self) -> u32 {
+        self.inner.attempts()
+    }
+
     /// One attempt, synchronously: `true`/`false`, or `null` when the store is async.
     /// Validates the options either way.
     #[napi]

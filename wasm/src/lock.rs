@@ -92,6 +92,13 @@ impl WasmLock {
         or_null(self.inner.fencing_token().map(|t| t as f64))
     }
 
+    /// Acquire attempts this handle has sent, in all (wrapping): for the diagnostics
+    /// channels, which take the difference across one acquire.
+    #[wasm_bindgen(getter)]
+    pub fn attempts(&self) -> u32 {
+        self.inner.attempts()
+    }
+
     /// One attempt, synchronously: `true`/`false`, or `null` when the store is async.
     #[wasm_bindgen(js_name = tryAcquireNow)]
     pub fn try_acquire_now(
