@@ -84,9 +84,11 @@ copyFileSync(join(root, "js/types/postgres.d.ts"), join(root, "js/types/postgres
 // classes (`instanceof` holds across import and require). The client stores share one
 // CommonJS copy of js/redis-client-store.mjs. locksmith-js/cloudflare gets the types only:
 // its `require` runs the ES module, which Workers bundlers take in (a CommonJS build's
-// require("cloudflare:workers") would throw in an ES module bundle).
+// require("cloudflare:workers") would throw in an ES module bundle). locksmith-js/otel
+// (js/otel.mjs) is built the same way, with @opentelemetry/api left to the user's install.
 {
-  const CJS_BUILDS = ["redis-client-store", "ioredis", "node-redis", "upstash", "etcd"];
+  const CJS_BUILDS = ["redis-client-store", "ioredis", "node-redis", "upstash", "etcd", "otel"];
+  const sourceOf = (name) => (name === "otel" ? "js/otel.mjs" : `js/stores/${name}.mjs`);
   const CTS_TYPES = [...CJS_BUILDS, "cloudflare"];
   const oneClientStore = {
     name: "one-client-store",
@@ -99,12 +101,12 @@ copyFileSync(join(root, "js/types/postgres.d.ts"), join(root, "js/types/postgres
   await Promise.all(
     CJS_BUILDS.map((name) =>
       build({
-        entryPoints: [join(root, `js/stores/${name}.mjs`)],
+        entryPoints: [join(root, sourceOf(name))],
         outfile: join(root, `js/gen/${name}.cjs`),
         bundle: true,
         format: "cjs",
         platform: "node",
-        external: ["locksmith-js"],
+        external: ["locksmith-js", "@opentelemetry/api"],
         plugins: [oneClientStore],
         logLevel: "warning",
       }),

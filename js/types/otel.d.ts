@@ -1,0 +1,30 @@
+// The public types of `locksmith-js/otel`: OpenTelemetry metrics and spans for locksmith's
+// locks, over its diagnostics channels. Needs `@opentelemetry/api` (an optional peer
+// dependency of locksmith-js).
+import type { MeterProvider, TracerProvider } from "@opentelemetry/api";
+
+/** Options of `instrument()`. */
+export interface InstrumentOptions {
+  /** Where the metrics go. Default: the global one (`metrics.getMeterProvider()`), as registered when `instrument()` runs. */
+  meterProvider?: MeterProvider;
+  /** Where the spans go. Default: the global one (`trace.getTracerProvider()`). */
+  tracerProvider?: TracerProvider;
+  /**
+   * Put each lock's key on its spans as `locksmith.key`. Default false: keys often hold
+   * user or tenant ids. Metrics never carry keys.
+   */
+  recordKeys?: boolean;
+}
+
+/**
+ * Starts recording every lock, semaphore permit and read or write lock of this process:
+ * the histograms `locksmith.acquire.duration` and `locksmith.hold.duration` (seconds), the
+ * counters `locksmith.lost` and `locksmith.extends`, the up-down counter `locksmith.held`,
+ * and the spans `locksmith acquire` and `locksmith hold`. Returns the function that stops
+ * it (calling that again does nothing). Throws InvalidArgumentError for an unknown option
+ * or one of the wrong type.
+ */
+export declare function instrument(options?: InstrumentOptions): () => void;
+
+/** The version this instrumentation reports as its scope's: the package's. */
+export declare const VERSION: string;
