@@ -711,7 +711,7 @@ export function makeApi(binding) {
           return Promise.reject(toLockError(err, this.#key));
         }
         if (now === true) {
-          if (lostChannel?.hasSubscribers) this.#watchLoss(native);
+          if (lostWatched()) this.#watchLoss(native);
           return RESOLVED_TRUE;
         }
         if (now === false) {
@@ -719,7 +719,7 @@ export function makeApi(binding) {
           return RESOLVED_FALSE;
         }
         // An asynchronous store: straight to the store, as `#acquireWaiting` would.
-        return this.#started(native, acquireAsync, lostChannel?.hasSubscribers ? this.#watchGrant : undefined);
+        return this.#started(native, acquireAsync, lostWatched() ? this.#watchGrant : undefined);
       }
       return this.#acquireWaiting(options);
     }

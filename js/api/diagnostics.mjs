@@ -24,15 +24,24 @@ export const releaseChannel = dc?.tracingChannel("locksmith:release");
 export const extendChannel = dc?.tracingChannel("locksmith:extend");
 export const lostChannel = dc?.channel("locksmith:lost");
 
-// A runtime whose TracingChannel lacks `hasSubscribers` (it came after tracingChannel
-// itself) is asked channel by channel.
+// `hasSubscribers` is a getter in Node and Deno, a method in workerd; a TracingChannel
+// without it (it came after tracingChannel itself) is asked event by event.
 const EVENTS = ["start", "end", "asyncStart", "asyncEnd", "error"];
-const direct = acquireChannel !== undefined && typeof acquireChannel.hasSubscribers === "boolean";
+const subscribed = (channel) => {
+  const has = channel?.hasSubscribers;
+  return typeof has === "function" ? has.call(channel) === true : has === true;
+};
+const tracingForm = typeof acquireChannel?.hasSubscribers;
+const lostForm = typeof lostChannel?.hasSubscribers;
 
 /** Whether anyone subscribes to any event of the tracing channel `channel` (undefined: no channels here). */
-export const traced = direct
-  ? (channel) => channel.hasSubscribers
-  : (channel) => channel !== undefined && EVENTS.some((event) => channel[event]?.hasSubscribers === true);
+export const traced =
+  tracingForm === "boolean"
+    ? (channel) => channel.hasSubscribers
+    : tracingForm === "function"
+      ? (channel) => channel.hasSubscribers() === true
+      : (channel) => channel !== undefined && EVENTS.some((event) => subscribed(channel[event]));
 
 /** Whether anyone subscribes to `locksmith:lost`. */
-export const lostWatched = () => lostChannel?.hasSubscribers === true;
+export const lostWatched =
+  lostForm === "boolean" ? () => lostChannel.hasSubscribers : lostForm === "function" ? () => lostChannel.hasSubscribers() === true : () => false;
