@@ -1,15 +1,16 @@
-// `npx locksmith-js list|release` end to end: the command as a process against a real
-// redis-server (and a real PostgreSQL), on locks, semaphores and read-write locks that
-// RedisLockStore, a client store and PostgresLockStore hold. In the wasm pass the command
-// runs with LOCKSMITH_FORCE_WASM=1, so its RESP pieces come from the WebAssembly engine.
+// `npx locksmith-js list|inspect|watch|release` end to end: the command as a process
+// against a real redis-server, a real Redis Cluster (three masters), a real PostgreSQL and
+// a real etcd, on locks, semaphores and read-write locks that RedisLockStore, a client
+// store, PostgresLockStore and EtcdLockStore hold. In the wasm pass the command runs with
+// LOCKSMITH_FORCE_WASM=1, so its RESP pieces come from the WebAssembly engine.
 //
-// Exit codes: 0 done, 1 nothing matched, 2 a usage error or a store that could not be
-// reached or refused.
+// Exit codes: 0 done (inspect: held; watch: stopped by a signal), 1 nothing matched
+// (inspect: free), 2 a usage error or a store that could not be reached, was lost or refused.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import net from "node:net";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { cp, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -28,9 +29,11 @@ import { ls, sleep, TARGET, uniqueKey } from "./support/target.mjs";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CLI = join(ROOT, "js/cli/cli.mjs");
 
+const ENV = { ...process.env, ...(TARGET === "wasm" ? { LOCKSMITH_FORCE_WASM: "1" } : {}) };
+
 /** Runs the command (`cli` is its file); resolves to { code, stdout, stderr } whatever its exit code. */
 async function run(cli, args) {
-  const env = { ...process.env, ...(TARGET === "wasm" ? { LOCKSMITH_FORCE_WASM: "1" } : {}) };
+  const env = ENV;
   try {
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [cli, ...args], { env, timeout: 30_000 });
     return { code: 0, stdout, stderr };
@@ -52,7 +55,81 @@ const listed = (stdout) =>
     .sort((x, y) => x.key.localeCompare(y.key) || x.kind.localeCompare(y.kind) || x.owner.localeCompare(y.owner));
 const byOwner = (a, b) => a.owner.localeCompare(b.owner);
 
-describe("locksmith list / release on Redis", () => {
+/**
+ * `locksmith <args>` as a running process (`watch`): `lines` as they come, `until(check)`
+ * resolves with the first line (from `from` on) that `check` accepts, `exit` with
+ * `{ code, signal, stdout, stderr }`.
+ */
+function started(args, { timeoutMs = 20_000 } = {}) {
+  const child = spawn(process.execPath, [CLI, ...args], { env: ENV, stdio: ["ignore", "pipe", "pipe"] });
+  const lines = [];
+  let stdout = "";
+  let stderr = "";
+  let partial = "";
+  const waiting = new Set();
+  child.stdout.on("data", (chunk) => {
+    stdout += chunk;
+    partial += chunk;
+    const parts = partial.split("\n");
+    partial = parts.pop();
+    lines.push(...parts);
+    for (const w of waiting) w();
+  });
+  child.stderr.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  const killer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  const exit = new Promise((resolve) =>
+    child.on("exit", (code, signal) => {
+      clearTimeout(killer);
+      for (const w of waiting) w();
+      resolve({ code, signal, stdout, stderr });
+    }),
+  );
+  return {
+    child,
+    lines,
+    exit,
+    until(what, check, from = 0) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiting.delete(look);
+          reject(new Error(`no line ${what} within ${timeoutMs} ms; stdout:\n${stdout}\nstderr:\n${stderr}`));
+        }, timeoutMs);
+        const look = () => {
+          const at = lines.findIndex((line, i) => i >= from && check(line));
+          if (at >= 0) {
+            clearTimeout(timer);
+            waiting.delete(look);
+            resolve({ line: lines[at], at });
+          } else if (child.exitCode !== null || child.signalCode !== null) {
+            clearTimeout(timer);
+            waiting.delete(look);
+            reject(new Error(`the command ended before a line ${what}; stdout:\n${stdout}\nstderr:\n${stderr}`));
+          }
+        };
+        waiting.add(look);
+        look();
+      });
+    },
+  };
+}
+
+/** A line of `watch --json` as an object, or undefined when it is not one. */
+const event = (line) => {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+};
+/** A check for `until`: a JSON line with every field of `want`. */
+const eventLike = (want) => (line) => {
+  const e = event(line);
+  return e !== undefined && Object.entries(want).every(([k, v]) => e[k] === v);
+};
+
+describe("locksmith on Redis", () => {
   let server;
   let native;
   let client;
@@ -232,6 +309,13 @@ describe("locksmith list / release on Redis", () => {
       [["list", server.url, "-x"], /^locksmith: unknown option -x\n/],
       [["list", server.url, "--prefix"], /^locksmith: --prefix needs a value\n/],
       [["list", server.url, "--json=yes"], /^locksmith: --json takes no value\n/],
+      [["inspect", server.url], /usage: locksmith inspect <store-url> <key>/],
+      [["inspect", server.url, "a", "b"], /usage: locksmith inspect/],
+      [["watch"], /usage: locksmith watch <store-url> \[pattern\]/],
+      [["watch", server.url, "--interval", "soon"], /--interval must be whole milliseconds from 10 to 3600000; got soon/],
+      [["watch", server.url, "--interval", "0"], /--interval must be whole milliseconds/],
+      [["watch", server.url, "--interval"], /^locksmith: --interval needs a value\n/],
+      [["list", server.url, "--interval", "100"], /--interval goes with watch/],
     ]) {
       const { code, stderr } = await cli(...args);
       assert.equal(code, 2, `${args.join(" ")}: ${stderr}`);
@@ -310,9 +394,230 @@ describe("locksmith list / release on Redis", () => {
       await guarded.stop();
     }
   });
+
+  it("inspect: the holders of a key (fingerprints, never tokens), fencing token, time left and the processes waiting; exit 1 when free", async () => {
+    const key = uniqueKey("cli-inspect");
+    const holder = new ls.Lock(key, 30_000, native);
+    assert.equal(await holder.acquire(), true);
+    const text = await cli("inspect", server.url, key);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(
+      text.stdout,
+      new RegExp(
+        `^"${key}" is held \\(lock\\):\\nKIND\\s+REMAINING\\s+FENCING TOKEN\\s+OWNER\\nlock\\s+\\d+\\.\\d s\\s+${holder.fencingToken}\\s+${fingerprint(ownerOf(holder))}\\n`,
+      ),
+    );
+    assert.match(text.stdout, /^waiters: 0 \(connections subscribed to its release messages\)$/m);
+
+    // Another connection waits on the key: subscribed to its release channel, it is a waiter.
+    const other = await ls.RedisLockStore.connect(server.url);
+    try {
+      const waiter = new ls.Lock(key, 30_000, other);
+      const waiting = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 });
+      await sleep(300);
+      const got = await cli("inspect", server.url, key, "--json");
+      assert.equal(got.code, 0, got.stderr);
+      const report = JSON.parse(got.stdout);
+      assert.equal(report.key, key);
+      assert.equal(report.held, true);
+      assert.equal(report.kind, "lock");
+      assert.equal(report.waiters, 1, "one connection subscribed to the key's release channel");
+      assert.deepEqual(
+        report.holders.map(({ kind, owner, fencingToken }) => ({ kind, owner, fencingToken })),
+        [{ kind: "lock", owner: fingerprint(ownerOf(holder)), fencingToken: holder.fencingToken }],
+      );
+      assert.ok(report.holders[0].remainingMs > 20_000 && report.holders[0].remainingMs <= 30_000, `${report.holders[0].remainingMs}`);
+      assert.ok(!got.stdout.includes(ownerOf(holder)), "never the owner token");
+      await holder.release();
+      assert.equal(await waiting, true);
+      await waiter.release();
+    } finally {
+      await other.close();
+    }
+    const free = await cli("inspect", server.url, key, "--json");
+    assert.equal(free.code, 1, free.stderr);
+    assert.deepEqual(
+      { ...JSON.parse(free.stdout), waiters: undefined },
+      { key, held: false, kind: null, holders: [], limit: null, waiters: undefined, waiting: [] },
+    );
+    const freeText = await cli("inspect", server.url, key);
+    assert.equal(freeText.code, 1);
+    assert.match(freeText.stdout, new RegExp(`^"${key}" is free\\n`));
+  });
+
+  it("inspect: a semaphore's permits and limit; a read-write lock's readers, and a waiting writer as a waiter, not a holder", async () => {
+    const key = uniqueKey("cli-inspect-permits");
+    const permits = [ls.semaphore(key, 3, 30_000, native), ls.semaphore(key, 3, 30_000, native)];
+    for (const p of permits) assert.equal(await p.acquire(), true);
+    const sem = await cli("inspect", server.url, key, "--json");
+    assert.equal(sem.code, 0, sem.stderr);
+    const report = JSON.parse(sem.stdout);
+    assert.equal(report.kind, "semaphore");
+    assert.equal(report.limit, 3);
+    assert.deepEqual(report.holders.map((h) => h.owner).sort(), permits.map((p) => fingerprint(ownerOf(p))).sort());
+    assert.match((await cli("inspect", server.url, key)).stdout, /is held \(semaphore, 2 of 3 permits\)/);
+    for (const p of permits) await p.release();
+
+    const rwKey = uniqueKey("cli-inspect-rw");
+    const reader = ls.readWriteLock(rwKey, 30_000, native).readLock();
+    assert.equal(await reader.acquire(), true);
+    const other = await ls.RedisLockStore.connect(server.url);
+    try {
+      const writer = ls.readWriteLock(rwKey, 30_000, other).writeLock();
+      const writing = writer.acquire({ timeout: 20_000, retryDelay: 5_000 });
+      await sleep(300);
+      const got = await cli("inspect", server.url, rwKey, "--json");
+      assert.equal(got.code, 0, got.stderr);
+      const rw = JSON.parse(got.stdout);
+      assert.equal(rw.kind, "read");
+      assert.deepEqual(
+        rw.holders.map((h) => [h.kind, h.owner]),
+        [["read", fingerprint(ownerOf(reader))]],
+      );
+      assert.deepEqual(
+        rw.waiting.map((w) => w.kind),
+        ["write"],
+        "the waiting writer's claim",
+      );
+      assert.equal(rw.waiters, 1);
+      await reader.release();
+      assert.equal(await writing, true);
+      assert.equal(rw.waiting[0].owner, fingerprint(ownerOf(writer)));
+      await writer.release();
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("watch, piped: one JSON line per change (a hold appearing, changing owner, ending; waiters), until SIGINT (exit 0)", async () => {
+    const base = uniqueKey("cli-watch");
+    const before = new ls.Lock(`${base}:before`, 30_000, native);
+    assert.equal(await before.acquire(), true);
+    const watching = started(["watch", server.url, `${base}:*`, "--json", "--interval", "100"]);
+    try {
+      const first = event((await watching.until("for the lock held at the start", eventLike({ event: "held", key: `${base}:before` }))).line);
+      assert.deepEqual(
+        { ...first, time: undefined, remainingMs: undefined },
+        {
+          time: undefined,
+          event: "held",
+          key: `${base}:before`,
+          kind: "lock",
+          owner: fingerprint(ownerOf(before)),
+          fencingToken: before.fencingToken,
+          remainingMs: undefined,
+        },
+      );
+      assert.ok(!Number.isNaN(Date.parse(first.time)));
+
+      const a = new ls.Lock(`${base}:a`, 30_000, native);
+      assert.equal(await a.acquire(), true);
+      const acquired = event((await watching.until("for the new lock", eventLike({ event: "acquired", key: `${base}:a` }))).line);
+      const tokenA = ownerOf(a);
+      assert.equal(acquired.owner, fingerprint(tokenA));
+      assert.equal(acquired.fencingToken, a.fencingToken);
+
+      const other = await ls.RedisLockStore.connect(server.url);
+      try {
+        const b = new ls.Lock(`${base}:a`, 30_000, other);
+        const waiting = b.acquire({ timeout: 20_000, retryDelay: 5_000 });
+        await watching.until("for the waiter", eventLike({ event: "waiters", key: `${base}:a`, waiters: 1, previousWaiters: 0 }));
+        await a.release();
+        assert.equal(await waiting, true);
+        const handed = event((await watching.until("for the new owner", eventLike({ event: "owner-changed", key: `${base}:a` }))).line);
+        const tokenB = ownerOf(b);
+        assert.deepEqual([handed.previousOwner, handed.owner], [fingerprint(tokenA), fingerprint(tokenB)]);
+        const from = watching.lines.length;
+        await b.release();
+        await watching.until("for the end of the hold", eventLike({ event: "ended", key: `${base}:a`, kind: "lock", owner: fingerprint(tokenB) }), from);
+      } finally {
+        await other.close();
+      }
+      assert.ok(!watching.lines.some((line) => line.includes(tokenA) || line.includes(ownerOf(before))), "never an owner token");
+      assert.ok(
+        watching.lines.every((line) => event(line) !== undefined),
+        "every line is JSON",
+      );
+      watching.child.kill("SIGINT");
+      const { code, stderr } = await watching.exit;
+      assert.equal(code, 0, stderr);
+    } finally {
+      watching.child.kill("SIGKILL");
+      await before.release();
+    }
+  });
+
+  it("watch, piped without --json: a line per change, readable; SIGTERM ends it (exit 0)", async () => {
+    const base = uniqueKey("cli-watch-text");
+    const watching = started(["watch", server.url, `${base}*`, "--interval", "100"]);
+    try {
+      await sleep(300);
+      const sem = ls.semaphore(`${base}:sem`, 2, 30_000, native);
+      assert.equal(await sem.acquire(), true);
+      const { line } = await watching.until("for the permit", (l) => l.includes(`${base}:sem`));
+      assert.match(line, new RegExp(`^\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z  acquired {7}${base}:sem  semaphore  ${fingerprint(ownerOf(sem))}  \\d+\\.\\d s left$`));
+      const owner = fingerprint(ownerOf(sem));
+      await sem.release();
+      const ended = await watching.until("for the end", (l) => / ended /.test(l));
+      assert.match(ended.line, new RegExp(`Z  ended {10}${base}:sem  semaphore  ${owner}$`));
+      watching.child.kill("SIGTERM");
+      assert.equal((await watching.exit).code, 0);
+    } finally {
+      watching.child.kill("SIGKILL");
+    }
+  });
+
+  it("watch in a terminal: a table redrawn in place, the cursor hidden, then shown again when it ends", {
+    skip: !existsSync("/usr/bin/script") && process.env.CI !== "true" && "needs script(1) for a terminal",
+  }, async () => {
+    const key = uniqueKey("cli-watch-tty");
+    const holder = new ls.Lock(key, 30_000, native);
+    assert.equal(await holder.acquire(), true);
+    try {
+      // script(1) gives the command a terminal; SIGTERM after a few redraws.
+      const command = `${process.execPath} ${CLI} watch ${server.url} '${key}' --interval 100 & pid=$!; sleep 1.5; kill -TERM $pid; wait $pid; echo "exit=$?"`;
+      const { stdout } = await promisify(execFile)("script", ["-qfec", command, "/dev/null"], { env: ENV, timeout: 30_000 });
+      assert.ok(stdout.startsWith("\x1b[?25l"), "the cursor is hidden");
+      assert.ok(stdout.split("\x1b[H").length > 3, "redrawn in place, several times");
+      assert.match(stdout, /KEY\s+KIND\s+REMAINING\s+FENCING TOKEN\s+OWNER\s+WAITERS/);
+      assert.match(stdout, new RegExp(`${key}\\s+lock\\s+\\d+\\.\\d s\\s+${holder.fencingToken}\\s+${fingerprint(ownerOf(holder))}\\s+0`));
+      assert.match(stdout, /\x1b\[\?25h\r?\nexit=0/, "the cursor is shown again, and it exits 0");
+      assert.ok(!stdout.includes(ownerOf(holder)));
+    } finally {
+      await holder.release();
+    }
+  });
+
+  it("watch: a store that goes away ends it with exit 2 and says so, without hanging; one that is not there exits 2 at once", async () => {
+    const doomed = await startRedis();
+    const watching = started(["watch", doomed.url, "--interval", "100"]);
+    try {
+      await sleep(500);
+      assert.equal(watching.child.exitCode, null, "watching");
+      const stopped = performance.now();
+      await doomed.stop();
+      const { code, stderr } = await watching.exit;
+      assert.equal(code, 2, stderr);
+      assert.match(stderr, new RegExp(`^locksmith: watch: the store became unreachable: could not reach Redis at 127\\.0\\.0\\.1:${doomed.port}`));
+      assert.ok(performance.now() - stopped < 15_000, "it gave up");
+    } finally {
+      watching.child.kill("SIGKILL");
+      await doomed.stop();
+    }
+    const port = await freePort();
+    for (const args of [
+      ["watch", `redis://:secret@127.0.0.1:${port}`],
+      ["inspect", `redis://:secret@127.0.0.1:${port}`, "k"],
+    ]) {
+      const down = await cli(...args);
+      assert.equal(down.code, 2, `${args[0]}: ${down.stderr}`);
+      assert.match(down.stderr, new RegExp(`^locksmith: could not reach Redis at 127\\.0\\.0\\.1:${port}`));
+      assert.ok(!down.stderr.includes("secret"));
+    }
+  });
 });
 
-describe("locksmith list / release on PostgreSQL", await requirePostgres(), () => {
+describe("locksmith on PostgreSQL", await requirePostgres(), () => {
   let server;
   let store;
   before(async () => {

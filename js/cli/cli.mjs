@@ -1,16 +1,24 @@
 #!/usr/bin/env node
-// `npx locksmith-js`: see and free the locks, semaphore permits and read-write holds in a
-// Redis, PostgreSQL or etcd store.
+// `npx locksmith-js`: see, watch and free the locks, semaphore permits and read-write holds
+// in a Redis (one server or a Cluster), PostgreSQL or etcd store.
 //
 //   locksmith list <store-url> [pattern] [--prefix P | --table T] [--json]
+//   locksmith inspect <store-url> <key> [--prefix P | --table T] [--json]
+//   locksmith watch <store-url> [pattern] [--interval MS] [--prefix P | --table T] [--json]
 //   locksmith release <store-url> <key> --force [--prefix P | --table T]
 //
 // It prints a short fingerprint of each owner token, never the token itself: the token is
 // a bearer secret (whoever has it can release or extend the lock).
 //
+// `watch` reads the store every --interval: in a terminal it redraws a table in place;
+// piped (or with --json) it prints one line per change: a hold that appeared, ended or
+// changed owner, a key whose count of waiters changed.
+//
 // Redis needs no client package: the command speaks RESP over Node's own socket with the
 // package's own pieces (the Redis engine's encoder and decoder, from the addon or the
 // WebAssembly engine; the URL parsing of the store's driver; the store's Lua scripts).
+// On a Redis Cluster (found by CLUSTER SLOTS on the server named) it reads every master:
+// `list` and `watch` scan each, `inspect` and `release` go to the master of the key's slot.
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -24,33 +32,40 @@ import { authCommands, parseRedisUrl } from "../redis/topology.mjs";
 
 // etcd's default key prefix (js/stores/etcd.mjs).
 const ETCD_KEY_PREFIX = "locksmith/";
+const DEFAULT_INTERVAL_MS = 1_000;
 
 const USAGE = `usage:
   locksmith list <store-url> [pattern] [options]          the held locks, semaphore permits and read-write holds
                                                           (pattern: a glob on lock names, default *)
+  locksmith inspect <store-url> <key> [options]           who holds <key>: kind, owners, fencing token, time left, waiters
+  locksmith watch <store-url> [pattern] [options]         the holds and waiters, live, until Ctrl-C: a table redrawn
+                                                          in a terminal; piped, one line per change
   locksmith release <store-url> <key> --force [options]   free every hold on <key>, whoever holds it
 
 store URLs:
-  redis://[user:password@]host:port[/db], rediss://…
+  redis://[user:password@]host:port[/db], rediss://…      one server, or any node of a Redis Cluster
   postgres://user:password@host:port/database           (needs pg installed)
   etcd://[user:password@]host:port[,host:port…], etcds://… (TLS)
 
 options:
-  --prefix <p>   key prefix (Redis: default "${DEFAULT_KEY_PREFIX}"; etcd: "${ETCD_KEY_PREFIX}")
-  --table <t>    PostgreSQL table (default "locksmith_locks")
-  --json         list as JSON, one object per hold
-  --force        required by release: it frees holds that other processes have
-  -h, --help     this text
-  -v, --version  the package version
+  --prefix <p>     key prefix (Redis: default "${DEFAULT_KEY_PREFIX}"; etcd: "${ETCD_KEY_PREFIX}")
+  --table <t>      PostgreSQL table (default "locksmith_locks")
+  --json           list: one object per hold; inspect: one object; watch: one object per change
+  --interval <ms>  watch: how often to read the store (default ${DEFAULT_INTERVAL_MS})
+  --force          required by release: it frees holds that other processes have
+  -h, --help       this text
+  -v, --version    the package version
 
-exit codes: 0 done, 1 nothing matched (no holds listed, nothing to release),
-            2 a usage error, or the store could not be reached or refused the request
+exit codes: 0 done (inspect: the key is held; watch: stopped by Ctrl-C or SIGTERM),
+            1 nothing matched (no holds listed, nothing to release, inspect: the key is free),
+            2 a usage error, or the store could not be reached (watch: was lost) or refused the request
 `;
 
 const OPTIONS = {
   prefix: { type: "string" },
   table: { type: "string", default: "locksmith_locks" },
   json: { type: "boolean", default: false },
+  interval: { type: "string" },
   force: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
   version: { type: "boolean", short: "v", default: false },
@@ -75,26 +90,40 @@ const address = (host, port) => `${host.includes(":") ? `[${host}]` : host}:${po
 
 const CONNECT_TIMEOUT_MS = 5_000;
 
+/** Runs `work`; an error that is not already the command's own becomes a StoreError naming `where`. */
+async function storeCall(where, work) {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof StoreError || err instanceof UsageError) throw err;
+    throw new StoreError(`${where}: ${err?.message ?? err}`);
+  }
+}
+
 // ---------------------------------------------------------------------------------
 // Redis
 
+let codec;
 /**
  * The package's RESP encoder and decoder: the native addon's, or where it does not load
  * (or LOCKSMITH_FORCE_WASM=1), the WebAssembly Redis engine's. The same functions the
  * store's driver uses for its own short exchanges.
  */
-async function respCodec() {
-  if (process.env.LOCKSMITH_FORCE_WASM !== "1") {
-    try {
-      const addon = createRequire(import.meta.url)("../native-loader.cjs").loadAddon();
-      return { encode: (args) => addon.redisCommand(args), decode: (bytes) => addon.redisDecode(bytes) ?? undefined };
-    } catch (err) {
-      if (err?.code !== "LOCKSMITH_NATIVE_UNAVAILABLE") throw err;
+function respCodec() {
+  codec ??= (async () => {
+    if (process.env.LOCKSMITH_FORCE_WASM !== "1") {
+      try {
+        const addon = createRequire(import.meta.url)("../native-loader.cjs").loadAddon();
+        return { encode: (args) => addon.redisCommand(args), decode: (bytes) => addon.redisDecode(bytes) ?? undefined };
+      } catch (err) {
+        if (err?.code !== "LOCKSMITH_NATIVE_UNAVAILABLE") throw err;
+      }
     }
-  }
-  const engine = await import("../wasm/locksmith_wasm_redis.js");
-  engine.initSync({ module: await readFile(new URL("../wasm/locksmith_wasm_redis_bg.wasm", import.meta.url)) });
-  return { encode: (args) => Buffer.from(engine.redisCommand(args)), decode: (bytes) => engine.redisDecode(bytes) ?? undefined };
+    const engine = await import("../wasm/locksmith_wasm_redis.js");
+    engine.initSync({ module: await readFile(new URL("../wasm/locksmith_wasm_redis_bg.wasm", import.meta.url)) });
+    return { encode: (args) => Buffer.from(engine.redisCommand(args)), decode: (bytes) => engine.redisDecode(bytes) ?? undefined };
+  })();
+  return codec;
 }
 
 /**
@@ -108,9 +137,14 @@ class RedisConnection {
   #pending = [];
   #input = Buffer.alloc(0);
   #failure;
+  #ready = false;
 
-  static async open(url) {
-    const target = parseRedisUrl(url, (message) => new UsageError(message));
+  static open(url) {
+    return RedisConnection.connect(parseRedisUrl(url, (message) => new UsageError(message)));
+  }
+
+  /** A connection to `target` (`{ host, port, tls, user, password, db }`), logged in. */
+  static async connect(target) {
     const connection = new RedisConnection(target, await respCodec());
     try {
       await connection.#connect();
@@ -118,6 +152,7 @@ class RedisConnection {
       connection.#socket?.destroy();
       throw err;
     }
+    connection.#ready = true;
     return connection;
   }
 
@@ -125,6 +160,11 @@ class RedisConnection {
     this.target = target;
     this.where = address(target.host, target.port);
     this.#codec = codec;
+  }
+
+  /** Whether the connection failed (or was closed): its calls reject at once. */
+  get failed() {
+    return this.#failure !== undefined;
   }
 
   #connect() {
@@ -139,8 +179,10 @@ class RedisConnection {
         ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host }, onConnect)
         : net.connect({ host, port }, onConnect);
       // Connecting, and every reply after: a server that accepts and never answers (a
-      // frozen process) fails the command instead of hanging it.
+      // frozen process) fails the command instead of hanging it. An idle connection (a
+      // watch between two reads) is no failure.
       this.#socket.setTimeout(CONNECT_TIMEOUT_MS, () => {
+        if (this.#ready && this.#pending.length === 0) return;
         this.#socket.destroy(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`));
       });
       this.#socket.on("data", (chunk) => this.#receive(chunk));
@@ -210,18 +252,6 @@ class RedisConnection {
   }
 }
 
-async function withRedis(url, work) {
-  const redis = await RedisConnection.open(url);
-  try {
-    return await work(redis);
-  } catch (err) {
-    if (err instanceof StoreError || err instanceof UsageError) throw err;
-    throw new StoreError(`Redis at ${redis.where}: ${err.message}`);
-  } finally {
-    redis.close();
-  }
-}
-
 const globEscape = (s) => s.replace(/[\\*?[\]]/g, "\\$&");
 const regexEscape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
@@ -253,24 +283,191 @@ async function serverNow(redis) {
 }
 
 // The key layout (redis/src/lib.rs): a lock is `prefix{key}` (a string: its owner token),
-// with `prefix{key}:fence`; a semaphore's holders are the sorted set `prefix{key}:semaphore`,
-// a read-write lock's `prefix{key}:rw` (owner token scored by its expiry, server ms), the
-// writer named by `prefix{key}:rw:writer`.
+// with `prefix{key}:fence`; a semaphore's holders are the sorted set `prefix{key}:semaphore`
+// (its limit `…:semaphore:limit`), a read-write lock's `prefix{key}:rw` (owner token scored
+// by its expiry, server ms), the writer named by `prefix{key}:rw:writer`; a waiting writer's
+// claim is `prefix{key}:rw:claim` (its owner token), the waiting readers and the readers
+// whose turn it is are the sorted sets `…:rw:readers` and `…:rw:turn`. Every key of a name
+// shares its `{key}` hash tag: one Cluster slot.
 const HOLDERS_SUFFIX = { semaphore: ":semaphore", rw: ":rw" };
 // rwlock_release.lua's KEYS after the holders, in its order (a script that reads fewer
 // ignores the rest): the writer, a waiting writer's claim, the waiting readers, their turn.
 const RW_COMPANIONS = ["writer", "claim", "readers", "turn"];
+// The release scripts publish on `<holders key>:released` (PUBLISH; on a Cluster,
+// RedisLockStore's SPUBLISH on the key's shard), where a waiter of that name subscribes.
+const CHANNEL_SUFFIXES = [":released", ":semaphore:released", ":rw:released"];
 
-/** The live holders of a semaphore's or read-write lock's sorted set: `[{ owner, expiresAt }]`. */
-async function permitHolders(redis, holders, now) {
-  const flat = await redis.call("ZRANGEBYSCORE", holders, `(${now}`, "+inf", "WITHSCORES");
+/** The live members of a sorted set scored by expiry (server ms): `[{ owner, expiresAt }]`. */
+async function liveMembers(redis, set, now) {
+  const flat = await redis.call("ZRANGEBYSCORE", set, `(${now}`, "+inf", "WITHSCORES");
   const out = [];
   for (let i = 0; i < flat.length; i += 2) out.push({ owner: String(flat[i]), expiresAt: Number(flat[i + 1]) });
   return out;
 }
 
-async function redisList(url, pattern, { prefix }) {
-  return withRedis(url, async (redis) => {
+/** The hold of the plain lock at `redisKey` (named `name`): `[]` or `[hold]`. */
+async function lockHolds(redis, redisKey, name) {
+  const [owner, remaining, fence] = await Promise.all([redis.call("GET", redisKey), redis.call("PTTL", redisKey), redis.call("GET", `${redisKey}:fence`)]);
+  if (owner === null || Number(remaining) === -2) return []; // free, or expired meanwhile
+  return [
+    {
+      key: name,
+      kind: "lock",
+      remainingMs: Number(remaining) >= 0 ? Number(remaining) : null,
+      fencingToken: fence === null ? null : Number(fence),
+      owner: fingerprint(owner),
+    },
+  ];
+}
+
+/** The live holders of a semaphore (`set` ":semaphore") or read-write lock (":rw") at `holdersKey`. */
+async function permitHolds(redis, holdersKey, name, set, now) {
+  const [holders, writer] = await Promise.all([liveMembers(redis, holdersKey, now), set === ":rw" ? redis.call("GET", `${holdersKey}:writer`) : null]);
+  const kind = (owner) => (set === ":semaphore" ? "semaphore" : owner === writer ? "write" : "read");
+  // A permit's fencing token is not kept per holder in Redis (only the last one minted).
+  return holders.map((h) => ({ key: name, kind: kind(h.owner), remainingMs: Math.max(0, h.expiresAt - now), fencingToken: null, owner: fingerprint(h.owner) }));
+}
+
+/** A reply that says the key is served elsewhere now (a slot moved, or is moving). */
+const redirected = (err) => /^(MOVED|ASK) /.test(err?.message ?? "");
+
+/** Sums `PUBSUB NUMSUB`'s or `SHARDNUMSUB`'s `[channel, count, …]` by the name each channel is of. */
+function addCounts(counts, flat, nameOf) {
+  for (let i = 0; i < flat.length; i += 2) {
+    const name = nameOf(String(flat[i]));
+    if (name !== undefined) counts.set(name, (counts.get(name) ?? 0) + Number(flat[i + 1]));
+  }
+}
+
+/**
+ * A Redis store as the command sees it: one server (or a Sentinel-managed master by its
+ * address), or a Redis Cluster found from the node named, whose masters it reads.
+ */
+class RedisStore {
+  #seed;
+  #prefix;
+  #cluster = false;
+  #ranges = []; // Cluster: [{ first, last, master, replicas }], nodes as { host, port }
+  #connections = new Map(); // Cluster: address → Promise<RedisConnection>
+
+  static async open(url, { prefix }) {
+    const seed = await RedisConnection.open(url);
+    const store = new RedisStore(seed, prefix);
+    try {
+      await storeCall(`Redis at ${seed.where}`, () => store.#discover());
+    } catch (err) {
+      store.close();
+      throw err;
+    }
+    return store;
+  }
+
+  constructor(seed, prefix) {
+    this.#seed = seed;
+    this.#prefix = prefix;
+  }
+
+  get cluster() {
+    return this.#cluster;
+  }
+
+  /** Whether the server is a Cluster node; if so, the slot map. */
+  async #discover() {
+    let slots;
+    try {
+      slots = await this.#seed.call("CLUSTER", "SLOTS");
+    } catch (err) {
+      if (this.#seed.failed) throw err;
+      return; // "cluster support disabled" (or a server without CLUSTER): one server
+    }
+    this.#cluster = true;
+    if (this.#seed.target.db !== 0) throw new UsageError("a Redis Cluster has only database 0: drop the /db from the URL");
+    this.#setSlots(slots, this.#seed);
+  }
+
+  #setSlots(slots, via) {
+    if (!Array.isArray(slots) || slots.length === 0) throw new StoreError(`the Redis Cluster node at ${via.where} serves no slots (is the cluster formed?)`);
+    // A node's host is "" or "?" when the node does not know its own address: it is the one asked.
+    const node = ([host, port]) => ({ host: host && host !== "?" ? String(host) : via.target.host, port: Number(port) });
+    this.#ranges = slots.map(([first, last, master, ...replicas]) => ({
+      first: Number(first),
+      last: Number(last),
+      master: node(master),
+      replicas: replicas.map(node),
+    }));
+  }
+
+  /** Reads the slot map again, from whichever known node answers. */
+  async #refreshSlots() {
+    const problems = [];
+    for (const via of [this.#seed, ...(await Promise.all([...this.#connections.values()].map((c) => c.catch(() => undefined))))]) {
+      if (via === undefined || via.failed) continue;
+      try {
+        return this.#setSlots(await via.call("CLUSTER", "SLOTS"), via);
+      } catch (err) {
+        problems.push(`${via.where}: ${err.message}`);
+      }
+    }
+    throw new StoreError(`no Redis Cluster node answered CLUSTER SLOTS (${problems.join("; ") || "every connection failed"})`);
+  }
+
+  /** The connection to a Cluster node (`{ host, port }`), with the seed's scheme and login; made again if it failed. */
+  async #connection({ host, port }) {
+    const where = address(host, port);
+    if (where === this.#seed.where && !this.#seed.failed) return this.#seed;
+    const known = this.#connections.get(where);
+    if (known !== undefined) {
+      const connection = await known.catch(() => undefined);
+      if (connection !== undefined && !connection.failed) return connection;
+    }
+    const made = RedisConnection.connect({ ...this.#seed.target, host, port });
+    this.#connections.set(where, made);
+    return made;
+  }
+
+  /** The masters' connections: the one server, or every master of the Cluster. */
+  async #masters() {
+    if (!this.#cluster) return [this.#seed];
+    await this.#refreshSlots();
+    const masters = new Map(this.#ranges.map((r) => [address(r.master.host, r.master.port), r.master]));
+    return Promise.all([...masters.values()].map((m) => this.#connection(m)));
+  }
+
+  /** Every node's connection (Cluster: masters and replicas; plain pub/sub subscribers may be on any). */
+  async #allNodes() {
+    if (!this.#cluster) return [this.#seed];
+    const nodes = new Map(this.#ranges.flatMap((r) => [r.master, ...r.replicas]).map((n) => [address(n.host, n.port), n]));
+    return Promise.all([...nodes.values()].map((n) => this.#connection(n)));
+  }
+
+  /** Runs `work(connection)` on the server of `key`: on a Cluster, the master of its slot, after a MOVED the new one. */
+  async #onKey(key, work) {
+    if (!this.#cluster) return work(this.#seed);
+    const slot = Number(await this.#seed.call("CLUSTER", "KEYSLOT", `${this.#prefix}{${key}}`));
+    for (let attempt = 0; ; attempt++) {
+      const range = this.#ranges.find((r) => r.first <= slot && slot <= r.last);
+      if (range === undefined) throw new StoreError(`no master of the Redis Cluster serves slot ${slot} (of ${JSON.stringify(key)}): is the cluster down?`);
+      const connection = await this.#connection(range.master);
+      try {
+        return await work(connection);
+      } catch (err) {
+        if (attempt >= 2 || !redirected(err)) throw err;
+        await this.#refreshSlots();
+      }
+    }
+  }
+
+  #where() {
+    return this.#cluster ? `the Redis Cluster of ${this.#seed.where}` : `Redis at ${this.#seed.where}`;
+  }
+
+  /** The holds under names matching `pattern`, from every master. */
+  list(pattern) {
+    return storeCall(this.#where(), async () => (await Promise.all((await this.#masters()).map((redis) => this.#holdsOn(redis, pattern)))).flat());
+  }
+
+  async #holdsOn(redis, pattern) {
+    const prefix = this.#prefix;
     const names = globRegExp(pattern);
     const layout = new RegExp(`^${regexEscape(prefix)}\\{([\\s\\S]*)\\}(:semaphore|:rw)?$`);
     const found = [];
@@ -286,38 +483,110 @@ async function redisList(url, pattern, { prefix }) {
     } while (cursor !== "0");
     const now = await serverNow(redis);
     const holds = await Promise.all(
-      found.map(async ({ redisKey, name, set }) => {
-        if (set === undefined) {
-          const [owner, remaining, fence] = await Promise.all([
-            redis.call("GET", redisKey),
-            redis.call("PTTL", redisKey),
-            redis.call("GET", `${redisKey}:fence`),
-          ]);
-          if (owner === null || Number(remaining) === -2) return []; // expired meanwhile
-          return [
-            {
-              key: name,
-              kind: "lock",
-              remainingMs: Number(remaining) >= 0 ? Number(remaining) : null,
-              fencingToken: fence === null ? null : Number(fence),
-              owner: fingerprint(owner),
-            },
-          ];
-        }
-        const [holders, writer] = await Promise.all([permitHolders(redis, redisKey, now), set === ":rw" ? redis.call("GET", `${redisKey}:writer`) : null]);
-        const kind = (owner) => (set === ":semaphore" ? "semaphore" : owner === writer ? "write" : "read");
-        // A permit's fencing token is not kept per holder in Redis (only the last one minted).
-        return holders.map((h) => ({
-          key: name,
-          kind: kind(h.owner),
-          remainingMs: Math.max(0, h.expiresAt - now),
-          fencingToken: null,
-          owner: fingerprint(h.owner),
-        }));
-      }),
+      found.map(({ redisKey, name, set }) =>
+        (set === undefined ? lockHolds(redis, redisKey, name) : permitHolds(redis, redisKey, name, set, now)).catch((err) => {
+          if (redirected(err)) return []; // its slot moved since the SCAN: on its new master next time
+          throw err;
+        }),
+      ),
     );
     return holds.flat();
-  });
+  }
+
+  /**
+   * The waiters of the names matching `pattern`: `Map(name → count)` of the connections
+   * subscribed to their release channels (names without any are left out).
+   */
+  async #waiters(pattern) {
+    const prefix = this.#prefix;
+    const names = globRegExp(pattern);
+    const layout = new RegExp(`^${regexEscape(prefix)}\\{([\\s\\S]*)\\}(?::semaphore|:rw)?:released$`);
+    const nameOf = (channel) => {
+      const match = layout.exec(channel);
+      return match !== null && names.test(match[1]) ? match[1] : undefined;
+    };
+    const glob = `${globEscape(prefix)}{${pattern}}*:released`;
+    const counts = new Map();
+    const count = async (redis, list, numsub) => {
+      const channels = (await redis.call("PUBSUB", list, glob)).map(String).filter((c) => nameOf(c) !== undefined);
+      if (channels.length > 0) addCounts(counts, await redis.call("PUBSUB", numsub, ...channels), nameOf);
+    };
+    // Plain pub/sub: a subscriber is counted by the node it is connected to, any node.
+    // Sharded (RedisLockStore on a Cluster): by the master of the channel's slot.
+    await Promise.all((await this.#allNodes()).map((redis) => count(redis, "CHANNELS", "NUMSUB")));
+    if (this.#cluster) await Promise.all((await this.#masters()).map((redis) => count(redis, "SHARDCHANNELS", "SHARDNUMSUB")));
+    for (const [name, n] of counts) if (n === 0) counts.delete(name);
+    return counts;
+  }
+
+  /** What `watch` shows: the holds, and the waiters by name. */
+  snapshot(pattern) {
+    return storeCall(this.#where(), async () => {
+      const [holds, waiters] = await Promise.all([this.list(pattern), this.#waiters(pattern)]);
+      // A name without subscribers has no waiters that listen (a waiter with notifyReleases: false is not seen).
+      return { holds, waiters, absentWaiters: 0 };
+    });
+  }
+
+  /** Everything about one name: its holders, its waiting readers and writer, its waiters. */
+  inspect(key) {
+    const lockKey = `${this.#prefix}{${key}}`;
+    const channels = CHANNEL_SUFFIXES.map((suffix) => `${lockKey}${suffix}`);
+    return storeCall(this.#where(), async () => {
+      const here = await this.#onKey(key, async (redis) => {
+        const now = await serverNow(redis);
+        const rw = `${lockKey}:rw`;
+        const [lock, semaphore, readWrite, limit, claim, claimLeft, readers, turn, sharded] = await Promise.all([
+          lockHolds(redis, lockKey, key),
+          permitHolds(redis, `${lockKey}:semaphore`, key, ":semaphore", now),
+          permitHolds(redis, rw, key, ":rw", now),
+          redis.call("GET", `${lockKey}:semaphore:limit`),
+          redis.call("GET", `${rw}:claim`),
+          redis.call("PTTL", `${rw}:claim`),
+          liveMembers(redis, `${rw}:readers`, now),
+          liveMembers(redis, `${rw}:turn`, now),
+          this.#cluster ? redis.call("PUBSUB", "SHARDNUMSUB", ...channels) : [],
+        ]);
+        const waiting = [];
+        if (claim !== null && Number(claimLeft) !== -2) waiting.push({ kind: "write", owner: fingerprint(claim), remainingMs: Math.max(0, Number(claimLeft)) });
+        const seen = new Set();
+        for (const r of [...turn, ...readers]) {
+          if (seen.has(r.owner)) continue;
+          seen.add(r.owner);
+          waiting.push({ kind: "read", owner: fingerprint(r.owner), remainingMs: Math.max(0, r.expiresAt - now) });
+        }
+        const counts = new Map();
+        addCounts(counts, sharded, () => key);
+        return {
+          holders: [...lock, ...semaphore, ...readWrite],
+          limit: semaphore.length > 0 && limit !== null ? Number(limit) : null,
+          waiting,
+          sharded: counts.get(key) ?? 0,
+        };
+      });
+      let waiters = here.sharded;
+      for (const redis of await this.#allNodes()) {
+        const counts = new Map();
+        addCounts(counts, await redis.call("PUBSUB", "NUMSUB", ...channels), () => key);
+        waiters += counts.get(key) ?? 0;
+      }
+      return { holders: here.holders, limit: here.limit, waiting: here.waiting, waiters };
+    });
+  }
+
+  /** Frees every hold on `key`, with the store's own scripts (so its waiters are woken): what was freed. */
+  release(key) {
+    return storeCall(this.#where(), () => this.#onKey(key, (redis) => redisRelease(redis, key, this.#prefix, this.#cluster)));
+  }
+
+  close() {
+    this.#seed.close();
+    for (const made of this.#connections.values())
+      made.then(
+        (c) => c.close(),
+        () => {},
+      );
+  }
 }
 
 async function runScript(redis, script, keys, args = []) {
@@ -329,39 +598,46 @@ async function runScript(redis, script, keys, args = []) {
   }
 }
 
-async function redisRelease(url, key, { prefix }) {
-  return withRedis(url, async (redis) => {
-    const lockKey = `${prefix}{${key}}`;
-    const released = [];
-    const found = await runScript(redis, SCRIPTS.forceRelease, [lockKey, `${lockKey}:fence`]);
-    if (found !== null) {
-      const [owner, remaining, fence] = found;
-      released.push({
-        key,
-        kind: "lock",
-        remainingMs: Number(remaining) >= 0 ? Number(remaining) : null,
-        fencingToken: fence === "" ? null : Number(fence),
-        owner: fingerprint(owner),
-      });
+/**
+ * Frees every hold on `key` on `redis` (the server of its slot). The scripts PUBLISH their
+ * release messages; on a Cluster the same message also goes out with SPUBLISH, on which
+ * RedisLockStore's waiters there listen (sharded pub/sub), so both kinds wake.
+ */
+async function redisRelease(redis, key, prefix, cluster) {
+  const lockKey = `${prefix}{${key}}`;
+  const released = [];
+  const found = await runScript(redis, SCRIPTS.forceRelease, [lockKey, `${lockKey}:fence`]);
+  if (found !== null) {
+    const [owner, remaining, fence] = found;
+    released.push({
+      key,
+      kind: "lock",
+      remainingMs: Number(remaining) >= 0 ? Number(remaining) : null,
+      fencingToken: fence === "" ? null : Number(fence),
+      owner: fingerprint(owner),
+    });
+    if (cluster) await redis.call("SPUBLISH", `${lockKey}:released`, "");
+  }
+  // Permits: each live holder given back with the store's own release script, which
+  // tidies the companions and wakes the waiters as the holder's own release would.
+  const now = await serverNow(redis);
+  for (const [set, suffix] of Object.entries(HOLDERS_SUFFIX)) {
+    const holdersKey = `${lockKey}${suffix}`;
+    const writer = set === "rw" ? await redis.call("GET", `${holdersKey}:writer`) : null;
+    let freed = false;
+    for (const holder of await liveMembers(redis, holdersKey, now)) {
+      const gone =
+        set === "semaphore"
+          ? await runScript(redis, SCRIPTS.semaphoreRelease, [holdersKey, `${holdersKey}:limit`], [holder.owner])
+          : await runScript(redis, SCRIPTS.rwlockRelease, [holdersKey, ...RW_COMPANIONS.map((suffix) => `${holdersKey}:${suffix}`)], [holder.owner]);
+      if (Number(gone) !== 1) continue; // released or expired meanwhile
+      freed = true;
+      const kind = set === "semaphore" ? "semaphore" : holder.owner === writer ? "write" : "read";
+      released.push({ key, kind, remainingMs: Math.max(0, holder.expiresAt - now), fencingToken: null, owner: fingerprint(holder.owner) });
     }
-    // Permits: each live holder given back with the store's own release script, which
-    // tidies the companions and wakes the waiters as the holder's own release would.
-    const now = await serverNow(redis);
-    for (const [set, suffix] of Object.entries(HOLDERS_SUFFIX)) {
-      const holdersKey = `${lockKey}${suffix}`;
-      const writer = set === "rw" ? await redis.call("GET", `${holdersKey}:writer`) : null;
-      for (const holder of await permitHolders(redis, holdersKey, now)) {
-        const gone =
-          set === "semaphore"
-            ? await runScript(redis, SCRIPTS.semaphoreRelease, [holdersKey, `${holdersKey}:limit`], [holder.owner])
-            : await runScript(redis, SCRIPTS.rwlockRelease, [holdersKey, ...RW_COMPANIONS.map((suffix) => `${holdersKey}:${suffix}`)], [holder.owner]);
-        if (Number(gone) !== 1) continue; // released or expired meanwhile
-        const kind = set === "semaphore" ? "semaphore" : holder.owner === writer ? "write" : "read";
-        released.push({ key, kind, remainingMs: Math.max(0, holder.expiresAt - now), fencingToken: null, owner: fingerprint(holder.owner) });
-      }
-    }
-    return released;
-  });
+    if (freed && cluster) await redis.call("SPUBLISH", `${holdersKey}:released`, "");
+  }
+  return released;
 }
 
 // ---------------------------------------------------------------------------------
@@ -378,33 +654,6 @@ async function optionalImport(name, forWhat) {
   }
 }
 
-async function withPostgres(url, work) {
-  const pg = await optionalImport("pg", "PostgreSQL");
-  if (!pg) throw new UsageError("PostgreSQL URLs need pg: npm install pg");
-  const Client = pg.default?.Client ?? pg.Client;
-  const parsed = new URL(url);
-  const where = address(parsed.hostname.replace(/^\[(.*)\]$/, "$1") || "localhost", parsed.port || 5432);
-  const client = new Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
-  client.on("error", () => {});
-  try {
-    await client.connect();
-  } catch (err) {
-    // A server that answered and refused (SQLSTATE 28xxx: the login; 3D000: no such database).
-    if (typeof err?.code === "string" && /^[0-9A-Z]{5}$/.test(err.code)) {
-      throw new StoreError(`PostgreSQL at ${where} refused the connection: ${err.message}`);
-    }
-    throw new StoreError(`could not reach PostgreSQL at ${where}: ${err.message}`);
-  }
-  try {
-    return await work(client);
-  } catch (err) {
-    if (err instanceof StoreError || err instanceof UsageError) throw err;
-    throw new StoreError(`PostgreSQL at ${where}: ${err.message}`);
-  } finally {
-    await client.end().catch(() => {});
-  }
-}
-
 const quoteTable = (table) =>
   table
     .split(".")
@@ -413,6 +662,9 @@ const quoteTable = (table) =>
 /** The permits table beside `table` (js/stores/postgres.cjs): `<table>_permits`, in the same schema. */
 const permitsTable = (table) => quoteTable(`${table}_permits`);
 const REMAINING_MS = "ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint";
+// The permits rows that wait rather than hold (js/stores/postgres.cjs): a read-write lock's
+// waiting writer's 'claim', its readers 'waiting' for their turn, and those whose 'turn' it is.
+const WAITING_ROLES = "('claim', 'waiting', 'turn')";
 
 const pgHold = (r, kind) => ({
   key: r.key,
@@ -422,65 +674,153 @@ const pgHold = (r, kind) => ({
   owner: fingerprint(r.owner),
 });
 
-async function postgresList(url, pattern, { table }) {
-  return withPostgres(url, async (client) => {
-    // The glob as LIKE: * → %, ? → _, and LIKE's own characters escaped.
-    const like = pattern
-      .replace(/[\\%_]/g, "\\$&")
-      .replace(/\*/g, "%")
-      .replace(/\?/g, "_");
-    const locks = await client.query(
-      `SELECT key, owner, fencing_token, ${REMAINING_MS} AS remaining_ms
-         FROM ${quoteTable(table)}
-        WHERE expires_at > clock_timestamp() AND key LIKE $1
-        ORDER BY key`,
-      [like],
-    );
-    // role: semaphore, read or write; a waiting writer's claim holds nothing.
-    const permits = await client.query(
-      `SELECT key, role, owner, fencing_token, ${REMAINING_MS} AS remaining_ms
-         FROM ${permitsTable(table)}
-        WHERE expires_at > clock_timestamp() AND role IN ('semaphore', 'read', 'write') AND key LIKE $1
-        ORDER BY key, role, owner`,
-      [like],
-    );
-    return [...locks.rows.map((r) => pgHold(r, "lock")), ...permits.rows.map((r) => pgHold(r, r.role))];
-  });
-}
+/** The glob as LIKE: * → %, ? → _, and LIKE's own characters escaped. */
+const likeOf = (pattern) =>
+  pattern
+    .replace(/[\\%_]/g, "\\$&")
+    .replace(/\*/g, "%")
+    .replace(/\?/g, "_");
 
-async function postgresRelease(url, key, { table }) {
-  return withPostgres(url, async (client) => {
-    // Under the advisory locks the store decides each kind of hold under (js/stores/postgres.cjs),
-    // so an acquire or extend in flight sees the holds either all there or all gone.
-    const lockspace = `locksmith:${table}`;
-    const channel = table.split(".").pop();
-    await client.query("BEGIN");
+class PostgresStore {
+  #client;
+  #table;
+  #where;
+
+  static async open(url, { table }) {
+    const pg = await optionalImport("pg", "PostgreSQL");
+    if (!pg) throw new UsageError("PostgreSQL URLs need pg: npm install pg");
+    const Client = pg.default?.Client ?? pg.Client;
+    const parsed = new URL(url);
+    const where = address(parsed.hostname.replace(/^\[(.*)\]$/, "$1") || "localhost", parsed.port || 5432);
+    const client = new Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, query_timeout: CONNECT_TIMEOUT_MS });
+    client.on("error", () => {});
     try {
-      for (const name of [`lock:${key}`, `semaphore:${key}`, `rw:${key}`]) {
-        await client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [lockspace, name]);
-      }
-      const locks = await client.query(
-        `DELETE FROM ${quoteTable(table)} WHERE key = $1 AND expires_at > clock_timestamp()
-         RETURNING key, owner, fencing_token, ${REMAINING_MS} AS remaining_ms`,
-        [key],
-      );
-      const permits = await client.query(
-        `DELETE FROM ${permitsTable(table)} WHERE key = $1 AND role IN ('semaphore', 'read', 'write') AND expires_at > clock_timestamp()
-         RETURNING key, kind, role, owner, fencing_token, ${REMAINING_MS} AS remaining_ms`,
-        [key],
-      );
-      // Waiters listen on the channel named like the table (without its schema), for
-      // `<lock|semaphore|rw>:<key>`; notifications go out at commit.
-      const sets = new Set(permits.rows.map((r) => r.kind));
-      if (locks.rows.length > 0) sets.add("lock");
-      for (const set of sets) await client.query("SELECT pg_notify($1, $2)", [channel, `${set}:${key}`]);
-      await client.query("COMMIT");
-      return [...locks.rows.map((r) => pgHold(r, "lock")), ...permits.rows.sort((a, b) => a.owner.localeCompare(b.owner)).map((r) => pgHold(r, r.role))];
+      await client.connect();
     } catch (err) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw err;
+      // A server that answered and refused (SQLSTATE 28xxx: the login; 3D000: no such database).
+      if (typeof err?.code === "string" && /^[0-9A-Z]{5}$/.test(err.code)) {
+        throw new StoreError(`PostgreSQL at ${where} refused the connection: ${err.message}`);
+      }
+      throw new StoreError(`could not reach PostgreSQL at ${where}: ${err.message}`);
     }
-  });
+    return new PostgresStore(client, table, where);
+  }
+
+  constructor(client, table, where) {
+    this.#client = client;
+    this.#table = table;
+    this.#where = `PostgreSQL at ${where}`;
+  }
+
+  #holdsWhere(condition, value) {
+    const client = this.#client;
+    return Promise.all([
+      client.query(
+        `SELECT key, owner, fencing_token, ${REMAINING_MS} AS remaining_ms
+           FROM ${quoteTable(this.#table)}
+          WHERE expires_at > clock_timestamp() AND key ${condition} $1
+          ORDER BY key`,
+        [value],
+      ),
+      // role: semaphore, read or write; a waiting writer's claim holds nothing.
+      client.query(
+        `SELECT key, role, owner, fencing_token, semaphore_limit, ${REMAINING_MS} AS remaining_ms
+           FROM ${permitsTable(this.#table)}
+          WHERE expires_at > clock_timestamp() AND role IN ('semaphore', 'read', 'write') AND key ${condition} $1
+          ORDER BY key, role, owner`,
+        [value],
+      ),
+    ]).then(([locks, permits]) => ({ locks: locks.rows, permits: permits.rows }));
+  }
+
+  list(pattern) {
+    return storeCall(this.#where, async () => {
+      const { locks, permits } = await this.#holdsWhere("LIKE", likeOf(pattern));
+      return [...locks.map((r) => pgHold(r, "lock")), ...permits.map((r) => pgHold(r, r.role))];
+    });
+  }
+
+  snapshot(pattern) {
+    return storeCall(this.#where, async () => {
+      const [holds, counts] = await Promise.all([
+        this.list(pattern),
+        this.#client.query(
+          `SELECT key, count(*) FILTER (WHERE role IN ${WAITING_ROLES}) AS waiting FROM ${permitsTable(this.#table)}
+            WHERE kind = 'rw' AND expires_at > clock_timestamp() AND key LIKE $1
+            GROUP BY key`,
+          [likeOf(pattern)],
+        ),
+      ]);
+      // Read-write locks only: a plain lock's or a semaphore's waiters leave no rows.
+      return { holds, waiters: new Map(counts.rows.map((r) => [r.key, Number(r.waiting)])), absentWaiters: null };
+    });
+  }
+
+  inspect(key) {
+    return storeCall(this.#where, async () => {
+      const [{ locks, permits }, rw] = await Promise.all([
+        this.#holdsWhere("=", key),
+        this.#client.query(
+          `SELECT role, owner, ${REMAINING_MS} AS remaining_ms FROM ${permitsTable(this.#table)}
+            WHERE kind = 'rw' AND key = $1 AND expires_at > clock_timestamp() ORDER BY role, owner`,
+          [key],
+        ),
+      ]);
+      const waiting = rw.rows
+        .filter((r) => ["claim", "waiting", "turn"].includes(r.role))
+        .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(r.owner), remainingMs: Number(r.remaining_ms) }));
+      const semaphore = permits.find((r) => r.role === "semaphore");
+      return {
+        holders: [...locks.map((r) => pgHold(r, "lock")), ...permits.map((r) => pgHold(r, r.role))],
+        limit: semaphore?.semaphore_limit ?? null,
+        waiting,
+        // Only a read-write lock's waiters leave rows (readers, and the first waiting writer's
+        // claim); a plain lock's or a semaphore's leave none.
+        waiters: rw.rows.length > 0 ? waiting.length : null,
+      };
+    });
+  }
+
+  release(key) {
+    const client = this.#client;
+    const table = this.#table;
+    return storeCall(this.#where, async () => {
+      // Under the advisory locks the store decides each kind of hold under (js/stores/postgres.cjs),
+      // so an acquire or extend in flight sees the holds either all there or all gone.
+      const lockspace = `locksmith:${table}`;
+      const channel = table.split(".").pop();
+      await client.query("BEGIN");
+      try {
+        for (const name of [`lock:${key}`, `semaphore:${key}`, `rw:${key}`]) {
+          await client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [lockspace, name]);
+        }
+        const locks = await client.query(
+          `DELETE FROM ${quoteTable(table)} WHERE key = $1 AND expires_at > clock_timestamp()
+           RETURNING key, owner, fencing_token, ${REMAINING_MS} AS remaining_ms`,
+          [key],
+        );
+        const permits = await client.query(
+          `DELETE FROM ${permitsTable(table)} WHERE key = $1 AND role IN ('semaphore', 'read', 'write') AND expires_at > clock_timestamp()
+           RETURNING key, kind, role, owner, fencing_token, ${REMAINING_MS} AS remaining_ms`,
+          [key],
+        );
+        // Waiters listen on the channel named like the table (without its schema), for
+        // `<lock|semaphore|rw>:<key>`; notifications go out at commit.
+        const sets = new Set(permits.rows.map((r) => r.kind));
+        if (locks.rows.length > 0) sets.add("lock");
+        for (const set of sets) await client.query("SELECT pg_notify($1, $2)", [channel, `${set}:${key}`]);
+        await client.query("COMMIT");
+        return [...locks.rows.map((r) => pgHold(r, "lock")), ...permits.rows.sort((a, b) => a.owner.localeCompare(b.owner)).map((r) => pgHold(r, r.role))];
+      } catch (err) {
+        await client.query("ROLLBACK").catch(() => {});
+        throw err;
+      }
+    });
+  }
+
+  async close() {
+    await this.#client.end().catch(() => {});
+  }
 }
 
 // ---------------------------------------------------------------------------------
@@ -502,62 +842,106 @@ function parseEtcdUrl(url) {
   };
 }
 
-async function withEtcd(url, prefix, work) {
-  const { endpoints, hosts, username, password } = parseEtcdUrl(url);
-  const { EtcdLockStore, ETCD_ADMIN_LIST, ETCD_ADMIN_RELEASE } = await import("../stores/etcd.mjs");
-  const plain = (err) => String(err?.message ?? err).replace(/^locksmith: (etcd: )?/, "");
-  let store;
-  try {
-    store = await EtcdLockStore.connect({ endpoints, keyPrefix: prefix, username, password, operationTimeoutMs: CONNECT_TIMEOUT_MS, notifyReleases: false });
-  } catch (err) {
-    if (err?.code === "INVALID_ARGUMENT") throw new UsageError(plain(err));
-    throw new StoreError(`etcd at ${hosts}: ${plain(err)}`);
-  }
-  try {
-    return await work({ list: (match) => store[ETCD_ADMIN_LIST](match), release: (key) => store[ETCD_ADMIN_RELEASE](key) });
-  } catch (err) {
-    if (err instanceof UsageError || err instanceof StoreError) throw err;
-    throw new StoreError(`etcd at ${hosts}: ${plain(err)}`);
-  } finally {
-    await store.close();
-  }
-}
-
+const etcdPlain = (err) => String(err?.message ?? err).replace(/^locksmith: (etcd: )?/, "");
 const etcdHold = (h) => ({ key: h.key, kind: h.kind, remainingMs: h.remainingMs, fencingToken: h.fencingToken, owner: fingerprint(h.owner) });
 
-async function etcdList(url, pattern, { prefix }) {
-  const names = globRegExp(pattern);
-  return withEtcd(url, prefix, async (etcd) => (await etcd.list((name) => names.test(name))).map(etcdHold));
-}
+class EtcdStore {
+  #store;
+  #where;
+  #admin;
 
-async function etcdRelease(url, key, { prefix }) {
+  static async open(url, { prefix }) {
+    const { endpoints, hosts, username, password } = parseEtcdUrl(url);
+    const { EtcdLockStore, ETCD_ADMIN_LIST, ETCD_ADMIN_RELEASE } = await import("../stores/etcd.mjs");
+    let store;
+    try {
+      store = await EtcdLockStore.connect({ endpoints, keyPrefix: prefix, username, password, operationTimeoutMs: CONNECT_TIMEOUT_MS, notifyReleases: false });
+    } catch (err) {
+      if (err?.code === "INVALID_ARGUMENT") throw new UsageError(etcdPlain(err));
+      throw new StoreError(`etcd at ${hosts}: ${etcdPlain(err)}`);
+    }
+    return new EtcdStore(store, hosts, { list: ETCD_ADMIN_LIST, release: ETCD_ADMIN_RELEASE });
+  }
+
+  constructor(store, hosts, admin) {
+    this.#store = store;
+    this.#where = `etcd at ${hosts}`;
+    this.#admin = admin;
+  }
+
+  #call(work) {
+    return storeCall(this.#where, async () => {
+      try {
+        return await work();
+      } catch (err) {
+        if (err instanceof UsageError || err instanceof StoreError) throw err;
+        throw new StoreError(`${this.#where}: ${etcdPlain(err)}`);
+      }
+    });
+  }
+
+  list(pattern) {
+    const names = globRegExp(pattern);
+    return this.#call(async () => (await this.#store[this.#admin.list]((name) => names.test(name))).map(etcdHold));
+  }
+
+  // etcd keeps a waiting reader's or writer's place in the key's queue, but the store's
+  // listing gives only the admitted entries, and a plain lock's or a semaphore's waiters
+  // leave no key: the waiters are not known.
+  async snapshot(pattern) {
+    return { holds: await this.list(pattern), waiters: new Map(), absentWaiters: null };
+  }
+
+  inspect(key) {
+    return this.#call(async () => ({
+      holders: (await this.#store[this.#admin.list]((name) => name === key)).map(etcdHold),
+      limit: null,
+      waiting: [],
+      waiters: null,
+    }));
+  }
+
   // One transaction deletes them all; the store's watches wake the waiters.
-  return withEtcd(url, prefix, async (etcd) => (await etcd.release(key)).map(etcdHold));
+  release(key) {
+    return this.#call(async () => (await this.#store[this.#admin.release](key)).map(etcdHold));
+  }
+
+  async close() {
+    await this.#store.close();
+  }
 }
 
 // ---------------------------------------------------------------------------------
 
-function storeOf(url) {
+/** The store of `url`, connected: `{ list, snapshot, inspect, release, close }`. */
+function openStore(url, values) {
   // Before URL parsing: an etcd URL may name several members (host:port,host:port).
-  if (/^etcds?:/i.test(url)) return { list: etcdList, release: etcdRelease };
+  if (/^etcds?:/i.test(url)) return EtcdStore.open(url, values);
   let scheme;
   try {
     scheme = new URL(url).protocol;
   } catch {
     throw new UsageError(`not a store URL: ${redact(url)}`);
   }
-  if (scheme === "redis:" || scheme === "rediss:") return { list: redisList, release: redisRelease };
-  if (scheme === "postgres:" || scheme === "postgresql:") return { list: postgresList, release: postgresRelease };
+  if (scheme === "redis:" || scheme === "rediss:") return RedisStore.open(url, values);
+  if (scheme === "postgres:" || scheme === "postgresql:") return PostgresStore.open(url, values);
   throw new UsageError(`unsupported store URL scheme ${scheme}// (redis://, rediss://, postgres://, etcd://)`);
+}
+
+/** Runs `work(store)` on the store of `url`, then closes it. */
+async function withStore(url, values, work) {
+  const store = await openStore(url, values);
+  try {
+    return await work(store);
+  } finally {
+    await store.close();
+  }
 }
 
 const seconds = (ms) => (ms === null ? "no expiry" : `${(ms / 1000).toFixed(1)} s`);
 
-function table(holds) {
-  const rows = [
-    ["KEY", "KIND", "REMAINING", "FENCING TOKEN", "OWNER"],
-    ...holds.map((h) => [h.key, h.kind, seconds(h.remainingMs), h.fencingToken ?? "-", h.owner]),
-  ];
+/** Rows as columns padded to their widest cell. */
+function columns(rows) {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   return rows
     .map((r) =>
@@ -567,6 +951,13 @@ function table(holds) {
         .trimEnd(),
     )
     .join("\n");
+}
+
+function table(holds) {
+  return columns([
+    ["KEY", "KIND", "REMAINING", "FENCING TOKEN", "OWNER"],
+    ...holds.map((h) => [h.key, h.kind, seconds(h.remainingMs), h.fencingToken ?? "-", h.owner]),
+  ]);
 }
 
 /** The command line parsed, or a UsageError that says which argument is wrong. */
@@ -589,13 +980,198 @@ function parse(argv) {
   }
 }
 
-const sortHolds = (holds) => holds.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.kind.localeCompare(b.kind) || a.owner.localeCompare(b.owner)));
+const compareKeys = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+const sortHolds = (holds) => holds.sort((a, b) => compareKeys(a.key, b.key) || a.kind.localeCompare(b.kind) || a.owner.localeCompare(b.owner));
+
+// ---------------------------------------------------------------------------------
+// inspect
+
+const STORE_CANNOT_TELL = "the store does not tell (PostgreSQL: only a read-write lock's waiters leave rows; etcd: none)";
+
+async function inspect(url, key, values, out) {
+  const found = await withStore(url, values, (store) => store.inspect(key));
+  const holders = sortHolds(found.holders).map(({ key: _, ...h }) => h);
+  const kinds = [...new Set(holders.map((h) => h.kind))];
+  const result = {
+    key,
+    held: holders.length > 0,
+    kind: kinds.length === 0 ? null : kinds.length === 1 ? kinds[0] : "mixed",
+    holders,
+    limit: found.limit,
+    waiters: found.waiters,
+    waiting: found.waiting,
+  };
+  if (values.json) {
+    out.write(`${JSON.stringify(result)}\n`);
+    return result.held ? 0 : 1;
+  }
+  const lines = [];
+  if (!result.held) lines.push(`${JSON.stringify(key)} is free`);
+  else {
+    const what = result.kind === "semaphore" && result.limit !== null ? `semaphore, ${holders.length} of ${result.limit} permits` : result.kind;
+    lines.push(`${JSON.stringify(key)} is held (${what}):`);
+    lines.push(
+      columns([["KIND", "REMAINING", "FENCING TOKEN", "OWNER"], ...holders.map((h) => [h.kind, seconds(h.remainingMs), h.fencingToken ?? "-", h.owner])]),
+    );
+  }
+  for (const w of found.waiting) {
+    lines.push(`waiting: a ${w.kind === "write" ? "writer" : "reader"}, ${w.owner} (its place kept for ${seconds(w.remainingMs)})`);
+  }
+  lines.push(
+    found.waiters === null
+      ? `waiters: unknown (${STORE_CANNOT_TELL})`
+      : url.startsWith("redis")
+        ? `waiters: ${found.waiters} (connections subscribed to its release messages)`
+        : `waiters: ${found.waiters}`,
+  );
+  out.write(`${lines.join("\n")}\n`);
+  return result.held ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------
+// watch
+
+// One hold of a name whose kind has one holder at a time (a lock, a writer) is the same
+// hold under another owner; a semaphore's and readers' holds are told apart by owner.
+const holdId = (h) => (h.kind === "lock" || h.kind === "write" ? `${h.key}\0${h.kind}` : `${h.key}\0${h.kind}\0${h.owner}`);
+
+/** The changes from `before` to `after` (snapshots), in key order; `first`: `after` is the first. */
+function changes(before, after, first) {
+  const events = [];
+  const was = new Map(before.holds.map((h) => [holdId(h), h]));
+  const now = new Map(after.holds.map((h) => [holdId(h), h]));
+  const held = (event, h) => ({ event, key: h.key, kind: h.kind, owner: h.owner, fencingToken: h.fencingToken, remainingMs: h.remainingMs });
+  for (const [id, h] of was) if (!now.has(id)) events.push({ event: "ended", key: h.key, kind: h.kind, owner: h.owner });
+  for (const [id, h] of now) {
+    const old = was.get(id);
+    if (old === undefined) events.push(held(first ? "held" : "acquired", h));
+    else if (old.owner !== h.owner) events.push({ ...held("owner-changed", h), previousOwner: old.owner });
+  }
+  for (const key of new Set([...before.waiters.keys(), ...after.waiters.keys()])) {
+    const from = before.waiters.get(key) ?? 0;
+    const to = after.waiters.get(key) ?? 0;
+    if (from !== to) events.push({ event: "waiters", key, waiters: to, previousWaiters: from });
+  }
+  const order = { ended: 0, "owner-changed": 1, held: 2, acquired: 2, waiters: 3 };
+  return events.sort((a, b) => compareKeys(a.key, b.key) || order[a.event] - order[b.event] || (a.kind ?? "").localeCompare(b.kind ?? ""));
+}
+
+/** A change as one line of text: the time, the event (as in --json), the name, then what changed. */
+function changeLine(at, e) {
+  const head = `${at}  ${e.event.padEnd(13)}  ${e.key}`;
+  if (e.event === "waiters") return `${head}  ${e.previousWaiters} → ${e.waiters}`;
+  if (e.event === "ended") return `${head}  ${e.kind}  ${e.owner}`;
+  const token = e.fencingToken === null ? "" : `  fencing token ${e.fencingToken}`;
+  const owner = e.event === "owner-changed" ? `${e.previousOwner} → ${e.owner}` : e.owner;
+  return `${head}  ${e.kind}  ${owner}${token}  ${seconds(e.remainingMs)} left`;
+}
+
+const ESC = "\x1b[";
+const HIDE_CURSOR = `${ESC}?25l`;
+const SHOW_CURSOR = `${ESC}?25h`;
+
+/** The screen: a title, then every hold and every name waited on, cut to the terminal's height. */
+function screen(snapshot, { url, pattern, intervalMs, rows: height }) {
+  const byKey = new Map();
+  for (const h of snapshot.holds) byKey.set(h.key, [...(byKey.get(h.key) ?? []), h]);
+  for (const key of snapshot.waiters.keys()) if (!byKey.has(key)) byKey.set(key, []);
+  const waiters = (key) => String(snapshot.waiters.get(key) ?? snapshot.absentWaiters ?? "-");
+  const rows = [];
+  for (const key of [...byKey.keys()].sort(compareKeys)) {
+    const holds = sortHolds(byKey.get(key));
+    if (holds.length === 0) rows.push([key, "(free)", "-", "-", "-", waiters(key)]);
+    for (const h of holds) rows.push([h.key, h.kind, seconds(h.remainingMs), h.fencingToken ?? "-", h.owner, waiters(key)]);
+  }
+  const title = `locksmith watch ${redact(url)} ${pattern}  every ${intervalMs / 1000} s  ${new Date().toLocaleTimeString()}  (Ctrl-C to stop)`;
+  const room = Math.max(1, (height ?? 24) - 4);
+  const shown = rows.length > room ? rows.slice(0, room - 1) : rows;
+  const lines = [title, ""];
+  if (rows.length === 0) lines.push("no locks held");
+  else lines.push(columns([["KEY", "KIND", "REMAINING", "FENCING TOKEN", "OWNER", "WAITERS"], ...shown]));
+  if (shown.length < rows.length) lines.push(`… and ${rows.length - shown.length} more`);
+  return `${ESC}H${lines.join(`${ESC}K\n`)}${ESC}K\n${ESC}J`;
+}
+
+/**
+ * Reads the store every `intervalMs` until SIGINT or SIGTERM (then 0). A read that fails is
+ * tried once more on a new connection; when that fails too, the store is lost: a StoreError.
+ */
+async function watch(url, pattern, values, out) {
+  const intervalMs = values.intervalMs;
+  const live = out.isTTY === true && !values.json;
+  let store = await openStore(url, values);
+  let stopping = false;
+  let stop;
+  const stopped = new Promise((resolve) => {
+    stop = () => {
+      stopping = true;
+      resolve();
+    };
+  });
+  const signals = ["SIGINT", "SIGTERM"];
+  for (const signal of signals) process.on(signal, stop);
+  const restoreCursor = () => out.write(SHOW_CURSOR);
+  if (live) {
+    out.write(`${HIDE_CURSOR}${ESC}2J`);
+    process.on("exit", restoreCursor);
+  }
+  const STOP = Symbol("stop");
+  const untilStopped = (promise) => Promise.race([promise, stopped.then(() => STOP)]);
+  // A new connection and a first read on it; a store that connects after a stop is closed.
+  const reopen = async () => {
+    const fresh = await openStore(url, values);
+    if (stopping) {
+      await fresh.close();
+      return STOP;
+    }
+    store = fresh;
+    return store.snapshot(pattern);
+  };
+  let previous = { holds: [], waiters: new Map() };
+  let first = true;
+  let timer;
+  try {
+    for (;;) {
+      let snapshot = await untilStopped(store.snapshot(pattern).catch((err) => err));
+      if (snapshot instanceof Error) {
+        // Once more, from a new connection: a server restarted between two reads is back.
+        const lost = store;
+        store = undefined;
+        await lost.close();
+        snapshot = await untilStopped(reopen().catch((err) => err));
+        if (snapshot instanceof Error) throw new StoreError(`watch: the store became unreachable: ${snapshot.message}`);
+      }
+      if (snapshot === STOP) return 0;
+      if (live) out.write(screen(snapshot, { url, pattern, intervalMs, rows: out.rows }));
+      else {
+        const time = new Date().toISOString();
+        for (const e of changes(previous, snapshot, first)) out.write(values.json ? `${JSON.stringify({ time, ...e })}\n` : `${changeLine(time, e)}\n`);
+      }
+      previous = snapshot;
+      first = false;
+      const next = new Promise((resolve) => {
+        timer = setTimeout(resolve, intervalMs);
+      });
+      if ((await untilStopped(next)) === STOP) return 0;
+    }
+  } finally {
+    clearTimeout(timer);
+    for (const signal of signals) process.off(signal, stop);
+    if (live) {
+      process.off("exit", restoreCursor);
+      out.write(`${SHOW_CURSOR}\n`);
+    }
+    await store?.close();
+  }
+}
+
+// ---------------------------------------------------------------------------------
 
 async function main(argv, out = process.stdout) {
   const { values, positionals } = parse(argv);
   const [command, url, arg] = positionals;
   if (values.help || command === "help") {
-    out.write(`locksmith — see and free locks\n\n${USAGE}`);
+    out.write(`locksmith — see, watch and free locks\n\n${USAGE}`);
     return 0;
   }
   if (values.version) {
@@ -603,18 +1179,30 @@ async function main(argv, out = process.stdout) {
     out.write(`locksmith-js ${version}\n`);
     return 0;
   }
-  if (command === undefined) throw new UsageError("a command is needed: list or release", { usage: true });
+  if (command === undefined) throw new UsageError("a command is needed: list, inspect, watch or release", { usage: true });
   // The default prefix is the store's: etcd's differs from Redis's.
   const etcd = /^etcds?:/i.test(url ?? "");
   values.prefix ??= etcd ? ETCD_KEY_PREFIX : DEFAULT_KEY_PREFIX;
   if (!etcd && /[{}]/.test(values.prefix)) throw new UsageError("--prefix must not contain { or }");
   if (!TABLE.test(values.table)) throw new UsageError("--table must be a table name (letters, digits, _), optionally schema.table");
+  if (values.interval !== undefined && command !== "watch") throw new UsageError("--interval goes with watch", { usage: true });
   if (command === "list") {
     if (url === undefined || positionals.length > 3) throw new UsageError("usage: locksmith list <store-url> [pattern]", { usage: true });
-    const holds = sortHolds(await storeOf(url).list(url, arg ?? "*", values));
+    const holds = sortHolds(await withStore(url, values, (store) => store.list(arg ?? "*")));
     if (values.json) for (const h of holds) out.write(`${JSON.stringify(h)}\n`);
     else out.write(holds.length === 0 ? "no locks held\n" : `${table(holds)}\n`);
     return holds.length === 0 ? 1 : 0;
+  }
+  if (command === "inspect") {
+    if (url === undefined || arg === undefined || positionals.length > 3) throw new UsageError("usage: locksmith inspect <store-url> <key>", { usage: true });
+    return inspect(url, arg, values, out);
+  }
+  if (command === "watch") {
+    if (url === undefined || positionals.length > 3) throw new UsageError("usage: locksmith watch <store-url> [pattern]", { usage: true });
+    const ms = values.interval === undefined ? DEFAULT_INTERVAL_MS : Number(values.interval);
+    if (!Number.isInteger(ms) || ms < 10 || ms > 3_600_000)
+      throw new UsageError(`--interval must be whole milliseconds from 10 to 3600000; got ${values.interval}`);
+    return watch(url, arg ?? "*", { ...values, intervalMs: ms }, out);
   }
   if (command === "release") {
     if (url === undefined || arg === undefined || positionals.length > 3) {
@@ -623,7 +1211,7 @@ async function main(argv, out = process.stdout) {
     if (!values.force) {
       throw new UsageError(`release frees ${JSON.stringify(arg)} whoever holds it; its holder will find it lost. Add --force to do it`);
     }
-    const released = await storeOf(url).release(url, arg, values);
+    const released = await withStore(url, values, (store) => store.release(arg));
     if (released.length === 0) {
       out.write(`${JSON.stringify(arg)} was not held: nothing to release\n`);
       return 1;
@@ -636,7 +1224,7 @@ async function main(argv, out = process.stdout) {
     }
     return 0;
   }
-  throw new UsageError(`unknown command ${JSON.stringify(command)}: use list or release`, { usage: true });
+  throw new UsageError(`unknown command ${JSON.stringify(command)}: use list, inspect, watch or release`, { usage: true });
 }
 
 main(process.argv.slice(2)).then(
