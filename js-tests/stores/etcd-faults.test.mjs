@@ -453,8 +453,9 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
         const taken = await l.acquire();
         const token = typeof l.fencingToken;
         const permit = await semaphore("tls-auth", 2, 5_000, store).acquire();
-        // The server forgets a simple token after 1 s idle (--auth-token-ttl 1): the next call logs in again.
-        await new Promise((r) => setTimeout(r, 1_800));
+        // The server forgets a simple token 1 s after its last use (--auth-token-ttl 1), checked on
+        // a 1 s tick, so within 2 s; past that the next call logs in again.
+        await new Promise((r) => setTimeout(r, 3_000));
         const released = await l.release();
         await store.close();
         const inUrl = await EtcdLockStore.connect(${JSON.stringify(url.replace("https://", "https://app:app-secret@"))});
