@@ -40,8 +40,8 @@ async function takeSomeLocks() {
   await holder.acquire();
   setTimeout(() => holder.release(), 30);
   await lock("report").run(() => work(10), { timeout: 1_000 });
-  const exports = semaphore("exports", 2);
-  await Promise.all([1, 2, 3].map(() => exports.run(() => work(20), { timeout: 1_000 })));
+  // Three exports, at most two at a time: one handle each.
+  await Promise.all([1, 2, 3].map(() => semaphore("exports", 2).run(() => work(20), { timeout: 1_000 })));
 }
 
 await takeSomeLocks();

@@ -102,6 +102,8 @@ function scenarios(name, getStore) {
     otel = instrumented();
     const lock = new ls.Lock(uniqueKey("otel-basic"), 5_000, getStore());
     assert.equal(await lock.acquire(), true);
+    const token = lock.fencingToken;
+    assert.notEqual(token, null, "every shipped store gives fencing tokens");
     let metrics = await otel.metrics();
     assert.equal(total(metrics, "locksmith.held", { "locksmith.kind": "lock", "locksmith.store": name }), 1, "held while held");
     assert.equal(count(metrics, "locksmith.acquire.duration", { "locksmith.outcome": "acquired", "locksmith.kind": "lock", "locksmith.store": name }), 1);
@@ -129,7 +131,8 @@ function scenarios(name, getStore) {
     assert.equal(acquireSpan.attributes["locksmith.kind"], "lock");
     assert.equal(acquireSpan.attributes["locksmith.store"], name);
     assert.equal(acquireSpan.attributes["locksmith.attempts"], 1);
-    if (lock.fencingToken != null) assert.equal(acquireSpan.attributes["locksmith.fencing_token"], String(lock.fencingToken));
+    assert.equal(acquireSpan.attributes["locksmith.fencing_token"], String(token));
+    assert.equal(holdSpan.attributes["locksmith.fencing_token"], String(token));
     assert.equal(acquireSpan.status.code, SpanStatusCode.UNSET);
     assert.equal(holdSpan.attributes["locksmith.outcome"], "released");
     assert.equal(holdSpan.status.code, SpanStatusCode.UNSET);
@@ -447,6 +450,27 @@ describe("locksmith-js/otel on the memory store", () => {
     }
   });
 
+  it("ends a hold it never saw end when its handle is granted again, so held does not drift", async () => {
+    const otel = instrumented();
+    try {
+      // Two grants of one handle with nothing between them, published as the API would.
+      const channel = dc.tracingChannel("locksmith:acquire");
+      const handle = {};
+      for (let i = 0; i < 2; i++) {
+        const traced = { key: "k", kind: "lock", store: "custom", ttlMs: 1_000, lock: handle };
+        await channel.tracePromise(async () => {
+          traced.outcome = "acquired";
+          return true;
+        }, traced);
+      }
+      assert.equal(total(await otel.metrics(), "locksmith.held"), 1);
+      const holds = spansNamed(otel.spans(), "locksmith hold");
+      assert.equal(holds.length, 1, "the first hold's span ended");
+    } finally {
+      await otel.close();
+    }
+  });
+
   it("uses the global providers by default", async () => {
     const { metrics } = await import("@opentelemetry/api");
     const otel = instrumented();
@@ -462,8 +486,11 @@ describe("locksmith-js/otel on the memory store", () => {
     try {
       await new ls.Lock(uniqueKey("otel-global"), 5_000, store).run(async () => {});
       assert.deepEqual(
-        exporter.getFinishedSpans().map((s) => s.name),
-        ["locksmith acquire", "locksmith hold"],
+        exporter.getFinishedSpans().map((s) => [s.name, s.instrumentationScope.name]),
+        [
+          ["locksmith acquire", "locksmith-js"],
+          ["locksmith hold", "locksmith-js"],
+        ],
       );
       await reader.forceFlush();
       const names = metricExporter

@@ -268,7 +268,7 @@ export function instrument(options) {
   const onLost = guarded("a lost hold", (message) => {
     const hold = holds.get(message?.lock);
     if (hold) {
-      if (!hold.done) endHold(hold, "lost", message.reason, message.error);
+      endHold(hold, "lost", message.reason, message.error);
       return;
     }
     // A hold granted before instrument(): counted, though `held` never counted it.
