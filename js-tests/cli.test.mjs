@@ -18,12 +18,13 @@ import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
-import { Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { PostgresLockStore } from "../js/stores/postgres.mjs";
 import { requirePostgres, startPostgres } from "./support/postgres-server.mjs";
 import { freePort, startRedis } from "./support/redis-server.mjs";
+import { clusterSlots, command, startCluster } from "./support/redis-topology.mjs";
 import { ls, sleep, TARGET, uniqueKey } from "./support/target.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -680,5 +681,126 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
     assert.equal(down.code, 2, down.stderr);
     assert.match(down.stderr, new RegExp(`^locksmith: could not reach PostgreSQL at 127\\.0\\.0\\.1:${port}`));
     assert.ok(!down.stderr.includes("secret"));
+  });
+});
+
+describe("locksmith on a Redis Cluster", () => {
+  let cluster;
+  let store;
+  before(async () => {
+    cluster = await startCluster();
+    store = await ls.RedisLockStore.connect({ cluster: cluster.urls.slice(0, 2) });
+  });
+  after(async () => {
+    await store?.close();
+    await cluster?.stop();
+  });
+
+  /** Names whose keys live on two different masters, and the URL of a replica to start from. */
+  async function spread(name) {
+    const slots = await clusterSlots(cluster.nodes[0].port);
+    const masterOf = async (key) => {
+      const slot = await command(cluster.nodes[0].port, "CLUSTER", "KEYSLOT", `locksmith:{${key}}`);
+      return slots.find((r) => r.first <= slot && slot <= r.last).port;
+    };
+    const keys = [];
+    const masters = [];
+    for (let i = 0; keys.length < 2; i++) {
+      const key = uniqueKey(`${name}-${i}`);
+      const master = await masterOf(key);
+      if (masters.includes(master)) continue;
+      keys.push(key);
+      masters.push(master);
+    }
+    const replica = slots.find((r) => !masters.includes(r.port)).replicas[0];
+    return { keys, masters, seed: `redis://127.0.0.1:${replica}` };
+  }
+
+  it("list, watch and inspect read every master (from any node, a replica too); release goes to the key's master and wakes its waiters", async () => {
+    const { keys, masters, seed } = await spread("cli-cluster");
+    assert.notEqual(masters[0], masters[1]);
+    const holders = keys.map((key) => new ls.Lock(key, 30_000, store));
+    for (const h of holders) assert.equal(await h.acquire(), true);
+    const tokens = holders.map(ownerOf);
+
+    const listedHolds = await cli("list", seed, "test:cli-cluster*", "--json");
+    assert.equal(listedHolds.code, 0, listedHolds.stderr);
+    assert.deepEqual(
+      listed(listedHolds.stdout).map((h) => [h.key, h.owner, h.fencingToken]),
+      keys.map((key, i) => [key, fingerprint(tokens[i]), holders[i].fencingToken]).sort((a, b) => a[0].localeCompare(b[0])),
+    );
+
+    const watching = started(["watch", seed, "test:cli-cluster*", "--json", "--interval", "100"]);
+    try {
+      for (const [i, key] of keys.entries()) {
+        const seen = event((await watching.until(`for ${key}`, eventLike({ event: "held", key }))).line);
+        assert.equal(seen.owner, fingerprint(tokens[i]));
+      }
+    } finally {
+      watching.child.kill("SIGINT");
+    }
+    assert.equal((await watching.exit).code, 0);
+
+    // Waiters on the first key: a RedisLockStore (sharded pub/sub, on the key's master)
+    // and an IoRedisLockStore over an ioredis Cluster (plain pub/sub, on some node).
+    const other = await ls.RedisLockStore.connect({ cluster: cluster.urls.slice(2, 4) });
+    const ioCluster = new Cluster(cluster.urls.slice(0, 1).map((url) => ({ host: "127.0.0.1", port: Number(new URL(url).port) })));
+    const viaIoredis = new IoRedisLockStore(ioCluster);
+    try {
+      const waiter = new ls.Lock(keys[0], 30_000, other);
+      const waiting = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 });
+      const ioWaiter = new ls.Lock(keys[0], 30_000, viaIoredis);
+      const ioWaiting = ioWaiter.acquire({ timeout: 20_000, retryDelay: 200 });
+      await sleep(500);
+      const got = await cli("inspect", seed, keys[0], "--json");
+      assert.equal(got.code, 0, got.stderr);
+      const report = JSON.parse(got.stdout);
+      assert.deepEqual([report.held, report.kind, report.holders.map((h) => h.owner)], [true, "lock", [fingerprint(tokens[0])]]);
+      assert.equal(report.waiters, 2, "the sharded subscriber on the key's master and the plain one on its node");
+      assert.ok(!got.stdout.includes(tokens[0]));
+
+      const start = performance.now();
+      const freed = await cli("release", seed, keys[0], "--force");
+      assert.equal(freed.code, 0, freed.stderr);
+      assert.match(freed.stdout, new RegExp(`^released "${keys[0]}": it was held by ${fingerprint(tokens[0])}`));
+      const winner = await Promise.race([waiting.then((ok) => ok && waiter), ioWaiting.then((ok) => ok && ioWaiter)]);
+      assert.ok(performance.now() - start < 3_000, "a waiter was woken, not left to its retry");
+      assert.equal(await holders[0].isExpired(), true);
+      await winner.release();
+      assert.equal(await waiting, true);
+      assert.equal(await ioWaiting, true);
+      await waiter.release();
+      await ioWaiter.release();
+    } finally {
+      await other.close();
+      await viaIoredis.close();
+      ioCluster.disconnect();
+    }
+    const free = await cli("inspect", seed, keys[0]);
+    assert.equal(free.code, 1, free.stderr);
+    const second = await cli("inspect", seed, keys[1], "--json");
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(JSON.parse(second.stdout).holders[0].owner, fingerprint(tokens[1]));
+    await holders[1].release();
+  });
+
+  it("release on a Cluster wakes RedisLockStore's waiters at once (it publishes on the key's shard too)", async () => {
+    const [key] = (await spread("cli-cluster-wake")).keys;
+    const holder = new ls.Lock(key, 30_000, store);
+    assert.equal(await holder.acquire(), true);
+    const other = await ls.RedisLockStore.connect({ cluster: cluster.urls.slice(2, 4) });
+    try {
+      const waiter = new ls.Lock(key, 30_000, other);
+      const waiting = waiter.acquire({ timeout: 20_000, retryDelay: 8_000 });
+      await sleep(300);
+      const start = performance.now();
+      const freed = await cli("release", cluster.urls[0], key, "--force");
+      assert.equal(freed.code, 0, freed.stderr);
+      assert.equal(await waiting, true);
+      assert.ok(performance.now() - start < 3_000, `woken after ${(performance.now() - start).toFixed(0)} ms, not at its 8 s retry`);
+      await waiter.release();
+    } finally {
+      await other.close();
+    }
   });
 });
