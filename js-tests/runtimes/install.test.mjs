@@ -44,6 +44,14 @@ function prerequisite(t, path, what) {
   return false;
 }
 
+/** Links this repository's @opentelemetry/api (locksmith-js/otel's optional peer) into the consumer at `dir`. */
+async function linkOpenTelemetryApi(dir) {
+  await mkdir(join(dir, "node_modules/@opentelemetry"), { recursive: true });
+  await symlink(join(root, "node_modules/@opentelemetry/api"), join(dir, "node_modules/@opentelemetry/api"), "dir").catch((e) => {
+    if (e.code !== "EEXIST") throw e;
+  });
+}
+
 /** Writes `code` to `dir/name`, runs it with `cmd` (Node by default), and parses its stdout as JSON. */
 async function runScript(dir, name, code, { env = {}, cmd = process.execPath, args = [] } = {}) {
   await writeFile(join(dir, name), code);
@@ -130,6 +138,10 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       "redis/sockets/workerd.mjs",
       "stores/cloudflare.mjs",
       "types/cloudflare.d.ts",
+      "otel.mjs",
+      "types/otel.d.ts",
+      "gen/otel.cjs",
+      "gen/otel.d.cts",
       "cli/cli.mjs",
       "gen/api.cjs",
       "gen/redis-driver.cjs",
@@ -258,7 +270,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     // Each Node subpath's `require` condition is a CommonJS file; every subpath's has
     // CommonJS types (locksmith-js/cloudflare's runs its ES module, in a Workers bundle).
     const manifest = JSON.parse(await readFile(join(pkg, "package.json"), "utf8"));
-    for (const sub of ["./ioredis", "./node-redis", "./upstash", "./postgres", "./cloudflare", "./wasm", "./node"]) {
+    for (const sub of ["./ioredis", "./node-redis", "./upstash", "./postgres", "./cloudflare", "./otel", "./wasm", "./node"]) {
       const { types, default: target } = manifest.exports[sub].require ?? {};
       if (sub !== "./cloudflare") assert.match(target ?? "", /\.cjs$/, `${sub} has a CommonJS build`);
       assert.match(types ?? "", /\.d\.cts$/, `${sub} has CommonJS types`);
@@ -282,6 +294,34 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       `import { lock, backend } from "locksmith-js/wasm"; console.log(JSON.stringify([backend, await lock("k").run(() => 2)]));`,
     );
     assert.deepEqual(JSON.parse((await run(process.execPath, ["wasm.mjs"], { cwd: dir })).stdout), ["wasm", [true, 2]]);
+  });
+
+  it("loads locksmith-js/otel from ESM and CommonJS once @opentelemetry/api is installed; without it, only that entry fails", async () => {
+    // Without the optional peer, only the otel entry fails, and says what is missing.
+    const missing = await run(process.execPath, ["--input-type=module", "-e", 'await import("locksmith-js/otel")'], { cwd: dir }).catch((e) => e);
+    assert.match(String(missing.stderr), /Cannot find (package|module) '@opentelemetry\/api'/);
+    await linkOpenTelemetryApi(dir);
+    const { out } = await runScript(
+      dir,
+      "otel.mjs",
+      `
+      import { createRequire } from "node:module";
+      import * as ls from "locksmith-js";
+      import { instrument } from "locksmith-js/otel";
+      const cjs = createRequire(import.meta.url)("locksmith-js/otel");
+      const stop = instrument();
+      const [ran] = await ls.lock("otel").run(() => 1);
+      stop();
+      let code;
+      try {
+        cjs.instrument({ bogus: true });
+      } catch (e) {
+        code = e instanceof ls.InvalidArgumentError ? e.code : String(e);
+      }
+      console.log(JSON.stringify({ ran, esm: typeof instrument, cjs: typeof cjs.instrument, code }));
+      `,
+    );
+    assert.deepEqual(out, { ran: true, esm: "function", cjs: "function", code: "INVALID_ARGUMENT" });
   });
 
   /** Checks that a probe of the WebAssembly fallback shows the native build's whole API. */
@@ -619,12 +659,15 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     import { UpstashLockStore } from "locksmith-js/upstash";
     import { PostgresLockStore } from "locksmith-js/postgres";
     import * as onWasm from "locksmith-js/wasm";
-    import * as onNode from "locksmith-js/node";`;
+    import * as onNode from "locksmith-js/node";
+    import { instrument, type InstrumentOptions } from "locksmith-js/otel";`;
   const subpathUses = `
     const clientOptions: RedisClientStoreOptions = { keyPrefix: "app:" };
     export const stores: Array<new (client: any, options?: any) => LockStore> = [IoRedisLockStore, NodeRedisLockStore, UpstashLockStore, PostgresLockStore];
     export const backends: Array<"native" | "wasm"> = [onWasm.backend, onNode.backend, clientOptions.keyPrefix ? "wasm" : "native"];
-    export const sameError = (e: unknown): boolean => e instanceof onNode.LockNotHeldError && e instanceof LockNotHeldError;`;
+    export const sameError = (e: unknown): boolean => e instanceof onNode.LockNotHeldError && e instanceof LockNotHeldError;
+    const otelOptions: InstrumentOptions = { recordKeys: true };
+    export const uninstrument: () => void = instrument(otelOptions);`;
   const consumer = `
     import { lock, restoreLock, setLockStore, MemoryLockStore, RedisLockStore, LockError, LockNotHeldError, backend, type LockStore, type AcquireOptions, type LockErrorCode } from "locksmith-js";
     ${subpathImports}
@@ -715,6 +758,8 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       await symlink(workerTypes, join(dir, "node_modules/@cloudflare/workers-types"), "dir").catch((e) => {
         if (e.code !== "EEXIST") throw e;
       });
+      // locksmith-js/otel's types name @opentelemetry/api's, as an app that uses it has them.
+      await linkOpenTelemetryApi(dir);
       // One project per mode, each under the consumer (its node_modules found by walking
       // up); the compilers run side by side.
       for (const mode of modes) {
