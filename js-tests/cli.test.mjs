@@ -20,8 +20,10 @@ import { promisify } from "node:util";
 
 import { Cluster, Redis } from "ioredis";
 
+import { EtcdLockStore } from "../js/stores/etcd.mjs";
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { PostgresLockStore } from "../js/stores/postgres.mjs";
+import { requireEtcd, startEtcd } from "./support/etcd-server.mjs";
 import { requirePostgres, startPostgres } from "./support/postgres-server.mjs";
 import { freePort, startRedis } from "./support/redis-server.mjs";
 import { clusterSlots, command, startCluster } from "./support/redis-topology.mjs";
@@ -675,12 +677,135 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
     assert.equal(none.code, 1);
   });
 
+  it("inspect and watch: the holders, a read-write lock's waiting writer as a waiter (not a hold); a plain lock's waiters unknown (null)", async () => {
+    const base = uniqueKey("cli-pg-inspect");
+    const other = await PostgresLockStore.connect(server.url);
+    const watching = started(["watch", server.url, `${base}:*`, "--json", "--interval", "100"]);
+    try {
+      await sleep(500);
+      const reader = ls.readWriteLock(`${base}:rw`, 30_000, store).readLock();
+      assert.equal(await reader.acquire(), true);
+      const readerOwner = fingerprint(ownerOf(reader));
+      await watching.until("for the reader", eventLike({ event: "acquired", key: `${base}:rw`, kind: "read", owner: readerOwner }));
+      const writer = ls.readWriteLock(`${base}:rw`, 30_000, other).writeLock();
+      const writing = writer.acquire({ timeout: 20_000, retryDelay: 5_000 });
+      await watching.until("for the waiting writer", eventLike({ event: "waiters", key: `${base}:rw`, waiters: 1, previousWaiters: 0 }));
+
+      const got = await cli("inspect", server.url, `${base}:rw`, "--json");
+      assert.equal(got.code, 0, got.stderr);
+      const report = JSON.parse(got.stdout);
+      assert.deepEqual([report.key, report.held, report.kind, report.waiters], [`${base}:rw`, true, "read", 1]);
+      assert.deepEqual(
+        report.holders.map((h) => [h.kind, h.owner, h.fencingToken]),
+        [["read", readerOwner, reader.fencingToken]],
+        "the waiting writer holds nothing",
+      );
+      assert.deepEqual(
+        report.waiting.map((w) => w.kind),
+        ["write"],
+      );
+      assert.ok(!got.stdout.includes(ownerOf(reader)));
+      await reader.release();
+      assert.equal(await writing, true);
+      assert.equal(report.waiting[0].owner, fingerprint(ownerOf(writer)));
+      await watching.until("for the reader's end", eventLike({ event: "ended", key: `${base}:rw`, kind: "read", owner: readerOwner }));
+      await writer.release();
+
+      const l = new ls.Lock(`${base}:lock`, 30_000, store);
+      assert.equal(await l.acquire(), true);
+      const plain = await cli("inspect", server.url, `${base}:lock`, "--json");
+      assert.equal(plain.code, 0, plain.stderr);
+      const held = JSON.parse(plain.stdout);
+      assert.deepEqual(
+        [held.held, held.kind, held.waiters, held.holders[0].owner, held.holders[0].fencingToken],
+        [true, "lock", null, fingerprint(ownerOf(l)), l.fencingToken],
+      );
+      assert.match((await cli("inspect", server.url, `${base}:lock`)).stdout, /^waiters: unknown \(/m);
+      await l.release();
+      const free = await cli("inspect", server.url, `${base}:lock`, "--json");
+      assert.equal(free.code, 1, free.stderr);
+      assert.equal(JSON.parse(free.stdout).held, false);
+      await watching.until("for the lock's end", eventLike({ event: "ended", key: `${base}:lock`, kind: "lock" }));
+      watching.child.kill("SIGINT");
+      assert.equal((await watching.exit).code, 0);
+    } finally {
+      watching.child.kill("SIGKILL");
+      await other.close();
+    }
+  });
+
   it("an unreachable server names its address (exit 2)", async () => {
     const port = await freePort();
     const down = await cli("list", `postgres://someone:secret@127.0.0.1:${port}/db`);
     assert.equal(down.code, 2, down.stderr);
     assert.match(down.stderr, new RegExp(`^locksmith: could not reach PostgreSQL at 127\\.0\\.0\\.1:${port}`));
     assert.ok(!down.stderr.includes("secret"));
+  });
+});
+
+describe("locksmith on etcd", await requireEtcd(), () => {
+  let etcd;
+  let store;
+  let url;
+  before(async () => {
+    etcd = await startEtcd({ size: 1 });
+    store = await EtcdLockStore.connect({ endpoints: etcd.endpoints });
+    url = `etcd://${etcd.endpoints.map((e) => new URL(e).host).join(",")}`;
+  });
+  after(async () => {
+    await store?.close();
+    await etcd?.dispose();
+  });
+
+  it("inspect: the holder, its fencing token (the create revision) and time left; waiters null (etcd does not tell); exit 1 when free", async () => {
+    const key = uniqueKey("cli-etcd");
+    const holder = new ls.Lock(key, 30_000, store);
+    assert.equal(await holder.acquire(), true);
+    const got = await cli("inspect", url, key, "--json");
+    assert.equal(got.code, 0, got.stderr);
+    const report = JSON.parse(got.stdout);
+    assert.deepEqual(
+      [report.key, report.held, report.kind, report.waiters, report.holders.map((h) => [h.kind, h.owner, h.fencingToken])],
+      [key, true, "lock", null, [["lock", fingerprint(ownerOf(holder)), holder.fencingToken]]],
+    );
+    assert.ok(report.holders[0].remainingMs > 20_000 && report.holders[0].remainingMs <= 31_000, `${report.holders[0].remainingMs}`);
+    assert.ok(!got.stdout.includes(ownerOf(holder)));
+    await holder.release();
+    const free = await cli("inspect", url, key);
+    assert.equal(free.code, 1, free.stderr);
+    assert.match(free.stdout, new RegExp(`^"${key}" is free\\nwaiters: unknown`));
+  });
+
+  it("watch, piped: a line when a hold appears and when it ends; SIGINT exits 0", async () => {
+    const base = uniqueKey("cli-etcd-watch");
+    const watching = started(["watch", url, `${base}*`, "--json", "--interval", "100"]);
+    try {
+      await sleep(500);
+      const permit = ls.semaphore(`${base}:sem`, 2, 30_000, store);
+      assert.equal(await permit.acquire(), true);
+      const owner = fingerprint(ownerOf(permit));
+      const seen = event((await watching.until("for the permit", eventLike({ event: "acquired", key: `${base}:sem`, kind: "semaphore" }))).line);
+      assert.deepEqual([seen.owner, seen.fencingToken], [owner, permit.fencingToken]);
+      await permit.release();
+      await watching.until("for its end", eventLike({ event: "ended", key: `${base}:sem`, owner }));
+      assert.ok(!watching.lines.some((line) => event(line)?.event === "waiters"), "etcd tells no waiters");
+      watching.child.kill("SIGINT");
+      assert.equal((await watching.exit).code, 0);
+    } finally {
+      watching.child.kill("SIGKILL");
+    }
+  });
+
+  it("an unreachable etcd is exit 2 for inspect and watch", async () => {
+    const port = await freePort();
+    for (const args of [
+      ["inspect", `etcd://127.0.0.1:${port}`, "k"],
+      ["watch", `etcd://127.0.0.1:${port}`],
+    ]) {
+      const down = await cli(...args);
+      assert.equal(down.code, 2, `${args[0]}: ${down.stderr}`);
+      assert.match(down.stderr, new RegExp(`^locksmith: etcd at 127\\.0\\.0\\.1:${port}: `));
+    }
   });
 });
 
