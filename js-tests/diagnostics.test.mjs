@@ -117,6 +117,21 @@ describe("diagnostics channels", () => {
     await holder.release();
   });
 
+  it("say aborted when the acquire's signal ended the wait", async () => {
+    const key = uniqueKey("dc-aborted");
+    const holder = ls.lock(key, 5_000, store);
+    await holder.acquire();
+    recorder = record(["acquire"]);
+    await assert.rejects(ls.lock(key, 5_000, store).acquire({ timeout: 5_000, signal: AbortSignal.timeout(60) }), { name: "TimeoutError" });
+    await assert.rejects(ls.lock(key, 5_000, store).acquire({ signal: AbortSignal.abort() }), { code: "ABORTED" });
+    recorder.stop();
+    assert.deepEqual(
+      recorder.at("acquire", "error").map((e) => e.outcome),
+      ["aborted", "aborted"],
+    );
+    await holder.release();
+  });
+
   it("publish releases and extends with their outcomes, a lost extend as not-held with its error", async () => {
     const key = uniqueKey("dc-release");
     const lock = ls.lock(key, 5_000, store);

@@ -33,6 +33,9 @@ Object.assign(NativeLock, {
   acquire(timeout, retryDelay) {
     return viaCompletions((id) => this.acquireStart(completions, id, timeout, retryDelay));
   },
+  acquireAbortable(timeout, retryDelay, abort) {
+    return viaCompletions((id) => this.acquireAbortableStart(completions, id, timeout, retryDelay, abort));
+  },
   release() {
     return viaCompletions((id) => this.releaseStart(completions, id));
   },
@@ -65,6 +68,10 @@ Object.assign(NativeLock, {
 
 const api = makeApi({
   MemoryStore: addon.NativeMemoryStore,
+  AbortToken: addon.AbortToken,
+  // An abort wakes its acquire; one of a Redis engine store's locks then runs at the
+  // engine's next turn, which this asks for.
+  afterAbort: () => callStarted(),
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
   bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, _hasWaiters, hasOwnerRemainingTime) =>
     new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasOwnerRemainingTime),

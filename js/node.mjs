@@ -21,6 +21,7 @@ export const {
   LockStoreError,
   StoreClosedError,
   UnsupportedError,
+  AbortError,
   RedisLockStore,
   backend,
 } = api;

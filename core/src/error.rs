@@ -42,6 +42,10 @@ pub enum LockError {
     /// could be minted. Nothing was acquired.
     #[error("locksmith: no secure random source for owner tokens: {0}")]
     NoRandomSource(String),
+    /// A waiting acquire was cancelled ([`Abort`](crate::Abort)) before it got the lock.
+    /// Nothing is held: an attempt in flight is released again.
+    #[error("locksmith: the acquire of {} was aborted", crate::validate::quote(.0))]
+    Aborted(String),
 }
 
 impl LockError {
@@ -58,6 +62,7 @@ impl LockError {
             Self::StoreClosed => "STORE_CLOSED",
             Self::NoRandomSource(_) => "NO_RANDOM_SOURCE",
             Self::Unsupported(_) => "UNSUPPORTED",
+            Self::Aborted(_) => "ABORTED",
         }
     }
 

@@ -6,6 +6,7 @@
 //! This crate knows nothing of JS and brings no async runtime: clock and sleep are
 //! injected through [`Timer`].
 
+mod abort;
 pub mod contract;
 mod error;
 mod lifetime;
@@ -21,6 +22,7 @@ pub mod conformance;
 #[cfg(any(test, feature = "testing"))]
 mod fake_timer;
 
+pub use abort::Abort;
 pub use error::{LockError, Result};
 #[cfg(any(test, feature = "testing"))]
 pub use fake_timer::FakeTimer;

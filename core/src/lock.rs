@@ -408,6 +408,23 @@ impl Lock {
     /// attempt's token is released again (best effort) before the error is returned,
     /// so a failed call never leaves a hold behind.
     pub async fn acquire(&self, options: AcquireOptions) -> Result<bool> {
+        self.acquire_until(options, None).await
+    }
+
+    /// [`acquire`](Self::acquire) that `abort` can end: once it fires, the wait stops
+    /// with [`LockError::Aborted`] and nothing is held — an attempt in flight is released
+    /// again (as a cancelled acquire's is), and a read or write lock's place in the
+    /// queue is given up. Already fired, it takes nothing. An acquire that got the lock
+    /// before the abort returns `true`: the caller decides what a late abort means.
+    pub async fn acquire_abortable(&self, options: AcquireOptions, abort: &crate::Abort) -> Result<bool> {
+        if abort.is_aborted() {
+            validate::retry_delay_ms(options.retry_delay_ms)?;
+            return Err(LockError::Aborted(self.key.clone()));
+        }
+        self.acquire_until(options, Some(abort)).await
+    }
+
+    async fn acquire_until(&self, options: AcquireOptions, abort: Option<&crate::Abort>) -> Result<bool> {
         validate::retry_delay_ms(options.retry_delay_ms)?;
         if self.still_holds().await? {
             return Ok(false);
@@ -439,7 +456,19 @@ impl Lock {
             }
             let queued = std::mem::take(&mut queue_first);
             if !queued {
-                match self.attempt(owner).await {
+                let answer = match abort {
+                    None => self.attempt(owner).await,
+                    // An attempt cut short frees what it may have taken (its guard).
+                    Some(abort) => {
+                        match select(std::pin::pin!(self.attempt(owner)), std::pin::pin!(abort.aborted()))
+                            .await
+                        {
+                            Either::Left((answer, _)) => answer,
+                            Either::Right(((), _)) => return Err(self.aborted(owner)),
+                        }
+                    }
+                };
+                match answer {
                     Ok(true) => return Ok(true),
                     Ok(false) if unanswered && self.adopt_unanswered_grant(owner).await => return Ok(true),
                     Ok(false) => {
@@ -471,16 +500,37 @@ impl Lock {
                 return outage.map_or(Ok(false), Err);
             }
             let sleep = self.timer.sleep(backoff.min(deadline - now));
-            // No release signal comes from a store out of reach: then sleep the backoff.
-            match signal.as_mut().filter(|_| outage.is_none()) {
-                Some(released) => {
-                    if let Either::Left(_) = select(released, sleep).await {
-                        signal = None; // fired: the next wait listens afresh
-                    }
+            let aborted = async {
+                match abort {
+                    Some(abort) => abort.aborted().await,
+                    None => std::future::pending().await,
                 }
-                None => sleep.await,
+            };
+            // No release signal comes from a store out of reach: then sleep the backoff.
+            let woken = async {
+                match signal.as_mut().filter(|_| outage.is_none()) {
+                    Some(released) => {
+                        if let Either::Left(_) = select(released, sleep).await {
+                            signal = None; // fired: the next wait listens afresh
+                        }
+                    }
+                    None => sleep.await,
+                }
+            };
+            if let Either::Right(_) = select(std::pin::pin!(woken), std::pin::pin!(aborted)).await {
+                return Err(self.aborted(owner));
             }
         }
+    }
+
+    /// An aborted wait's error, after giving up what the wait leaves in the store: a
+    /// refused writer's claim, a reader's place in the next readers' turn (released in
+    /// the background, as a cancelled attempt's grant is).
+    fn aborted(&self, owner: OwnerToken) -> LockError {
+        if matches!(self.kind, HoldKind::Write | HoldKind::Read) {
+            self.abandon_attempt(owner, self.hold().generation);
+        }
+        LockError::Aborted(self.key.clone())
     }
 
     /// After an attempt that failed unanswered was refused: whether the key is in fact

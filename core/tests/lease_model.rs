@@ -413,3 +413,106 @@ fn a_wait_after_an_unanswered_grant_is_not_refused_by_its_own_orphan() {
     assert!(timer.run(l.release()).unwrap(), "and it can release it");
     assert!(!inner.is_locked_now("k"));
 }
+
+fn waiting(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
+    AcquireOptions::default().with_timeout_ms(timeout_ms).with_retry_delay_ms(retry_delay_ms)
+}
+
+#[test]
+fn an_aborted_wait_stops_at_once_and_holds_nothing() {
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let (a, b) = (
+        Lock::new("k", 10_000, store.clone(), t.clone()).unwrap(),
+        Lock::new("k", 10_000, store.clone(), t).unwrap(),
+    );
+    let abort = locksmith_core::Abort::new();
+    let (waited, stopped_at) = timer.run(async {
+        assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+        let (waited, ()) = futures_util::join!(b.acquire_abortable(waiting(10_000, 1_000), &abort), async {
+            timer.sleep_for_test(250).await;
+            abort.abort();
+        });
+        (waited, timer.now())
+    });
+    assert_eq!(waited.unwrap_err().code(), "ABORTED");
+    assert_eq!(stopped_at, 250, "the wait ended when it was aborted, not at a retry or its deadline");
+    assert!(b.attempts() <= 2, "no attempt after the abort: {}", b.attempts());
+    timer.run(async {
+        assert!(a.release().await.unwrap());
+        assert!(!b.release().await.unwrap(), "the aborted handle holds nothing");
+    });
+    assert!(!store.is_locked_now("k"));
+}
+
+#[test]
+fn an_already_aborted_acquire_takes_nothing() {
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let l = Lock::new("k", 10_000, store.clone(), Arc::new(timer.clone())).unwrap();
+    let abort = locksmith_core::Abort::new();
+    abort.abort();
+    let answer = timer.run(l.acquire_abortable(AcquireOptions::default(), &abort));
+    assert_eq!(answer.unwrap_err().code(), "ABORTED");
+    assert_eq!(l.attempts(), 0);
+    assert!(!store.is_locked_now("k"));
+}
+
+#[test]
+fn an_attempt_in_flight_when_the_wait_is_aborted_is_released_again() {
+    // The store takes the key at once but answers 100 ms later; the abort comes at 30 ms,
+    // while the grant is on its way: the guard frees it, so nothing stays held.
+    let timer = FakeTimer::new();
+    let inner = memory(&timer);
+    let remote = Arc::new(Remote::new(&timer, inner.clone()));
+    remote.delay_ms.store(100, Ordering::SeqCst);
+    let l = Lock::new("k", 10_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let abort = locksmith_core::Abort::new();
+    let (answer, ()) = timer.run(async {
+        futures_util::join!(l.acquire_abortable(waiting(5_000, 50), &abort), async {
+            timer.sleep_for_test(30).await;
+            assert!(inner.is_locked_now("k"), "the store granted the attempt in flight");
+            abort.abort();
+        })
+    });
+    assert_eq!(answer.unwrap_err().code(), "ABORTED");
+    assert_eq!(timer.now(), 30);
+    timer.run(timer.sleep_for_test(500));
+    assert!(!inner.is_locked_now("k"), "the grant that raced the abort was released");
+    assert!(!timer.run(l.is_expired()).unwrap(), "the handle records no hold");
+}
+
+#[test]
+fn an_aborted_writer_gives_up_its_claim_so_readers_get_in() {
+    use locksmith_core::HoldKind;
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let handle = |kind| Lock::of_kind("rw", 10_000, kind, store.clone(), t.clone()).unwrap();
+    let (r1, w, r2) = (handle(HoldKind::Read), handle(HoldKind::Write), handle(HoldKind::Read));
+    let abort = locksmith_core::Abort::new();
+    let (writer, reader_at) = timer.run(async {
+        assert!(r1.acquire(AcquireOptions::default()).await.unwrap());
+        let (writer, reader_at, ()) = futures_util::join!(
+            w.acquire_abortable(waiting(60_000, 10), &abort),
+            async {
+                // Behind the waiting writer's claim, a new reader waits...
+                timer.sleep_for_test(20).await;
+                assert!(r2.acquire(waiting(60_000, 10)).await.unwrap());
+                timer.now()
+            },
+            async {
+                // ... until the writer gives up.
+                timer.sleep_for_test(100).await;
+                abort.abort();
+            }
+        );
+        (writer, reader_at)
+    });
+    assert_eq!(writer.unwrap_err().code(), "ABORTED");
+    assert!(
+        (100..=120).contains(&reader_at),
+        "the reader got in once the claim was given up, at {reader_at}"
+    );
+}

@@ -40,6 +40,8 @@ const DEFAULTS = {
   graceMs: 400,
   // Reuse one handle per client, kind and key across holds (else a fresh handle each hold).
   reuseHandles: false,
+  // The share of waiting acquires given a `signal` that aborts somewhere within the wait.
+  aborts: 0.1,
 };
 
 /** A lock store object whose acquire always answers true: a broken guard, for the checker's own test. */
@@ -204,7 +206,7 @@ export async function runClients(ls, store, userConfig) {
   const { ttlMs: ttl, limit } = config;
   const root = seeded(config.seed).fork(config.process);
   const holds = [];
-  const summary = { t: "summary", process: config.process, attempts: 0, grants: 0, refused: 0, errors: {}, extends: 0 };
+  const summary = { t: "summary", process: config.process, attempts: 0, grants: 0, refused: 0, aborted: 0, errors: {}, extends: 0 };
   const countError = (where, err) => {
     const name = `${where}:${errorCode(err)}`;
     summary.errors[name] = (summary.errors[name] ?? 0) + 1;
@@ -234,16 +236,28 @@ export async function runClients(ls, store, userConfig) {
       const auto = random.chance(config.autoExtend);
       const options = { timeout: random.chance(0.15) ? 0 : random.int(0, 120), retryDelay: random.int(1, 10) };
       if (auto) options.autoExtend = { intervalMs: Math.floor(ttl / 3) };
+      let abort;
+      if (options.timeout > 0 && random.chance(config.aborts)) {
+        const controller = new AbortController();
+        abort = setTimeout(() => controller.abort(), random.int(0, options.timeout));
+        options.signal = controller.signal;
+      }
       summary.attempts += 1;
       const send = now();
       let granted;
       try {
         granted = await handle.acquire(options);
       } catch (err) {
+        if (err?.code === "ABORTED" && options.signal?.aborted) {
+          // Nothing is held: the next grants of the key show whether that is so.
+          summary.aborted += 1;
+          continue;
+        }
         countError("acquire", err);
         await sleep(random.int(1, 5));
         continue;
       }
+      clearTimeout(abort);
       const reply = now();
       if (!granted) {
         summary.refused += 1;

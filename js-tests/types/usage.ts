@@ -17,6 +17,8 @@ import {
   readWriteLock,
   type ReadWriteLock,
   UnsupportedError,
+  AbortError,
+  type ImmediateOptions,
   type LockTraceContext,
   type LockLostMessage,
 } from "locksmith-js";
@@ -158,3 +160,24 @@ export async function clientStores(ioredis: object, nodeRedis: object, upstash: 
   };
   void [onAcquireEnd, onLost];
 }
+
+// An acquire's signal.
+async function aborting(l: Lock) {
+  const taken: boolean = await l.acquire({ timeout: "5s", signal: AbortSignal.timeout(1_000) });
+  const now: boolean = await l.acquireImmediately({ signal: new AbortController().signal });
+  const options: ImmediateOptions = { signal: AbortSignal.abort() };
+  await l.runImmediately(async () => 1, options);
+  // @ts-expect-error the immediate variants take no timeout
+  await l.acquireImmediately({ timeout: 5 });
+  try {
+    await l.acquire({ signal: AbortSignal.abort() });
+  } catch (err) {
+    if (err instanceof AbortError) {
+      const code: "ABORTED" = err.code;
+      const name: "AbortError" = err.name;
+      void [code, name];
+    }
+  }
+  void [taken, now];
+}
+void aborting;

@@ -6,6 +6,7 @@ import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "./
 import { acquireChannel, extendChannel, lostChannel, lostWatched, releaseChannel, traced } from "./diagnostics.mjs";
 import { DEFAULT_TTL_MS, limitMessage } from "./defaults.mjs";
 import {
+  AbortError,
   LockError,
   LockNotHeldError,
   InvalidArgumentError,
@@ -147,7 +148,36 @@ function warnIfProcessLocal() {
   );
 }
 
-const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend"];
+const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend", "signal"];
+const IMMEDIATE_OPTIONS = ["signal"];
+
+/** `signal`: an AbortSignal, or undefined. */
+function parseSignal(value) {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value !== "object" || typeof value.aborted !== "boolean" || typeof value.addEventListener !== "function") {
+    throw invalid(`signal must be an AbortSignal (from an AbortController, or AbortSignal.timeout()); got ${typeName(value)}`);
+  }
+  return value;
+}
+
+/**
+ * What an acquire ended by `signal` rejects with: the signal's reason when the caller
+ * gave one, else an AbortError (the platform's default reason becomes its `cause`).
+ */
+function abortedBy(signal, key) {
+  const reason = signal.reason;
+  const defaultReason = reason === undefined || (typeof DOMException === "function" && reason instanceof DOMException && reason.name === "AbortError");
+  if (!defaultReason) return reason;
+  return new AbortError(`locksmith: the acquire of ${JSON.stringify(key)} was aborted; nothing is held`, reason === undefined ? undefined : { cause: reason });
+}
+
+/** Immediate variants' options: `{ signal }`, checked. */
+function immediateOptions(options, where) {
+  if (options === undefined || options === null) return undefined;
+  if (typeof options !== "object" || Array.isArray(options)) throw invalid(`${where} options must be an object; got ${typeName(options)}`);
+  checkOptionKeys(options, IMMEDIATE_OPTIONS, where);
+  return options.signal === undefined ? undefined : { timeout: 0, signal: options.signal };
+}
 const AUTO_EXTEND_OPTIONS = ["intervalMs", "maxHoldMs"];
 
 /** `autoExtend`: `true`, or `{ intervalMs, maxHoldMs }`; `undefined` when off. */
@@ -477,6 +507,9 @@ export function makeApi(binding) {
     }
   };
 
+  /** What an aborted acquire's inner steps return, for the caller to reject with the signal's reason. */
+  const ABORTED = Symbol("locksmith.aborted");
+
   const releaseOutcome = (released) => (released ? "released" : "not-held");
   const extendOutcome = () => "extended";
 
@@ -693,8 +726,8 @@ export function makeApi(binding) {
     }
 
     /** `run()` that never waits. */
-    runImmediately(fn) {
-      return this.run(fn, { timeout: 0 });
+    async runImmediately(fn, options) {
+      return this.run(fn, immediateOptions(options, "runImmediately()") ?? { timeout: 0 });
     }
 
     /** Takes the lock, waiting up to `options.timeout` ms. `true` if taken. */
@@ -744,7 +777,8 @@ export function makeApi(binding) {
         context.outcome = taken ? "acquired" : waits(options) ? "timeout" : "busy";
         return taken;
       } catch (err) {
-        context.outcome = "error";
+        const signal = options?.signal;
+        context.outcome = signal?.aborted === true && (err === signal.reason || err?.code === "ABORTED") ? "aborted" : "error";
         throw err;
       } finally {
         context.attempts = (native.attempts - before) >>> 0;
@@ -808,6 +842,7 @@ export function makeApi(binding) {
       let timeout;
       let retryDelay;
       let autoExtend;
+      let signal;
       if (options !== undefined && options !== null) {
         if (typeof options !== "object" || Array.isArray(options)) {
           throw invalid(`acquire options must be an object; got ${typeName(options)}`);
@@ -816,15 +851,49 @@ export function makeApi(binding) {
         timeout = optionalDurationMs("timeout", options.timeout);
         retryDelay = optionalDurationMs("retryDelay", options.retryDelay);
         autoExtend = parseAutoExtend(options.autoExtend);
+        signal = parseSignal(options.signal);
       }
-      return this.#call(async (native) => {
+      // Already aborted: nothing is tried (the options were checked all the same).
+      if (signal?.aborted) throw abortedBy(signal, this.#key);
+      const taken = await this.#call(async (native) => {
         if (autoExtend) native.checkAutoExtend(autoExtend.intervalMs, autoExtend.maxHoldMs);
         const now = native.tryAcquireNow(timeout, retryDelay);
-        const taken = now === true || (now === false && !(timeout > 0)) ? now : await native.acquire(timeout, retryDelay);
+        let taken;
+        if (now === true || (now === false && !(timeout > 0))) taken = now;
+        else if (signal === undefined) taken = await native.acquire(timeout, retryDelay);
+        else {
+          taken = await this.#acquireAbortable(native, timeout, retryDelay, signal);
+          if (taken === ABORTED) return ABORTED;
+        }
+        // A grant that raced the abort (the signal fired before its answer arrived) is given back.
+        if (taken && signal?.aborted) {
+          await native.release().catch(() => {});
+          return ABORTED;
+        }
         if (taken && autoExtend) native.autoExtend(autoExtend.intervalMs, autoExtend.maxHoldMs);
         if (taken && lostWatched()) this.#watchLoss(native);
         return taken;
       });
+      if (taken === ABORTED) throw abortedBy(signal, this.#key);
+      return taken;
+    }
+
+    /** The store's acquire, ended by `signal` (ABORTED then, with nothing held). */
+    async #acquireAbortable(native, timeout, retryDelay, signal) {
+      const token = new binding.AbortToken();
+      const onAbort = () => {
+        token.abort();
+        binding.afterAbort?.();
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      try {
+        return await native.acquireAbortable(timeout, retryDelay, token);
+      } catch (err) {
+        if (toLockError(err, this.#key).code === "ABORTED") return ABORTED;
+        throw err;
+      } finally {
+        signal.removeEventListener("abort", onAbort);
+      }
     }
 
     /**
@@ -880,8 +949,15 @@ export function makeApi(binding) {
     }
 
     /** Takes the lock only if it is free right now. */
-    acquireImmediately() {
-      return this.acquire();
+    acquireImmediately(options) {
+      if (options === undefined) return this.acquire();
+      let checked;
+      try {
+        checked = immediateOptions(options, "acquireImmediately()");
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      return this.acquire(checked);
     }
 
     /** Frees the lock if this handle holds it; `false` if it no longer did. */
@@ -1034,5 +1110,6 @@ export function makeApi(binding) {
     LockStoreError,
     StoreClosedError,
     UnsupportedError,
+    AbortError,
   };
 }

@@ -67,8 +67,19 @@ export class UnsupportedError extends LockError {
   }
 }
 
+/**
+ * A waiting acquire ended by its `signal` (an `AbortSignal` in the options) that gave no
+ * reason of its own. Named "AbortError", as the platform's aborts are.
+ */
+export class AbortError extends LockError {
+  constructor(message, options) {
+    super(message, "ABORTED", options);
+  }
+}
+
 for (const cls of [
   LockError,
+  AbortError,
   LockNotHeldError,
   InvalidArgumentError,
   InvalidSerializedLockError,
@@ -89,6 +100,7 @@ const BY_CODE = {
   STORE_ERROR: LockStoreError,
   STORE_CLOSED: StoreClosedError,
   UNSUPPORTED: UnsupportedError,
+  ABORTED: AbortError,
 };
 
 // Native errors arrive as `CODE locksmith: message`.

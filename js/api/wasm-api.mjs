@@ -19,6 +19,7 @@ export const {
   LockStoreError,
   StoreClosedError,
   UnsupportedError,
+  AbortError,
 } = api;
 
 export { RedisLockStore } from "../redis/wasm-store.mjs";

@@ -21,6 +21,9 @@ export const api = makeApi({
   get MemoryStore() {
     return wasm().WasmMemoryStore;
   },
+  get AbortToken() {
+    return wasm().AbortToken;
+  },
   bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime) =>
     new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime),
 });

@@ -23,6 +23,19 @@ export interface AcquireOptions {
    * `lock.signal` says when it was lost.
    */
   autoExtend?: boolean | AutoExtendOptions;
+  /**
+   * Ends a wait: once it aborts, the acquire rejects with the signal's `reason` (or an
+   * `AbortError` when it gave none) and nothing is held — a grant that raced the abort is
+   * released. Already aborted, nothing is tried. After the acquire resolved, aborting
+   * does nothing to the hold (release it, or watch `lock.signal`).
+   */
+  signal?: AbortSignal;
+}
+
+/** The options of `acquireImmediately()` and `runImmediately()`. */
+export interface ImmediateOptions {
+  /** As `AcquireOptions.signal`: an already-aborted signal takes nothing; one that aborts during the attempt leaves nothing held. */
+  signal?: AbortSignal;
 }
 
 /** The object form of `AcquireOptions.autoExtend`. */
@@ -104,11 +117,11 @@ export declare class Lock {
    */
   run<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: AcquireOptions): Promise<RunResult<T>>;
   /** `run()` that never waits. */
-  runImmediately<T>(fn: (lock: Lock) => T | PromiseLike<T>): Promise<RunResult<T>>;
+  runImmediately<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: ImmediateOptions): Promise<RunResult<T>>;
   /** Takes the lock, waiting up to `options.timeout`. */
   acquire(options?: AcquireOptions): Promise<boolean>;
   /** Takes the lock only if it is free now. */
-  acquireImmediately(): Promise<boolean>;
+  acquireImmediately(options?: ImmediateOptions): Promise<boolean>;
   /** Frees the lock; false if this handle no longer held it. */
   release(): Promise<boolean>;
   /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now. Rejects with LockNotHeldError if the lock was lost. */
@@ -323,6 +336,7 @@ export type LockErrorCode =
   | "STORE_ERROR"
   | "STORE_CLOSED"
   | "UNSUPPORTED"
+  | "ABORTED"
   | "NO_RANDOM_SOURCE"
   | "NOT_INITIALIZED"
   | "INTERNAL_ERROR";
@@ -365,4 +379,10 @@ export declare class StoreClosedError extends LockError {
 /** The store cannot do this: a semaphore or read-write lock on a store without them. */
 export declare class UnsupportedError extends LockError {
   readonly code: "UNSUPPORTED";
+}
+
+/** An acquire ended by its `signal`, which gave no reason of its own. `name` is `"AbortError"`. */
+export declare class AbortError extends LockError {
+  readonly code: "ABORTED";
+  readonly name: "AbortError";
 }

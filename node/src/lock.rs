@@ -205,6 +205,24 @@ impl NativeLock {
         Ok(self.runner.start(done, id, async move { lock.acquire(options).await.map(Outcome::Flag) }))
     }
 
+    /// `acquire_start` that `abort` can end (an `AbortSignal` in the caller's options).
+    #[napi]
+    pub fn acquire_abortable_start(
+        &self,
+        done: &Completions,
+        id: u32,
+        timeout: Option<f64>,
+        retry_delay: Option<f64>,
+        abort: &AbortToken,
+    ) -> napi::Result<bool> {
+        let options = js::acquire_options(timeout, retry_delay).napi()?;
+        let lock = self.inner.clone();
+        let abort = abort.inner.clone();
+        Ok(self
+            .runner
+            .start(done, id, async move { lock.acquire_abortable(options, &abort).await.map(Outcome::Flag) }))
+    }
+
     #[napi]
     pub fn release_start(&self, done: &Completions, id: u32) -> bool {
         let lock = self.inner.clone();
@@ -317,5 +335,33 @@ impl NativeLock {
     #[napi]
     pub fn serialize(&self) -> napi::Result<String> {
         self.inner.serialize().napi()
+    }
+}
+
+/// The native half of an acquire's `AbortSignal`: the JS side fires it when the signal
+/// aborts, and the acquire it was given to stops (see `Lock::acquire_abortable`).
+#[napi]
+pub struct AbortToken {
+    inner: locksmith_core::Abort,
+}
+
+#[napi]
+impl AbortToken {
+    #[napi(constructor)]
+    #[must_use]
+    pub fn new() -> Self {
+        Self { inner: locksmith_core::Abort::new() }
+    }
+
+    /// Ends the acquire this token was given to; again, nothing.
+    #[napi]
+    pub fn abort(&self) {
+        self.inner.abort();
+    }
+}
+
+impl Default for AbortToken {
+    fn default() -> Self {
+        Self::new()
     }
 }

@@ -132,6 +132,22 @@ impl WasmLock {
         }))
     }
 
+    /// `acquire` that `abort` can end (an `AbortSignal` in the caller's options).
+    #[wasm_bindgen(js_name = acquireAbortable)]
+    pub fn acquire_abortable(
+        &self,
+        timeout: Option<f64>,
+        retry_delay: Option<f64>,
+        abort: &AbortToken,
+    ) -> Promise {
+        let lock = self.inner.clone();
+        let abort = abort.inner.clone();
+        promise(Box::pin(async move {
+            let options = js::acquire_options(timeout, retry_delay).js()?;
+            lock.acquire_abortable(options, &abort).await.js().map(bool_value)
+        }))
+    }
+
     #[wasm_bindgen(js_name = releaseNow)]
     pub fn release_now(&self) -> JsValue {
         or_null(self.inner.release_now())
@@ -242,5 +258,27 @@ impl WasmLock {
         max_hold_ms: Option<f64>,
     ) -> Result<(), JsValue> {
         js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).js().map(drop)
+    }
+}
+
+/// The native half of an acquire's `AbortSignal`: the JS side fires it when the signal
+/// aborts, and the acquire it was given to stops (see `Lock::acquire_abortable`).
+#[wasm_bindgen]
+#[derive(Default)]
+pub struct AbortToken {
+    inner: locksmith_core::Abort,
+}
+
+#[wasm_bindgen]
+impl AbortToken {
+    #[wasm_bindgen(constructor)]
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Ends the acquire this token was given to; again, nothing.
+    pub fn abort(&self) {
+        self.inner.abort();
     }
 }

@@ -1,0 +1,211 @@
+// An acquire's `signal` (an AbortSignal in the options): aborting ends a wait with
+// nothing held, an already-aborted signal takes nothing, aborting after the grant does
+// nothing to the hold; the rejection is the signal's reason, or an AbortError. On the
+// memory store, a user's own asynchronous store, a real redis-server (standalone and
+// Cluster) and PostgreSQL, every handle kind, in the build under test.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { startRedis } from "./support/redis-server.mjs";
+import { startCluster } from "./support/redis-topology.mjs";
+import { requirePostgres, startPostgres } from "./support/postgres-server.mjs";
+import { PostgresLockStore } from "../js/stores/postgres.mjs";
+import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
+
+failOnUnhandledRejections();
+
+/** Rejects the acquire of `handle` `ms` after it started waiting; resolves to [error, elapsed ms]. */
+async function abortedAfter(handle, ms, options = {}) {
+  const controller = new AbortController();
+  const started = performance.now();
+  setTimeout(() => controller.abort(options.reason), ms);
+  const err = await handle.acquire({ timeout: 10_000, retryDelay: 2_000, signal: controller.signal, ...options.acquire }).then(
+    (taken) => assert.fail(`the acquire resolved ${taken} instead of rejecting`),
+    (e) => e,
+  );
+  return [err, performance.now() - started];
+}
+
+/** The cases every store runs: `make(key, kind)` gives a handle of that kind on the store. */
+function abortCases(name, storeOf) {
+  describe(`an acquire's signal on ${name}`, () => {
+    const make = (key, kind = "lock") => {
+      const store = storeOf();
+      if (kind === "lock") return ls.lock(key, 10_000, store);
+      if (kind === "semaphore") return ls.semaphore(key, 1, 10_000, store);
+      const rw = ls.readWriteLock(key, 10_000, store);
+      return kind === "read" ? rw.readLock() : rw.writeLock();
+    };
+
+    for (const kind of ["lock", "semaphore", "write"]) {
+      it(`ends a waiting ${kind} at the abort, with an AbortError, holding nothing`, async () => {
+        const key = uniqueKey(`abort-${kind}`);
+        const holder = make(key, kind);
+        assert.equal(await holder.acquire(), true);
+        const waiter = make(key, kind);
+        const [err, elapsed] = await abortedAfter(waiter, 150);
+        assert.ok(err instanceof ls.AbortError, `an AbortError: ${err}`);
+        assert.ok(err instanceof ls.LockError);
+        assert.equal(err.name, "AbortError");
+        assert.equal(err.code, "ABORTED");
+        assert.match(err.message, /^locksmith: the acquire of .* was aborted/);
+        assert.ok(elapsed < 1_500, `the wait ended at the abort (${Math.round(elapsed)} ms), not at a 2 s retry`);
+        assert.equal(await waiter.release(), false, "the aborted handle holds nothing");
+        assert.equal(await holder.release(), true);
+        // Nothing of the aborted wait is left in the store: the key is free at once.
+        const next = make(key, kind);
+        assert.equal(await next.acquire(), true);
+        await next.release();
+      });
+    }
+
+    it("rejects with the signal's own reason when it gave one", async () => {
+      const key = uniqueKey("abort-reason");
+      const holder = make(key);
+      await holder.acquire();
+      const reason = new Error("the request was cancelled");
+      const [err] = await abortedAfter(make(key), 50, { reason });
+      assert.equal(err, reason);
+      await holder.release();
+    });
+
+    it("takes nothing with an already-aborted signal, even on a free key", async () => {
+      const key = uniqueKey("abort-already");
+      const l = make(key);
+      const signal = AbortSignal.abort();
+      await assert.rejects(l.acquire({ signal }), { name: "AbortError", code: "ABORTED" });
+      await assert.rejects(l.acquireImmediately({ signal }), { code: "ABORTED" });
+      let ran = false;
+      await assert.rejects(
+        l.runImmediately(
+          () => {
+            ran = true;
+          },
+          { signal },
+        ),
+        { code: "ABORTED" },
+      );
+      assert.equal(ran, false);
+      assert.equal(await make(key).isLocked(), false);
+    });
+
+    it("does nothing to a hold when it aborts after the grant", async () => {
+      const key = uniqueKey("abort-late");
+      const l = make(key);
+      const controller = new AbortController();
+      assert.equal(await l.acquire({ timeout: 1_000, signal: controller.signal }), true);
+      controller.abort();
+      await sleep(50);
+      assert.equal(await l.isLocked(), true);
+      assert.equal(l.signal.aborted, false, "the hold's own signal is not the acquire's");
+      assert.equal(await l.release(), true);
+    });
+
+    it("ends run()'s wait without running the function; AbortSignal.timeout's reason is its TimeoutError", async () => {
+      const key = uniqueKey("abort-run");
+      const holder = make(key);
+      await holder.acquire();
+      let ran = false;
+      const err = await make(key)
+        .run(
+          () => {
+            ran = true;
+          },
+          { timeout: 10_000, signal: AbortSignal.timeout(100) },
+        )
+        .catch((e) => e);
+      assert.equal(ran, false);
+      assert.equal(err.name, "TimeoutError");
+      await holder.release();
+    });
+  });
+}
+
+abortCases("the memory store", () => memory);
+let memory;
+before(() => {
+  memory = new ls.MemoryLockStore();
+});
+
+describe("an acquire's signal: bad input", () => {
+  it("refuses a signal that is not an AbortSignal, and unknown options of the immediate variants", async () => {
+    const l = ls.lock(uniqueKey("abort-bad"), 5_000, new ls.MemoryLockStore());
+    await assert.rejects(l.acquire({ signal: "stop" }), { code: "INVALID_ARGUMENT", message: /^locksmith: signal must be an AbortSignal/ });
+    await assert.rejects(l.acquireImmediately({ timeout: 5 }), { code: "INVALID_ARGUMENT", message: /unknown option `timeout` for acquireImmediately\(\)/ });
+    await assert.rejects(
+      l.runImmediately(() => {}, { retryDelay: 5 }),
+      { code: "INVALID_ARGUMENT" },
+    );
+    assert.equal(await l.isLocked(), false);
+  });
+});
+
+describe("an acquire's signal on a store of the user's own", () => {
+  it("releases a grant whose answer was still on its way when the wait was aborted", async () => {
+    // A store that takes the key at once and answers 200 ms later.
+    const inner = new ls.MemoryLockStore();
+    const slow = {
+      acquire: async (key, owner, ttl) => {
+        const taken = await inner.acquire(key, owner, ttl);
+        await sleep(200);
+        return taken;
+      },
+      release: (key, owner) => inner.release(key, owner),
+      extend: (key, owner, ttl) => inner.extend(key, owner, ttl),
+      isLocked: (key) => inner.isLocked(key),
+      remainingTime: (key) => inner.remainingTime(key),
+    };
+    const key = uniqueKey("abort-in-flight");
+    const l = ls.lock(key, 10_000, slow);
+    const controller = new AbortController();
+    const acquiring = l.acquire({ timeout: 5_000, signal: controller.signal });
+    await sleep(50);
+    assert.equal(await inner.isLocked(key), true, "the store granted the attempt in flight");
+    controller.abort();
+    await assert.rejects(acquiring, { code: "ABORTED" });
+    for (let i = 0; i < 50 && (await inner.isLocked(key)); i++) await sleep(20);
+    assert.equal(await inner.isLocked(key), false, "the grant that raced the abort was released");
+  });
+});
+
+describe("on Redis", () => {
+  let redis;
+  let store;
+  before(async () => {
+    redis = await startRedis();
+    store = await ls.RedisLockStore.connect(redis.url);
+  });
+  after(async () => {
+    await store?.close();
+    await redis?.stop();
+  });
+  abortCases("a real redis-server", () => store);
+});
+
+describe("on a Redis Cluster", () => {
+  let cluster;
+  let store;
+  before(async () => {
+    cluster = await startCluster();
+    store = await ls.RedisLockStore.connect({ cluster: cluster.urls });
+  });
+  after(async () => {
+    await store?.close();
+    await cluster?.stop();
+  });
+  abortCases("a Redis Cluster", () => store);
+});
+
+describe("on PostgreSQL", await requirePostgres(), () => {
+  let pg;
+  let store;
+  before(async () => {
+    pg = await startPostgres();
+    store = await PostgresLockStore.connect(pg.url);
+  });
+  after(async () => {
+    await store?.close();
+    await pg?.dispose();
+  });
+  abortCases("PostgreSQL", () => store);
+});
