@@ -49,6 +49,7 @@ function abortCases(name, storeOf) {
         assert.equal(err.name, "AbortError");
         assert.equal(err.code, "ABORTED");
         assert.match(err.message, /^locksmith: the acquire of .* was aborted/);
+        assert.equal(err.key, key);
         assert.ok(elapsed < 1_500, `the wait ended at the abort (${Math.round(elapsed)} ms), not at a 2 s retry`);
         assert.equal(await waiter.release(), false, "the aborted handle holds nothing");
         assert.equal(await holder.release(), true);
@@ -137,6 +138,16 @@ describe("an acquire's signal: bad input", () => {
       { code: "INVALID_ARGUMENT" },
     );
     assert.equal(await l.isLocked(), false);
+  });
+
+  it("takes a null signal as none", async () => {
+    const l = ls.lock(uniqueKey("abort-null"), 5_000, new ls.MemoryLockStore());
+    assert.equal(await l.acquire({ timeout: 10, signal: null }), true);
+    assert.equal(await l.release(), true);
+  });
+
+  it("says a semaphore without its limit is missing it", () => {
+    assert.throws(() => ls.semaphore(uniqueKey("abort-sem")), { code: "INVALID_ARGUMENT", message: /got undefined: semaphore\(key, limit/ });
   });
 });
 

@@ -153,7 +153,7 @@ const IMMEDIATE_OPTIONS = ["signal"];
 
 /** `signal`: an AbortSignal, or undefined. */
 function parseSignal(value) {
-  if (value === undefined) return undefined;
+  if (value === undefined || value === null) return undefined;
   if (value === null || typeof value !== "object" || typeof value.aborted !== "boolean" || typeof value.addEventListener !== "function") {
     throw invalid(`signal must be an AbortSignal (from an AbortController, or AbortSignal.timeout()); got ${typeName(value)}`);
   }
@@ -168,7 +168,12 @@ function abortedBy(signal, key) {
   const reason = signal.reason;
   const defaultReason = reason === undefined || (typeof DOMException === "function" && reason instanceof DOMException && reason.name === "AbortError");
   if (!defaultReason) return reason;
-  return new AbortError(`locksmith: the acquire of ${JSON.stringify(key)} was aborted; nothing is held`, reason === undefined ? undefined : { cause: reason });
+  const err = new AbortError(
+    `locksmith: the acquire of ${JSON.stringify(key)} was aborted; nothing is held`,
+    reason === undefined ? undefined : { cause: reason },
+  );
+  err.key = key;
+  return err;
 }
 
 /** Immediate variants' options: `{ signal }`, checked. */
@@ -1062,6 +1067,7 @@ export function makeApi(binding) {
    * for `ttlMs` once acquired, in `store`. It has a lock's methods, and `count()`.
    */
   function semaphore(key, limit, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+    if (limit === undefined) throw invalid(limitMessage("undefined: semaphore(key, limit, ttlMs?, store?) needs its limit"));
     return new Lock(KINDED, { key, ttlMs, kind: "semaphore", limit: limit ?? Number.NaN, store });
   }
 

@@ -29,13 +29,13 @@ export interface AcquireOptions {
    * released. Already aborted, nothing is tried. After the acquire resolved, aborting
    * does nothing to the hold (release it, or watch `lock.signal`).
    */
-  signal?: AbortSignal;
+  signal?: AbortSignal | null;
 }
 
 /** The options of `acquireImmediately()` and `runImmediately()`. */
 export interface ImmediateOptions {
   /** As `AcquireOptions.signal`: an already-aborted signal takes nothing; one that aborts during the attempt leaves nothing held. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | null;
 }
 
 /** The object form of `AcquireOptions.autoExtend`. */
@@ -385,4 +385,6 @@ export declare class UnsupportedError extends LockError {
 export declare class AbortError extends LockError {
   readonly code: "ABORTED";
   readonly name: "AbortError";
+  /** The key whose acquire was aborted. */
+  readonly key: string;
 }
