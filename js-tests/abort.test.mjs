@@ -132,6 +132,9 @@ describe("an acquire's signal: bad input", () => {
   it("refuses a signal that is not an AbortSignal, and unknown options of the immediate variants", async () => {
     const l = ls.lock(uniqueKey("abort-bad"), 5_000, new ls.MemoryLockStore());
     await assert.rejects(l.acquire({ signal: "stop" }), { code: "INVALID_ARGUMENT", message: /^locksmith: signal must be an AbortSignal/ });
+    // Shaped like a signal but without removeEventListener: refused before anything is taken.
+    const halfSignal = { aborted: false, addEventListener() {} };
+    await assert.rejects(l.acquire({ timeout: 100, signal: halfSignal }), { code: "INVALID_ARGUMENT" });
     await assert.rejects(l.acquireImmediately({ timeout: 5 }), { code: "INVALID_ARGUMENT", message: /unknown option `timeout` for acquireImmediately\(\)/ });
     await assert.rejects(
       l.runImmediately(() => {}, { retryDelay: 5 }),

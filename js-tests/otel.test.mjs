@@ -450,6 +450,54 @@ describe("locksmith-js/otel on the memory store", () => {
     }
   });
 
+  it("ends the right hold when its loss is reported after the handle was granted again", async () => {
+    const otel = instrumented();
+    try {
+      const lock = new ls.Lock(uniqueKey("otel-regrant"), "50ms", store);
+      await lock.acquire();
+      // The event loop is busy past the TTL; the next grant of the same handle can come
+      // before the first hold's loss is reported.
+      const until = performance.now() + 120;
+      while (performance.now() < until) {}
+      assert.equal(await lock.acquire(), true);
+      await lock.extend("5s");
+      await sleep(100);
+      let metrics = await otel.metrics();
+      assert.equal(total(metrics, "locksmith.held"), 1, "the second hold is held");
+      assert.equal(total(metrics, "locksmith.lost"), 1, "the first hold was lost, once");
+      assert.equal(await lock.release(), true);
+      metrics = await otel.metrics();
+      assert.equal(total(metrics, "locksmith.held"), 0);
+      assert.equal(total(metrics, "locksmith.lost"), 1);
+      assert.deepEqual(
+        spansNamed(otel.spans(), "locksmith hold").map((s) => s.attributes["locksmith.outcome"]),
+        ["lost", "released"],
+      );
+    } finally {
+      await otel.close();
+    }
+  });
+
+  it("counts a loss once when it is reported after a release found the key gone", async () => {
+    const otel = instrumented();
+    try {
+      const lock = new ls.Lock(uniqueKey("otel-late-loss"), "50ms", store);
+      await assert.rejects(
+        lock.run(() => {
+          const until = performance.now() + 120;
+          while (performance.now() < until) {}
+        }),
+        { code: "LOCK_NOT_HELD" },
+      );
+      await sleep(150);
+      const metrics = await otel.metrics();
+      assert.equal(total(metrics, "locksmith.lost"), 1);
+      assert.equal(total(metrics, "locksmith.held"), 0);
+    } finally {
+      await otel.close();
+    }
+  });
+
   it("ends a hold it never saw end when its handle is granted again, so held does not drift", async () => {
     const otel = instrumented();
     try {
@@ -457,13 +505,15 @@ describe("locksmith-js/otel on the memory store", () => {
       const channel = dc.tracingChannel("locksmith:acquire");
       const handle = {};
       for (let i = 0; i < 2; i++) {
-        const traced = { key: "k", kind: "lock", store: "custom", ttlMs: 1_000, lock: handle };
+        const traced = { key: "k", kind: "lock", store: "custom", ttlMs: 1_000, lock: handle, hold: i + 1 };
         await channel.tracePromise(async () => {
           traced.outcome = "acquired";
           return true;
         }, traced);
       }
-      assert.equal(total(await otel.metrics(), "locksmith.held"), 1);
+      const metrics = await otel.metrics();
+      assert.equal(total(metrics, "locksmith.held"), 1);
+      assert.equal(total(metrics, "locksmith.lost", { "locksmith.reason": "LOCK_NOT_HELD" }), 1, "a handle granted again had lost its earlier hold");
       const holds = spansNamed(otel.spans(), "locksmith hold");
       assert.equal(holds.length, 1, "the first hold's span ended");
     } finally {

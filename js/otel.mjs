@@ -5,11 +5,12 @@
 // unsubscribed channel costs the lock path nothing. @opentelemetry/api is an optional peer
 // dependency, loaded only by this entry.
 //
-// How a hold is followed: the acquire's context carries the handle (`lock`); a grant puts
-// a record in a WeakMap keyed on it, and the first of release, loss or a later grant of the
-// same handle ends that record, once. `done` keeps a release that follows a loss (or a
-// loss reported after a release found the key gone) from ending the hold twice, so
-// `locksmith.held` moves by +1 and -1 exactly once per hold.
+// How a hold is followed: the acquire's context carries the handle (`lock`) and the hold's
+// number on it (`hold`); a grant puts a record in a WeakMap keyed on the handle, and the
+// first of its release, its loss or a later grant of the same handle ends that record,
+// once. A loss reported late (after a release found the key gone, or after the handle was
+// granted again) names its hold's number, so it ends that hold or nothing, and
+// `locksmith.held` and `locksmith.lost` move exactly once per hold.
 import diagnosticsChannel from "node:diagnostics_channel";
 import { context, diag, metrics, SpanKind, SpanStatusCode, trace, ValueType } from "@opentelemetry/api";
 import { InvalidArgumentError } from "locksmith-js";
@@ -140,7 +141,7 @@ export function instrument(options) {
     valueType: ValueType.INT,
   });
   const extendCounter = meter.createCounter("locksmith.extends", {
-    description: "extend() calls, automatic ones included, by outcome",
+    description: "extend() calls, by outcome (autoExtend's renewals run in the core and are not counted)",
     valueType: ValueType.INT,
   });
   const heldCounter = meter.createUpDownCounter("locksmith.held", {
@@ -150,7 +151,9 @@ export function instrument(options) {
 
   // Per traced acquire (keyed on its context object): when it started, its span, the context it started in.
   const acquires = new WeakMap();
-  // Per handle: its current hold, `{ start, span, attributes, done }`.
+  // Per handle: `{ first, open }` — the number of the first hold seen (a handle numbers
+  // its holds: `hold` in the channels' messages) and its holds not yet ended, by number,
+  // each `{ start, span, attributes, done }`.
   const holds = new WeakMap();
   // What is open, so that uninstrumenting can close it (the WeakMaps cannot be walked).
   const openAcquires = new Set();
@@ -187,11 +190,15 @@ export function instrument(options) {
 
   function startHold(ctx, acquire) {
     const handle = ctx.lock;
-    if (handle === null || (typeof handle !== "object" && typeof handle !== "function")) return;
-    // A grant of a handle whose last hold this module never saw end (a contract slip):
-    // close that one, so `held` does not drift.
-    const previous = holds.get(handle);
-    if (previous) endHold(previous);
+    if (handle === null || (typeof handle !== "object" && typeof handle !== "function") || typeof ctx.hold !== "number") return;
+    let record = holds.get(handle);
+    if (record === undefined) holds.set(handle, (record = { first: ctx.hold, open: new Map() }));
+    // A handle is granted again only once its earlier hold is gone; not released, that
+    // one was lost (its own loss message, which may come later, then finds it ended).
+    for (const [number, previous] of record.open) {
+      record.open.delete(number);
+      endHold(previous, "lost", "LOCK_NOT_HELD");
+    }
     const attributes = base(ctx);
     const span = tracer.startSpan(
       "locksmith hold",
@@ -205,7 +212,7 @@ export function instrument(options) {
     const token = fencingToken(ctx);
     if (token !== undefined) span.setAttribute("locksmith.fencing_token", token);
     const hold = { start: now(), span, attributes, done: false };
-    holds.set(handle, hold);
+    record.open.set(ctx.hold, hold);
     openHolds.add(hold);
     heldCounter.add(1, attributes);
   }
@@ -250,9 +257,10 @@ export function instrument(options) {
     const outcome = releaseOutcome(ctx);
     // A release that failed leaves the hold as it was: a later release or its loss ends it.
     if (outcome === "error") return;
-    const hold = holds.get(ctx.lock);
+    const record = holds.get(ctx.lock);
+    const hold = record?.open.get(ctx.hold);
     if (!hold) return;
-    holds.delete(ctx.lock);
+    record.open.delete(ctx.hold);
     if (outcome === "released") endHold(hold, "released");
     // Not held any more, and no loss was reported first (ended holds are skipped).
     else endHold(hold, "lost", ctx.error?.code ?? "LOCK_NOT_HELD", ctx.error);
@@ -261,16 +269,21 @@ export function instrument(options) {
   const onExtend = onSettle("an extend", (ctx) => {
     const outcome = extendOutcome(ctx);
     extendCounter.add(1, { ...base(ctx), "locksmith.outcome": outcome });
-    const hold = holds.get(ctx.lock);
+    const hold = holds.get(ctx.lock)?.open.get(ctx.hold);
     if (hold && !hold.done) hold.span.addEvent("locksmith.extend", { "locksmith.outcome": outcome, "locksmith.ttl_ms": ctx.ttlMs });
   });
 
   const onLost = guarded("a lost hold", (message) => {
-    const hold = holds.get(message?.lock);
+    const record = holds.get(message?.lock);
+    const hold = record?.open.get(message.hold);
     if (hold) {
+      record.open.delete(message.hold);
       endHold(hold, "lost", message.reason, message.error);
       return;
     }
+    // Seen and ended already (a release found it gone, or the handle was granted again):
+    // counted then.
+    if (record !== undefined && message.hold >= record.first) return;
     // A hold granted before instrument(): counted, though `held` never counted it.
     lostCounter.add(1, { ...base(message), "locksmith.reason": message.reason });
   });

@@ -451,6 +451,10 @@ impl Lock {
         let mut outage: Option<crate::error::LockError> = None;
         let mut backoff = options.retry_delay_ms;
         loop {
+            // An abort that came with a wake-up (both ready in one turn) sends no attempt.
+            if abort.is_some_and(crate::Abort::is_aborted) {
+                return Err(self.aborted(owner));
+            }
             if signal.is_none() && options.timeout_ms > 0 {
                 signal = self.store_release_signal();
             }

@@ -438,7 +438,7 @@ fn an_aborted_wait_stops_at_once_and_holds_nothing() {
     });
     assert_eq!(waited.unwrap_err().code(), "ABORTED");
     assert_eq!(stopped_at, 250, "the wait ended when it was aborted, not at a retry or its deadline");
-    assert!(b.attempts() <= 2, "no attempt after the abort: {}", b.attempts());
+    assert_eq!(b.attempts(), 1, "one attempt at the start, none after the abort");
     timer.run(async {
         assert!(a.release().await.unwrap());
         assert!(!b.release().await.unwrap(), "the aborted handle holds nothing");
@@ -515,4 +515,29 @@ fn an_aborted_writer_gives_up_its_claim_so_readers_get_in() {
         (100..=120).contains(&reader_at),
         "the reader got in once the claim was given up, at {reader_at}"
     );
+}
+
+#[test]
+fn an_abort_that_comes_with_a_release_sends_no_attempt() {
+    // The holder releases and the waiter's signal aborts in the same turn: the wait wakes
+    // for both, and ends as aborted without trying the free key.
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let (a, b) = (
+        Lock::new("k", 10_000, store.clone(), t.clone()).unwrap(),
+        Lock::new("k", 10_000, store.clone(), t).unwrap(),
+    );
+    let abort = locksmith_core::Abort::new();
+    let (waited, ()) = timer.run(async {
+        assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+        futures_util::join!(b.acquire_abortable(waiting(10_000, 1_000), &abort), async {
+            timer.sleep_for_test(100).await;
+            assert!(a.release().await.unwrap());
+            abort.abort();
+        })
+    });
+    assert_eq!(waited.unwrap_err().code(), "ABORTED");
+    assert_eq!(b.attempts(), 1, "no attempt after the abort");
+    assert!(!store.is_locked_now("k"));
 }

@@ -154,7 +154,12 @@ const IMMEDIATE_OPTIONS = ["signal"];
 /** `signal`: an AbortSignal, or undefined. */
 function parseSignal(value) {
   if (value === undefined || value === null) return undefined;
-  if (value === null || typeof value !== "object" || typeof value.aborted !== "boolean" || typeof value.addEventListener !== "function") {
+  if (
+    typeof value !== "object" ||
+    typeof value.aborted !== "boolean" ||
+    typeof value.addEventListener !== "function" ||
+    typeof value.removeEventListener !== "function"
+  ) {
     throw invalid(`signal must be an AbortSignal (from an AbortController, or AbortSignal.timeout()); got ${typeName(value)}`);
   }
   return value;
@@ -164,9 +169,20 @@ function parseSignal(value) {
  * What an acquire ended by `signal` rejects with: the signal's reason when the caller
  * gave one, else an AbortError (the platform's default reason becomes its `cause`).
  */
-function abortedBy(signal, key) {
+function abortedBy(signal, key, unreleased) {
   const reason = signal.reason;
   const defaultReason = reason === undefined || (typeof DOMException === "function" && reason instanceof DOMException && reason.name === "AbortError");
+  // A grant that raced the abort and could not be given back stays until its TTL: said
+  // so (with the release's error as the cause) rather than "nothing is held".
+  if (unreleased !== undefined) {
+    const err = new AbortError(
+      `locksmith: the acquire of ${JSON.stringify(key)} was aborted, but the grant that raced the abort could not be released (${unreleased.message.replace(/^locksmith: /, "")}): it is held until its TTL passes`,
+      { cause: unreleased },
+    );
+    err.key = key;
+    err.reason = reason;
+    return err;
+  }
   if (!defaultReason) return reason;
   const err = new AbortError(
     `locksmith: the acquire of ${JSON.stringify(key)} was aborted; nothing is held`,
@@ -527,6 +543,8 @@ export function makeApi(binding) {
     #busy = 0;
     /** The store, for its name in diagnostics. */
     #store;
+    /** How many holds this handle has been granted: a hold's number in diagnostics. */
+    #holds = 0;
 
     #returned;
     /** The current hold's signal: `{ generation, controller }`. */
@@ -544,6 +562,7 @@ export function makeApi(binding) {
         this.#key = native.key;
         this.#ttlMs = native.ttlMs;
         this.#kind = native.kind;
+        this.#holds = 1;
         if (lostWatched()) this.#watchLoss(native);
         return;
       }
@@ -749,6 +768,7 @@ export function makeApi(binding) {
           return Promise.reject(toLockError(err, this.#key));
         }
         if (now === true) {
+          this.#holds += 1;
           if (lostWatched()) this.#watchLoss(native);
           return RESOLVED_TRUE;
         }
@@ -757,7 +777,7 @@ export function makeApi(binding) {
           return RESOLVED_FALSE;
         }
         // An asynchronous store: straight to the store, as `#acquireWaiting` would.
-        return this.#started(native, acquireAsync, lostWatched() ? this.#watchGrant : undefined);
+        return this.#started(native, acquireAsync, this.#granted);
       }
       return this.#acquireWaiting(options);
     }
@@ -765,6 +785,7 @@ export function makeApi(binding) {
     /** `acquire()` published on `locksmith:acquire`, with its outcome, attempts, wait and fencing token. */
     #tracedAcquire(options) {
       const context = this.#context(this.#ttlMs);
+      context.hold = null;
       context.attempts = 0;
       context.waitedMs = 0;
       context.fencingToken = null;
@@ -780,6 +801,7 @@ export function makeApi(binding) {
       try {
         const taken = await this.#acquireWaiting(options);
         context.outcome = taken ? "acquired" : waits(options) ? "timeout" : "busy";
+        if (taken) context.hold = this.#holds;
         return taken;
       } catch (err) {
         const signal = options?.signal;
@@ -822,12 +844,14 @@ export function makeApi(binding) {
 
     /** A diagnostics channel's context for a call on this lock. */
     #context(ttlMs) {
-      return { key: this.#key, kind: this.#kind, store: storeName(this.#store), ttlMs, lock: this, outcome: undefined };
+      return { key: this.#key, kind: this.#kind, store: storeName(this.#store), ttlMs, lock: this, hold: this.#holds, outcome: undefined };
     }
 
-    /** After an async grant (see `#started`): watch the hold for `locksmith:lost`. */
-    #watchGrant(taken, native) {
-      if (taken) this.#watchLoss(native);
+    /** After an async acquire (see `#started`): a grant is numbered and watched for `locksmith:lost`. */
+    #granted(taken, native) {
+      if (!taken) return;
+      this.#holds += 1;
+      if (lostWatched()) this.#watchLoss(native);
     }
 
     /**
@@ -836,10 +860,11 @@ export function makeApi(binding) {
      */
     #watchLoss(native) {
       if (native.holdGeneration === null) return;
+      const hold = this.#holds;
       native.watch().then(undefined, (err) => {
         if (!lostWatched()) return;
         const error = toLockError(err, this.#key);
-        lostChannel.publish({ key: this.#key, kind: this.#kind, store: storeName(this.#store), reason: error.code, error, lock: this });
+        lostChannel.publish({ key: this.#key, kind: this.#kind, store: storeName(this.#store), reason: error.code, error, lock: this, hold });
       });
     }
 
@@ -860,6 +885,8 @@ export function makeApi(binding) {
       }
       // Already aborted: nothing is tried (the options were checked all the same).
       if (signal?.aborted) throw abortedBy(signal, this.#key);
+      // The error of a release that failed to give back a grant that raced the abort.
+      let unreleased;
       const taken = await this.#call(async (native) => {
         if (autoExtend) native.checkAutoExtend(autoExtend.intervalMs, autoExtend.maxHoldMs);
         const now = native.tryAcquireNow(timeout, retryDelay);
@@ -872,14 +899,21 @@ export function makeApi(binding) {
         }
         // A grant that raced the abort (the signal fired before its answer arrived) is given back.
         if (taken && signal?.aborted) {
-          await native.release().catch(() => {});
+          try {
+            await native.release();
+          } catch (err) {
+            unreleased = toLockError(err, this.#key);
+          }
           return ABORTED;
         }
         if (taken && autoExtend) native.autoExtend(autoExtend.intervalMs, autoExtend.maxHoldMs);
-        if (taken && lostWatched()) this.#watchLoss(native);
+        if (taken) {
+          this.#holds += 1;
+          if (lostWatched()) this.#watchLoss(native);
+        }
         return taken;
       });
-      if (taken === ABORTED) throw abortedBy(signal, this.#key);
+      if (taken === ABORTED) throw abortedBy(signal, this.#key, unreleased);
       return taken;
     }
 
@@ -897,7 +931,11 @@ export function makeApi(binding) {
         if (toLockError(err, this.#key).code === "ABORTED") return ABORTED;
         throw err;
       } finally {
-        signal.removeEventListener("abort", onAbort);
+        try {
+          signal.removeEventListener("abort", onAbort);
+        } catch {
+          // The acquire's answer stands; the token only outlives it.
+        }
       }
     }
 

@@ -298,7 +298,9 @@ export interface LockTraceContext {
   readonly ttlMs: number;
   /** The handle the call was made on: the same object from a grant to its release. */
   readonly lock: Lock;
-  /** acquire: acquired, busy, timeout, error; release: released, not-held, error; extend: extended, not-held, error. */
+  /** The hold's number on `lock` (1, 2, …): a granted acquire's, or for release and extend the handle's latest. Null on an acquire that got nothing. */
+  hold: number | null;
+  /** acquire: acquired, busy, timeout, aborted, error; release: released, not-held, error; extend: extended, not-held, error. */
   outcome?: "acquired" | "busy" | "timeout" | "aborted" | "released" | "extended" | "not-held" | "error";
   /** acquire: how many attempts the call sent to the store. */
   attempts?: number;
@@ -321,6 +323,8 @@ export interface LockLostMessage {
   readonly reason: LockErrorCode;
   readonly error: LockError;
   readonly lock: Lock;
+  /** The number of the hold that was lost, on `lock` (see `LockTraceContext.hold`). */
+  readonly hold: number;
 }
 
 /** Which build serves the API: the native addon, or the WebAssembly build where no addon loads (and on the edge). */
