@@ -73,8 +73,8 @@ const api = makeApi({
   // engine's next turn, which this asks for.
   afterAbort: () => callStarted(),
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, _hasWaiters, hasOwnerRemainingTime) =>
-    new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasOwnerRemainingTime),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, _hasWaiters, hasOwnerRemainingTime, hasPermitWeights) =>
+    new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasOwnerRemainingTime, hasPermitWeights),
 });
 
 // The Redis store: the sans-I/O engine in the addon under the one driver
@@ -147,6 +147,11 @@ class EngineBackend {
 class RedisLockStore extends NativeStore {
   get [STORE_NAME]() {
     return "redis";
+  }
+
+  /** A semaphore hold may take several permits (`{ permits }`). */
+  get permitWeights() {
+    return true;
   }
 
   /**

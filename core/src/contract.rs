@@ -144,6 +144,27 @@ pub trait ForeignStore: MaybeSendSync {
     /// Whether the store has the optional permit methods.
     fn has_permits(&self) -> bool;
 
+    /// Whether the store carries weighted permits (`permitWeights: true`): its
+    /// `acquirePermit` takes a sixth argument, how many permits, and its `countPermits`
+    /// sums them. `false` by default.
+    fn has_permit_weights(&self) -> bool {
+        false
+    }
+
+    /// `acquirePermit(key, owner, ttlMs, kind, limit, permits)` on a store with
+    /// [`has_permit_weights`](Self::has_permit_weights).
+    async fn call_acquire_permits(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+    ) -> Result<Answer> {
+        let _ = (key, owner, ttl_ms, kind, permits);
+        Err(crate::store::no_permit_weights())
+    }
+
     /// The store's optional `onRelease(key, listener, kind)`, as a future that completes
     /// when the listener is called; dropping it unsubscribes. `kind` is `None` for a
     /// plain lock. `None` (the default) when the store has no `onRelease`.
@@ -253,6 +274,25 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
     ) -> Result<Option<Grant>> {
         self.permits()?;
         let answer = self.ask_permit("acquirePermit", key, Some(owner), Some(ttl_ms), kind).await?;
+        expect_grant("acquirePermit", &answer)
+    }
+
+    async fn acquire_permits(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+    ) -> Result<Option<Grant>> {
+        if permits == 1 {
+            return self.acquire_permit(key, owner, ttl_ms, kind).await;
+        }
+        self.permits()?;
+        if !self.0.has_permit_weights() {
+            return Err(crate::store::no_permit_weights());
+        }
+        let answer = refusal(self.0.call_acquire_permits(key, owner, ttl_ms, kind, permits).await?)?;
         expect_grant("acquirePermit", &answer)
     }
 

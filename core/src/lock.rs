@@ -109,6 +109,8 @@ pub struct Lock {
     pub(crate) drift_override: Option<u64>,
     /// Acquire attempts this handle has sent to its store (see [`Lock::attempts`]).
     pub(crate) attempts: std::sync::atomic::AtomicU32,
+    /// How many of a semaphore's permits this handle's acquires take (see [`Lock::set_permits`]).
+    pub(crate) permits: std::sync::atomic::AtomicU32,
 }
 
 /// The default drift allowance for a TTL: 1 % of it + 2 ms, and always less than it.
@@ -197,6 +199,7 @@ impl Lock {
             extend_stopped: std::sync::atomic::AtomicU64::new(0),
             drift_override: None,
             attempts: std::sync::atomic::AtomicU32::new(0),
+            permits: std::sync::atomic::AtomicU32::new(1),
         }
     }
 
@@ -251,7 +254,23 @@ impl Lock {
         *self.ending.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
         *self.extend_failure.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
         *self.extend_stopped.get_mut() = 0;
+        *self.permits.get_mut() = 1;
         Ok(())
+    }
+
+    /// How many permits this semaphore handle's acquires take: 1 (the default) up to the
+    /// semaphore's limit. A holder of n permits counts n toward the limit; `extend` and
+    /// `release` act on the hold as taken. Any other kind of handle takes only 1.
+    pub fn set_permits(&self, permits: u32) -> Result<()> {
+        let permits = validate::permits(self.kind, permits)?;
+        self.permits.store(permits, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// How many permits this handle's acquires take (see [`set_permits`](Self::set_permits)).
+    #[must_use]
+    pub fn permits(&self) -> u32 {
+        self.permits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The key.
@@ -307,6 +326,9 @@ impl Lock {
         match self.kind {
             HoldKind::Exclusive => {
                 self.store.acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms).await
+            }
+            kind @ HoldKind::Permit { .. } => {
+                self.store.acquire_permits(&self.key, owner.as_str(), self.ttl_ms, kind, self.permits()).await
             }
             kind => self.store.acquire_permit(&self.key, owner.as_str(), self.ttl_ms, kind).await,
         }

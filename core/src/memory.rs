@@ -106,6 +106,8 @@ struct Holder {
     owner: Owner,
     expires_at: u64,
     writer: bool,
+    /// How many of a semaphore's permits it holds (1 for any other kind).
+    permits: u32,
 }
 
 impl Holds {
@@ -146,10 +148,15 @@ impl Holds {
         self.holders.iter().position(|h| h.owner.is(owner))
     }
 
-    /// Admits `owner` as `kind` if the key allows it now.
-    fn admit(&mut self, owner: &str, expires_at: u64, kind: HoldKind) -> bool {
+    /// The permits held: a semaphore's holders' weights (one each for other kinds).
+    fn permits_held(&self) -> u64 {
+        self.holders.iter().map(|h| u64::from(h.permits)).sum()
+    }
+
+    /// Admits `owner` as `kind` (with `permits` of a semaphore's) if the key allows it now.
+    fn admit(&mut self, owner: &str, expires_at: u64, kind: HoldKind, permits: u32) -> bool {
         let admitted = match kind {
-            HoldKind::Permit { limit } => self.holders.len() < limit as usize,
+            HoldKind::Permit { limit } => self.permits_held() + u64::from(permits) <= u64::from(limit),
             // Past a writer's claim only in the readers' turn.
             HoldKind::Read => {
                 !self.holders.iter().any(|h| h.writer)
@@ -179,6 +186,7 @@ impl Holds {
                 owner: Owner::new(owner),
                 expires_at,
                 writer: kind == HoldKind::Write,
+                permits,
             });
         } else if kind == HoldKind::Write
             && self.writer_waiting.as_ref().is_none_or(|(claimant, _)| claimant.is(owner))
@@ -484,7 +492,19 @@ impl LockStore for MemoryStore {
         ttl_ms: u64,
         kind: HoldKind,
     ) -> Result<Option<Grant>> {
+        self.acquire_permits(key, owner, ttl_ms, kind, 1).await
+    }
+
+    async fn acquire_permits(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+    ) -> Result<Option<Grant>> {
         crate::validate::kind(kind)?;
+        let permits = crate::validate::permits(kind, permits)?;
         let now = self.clock.now_ms();
         let mut state = self.state();
         if !state.holds_of(kind).contains_key(key) {
@@ -506,7 +526,7 @@ impl LockStore for MemoryStore {
                 _ => holds.limit = Some(limit),
             }
         }
-        if !holds.admit(owner, now.saturating_add(ttl_ms), kind) {
+        if !holds.admit(owner, now.saturating_add(ttl_ms), kind, permits) {
             return Ok(None);
         }
         Ok(Some(Grant::with_fencing_token(state.next_fencing_token())))
@@ -554,10 +574,9 @@ impl LockStore for MemoryStore {
     async fn permit_count(&self, key: &str, kind: HoldKind) -> Result<u64> {
         let now = self.clock.now_ms();
         let mut state = self.state();
-        Ok(state
-            .holds_of(kind)
-            .get(key)
-            .map_or(0, |holds| holds.holders.iter().filter(|h| h.expires_at > now).count() as u64))
+        Ok(state.holds_of(kind).get(key).map_or(0, |holds| {
+            holds.holders.iter().filter(|h| h.expires_at > now).map(|h| u64::from(h.permits)).sum()
+        }))
     }
 
     async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {

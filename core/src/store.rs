@@ -105,6 +105,13 @@ fn no_permits() -> crate::error::LockError {
     )
 }
 
+/// A semaphore hold of more than one permit on a store that counts one per holder.
+pub(crate) fn no_permit_weights() -> crate::error::LockError {
+    crate::error::LockError::Unsupported(
+        "this store takes one permit per semaphore hold: holding more at once (permits > 1) needs a store that carries weights".into(),
+    )
+}
+
 /// A backend that holds locks.
 ///
 /// The five required methods are the documented interface. `acquire` must be atomic
@@ -181,6 +188,28 @@ pub trait LockStore: MaybeSendSync {
         Err(no_permits())
     }
 
+    /// [`acquire_permit`](LockStore::acquire_permit) of `permits` of a semaphore's
+    /// permits at once: the holder counts `permits` toward the limit, and
+    /// [`permit_count`](LockStore::permit_count) sums what the holders have. `permits` is
+    /// at least 1 and at most the limit (the lock checks it).
+    ///
+    /// The default, for stores that do not carry weights: one permit as
+    /// `acquire_permit`, `UNSUPPORTED` for more.
+    async fn acquire_permits(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+    ) -> Result<Option<Grant>> {
+        if permits == 1 {
+            self.acquire_permit(key, owner, ttl_ms, kind).await
+        } else {
+            Err(no_permit_weights())
+        }
+    }
+
     /// Gives back `owner`'s hold of `key` (and a waiting writer's claim). `true` if it held one.
     async fn release_permit(&self, _key: &str, _owner: &str, _kind: HoldKind) -> Result<bool> {
         Err(no_permits())
@@ -191,7 +220,7 @@ pub trait LockStore: MaybeSendSync {
         Err(no_permits())
     }
 
-    /// How many holds of `key` are live now.
+    /// How many holds of `key` are live now; for a semaphore, the permits they hold.
     async fn permit_count(&self, _key: &str, _kind: HoldKind) -> Result<u64> {
         Err(no_permits())
     }

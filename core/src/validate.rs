@@ -54,6 +54,22 @@ pub fn kind(kind: crate::HoldKind) -> Result<crate::HoldKind> {
     Ok(kind)
 }
 
+/// Checks how many permits a hold of `kind` asks for: from 1 to a semaphore's limit, and
+/// exactly 1 for any other kind.
+pub fn permits(kind: crate::HoldKind, permits: u32) -> Result<u32> {
+    match kind {
+        crate::HoldKind::Permit { limit } if (1..=limit).contains(&permits) => Ok(permits),
+        crate::HoldKind::Permit { limit } => Err(LockError::InvalidArgument(format!(
+            "permits must be a whole number from 1 to the semaphore's limit ({limit}); got {permits}"
+        ))),
+        _ if permits == 1 => Ok(1),
+        kind => Err(LockError::InvalidArgument(format!(
+            "permits is a semaphore's option; a {} handle takes one hold",
+            kind.name()
+        ))),
+    }
+}
+
 /// Checks a retry delay: at least 1 ms (0 would spin) and at most [`MAX_TTL_MS`].
 pub fn retry_delay_ms(delay_ms: u64) -> Result<u64> {
     if !(1..=MAX_TTL_MS).contains(&delay_ms) {
@@ -96,6 +112,18 @@ pub mod js {
     /// A retry delay (`retryDelay`): above 0 and at most [`MAX_TTL_MS`]. Fractions round up.
     pub fn retry_delay_ms(delay: f64) -> Result<u64> {
         positive_ms("retryDelay", delay)
+    }
+
+    /// The `permits` option: a whole number from 1 to 4294967295 (the lock then checks it
+    /// against its semaphore's limit).
+    pub fn permits(permits: f64) -> Result<u32> {
+        if permits.fract() != 0.0 || !(1.0..=f64::from(u32::MAX)).contains(&permits) {
+            return Err(LockError::InvalidArgument(format!(
+                "permits must be a whole number of at least 1; got {}",
+                super::show(permits)
+            )));
+        }
+        Ok(permits as u32)
     }
 
     /// `acquire()`'s `timeout` and `retryDelay`; `None` takes the default.

@@ -404,3 +404,50 @@ fn waiters_keep_their_place_across_retries() {
     });
     assert_eq!(*order.lock().unwrap(), ["a", "b", "c"]);
 }
+
+#[test]
+fn weighted_permits_count_toward_the_limit_and_go_with_their_hold() {
+    use locksmith_core::HoldKind;
+    let (timer, store) = setup();
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let sem = |ttl| Lock::of_kind("s", ttl, HoldKind::Permit { limit: 5 }, store.clone(), t.clone()).unwrap();
+    let (a, b, c) = (sem(10_000), sem(10_000), sem(200));
+    a.set_permits(3).unwrap();
+    b.set_permits(3).unwrap();
+    c.set_permits(2).unwrap();
+    timer.run(async {
+        assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+        assert_eq!(a.count().await.unwrap(), 3, "a holder of three counts three");
+        assert!(!b.acquire(AcquireOptions::default()).await.unwrap(), "3 + 3 > 5");
+        assert!(c.acquire(AcquireOptions::default()).await.unwrap(), "3 + 2 fits");
+        assert_eq!(a.count().await.unwrap(), 5);
+        a.extend(None).await.unwrap();
+        assert_eq!(a.count().await.unwrap(), 5, "an extend keeps the weight");
+        assert!(a.release().await.unwrap());
+        assert_eq!(a.count().await.unwrap(), 2);
+        // c's two permits go with its hold when its TTL passes.
+        timer.sleep_for_test(300).await;
+        assert_eq!(a.count().await.unwrap(), 0);
+        assert!(b.acquire(AcquireOptions::default()).await.unwrap());
+    });
+}
+
+#[test]
+fn permits_are_checked_against_the_limit_and_the_kind() {
+    use locksmith_core::HoldKind;
+    let (timer, store) = setup();
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let sem = Lock::of_kind("s", 1_000, HoldKind::Permit { limit: 3 }, store.clone(), t.clone()).unwrap();
+    for bad in [0, 4] {
+        let err = sem.set_permits(bad).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(err.to_string().contains("from 1 to the semaphore's limit (3)"), "{err}");
+    }
+    assert_eq!(sem.permits(), 1, "a refused value leaves the handle's permits as they were");
+    let plain = lock(&timer, &store, "k", 1_000);
+    assert!(plain.set_permits(1).is_ok());
+    let err = plain.set_permits(2).unwrap_err();
+    assert!(err.to_string().contains("permits is a semaphore's option"), "{err}");
+    let reader = Lock::of_kind("rw", 1_000, HoldKind::Read, store.clone(), t).unwrap();
+    assert_eq!(reader.set_permits(2).unwrap_err().code(), "INVALID_ARGUMENT");
+}

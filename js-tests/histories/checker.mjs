@@ -8,7 +8,8 @@
 //
 // Checks, per key:
 // - `overlap`: never two plain holders whose certainly-live intervals overlap;
-// - `over-limit`: never more than `limit` semaphore permits certainly live at once;
+// - `over-limit`: never more than `limit` semaphore permits certainly live at once (a
+//   hold of n permits counts n);
 // - `writer-with-others`: never a writer certainly live beside a reader or a writer;
 // - `token-order`: a grant whose acquire was sent after another grant's acquire had
 //   returned (so the store granted it later; certainly-live intervals that are ordered
@@ -132,11 +133,12 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
           );
       } else if (fam === "semaphore") {
         const limit = h.limit ?? Infinity;
-        if (active.length + 1 > limit)
+        const inUse = active.reduce((sum, a) => sum + (a.permits ?? 1), 0) + (h.permits ?? 1);
+        if (inUse > limit)
           report(
             "over-limit",
             [...active, h],
-            `${active.length + 1} permits of semaphore ${JSON.stringify(h.key)} (limit ${limit}) certainly live at ${rel(h.times.start)} ms`,
+            `${inUse} permits of semaphore ${JSON.stringify(h.key)} (limit ${limit}) certainly live at ${rel(h.times.start)} ms`,
           );
       } else {
         const clash = active.filter((a) => a.kind === "write" || h.kind === "write");

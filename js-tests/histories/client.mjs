@@ -42,6 +42,9 @@ const DEFAULTS = {
   reuseHandles: false,
   // The share of waiting acquires given a `signal` that aborts somewhere within the wait.
   aborts: 0.1,
+  // The share of semaphore acquires that take more than one permit (2 up to the limit),
+  // on stores that carry weights (`permitWeights`; the memory and Redis stores do).
+  weighted: 0.3,
 };
 
 /** A lock store object whose acquire always answers true: a broken guard, for the checker's own test. */
@@ -56,6 +59,15 @@ export function alwaysGrants(inner) {
     isLocked: (key) => inner.isLocked(key),
     remainingTime: (key) => inner.remainingTime(key),
   };
+}
+
+/**
+ * A plain JS store with semaphores (js-tests/support/js-stores.mjs) that says it carries
+ * weighted permits but takes one per holder whatever was asked: a broken guard, for the
+ * checker's own test.
+ */
+export function ignoresWeights(inner) {
+  return { ...inner, permitWeights: true };
 }
 
 // The lock methods a test-only wrapper passes through (plain locks only: the broken
@@ -108,6 +120,10 @@ export function brokenStore(inner, how, { del, ttl } = {}) {
 export async function openStore(ls, spec) {
   if (spec === "memory") return { store: new ls.MemoryLockStore(), close: async () => {} };
   if (spec === "broken-memory") return { store: alwaysGrants(new ls.MemoryLockStore()), close: async () => {} };
+  if (spec === "weights-ignored-memory") {
+    const { mapStore } = await import("../support/js-stores.mjs");
+    return { store: ignoresWeights(mapStore({ withPermits: true, withFencing: true })), close: async () => {} };
+  }
   if (spec && typeof spec === "object" && (typeof spec.redis === "string" || (spec.redis && typeof spec.redis === "object"))) {
     const { redis, ...options } = spec;
     const store = await ls.RedisLockStore.connect({ ...(typeof redis === "string" ? { url: redis } : redis), ...options });
@@ -204,6 +220,7 @@ function signalReason(signal) {
 export async function runClients(ls, store, userConfig) {
   const config = { ...DEFAULTS, ...userConfig };
   const { ttlMs: ttl, limit } = config;
+  const weights = store?.permitWeights === true;
   const root = seeded(config.seed).fork(config.process);
   const holds = [];
   const summary = { t: "summary", process: config.process, attempts: 0, grants: 0, refused: 0, aborted: 0, errors: {}, extends: 0 };
@@ -236,6 +253,8 @@ export async function runClients(ls, store, userConfig) {
       const auto = random.chance(config.autoExtend);
       const options = { timeout: random.chance(0.15) ? 0 : random.int(0, 120), retryDelay: random.int(1, 10) };
       if (auto) options.autoExtend = { intervalMs: Math.floor(ttl / 3) };
+      const permits = kind === "semaphore" && limit > 1 && weights && random.chance(config.weighted) ? random.int(2, limit) : 1;
+      if (permits > 1) options.permits = permits;
       let abort;
       if (options.timeout > 0 && random.chance(config.aborts)) {
         const controller = new AbortController();
@@ -270,6 +289,7 @@ export async function runClients(ls, store, userConfig) {
         kind,
         key,
         limit: kind === "semaphore" ? limit : undefined,
+        permits,
         ttl,
         drift: driftMs(ttl),
         auto,

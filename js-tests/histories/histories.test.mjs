@@ -113,6 +113,9 @@ describe(`history checker (${TARGET})`, () => {
       const sem = (client, token) => hold({ kind: "semaphore", limit: 2, client, acquire: { send: token, reply: token + 1, token } });
       assert.deepEqual(types([sem("a", 1), sem("b", 2), sem("c", 3)]), ["over-limit"]);
       assert.deepEqual(types([sem("a", 1), sem("b", 2)]), [], "two of two is fine");
+      const weighted = (client, token, permits) => ({ ...sem(client, token), permits });
+      assert.deepEqual(types([weighted("a", 1, 2), sem("b", 2)]), ["over-limit"], "a hold of two permits and one more");
+      assert.deepEqual(types([weighted("a", 1, 2)]), [], "two permits of two");
     });
 
     it("reports a writer with a reader, and with a writer", () => {
@@ -227,6 +230,18 @@ describe(`history checker (${TARGET})`, () => {
     const run = await runHistory({ store: "broken-memory", processes: 1, clients: 6, seconds: 1.5, client: { kinds: { lock: 1 } } });
     t.diagnostic(`seed ${run.seed}: ${JSON.stringify(run.result.byType)}`);
     assert.ok(run.result.byType.overlap > 0, `the checker saw two holders (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
+  });
+
+  it("catches a broken guard: a store that takes one permit whatever a weighted semaphore acquire asks", async (t) => {
+    const run = await runHistory({
+      store: "weights-ignored-memory",
+      processes: 1,
+      clients: 6,
+      seconds: 1.5,
+      client: { kinds: { semaphore: 1 }, limit: 3, weighted: 0.6 },
+    });
+    t.diagnostic(`seed ${run.seed}: ${JSON.stringify(run.result.byType)}`);
+    assert.ok(run.result.byType["over-limit"] > 0, `the checker saw too many permits (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
   });
 
   it("MemoryLockStore: one process, 8 clients", async (t) => {

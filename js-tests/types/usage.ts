@@ -19,6 +19,8 @@ import {
   UnsupportedError,
   AbortError,
   type ImmediateOptions,
+  type Semaphore,
+  type SemaphoreAcquireOptions,
   type LockTraceContext,
   type LockLostMessage,
 } from "locksmith-js";
@@ -181,3 +183,21 @@ async function aborting(l: Lock) {
   void [taken, now];
 }
 void aborting;
+
+// Weighted permits: a semaphore's option, refused on other kinds in types too.
+async function weighted() {
+  const s: Semaphore = semaphore("exports", 5);
+  const options: SemaphoreAcquireOptions = { timeout: "5s", permits: 3 };
+  const taken: boolean = await s.acquire(options);
+  await s.acquireImmediately({ permits: 2 });
+  await s.run(async () => 1, { permits: 2, signal: AbortSignal.timeout(1_000) });
+  await s.runImmediately(async () => 1, { permits: 5 });
+  const inUse: number = await s.count();
+  // @ts-expect-error permits is a semaphore's option
+  await lock("k").acquire({ permits: 2 });
+  // @ts-expect-error permits is a semaphore's option
+  await readWriteLock("k").writeLock().acquireImmediately({ permits: 2 });
+  const weights: true = new MemoryLockStore().permitWeights;
+  void [taken, inUse, weights];
+}
+void weighted;

@@ -148,8 +148,8 @@ function warnIfProcessLocal() {
   );
 }
 
-const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend", "signal"];
-const IMMEDIATE_OPTIONS = ["signal"];
+const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend", "signal", "permits"];
+const IMMEDIATE_OPTIONS = ["signal", "permits"];
 
 /** `signal`: an AbortSignal, or undefined. */
 function parseSignal(value) {
@@ -192,12 +192,20 @@ function abortedBy(signal, key, unreleased) {
   return err;
 }
 
-/** Immediate variants' options: `{ signal }`, checked. */
+/** Immediate variants' options: `{ signal, permits }`, checked. */
 function immediateOptions(options, where) {
   if (options === undefined || options === null) return undefined;
   if (typeof options !== "object" || Array.isArray(options)) throw invalid(`${where} options must be an object; got ${typeName(options)}`);
   checkOptionKeys(options, IMMEDIATE_OPTIONS, where);
-  return options.signal === undefined ? undefined : { timeout: 0, signal: options.signal };
+  if (options.signal === undefined && options.permits === undefined) return undefined;
+  return { timeout: 0, signal: options.signal, permits: options.permits };
+}
+
+/** `permits`: a number (the handle checks its range and kind), or undefined for 1. */
+function parsePermits(value) {
+  if (value === undefined) return 1;
+  if (typeof value !== "number") throw invalid(`permits must be a whole number of permits; got ${typeName(value)}`);
+  return value;
 }
 const AUTO_EXTEND_OPTIONS = ["intervalMs", "maxHoldMs"];
 
@@ -359,6 +367,11 @@ export function makeApi(binding) {
     get [STORE_NAME]() {
       return "memory";
     }
+
+    /** A semaphore hold may take several permits (`{ permits }`). */
+    get permitWeights() {
+      return true;
+    }
   }
 
   const bridges = new WeakMap();
@@ -418,9 +431,15 @@ export function makeApi(binding) {
               pending = store.ownerRemainingTime(call.key, call.owner);
               break;
             case "acquirePermit":
-              pending = permitTokens
-                ? store[ACQUIRE_PERMIT_TOKEN](call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined)
-                : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined);
+              // `permits` only for a store with permitWeights, and only above 1.
+              pending =
+                call.permits === undefined || call.permits === null
+                  ? permitTokens
+                    ? store[ACQUIRE_PERMIT_TOKEN](call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined)
+                    : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined)
+                  : permitTokens
+                    ? store[ACQUIRE_PERMIT_TOKEN](call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits)
+                    : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits);
               break;
             case "releasePermit":
               pending = store.releasePermit(call.key, call.owner, call.kind);
@@ -451,6 +470,7 @@ export function makeApi(binding) {
           typeof store.onRelease === "function",
           typeof store[HAS_WAITERS] === "function",
           typeof store.ownerRemainingTime === "function",
+          store.permitWeights === true,
         );
       } catch (err) {
         throw toLockError(err);
@@ -545,6 +565,8 @@ export function makeApi(binding) {
     #store;
     /** How many holds this handle has been granted: a hold's number in diagnostics. */
     #holds = 0;
+    /** How many of a semaphore's permits the native handle's next acquire takes. */
+    #permits = 1;
 
     #returned;
     /** The current hold's signal: `{ generation, controller }`. */
@@ -759,7 +781,7 @@ export function makeApi(binding) {
       if (acquireChannel !== undefined && traced(acquireChannel)) return this.#tracedAcquire(options);
       // The fast path: no options, a synchronous store — one native call, and an
       // already-settled promise.
-      if (options === undefined && this.#busy === 0) {
+      if (options === undefined && this.#busy === 0 && this.#permits === 1) {
         const native = this.#handle();
         let now;
         try {
@@ -873,6 +895,7 @@ export function makeApi(binding) {
       let retryDelay;
       let autoExtend;
       let signal;
+      let permits = 1;
       if (options !== undefined && options !== null) {
         if (typeof options !== "object" || Array.isArray(options)) {
           throw invalid(`acquire options must be an object; got ${typeName(options)}`);
@@ -882,6 +905,7 @@ export function makeApi(binding) {
         retryDelay = optionalDurationMs("retryDelay", options.retryDelay);
         autoExtend = parseAutoExtend(options.autoExtend);
         signal = parseSignal(options.signal);
+        permits = parsePermits(options.permits);
       }
       // Already aborted: nothing is tried (the options were checked all the same).
       if (signal?.aborted) throw abortedBy(signal, this.#key);
@@ -889,6 +913,10 @@ export function makeApi(binding) {
       let unreleased;
       const taken = await this.#call(async (native) => {
         if (autoExtend) native.checkAutoExtend(autoExtend.intervalMs, autoExtend.maxHoldMs);
+        if (permits !== this.#permits) {
+          native.setPermits(permits);
+          this.#permits = permits;
+        }
         const now = native.tryAcquireNow(timeout, retryDelay);
         let taken;
         if (now === true || (now === false && !(timeout > 0))) taken = now;

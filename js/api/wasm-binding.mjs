@@ -24,6 +24,6 @@ export const api = makeApi({
   get AbortToken() {
     return wasm().AbortToken;
   },
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime) =>
-    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime, hasPermitWeights) =>
+    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime, hasPermitWeights),
 });

@@ -74,6 +74,11 @@ function checkedLimit(value) {
   return value;
 }
 
+function checkedPermits(value) {
+  if (value !== undefined && typeof value !== "number") throw invalid(`permits must be a whole number of permits; got ${typeName(value)}`);
+  return value;
+}
+
 function checkedMs(value) {
   if (typeof value !== "number") throw invalid(`ttlMs must be a number of milliseconds; got ${typeName(value)}`);
   return value;
@@ -86,6 +91,8 @@ function checkedMs(value) {
 export class RedisLockStore {
   #engine;
   #connection;
+  /** A semaphore hold may take several permits (the JS store contract's `permitWeights`). */
+  permitWeights = true;
 
   get [STORE_NAME]() {
     return "redis";
@@ -175,15 +182,26 @@ export class RedisLockStore {
     return this.#call("number", (id) => this.#engine.remainingTime(id, checked(key)));
   }
 
-  /** Takes a hold of `key` of `kind` (`semaphore` with `limit`, `read`, `write`): `true`, or `false`. */
-  async acquirePermit(key, owner, ttlMs, kind, limit) {
-    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
+  /**
+   * Takes a hold of `key` of `kind` (`semaphore` with `limit`, and `permits` of its
+   * permits, default 1; `read`, `write`): `true`, or `false`.
+   */
+  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
   }
 
   /** `acquirePermit()` answering the hold's fencing token, or `false`. */
-  [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
+  [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
     return this.#call("token", (id) =>
-      this.#engine.acquirePermit(id, checked(key), checked(owner, "owner"), checkedMs(ttlMs), checked(kind, "kind"), checkedLimit(limit)),
+      this.#engine.acquirePermit(
+        id,
+        checked(key),
+        checked(owner, "owner"),
+        checkedMs(ttlMs),
+        checked(kind, "kind"),
+        checkedLimit(limit),
+        checkedPermits(permits),
+      ),
     );
   }
 

@@ -65,6 +65,11 @@ export class RedisClientStore {
   #notify;
   #closed = false;
 
+  /** A semaphore hold may take several permits (the JS store contract's `permitWeights`). */
+  get permitWeights() {
+    return true;
+  }
+
   constructor(driver, options) {
     this.#driver = driver;
     this.#prefix = options.keyPrefix;
@@ -147,19 +152,29 @@ export class RedisClientStore {
     return `${this.lockKey(key)}:${kind === "semaphore" ? "semaphore" : "rw"}`;
   }
 
-  /** Takes a hold of `key` of `kind`: `true`, or `false` when the key admits no more. */
-  async acquirePermit(key, owner, ttlMs, kind, limit) {
-    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
+  /**
+   * Takes a hold of `key` of `kind` (a semaphore's `permits` of its permits, default 1):
+   * `true`, or `false` when the key admits no more.
+   */
+  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
   }
 
   /** `acquirePermit()` answering the hold's fencing token, or `false`. */
-  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
+  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits = 1) {
     const holders = this.#holders(key, kind);
     const grace = String(FENCE_GRACE_MS);
     let token;
     if (kind === "semaphore") {
+      if (!Number.isInteger(permits) || permits < 1 || permits > limit) {
+        throw invalid(`permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${permits}`);
+      }
       token = Number(
-        await this.#script(SCRIPTS.semaphoreAcquire, [holders, `${holders}:limit`, `${holders}:fence`], [owner, String(ttlMs), String(limit), grace]),
+        await this.#script(
+          SCRIPTS.semaphoreAcquire,
+          [holders, `${holders}:limit`, `${holders}:fence`, `${holders}:weights`],
+          [owner, String(ttlMs), String(limit), grace, String(permits)],
+        ),
       );
       if (token < 0) {
         throw invalid(
@@ -182,20 +197,22 @@ export class RedisClientStore {
     const holders = this.#holders(key, kind);
     const reply =
       kind === "semaphore"
-        ? await this.#script(SCRIPTS.semaphoreRelease, [holders, `${holders}:limit`], [owner])
+        ? await this.#script(SCRIPTS.semaphoreRelease, [holders, `${holders}:limit`, `${holders}:weights`], [owner])
         : await this.#script(SCRIPTS.rwlockRelease, [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:readers`, `${holders}:turn`], [owner]);
     return Number(reply) === 1;
   }
 
   async extendPermit(key, owner, ttlMs, kind) {
     const holders = this.#holders(key, kind);
-    const companion = `${holders}:${kind === "semaphore" ? "limit" : "writer"}`;
-    const reply = await this.#script(SCRIPTS.permitExtend, [holders, companion, `${holders}:fence`], [owner, String(ttlMs), String(FENCE_GRACE_MS)]);
+    const keys =
+      kind === "semaphore" ? [holders, `${holders}:limit`, `${holders}:fence`, `${holders}:weights`] : [holders, `${holders}:writer`, `${holders}:fence`];
+    const reply = await this.#script(SCRIPTS.permitExtend, keys, [owner, String(ttlMs), String(FENCE_GRACE_MS)]);
     return Number(reply) === 1;
   }
 
   async countPermits(key, kind) {
-    return Number(await this.#script(SCRIPTS.permitCount, [this.#holders(key, kind)], []));
+    const holders = this.#holders(key, kind);
+    return Number(await this.#script(SCRIPTS.permitCount, kind === "semaphore" ? [holders, `${holders}:weights`] : [holders], []));
   }
 
   async permitRemainingTime(key, owner, kind) {

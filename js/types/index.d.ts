@@ -84,11 +84,21 @@ export interface LockStore {
    * is over.
    */
   onRelease?(key: string, listener: () => void, kind?: PermitKind): () => void;
-  /** Optional, all five or none: semaphores and read-write locks (see the README). */
-  acquirePermit?(key: string, owner: string, ttlMs: number, kind: PermitKind, limit: number | undefined): Promise<boolean | number>;
+  /**
+   * Optional, all five or none: semaphores and read-write locks (docs/stores.md). With
+   * `permitWeights: true`, `acquirePermit` gets a sixth argument, `permits` (1 when
+   * absent): that many of the semaphore's permits for one holder.
+   */
+  acquirePermit?(key: string, owner: string, ttlMs: number, kind: PermitKind, limit: number | undefined, permits?: number): Promise<boolean | number>;
   releasePermit?(key: string, owner: string, kind: PermitKind): Promise<boolean>;
   extendPermit?(key: string, owner: string, ttlMs: number, kind: PermitKind): Promise<boolean>;
+  /** The live holds of `key`; for a semaphore on a store with `permitWeights`, the permits they hold. */
   countPermits?(key: string, kind: PermitKind): Promise<number>;
+  /**
+   * Optional: `true` when a semaphore hold may take several permits (`acquirePermit`'s
+   * sixth argument). Without it, a `{ permits }` above 1 fails with UnsupportedError.
+   */
+  readonly permitWeights?: boolean;
   permitRemainingTime?(key: string, owner: string, kind: PermitKind): Promise<number | null>;
 }
 
@@ -150,13 +160,38 @@ export declare class Lock {
 /** A lock on `key` in the current store, held for `ttlMs` (milliseconds or a string like `"30s"`; default 30 000) once acquired. */
 export declare function lock(key: string, ttlMs?: Duration, store?: LockStore): Lock;
 
+/** A semaphore handle's acquire options: a lock's, and how many permits to take. */
+export interface SemaphoreAcquireOptions extends AcquireOptions {
+  /** How many of the semaphore's permits this hold takes: 1 (the default) to its limit. A holder of n counts n toward the limit. */
+  permits?: number;
+}
+
+/** A semaphore handle's `acquireImmediately()` / `runImmediately()` options. */
+export interface SemaphoreImmediateOptions extends ImmediateOptions {
+  /** As `SemaphoreAcquireOptions.permits`. */
+  permits?: number;
+}
+
 /**
- * A handle on the semaphore `key`: at most `limit` holders at once, each permit held for
- * `ttlMs` (default 30 000) once acquired, in `store` (default: the current store). It has
- * a lock's methods; `count()` says how many permits are held now. Stores without
- * semaphores refuse with UnsupportedError.
+ * A handle on a semaphore: a `Lock` whose acquires may take several permits at once
+ * (`{ permits: n }`); `extend()` and `release()` act on the hold as taken, and `count()`
+ * says how many permits are in use.
  */
-export declare function semaphore(key: string, limit: number, ttlMs?: Duration, store?: LockStore): Lock;
+export interface Semaphore extends Lock {
+  acquire(options?: SemaphoreAcquireOptions): Promise<boolean>;
+  acquireImmediately(options?: SemaphoreImmediateOptions): Promise<boolean>;
+  run<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: SemaphoreAcquireOptions): Promise<RunResult<T>>;
+  runImmediately<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: SemaphoreImmediateOptions): Promise<RunResult<T>>;
+}
+
+/**
+ * A handle on the semaphore `key`: at most `limit` permits in use at once, each hold
+ * lasting `ttlMs` (default 30 000) once acquired, in `store` (default: the current store).
+ * It has a lock's methods; an acquire may take several permits (`{ permits }`), and
+ * `count()` says how many are in use now. Stores without semaphores refuse with
+ * UnsupportedError; stores without weights refuse `permits` above 1 likewise.
+ */
+export declare function semaphore(key: string, limit: number, ttlMs?: Duration, store?: LockStore): Semaphore;
 
 /** The read-write lock `key`. */
 export interface ReadWriteLock {
@@ -193,6 +228,8 @@ export declare class MemoryLockStore implements LockStore {
   remainingTime(key: string): Promise<number | null>;
   /** Drops every hold. */
   clear(): void;
+  /** Semaphore holds may take several permits. */
+  readonly permitWeights: true;
 }
 
 /** Options of `RedisLockStore.connect()`. */
@@ -265,6 +302,8 @@ export declare class RedisLockStore implements LockStore {
   static connect(urlOrOptions: string | RedisConnectOptions): Promise<RedisLockStore>;
   /** The prefix put before every key. */
   readonly keyPrefix: string;
+  /** Semaphore holds may take several permits. */
+  readonly permitWeights: true;
   /** Closes the connections; later calls fail with StoreClosedError. */
   close(): Promise<void>;
   /** `true` when taken, `false` when someone holds it (the lock gets its fencing token by its own path). */

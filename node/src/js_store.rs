@@ -30,6 +30,8 @@ pub struct StoreCall {
     pub limit: Option<u32>,
     /// For `onRelease` / `offRelease`: which subscription.
     pub id: Option<f64>,
+    /// For `acquirePermit` on a store with `permitWeights`: how many permits.
+    pub permits: Option<u32>,
 }
 
 /// Error-first (`CalleeHandled`), weak (does not keep Node alive).
@@ -47,6 +49,8 @@ struct JsStore {
     has_on_release: bool,
     /// The store has the optional `ownerRemainingTime(key, owner)`.
     has_owner_remaining_time: bool,
+    /// The store carries weighted permits (`permitWeights: true`).
+    has_permit_weights: bool,
     /// The id of the next `onRelease` subscription.
     next_subscription: AtomicU64,
 }
@@ -66,6 +70,7 @@ impl JsStoreBridge {
         has_permits: bool,
         has_on_release: bool,
         has_owner_remaining_time: Option<bool>,
+        has_permit_weights: Option<bool>,
     ) -> napi::Result<Self> {
         let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::js::positive_ms(
             "operationTimeoutMs",
@@ -79,6 +84,7 @@ impl JsStoreBridge {
                 has_permits,
                 has_on_release,
                 has_owner_remaining_time: has_owner_remaining_time.unwrap_or(false),
+                has_permit_weights: has_permit_weights.unwrap_or(false),
                 next_subscription: AtomicU64::new(0),
             })),
         })
@@ -135,6 +141,7 @@ impl JsStore {
         owner: Option<&str>,
         ttl_ms: Option<u64>,
         kind: Option<HoldKind>,
+        permits: Option<u32>,
     ) -> Result<Answer> {
         let call = StoreCall {
             op: op.to_owned(),
@@ -144,6 +151,7 @@ impl JsStore {
             kind: kind.map(|k| k.name().to_owned()),
             limit: kind.and_then(HoldKind::limit),
             id: None,
+            permits,
         };
         let settled = tokio::time::timeout(Duration::from_millis(self.timeout_ms), async {
             let promise = self.dispatch.call_async(Ok(call)).await?;
@@ -164,7 +172,7 @@ impl ForeignStore for JsStore {
         owner: Option<&str>,
         ttl_ms: Option<u64>,
     ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms, None).await
+        self.invoke(op, key, owner, ttl_ms, None, None).await
     }
 
     fn has_is_held_by(&self) -> bool {
@@ -183,11 +191,26 @@ impl ForeignStore for JsStore {
         ttl_ms: Option<u64>,
         kind: HoldKind,
     ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms, Some(kind)).await
+        self.invoke(op, key, owner, ttl_ms, Some(kind), None).await
     }
 
     fn has_permits(&self) -> bool {
         self.has_permits
+    }
+
+    fn has_permit_weights(&self) -> bool {
+        self.has_permit_weights
+    }
+
+    async fn call_acquire_permits(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+    ) -> Result<Answer> {
+        self.invoke("acquirePermit", key, Some(owner), Some(ttl_ms), Some(kind), Some(permits)).await
     }
 
     fn release_signal(&self, key: &str, kind: Option<HoldKind>) -> Option<BoxFuture<'static, ()>> {
@@ -203,6 +226,7 @@ impl ForeignStore for JsStore {
             kind: kind.map(|k| k.name().to_owned()),
             limit: kind.and_then(HoldKind::limit),
             id: Some(id),
+            permits: None,
         };
         // Queued now, ahead of the acquire attempt that follows, so a release between
         // that attempt and the wait is not missed.
@@ -249,6 +273,7 @@ impl Drop for Unsubscribe {
             kind: None,
             limit: None,
             id: Some(self.id),
+            permits: None,
         };
         let _ = self.dispatch.call(Ok(call), ThreadsafeFunctionCallMode::NonBlocking);
     }

@@ -151,6 +151,13 @@ impl NativeLock {
         self.inner.fencing_token().map(|t| t as f64)
     }
 
+    /// How many of a semaphore's permits this handle's acquires take (1 to its limit).
+    #[napi]
+    pub fn set_permits(&self, permits: f64) -> napi::Result<()> {
+        let permits = js::permits(permits).napi()?;
+        self.inner.set_permits(permits).napi()
+    }
+
     /// Acquire attempts this handle has sent, in all (wrapping): for the diagnostics
     /// channels, which take the difference across one acquire.
     #[napi(getter)]

@@ -475,9 +475,11 @@ impl WasmRedisEngine {
         self.start(id, async move { store.remaining_time(&key).await.map(Outcome::Millis) });
     }
 
-    /// Call `id`: takes a hold of `key` of `kind` (`semaphore` with `limit`, `read`,
-    /// `write`) for `owner`; finishes like `acquire`.
+    /// Call `id`: takes a hold of `key` of `kind` (`semaphore` with `limit` and
+    /// `permits` of its permits, default 1; `read`, `write`) for `owner`; finishes like
+    /// `acquire`.
     #[wasm_bindgen(js_name = acquirePermit)]
+    #[allow(clippy::too_many_arguments)] // the JS store contract's arguments, and the call id
     pub fn acquire_permit(
         &mut self,
         id: u32,
@@ -486,11 +488,15 @@ impl WasmRedisEngine {
         ttl_ms: f64,
         kind: &str,
         limit: Option<f64>,
+        permits: Option<f64>,
     ) -> std::result::Result<(), JsError> {
         let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|e| js_error(&e))?;
         let kind = validate::js::kind(kind, limit).map_err(|e| js_error(&e))?;
+        let permits = permits.map_or(Ok(1), validate::js::permits).map_err(|e| js_error(&e))?;
         let store = self.store.clone();
-        self.start(id, async move { store.acquire_permit(&key, &owner, ttl_ms, kind).await.map(granted) });
+        self.start(id, async move {
+            store.acquire_permits(&key, &owner, ttl_ms, kind, permits).await.map(granted)
+        });
         Ok(())
     }
 

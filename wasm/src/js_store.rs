@@ -32,6 +32,8 @@ struct JsStore {
     has_waiters: bool,
     /// The store has the optional `ownerRemainingTime(key, owner)`.
     has_owner_remaining_time: bool,
+    /// The store carries weighted permits (`permitWeights: true`).
+    has_permit_weights: bool,
     timer: Arc<dyn Timer>,
 }
 
@@ -43,6 +45,7 @@ pub struct WasmJsStoreBridge {
 #[wasm_bindgen]
 impl WasmJsStoreBridge {
     #[wasm_bindgen(constructor)]
+    #[allow(clippy::too_many_arguments)] // one flag per optional store method, as the JS side passes them
     pub fn new(
         dispatch: Function,
         operation_timeout_ms: f64,
@@ -51,6 +54,7 @@ impl WasmJsStoreBridge {
         has_on_release: bool,
         has_waiters: Option<bool>,
         has_owner_remaining_time: Option<bool>,
+        has_permit_weights: Option<bool>,
     ) -> Result<Self, JsValue> {
         let timeout_ms = validate::js::positive_ms("operationTimeoutMs", operation_timeout_ms).js()?;
         Ok(Self {
@@ -63,6 +67,7 @@ impl WasmJsStoreBridge {
                 next_subscription: std::cell::Cell::new(0.0),
                 has_waiters: has_waiters.unwrap_or(false),
                 has_owner_remaining_time: has_owner_remaining_time.unwrap_or(false),
+                has_permit_weights: has_permit_weights.unwrap_or(false),
                 timer: timer(),
             })),
         })
@@ -128,6 +133,7 @@ impl JsStore {
         owner: Option<&str>,
         ttl_ms: Option<u64>,
         kind: Option<HoldKind>,
+        permits: Option<u32>,
     ) -> Result<Answer> {
         let call = Object::new();
         let set = |name: &str, value: &JsValue| {
@@ -146,6 +152,9 @@ impl JsStore {
             if let Some(limit) = kind.limit() {
                 set("limit", &JsValue::from_f64(f64::from(limit)));
             }
+        }
+        if let Some(permits) = permits {
+            set("permits", &JsValue::from_f64(f64::from(permits)));
         }
         let returned =
             self.dispatch.call1(&JsValue::NULL, &call).map_err(|e| contract::failed(op, &reason(&e)))?;
@@ -167,7 +176,7 @@ impl ForeignStore for JsStore {
         owner: Option<&str>,
         ttl_ms: Option<u64>,
     ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms, None).await
+        self.invoke(op, key, owner, ttl_ms, None, None).await
     }
 
     fn has_is_held_by(&self) -> bool {
@@ -186,11 +195,26 @@ impl ForeignStore for JsStore {
         ttl_ms: Option<u64>,
         kind: HoldKind,
     ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms, Some(kind)).await
+        self.invoke(op, key, owner, ttl_ms, Some(kind), None).await
     }
 
     fn has_permits(&self) -> bool {
         self.has_permits
+    }
+
+    fn has_permit_weights(&self) -> bool {
+        self.has_permit_weights
+    }
+
+    async fn call_acquire_permits(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+    ) -> Result<Answer> {
+        self.invoke("acquirePermit", key, Some(owner), Some(ttl_ms), Some(kind), Some(permits)).await
     }
 
     fn has_local_waiters(&self, key: &str) -> bool {

@@ -92,6 +92,13 @@ impl WasmLock {
         or_null(self.inner.fencing_token().map(|t| t as f64))
     }
 
+    /// How many of a semaphore's permits this handle's acquires take (1 to its limit).
+    #[wasm_bindgen(js_name = setPermits)]
+    pub fn set_permits(&self, permits: f64) -> Result<(), JsValue> {
+        let permits = js::permits(permits).js()?;
+        self.inner.set_permits(permits).js()
+    }
+
     /// Acquire attempts this handle has sent, in all (wrapping): for the diagnostics
     /// channels, which take the difference across one acquire.
     #[wasm_bindgen(getter)]

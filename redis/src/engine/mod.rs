@@ -138,6 +138,8 @@ enum Op {
         owner: String,
         ttl_ms: u64,
         kind: HoldKind,
+        /// How many of a semaphore's permits (1 for the other kinds).
+        permits: u32,
     },
     PermitRelease {
         key: String,
@@ -415,16 +417,30 @@ impl Engine {
                     &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
                 );
             }
-            Op::PermitAcquire { key, owner, ttl_ms, kind } => {
+            Op::PermitAcquire { key, owner, ttl_ms, kind, permits } => {
                 let holders = crate::permit_key(prefix, key, *kind);
                 let ttl = ttl_ms.to_string();
                 let grace = FENCE_GRACE_MS.to_string();
                 let fence = format!("{holders}:fence");
                 if let HoldKind::Permit { limit } = kind {
                     let limit_key = format!("{holders}:limit");
+                    let weights = format!("{holders}:weights");
                     let limit = limit.to_string();
-                    let args = [owner.as_bytes(), ttl.as_bytes(), limit.as_bytes(), grace.as_bytes()];
-                    resp::script_on(out, &SEMAPHORE_ACQUIRE, eval, &[&holders, &limit_key, &fence], &args);
+                    let permits = permits.to_string();
+                    let args = [
+                        owner.as_bytes(),
+                        ttl.as_bytes(),
+                        limit.as_bytes(),
+                        grace.as_bytes(),
+                        permits.as_bytes(),
+                    ];
+                    resp::script_on(
+                        out,
+                        &SEMAPHORE_ACQUIRE,
+                        eval,
+                        &[&holders, &limit_key, &fence, &weights],
+                        &args,
+                    );
                 } else {
                     let [w, c, r, t] = rw_companions(&holders);
                     let mode: &[u8] = if *kind == HoldKind::Read { b"read" } else { b"write" };
@@ -444,7 +460,8 @@ impl Engine {
                     [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
                 if let HoldKind::Permit { .. } = kind {
                     let limit_key = format!("{holders}:limit");
-                    resp::script_on(out, &SEMAPHORE_RELEASE, eval, &[&holders, &limit_key], &args);
+                    let weights = format!("{holders}:weights");
+                    resp::script_on(out, &SEMAPHORE_RELEASE, eval, &[&holders, &limit_key, &weights], &args);
                 } else {
                     let [w, c, r, t] = rw_companions(&holders);
                     resp::script_on(out, &RWLOCK_RELEASE, eval, &[holders.as_str(), &w, &c, &r, &t], &args);
@@ -460,11 +477,27 @@ impl Engine {
                 let ttl = ttl_ms.to_string();
                 let grace = FENCE_GRACE_MS.to_string();
                 let args = [owner.as_bytes(), ttl.as_bytes(), grace.as_bytes()];
-                resp::script_on(out, &PERMIT_EXTEND, eval, &[&holders, &companion, &fence], &args);
+                if matches!(kind, HoldKind::Permit { .. }) {
+                    let weights = format!("{holders}:weights");
+                    resp::script_on(
+                        out,
+                        &PERMIT_EXTEND,
+                        eval,
+                        &[&holders, &companion, &fence, &weights],
+                        &args,
+                    );
+                } else {
+                    resp::script_on(out, &PERMIT_EXTEND, eval, &[&holders, &companion, &fence], &args);
+                }
             }
             Op::PermitCount { key, kind } => {
                 let holders = crate::permit_key(prefix, key, *kind);
-                resp::script_on(out, &PERMIT_COUNT, eval, &[&holders], &[]);
+                if matches!(kind, HoldKind::Permit { .. }) {
+                    let weights = format!("{holders}:weights");
+                    resp::script_on(out, &PERMIT_COUNT, eval, &[&holders, &weights], &[]);
+                } else {
+                    resp::script_on(out, &PERMIT_COUNT, eval, &[&holders], &[]);
+                }
             }
             Op::PermitRemainingTime { key, owner, kind } => {
                 let holders = crate::permit_key(prefix, key, *kind);
@@ -549,18 +582,23 @@ impl Engine {
         self.push(Op::OwnerRemainingTime { key: key.to_owned(), owner: owner.to_owned() }, now_ms)
     }
 
-    /// Takes a hold of `kind` on `key` for `owner`: a semaphore permit (`Permit`), a read
-    /// or a write lock; a refused writer claims the key. Any kind but `Permit` and `Read`
-    /// is taken as `Write`: callers pass only these three (see [`EngineStore`]).
+    /// Takes a hold of `kind` on `key` for `owner`: `permits` of a semaphore's permits
+    /// (`Permit`), a read or a write lock; a refused writer claims the key. Any kind but
+    /// `Permit` and `Read` is taken as `Write`: callers pass only these three (see
+    /// [`EngineStore`]).
     pub fn acquire_permit(
         &mut self,
         key: &str,
         owner: &str,
         ttl_ms: u64,
         kind: HoldKind,
+        permits: u32,
         now_ms: u64,
     ) -> RequestId {
-        self.push(Op::PermitAcquire { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, kind }, now_ms)
+        self.push(
+            Op::PermitAcquire { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, kind, permits },
+            now_ms,
+        )
     }
 
     /// Gives back `owner`'s hold of `key` (and a waiting writer's claim), and tells waiters.

@@ -600,8 +600,20 @@ impl LockStore for EngineStore {
         ttl_ms: u64,
         kind: HoldKind,
     ) -> Result<Option<Grant>> {
+        self.acquire_permits(key, owner, ttl_ms, kind, 1).await
+    }
+
+    async fn acquire_permits(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+    ) -> Result<Option<Grant>> {
         let kind = permit_kind(kind)?;
-        match self.request(key, |e, now| e.acquire_permit(key, owner, ttl_ms, kind, now)).await? {
+        let permits = locksmith_core::validate::permits(kind, permits)?;
+        match self.request(key, |e, now| e.acquire_permit(key, owner, ttl_ms, kind, permits, now)).await? {
             Value::Acquired(token) => Ok(token.map(Grant::with_fencing_token)),
             other => Err(unexpected("acquire_permit", &other)),
         }

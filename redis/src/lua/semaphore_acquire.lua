@@ -1,19 +1,22 @@
--- semaphore_acquire.lua: take one of a semaphore's `limit` permits, and mint the permit's
--- fencing token.
+-- semaphore_acquire.lua: take `permits` of a semaphore's `limit` permits (one by
+-- default), and mint the hold's fencing token.
 --
 -- KEYS[1]  the semaphore's holders: a sorted set, member = owner token, score = when that
 --          permit expires, in the server's milliseconds
 -- KEYS[2]  the semaphore's limit, as its first holder set it
 -- KEYS[3]  the semaphore's fencing counter
---          (all three share the lock key's {key} hash tag, so they live in one slot)
+-- KEYS[4]  optional: the permits of holders that hold more than one, a hash (owner
+--          token -> permits); a holder missing from it holds one
+--          (all share the lock key's {key} hash tag, so they live in one slot)
 -- ARGV[1]  the owner token
 -- ARGV[2]  the TTL, in milliseconds
 -- ARGV[3]  the limit this handle asks for (a whole number, at least 1)
 -- ARGV[4]  how long the keys outlive the latest permit, in milliseconds (a small bound)
+-- ARGV[5]  optional: how many permits (1 to the limit; default 1; more needs KEYS[4])
 --
--- Returns the fencing token (> 0) when a permit was taken; 0 when all `limit` permits
--- are held or the owner holds one already; -L when the semaphore is held with another
--- limit L (every handle of a semaphore must agree on it).
+-- Returns the fencing token (> 0) when the permits were taken; 0 when fewer than
+-- `permits` are free or the owner holds some already; -L when the semaphore is held
+-- with another limit L (every handle of a semaphore must agree on it).
 --
 -- The clock is the server's (TIME), never the caller's.
 local time = redis.call('TIME')
@@ -30,15 +33,35 @@ if holders > 0 then
     return -held
   end
 end
-if holders >= limit then
+local permits = tonumber(ARGV[5] or '1')
+-- The permits held: one per holder, plus what the weighted ones hold beyond one (their
+-- entries go with their holds: an expired or released holder's is dropped here).
+local used = holders
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+  local weights = redis.call('HGETALL', KEYS[4])
+  for i = 1, #weights, 2 do
+    if redis.call('ZSCORE', KEYS[1], weights[i]) then
+      used = used + tonumber(weights[i + 1]) - 1
+    else
+      redis.call('HDEL', KEYS[4], weights[i])
+    end
+  end
+end
+if used + permits > limit then
   return 0
 end
 redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
+if permits > 1 then
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[5])
+end
 -- Every key lives until the latest permit expires, plus the bound.
 local latest = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
 local keep = string.format('%.0f', latest - now + tonumber(ARGV[4]))
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('SET', KEYS[2], ARGV[3], 'PX', keep)
+if KEYS[4] then
+  redis.call('PEXPIRE', KEYS[4], keep)
+end
 -- Tokens as in acquire.lua: the server's clock in microseconds, or one more than the
 -- last token when that is not smaller, so they grow across a failover too.
 local token = tonumber(time[1]) * 1000000 + tonumber(time[2])

@@ -3,6 +3,7 @@
 --
 -- KEYS[1]  the semaphore's holders (see semaphore_acquire.lua)
 -- KEYS[2]  the semaphore's limit: it goes with the last holder
+-- KEYS[3]  optional: the weighted holders' permits (see semaphore_acquire.lua)
 -- ARGV[1]  the owner token
 -- ARGV[2]  optional: SPUBLISH to publish on the key's shard (Redis Cluster, sharded
 --          pub/sub, Redis 7); anything else or nothing: PUBLISH
@@ -13,8 +14,14 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
 local released = redis.call('ZREM', KEYS[1], ARGV[1])
+if KEYS[3] then
+  redis.call('HDEL', KEYS[3], ARGV[1])
+end
 if redis.call('ZCARD', KEYS[1]) == 0 then
   redis.call('DEL', KEYS[2])
+  if KEYS[3] then
+    redis.call('DEL', KEYS[3])
+  end
 end
 if released == 1 then
   redis.call(ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', KEYS[1] .. ':released', '')

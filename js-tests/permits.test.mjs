@@ -1,0 +1,83 @@
+// Weighted semaphore permits through the API: `{ permits }` in acquire(), run() and the
+// immediate variants; the handle's next acquire without it takes one again; bad values
+// and other kinds refused; a store that does not carry weights answers UNSUPPORTED. On
+// the memory store, a Redis Cluster (the weights live beside the holders, in the key's
+// slot) and a JS store, in the build under test. (Every store's own weights:
+// js-tests/conformance/primitives.test.mjs.)
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { mapStore } from "./support/js-stores.mjs";
+import { startCluster } from "./support/redis-topology.mjs";
+import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
+
+failOnUnhandledRejections();
+
+function weightCases(name, storeOf) {
+  describe(`weighted permits on ${name}`, () => {
+    it("take permits in acquire(), acquireImmediately(), run() and runImmediately(); the next acquire without them takes one", async () => {
+      const key = uniqueKey("permits-api");
+      const a = ls.semaphore(key, 4, 10_000, storeOf());
+      const b = ls.semaphore(key, 4, 10_000, storeOf());
+      assert.equal(await a.acquireImmediately({ permits: 3 }), true);
+      assert.equal(await a.count(), 3);
+      assert.equal(await b.acquire({ timeout: 50, retryDelay: 10, permits: 2 }), false, "3 + 2 > 4");
+      const [ran, got] = await b.runImmediately(async () => b.count(), { permits: 1 });
+      assert.deepEqual([ran, got], [true, 4]);
+      assert.equal(await a.release(), true);
+      // The handle took three last time; a plain acquire() takes one.
+      assert.equal(await a.acquire(), true);
+      assert.equal(await a.count(), 1);
+      assert.equal(await a.release(), true);
+      const [ranAll, counted] = await b.run(async () => b.count(), { timeout: 1_000, permits: 4 });
+      assert.deepEqual([ranAll, counted], [true, 4]);
+      assert.equal(await b.count(), 0);
+    });
+
+    it("refuse permits outside 1..limit, of the wrong type, and on other kinds", async () => {
+      const key = uniqueKey("permits-bad");
+      const sem = ls.semaphore(key, 3, 10_000, storeOf());
+      for (const permits of [0, 4, 1.5, -1]) {
+        await assert.rejects(sem.acquire({ permits }), { code: "INVALID_ARGUMENT", message: /^locksmith: permits must be a whole number/ }, String(permits));
+      }
+      await assert.rejects(sem.acquireImmediately({ permits: "2" }), {
+        code: "INVALID_ARGUMENT",
+        message: /^locksmith: permits must be a whole number of permits; got string/,
+      });
+      await assert.rejects(ls.lock(key, 10_000, storeOf()).acquire({ permits: 2 }), { code: "INVALID_ARGUMENT", message: /permits is a semaphore's option/ });
+      await assert.rejects(ls.readWriteLock(key, 10_000, storeOf()).writeLock().acquire({ permits: 2 }), { code: "INVALID_ARGUMENT" });
+      assert.equal(await ls.lock(key, 10_000, storeOf()).acquire({ permits: 1 }), true, "one is any handle's");
+      assert.equal(await sem.count(), 0, "nothing taken by the refusals");
+    });
+  });
+}
+
+let memory;
+before(() => {
+  memory = new ls.MemoryLockStore();
+});
+weightCases("the memory store", () => memory);
+
+describe("on a Redis Cluster", () => {
+  let cluster;
+  let store;
+  before(async () => {
+    cluster = await startCluster();
+    store = await ls.RedisLockStore.connect({ cluster: cluster.urls });
+  });
+  after(async () => {
+    await store?.close();
+    await cluster?.stop();
+  });
+  weightCases("a Redis Cluster", () => store);
+});
+
+describe("weighted permits on a store that does not carry them", () => {
+  it("take one permit, and answer UNSUPPORTED for more, saying why", async () => {
+    const store = mapStore({ withPermits: true });
+    const sem = ls.semaphore(uniqueKey("permits-unsupported"), 3, 10_000, store);
+    assert.equal(await sem.acquire({ permits: 1 }), true);
+    assert.equal(await sem.release(), true);
+    await assert.rejects(sem.acquire({ permits: 2 }), { code: "UNSUPPORTED", message: /^locksmith: this store takes one permit per semaphore hold/ });
+  });
+});
