@@ -77,6 +77,7 @@ await (await import("esbuild")).build({
 // under node16/nodenext (a .d.ts in a "type": "module" package describes ES modules only).
 copyFileSync(join(root, "js/types/index.d.ts"), join(root, "js/types/index.d.cts"));
 copyFileSync(join(root, "js/types/postgres.d.ts"), join(root, "js/types/postgres.d.cts"));
+copyFileSync(join(root, "js/types/mysql.d.ts"), join(root, "js/types/mysql.d.cts"));
 
 // Every other subpath's `require` condition: a CommonJS build of its ES module, and its
 // types as .d.cts (relative imports pointing at the .d.cts copies). A build takes the API

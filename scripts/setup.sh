@@ -3,6 +3,7 @@
 # again: each step checks first. Flags: --redis also installs redis-server;
 # --postgres installs PostgreSQL (the tests start their own server with initdb);
 # --etcd installs etcd (the tests start their own three-member cluster on loopback);
+# --mysql installs MariaDB (the tests start their own mariadbd on a free port);
 # --runtimes installs Chromium and Bun (runtime tests of the packed package); --cross installs the musl and aarch64
 # Rust targets, their linkers, qemu-user and an arm64 Node (npm test's cross build);
 # --cross-all everything for every target in package.json's napi.targets that this
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 want_redis=0
 want_postgres=0
 want_etcd=0
+want_mysql=0
 want_wasm=1
 want_runtimes=0
 want_cross=0
@@ -37,6 +39,7 @@ for arg in "$@"; do
     --redis) want_redis=1 ;;
     --postgres) want_postgres=1 ;;
     --etcd) want_etcd=1 ;;
+    --mysql) want_mysql=1 ;;
     --native-only) want_wasm=0 ;;
     --runtimes) want_runtimes=1 ;;
     --cross) want_cross=1 ;;
@@ -115,10 +118,17 @@ apt_add() {
       mingw-w64-tools) pin=10.0.0-3 ;;
       wine64) pin=8.0~repack-4 ;;
       llvm) pin=1:14.0-55.7~deb12u1 ;;
+      mariadb-server | mariadb-client) pin=1:10.11.19-0+deb12u1 ;;
     esac
   fi
   apt_wanted+=("$1${pin:+=$pin}")
 }
+# MariaDB 10.11 (Debian 12's): the tests run mariadb-install-db and mariadbd themselves;
+# the client is for looking at a test server by hand.
+if [ "$want_mysql" = 1 ] && [ -z "${MYSQL_BIN:-}" ] && ! command -v mariadbd >/dev/null; then
+  apt_add mariadb-server
+  command -v mariadb >/dev/null || apt_add mariadb-client
+fi
 for target in ${cross_targets[@]+"${cross_targets[@]}"}; do
   case "$target" in
     x86_64-unknown-linux-musl) command -v musl-gcc >/dev/null || apt_add musl-tools ;;
@@ -169,7 +179,7 @@ if [ "${#apt_wanted[@]}" -gt 0 ]; then
     fi
   else
     echo "setup: missing: ${apt_wanted[*]}. Install them with your package manager" >&2
-    echo "       (or point REDIS_SERVER at a redis-server binary, PG_BIN at PostgreSQL's bin directory, ETCD_BIN at an etcd binary)." >&2
+    echo "       (or point REDIS_SERVER at a redis-server binary, PG_BIN at PostgreSQL's bin directory, ETCD_BIN at an etcd binary, MYSQL_BIN at MariaDB's bin directory)." >&2
     exit 1
   fi
 fi

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "setup"
-bash scripts/setup.sh --redis --postgres --etcd --runtimes --cross
+bash scripts/setup.sh --redis --postgres --etcd --mysql --runtimes --cross
 
 step "rustfmt"
 cargo fmt --all --check

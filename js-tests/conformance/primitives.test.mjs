@@ -1,7 +1,7 @@
 // Semaphores and read-write locks from JS, on the built-in memory store (both builds), a
 // JS store with the permit methods, RedisLockStore on a real redis-server (both builds:
 // the addon's engine, and the same engine as the WebAssembly build's module),
-// PostgresLockStore and EtcdLockStore on real servers; stores without them refuse them
+// PostgresLockStore, MySqlLockStore (on MariaDB) and EtcdLockStore on real servers; stores without them refuse them
 // with UNSUPPORTED.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -9,6 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { mapStore } from "../support/js-stores.mjs";
 import { startRedis } from "../support/redis-server.mjs";
 import { etcdMissing, startEtcd } from "../support/etcd-server.mjs";
+import { mysqlMissing, startMysql } from "../support/mysql-server.mjs";
 import { startPostgres } from "../support/postgres-server.mjs";
 import { assertPhaseFair } from "./rw-scenarios.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
@@ -70,6 +71,30 @@ let server;
     pgStores.push(store);
     return store;
   };
+}
+
+// MySQL's permits (rows under a per-key row lock), on a real MariaDB server. Without
+// MariaDB these are left out, except under CI=true, where that fails the file.
+{
+  const missing = await mysqlMissing();
+  if (missing && process.env.CI === "true") assert.fail(`${missing} (CI=true: a missing prerequisite fails the run)`);
+  if (!missing) {
+    let mysql;
+    const mysqlStores = [];
+    before(async () => {
+      mysql = await startMysql();
+    });
+    after(async () => {
+      for (const store of mysqlStores) await store.close();
+      await mysql?.dispose();
+    });
+    stores.MySqlLockStore = async () => {
+      const { MySqlLockStore } = await import("../../js/stores/mysql.mjs");
+      const store = await MySqlLockStore.connect(mysql.url);
+      mysqlStores.push(store);
+      return store;
+    };
+  }
 }
 
 // etcd's permits (queues of keys ordered by revision), on a real one-member cluster.

@@ -1,0 +1,491 @@
+// MySqlLockStore beyond the conformance suite, on a real MariaDB server: options, the
+// tables it creates, the server's clock, exact keys, cleanup, weighted semaphore permits,
+// limits that must agree, mutual exclusion across processes, error mapping, a frozen
+// server and a restart mid-use.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { after, before, describe, it } from "node:test";
+import mysql from "mysql2/promise";
+
+import { MySqlLockStore } from "../../js/stores/mysql.mjs";
+import { assertNoOverlap } from "../support/load.mjs";
+import { requireMysql, startMysql } from "../support/mysql-server.mjs";
+import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+
+const { Lock, semaphore, readWriteLock } = ls;
+const ROOT = new URL("../..", import.meta.url).pathname;
+
+await failOnUnhandledRejections();
+
+/** Retries `fn` until it stops throwing (the store reconnecting), up to `ms`. */
+async function eventually(fn, ms = 5_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await sleep(50);
+    }
+  }
+}
+
+/** Awaits `promise`, returning `{ value }` or `{ error }`, and how long it took. */
+async function settle(promise) {
+  const start = performance.now();
+  try {
+    return { value: await promise, ms: performance.now() - start };
+  } catch (error) {
+    return { error, ms: performance.now() - start };
+  }
+}
+
+const invalidArgument = (pattern) => (err) => {
+  assert.equal(err.code, "INVALID_ARGUMENT");
+  assert.equal(err.name, "InvalidArgumentError");
+  assert.match(err.message, /^locksmith: /);
+  if (pattern) assert.match(err.message, pattern);
+  return true;
+};
+
+/** Runs `code` in a new Node process in the package's directory; resolves with its exit status and output. */
+function node(code, timeoutMs = 10_000) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ["-e", code], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    child.once("exit", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ status: signal ?? code, out });
+    });
+  });
+}
+
+describe("MySqlLockStore", await requireMysql(), () => {
+  let server;
+  let admin;
+  before(async () => {
+    server = await startMysql();
+    admin = mysql.createPool({ uri: server.url, connectionLimit: 4 });
+  });
+  after(async () => {
+    await admin?.end();
+    await server?.dispose();
+  });
+
+  describe("options", () => {
+    it("runs a lock through it, and is the store the diagnostics call mysql", async () => {
+      const store = await MySqlLockStore.connect(server.url);
+      const [ran, result] = await new Lock(uniqueKey("run"), 5_000, store).run(async () => "charged");
+      assert.deepEqual([ran, result], [true, "charged"]);
+      assert.equal(store[Symbol.for("locksmith.storeName")], "mysql");
+      assert.equal(store.permitWeights, true);
+      await store.close();
+      await assert.rejects(store.isLocked("k"), { name: "StoreClosedError", code: "STORE_CLOSED" });
+    });
+
+    it("is the subpath export locksmith-js/mysql, one class for import and require, and loads mysql2 only to connect a URL", async () => {
+      const { status, out } = await node(`
+        const loaded = () => Object.keys(require.cache).some((path) => path.includes("/node_modules/mysql2/"));
+        (async () => {
+          await import("locksmith-js");
+          const esm = await import("locksmith-js/mysql");
+          const cjs = require("locksmith-js/mysql");
+          const afterImport = loaded();
+          await esm.MySqlLockStore.connect("mysql://nobody@127.0.0.1:1/none", { operationTimeoutMs: 1000 }).catch(() => {});
+          console.log(JSON.stringify({ same: esm.MySqlLockStore === cjs.MySqlLockStore, afterImport, afterConnect: loaded() }));
+        })();`);
+      assert.equal(status, 0);
+      assert.deepEqual(JSON.parse(out), { same: true, afterImport: false, afterConnect: true });
+    });
+
+    it("its own pool does not keep Node alive", { skip: TARGET !== "native" && "runs once" }, async () => {
+      const started = performance.now();
+      const { status, out } = await node(`
+        const { MySqlLockStore } = require("locksmith-js/mysql");
+        const { Lock } = require("locksmith-js");
+        (async () => {
+          const store = await MySqlLockStore.connect(${JSON.stringify(server.url)});
+          const l = new Lock("exit-" + process.pid, 5000, store);
+          await l.acquire();
+          await l.release();
+          console.log("done"); // no close(): the process ends by itself
+        })();`);
+      assert.deepEqual([status, out.trim()], [0, "done"]);
+      assert.ok(performance.now() - started < 9_000);
+    });
+
+    it("refuses unknown and bad options with INVALID_ARGUMENT, before connecting", async () => {
+      await assert.rejects(MySqlLockStore.connect(server.url, { tabel: "locks" }), invalidArgument(/unknown option `tabel`.*did you mean `table`/));
+      await assert.rejects(MySqlLockStore.connect(server.url, { listen: false }), invalidArgument(/unknown option `listen`/));
+      for (const table of ["drop table x;", "a.b.c", "x".repeat(41), "1locks", "", 5]) {
+        await assert.rejects(MySqlLockStore.connect(server.url, { table }), invalidArgument(/^locksmith: table must be/), String(table));
+      }
+      for (const operationTimeoutMs of [0, -1, 1.5, "1000", Number.NaN, 2 ** 31]) {
+        await assert.rejects(MySqlLockStore.connect(server.url, { operationTimeoutMs }), invalidArgument(/operationTimeoutMs/));
+      }
+      await assert.rejects(MySqlLockStore.connect(server.url, { createTable: "yes" }), invalidArgument(/createTable must be a boolean/));
+      await assert.rejects(MySqlLockStore.connect(server.url, null), invalidArgument(/options must be an object/));
+      await assert.rejects(MySqlLockStore.connect(42), invalidArgument(/mysql:\/\/ URL/));
+      await assert.rejects(
+        MySqlLockStore.connect("postgres://u:secret@h/db"),
+        (err) => invalidArgument(/starting mysql:\/\//)(err) && !/secret/.test(err.message),
+      );
+      assert.throws(() => new MySqlLockStore({}), invalidArgument(/takes a mysql2\/promise pool/));
+      assert.throws(() => new MySqlLockStore(admin, { createTables: false }), invalidArgument(/did you mean `createTable`/));
+    });
+
+    it("fails to connect to a server that is not there with STORE_UNAVAILABLE, in time", async () => {
+      const down = await settle(MySqlLockStore.connect(`mysql://root@127.0.0.1:${server.port + 1}/locksmith`, { operationTimeoutMs: 1_000 }));
+      assert.equal(down.error?.code, "STORE_UNAVAILABLE");
+      assert.match(down.error.message, /^locksmith: MySQL: /);
+      assert.ok(down.ms < 2_000, `failed after ${down.ms} ms`);
+    });
+
+    it("a refused login, a missing privilege and a missing table are STORE_ERROR", async () => {
+      await admin.query("CREATE USER IF NOT EXISTS 'reader'@'127.0.0.1' IDENTIFIED BY 'pw'");
+      await admin.query("GRANT SELECT ON locksmith.* TO 'reader'@'127.0.0.1'");
+      await (await MySqlLockStore.connect(server.url)).close(); // the tables exist
+      const login = await settle(MySqlLockStore.connect(`mysql://reader:wrong@127.0.0.1:${server.port}/locksmith`));
+      assert.equal(login.error?.code, "STORE_ERROR", String(login.error));
+      assert.match(login.error.message, /^locksmith: MySQL: Access denied/);
+      const reader = await MySqlLockStore.connect(`mysql://reader:pw@127.0.0.1:${server.port}/locksmith`);
+      try {
+        assert.equal(await reader.isLocked(uniqueKey("read-only")), false, "it may read");
+        await assert.rejects(reader.acquire(uniqueKey("read-only"), "o", 1_000), (err) => {
+          assert.equal(err.code, "STORE_ERROR");
+          assert.equal(err.name, "LockStoreError");
+          assert.match(err.message, /^locksmith: MySQL: .*command denied/i);
+          return true;
+        });
+      } finally {
+        await reader.close();
+      }
+      const missing = new MySqlLockStore(admin, { table: "not_there", createTable: false });
+      await assert.rejects(missing.acquire("k", "o", 1_000), (err) => err.code === "STORE_ERROR" && /not_there.*does not exist/.test(err.message));
+      const [rows] = await admin.query("SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_name LIKE 'not_there%'");
+      assert.equal(Number(rows[0].n), 0, "nothing was created");
+      await missing.close();
+    });
+
+    it("close() leaves the caller's pool open, and later calls fail with STORE_CLOSED at once", async () => {
+      const store = new MySqlLockStore(admin);
+      assert.equal(await store.acquire(uniqueKey("close"), "o", 1_000), true, "acquire() called directly answers a boolean");
+      await store.close();
+      await store.close();
+      assert.deepEqual((await admin.query("SELECT 1 AS one"))[0], [{ one: 1 }]);
+      await assert.rejects(store.isLocked("k"), { code: "STORE_CLOSED" });
+      const started = performance.now();
+      await assert.rejects(new Lock("k", 1_000, store).acquire({ timeout: 5_000 }), { code: "STORE_CLOSED" });
+      assert.ok(performance.now() - started < 1_000, "a wait on a closed store fails at once");
+    });
+  });
+
+  describe("the tables", () => {
+    it("are created once by several stores starting at the same time; a hold is a row with the server's expiry and a token", async () => {
+      const table = "created_together";
+      const stores = await Promise.all(Array.from({ length: 6 }, () => MySqlLockStore.connect(server.url, { table })));
+      const key = uniqueKey("schema");
+      const l = new Lock(key, 60_000, stores[0]);
+      assert.equal(await l.acquire(), true);
+      const token = l.fencingToken;
+      assert.ok(Number.isSafeInteger(token) && token > 0);
+      const owner = JSON.parse(l.serialize()).owner;
+      assert.ok((await stores[0].ownerRemainingTime(key, owner)) > 59_000, "the owner's own time left, in one statement");
+      assert.equal(await stores[0].ownerRemainingTime(key, "someone-else"), null);
+      const [rows] = await admin.query(
+        `SELECT CAST(\`key\` AS CHAR) AS k, CAST(owner AS CHAR) AS owner, fencing_token,
+           expires_at - (TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(3)) DIV 1000) BETWEEN 59000 AND 60000 AS in60s FROM ${table}`,
+      );
+      assert.deepEqual(
+        rows.map((r) => ({ ...r, fencing_token: Number(r.fencing_token), in60s: Number(r.in60s) })),
+        [{ k: key, owner, fencing_token: token, in60s: 1 }],
+      );
+      for (const store of stores) assert.equal(await store.isHeldBy(key, owner), true);
+      await Promise.all(stores.map((s) => s.close()));
+    });
+
+    it("expiry is the server's clock, whatever this process's clock or the session's time zone says", async () => {
+      const pool = mysql.createPool({ uri: server.url, connectionLimit: 2 });
+      // A session time zone far from UTC: NOW() would move with it, the store's clock must not.
+      pool.pool.on("connection", (c) => c.query("SET time_zone = '+09:00'"));
+      const store = new MySqlLockStore(pool);
+      const key = uniqueKey("clock");
+      const realNow = Date.now;
+      Date.now = () => realNow() + 3_600_000;
+      try {
+        assert.equal(await store.acquire(key, "a", 60_000), true);
+        assert.equal(await store.extend(key, "a", 60_000), true);
+      } finally {
+        Date.now = realNow;
+      }
+      const left = await store.remainingTime(key);
+      assert.ok(left > 59_000 && left <= 60_000, `remaining ${left}`);
+      // The expiry one millisecond ago by the server's clock.
+      await admin.query("UPDATE locksmith_locks SET expires_at = (TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(3)) DIV 1000) - 1 WHERE `key` = ?", [
+        key,
+      ]);
+      assert.equal(await store.isLocked(key), false);
+      assert.equal(await store.remainingTime(key), null);
+      assert.equal(await store.extend(key, "a", 1_000), false, "an expired hold is not extended");
+      assert.equal(await store.acquire(key, "b", 1_000), true, "an expired hold is taken over");
+      await store.close();
+      await pool.end();
+    });
+
+    it("keys and owners are exact bytes: case, trailing spaces and accents make other keys", async () => {
+      const store = new MySqlLockStore(admin);
+      const base = uniqueKey("Exact");
+      const keys = [base, base.toLowerCase(), `${base} `, `${base}é`, `${base}e`];
+      for (const key of keys) assert.equal(await store.acquire(key, "o", 5_000), true, JSON.stringify(key));
+      assert.equal(await store.isHeldBy(base, "O"), false, "owners too");
+      assert.equal(await store.acquire(base, "p", 5_000), false);
+      for (const key of keys) assert.equal(await store.release(key, "o"), true);
+      await store.close();
+    });
+
+    it("extends within the millisecond it acquired in, over a pool without the FOUND_ROWS flag", async () => {
+      const pool = mysql.createPool({ uri: server.url, connectionLimit: 1, flags: ["-FOUND_ROWS"] });
+      const store = new MySqlLockStore(pool);
+      try {
+        for (let i = 0; i < 20; i++) {
+          const key = uniqueKey("same-ms");
+          assert.equal(await store.acquire(key, "o", 10_000), true);
+          // The same expiry as the acquire's when both fall in one millisecond: found, not changed.
+          assert.equal(await store.extend(key, "o", 10_000), true, `extend ${i}`);
+          assert.equal(await store.release(key, "o"), true);
+        }
+      } finally {
+        await store.close();
+        await pool.end();
+      }
+    });
+
+    it("cleans up expired rows, a bounded number at a time, and keeps the fencing counter growing", async () => {
+      const table = "swept";
+      const store = await MySqlLockStore.connect(server.url, { table });
+      const now = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(3)) DIV 1000)";
+      await admin.query(
+        `INSERT INTO ${table} (\`key\`, owner, expires_at, fencing_token)
+         SELECT CONCAT('old:', seq), 'o', ${now} - 61000, seq FROM seq_1_to_700`,
+      );
+      await admin.query(
+        `INSERT INTO ${table}_permits (kind, \`key\`, owner, role, expires_at, fencing_token)
+         SELECT 'semaphore', 'old', CONCAT('o', seq), 'semaphore', ${now} - 1000, seq FROM seq_1_to_10`,
+      );
+      const before = new Lock(uniqueKey("live"), 60_000, store);
+      assert.equal(await before.acquire(), true); // the first acquire sweeps
+      const count = async (t) => Number((await admin.query(`SELECT COUNT(*) AS n FROM ${t}`))[0][0].n);
+      const deadline = Date.now() + 3_000;
+      while (((await count(table)) > 201 || (await count(`${table}_fencing`)) > 1) && Date.now() < deadline) await sleep(20);
+      assert.equal(await count(table), 201, "500 of the 700 rows expired over a minute ago went, the live one stayed");
+      assert.equal(await count(`${table}_permits`), 0);
+      assert.equal(await count(`${table}_fencing`), 1, "the counter keeps its last row only");
+      assert.equal(await before.isExpired(), false);
+      const after = new Lock(uniqueKey("live"), 60_000, store);
+      assert.equal(await after.acquire(), true);
+      assert.ok(after.fencingToken > before.fencingToken, `${after.fencingToken} > ${before.fencingToken}`);
+      await store.close();
+    });
+  });
+
+  describe("semaphores and read-write locks", () => {
+    let store;
+    before(async () => {
+      store = await MySqlLockStore.connect(server.url);
+    });
+    after(async () => {
+      await store?.close();
+    });
+
+    it("a semaphore holder of n permits counts n toward the limit (permitWeights)", async () => {
+      const key = uniqueKey("weights");
+      assert.equal(await store.acquirePermit(key, "owner-a", 5_000, "semaphore", 3, 2), true);
+      assert.equal(await store.countPermits(key, "semaphore"), 2);
+      assert.equal(await store.acquirePermit(key, "owner-x", 5_000, "semaphore", 3, 2), false, "two more do not fit");
+      assert.equal(await store.acquirePermit(key, "owner-b", 5_000, "semaphore", 3, 1), true, "one more fits");
+      assert.equal(await store.acquirePermit(key, "owner-c", 5_000, "semaphore", 3, 1), false, "the limit is reached");
+      assert.equal(await store.countPermits(key, "semaphore"), 3);
+      // The token path takes the same 6th argument.
+      assert.equal(await store[Symbol.for("locksmith.acquirePermitToken")](key, "owner-d", 5_000, "semaphore", 3, 2), false);
+      assert.equal(await store.releasePermit(key, "owner-a", "semaphore"), true);
+      const token = await store[Symbol.for("locksmith.acquirePermitToken")](key, "owner-d", 5_000, "semaphore", 3, 2);
+      assert.ok(Number.isSafeInteger(token) && token > 0, `a token: ${token}`);
+      assert.equal(await store.countPermits(key, "semaphore"), 3);
+      // Without the 6th argument (a core that does not pass it yet): one permit.
+      assert.equal(await store.releasePermit(key, "owner-b", "semaphore"), true);
+      assert.equal(await store.acquirePermit(key, "owner-e", 5_000, "semaphore", 3), true);
+      assert.equal(await store.countPermits(key, "semaphore"), 3);
+      for (const permits of [0, 4, 1.5, "2", null, Number.NaN]) {
+        await assert.rejects(store.acquirePermit(key, "owner-f", 5_000, "semaphore", 3, permits), invalidArgument(/permits must be/), String(permits));
+      }
+      assert.equal(await store.countPermits(key, "semaphore"), 3, "nothing taken by a refused argument");
+    });
+
+    it("refuses a handle whose limit differs from the held semaphore's, taking nothing", async () => {
+      const key = uniqueKey("sem-limit");
+      const held = semaphore(key, 2, 5_000, store);
+      assert.equal(await held.acquire(), true);
+      const other = semaphore(key, 3, 5_000, store);
+      await assert.rejects(other.acquire(), invalidArgument(/held with limit 2; this handle asks for 3/));
+      await assert.rejects(store.acquirePermit(key, "o", 1_000, "semaphore", 3), { code: "INVALID_ARGUMENT" });
+      assert.equal(await held.count(), 1, "nothing taken");
+      assert.equal(await held.release(), true);
+      assert.equal(await other.acquire(), true, "free again: any limit");
+      await other.release();
+    });
+
+    it("a permit expires on its own, and is extended by its holder only", async () => {
+      const key = uniqueKey("sem-ttl");
+      const crashed = semaphore(key, 1, 150, store);
+      assert.equal(await crashed.acquire(), true);
+      const next = semaphore(key, 1, 5_000, store);
+      assert.equal(await next.acquire(), false);
+      assert.equal(await next.acquire({ timeout: 2_000, retryDelay: 20 }), true);
+      assert.equal(await crashed.isExpired(), true);
+      await assert.rejects(crashed.extend(), { code: "LOCK_NOT_HELD" });
+      await next.extend(8_000);
+      assert.ok((await next.getRemainingTime()) > 5_000);
+      assert.equal(await next.release(), true);
+      assert.equal(await next.release(), false);
+    });
+
+    it("a writer that gives up lets readers in again; a writer's hold that runs out gives the waiting readers their turn", async () => {
+      const rw = readWriteLock(uniqueKey("rw-giveup"), 5_000, store);
+      const reader = rw.readLock();
+      assert.equal(await reader.acquire(), true);
+      assert.equal(await rw.writeLock().acquire({ timeout: 100, retryDelay: 20 }), false);
+      const late = rw.readLock();
+      assert.equal(await late.acquire(), true, "the claim went with the writer");
+      await late.release();
+      await reader.release();
+
+      const expiring = uniqueKey("rw-expired");
+      const crashed = readWriteLock(expiring, 200, store);
+      assert.equal(await crashed.writeLock().acquire(), true);
+      const waiting = crashed.readLock();
+      const entered = waiting.acquire({ timeout: 3_000, retryDelay: 20 });
+      await sleep(50);
+      const writer = readWriteLock(expiring, 5_000, store).writeLock();
+      const writerIn = writer.acquire({ timeout: 3_000, retryDelay: 20 });
+      assert.equal(await entered, true, "the reader that waited got in when the writer's hold ran out");
+      await sleep(50);
+      assert.equal(await writer.isLocked(), true);
+      await waiting.release();
+      assert.equal(await writerIn, true);
+      await writer.release();
+    });
+
+    it("fencing tokens of permits grow", async () => {
+      const key = uniqueKey("sem-fence");
+      const tokens = [];
+      for (let i = 0; i < 3; i++) {
+        const s = semaphore(key, 2, 5_000, store);
+        await s.acquire();
+        tokens.push(s.fencingToken);
+        await s.release();
+      }
+      assert.ok(tokens[0] < tokens[1] && tokens[1] < tokens[2], `tokens ${tokens}`);
+    });
+  });
+
+  describe("mutual exclusion under load", () => {
+    it("8 OS processes on one key: exact counter, no overlap, growing fencing tokens", { timeout: 60_000 }, async () => {
+      const key = uniqueKey("load");
+      await admin.query("CREATE TABLE IF NOT EXISTS load_log (id BIGINT AUTO_INCREMENT PRIMARY KEY, `key` VARCHAR(200), entry VARCHAR(64), token BIGINT)");
+      await admin.query("CREATE TABLE IF NOT EXISTS load_counter (`key` VARCHAR(200) PRIMARY KEY, n INT NOT NULL)");
+      await admin.query("INSERT INTO load_counter (`key`, n) VALUES (?, 0)", [key]);
+      // The tables exist before the processes start, so all of them contend on the lock only.
+      await (await MySqlLockStore.connect(server.url)).close();
+      const ROUNDS = 20;
+      const runs = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, key, ROUNDS)));
+      assert.deepEqual(runs, Array(8).fill(ROUNDS));
+      const [counter] = await admin.query("SELECT n FROM load_counter WHERE `key` = ?", [key]);
+      assert.equal(counter[0].n, 8 * ROUNDS, "the counter equals the successful runs");
+      const [log] = await admin.query("SELECT entry, token FROM load_log WHERE `key` = ? ORDER BY id", [key]);
+      assertNoOverlap(log.map((r) => r.entry));
+      const tokens = log.filter((r) => r.entry.startsWith("in:")).map((r) => Number(r.token));
+      for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i] > tokens[i - 1], `token ${tokens[i]} after ${tokens[i - 1]}`);
+      console.log(`# load: 8 processes, ${8 * ROUNDS} critical sections on one MySQL key, 0 overlaps, 0 lost updates`);
+    });
+  });
+
+  describe("server outages", () => {
+    it("a frozen server (SIGSTOP): calls fail with STORE_UNAVAILABLE at operationTimeoutMs, then work again", { timeout: 30_000 }, async () => {
+      const store = await MySqlLockStore.connect(server.url, { operationTimeoutMs: 500 });
+      const key = uniqueKey("frozen");
+      const holder = new Lock(key, 10_000, store);
+      try {
+        assert.equal(await holder.acquire(), true);
+        await server.signalAll("SIGSTOP");
+        try {
+          const direct = await settle(store.isLocked(key));
+          assert.equal(direct.error?.code, "STORE_UNAVAILABLE");
+          assert.match(direct.error.message, /^locksmith: MySQL did not answer isLocked within 500 ms/);
+          assert.ok(direct.ms >= 450 && direct.ms < 1_500, `failed after ${direct.ms} ms`);
+          const waiter = await settle(new Lock(key, 1_000, store).acquire({ timeout: 1_500, retryDelay: 50 }));
+          assert.equal(waiter.error?.code, "STORE_UNAVAILABLE");
+          assert.ok(waiter.ms >= 1_400 && waiter.ms < 3_000, `the waiter gave up after ${waiter.ms} ms`);
+        } finally {
+          await server.signalAll("SIGCONT");
+        }
+        await eventually(() => holder.extend());
+        assert.equal(await holder.release(), true);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it("a restart: calls fail with STORE_UNAVAILABLE while down, nothing crashes, and locks work afterwards", { timeout: 30_000 }, async () => {
+      // Over the caller's pool (idle connections the server ends must not crash Node) and its own.
+      const pool = mysql.createPool({ uri: server.url, connectionLimit: 4 });
+      const [store, other] = [new MySqlLockStore(pool, { operationTimeoutMs: 1_000 }), await MySqlLockStore.connect(server.url, { operationTimeoutMs: 1_000 })];
+      try {
+        const key = uniqueKey("restart");
+        const holder = new Lock(key, 20_000, store);
+        assert.equal(await holder.acquire(), true);
+        // Several idle connections in each pool.
+        await Promise.all(Array.from({ length: 3 }, (_, i) => other.isLocked(`${key}:${i}`)));
+        const waiter = settle(new Lock(key, 5_000, other).acquire({ timeout: 2_500, retryDelay: 50 }));
+        await sleep(100);
+        await server.stop();
+        await sleep(100); // the idle connections see their end
+        const extend = await settle(holder.extend());
+        assert.equal(extend.error?.code, "STORE_UNAVAILABLE");
+        assert.ok(extend.ms < 2_000, `extend failed after ${extend.ms} ms`);
+        const waited = await waiter;
+        assert.equal(waited.error?.code, "STORE_UNAVAILABLE", `the waiter settled with ${waited.error ?? waited.value}`);
+        assert.ok(waited.ms >= 2_300 && waited.ms < 4_500, `the waiter gave up after ${waited.ms} ms (it rides an outage out until its deadline)`);
+
+        await server.start();
+        // The row survived the restart: the hold did too.
+        await eventually(() => holder.extend());
+        assert.equal(await holder.isExpired(), false);
+        const next = new Lock(key, 5_000, other);
+        const got = settle(next.acquire({ timeout: 5_000, retryDelay: 20 }));
+        await sleep(100);
+        assert.equal(await holder.release(), true);
+        const { value } = await got;
+        assert.equal(value, true);
+        assert.ok(next.fencingToken > holder.fencingToken, "tokens grow across the restart");
+        await next.release();
+      } finally {
+        await store.close();
+        await other.close();
+        await pool.end();
+      }
+    });
+  });
+});
+
+/** Runs one mysql-contender.mjs process; resolves with how many critical sections it ran. */
+function contender(url, key, rounds) {
+  return new Promise((resolve, reject) => {
+    const args = [new URL("../support/mysql-contender.mjs", import.meta.url).pathname, url, key, String(rounds)];
+    const p = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    p.stdout.on("data", (d) => (out += d));
+    p.once("exit", (code) => (code === 0 ? resolve(Number(out)) : reject(new Error(`contender exited ${code}`))));
+  });
+}

@@ -1,0 +1,853 @@
+"use strict";
+// MySqlLockStore: locks in a MySQL 8 or MariaDB 10.11 table, through a `mysql2/promise`
+// pool (`mysql2` is an optional peer dependency, loaded only when `connect()` is given a
+// URL). Expiry is the database server's clock, to the millisecond; fencing tokens come
+// from an AUTO_INCREMENT column; waiters poll (at the acquire's retryDelay): MySQL has no
+// LISTEN/NOTIFY, and GET_LOCK's session locks do not mix well with pooled connections.
+
+const {
+  LockStoreError,
+  StoreClosedError,
+  StoreUnavailableError,
+  checkOptionKeys,
+  invalid,
+  typeName,
+  ACQUIRE_TOKEN,
+  ACQUIRE_PERMIT_TOKEN,
+  STORE_NAME,
+} = require("../gen/api.cjs");
+
+// The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
+// reader 'waiting' for the readers' turn, and a reader whose 'turn' it is.
+const HOLDING_ROLES = ["semaphore", "read", "write"];
+const HOLDING = `(${HOLDING_ROLES.map((r) => `'${r}'`).join(", ")})`;
+
+const OPTIONS = ["table", "operationTimeoutMs", "createTable"];
+const DEFAULT_TABLE = "locksmith_locks";
+const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
+const MAX_MS = 2_147_483_647;
+// A table name, optionally database-qualified: plain identifiers (quoted when used). The
+// name is short enough for the names derived from it (MySQL allows 64 characters).
+const TABLE_NAME = /^(?:([A-Za-z_][A-Za-z0-9_]{0,63})\.)?([A-Za-z_][A-Za-z0-9_]{0,39})$/;
+// Opportunistic cleanup of expired rows: at most this often per store, this many rows.
+const SWEEP_INTERVAL_MS = 5_000;
+const SWEEP_ROWS = 500;
+// A plain lock's row is deleted this long after it expired or was released (see release()).
+const SWEEP_AFTER_MS = 60_000;
+// Expired writers' holds the sweep ends (under their keys' locks, one transaction each).
+const SWEEP_WRITERS = 20;
+const URL_SCHEME = /^mysql:\/\//i;
+// An acquire whose outcome the client could not learn (it gave up waiting, or the
+// connection broke) may still commit on the server: the store then frees that owner's
+// hold itself, retrying this often while the server is out of reach.
+const CLEANUP_RETRY_MIN_MS = 100;
+const CLEANUP_RETRY_MAX_MS = 2_000;
+
+// The server's clock in milliseconds since the epoch. UTC_TIMESTAMP does not depend on the
+// session's time zone (NOW() does: a DST change would move every expiry by an hour). It
+// is the time the statement started: every statement that decides on expiry runs after
+// the statement that took the key's row lock, so that time is never older than the lock.
+const NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000)";
+
+// Server errors (errno) that mean "unavailable, try again": too many connections, shutdown,
+// network errors, lock wait timeout, deadlock, query interrupted, connection killed,
+// statement timeouts (MariaDB's max_statement_time, MySQL's max_execution_time),
+// read-only (a demoted primary during a failover), disconnected for inactivity.
+const UNAVAILABLE_ERRNOS = new Set([1040, 1053, 1158, 1159, 1160, 1161, 1203, 1205, 1213, 1290, 1317, 1836, 1927, 1969, 2002, 2003, 2006, 2013, 3024, 4031]);
+
+const quote = (identifier) => `\`${identifier}\``;
+const noop = () => {};
+// Connections that have the store's 'error' listener, so a server that ends an idle
+// pooled connection (a restart) is no uncaught exception.
+const guarded = new WeakSet();
+
+/** Why `table` is missing, and how to make it. */
+function missingTableMessage(table) {
+  return (
+    `locksmith: MySQL: the table ${table} (or its ${table}_permits, ${table}_keys or ${table}_fencing table) does not exist, ` +
+    "and createTable is false: create them by connecting once with createTable: true " +
+    "(as a user that may create tables, e.g. in a migration), then connect with createTable: false"
+  );
+}
+
+function parseOptions(options) {
+  if (options === undefined) options = {};
+  if (options === null || typeof options !== "object" || Array.isArray(options)) {
+    throw invalid(`MySqlLockStore options must be an object; got ${typeName(options)}`);
+  }
+  checkOptionKeys(options, OPTIONS, "MySqlLockStore");
+  const table = options.table ?? DEFAULT_TABLE;
+  if (typeof table !== "string" || !TABLE_NAME.test(table)) {
+    throw invalid(
+      `table must be a table name (letters, digits and _, at most 40 characters, optionally after "database."); got ${
+        typeof table === "string" ? JSON.stringify(table) : typeName(table)
+      }`,
+    );
+  }
+  const operationTimeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
+  if (typeof operationTimeoutMs !== "number" || !Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > MAX_MS) {
+    throw invalid(
+      `operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
+    );
+  }
+  if (options.createTable !== undefined && typeof options.createTable !== "boolean") {
+    throw invalid(`createTable must be a boolean; got ${typeName(options.createTable)}`);
+  }
+  const [, database, name] = TABLE_NAME.exec(table);
+  return { table, database, name, operationTimeoutMs, createTable: options.createTable ?? true };
+}
+
+/** Whether `err` is an error the server sent (it has an SQLSTATE and a positive errno). */
+const isServerError = (err) => typeof err?.sqlState === "string" && typeof err?.errno === "number" && err.errno > 0;
+
+/** A failure of MySQL, typed: unreachable, overloaded or a conflict to retry is STORE_UNAVAILABLE, a refusal STORE_ERROR. */
+function storeError(err) {
+  if (err instanceof StoreUnavailableError || err instanceof LockStoreError || err instanceof StoreClosedError) return err;
+  const message = `locksmith: MySQL: ${err?.message ?? String(err)}`;
+  // Errors without an errno from the server are the socket's or mysql2's own.
+  const unavailable = !isServerError(err) || UNAVAILABLE_ERRNOS.has(err.errno);
+  const error = unavailable ? new StoreUnavailableError(message) : new LockStoreError(message);
+  error.cause = err;
+  return error;
+}
+
+/** A connection that must not go back to the pool: broken, or in a transaction the store cannot vouch for. */
+const isConnectionError = (err) => !isServerError(err) || err.fatal === true || UNAVAILABLE_ERRNOS.has(err.errno);
+
+function toToken(value) {
+  const token = Number(value);
+  if (!Number.isSafeInteger(token) || token < 1) {
+    throw new LockStoreError(`locksmith: MySQL: the fencing counter gave ${value}, not a positive safe integer`);
+  }
+  return token;
+}
+
+/** A VARBINARY column's value (a Buffer from mysql2) as text. */
+const text = (value) => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
+
+/**
+ * The rows an UPDATE matched: from the server's info text when it sends one ("Rows
+ * matched: 1 Changed: 0"), since `affectedRows` counts only the changed rows on a
+ * connection without the FOUND_ROWS flag (an extend within the millisecond of the last
+ * one changes nothing, yet found the hold).
+ */
+function matchedRows(result) {
+  const found = /Rows matched: (\d+)/.exec(result?.info ?? "");
+  return found ? Number(found[1]) : Number(result?.affectedRows ?? 0);
+}
+
+function checkKind(kind) {
+  if (kind !== "semaphore" && kind !== "read" && kind !== "write") {
+    throw invalid(`kind must be "semaphore", "read" or "write"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
+  }
+  return kind === "semaphore" ? "semaphore" : "rw";
+}
+
+/** A semaphore's weight: `permits` of `limit` (undefined: 1). Read-write locks count 1. */
+function checkPermits(kind, limit, permits) {
+  if (kind !== "semaphore") return 1;
+  if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1) {
+    throw invalid(`limit must be a whole number of permits, at least 1; got ${typeof limit === "number" ? limit : typeName(limit)}`);
+  }
+  if (permits === undefined) return 1;
+  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || permits > limit) {
+    throw invalid(`permits must be a whole number from 1 to the limit ${limit}; got ${typeof permits === "number" ? permits : typeName(permits)}`);
+  }
+  return permits;
+}
+
+class MySqlLockStore {
+  get [STORE_NAME]() {
+    return "mysql";
+  }
+
+  /** A semaphore holder may take several permits (acquirePermit's 6th argument). */
+  get permitWeights() {
+    return true;
+  }
+
+  #pool;
+  #ownsPool;
+  #options;
+  #sql;
+  #schemaReady;
+  #closed = false;
+  #closing;
+  #lastSweep = 0;
+  #sweeping;
+  // Timers of pending cleanups after uncertain acquires.
+  #cleanups = new Set();
+  // Cleanups after failed acquires, by kind, key and owner: { until, timer, running, acquiring }.
+  #pendingCleanups = new Map();
+
+  /**
+   * Connects: `urlOrPool` is a `mysql://user:password@host:port/database` URL (the store
+   * makes a pool of its own, and `close()` ends it) or a `mysql2/promise` pool of yours
+   * (`close()` leaves it open). Creates the tables if they are missing.
+   */
+  static async connect(urlOrPool, options) {
+    const parsed = parseOptions(options);
+    if (typeof urlOrPool !== "string") {
+      if (urlOrPool === null || typeof urlOrPool !== "object") {
+        throw invalid(`MySqlLockStore.connect() takes a mysql:// URL or a mysql2/promise pool; got ${typeName(urlOrPool)}`);
+      }
+      const store = new MySqlLockStore(urlOrPool, options);
+      await store.#run("connect", noop);
+      return store;
+    }
+    if (!URL_SCHEME.test(urlOrPool)) {
+      throw invalid(`MySqlLockStore.connect() takes a MySQL URL, starting mysql://; got ${JSON.stringify(urlOrPool.replace(/\/\/[^@/]*@/, "//…@"))}`);
+    }
+    let mysql;
+    try {
+      mysql = require("mysql2/promise");
+    } catch (err) {
+      const error = new LockStoreError("locksmith: MySqlLockStore.connect() needs the `mysql2` package: npm install mysql2");
+      error.cause = err;
+      throw error;
+    }
+    const pool = mysql.createPool({
+      uri: urlOrPool,
+      // A connection attempt outlives the call that started it, which times out first (and
+      // says so): the next call may use the connection.
+      connectTimeout: parsed.operationTimeoutMs + 1_000,
+      enableKeepAlive: true,
+      // Tokens are BIGINTs: as numbers while they are safe integers (toToken checks).
+      supportBigNumbers: true,
+    });
+    // The store's pool must not keep Node alive: the application's own work decides that.
+    // (A call in flight keeps it alive by its timeout's timer.)
+    pool.pool.on("connection", (connection) => connection.stream?.unref?.());
+    const store = new MySqlLockStore(pool, options);
+    store.#ownsPool = true;
+    try {
+      await store.#run("connect", noop);
+    } catch (err) {
+      await store.close().catch(noop);
+      throw err;
+    }
+    return store;
+  }
+
+  /**
+   * A store over `pool`, a `mysql2/promise` pool of yours (a callback pool is used through
+   * its `.promise()`); `close()` leaves it open. The tables are created, if missing, by
+   * the first call.
+   */
+  constructor(pool, options) {
+    if (pool !== null && typeof pool === "object" && typeof pool.promise === "function" && typeof pool.getConnection === "function") {
+      pool = pool.promise();
+    }
+    if (pool === null || typeof pool !== "object" || typeof pool.getConnection !== "function" || typeof pool.query !== "function") {
+      throw invalid(`new MySqlLockStore(pool) takes a mysql2/promise pool; got ${typeName(pool)}`);
+    }
+    this.#options = parseOptions(options);
+    this.#pool = pool;
+    this.#ownsPool = false;
+    // Every connection the pool makes from now on gets the store's 'error' listener.
+    const events = pool.pool ?? pool;
+    if (typeof events.on === "function") events.on("connection", guard);
+    const { database, name } = this.#options;
+    const qualify = (n) => (database ? `${quote(database)}.${quote(n)}` : quote(n));
+    this.#sql = {
+      locks: qualify(name),
+      permits: qualify(`${name}_permits`),
+      keys: qualify(`${name}_keys`),
+      fencing: qualify(`${name}_fencing`),
+      names: [name, `${name}_permits`, `${name}_keys`, `${name}_fencing`],
+    };
+  }
+
+  /** The table's name, as given (database-qualified or not). */
+  get table() {
+    return this.#options.table;
+  }
+
+  /** Milliseconds after which a call fails with STORE_UNAVAILABLE. */
+  get operationTimeoutMs() {
+    return this.#options.operationTimeoutMs;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Running queries
+
+  /**
+   * Runs `fn(connection)` on a pooled connection within the operation timeout. A call that
+   * times out destroys its connection (not returned to the pool): a server that stopped
+   * answering cannot hold the pool's connections, and the server rolls back what the
+   * connection had open once it sees it gone. A connection that failed inside a
+   * transaction is destroyed too, which rolls the transaction back.
+   */
+  async #run(what, fn) {
+    if (this.#closed) throw new StoreClosedError("locksmith: the MySQL store is closed");
+    const ms = this.#options.operationTimeoutMs;
+    let connection;
+    let done = false;
+    let timedOut = false;
+    const finish = (destroy) => {
+      if (connection === undefined || done) return;
+      done = true;
+      try {
+        if (destroy) connection.destroy();
+        else connection.release();
+      } catch {
+        // A connection that is gone already.
+      }
+    };
+    const work = (async () => {
+      connection = await this.#pool.getConnection();
+      guard(connection.connection ?? connection);
+      if (timedOut) {
+        finish(true);
+        return undefined;
+      }
+      try {
+        await this.#ensureSchema(connection);
+        const result = await fn(connection);
+        finish(false);
+        return result;
+      } catch (err) {
+        finish(connection.inTransaction === true || isConnectionError(err));
+        throw err;
+      }
+    })();
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => {
+        timedOut = true;
+        finish(true);
+        reject(new StoreUnavailableError(`locksmith: MySQL did not answer ${what} within ${ms} ms`));
+      }, ms);
+    });
+    work.catch(noop);
+    try {
+      return await Promise.race([work, timeout]);
+    } catch (err) {
+      throw storeError(err);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Runs `fn(connection)` inside one READ COMMITTED transaction (no gap locks: two
+   * acquirers of a new key do not deadlock). If the client gives up during COMMIT, the
+   * transaction may still commit: callers that take a hold clean up after a failure
+   * (see #cleanUp). `fn` may answer `{ rollback: value }` to end without committing.
+   */
+  #transaction(what, fn) {
+    return this.#run(what, async (connection) => {
+      await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+      await connection.query("START TRANSACTION");
+      connection.inTransaction = true;
+      const result = await fn(connection);
+      await connection.query(result !== null && typeof result === "object" && "rollback" in result ? "ROLLBACK" : "COMMIT");
+      connection.inTransaction = false;
+      return result !== null && typeof result === "object" && "rollback" in result ? result.rollback : result;
+    });
+  }
+
+  /** Creates the tables if any is missing. */
+  async #ensureSchema(connection) {
+    this.#schemaReady ??= this.#createSchema(connection).catch((err) => {
+      this.#schemaReady = undefined;
+      throw err;
+    });
+    return this.#schemaReady;
+  }
+
+  async #createSchema(connection) {
+    const { locks, permits, keys, fencing, names } = this.#sql;
+    const [rows] = await connection.query(
+      "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name IN (?)",
+      [this.#options.database ?? null, names],
+    );
+    if (Number(rows[0].n) === names.length) return;
+    if (!this.#options.createTable) throw new LockStoreError(missingTableMessage(this.#options.table));
+    // Keys and owners are bytes (VARBINARY): compared exactly, without a collation's case
+    // folding or trailing-space padding. Expiry is milliseconds on the server's clock.
+    // CREATE TABLE IF NOT EXISTS is safe when several processes start at once.
+    await connection.query(
+      `CREATE TABLE IF NOT EXISTS ${locks} (
+        \`key\` VARBINARY(1024) NOT NULL PRIMARY KEY,
+        owner VARBINARY(255) NOT NULL,
+        expires_at BIGINT NOT NULL,
+        fencing_token BIGINT NULL,
+        INDEX expires_at (expires_at)
+      ) ENGINE=InnoDB`,
+    );
+    await connection.query(
+      `CREATE TABLE IF NOT EXISTS ${permits} (
+        kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+        \`key\` VARBINARY(1024) NOT NULL,
+        owner VARBINARY(255) NOT NULL,
+        role VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+        expires_at BIGINT NOT NULL,
+        fencing_token BIGINT NULL,
+        semaphore_limit INT NULL,
+        permits INT NOT NULL DEFAULT 1,
+        PRIMARY KEY (kind, \`key\`, owner),
+        INDEX expires_at (expires_at)
+      ) ENGINE=InnoDB`,
+    );
+    // One row per semaphore or read-write key: its lock, under which its permits change.
+    await connection.query(
+      `CREATE TABLE IF NOT EXISTS ${keys} (
+        kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+        \`key\` VARBINARY(1024) NOT NULL,
+        PRIMARY KEY (kind, \`key\`)
+      ) ENGINE=InnoDB`,
+    );
+    // Fencing tokens: each grant inserts a row; its AUTO_INCREMENT id is the token. The
+    // counter only grows (MySQL 8 and MariaDB keep it across restarts); old rows are swept.
+    await connection.query(`CREATE TABLE IF NOT EXISTS ${fencing} (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY) ENGINE=InnoDB`);
+  }
+
+  /** A new fencing token: larger than every token drawn before. */
+  async #drawToken(connection) {
+    const [result] = await connection.query(`INSERT INTO ${this.#sql.fencing} () VALUES ()`);
+    return toToken(result.insertId);
+  }
+
+  /** Takes the row lock of the semaphore or read-write key `set:key` until the transaction ends (making its row if need be). */
+  #serialize(connection, set, key) {
+    return connection.query(`INSERT INTO ${this.#sql.keys} (kind, \`key\`) VALUES (?, ?) ON DUPLICATE KEY UPDATE kind = kind`, [set, key]);
+  }
+
+  /**
+   * After an acquire of `key` for `owner` failed without a certain answer (the client
+   * gave up, or the connection broke), frees what it may yet have taken: under the key's
+   * row lock, so after the abandoned transaction (which held it to its end) is over.
+   * Retries while MySQL is out of reach, until the hold, if any, expired anyway.
+   */
+  #cleanUp(kind, key, owner, ttlMs) {
+    const id = `${kind}\u0000${key}\u0000${owner}`;
+    const until = performance.now() + ttlMs + this.#options.operationTimeoutMs;
+    const existing = this.#pendingCleanups.get(id);
+    if (existing) {
+      existing.until = Math.max(existing.until, until);
+      return;
+    }
+    const entry = { until, timer: undefined, running: null, acquiring: false };
+    this.#pendingCleanups.set(id, entry);
+    let delay = CLEANUP_RETRY_MIN_MS;
+    const again = () => {
+      if (this.#closed || performance.now() + delay > entry.until) {
+        if (this.#pendingCleanups.get(id) === entry) this.#pendingCleanups.delete(id);
+        return;
+      }
+      entry.timer = setTimeout(attempt, delay);
+      entry.timer.unref?.();
+      this.#cleanups.add(entry.timer);
+      delay = Math.min(CLEANUP_RETRY_MAX_MS, delay * 2);
+    };
+    const attempt = () => {
+      this.#cleanups.delete(entry.timer);
+      if (this.#closed || this.#pendingCleanups.get(id) !== entry) return;
+      // The same owner's acquire is under way: it frees the row itself, in its own
+      // transaction, before it takes the key (see #takeOverCleanup).
+      if (entry.acquiring) return again();
+      entry.running = this.#transaction("a cleanup", (connection) => this.#freeOwn(connection, kind, key, owner)).then(
+        () => {
+          entry.running = null;
+          if (this.#pendingCleanups.get(id) === entry) this.#pendingCleanups.delete(id);
+        },
+        () => {
+          entry.running = null;
+          again();
+        },
+      );
+    };
+    entry.timer = setTimeout(attempt, 0);
+    entry.timer.unref?.();
+    this.#cleanups.add(entry.timer);
+  }
+
+  /**
+   * Before an acquire of `key` for `owner`: a cleanup still pending after an earlier
+   * failed acquire of the same owner (a waiting Lock retries with its owner) must not
+   * run after this acquire took the key, or it would free a granted hold. Answers
+   * `free(connection)`, which frees the row inside the acquire's own transaction (before
+   * it takes the key), or none, and `done(committed)`, which ends it.
+   */
+  async #takeOverCleanup(kind, key, owner) {
+    const id = `${kind}\u0000${key}\u0000${owner}`;
+    const entry = this.#pendingCleanups.get(id);
+    if (!entry) return { free: undefined, done: noop };
+    entry.acquiring = true;
+    await entry.running?.catch(noop);
+    if (this.#pendingCleanups.get(id) !== entry) {
+      entry.acquiring = false;
+      return { free: undefined, done: noop };
+    }
+    return {
+      free: (connection) => this.#freeOwn(connection, kind, key, owner),
+      done: (committed) => {
+        entry.acquiring = false;
+        if (committed && this.#pendingCleanups.get(id) === entry) {
+          this.#pendingCleanups.delete(id);
+          clearTimeout(entry.timer);
+          this.#cleanups.delete(entry.timer);
+        }
+      },
+    };
+  }
+
+  /** Deletes `owner`'s row of `key` (a hold or a writer's claim), under the key's row lock. */
+  async #freeOwn(connection, kind, key, owner) {
+    if (kind === "lock") {
+      // Expired now, like a release (see release()).
+      await connection.query(`UPDATE ${this.#sql.locks} SET expires_at = LEAST(expires_at, ${NOW_MS}) WHERE \`key\` = ? AND owner = ?`, [key, owner]);
+      return;
+    }
+    await this.#serialize(connection, kind, key);
+    const [gone] = await connection.query(`SELECT role FROM ${this.#sql.permits} WHERE kind = ? AND \`key\` = ? AND owner = ?`, [kind, key, owner]);
+    await connection.query(`DELETE FROM ${this.#sql.permits} WHERE kind = ? AND \`key\` = ? AND owner = ?`, [kind, key, owner]);
+    if (gone.some((r) => r.role === "write")) await this.#readersTurn(connection, kind, key);
+  }
+
+  /** A writer's hold of `set:key` ended: the readers waiting for it take their turn (under the key's row lock). */
+  #readersTurn(connection, set, key) {
+    return connection.query(`UPDATE ${this.#sql.permits} SET role = 'turn' WHERE kind = ? AND \`key\` = ? AND role = 'waiting' AND expires_at > ${NOW_MS}`, [
+      set,
+      key,
+    ]);
+  }
+
+  /** Deletes a bounded number of expired rows, at most every few seconds, in the background. */
+  #maybeSweep() {
+    const now = Date.now();
+    if (this.#sweeping || this.#closed || now - this.#lastSweep < SWEEP_INTERVAL_MS) return;
+    this.#lastSweep = now;
+    const { locks, permits, keys, fencing } = this.#sql;
+    const sweep = async () => {
+      await this.#transaction("a cleanup", async (c) => {
+        // The row lock each DELETE waits for is re-checked on the row's latest version:
+        // a hold taken again meanwhile stays.
+        // Rows of locks expired (or released) a while ago: a key in use keeps its row.
+        await c.query(`DELETE FROM ${locks} WHERE expires_at < ${NOW_MS} - ${SWEEP_AFTER_MS} LIMIT ${SWEEP_ROWS}`);
+        // A writer's hold ends under its key's lock (below): its waiting readers' turn.
+        await c.query(`DELETE FROM ${permits} WHERE expires_at < ${NOW_MS} AND role <> 'write' LIMIT ${SWEEP_ROWS}`);
+      });
+      const [writers] = await this.#run("a cleanup", (c) =>
+        c.query(`SELECT DISTINCT kind, \`key\` FROM ${permits} WHERE role = 'write' AND expires_at < ${NOW_MS} LIMIT ${SWEEP_WRITERS}`),
+      );
+      for (const { kind, key } of writers) {
+        await this.#transaction("a cleanup", async (c) => {
+          await this.#serialize(c, kind, key);
+          await this.#endExpiredWriters(c, kind, key);
+        });
+      }
+      await this.#transaction("a cleanup", async (c) => {
+        // The keys' lock rows of keys without permits; the fencing rows but the last.
+        await c.query(
+          `DELETE FROM ${keys} WHERE NOT EXISTS (SELECT 1 FROM ${permits} AS p WHERE p.kind = ${keys}.kind AND p.\`key\` = ${keys}.\`key\`) LIMIT ${SWEEP_ROWS}`,
+        );
+        const [[last]] = await c.query(`SELECT MAX(id) AS id FROM ${fencing}`);
+        if (last?.id != null) await c.query(`DELETE FROM ${fencing} WHERE id < ? LIMIT ${SWEEP_ROWS * 2}`, [last.id]);
+      });
+    };
+    this.#sweeping = sweep()
+      .catch(noop)
+      .finally(() => {
+        this.#sweeping = undefined;
+      });
+  }
+
+  /** Deletes `set:key`'s expired writers' holds and gives their waiting readers the turn; whether there were any. */
+  async #endExpiredWriters(connection, set, key) {
+    const [result] = await connection.query(`DELETE FROM ${this.#sql.permits} WHERE kind = ? AND \`key\` = ? AND role = 'write' AND expires_at <= ${NOW_MS}`, [
+      set,
+      key,
+    ]);
+    if (Number(result.affectedRows) === 0) return false;
+    await this.#readersTurn(connection, set, key);
+    return true;
+  }
+
+  // -------------------------------------------------------------------------------
+  // The LockStore contract
+
+  /**
+   * Takes `key` for `owner` for `ttlMs` if it is free (or its hold expired): true, or
+   * false. Locks get the hold's fencing token through [ACQUIRE_TOKEN].
+   */
+  async acquire(key, owner, ttlMs) {
+    return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
+  }
+
+  /** `acquire()` answering the hold's fencing token (how locks get it), or false. */
+  async [ACQUIRE_TOKEN](key, owner, ttlMs) {
+    const { locks } = this.#sql;
+    const cleanup = await this.#takeOverCleanup("lock", key, owner);
+    const token = await this.#transaction("acquire", async (c) => {
+      await cleanup.free?.(c);
+      // Takes the key's row lock, inserting the row or taking over an expired hold (its
+      // token cleared). The assignments run left to right, so expires_at, which the
+      // condition reads, is set last.
+      await c.query(
+        `INSERT INTO ${locks} (\`key\`, owner, expires_at, fencing_token) VALUES (?, ?, ${NOW_MS} + ?, NULL)
+         ON DUPLICATE KEY UPDATE
+           fencing_token = IF(expires_at <= ${NOW_MS}, NULL, fencing_token),
+           owner = IF(expires_at <= ${NOW_MS}, VALUES(owner), owner),
+           expires_at = IF(expires_at <= ${NOW_MS}, VALUES(expires_at), expires_at)`,
+        [key, owner, ttlMs],
+      );
+      // Ours, and new (a token of NULL), while the row lock keeps everyone else out: a
+      // token drawn now is larger than every earlier holder's, drawn before they let go.
+      const [rows] = await c.query(`SELECT fencing_token IS NULL AS fresh FROM ${locks} WHERE \`key\` = ? AND owner = ?`, [key, owner]);
+      if (rows.length === 0 || Number(rows[0].fresh) !== 1) return { rollback: false };
+      const token = await this.#drawToken(c);
+      const [set] = await c.query(`UPDATE ${locks} SET fencing_token = ? WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`, [token, key, owner]);
+      // Expired before it had its token: as good as not taken.
+      return matchedRows(set) > 0 ? token : false;
+    }).then(...this.#acquireSettled(cleanup, "lock", key, owner, ttlMs));
+    this.#maybeSweep();
+    return token;
+  }
+
+  /** An acquire's settle handlers: end the cleanup it took over, then its value, or its failure as #acquireFailed says. */
+  #acquireSettled(cleanup, kind, key, owner, ttlMs) {
+    return [
+      (value) => {
+        cleanup.done(true);
+        return value;
+      },
+      (err) => {
+        cleanup.done(false);
+        return this.#acquireFailed(err, kind, key, owner, ttlMs);
+      },
+    ];
+  }
+
+  /** Rethrows `err`, an acquire's failure; first schedules a cleanup if the acquire may have taken the key. */
+  #acquireFailed(err, kind, key, owner, ttlMs) {
+    if (err instanceof StoreUnavailableError && !this.#closed && typeof ttlMs === "number" && ttlMs > 0) {
+      this.#cleanUp(kind, key, owner, ttlMs);
+    }
+    throw err;
+  }
+
+  /**
+   * Frees `key` if `owner` holds it: the row stays, expired now, for the next acquirer to
+   * take over (the sweep deletes it later). Deleting it would leave a delete-marked row
+   * that acquirers waiting on its lock then deadlock over (their inserts' gap locks).
+   */
+  async release(key, owner) {
+    const [result] = await this.#run("release", (c) =>
+      c.query(`UPDATE ${this.#sql.locks} SET expires_at = ${NOW_MS} WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`, [key, owner]),
+    );
+    return matchedRows(result) > 0;
+  }
+
+  /** Moves `key`'s expiry to `ttlMs` from now if `owner` holds it. */
+  async extend(key, owner, ttlMs) {
+    const [result] = await this.#run("extend", (c) =>
+      c.query(`UPDATE ${this.#sql.locks} SET expires_at = ${NOW_MS} + ? WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`, [ttlMs, key, owner]),
+    );
+    return matchedRows(result) > 0;
+  }
+
+  /** Whether anyone holds `key`. */
+  async isLocked(key) {
+    const [rows] = await this.#run("isLocked", (c) => c.query(`SELECT 1 FROM ${this.#sql.locks} WHERE \`key\` = ? AND expires_at > ${NOW_MS}`, [key]));
+    return rows.length > 0;
+  }
+
+  /** Whether `owner` holds `key`. */
+  async isHeldBy(key, owner) {
+    const [rows] = await this.#run("isHeldBy", (c) =>
+      c.query(`SELECT 1 FROM ${this.#sql.locks} WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`, [key, owner]),
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * Milliseconds left on `owner`'s own hold of `key`, or null when not its: one statement
+   * (a hold's due check). One less than the difference of the two milliseconds, since the
+   * server's clock reads the current millisecond truncated: never more than is left.
+   */
+  async ownerRemainingTime(key, owner) {
+    const [rows] = await this.#run("ownerRemainingTime", (c) =>
+      c.query(`SELECT expires_at - ${NOW_MS} AS ms FROM ${this.#sql.locks} WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`, [key, owner]),
+    );
+    return rows.length > 0 ? Math.max(0, Number(rows[0].ms) - 1) : null;
+  }
+
+  /** Milliseconds until `key`'s hold expires, or null when nobody holds it. */
+  async remainingTime(key) {
+    const [rows] = await this.#run("remainingTime", (c) =>
+      c.query(`SELECT expires_at - ${NOW_MS} AS ms FROM ${this.#sql.locks} WHERE \`key\` = ? AND expires_at > ${NOW_MS}`, [key]),
+    );
+    return rows.length > 0 ? Math.max(0, Number(rows[0].ms)) : null;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Permits: semaphores and read-write locks
+
+  /**
+   * Admits `owner` to the semaphore or read-write lock `key` (see docs/stores.md): true,
+   * or false. A semaphore holder may take `permits` of the `limit` (default 1). Decided
+   * under the key's row lock, so concurrent acquirers of one key take turns. Locks get
+   * the hold's fencing token through [ACQUIRE_PERMIT_TOKEN].
+   */
+  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
+  }
+
+  /** `acquirePermit()` answering the hold's fencing token, or false. */
+  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
+    const set = checkKind(kind);
+    const weight = checkPermits(kind, limit, permits);
+    const table = this.#sql.permits;
+    const cleanup = await this.#takeOverCleanup(set, key, owner);
+    const token = await this.#transaction("acquirePermit", async (c) => {
+      await cleanup.free?.(c);
+      await this.#serialize(c, set, key);
+      // A writer's hold that ran out (no release told us): the waiting readers' turn.
+      await this.#endExpiredWriters(c, set, key);
+      const [all] = await c.query(`SELECT owner, role, semaphore_limit, permits, expires_at > ${NOW_MS} AS live FROM ${table} WHERE kind = ? AND \`key\` = ?`, [
+        set,
+        key,
+      ]);
+      const rows = all.filter((r) => Number(r.live) === 1).map((r) => ({ ...r, owner: text(r.owner) }));
+      const holders = rows.filter((r) => HOLDING_ROLES.includes(r.role));
+      if (holders.some((r) => r.owner === owner)) return false;
+      // Every handle of a semaphore must agree on its limit while it is held.
+      const heldLimit = holders.find((r) => r.semaphore_limit !== null)?.semaphore_limit;
+      if (kind === "semaphore" && heldLimit !== undefined && Number(heldLimit) !== limit) return { rollback: { heldLimit: Number(heldLimit) } };
+      // Phase-fair read-write locks: a refused reader waits (role 'waiting') for the
+      // readers' turn ('turn'), which starts when a writer's hold ends; readers in it enter
+      // past a writer's claim, and no writer enters before them.
+      const claim = rows.find((r) => r.role === "claim");
+      const inTurn = rows.some((r) => r.role === "turn" && r.owner === owner);
+      const taken = holders.reduce((n, r) => n + Number(r.permits), 0);
+      const admitted =
+        kind === "semaphore"
+          ? taken + weight <= limit
+          : kind === "read"
+            ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
+            : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
+      const upsert = (role, token) =>
+        c.query(
+          `INSERT INTO ${table} (kind, \`key\`, owner, role, expires_at, fencing_token, semaphore_limit, permits)
+           VALUES (?, ?, ?, ?, ${NOW_MS} + ?, ?, ?, ?)
+           ON DUPLICATE KEY UPDATE role = VALUES(role), expires_at = VALUES(expires_at), fencing_token = VALUES(fencing_token),
+             semaphore_limit = VALUES(semaphore_limit), permits = VALUES(permits)`,
+          [set, key, owner, role, ttlMs, token, kind === "semaphore" && token !== null ? limit : null, weight],
+        );
+      if (admitted) {
+        // A writer's own claim, or a reader's turn, becomes its hold (same primary key).
+        const token = await this.#drawToken(c);
+        await upsert(kind, token);
+        return token;
+      }
+      // A waiting reader keeps its turn if it has one; a waiting writer's claim keeps new
+      // readers out until it expires (the first waiting writer's only).
+      if (kind === "read" && !inTurn) await upsert("waiting", null);
+      if (kind === "write" && (!claim || claim.owner === owner)) await upsert("claim", null);
+      return false;
+    }).then(...this.#acquireSettled(cleanup, set, key, owner, ttlMs));
+    this.#maybeSweep();
+    if (token !== null && typeof token === "object") {
+      throw invalid(
+        `semaphore ${JSON.stringify(key)} is held with limit ${token.heldLimit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+      );
+    }
+    return token;
+  }
+
+  /** Drops `owner`'s hold (and claim) on `key`: whether it held a live permit. */
+  async releasePermit(key, owner, kind) {
+    const set = checkKind(kind);
+    const table = this.#sql.permits;
+    return this.#transaction("releasePermit", async (c) => {
+      await this.#serialize(c, set, key);
+      const [rows] = await c.query(
+        `SELECT role, role IN ${HOLDING} AND expires_at > ${NOW_MS} AS held FROM ${table} WHERE kind = ? AND \`key\` = ? AND owner = ?`,
+        [set, key, owner],
+      );
+      if (rows.length === 0) return { rollback: false };
+      await c.query(`DELETE FROM ${table} WHERE kind = ? AND \`key\` = ? AND owner = ?`, [set, key, owner]);
+      if (rows[0].role === "write") await this.#readersTurn(c, set, key);
+      return Number(rows[0].held) === 1;
+    });
+  }
+
+  /**
+   * Moves the expiry of `owner`'s live permit to `ttlMs` from now, under the key's row
+   * lock, like acquirePermit: an acquirer cannot read the permit as expired while an
+   * extend that found it live is still committing.
+   */
+  async extendPermit(key, owner, ttlMs, kind) {
+    const set = checkKind(kind);
+    return this.#transaction("extendPermit", async (c) => {
+      await this.#serialize(c, set, key);
+      const [result] = await c.query(
+        `UPDATE ${this.#sql.permits} SET expires_at = ${NOW_MS} + ?
+         WHERE kind = ? AND \`key\` = ? AND owner = ? AND role IN ${HOLDING} AND expires_at > ${NOW_MS}`,
+        [ttlMs, set, key, owner],
+      );
+      return matchedRows(result) > 0;
+    });
+  }
+
+  /** How many permits the live holders of `key` have (a semaphore holder counts its permits). */
+  async countPermits(key, kind) {
+    const set = checkKind(kind);
+    const [rows] = await this.#run("countPermits", (c) =>
+      c.query(
+        `SELECT COALESCE(SUM(permits), 0) AS n FROM ${this.#sql.permits}
+         WHERE kind = ? AND \`key\` = ? AND role IN ${HOLDING} AND expires_at > ${NOW_MS}`,
+        [set, key],
+      ),
+    );
+    return Number(rows[0].n);
+  }
+
+  /** Milliseconds left of `owner`'s permit, or null. */
+  async permitRemainingTime(key, owner, kind) {
+    const set = checkKind(kind);
+    const [rows] = await this.#run("permitRemainingTime", (c) =>
+      c.query(
+        `SELECT expires_at - ${NOW_MS} AS ms FROM ${this.#sql.permits}
+         WHERE kind = ? AND \`key\` = ? AND owner = ? AND role IN ${HOLDING} AND expires_at > ${NOW_MS}`,
+        [set, key, owner],
+      ),
+    );
+    return rows.length > 0 ? Math.max(0, Number(rows[0].ms)) : null;
+  }
+
+  // -------------------------------------------------------------------------------
+
+  /** Ends the pool if the store made it (a pool you passed in stays open). Later calls fail with StoreClosedError. */
+  async close() {
+    this.#closing ??= (async () => {
+      // The store's sockets do not keep Node alive, so a timer does while they close:
+      // `await store.close()` returns before the process ends.
+      const alive = setInterval(noop, 60_000);
+      try {
+        this.#closed = true;
+        for (const timer of this.#cleanups) clearTimeout(timer);
+        this.#cleanups.clear();
+        const events = this.#pool.pool ?? this.#pool;
+        events.removeListener?.("connection", guard);
+        await this.#sweeping;
+        if (this.#ownsPool) await this.#pool.end();
+      } finally {
+        clearInterval(alive);
+      }
+    })();
+    return this.#closing;
+  }
+}
+
+/** Gives `connection` (mysql2's, core or promise) a lasting 'error' listener, once. */
+function guard(connection) {
+  const target = connection?.connection ?? connection;
+  if (target === null || typeof target !== "object" || typeof target.on !== "function" || guarded.has(target)) return;
+  guarded.add(target);
+  target.on("error", noop);
+}
+
+module.exports = { MySqlLockStore };

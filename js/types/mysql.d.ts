@@ -1,0 +1,69 @@
+// The public types of `locksmith-js/mysql`. Self-contained (no import of mysql2's types,
+// so a project without mysql2 type-checks); a MySqlLockStore is a LockStore.
+
+/** Options of `MySqlLockStore.connect()` and `new MySqlLockStore()`. */
+export interface MySqlLockStoreOptions {
+  /**
+   * The table of plain locks, optionally database-qualified (`"app.locks"`): letters,
+   * digits and `_`, at most 40 characters. Beside it live `<table>_permits`,
+   * `<table>_keys` and `<table>_fencing`. Default `"locksmith_locks"`.
+   */
+  table?: string;
+  /** Milliseconds after which a call fails with StoreUnavailableError. Default 5000. */
+  operationTimeoutMs?: number;
+  /**
+   * Create the tables if they are missing. Default true. With false, a missing table is a
+   * LockStoreError (at `connect()`, or the first call of a store over your pool).
+   */
+  createTable?: boolean;
+}
+
+/** What the store needs of a pool; a `mysql2/promise` pool has it (a callback pool is used through its `.promise()`). */
+export interface MySqlPool {
+  getConnection(): Promise<any>;
+  query(...args: any[]): any;
+}
+
+/**
+ * Locks in MySQL 8 or MariaDB 10.11 tables, with the server's clock for expiry (to the
+ * millisecond), fencing tokens from an AUTO_INCREMENT counter, semaphores with weighted
+ * permits and phase-fair read-write locks. Waiters poll at their retryDelay. Also a plain
+ * `LockStore`.
+ */
+export declare class MySqlLockStore {
+  /**
+   * Connects: with a `mysql://user:password@host:port/database` URL the store makes a pool
+   * of its own (`close()` ends it; it does not keep Node alive); with your `mysql2/promise`
+   * pool it uses that (`close()` leaves it open). Creates the tables if they are missing.
+   * Rejects with StoreUnavailableError when the server cannot be reached in time; with
+   * InvalidArgumentError for an unknown or bad option, or a URL that does not start
+   * `mysql://`; with LockStoreError when the tables are missing and `createTable` is false.
+   */
+  static connect(urlOrPool: string | MySqlPool, options?: MySqlLockStoreOptions): Promise<MySqlLockStore>;
+  /** A store over your `mysql2/promise` pool; `close()` leaves the pool open. The first call creates the tables if they are missing. */
+  constructor(pool: MySqlPool, options?: MySqlLockStoreOptions);
+  /** The table's name, as configured. */
+  readonly table: string;
+  /** Milliseconds after which a call fails with StoreUnavailableError. */
+  readonly operationTimeoutMs: number;
+  /** True: `acquirePermit()` takes a semaphore holder's number of permits. */
+  readonly permitWeights: true;
+  /** Ends the pool if the store made it; later calls fail with StoreClosedError. */
+  close(): Promise<void>;
+  /** Takes `key` if it is free: true, or false (locks get the fencing token by their own path). */
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  release(key: string, owner: string): Promise<boolean>;
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  isLocked(key: string): Promise<boolean>;
+  isHeldBy(key: string, owner: string): Promise<boolean>;
+  /** Milliseconds left on `owner`'s own hold of `key`, or null when not its. */
+  ownerRemainingTime(key: string, owner: string): Promise<number | null>;
+  remainingTime(key: string): Promise<number | null>;
+  /** `permits`: how many of a semaphore's `limit` this holder takes (1 to `limit`, default 1); read-write holds count 1. */
+  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit?: number, permits?: number): Promise<boolean>;
+  releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;
+  extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
+  /** The permits the live holders of `key` have, summed. */
+  countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;
+  permitRemainingTime(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<number | null>;
+}
