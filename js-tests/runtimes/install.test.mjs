@@ -238,6 +238,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
         require("locksmith-js/node-redis").NodeRedisLockStore,
         require("locksmith-js/upstash").UpstashLockStore,
         require("locksmith-js/postgres").PostgresLockStore,
+        require("locksmith-js/mysql").MySqlLockStore,
       ];
       import("locksmith-js").then(async (esm) => {
         const errors = stores.map((Store) => {
@@ -261,8 +262,8 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       `,
     );
     assert.deepEqual(out, {
-      errors: ["INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT"],
-      kinds: ["function", "function", "function", "function"],
+      errors: ["INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT", "INVALID_ARGUMENT"],
+      kinds: ["function", "function", "function", "function", "function"],
       wasm: ["wasm", [true, 4]],
       sameAsImport: true,
       wasmNames: true,
@@ -270,7 +271,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     // Each Node subpath's `require` condition is a CommonJS file; every subpath's has
     // CommonJS types (locksmith-js/cloudflare's runs its ES module, in a Workers bundle).
     const manifest = JSON.parse(await readFile(join(pkg, "package.json"), "utf8"));
-    for (const sub of ["./ioredis", "./node-redis", "./upstash", "./postgres", "./cloudflare", "./otel", "./wasm", "./node"]) {
+    for (const sub of ["./ioredis", "./node-redis", "./upstash", "./postgres", "./mysql", "./cloudflare", "./otel", "./wasm", "./node"]) {
       const { types, default: target } = manifest.exports[sub].require ?? {};
       if (sub !== "./cloudflare") assert.match(target ?? "", /\.cjs$/, `${sub} has a CommonJS build`);
       assert.match(types ?? "", /\.d\.cts$/, `${sub} has CommonJS types`);
@@ -658,12 +659,13 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     import { NodeRedisLockStore } from "locksmith-js/node-redis";
     import { UpstashLockStore } from "locksmith-js/upstash";
     import { PostgresLockStore } from "locksmith-js/postgres";
+    import { MySqlLockStore } from "locksmith-js/mysql";
     import * as onWasm from "locksmith-js/wasm";
     import * as onNode from "locksmith-js/node";
     import { instrument, type InstrumentOptions } from "locksmith-js/otel";`;
   const subpathUses = `
     const clientOptions: RedisClientStoreOptions = { keyPrefix: "app:" };
-    export const stores: Array<new (client: any, options?: any) => LockStore> = [IoRedisLockStore, NodeRedisLockStore, UpstashLockStore, PostgresLockStore];
+    export const stores: Array<new (client: any, options?: any) => LockStore> = [IoRedisLockStore, NodeRedisLockStore, UpstashLockStore, PostgresLockStore, MySqlLockStore];
     export const backends: Array<"native" | "wasm"> = [onWasm.backend, onNode.backend, clientOptions.keyPrefix ? "wasm" : "native"];
     export const sameError = (e: unknown): boolean => e instanceof onNode.LockNotHeldError && e instanceof LockNotHeldError;
     const otelOptions: InstrumentOptions = { recordKeys: true };
