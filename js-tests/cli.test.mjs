@@ -1,7 +1,7 @@
 // `npx locksmith-js list|inspect|watch|release` end to end: the command as a process
 // against a real redis-server, a real Redis Cluster (three masters), a real PostgreSQL and
-// a real etcd, on locks, semaphores and read-write locks that RedisLockStore, a client
-// store, PostgresLockStore and EtcdLockStore hold. In the wasm pass the command runs with
+// a real etcd, and a real MariaDB, on locks, semaphores and read-write locks that
+// RedisLockStore, a client store, PostgresLockStore, EtcdLockStore and MySqlLockStore hold. In the wasm pass the command runs with
 // LOCKSMITH_FORCE_WASM=1, so its RESP pieces come from the WebAssembly engine.
 //
 // Exit codes: 0 done (inspect: held; watch: stopped by a signal), 1 nothing matched
@@ -22,8 +22,10 @@ import { Cluster, Redis } from "ioredis";
 
 import { EtcdLockStore } from "../js/stores/etcd.mjs";
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
+import { MySqlLockStore } from "../js/stores/mysql.mjs";
 import { PostgresLockStore } from "../js/stores/postgres.mjs";
 import { requireEtcd, startEtcd } from "./support/etcd-server.mjs";
+import { requireMysql, startMysql } from "./support/mysql-server.mjs";
 import { requirePostgres, startPostgres } from "./support/postgres-server.mjs";
 import { freePort, startRedis } from "./support/redis-server.mjs";
 import { clusterSlots, command, startCluster } from "./support/redis-topology.mjs";
@@ -753,6 +755,137 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
     assert.equal(down.code, 2, down.stderr);
     assert.match(down.stderr, new RegExp(`^locksmith: could not reach PostgreSQL at 127\\.0\\.0\\.1:${port}`));
     assert.ok(!down.stderr.includes("secret"));
+  });
+});
+
+describe("locksmith on MySQL (MariaDB)", await requireMysql(), () => {
+  let server;
+  let store;
+  before(async () => {
+    server = await startMysql();
+    store = await MySqlLockStore.connect(server.url);
+  });
+  after(async () => {
+    await store?.close();
+    await server?.dispose();
+  });
+
+  it("lists and frees locks, semaphore permits and read-write holds; a freed permit goes to a waiter", async () => {
+    const base = uniqueKey("cli-mysql");
+    const l = new ls.Lock(`${base}:lock`, 30_000, store);
+    const permits = [ls.semaphore(`${base}:sem`, 2, 30_000, store), ls.semaphore(`${base}:sem`, 2, 30_000, store)];
+    const writer = ls.readWriteLock(`${base}:rw`, 30_000, store).writeLock();
+    for (const h of [l, ...permits, writer]) assert.equal(await h.acquire(), true);
+    const { code, stdout, stderr } = await cli("list", server.url, `${base}:*`, "--json");
+    assert.equal(code, 0, stderr);
+    assert.deepEqual(
+      listed(stdout).map(({ key, kind, owner, fencingToken }) => ({ key, kind, owner, fencingToken })),
+      [
+        { key: `${base}:lock`, kind: "lock", owner: fingerprint(ownerOf(l)), fencingToken: l.fencingToken },
+        { key: `${base}:rw`, kind: "write", owner: fingerprint(ownerOf(writer)), fencingToken: writer.fencingToken },
+        ...permits.map((h) => ({ key: `${base}:sem`, kind: "semaphore", owner: fingerprint(ownerOf(h)), fencingToken: h.fencingToken })).sort(byOwner),
+      ],
+    );
+    assert.ok(listed(stdout).every((h) => h.remainingMs > 25_000 && h.remainingMs <= 30_000));
+
+    const waiter = ls.semaphore(`${base}:sem`, 2, 30_000, store);
+    const waiting = waiter.acquire({ timeout: 10_000, retryDelay: 50 });
+    await sleep(100);
+    const freed = await cli("release", server.url, `${base}:sem`, "--force");
+    assert.equal(freed.code, 0, freed.stderr);
+    assert.equal(freed.stdout.trim().split("\n").length, 2, freed.stdout);
+    assert.match(freed.stdout, /^released ".*:sem" \(semaphore\): it was held by [0-9a-f]{8} with \d+\.\d s left \(fencing token \d+\)/m);
+    assert.equal(await waiting, true, "the waiter polled its way in");
+    for (const h of permits) assert.equal(await h.isExpired(), true);
+
+    // A freed writer's waiting reader takes its turn.
+    const reader = ls.readWriteLock(`${base}:rw`, 30_000, store).readLock();
+    const reading = reader.acquire({ timeout: 10_000, retryDelay: 50 });
+    await sleep(100);
+    const rw = await cli("release", server.url, `${base}:rw`, "--force");
+    assert.equal(rw.code, 0, rw.stderr);
+    assert.match(rw.stdout, /\(write\): it was held by/);
+    assert.equal(await reading, true);
+    assert.equal(await writer.isExpired(), true);
+    const lock = await cli("release", server.url, `${base}:lock`, "--force");
+    assert.equal(lock.code, 0, lock.stderr);
+    assert.equal(await l.isExpired(), true);
+    assert.equal(await new ls.Lock(`${base}:lock`, 1_000, store).acquire(), true, "free for the next holder");
+    for (const h of [waiter, reader]) await h.release();
+    const none = await cli("release", server.url, `${base}:sem`, "--force");
+    assert.equal(none.code, 1);
+  });
+
+  it("inspect and watch: the holders, a read-write lock's waiting writer as a waiter (not a hold); a plain lock's waiters unknown (null)", async () => {
+    const base = uniqueKey("cli-mysql-inspect");
+    const watching = started(["watch", server.url, `${base}:*`, "--json", "--interval", "100"]);
+    try {
+      await sleep(500);
+      const reader = ls.readWriteLock(`${base}:rw`, 30_000, store).readLock();
+      assert.equal(await reader.acquire(), true);
+      const readerOwner = fingerprint(ownerOf(reader));
+      await watching.until("for the reader", appeared({ key: `${base}:rw`, kind: "read", owner: readerOwner }));
+      const writer = ls.readWriteLock(`${base}:rw`, 30_000, store).writeLock();
+      const writing = writer.acquire({ timeout: 20_000, retryDelay: 50 });
+      await watching.until("for the waiting writer", eventLike({ event: "waiters", key: `${base}:rw`, waiters: 1, previousWaiters: 0 }));
+
+      const got = await cli("inspect", server.url, `${base}:rw`, "--json");
+      assert.equal(got.code, 0, got.stderr);
+      const report = JSON.parse(got.stdout);
+      assert.deepEqual([report.key, report.held, report.kind, report.waiters], [`${base}:rw`, true, "read", 1]);
+      assert.deepEqual(
+        report.holders.map((h) => [h.kind, h.owner, h.fencingToken]),
+        [["read", readerOwner, reader.fencingToken]],
+        "the waiting writer holds nothing",
+      );
+      assert.deepEqual(
+        report.waiting.map((w) => w.kind),
+        ["write"],
+      );
+      await reader.release();
+      assert.equal(await writing, true);
+      assert.equal(report.waiting[0].owner, fingerprint(ownerOf(writer)));
+      await watching.until("for the reader's end", eventLike({ event: "ended", key: `${base}:rw`, kind: "read", owner: readerOwner }));
+      await writer.release();
+
+      const s = ls.semaphore(`${base}:sem`, 3, 30_000, store);
+      assert.equal(await s.acquire(), true);
+      const sem = JSON.parse((await cli("inspect", server.url, `${base}:sem`, "--json")).stdout);
+      assert.deepEqual([sem.kind, sem.limit, sem.waiters], ["semaphore", 3, null]);
+      await s.release();
+
+      const l = new ls.Lock(`${base}:lock`, 30_000, store);
+      assert.equal(await l.acquire(), true);
+      const plain = await cli("inspect", server.url, `${base}:lock`, "--json");
+      assert.equal(plain.code, 0, plain.stderr);
+      const held = JSON.parse(plain.stdout);
+      assert.deepEqual(
+        [held.held, held.kind, held.waiters, held.holders[0].owner, held.holders[0].fencingToken],
+        [true, "lock", null, fingerprint(ownerOf(l)), l.fencingToken],
+      );
+      assert.match((await cli("inspect", server.url, `${base}:lock`)).stdout, /^waiters: unknown \(/m);
+      await l.release();
+      const free = await cli("inspect", server.url, `${base}:lock`, "--json");
+      assert.equal(free.code, 1, free.stderr);
+      assert.equal(JSON.parse(free.stdout).held, false);
+      await watching.until("for the lock's end", eventLike({ event: "ended", key: `${base}:lock`, kind: "lock" }));
+      watching.child.kill("SIGINT");
+      assert.equal((await watching.exit).code, 0);
+    } finally {
+      watching.child.kill("SIGKILL");
+    }
+  });
+
+  it("an unreachable server names its address, a refused login says so (exit 2), and the password is never printed", async () => {
+    const port = await freePort();
+    const down = await cli("list", `mysql://someone:secret@127.0.0.1:${port}/db`);
+    assert.equal(down.code, 2, down.stderr);
+    assert.match(down.stderr, new RegExp(`^locksmith: could not reach MySQL at 127\\.0\\.0\\.1:${port}`));
+    assert.ok(!down.stderr.includes("secret"));
+    const refused = await cli("list", `mysql://someone:secret@127.0.0.1:${server.port}/locksmith`);
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, new RegExp(`^locksmith: MySQL at 127\\.0\\.0\\.1:${server.port} refused the connection: Access denied`));
+    assert.ok(!refused.stderr.includes("secret"));
   });
 });
 

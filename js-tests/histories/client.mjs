@@ -110,7 +110,7 @@ export function brokenStore(inner, how, { del, ttl } = {}) {
  * The store a config names: `memory`, `broken-memory`, `{ redis: url, ... }` (RedisLockStore;
  * `redis` may also be connect options: `{ sentinels, masterName }`, `{ cluster }`),
  * `{ postgres: url, options?, ... }` (PostgresLockStore; `options` is the connection's
- * `-c` settings), `{ ioredis: url, ... }` (IoRedisLockStore over an ioredis client),
+ * `-c` settings), `{ mysql: url, ... }` (MySqlLockStore, its own pool), `{ ioredis: url, ... }` (IoRedisLockStore over an ioredis client),
  * `{ nodeRedis: url, ... }` (NodeRedisLockStore over a node-redis client),
  * `{ upstash: url, token, ... }` (UpstashLockStore over an @upstash/redis client, to a
  * REST endpoint), `{ durableObject: url }` (DurableObjectLockStore in the worker at
@@ -150,6 +150,12 @@ export async function openStore(ls, spec) {
     const { postgres, options, ...storeOptions } = spec;
     const { PostgresLockStore } = await import("locksmith-js/postgres");
     const store = await PostgresLockStore.connect({ connectionString: postgres, ...(options ? { options } : {}) }, storeOptions);
+    return { store, close: () => store.close() };
+  }
+  if (spec && typeof spec === "object" && typeof spec.mysql === "string") {
+    const { mysql, ...storeOptions } = spec;
+    const { MySqlLockStore } = await import("locksmith-js/mysql");
+    const store = await MySqlLockStore.connect(mysql, storeOptions);
     return { store, close: () => store.close() };
   }
   if (spec && typeof spec === "object" && typeof spec.ioredis === "string") {

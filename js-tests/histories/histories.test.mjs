@@ -8,7 +8,8 @@
 // TTL, redis-server restarted), IoRedisLockStore and NodeRedisLockStore over users'
 // clients, UpstashLockStore over the project's REST endpoint (direct, and through the
 // latency proxy), PostgresLockStore (direct, commit latency, a stopped client process,
-// PostgreSQL restarted), DurableObjectLockStore in workerd (direct, its objects
+// PostgreSQL restarted), MySqlLockStore on MariaDB (direct; a server that comes back
+// without its holds is caught), DurableObjectLockStore in workerd (direct, its objects
 // restarted). RedisLockStore over Sentinel and Cluster, with a failover, runs in
 // js-tests/redis/redis-sentinel.test.mjs and js-tests/redis/redis-cluster.test.mjs, on the
 // topologies those start. For each fault, a deliberately broken guard (a test-only
@@ -24,6 +25,7 @@ import { driftMs, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { seeded, newSeed } from "./random.mjs";
 import { COMMIT_LATENCY, objectRestarts, pauses, restarts, runHistory, servers } from "./run.mjs";
+import { requireMysql } from "../support/mysql-server.mjs";
 import { requirePostgres } from "../support/postgres-server.mjs";
 import { startRedis } from "../support/redis-server.mjs";
 import { TARGET, ls, sleep } from "../support/target.mjs";
@@ -31,6 +33,8 @@ import { startUpstashRest } from "../support/upstash-rest.mjs";
 
 // Skips the PostgreSQL runs without a server, except under CI=true, where that fails.
 const POSTGRES = await requirePostgres();
+// The same for MariaDB.
+const MYSQL = await requireMysql();
 // The broken guards that do not depend on the build run once, in the native pass.
 const ONLY_NATIVE = { skip: TARGET !== "native" && "run by the native pass" };
 
@@ -596,6 +600,49 @@ describe(`history checker (${TARGET})`, () => {
       } finally {
         await store.close();
       }
+    });
+  });
+
+  describe("MySqlLockStore (MariaDB)", MYSQL, () => {
+    let running;
+    let server;
+    before(async () => {
+      running = servers();
+      server = await running.get("mysql");
+    });
+    after(async () => {
+      await running?.stop();
+    });
+
+    it("direct: 2 processes × 6 clients", async (t) => {
+      await assertClean(t, { store: { mysql: server.url }, processes: 2, clients: 6 });
+    });
+
+    // The guard: holds outlive a restart (InnoDB keeps the committed rows). Rows deleted
+    // as the server comes back stand for a store that forgot them.
+    it("catches a broken guard under restarts: a MariaDB that comes back without its holds", ONLY_NATIVE, async (t) => {
+      const mysql = (await import("mysql2/promise")).default;
+      await assertCaught(t, ["overlap", "over-limit", "writer-with-others", "held-but-refused"], {
+        store: { mysql: server.url, operationTimeoutMs: 1_000 },
+        processes: 2,
+        clients: 6,
+        // Two restarts are enough to see the forgotten holds.
+        seconds: 2,
+        client: { ttlMs: 1_000 },
+        fault: restarts(server, {
+          every: 1_000,
+          downMs: 0,
+          afterStart: async () => {
+            const connection = await mysql.createConnection(server.url);
+            try {
+              await connection.query("DELETE FROM locksmith_locks");
+              await connection.query("DELETE FROM locksmith_locks_permits");
+            } finally {
+              await connection.end();
+            }
+          },
+        }),
+      });
     });
   });
 });

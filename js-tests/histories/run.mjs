@@ -7,7 +7,8 @@
 //               redis-sentinel-failover,redis-sentinel-failover-async,
 //               redis-cluster-failover,ioredis,ioredis-restart,
 //               ioredis-pause,node-redis,upstash,upstash-proxy,upstash-pause,postgres,
-//               postgres-commit,postgres-pause,postgres-restart,durable-object,
+//               postgres-commit,postgres-pause,postgres-restart,mysql,mysql-pause,
+//               mysql-restart,durable-object,
 //               durable-object-restart,durable-object-pause] [--seed N]
 //
 // prints one table row per store × fault: holds checked, violations, late signals, and
@@ -255,7 +256,8 @@ export function objectRestarts(mf, { every, route = "/restart", keys = HISTORY_K
  * restart keeps the holds), `upstash` (the REST endpoint over `redis`), `sentinel` (a
  * master, a replica, three Sentinels), `cluster` (three masters with a replica each),
  * `workerd` (the Durable Object store's test worker), `postgres` (durable commits:
- * fsync on; the sessions choose synchronous_commit).
+ * fsync on; the sessions choose synchronous_commit), `mysql` (MariaDB, with the store's
+ * tables made up front).
  */
 export function servers() {
   const started = new Map();
@@ -300,6 +302,14 @@ export function servers() {
       // The tables, made once up front (not by many processes at once).
       const { PostgresLockStore } = await import("locksmith-js/postgres");
       await (await PostgresLockStore.connect(server.url, { listen: false })).close();
+      return server;
+    },
+    mysql: async () => {
+      const { startMysql } = await import("../support/mysql-server.mjs");
+      const server = await startMysql();
+      // The tables, made once up front (not by many processes at once).
+      const { MySqlLockStore } = await import("locksmith-js/mysql");
+      await (await MySqlLockStore.connect(server.url)).close();
       return server;
     },
   };
@@ -467,6 +477,20 @@ export const SETUPS = {
     open: async (s) => {
       const server = await s.get("postgres");
       return { store: { postgres: server.url, operationTimeoutMs: 1_000 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_500, downMs: 0 }) };
+    },
+  },
+  mysql: { store: "MySqlLockStore (MariaDB)", fault: "none", open: async (s) => ({ store: { mysql: (await s.get("mysql")).url } }) },
+  "mysql-pause": {
+    store: "MySqlLockStore (MariaDB)",
+    fault: PAUSES,
+    open: async (s) => ({ store: { mysql: (await s.get("mysql")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+  },
+  "mysql-restart": {
+    store: "MySqlLockStore (MariaDB)",
+    fault: "mariadbd stopped (clean shutdown) and started again every 1.5 s; TTL 600 ms",
+    open: async (s) => {
+      const server = await s.get("mysql");
+      return { store: { mysql: server.url, operationTimeoutMs: 1_000 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_500, downMs: 0 }) };
     },
   },
   "durable-object": {

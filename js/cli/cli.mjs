@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npx locksmith-js`: see, watch and free the locks, semaphore permits and read-write holds
-// in a Redis (one server or a Cluster), PostgreSQL or etcd store.
+// in a Redis (one server or a Cluster), PostgreSQL, MySQL/MariaDB or etcd store.
 //
 //   locksmith list <store-url> [pattern] [--prefix P | --table T] [--json]
 //   locksmith inspect <store-url> <key> [--prefix P | --table T] [--json]
@@ -45,11 +45,12 @@ const USAGE = `usage:
 store URLs:
   redis://[user:password@]host:port[/db], rediss://…      one server, or any node of a Redis Cluster
   postgres://user:password@host:port/database           (needs pg installed)
+  mysql://user:password@host:port/database              MySQL or MariaDB (needs mysql2 installed)
   etcd://[user:password@]host:port[,host:port…], etcds://… (TLS)
 
 options:
   --prefix <p>     key prefix (Redis: default "${DEFAULT_KEY_PREFIX}"; etcd: "${ETCD_KEY_PREFIX}")
-  --table <t>      PostgreSQL table (default "locksmith_locks")
+  --table <t>      PostgreSQL or MySQL table (default "locksmith_locks")
   --json           list: one object per hold; inspect: one object; watch: one object per change
   --interval <ms>  watch: how often to read the store (default ${DEFAULT_INTERVAL_MS})
   --force          required by release: it frees holds that other processes have
@@ -824,6 +825,174 @@ class PostgresStore {
 }
 
 // ---------------------------------------------------------------------------------
+// MySQL and MariaDB (the tables of js/stores/mysql.cjs)
+
+const quoteMySqlTable = (table) =>
+  table
+    .split(".")
+    .map((part) => `\`${part}\``)
+    .join(".");
+// The server's clock in milliseconds, as the store reads it.
+const MYSQL_NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000)";
+const MYSQL_REMAINING_MS = `expires_at - ${MYSQL_NOW_MS}`;
+const bytesText = (value) => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
+
+const mysqlHold = (r, kind) => ({
+  key: bytesText(r.key),
+  kind,
+  remainingMs: Number(r.remaining_ms),
+  fencingToken: r.fencing_token === null ? null : Number(r.fencing_token),
+  owner: fingerprint(bytesText(r.owner)),
+});
+
+class MySqlStore {
+  #db;
+  #locks;
+  #permits;
+  #keys;
+  #where;
+
+  static async open(url, { table }) {
+    const mysql = await optionalImport("mysql2/promise", "MySQL");
+    if (!mysql) throw new UsageError("MySQL URLs need mysql2: npm install mysql2");
+    const parsed = new URL(url);
+    const where = address(parsed.hostname.replace(/^\[(.*)\]$/, "$1") || "localhost", parsed.port || 3306);
+    let db;
+    try {
+      db = await (mysql.default ?? mysql).createConnection({ uri: url, connectTimeout: CONNECT_TIMEOUT_MS, supportBigNumbers: true });
+    } catch (err) {
+      // A server that answered and refused (an SQLSTATE: the login, no such database).
+      if (typeof err?.sqlState === "string") throw new StoreError(`MySQL at ${where} refused the connection: ${err.message}`);
+      throw new StoreError(`could not reach MySQL at ${where}: ${err.message}`);
+    }
+    db.on("error", () => {});
+    return new MySqlStore(db, table, where);
+  }
+
+  constructor(db, table, where) {
+    this.#db = db;
+    this.#locks = quoteMySqlTable(table);
+    this.#permits = quoteMySqlTable(`${table}_permits`);
+    this.#keys = quoteMySqlTable(`${table}_keys`);
+    this.#where = `MySQL at ${where}`;
+  }
+
+  async #query(sql, params) {
+    const [rows] = await this.#db.query({ sql, timeout: CONNECT_TIMEOUT_MS }, params);
+    return rows;
+  }
+
+  #holdsWhere(condition, value) {
+    return Promise.all([
+      this.#query(
+        `SELECT \`key\`, owner, fencing_token, ${MYSQL_REMAINING_MS} AS remaining_ms FROM ${this.#locks}
+          WHERE expires_at > ${MYSQL_NOW_MS} AND \`key\` ${condition} ? ORDER BY \`key\``,
+        [value],
+      ),
+      // role: semaphore, read or write; a waiting writer's claim and waiting readers hold nothing.
+      this.#query(
+        `SELECT \`key\`, role, owner, fencing_token, semaphore_limit, ${MYSQL_REMAINING_MS} AS remaining_ms FROM ${this.#permits}
+          WHERE expires_at > ${MYSQL_NOW_MS} AND role IN ('semaphore', 'read', 'write') AND \`key\` ${condition} ?
+          ORDER BY \`key\`, role, owner`,
+        [value],
+      ),
+    ]).then(([locks, permits]) => ({ locks, permits }));
+  }
+
+  list(pattern) {
+    return storeCall(this.#where, async () => {
+      const { locks, permits } = await this.#holdsWhere("LIKE", likeOf(pattern));
+      return [...locks.map((r) => mysqlHold(r, "lock")), ...permits.map((r) => mysqlHold(r, r.role))];
+    });
+  }
+
+  snapshot(pattern) {
+    return storeCall(this.#where, async () => {
+      const [holds, counts] = await Promise.all([
+        this.list(pattern),
+        this.#query(
+          `SELECT \`key\`, SUM(role IN ${WAITING_ROLES}) AS waiting FROM ${this.#permits}
+            WHERE kind = 'rw' AND expires_at > ${MYSQL_NOW_MS} AND \`key\` LIKE ? GROUP BY \`key\``,
+          [likeOf(pattern)],
+        ),
+      ]);
+      // Read-write locks only: a plain lock's or a semaphore's waiters leave no rows.
+      return { holds, waiters: new Map(counts.map((r) => [bytesText(r.key), Number(r.waiting)])), absentWaiters: null };
+    });
+  }
+
+  inspect(key) {
+    return storeCall(this.#where, async () => {
+      const [{ locks, permits }, rw] = await Promise.all([
+        this.#holdsWhere("=", key),
+        this.#query(
+          `SELECT role, owner, ${MYSQL_REMAINING_MS} AS remaining_ms FROM ${this.#permits}
+            WHERE kind = 'rw' AND \`key\` = ? AND expires_at > ${MYSQL_NOW_MS} ORDER BY role, owner`,
+          [key],
+        ),
+      ]);
+      const waiting = rw
+        .filter((r) => ["claim", "waiting", "turn"].includes(r.role))
+        .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(bytesText(r.owner)), remainingMs: Number(r.remaining_ms) }));
+      const semaphore = permits.find((r) => r.role === "semaphore");
+      return {
+        holders: [...locks.map((r) => mysqlHold(r, "lock")), ...permits.map((r) => mysqlHold(r, r.role))],
+        limit: semaphore?.semaphore_limit == null ? null : Number(semaphore.semaphore_limit),
+        waiting,
+        // Only a read-write lock's waiters leave rows; a plain lock's or a semaphore's none.
+        waiters: rw.length > 0 ? waiting.length : null,
+      };
+    });
+  }
+
+  release(key) {
+    return storeCall(this.#where, async () => {
+      // Under the row locks the store decides each kind of hold under (js/stores/mysql.cjs):
+      // the lock's own row, and the semaphore's and read-write lock's rows in <table>_keys.
+      await this.#query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+      await this.#query("START TRANSACTION");
+      try {
+        const locks = await this.#query(
+          `SELECT \`key\`, owner, fencing_token, ${MYSQL_REMAINING_MS} AS remaining_ms FROM ${this.#locks}
+            WHERE \`key\` = ? AND expires_at > ${MYSQL_NOW_MS} FOR UPDATE`,
+          [key],
+        );
+        // Expired, not deleted, as the store's own release does.
+        if (locks.length > 0) await this.#query(`UPDATE ${this.#locks} SET expires_at = ${MYSQL_NOW_MS} WHERE \`key\` = ?`, [key]);
+        for (const set of ["semaphore", "rw"]) {
+          await this.#query(`INSERT INTO ${this.#keys} (kind, \`key\`) VALUES (?, ?) ON DUPLICATE KEY UPDATE kind = kind`, [set, key]);
+        }
+        const permits = await this.#query(
+          `SELECT \`key\`, kind, role, owner, fencing_token, ${MYSQL_REMAINING_MS} AS remaining_ms FROM ${this.#permits}
+            WHERE \`key\` = ? AND role IN ('semaphore', 'read', 'write') AND expires_at > ${MYSQL_NOW_MS}`,
+          [key],
+        );
+        for (const r of permits) {
+          await this.#query(`DELETE FROM ${this.#permits} WHERE kind = ? AND \`key\` = ? AND owner = ?`, [r.kind, key, r.owner]);
+        }
+        // A writer's hold ended: the readers waiting for it take their turn.
+        if (permits.some((r) => r.role === "write")) {
+          await this.#query(
+            `UPDATE ${this.#permits} SET role = 'turn' WHERE kind = 'rw' AND \`key\` = ? AND role = 'waiting' AND expires_at > ${MYSQL_NOW_MS}`,
+            [key],
+          );
+        }
+        await this.#query("COMMIT");
+        const owners = (r) => bytesText(r.owner);
+        return [...locks.map((r) => mysqlHold(r, "lock")), ...permits.sort((a, b) => owners(a).localeCompare(owners(b))).map((r) => mysqlHold(r, r.role))];
+      } catch (err) {
+        await this.#query("ROLLBACK").catch(() => {});
+        throw err;
+      }
+    });
+  }
+
+  async close() {
+    await this.#db.end().catch(() => this.#db.destroy());
+  }
+}
+
+// ---------------------------------------------------------------------------------
 // etcd: through EtcdLockStore itself (its requests, login and member failover)
 
 /** `etcd://[user:password@]host:port[,host:port…]` (etcds:// for TLS) as EtcdLockStore's options. */
@@ -925,7 +1094,8 @@ function openStore(url, values) {
   }
   if (scheme === "redis:" || scheme === "rediss:") return RedisStore.open(url, values);
   if (scheme === "postgres:" || scheme === "postgresql:") return PostgresStore.open(url, values);
-  throw new UsageError(`unsupported store URL scheme ${scheme}// (redis://, rediss://, postgres://, etcd://)`);
+  if (scheme === "mysql:") return MySqlStore.open(url, values);
+  throw new UsageError(`unsupported store URL scheme ${scheme}// (redis://, rediss://, postgres://, mysql://, etcd://)`);
 }
 
 /** Runs `work(store)` on the store of `url`, then closes it. */
@@ -986,7 +1156,7 @@ const sortHolds = (holds) => holds.sort((a, b) => compareKeys(a.key, b.key) || a
 // ---------------------------------------------------------------------------------
 // inspect
 
-const STORE_CANNOT_TELL = "the store does not tell (PostgreSQL: only a read-write lock's waiters leave rows; etcd: none)";
+const STORE_CANNOT_TELL = "the store does not tell (PostgreSQL, MySQL: only a read-write lock's waiters leave rows; etcd: none)";
 
 async function inspect(url, key, values, out) {
   const found = await withStore(url, values, (store) => store.inspect(key));
