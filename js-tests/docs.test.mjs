@@ -7,6 +7,8 @@
 //
 //   - REDIS_URL: a redis-server of the tests' own (one database per sample);
 //   - DATABASE_URL: a PostgreSQL of the tests' own (one database per sample);
+//   - MYSQL_URL: a MariaDB of the tests' own (one database per sample), started only
+//     when a sample names it;
 //   - stubs of the app's own functions (charge, rebuild, processBatch, ...), set on
 //     globalThis before the sample loads (see PRELUDE), so a sample's own declaration
 //     of the same name simply shadows them.
@@ -26,6 +28,7 @@ import { fileURLToPath } from "node:url";
 import { transformSync } from "esbuild";
 import pg from "pg";
 
+import { mysqlMissing, startMysql } from "./support/mysql-server.mjs";
 import { postgresMissing, startPostgres } from "./support/postgres-server.mjs";
 import { startRedis } from "./support/redis-server.mjs";
 import { TARGET } from "./support/target.mjs";
@@ -321,6 +324,9 @@ describe("documentation samples", { concurrency: CONCURRENCY }, () => {
   let postgres;
   let redisDb = 0;
   const pgMissing = postgresMissing();
+  const myMissing = mysqlMissing();
+  // The MariaDB, started by the first sample that needs it.
+  let mysql;
 
   before(async () => {
     await scratch();
@@ -331,8 +337,23 @@ describe("documentation samples", { concurrency: CONCURRENCY }, () => {
   after(async () => {
     await redis?.stop();
     await postgres?.dispose();
+    await (await mysql?.catch(() => undefined))?.dispose();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
+
+  /** A database of its own on the tests' MariaDB, as a URL. */
+  async function freshMysqlDatabase(name) {
+    mysql ??= startMysql();
+    const server = await mysql;
+    const { default: mysql2 } = await import("mysql2/promise");
+    const admin = await mysql2.createConnection(server.url);
+    try {
+      await admin.query(`CREATE DATABASE ${name}`);
+    } finally {
+      await admin.end();
+    }
+    return server.url.replace(/\/locksmith$/, `/${name}`);
+  }
 
   /** A database of its own on the tests' PostgreSQL, as a URL. */
   async function freshDatabase(name) {
@@ -355,8 +376,10 @@ describe("documentation samples", { concurrency: CONCURRENCY }, () => {
         continue;
       }
       const needsPostgres = block.code.includes("DATABASE_URL");
+      const needsMysql = block.code.includes("MYSQL_URL");
       it(where, async (t) => {
         const env = { REDIS_URL: `${redis.url}/${++redisDb}` };
+        const sample = redisDb;
         if (needsPostgres) {
           const missing = await pgMissing;
           if (missing) {
@@ -365,6 +388,15 @@ describe("documentation samples", { concurrency: CONCURRENCY }, () => {
             return;
           }
           env.DATABASE_URL = await freshDatabase(`sample_${redisDb}`);
+        }
+        if (needsMysql) {
+          const missing = await myMissing;
+          if (missing) {
+            if (process.env.CI === "true") assert.fail(`${missing} (CI=true: a missing prerequisite fails the run)`);
+            t.skip(missing);
+            return;
+          }
+          env.MYSQL_URL = await freshMysqlDatabase(`sample_${sample}`);
         }
         const result = await runSample({ ...block, lang: LANGS.get(block.lang) }, { env, name: path });
         assertPassed(result, where);
