@@ -205,6 +205,75 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       await Promise.all(stores.map((s) => s.close()));
     });
 
+    describe("made before semaphore holds had weights (no permits column)", () => {
+      /** The tables as earlier versions created them, with a live semaphore holder of `key` (limit 3). */
+      const oldTables = async (table, key) => {
+        await admin.query(`CREATE SEQUENCE ${table}_fencing AS bigint MINVALUE 1`);
+        await admin.query(`CREATE TABLE ${table} (key text PRIMARY KEY, owner text NOT NULL, expires_at timestamptz NOT NULL, fencing_token bigint)`);
+        await admin.query(
+          `CREATE TABLE ${table}_permits (kind text NOT NULL, key text NOT NULL, owner text NOT NULL, role text NOT NULL,
+             expires_at timestamptz NOT NULL, fencing_token bigint, semaphore_limit integer, PRIMARY KEY (kind, key, owner))`,
+        );
+        await admin.query(
+          `INSERT INTO ${table}_permits VALUES ('semaphore', $1, 'old-holder', 'semaphore', clock_timestamp() + interval '1 minute', nextval('${table}_fencing'), 3)`,
+          [key],
+        );
+      };
+      const column = async (table) =>
+        (
+          await admin.query("SELECT data_type, is_nullable, column_default FROM information_schema.columns WHERE table_name = $1 AND column_name = 'permits'", [
+            `${table}_permits`,
+          ])
+        ).rows;
+
+      it("gets the column at connect, in place: its holders count 1 each, weighted holds work, and a later connect alters nothing", async () => {
+        const table = "before_weights";
+        const key = uniqueKey("old-sem");
+        await oldTables(table, key);
+        // Several processes upgrading at once: they add the column in turn.
+        const stores = await Promise.all(Array.from({ length: 4 }, () => PostgresLockStore.connect(server.url, { table, listen: false })));
+        assert.deepEqual(await column(table), [{ data_type: "integer", is_nullable: "NO", column_default: "1" }]);
+        const [store] = stores;
+        assert.equal(await store.countPermits(key, "semaphore"), 1, "the holder from before holds one");
+        const s = semaphore(key, 3, 5_000, store);
+        assert.equal(await s.acquire({ permits: 2 }), true, "1 + 2 fit in 3");
+        assert.equal(await s.count(), 3);
+        assert.equal(await semaphore(key, 3, 5_000, store).acquire(), false, "full");
+        assert.deepEqual((await admin.query(`SELECT owner = 'old-holder' AS old, permits FROM ${table}_permits ORDER BY permits`)).rows, [
+          { old: true, permits: 1 },
+          { old: false, permits: 2 },
+        ]);
+        // Once the column is there, connecting takes no table lock: a reader holding the
+        // permits table (which an ALTER TABLE would wait for) does not hold it up.
+        const reader = await admin.connect();
+        try {
+          await reader.query(`BEGIN; SELECT 1 FROM ${table}_permits LIMIT 1`);
+          const again = await settle(PostgresLockStore.connect(server.url, { table, listen: false, operationTimeoutMs: 1_500 }));
+          assert.equal(again.error, undefined, String(again.error));
+          assert.equal(await again.value.countPermits(key, "semaphore"), 3);
+          await again.value.close();
+        } finally {
+          await reader.query("ROLLBACK");
+          reader.release();
+        }
+        await s.release();
+        await Promise.all(stores.map((x) => x.close()));
+      });
+
+      it("with createTable: false, is refused with STORE_ERROR naming the ALTER TABLE to run, and left as it is", async () => {
+        const table = "before_weights_kept";
+        await oldTables(table, uniqueKey("old-sem"));
+        const store = new PostgresLockStore(admin, { table, createTable: false });
+        await assert.rejects(
+          store.countPermits("k", "semaphore"),
+          (err) =>
+            err.code === "STORE_ERROR" && err.message.includes(`ALTER TABLE "${table}_permits" ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1`),
+        );
+        assert.deepEqual(await column(table), [], "no column added");
+        await store.close();
+      });
+    });
+
     it("expiry is the server's clock, whatever this process's clock says", async () => {
       const store = new PostgresLockStore(admin);
       const key = uniqueKey("clock");
@@ -442,6 +511,45 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       assert.equal(await held.release(), true);
       assert.equal(await other.acquire(), true, "free again: any limit");
       await other.release();
+    });
+
+    it("weighs holds by the 6th argument of acquirePermit (default 1), and wakes a weighted waiter when enough are free", async () => {
+      assert.equal(store.permitWeights, true);
+      const key = uniqueKey("sem-weights");
+      assert.equal(await store.acquirePermit(key, "a", 5_000, "semaphore", 4, 3), true);
+      assert.equal(await store.countPermits(key, "semaphore"), 3);
+      assert.equal(await store.acquirePermit(key, "b", 5_000, "semaphore", 4, 2), false, "3 + 2 > 4");
+      assert.equal(await store.acquirePermit(key, "b", 5_000, "semaphore", 4, undefined), true, "undefined: 1");
+      assert.equal(await store.countPermits(key, "semaphore"), 4);
+      for (const [kind, limit, permits] of [
+        ["semaphore", 4, 5],
+        ["semaphore", 4, 0],
+        ["semaphore", 4, 1.5],
+        ["semaphore", 4, "2"],
+        ["read", undefined, 2],
+      ]) {
+        await assert.rejects(store.acquirePermit(uniqueKey("bad"), "c", 5_000, kind, limit, permits), invalidArgument(/permits/), `${kind} ${permits}`);
+      }
+      assert.equal(await store.extendPermit(key, "a", 8_000, "semaphore"), true);
+      assert.equal(await store.countPermits(key, "semaphore"), 4, "an extend keeps the weight");
+      // Woken by the release's NOTIFY, long before its 5 s retryDelay.
+      const waiter = semaphore(key, 4, 5_000, store);
+      const started = performance.now();
+      const waiting = waiter.acquire({ permits: 3, timeout: 4_000, retryDelay: 5_000 });
+      await sleep(100);
+      assert.equal(await store.releasePermit(key, "a", "semaphore"), true);
+      assert.equal(await waiting, true);
+      assert.ok(performance.now() - started < 2_500, `the waiter took ${Math.round(performance.now() - started)} ms`);
+      assert.equal(await store.countPermits(key, "semaphore"), 4, "b's 1 and the waiter's 3");
+      assert.equal(await waiter.release(), true);
+      assert.equal(await store.releasePermit(key, "b", "semaphore"), true);
+      assert.equal(await store.countPermits(key, "semaphore"), 0);
+      // An owner's expired row taken over by its next hold gets that hold's weight.
+      assert.equal(await store.acquirePermit(key, "c", 50, "semaphore", 4, 1), true);
+      await sleep(100);
+      assert.equal(await store.acquirePermit(key, "c", 5_000, "semaphore", 4, 3), true);
+      assert.equal(await store.countPermits(key, "semaphore"), 3);
+      assert.equal(await store.releasePermit(key, "c", "semaphore"), true);
     });
 
     it("a permit expires on its own, and is extended by its holder only", async () => {

@@ -60,6 +60,15 @@ const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisec
  */
 const serverTimeoutMs = (ms) => Math.max(1, Math.floor(ms - Math.min(250, ms / 5)));
 
+/** Why the permits table lacks its `permits` column, and how to add it. */
+function missingColumnMessage(permits) {
+  return (
+    `locksmith: PostgreSQL: the table ${permits} has no permits column (it was made by an earlier version), ` +
+    `and createTable is false: add it with ALTER TABLE ${permits} ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1 ` +
+    "(or connect once with createTable: true, as a role that may alter the table)"
+  );
+}
+
 /** Why `table` is missing, and how to make it. */
 function missingTableMessage(table) {
   return (
@@ -121,6 +130,20 @@ function toToken(value) {
   return token;
 }
 
+/** A hold's permits: a semaphore's `permits` of its `limit` (undefined: 1); a read-write lock's hold is 1. */
+function checkPermits(kind, limit, permits) {
+  if (permits === undefined) return 1;
+  const most = kind === "semaphore" ? limit : 1;
+  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || !(permits <= most)) {
+    throw invalid(
+      kind === "semaphore"
+        ? `permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${typeof permits === "number" ? permits : typeName(permits)}`
+        : `permits is a semaphore's option; a ${kind} hold takes one; got ${typeof permits === "number" ? permits : typeName(permits)}`,
+    );
+  }
+  return permits;
+}
+
 function checkKind(kind) {
   if (kind !== "semaphore" && kind !== "read" && kind !== "write") {
     throw invalid(`kind must be "semaphore", "read" or "write"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
@@ -131,6 +154,11 @@ function checkKind(kind) {
 class PostgresLockStore {
   get [STORE_NAME]() {
     return "postgres";
+  }
+
+  /** A semaphore hold may take several permits (acquirePermit's 6th argument; the permits table's `permits` column). */
+  get permitWeights() {
+    return true;
   }
 
   #pool;
@@ -350,15 +378,17 @@ class PostgresLockStore {
 
   async #createSchema(client) {
     const { locks, permits, sequence, regclasses, lockspace } = this.#sql;
-    const exists = async () => {
-      const { rows } = await client.query(
-        "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL AS ok",
-        regclasses,
-      );
-      return rows[0].ok === true;
-    };
-    if (await exists()) return;
-    if (!this.#options.createTable) throw new LockStoreError(missingTableMessage(this.#options.table));
+    // One look: the three exist, and the permits table has its `permits` column (tables
+    // made before semaphore holds had weights do not; they get it below).
+    const { rows } = await client.query(
+      `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL AS ok,
+         EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'permits' AND NOT attisdropped) AS weighted`,
+      regclasses,
+    );
+    if (rows[0].ok === true && rows[0].weighted === true) return;
+    if (!this.#options.createTable) {
+      throw new LockStoreError(rows[0].ok === true ? missingColumnMessage(permits) : missingTableMessage(this.#options.table));
+    }
     const { name } = this.#options;
     // Several processes may start at once: an advisory lock makes them create in turn
     // (CREATE ... IF NOT EXISTS alone can still fail on a concurrent creation).
@@ -384,9 +414,13 @@ class PostgresLockStore {
         expires_at timestamptz NOT NULL,
         fencing_token bigint,
         semaphore_limit integer,
+        permits integer NOT NULL DEFAULT 1,
         PRIMARY KEY (kind, key, owner)
       )`,
     );
+    // A permits table made by an earlier version: its holders each held 1. (With a
+    // constant default, PostgreSQL 11+ adds the column without rewriting the table.)
+    await client.query(`ALTER TABLE ${permits} ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1`);
     await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_permits_expires_at`)} ON ${permits} (expires_at)`);
     await client.query("COMMIT");
     inTransaction.delete(client);
@@ -701,20 +735,25 @@ class PostgresLockStore {
    * false. Decided under a per-key advisory lock, so concurrent acquirers of one key take
    * turns. Locks get the hold's fencing token through [ACQUIRE_PERMIT_TOKEN].
    */
-  async acquirePermit(key, owner, ttlMs, kind, limit) {
-    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
+  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
   }
 
-  /** `acquirePermit()` answering the hold's fencing token, or false. */
-  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
+  /**
+   * `acquirePermit()` answering the hold's fencing token, or false. A semaphore holder
+   * takes `weight` of its `limit` permits (default 1): admitted while the live holders'
+   * permits and its own fit the limit.
+   */
+  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, weight) {
     const set = checkKind(kind);
+    weight = checkPermits(kind, limit, weight);
     const { permits, sequence } = this.#sql;
     const cleanup = await this.#takeOverCleanup(set, key, owner);
     const token = await this.#transaction("acquirePermit", async (client) => {
       await cleanup.free?.(client);
       await this.#serialize(client, `${set}:${key}`);
       const { rows: all } = await client.query(
-        `SELECT owner, role, semaphore_limit, expires_at > clock_timestamp() AS live FROM ${permits} WHERE kind = $1 AND key = $2`,
+        `SELECT owner, role, semaphore_limit, permits, expires_at > clock_timestamp() AS live FROM ${permits} WHERE kind = $1 AND key = $2`,
         [set, key],
       );
       // A writer's hold that ran out (no release told us): the waiting readers' turn.
@@ -739,20 +778,20 @@ class PostgresLockStore {
       const inTurn = rows.some((r) => r.role === "turn" && r.owner === owner);
       const admitted =
         kind === "semaphore"
-          ? holders.length < limit
+          ? holders.reduce((sum, r) => sum + r.permits, 0) + weight <= limit
           : kind === "read"
             ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
             : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
       if (admitted) {
         // A writer's own claim, if any, becomes its hold (same primary key).
         const { rows: inserted } = await client.query(
-          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at, fencing_token, semaphore_limit)
-           VALUES ($1, $2, $3, $4, ${fromNow(5)}, nextval('${sequence.replaceAll("'", "''")}'), $6)
+          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at, fencing_token, semaphore_limit, permits)
+           VALUES ($1, $2, $3, $4, ${fromNow(5)}, nextval('${sequence.replaceAll("'", "''")}'), $6, $7)
            ON CONFLICT (kind, key, owner) DO UPDATE
              SET role = excluded.role, expires_at = excluded.expires_at, fencing_token = excluded.fencing_token,
-               semaphore_limit = excluded.semaphore_limit
+               semaphore_limit = excluded.semaphore_limit, permits = excluded.permits
            RETURNING fencing_token`,
-          [set, key, owner, kind, ttlMs, kind === "semaphore" ? limit : null],
+          [set, key, owner, kind, ttlMs, kind === "semaphore" ? limit : null, weight],
         );
         return toToken(inserted[0].fencing_token);
       }
@@ -826,12 +865,12 @@ class PostgresLockStore {
     });
   }
 
-  /** How many live permits `key` has. */
+  /** How many live permits `key` has: a semaphore's holders' permits, a read-write lock's holders. */
   async countPermits(key, kind) {
     const set = checkKind(kind);
     const { rows } = await this.#run("countPermits", (client) =>
       client.query(
-        `SELECT count(*)::int AS n FROM ${this.#sql.permits}
+        `SELECT coalesce(sum(permits), 0)::int AS n FROM ${this.#sql.permits}
          WHERE kind = $1 AND key = $2 AND role IN ${HOLDING} AND expires_at > clock_timestamp()`,
         [set, key],
       ),
