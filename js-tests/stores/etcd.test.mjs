@@ -151,6 +151,66 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       assert.equal(await rw.readLock().acquire(), true, "and readers get in again");
     });
 
+    it("weighted semaphore entries: permits in the value (none for one), 1 for an entry without them, every entry ahead counts toward admission", async () => {
+      const store = await connect();
+      assert.equal(store.permitWeights, true);
+      const key = uniqueKey("weights");
+      const prefix = store.permitPrefix(key, "semaphore");
+      const values = async () => {
+        const end = Buffer.from(prefix);
+        end[end.length - 1] += 1;
+        const { kvs = [] } = await etcdCall(cluster.endpoints[0], "kv/range", { key: b64(prefix), range_end: end.toString("base64") });
+        return Object.fromEntries(kvs.map((kv) => [unb64(kv.key).slice(prefix.length), JSON.parse(unb64(kv.value))]));
+      };
+      /** An entry put by hand, as another process (or an earlier version, without `permits`) puts it. */
+      const putEntry = async (owner, value) => {
+        const { ID } = await etcdCall(cluster.endpoints[0], "lease/grant", { TTL: 60 });
+        await etcdCall(cluster.endpoints[0], "kv/put", { key: b64(`${prefix}${owner}`), value: b64(JSON.stringify(value)), lease: ID });
+      };
+      const a = semaphore(key, 5, 5_000, store);
+      assert.equal(await a.acquire({ permits: 3 }), true);
+      const one = semaphore(key, 5, 5_000, store);
+      assert.equal(await one.acquire(), true);
+      const stored = await values();
+      assert.equal(stored[ownerOf(a)].permits, 3);
+      assert.equal("permits" in stored[ownerOf(one)], false, "one permit is written as before weights");
+      await putEntry("from-before", { role: "semaphore", ttl: 60_000, limit: 5, w: "elsewhere.0" });
+      assert.equal(await store.countPermits(key, "semaphore"), 5, "3 + 1 + 1 for the entry without permits");
+      assert.equal(await semaphore(key, 5, 5_000, store).acquire(), false, "full");
+      await one.release();
+      await store.releasePermit(key, "from-before", "semaphore");
+      assert.equal(await store.countPermits(key, "semaphore"), 3);
+      // A refused entry of 4 still in the queue (its contender has yet to take it out)
+      // counts for the entries behind it: a 1 behind it waits, though 3 + 1 would fit.
+      await putEntry("refused", { role: "semaphore", ttl: 60_000, limit: 5, permits: 4, w: "elsewhere.1" });
+      assert.equal(await store.countPermits(key, "semaphore"), 3, "the refused entry holds nothing");
+      // (Through another store: this one, refused before, would read first and not put.)
+      const behind = semaphore(key, 5, 5_000, await connect());
+      assert.equal(await behind.acquire(), false, "3 + 4 ahead, + 1 > 5");
+      await store.releasePermit(key, "refused", "semaphore");
+      assert.equal(await behind.acquire({ permits: 2 }), true, "3 + 2 once it left");
+      assert.equal(await store.countPermits(key, "semaphore"), 5);
+      await a.extend(8_000);
+      assert.equal((await values())[ownerOf(a)].permits, 3, "an extend re-puts the entry with its permits");
+      assert.equal(await store.countPermits(key, "semaphore"), 5);
+      await a.release();
+      await behind.release();
+      assert.deepEqual(await values(), {});
+      // Called directly: the 6th argument is checked.
+      for (const [kind, limit, permits] of [
+        ["semaphore", 5, 6],
+        ["semaphore", 5, 0],
+        ["semaphore", 5, 1.5],
+        ["write", undefined, 2],
+      ]) {
+        await assert.rejects(
+          store.acquirePermit(key, "x", 1_000, kind, limit, permits),
+          (err) => err.code === "INVALID_ARGUMENT" && /permits/.test(err.message),
+          `${kind} ${permits}`,
+        );
+      }
+    });
+
     it("is phase-fair when the writer's hold runs out instead of being released (its lease ends; no release marks the turn)", async () => {
       const holderStore = await connect();
       const store = await connect();

@@ -130,6 +130,21 @@ function prefixEnd(prefix) {
   return bytesToBase64(new Uint8Array([0]));
 }
 
+/** A hold's permits: a semaphore's `permits` of its `limit` (undefined: 1); a reader's or writer's hold is 1. */
+function checkPermits(kind, limit, permits) {
+  if (permits === undefined) return 1;
+  const most = kind === "semaphore" ? limit : 1;
+  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || !(permits <= most)) {
+    const got = typeof permits === "number" ? permits : typeName(permits);
+    throw invalid(
+      kind === "semaphore"
+        ? `permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${got}`
+        : `permits is a semaphore's option; a ${kind} hold takes one; got ${got}`,
+    );
+  }
+  return permits;
+}
+
 /** A key or owner as one path segment: `%` and `/` escaped, so prefixes cannot collide. */
 const segment = (text) => text.replaceAll("%", "%25").replaceAll("/", "%2F");
 const unsegment = (text) => text.replaceAll("%2F", "/").replaceAll("%25", "%");
@@ -349,6 +364,11 @@ const firstKv = (response) => response?.response_range?.kvs?.[0];
 export class EtcdLockStore {
   get [STORE_NAME]() {
     return "etcd";
+  }
+
+  /** A semaphore hold may take several permits (acquirePermit's 6th argument, kept in its entry's value). */
+  get permitWeights() {
+    return true;
   }
 
   #options;
@@ -618,7 +638,16 @@ export class EtcdLockStore {
   /** How this store sees a lock kv: `{ owner, w, state, left }`; state "live" / "expired" / "unknown". */
   #holdOf(kv) {
     const value = parseValue(kv);
-    return { owner: value.owner, role: value.role, limit: value.limit, behind: value.behind, w: value.w, ...this.#writes.status(value.w) };
+    return {
+      owner: value.owner,
+      role: value.role,
+      limit: value.limit,
+      // A semaphore entry's permits; entries written before holds had weights have none: 1.
+      permits: Number.isSafeInteger(value.permits) && value.permits > 0 ? value.permits : 1,
+      behind: value.behind,
+      w: value.w,
+      ...this.#writes.status(value.w),
+    };
   }
 
   // -----------------------------------------------------------------------------------
@@ -811,12 +840,20 @@ export class EtcdLockStore {
   //
   // One key per contender, `<prefix><semaphore|rw>/<key>/<owner>`, ordered by its create
   // revision: a queue. Whether an entry is admitted depends only on the entries ahead of
-  // it (semaphore: fewer than `limit`; reader: no writer; writer: none at all), and those
-  // only ever leave, so once admitted an entry stays admitted, and every observer that
-  // sees the entries ahead agrees. A contender puts its entry and reads the queue in one
-  // transaction; no admission waits for another. A refused semaphore contender takes its
-  // entry out again; a refused reader or writer keeps its place (and so keeps later
-  // readers behind a waiting writer) until it gives up, when locksmith releases it.
+  // it (semaphore: their permits and its own fit in `limit`; reader: no writer; writer:
+  // none at all), and those only ever leave, so once admitted an entry stays admitted,
+  // and every observer that sees the entries ahead agrees. A contender puts its entry and
+  // reads the queue in one transaction; no admission waits for another. A refused
+  // semaphore contender takes its entry out again (so it keeps no place: a larger request
+  // can be overtaken by smaller ones that fit, as on every store); a refused reader or
+  // writer keeps its place (and so keeps later readers behind a waiting writer) until it
+  // gives up, when locksmith releases it.
+  //
+  // A semaphore entry counts its `permits` (in its value; 1 when absent) whether admitted
+  // or not: a refused entry still in the queue, for the moment before its contender takes
+  // it out, can refuse an entry behind it that would fit. Counting only the admitted ones
+  // ahead would not keep admissions stable (an entry could lose its admission when one
+  // ahead of it left and let a refused one in).
 
   /** The key's queue, read in a transaction's range response: entries in revision order, with whether each is admitted. */
   #queue(kvs, base, kind, limit) {
@@ -828,10 +865,16 @@ export class EtcdLockStore {
     }
     entries.sort((a, b) => (a.revision < b.revision ? -1 : a.revision > b.revision ? 1 : 0));
     let writerAhead = false;
+    let permitsAhead = 0;
     entries.forEach((entry, i) => {
       entry.admitted =
-        kind === "semaphore" ? i < (typeof entry.limit === "number" ? entry.limit : (limit ?? Infinity)) : entry.role === "write" ? i === 0 : !writerAhead;
+        kind === "semaphore"
+          ? permitsAhead + entry.permits <= (typeof entry.limit === "number" ? entry.limit : (limit ?? Infinity))
+          : entry.role === "write"
+            ? i === 0
+            : !writerAhead;
       writerAhead ||= entry.role === "write";
+      permitsAhead += entry.permits;
     });
     // Holds this store set and timed out: over by their holders' own reckoning. Taken out
     // (exactly those writes), so other processes need not wait for their leases.
@@ -849,27 +892,33 @@ export class EtcdLockStore {
     return entries;
   }
 
-  /** Admits `owner` to the semaphore or read-write lock `key`: true, or false (see the README). */
-  async acquirePermit(key, owner, ttlMs, kind, limit) {
-    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
+  /**
+   * Admits `owner` to the semaphore or read-write lock `key`: true, or false (see the
+   * README). A semaphore holder takes `permits` of the `limit` (default 1).
+   */
+  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
   }
 
   /**
    * `acquirePermit()` answering the hold's fencing token (its entry's create revision:
    * later grants have later entries), or false.
    */
-  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
+  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
     checkString("owner", owner);
     checkTtl(ttlMs);
     checkKind(kind);
     if (kind === "semaphore" && !(Number.isInteger(limit) && limit >= 1 && limit <= MAX_LIMIT)) {
       throw invalid(limitMessage(typeof limit === "number" ? limit : typeName(limit)));
     }
+    const weight = checkPermits(kind, limit, permits);
     const base = this.permitPrefix(key, kind);
     const entryKey = `${base}${segment(owner)}`;
     const sentAt = now();
     const deadline = sentAt + this.#options.operationTimeoutMs;
-    const value = (w) => JSON.stringify(kind === "semaphore" ? { role: kind, ttl: ttlMs, limit, w } : { role: kind, ttl: ttlMs, w });
+    // A semaphore entry of one permit is written as before weights, so earlier versions read it alike.
+    const value = (w) =>
+      JSON.stringify(kind === "semaphore" ? { role: kind, ttl: ttlMs, limit, ...(weight > 1 && { permits: weight }), w } : { role: kind, ttl: ttlMs, w });
     // A waiting entry this store put for this owner (an earlier attempt of the same wait)
     // keeps its place (a put keeps a key's create revision), and every attempt puts it
     // again under a lease granted in this call: an attempt that admits it answers for a
@@ -880,7 +929,8 @@ export class EtcdLockStore {
       // Full at the last look: one read, and no entry (which others would count) while it still is.
       const { kvs } = await this.#list(base, deadline, "acquirePermit");
       const queue = this.#queue(kvs, base, kind, limit);
-      if (queue.filter((e) => e.admitted).length >= limit && !queue.some((e) => e.owner === owner)) return false;
+      // An entry put now would be last: admitted if every entry's permits and its own fit.
+      if (queue.reduce((sum, e) => sum + e.permits, 0) + weight > limit && !queue.some((e) => e.owner === owner)) return false;
     }
     const write = this.#writes.add(entryKey, owner, ttlMs, sentAt, value);
     let lease;
@@ -1004,11 +1054,11 @@ export class EtcdLockStore {
     return false;
   }
 
-  /** How many permits of `key` are held (readers, or one writer): its admitted entries. */
+  /** How many permits of `key` are held (a semaphore's admitted entries' permits; readers, or one writer): its admitted entries. */
   async countPermits(key, kind) {
     const base = this.permitPrefix(key, kind);
     const { kvs } = await this.#list(base, this.#deadline(), "countPermits");
-    return this.#queue(kvs, base, kind).filter((e) => e.admitted).length;
+    return this.#queue(kvs, base, kind).reduce((sum, e) => (e.admitted ? sum + e.permits : sum), 0);
   }
 
   /** Milliseconds left of `owner`'s permit, or null (1 for a permit set elsewhere: held, no time vouched for). */

@@ -57,7 +57,10 @@ export declare class EtcdLockStore {
   /** Milliseconds left on `owner`'s own hold of `key`, or null when not its (1 for a hold this store did not set). */
   ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   remainingTime(key: string): Promise<number | null>;
-  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit?: number): Promise<boolean>;
+  /** True: a semaphore holder may take several permits (`acquirePermit`'s `permits`, 1 when absent). */
+  readonly permitWeights: true;
+  /** A semaphore holder takes `permits` of the `limit` (1 when absent); `countPermits` sums them. */
+  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit?: number, permits?: number): Promise<boolean>;
   releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;
