@@ -109,8 +109,9 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
       ok: true,
       onRelease: "undefined",
       operationTimeoutMs: 5_000,
+      permitWeights: true,
     });
-    assert.deepEqual(await post("/options", {}), { ok: true, onRelease: "function", operationTimeoutMs: null });
+    assert.deepEqual(await post("/options", {}), { ok: true, onRelease: "function", operationTimeoutMs: null, permitWeights: true });
   });
 
   it("hands out fencing tokens that grow across holds of every kind and outlive them", async () => {
@@ -205,17 +206,69 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
 
   // A waiter's wait and its acquire attempts travel on different stubs and may cross:
   // when the wait arrives after the refused attempt and after the holds in its way have
-  // gone, the waiter's own claim (a writer's) or its place in the readers' turn (a
-  // reader's, another writer's claim waiting) must not make it wait out its retryDelay.
-  for (const kind of ["write", "read"]) {
-    it(`wakes a waiting ${kind === "write" ? "writer when the last reader leaves" : "reader when the writer leaves (another writer's claim waiting)"}, even when its wait reaches the object after its attempt`, async () => {
+  // gone, the waiter's own claim (a writer's), its place in the readers' turn (a
+  // reader's, another writer's claim waiting) or the permits it needs (a semaphore
+  // waiter's, some still held) must not make it wait out its retryDelay.
+  const lateWaiters = {
+    write: "writer when the last reader leaves",
+    read: "reader when the writer leaves (another writer's claim waiting)",
+    semaphore: "semaphore waiter of 3 permits when 3 of 4 held go (1 still held)",
+  };
+  for (const [kind, what] of Object.entries(lateWaiters)) {
+    it(`wakes a waiting ${what}, even when its wait reaches the object after its attempt`, async () => {
       const result = await get(`/late-wait?key=${uniqueKey(`late-wait-${kind}`)}&kind=${kind}&delay=150&timeout=4000&retryDelay=2500`);
       assert.equal(result.error, undefined, JSON.stringify(result.error));
       assert.equal(result.acquired, true);
       // Its wait arrives 150 ms in; without the wake-up its next attempt comes at 2.5 s.
-      assert.ok(result.waitedMs < 1_000, `the ${kind === "write" ? "writer" : "reader"} waited ${result.waitedMs} ms (retryDelay 2500 ms)`);
+      assert.ok(result.waitedMs < 1_000, `the ${kind} waiter waited ${result.waitedMs} ms (retryDelay 2500 ms)`);
     });
   }
+
+  it("keeps a semaphore waiter that needs more permits than are free waiting inside the object, not going round, until they are", async () => {
+    const store = await openRemoteStore();
+    store.permitWeights = true;
+    const key = uniqueKey("weighted-wait");
+    const holder = ls.semaphore(key, 5, 10_000, store);
+    assert.equal(await holder.acquire({ permits: 3 }), true);
+    // 2 of 5 free, it needs 3.
+    const waiter = ls.semaphore(key, 5, 10_000, store);
+    const waiting = timed(waiter.acquire({ permits: 3, timeout: 5_000, retryDelay: 4_000 }));
+    await sleep(600);
+    const { waits, pending } = await get(`/inspect?key=${key}`);
+    assert.equal(pending, 1, "its wait is pending inside the object");
+    assert.ok(waits <= 2, `${waits} waits in 600 ms: one, or one more if it crossed its attempt`);
+    await holder.release();
+    const [acquired, ms] = await waiting;
+    assert.equal(acquired, true);
+    assert.ok(ms < 2_000, `woken by the release, not at its 4 s retryDelay: ${Math.round(ms)} ms`);
+    assert.equal(await waiter.count(), 3);
+    await waiter.release();
+  });
+
+  it("keeps each semaphore hold's permits in storage: they count after a restart, and holds stored before weights count 1", async () => {
+    const store = await openRemoteStore();
+    const key = uniqueKey("weights-stored");
+    assert.equal(typeof (await store.acquirePermit(key, "a", 10_000, "semaphore", 5, 3)), "number");
+    assert.equal(await store.acquirePermit(key, "b", 10_000, "semaphore", 5, 3), false, "3 + 3 > 5");
+    // (Across the test's socket an undefined argument would arrive as null: left out, it is absent.)
+    assert.equal(typeof (await store.acquirePermit(key, "b", 10_000, "semaphore", 5)), "number", "absent: 1");
+    assert.equal(await store.countPermits(key, "semaphore"), 4);
+    assert.deepEqual(await get(`/restart?key=${key}`), { restarted: true });
+    assert.equal(await store.countPermits(key, "semaphore"), 4, "reloaded with their permits");
+    assert.equal(await store.extendPermit(key, "a", 10_000, "semaphore"), true);
+    assert.equal(await store.countPermits(key, "semaphore"), 4, "an extend keeps them");
+    assert.equal(await store.releasePermit(key, "a", "semaphore"), true);
+    assert.equal(await store.countPermits(key, "semaphore"), 1);
+
+    const old = uniqueKey("weights-before");
+    assert.deepEqual(await get(`/plant-unweighted?key=${old}&owners=x,y&limit=4`), { planted: true });
+    assert.equal(await store.countPermits(old, "semaphore"), 2, "two holds of one each");
+    assert.equal(await store.acquirePermit(old, "z", 10_000, "semaphore", 4, 3), false, "2 + 3 > 4");
+    assert.equal(typeof (await store.acquirePermit(old, "z", 10_000, "semaphore", 4, 2)), "number", "2 + 2");
+    assert.equal(await store.countPermits(old, "semaphore"), 4);
+    assert.equal(await store.releasePermit(old, "x", "semaphore"), true);
+    assert.equal(await store.countPermits(old, "semaphore"), 3);
+  });
 
   it("makes read-write locks phase-fair (the lock runs in Node, the store's object in workerd)", async () => {
     await assertPhaseFair(ls, await openRemoteStore());
@@ -275,6 +328,20 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(await store.countPermits(key, "semaphore"), 1);
     assert.equal(await store.releasePermit(key, "a", "semaphore"), true);
     assert.equal(typeof (await store.acquirePermit(key, "b", 5_000, "semaphore", 2)), "number", "a free semaphore takes a new limit");
+    // A hold's permits: 1 to the limit, and only a semaphore's may be more than 1.
+    for (const [kind, limit, permits] of [
+      ["semaphore", 2, 3],
+      ["semaphore", 2, 0],
+      ["semaphore", 2, 1.5],
+      ["semaphore", 2, "2"],
+      ["read", undefined, 2],
+    ]) {
+      await assert.rejects(
+        store.acquirePermit(uniqueKey("permits"), "c", 5_000, kind, limit, permits),
+        { code: "INVALID_ARGUMENT", message: /^locksmith: permits / },
+        `${kind} ${permits}`,
+      );
+    }
   });
 
   it("lets three of eight contenders hold a semaphore of three at once", async () => {

@@ -37,6 +37,19 @@ export class TestLockObject extends LockDurableObject {
     this.ctx.abort("forgetting");
   }
 
+  /**
+   * Stores a semaphore as versions before weighted holds stored it (no `permits` in its
+   * holds): `owners` each hold one of `limit` for `ttlMs`. Then throws the instance away,
+   * so the next call loads it.
+   */
+  async plantUnweighted(owners, limit, ttlMs) {
+    const expiresAt = Date.now() + ttlMs;
+    const holders = new Map(owners.map((owner, i) => [owner, { expiresAt, token: 1_000 + i, writer: false }]));
+    await this.ctx.storage.put("semaphore", { holders, claim: undefined, limit, readers: new Map(), turn: new Map() });
+    await this.ctx.storage.sync?.();
+    this.ctx.abort("planted");
+  }
+
   async inspect() {
     const stored = Object.fromEntries(await this.ctx.storage.list());
     return {
@@ -146,6 +159,15 @@ export default {
           const pending = await object().cancelWait(id);
           return Response.json({ pending, outcome: await object().waitForRelease(id, "lock") });
         }
+        case "/plant-unweighted":
+          return Response.json(
+            await env.LOCKS.get(env.LOCKS.idFromName(q("key")))
+              .plantUnweighted(q("owners").split(","), Number(q("limit")), Number(q("ttl", 10_000)))
+              .then(
+                () => ({ planted: false }),
+                () => ({ planted: true }),
+              ),
+          );
         case "/inspect":
           return Response.json(await env.LOCKS.get(env.LOCKS.idFromName(q("key"))).inspect());
         case "/options":
@@ -153,7 +175,12 @@ export default {
             (() => {
               try {
                 const made = new DurableObjectLockStore(body.namespace === null ? null : env.LOCKS, body.options);
-                return { ok: true, onRelease: typeof made.onRelease, operationTimeoutMs: made.operationTimeoutMs ?? null };
+                return {
+                  ok: true,
+                  onRelease: typeof made.onRelease,
+                  operationTimeoutMs: made.operationTimeoutMs ?? null,
+                  permitWeights: made.permitWeights ?? null,
+                };
               } catch (err) {
                 return { ...errorOf(err), isLocksmiths: err instanceof InvalidArgumentError };
               }
@@ -181,6 +208,7 @@ export default {
         // `delay` ms), then the holds in its way go: how long it took to get in.
         // kind=write: two readers hold and the writer waits. kind=read: a writer holds,
         // another writer's claim waits, and the reader waits for the readers' turn.
+        // kind=semaphore: holds of 3 and 1 of 5 permits; the waiter needs 3, and the 3 go.
         case "/late-wait": {
           const key = q("key");
           const late = new DurableObjectLockStore(delayedWaits(env.LOCKS, Number(q("delay", 150))));
@@ -188,7 +216,15 @@ export default {
           const options = { timeout: Number(q("timeout", 4_000)), retryDelay: Number(q("retryDelay", 2_500)) };
           let holders;
           let waiter;
-          if (q("kind") === "write") {
+          let kept;
+          if (q("kind") === "semaphore") {
+            const [big, small] = [semaphore(key, 5, 5_000, store), semaphore(key, 5, 5_000, store)];
+            if (!(await big.acquire({ permits: 3 })) || !(await small.acquire())) return Response.json({ error: { message: "a holder was refused" } });
+            holders = [big];
+            kept = small;
+            waiter = semaphore(key, 5, 5_000, late);
+            options.permits = 3;
+          } else if (q("kind") === "write") {
             holders = [rw(store).readLock(), rw(store).readLock()];
             for (const h of holders) if (!(await h.acquire())) return Response.json({ error: { message: "a reader was refused" } });
             waiter = rw(late).writeLock();
@@ -206,6 +242,7 @@ export default {
           const acquired = await waiting;
           const waitedMs = Date.now() - start;
           if (acquired) await waiter.release();
+          await kept?.release();
           await store.releasePermit(key, "other-writer", "write");
           return Response.json({ acquired, waitedMs });
         }

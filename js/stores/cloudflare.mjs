@@ -46,6 +46,30 @@ function checkHold(owner, ttlMs) {
   }
 }
 
+/**
+ * A hold's permits: a semaphore's `permits` of its `limit` (undefined: 1); a reader's or
+ * writer's hold is 1. Refused as TypeError, which the store turns into INVALID_ARGUMENT.
+ */
+function checkPermits(kind, limit, permits) {
+  if (permits === undefined) return 1;
+  const most = kind === "semaphore" ? limit : 1;
+  if (!(Number.isSafeInteger(permits) && permits >= 1 && permits <= most)) {
+    throw new TypeError(
+      kind === "semaphore"
+        ? `locksmith: permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${String(permits)}`
+        : `locksmith: permits is a semaphore's option; a ${kind} hold takes one; got ${String(permits)}`,
+    );
+  }
+  return permits;
+}
+
+/** The permits a semaphore's holders hold (each its `permits`; holds stored before weights, 1). */
+function permitsHeld(set) {
+  let held = 0;
+  for (const hold of set.holders.values()) held += hold.permits ?? 1;
+  return held;
+}
+
 /** Milliseconds left until `at`, or null once it has passed. */
 const left = (at, now) => (at > now ? Math.ceil(at - now) : null);
 
@@ -62,7 +86,7 @@ function readersTakeTheirTurn(set) {
 export class LockDurableObject extends DurableObject {
   /** The plain lock: `{ owner, expiresAt, token }`, or undefined. */
   #lock;
-  /** The semaphore: `{ holders: Map<owner, { expiresAt, token }>, limit }`, or undefined. */
+  /** The semaphore: `{ holders: Map<owner, { expiresAt, token, permits }>, limit }`, or undefined (`permits` absent: 1). */
   #semaphore;
   /** The read-write lock: `{ holders: Map<owner, { expiresAt, token, writer }>, claim }`, or undefined. */
   #rw;
@@ -160,19 +184,20 @@ export class LockDurableObject extends DurableObject {
   // Semaphores and read-write locks
 
   /**
-   * Admits `owner`: "semaphore" while fewer than `limit` hold; "read" while no writer
-   * holds or waits; "write" while nobody holds and no other writer waits. A refused
-   * writer leaves a claim that keeps new readers out until it gets in, releases, or the
-   * claim expires `ttlMs` from now. The hold's fencing token, or false. `waitId`, from
-   * the store, names the wait (see `waitForRelease`) that this refused reader or writer
-   * listens on.
+   * Admits `owner`: "semaphore" while the holders' permits and its `permits` (default 1)
+   * fit in `limit`; "read" while no writer holds or waits; "write" while nobody holds and
+   * no other writer waits. A refused writer leaves a claim that keeps new readers out
+   * until it gets in, releases, or the claim expires `ttlMs` from now. The hold's fencing
+   * token, or false. `waitId`, from the store, names the wait (see `waitForRelease`) that
+   * this refused contender listens on.
    */
-  acquirePermit(owner, ttlMs, kind, limit, waitId) {
+  acquirePermit(owner, ttlMs, kind, limit, waitId, permits) {
     const group = permitGroup(kind);
     checkHold(owner, ttlMs);
     if (kind === "semaphore" && !(Number.isSafeInteger(limit) && limit > 0)) {
       throw new TypeError("locksmith: a semaphore's limit must be a positive whole number");
     }
+    const weight = checkPermits(kind, limit, permits);
     const now = this.#expire();
     const set = this.#setOf(group);
     if (set.holders.has(owner)) return false;
@@ -183,7 +208,7 @@ export class LockDurableObject extends DurableObject {
           `locksmith: the semaphore is held with limit ${set.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
         );
       }
-      admitted = set.holders.size < limit;
+      admitted = permitsHeld(set) + weight <= limit;
     } else {
       // Phase-fair: a refused reader waits for the readers' turn, which starts when a
       // writer's hold ends; readers in it enter past a writer's claim, and no writer
@@ -208,13 +233,16 @@ export class LockDurableObject extends DurableObject {
       }
     }
     if (!admitted) {
-      if (typeof waitId === "string" && kind !== "semaphore") this.#nameWait(waitId, owner);
+      if (typeof waitId === "string") this.#nameWait(waitId, owner, weight);
       return false;
     }
     if (kind === "write") set.claim = undefined;
     if (kind === "semaphore") set.limit = limit;
     const token = this.#nextToken();
-    set.holders.set(owner, { expiresAt: now + ttlMs, token, writer: kind === "write" });
+    set.holders.set(
+      owner,
+      kind === "semaphore" ? { expiresAt: now + ttlMs, token, writer: false, permits: weight } : { expiresAt: now + ttlMs, token, writer: kind === "write" },
+    );
     this.#save(group);
     return token;
   }
@@ -253,11 +281,13 @@ export class LockDurableObject extends DurableObject {
     return true;
   }
 
-  /** How many live holds the semaphore (or the read-write lock) has. */
+  /** How many permits the semaphore's live holds hold, or how many live holds the read-write lock has. */
   countPermits(kind) {
     const group = permitGroup(kind);
     this.#expire();
-    return this.#stored(group)?.holders.size ?? 0;
+    const set = this.#stored(group);
+    if (!set) return 0;
+    return group === SEMAPHORE ? permitsHeld(set) : set.holders.size;
   }
 
   permitRemainingTime(owner, kind) {
@@ -276,18 +306,19 @@ export class LockDurableObject extends DurableObject {
    * once when it looks free now, "released" on a release or expiry, "cancelled" after
    * `cancelWait(id)`, and "cap" after `capMs` (at most ten seconds) with nothing.
    *
-   * A reader's or writer's wait is named by its refused attempt (`acquirePermit`'s
-   * `waitId`), which may arrive before or after it: named, it looks past the waiter's
-   * own claim, and a reader in the readers' turn past another writer's.
+   * A wait is named by its refused attempt (`acquirePermit`'s `waitId`), which may
+   * arrive before or after it: named, a reader's or writer's looks past the waiter's own
+   * claim, and a reader in the readers' turn past another writer's; a semaphore's knows
+   * how many permits its waiter needs.
    */
   waitForRelease(id, kind, capMs = WAIT_CAP_MS) {
     this.#expire();
     this.#forgetOld();
     if (this.#cancelledEarly.delete(id)) return "cancelled";
     const group = groupOf(kind);
-    const owner = this.#namedEarly.get(id)?.owner;
+    const named = this.#namedEarly.get(id);
     this.#namedEarly.delete(id);
-    if (this.#looksFree(kind, owner)) return "free";
+    if (this.#looksFree(kind, named?.owner, named?.permits)) return "free";
     this.#endWait(id, "cancelled");
     return new Promise((resolve) => {
       const ms = Math.min(Math.max(Number(capMs) || 0, 0), WAIT_CAP_MS);
@@ -336,13 +367,23 @@ export class LockDurableObject extends DurableObject {
     return set;
   }
 
-  /** Whether a waiter of `kind` (`owner`, when its wait is named) may get in now. */
-  #looksFree(kind, owner) {
+  /**
+   * Whether a waiter of `kind` (`owner` and its `permits`, when its wait is named) may
+   * get in now.
+   */
+  #looksFree(kind, owner, permits) {
     const group = groupOf(kind);
     if (group === LOCK) return this.#lock === undefined;
     const set = this.#stored(group);
     if (!set) return true;
-    if (kind === "semaphore") return set.limit === undefined || set.holders.size < set.limit;
+    if (kind === "semaphore") {
+      if (set.limit === undefined) return true;
+      // Named: its refused attempt came first, and said how many it needs. Unnamed, the
+      // wait came before its attempt (which sees what is free then), so it waits for a
+      // release unless nothing is held: answering "free" to a waiter of several permits
+      // while fewer are free would send it round at once, again and again.
+      return typeof permits === "number" ? permitsHeld(set) + permits <= set.limit : set.holders.size === 0;
+    }
     const named = typeof owner === "string";
     if (kind === "read") {
       return (!set.claim || (named && set.turn.has(owner))) && ![...set.holders.values()].some((h) => h.writer);
@@ -353,14 +394,14 @@ export class LockDurableObject extends DurableObject {
     return set.holders.size === 0 && set.turn.size === 0 && (!set.claim || (named && set.claim.owner === owner));
   }
 
-  /** A refused reader or writer `owner` listens on the wait `id`. */
-  #nameWait(id, owner) {
+  /** A refused contender `owner`, for `permits` (a semaphore's), listens on the wait `id`. */
+  #nameWait(id, owner, permits) {
     // A wait already pending is woken by every release from now on; only one still on
     // its way needs to know whose it is.
     if (this.#waiters.has(id)) return;
     this.#forgetOld();
     this.#namedEarly.delete(id);
-    this.#namedEarly.set(id, { owner, at: Date.now() });
+    this.#namedEarly.set(id, { owner, permits, at: Date.now() });
   }
 
   /** Drops every expired hold and claim, waking their waiters. Returns now. */
@@ -474,6 +515,9 @@ export class LockDurableObject extends DurableObject {
 
 const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];
 
+/** Whether a wait of `kind` is named by the attempt after it: a permit's (see `acquirePermit`). */
+const waitNamed = (kind) => kind === "semaphore" || kind === "read" || kind === "write";
+
 /**
  * A locksmith `LockStore` over a namespace of `LockDurableObject`s: one object per
  * key (`idFromName(key)`), reached over Durable Object RPC. Fencing tokens, semaphores
@@ -484,13 +528,18 @@ export class DurableObjectLockStore {
     return "durable-object";
   }
 
+  /** A semaphore hold may take several permits (acquirePermit's 6th argument, passed on to the object). */
+  get permitWeights() {
+    return true;
+  }
+
   #namespace;
   #locationHint;
   /** Waits whose listener left in this turn, kept for a waiter that asks again at once. */
   #spare = new Map();
   /**
-   * Readers' and writers' waits not yet named by the attempt that follows each (see
-   * `acquirePermit`), by name, oldest first.
+   * Permit waits not yet named by the attempt that follows each (see `acquirePermit`),
+   * by name, oldest first.
    */
   #unnamed = new Map();
 
@@ -560,21 +609,24 @@ export class DurableObjectLockStore {
     return await this.#object(key).remainingTime();
   }
 
-  /** Takes a hold of `key` of `kind`: `true`, or `false` when the key admits no more. */
-  async acquirePermit(key, owner, ttlMs, kind, limit) {
-    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit)) !== false;
+  /**
+   * Takes a hold of `key` of `kind` (a semaphore's `permits` of its permits, default 1):
+   * `true`, or `false` when the key admits no more.
+   */
+  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
   }
 
   /**
-   * `acquirePermit()` answering the hold's fencing token, or `false`. A reader's or
-   * writer's attempt names the wait subscribed just before it (locksmith subscribes,
-   * then tries), so that the object knows whose claim is whose when the wait arrives
-   * after the attempt.
+   * `acquirePermit()` answering the hold's fencing token, or `false`. An attempt names
+   * the wait subscribed just before it (locksmith subscribes, then tries), so that the
+   * object knows, when the wait arrives after the attempt, whose claim is whose, or how
+   * many of a semaphore's permits the waiter needs.
    */
-  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit) {
-    const waitId = kind === "read" || kind === "write" ? this.#takeUnnamed(`${kind}\u0000${key}`) : undefined;
+  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
+    const waitId = waitNamed(kind) ? this.#takeUnnamed(`${kind}\u0000${key}`) : undefined;
     try {
-      return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit, waitId);
+      return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit, waitId, permits);
     } catch (err) {
       // The object refused the request itself (it crossed RPC as a plain error): say so
       // as the InvalidArgumentError it is, not as the store failing.
@@ -620,7 +672,7 @@ export class DurableObjectLockStore {
     }
     const subscription = { listener };
     wait.subscription = subscription;
-    if (kind === "read" || kind === "write") {
+    if (waitNamed(kind)) {
       const unnamed = this.#unnamed.get(name) ?? [];
       if (!unnamed.includes(wait)) unnamed.push(wait);
       this.#unnamed.set(name, unnamed);

@@ -21,8 +21,11 @@ export declare class LockDurableObject<Env = unknown> extends DurableObject<Env>
   isHeldBy(owner: string): boolean;
   ownerRemainingTime(owner: string): number | null;
   remainingTime(): number | null;
-  /** `waitId`: the store's wait that a refused reader or writer listens on (see `waitForRelease`). */
-  acquirePermit(owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number, waitId?: string): number | false;
+  /**
+   * `waitId`: the store's wait that a refused contender listens on (see `waitForRelease`);
+   * `permits`: a semaphore holder's permits, 1 when absent.
+   */
+  acquirePermit(owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number, waitId?: string, permits?: number): number | false;
   releasePermit(owner: string, kind: "semaphore" | "read" | "write"): boolean;
   extendPermit(owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): boolean;
   countPermits(kind: "semaphore" | "read" | "write"): number;
@@ -65,7 +68,10 @@ export declare class DurableObjectLockStore implements LockStore {
   isHeldBy(key: string, owner: string): Promise<boolean>;
   ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   remainingTime(key: string): Promise<number | null>;
-  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number): Promise<boolean>;
+  /** True: a semaphore holder may take several permits (`acquirePermit`'s `permits`, 1 when absent). */
+  readonly permitWeights: true;
+  /** A semaphore holder takes `permits` of the `limit` (1 when absent); `countPermits` sums them. */
+  acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit: number, permits?: number): Promise<boolean>;
   releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;
