@@ -21,6 +21,10 @@ pub enum Answer {
     /// The store rejected the call because it was closed (`STORE_CLOSED`): final, so a
     /// waiting acquire stops at once rather than riding it out as an outage.
     Closed,
+    /// The store was reached and refused the operation (`STORE_ERROR`: a missing
+    /// privilege, a key of the wrong type): its message. Not an outage, so a waiting
+    /// acquire does not retry it.
+    Failed(String),
 }
 
 impl std::fmt::Display for Answer {
@@ -29,7 +33,7 @@ impl std::fmt::Display for Answer {
             Self::Bool(b) => write!(f, "{b}"),
             Self::Number(n) => f.write_str(&crate::validate::show(*n)),
             Self::Nothing => f.write_str("null/undefined"),
-            Self::Other(what) | Self::Refused(what) => f.write_str(what),
+            Self::Other(what) | Self::Refused(what) | Self::Failed(what) => f.write_str(what),
             Self::Closed => f.write_str("a closed store's refusal"),
         }
     }
@@ -197,6 +201,11 @@ fn refusal(answer: Answer) -> Result<Answer> {
             Err(LockError::InvalidArgument(message))
         }
         Answer::Closed => Err(LockError::StoreClosed),
+        Answer::Failed(message) => {
+            let message = message.strip_prefix("locksmith: ").unwrap_or(&message);
+            let message = message.strip_prefix("store error: ").unwrap_or(message).to_owned();
+            Err(LockError::StoreError(message))
+        }
         other => Ok(other),
     }
 }

@@ -89,6 +89,19 @@ describe("a JS store's refusal", () => {
       .catch((e) => e);
     assert.equal(failed.code, "STORE_UNAVAILABLE");
   });
+
+  it("a rejection with code STORE_ERROR reaches the caller as that, and a wait does not ride it out", async () => {
+    const store = mapStore();
+    store.acquire = async () => {
+      throw new ls.LockStoreError("locksmith: store error: permission denied for table locks");
+    };
+    const started = performance.now();
+    const err = await new Lock(uniqueKey("store-error"), 5_000, store).acquire({ timeout: 5_000, retryDelay: 50 }).catch((e) => e);
+    assert.ok(err instanceof ls.LockStoreError, String(err));
+    assert.equal(err.code, "STORE_ERROR");
+    assert.equal(err.message, "locksmith: store error: permission denied for table locks");
+    assert.ok(performance.now() - started < 2_000, "the wait failed at once instead of retrying until its deadline");
+  });
 });
 
 describe("onRelease wake-ups from a JS store", () => {

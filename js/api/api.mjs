@@ -201,10 +201,11 @@ function immediateOptions(options, where) {
   return { timeout: 0, signal: options.signal, permits: options.permits };
 }
 
-/** `permits`: a number (the handle checks its range and kind), or undefined for 1. */
+/** `permits`: a whole number of at least 1 (the handle checks its kind and limit), or undefined for 1. */
 function parsePermits(value) {
   if (value === undefined) return 1;
   if (typeof value !== "number") throw invalid(`permits must be a whole number of permits; got ${typeName(value)}`);
+  if (!Number.isInteger(value) || value < 1) throw invalid(`permits must be a whole number from 1 to the semaphore's limit; got ${value}`);
   return value;
 }
 const AUTO_EXTEND_OPTIONS = ["intervalMs", "maxHoldMs"];
@@ -267,12 +268,15 @@ function subscribe(store, subscriptions, call) {
 }
 
 // A store that rejects with an INVALID_ARGUMENT error refuses the request itself (a
-// semaphore limit that differs from its holders'): that reaches the caller as such.
-// Any other rejection is the store failing.
+// semaphore limit that differs from its holders'): that reaches the caller as such, as
+// does a STORE_ERROR (reached, and refused: a missing privilege, a key of the wrong
+// type), which a wait does not ride out. Any other rejection is the store failing
+// (STORE_UNAVAILABLE).
 function refusal(err) {
   if (err?.code === "INVALID_ARGUMENT") return { invalidArgument: String(err.message) };
   // Closed is final: a waiting acquire stops rather than riding it out as an outage.
   if (err?.code === "STORE_CLOSED") return { storeClosed: true };
+  if (err?.code === "STORE_ERROR") return { storeError: String(err.message) };
   throw err;
 }
 

@@ -126,6 +126,8 @@ fn describe(value: &Value) -> Answer {
                 Answer::Refused(message.to_owned())
             } else if o.get("storeClosed").is_some_and(|c| c.as_bool() == Some(true)) {
                 Answer::Closed
+            } else if let Some(message) = o.get("storeError").and_then(Value::as_str) {
+                Answer::Failed(message.to_owned())
             } else {
                 Answer::Other("an object".into())
             }

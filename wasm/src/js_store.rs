@@ -113,6 +113,10 @@ fn describe(value: &JsValue) -> Answer {
         Answer::Refused(message)
     } else if Reflect::get(value, &JsValue::from_str("storeClosed")).ok().is_some_and(|c| c.is_truthy()) {
         Answer::Closed
+    } else if let Some(message) =
+        Reflect::get(value, &JsValue::from_str("storeError")).ok().and_then(|m| m.as_string())
+    {
+        Answer::Failed(message)
     } else {
         Answer::Other("an object".into())
     }

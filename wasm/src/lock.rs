@@ -95,8 +95,9 @@ impl WasmLock {
     /// How many of a semaphore's permits this handle's acquires take (1 to its limit).
     #[wasm_bindgen(js_name = setPermits)]
     pub fn set_permits(&self, permits: f64) -> Result<(), JsValue> {
-        let permits = js::permits(permits).js()?;
-        self.inner.set_permits(permits).js()
+        // The JS side passes whole numbers of at least 1; anything else is refused as 0.
+        let whole = permits.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&permits);
+        self.inner.set_permits(if whole { permits as u32 } else { 0 }).js()
     }
 
     /// Acquire attempts this handle has sent, in all (wrapping): for the diagnostics
