@@ -1,8 +1,10 @@
 // Semaphores and read-write locks from JS, on the built-in memory store (both builds), a
 // JS store with the permit methods, RedisLockStore on a real redis-server (both builds:
 // the addon's engine, and the same engine as the WebAssembly build's module),
-// PostgresLockStore, MySqlLockStore (on MariaDB) and EtcdLockStore on real servers; stores without them refuse them
-// with UNSUPPORTED.
+// PostgresLockStore, MySqlLockStore (on MariaDB) and EtcdLockStore on real servers,
+// DurableObjectLockStore in workerd (Miniflare); stores without them refuse them with
+// UNSUPPORTED. Weighted holds ({ permits }) on every store that carries them, and
+// UNSUPPORTED for more than one permit on one that does not.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
@@ -11,10 +13,12 @@ import { startRedis } from "../support/redis-server.mjs";
 import { etcdMissing, startEtcd } from "../support/etcd-server.mjs";
 import { mysqlMissing, startMysql } from "../support/mysql-server.mjs";
 import { startPostgres } from "../support/postgres-server.mjs";
+import { startWorker } from "../support/workerd-harness.mjs";
+import { remoteStore } from "../support/workerd-remote-store.mjs";
 import { assertPhaseFair } from "./rw-scenarios.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
-const { semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
+const { lock, semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
 
 await failOnUnhandledRejections();
 
@@ -97,6 +101,35 @@ let server;
   }
 }
 
+// Durable Objects' permits, in real workerd through Miniflare: a store in Node whose every
+// call is one of the real DurableObjectLockStore's in a worker (js-tests/workerd/store-worker.mjs).
+// Only the weighted scenario runs on it here (through the socket and the worker, the
+// 600 ms autoExtend scenario was too tight on a loaded machine); its other semaphore and
+// read-write scenarios are js-tests/stores/workerd-store.test.mjs's.
+const weightedOnly = {};
+{
+  let worker;
+  const remotes = [];
+  before(async () => {
+    worker = await startWorker("workerd/store-worker.mjs", { durableObjects: { LOCKS: { className: "TestLockObject", useSQLite: true } } });
+  });
+  after(async () => {
+    for (const store of remotes) store.close();
+    await worker?.dispose();
+  });
+  weightedOnly.DurableObjectLockStore = async () => {
+    const res = await worker.mf.dispatchFetch("http://worker/store", { headers: { Upgrade: "websocket" } });
+    assert.ok(res.webSocket, `the worker accepted the WebSocket (${res.status})`);
+    res.webSocket.accept();
+    const store = remoteStore(res.webSocket);
+    remotes.push(store);
+    // What the real store declares, declared here too.
+    const { permitWeights } = await (await worker.mf.dispatchFetch("http://worker/options", { method: "POST", body: "{}" })).json();
+    if (permitWeights === true) store.permitWeights = true;
+    return store;
+  };
+}
+
 // etcd's permits (queues of keys ordered by revision), on a real one-member cluster.
 // Without etcd these are left out, except under CI=true, where that fails the file.
 {
@@ -119,6 +152,92 @@ let server;
       return store;
     };
   }
+}
+
+// The stores that carry weights (`permitWeights`): a semaphore hold may take several
+// permits. The others take one per hold, and refuse more with UNSUPPORTED.
+const WEIGHTED = new Set([
+  "the memory store",
+  "RedisLockStore",
+  "IoRedisLockStore",
+  "PostgresLockStore",
+  "MySqlLockStore",
+  "DurableObjectLockStore",
+  "EtcdLockStore",
+]);
+const carriesWeights = (storeName) => WEIGHTED.has(storeName);
+
+const WEIGHTED_TITLE = "takes weighted holds ({ permits }): a holder of n counts n, extend keeps it, expiry frees it all";
+
+/** The weighted scenario (or, on a store without weights, its UNSUPPORTED answer). */
+async function weightedHolds(storeName, makeStore) {
+  const store = await makeStore();
+  if (!carriesWeights(storeName)) {
+    // A store without permitWeights takes one permit per hold, and says so for more.
+    assert.notEqual(store.permitWeights, true);
+    const s = semaphore(uniqueKey("sem-unweighted"), 5, 5_000, store);
+    await assert.rejects(s.acquire({ permits: 2 }), (err) => err instanceof UnsupportedError && err.code === "UNSUPPORTED" && /permits > 1/.test(err.message));
+    assert.equal(await s.count(), 0, "nothing taken");
+    assert.equal(await s.acquire({ permits: 1 }), true, "one permit is a plain hold");
+    assert.equal(await s.count(), 1);
+    await s.release();
+    return;
+  }
+  assert.equal(store.permitWeights, true, "the store declares permitWeights");
+  const key = uniqueKey("sem-weights");
+  const handle = () => semaphore(key, 5, 5_000, store);
+  const [a, b, c] = [handle(), handle(), handle()];
+  assert.equal(await a.acquire({ permits: 3 }), true);
+  assert.equal(await a.count(), 3, "a holds 3");
+  assert.equal(await b.acquire({ permits: 3 }), false, "3 more do not fit in 5");
+  assert.equal(await b.acquire({ permits: 2 }), true);
+  assert.equal(await b.count(), 5, "3 + 2");
+  assert.equal(await c.acquire({ permits: 1 }), false, "full");
+  // An extend acts on the hold as taken: its weight stays.
+  await a.extend(5_000);
+  assert.equal(await a.count(), 5, "extended, still 3 + 2");
+  assert.equal(await c.acquire({ permits: 1 }), false, "still full after the extend");
+  assert.equal(await a.release(), true);
+  assert.equal(await c.count(), 2, "a's 3 went with its release");
+  assert.equal(await c.acquire({ permits: 3 }), true, "2 + 3 fit");
+  assert.equal(await c.count(), 5);
+  await b.release();
+  await c.release();
+  assert.equal(await c.count(), 0);
+
+  // Out of range, or not a whole number: refused, nothing taken.
+  for (const permits of [6, 0, 1.5, -1]) {
+    await assert.rejects(
+      handle().acquire({ permits }),
+      (err) => err instanceof LockError && err.code === "INVALID_ARGUMENT" && /permits/.test(err.message),
+      String(permits),
+    );
+  }
+  await assert.rejects(
+    lock(uniqueKey("lock-permits"), 5_000, store).acquire({ permits: 2 }),
+    (err) => err instanceof LockError && err.code === "INVALID_ARGUMENT" && /permits/.test(err.message),
+    "a plain lock takes one hold",
+  );
+  assert.equal(await c.count(), 0, "the refused requests took nothing");
+
+  // A weighted holder that never releases frees all its permits at its TTL.
+  // (1 s: the count and the refused acquire below come before it expires, also on a loaded machine.)
+  const crashed = semaphore(key, 5, 1_000, store);
+  assert.equal(await crashed.acquire({ permits: 4 }), true);
+  assert.equal(await c.count(), 4);
+  const next = handle();
+  assert.equal(await next.acquire({ permits: 2 }), false);
+  assert.equal(await next.acquire({ permits: 5, timeout: 5_000, retryDelay: 20 }), true, "all 5 once the 4 expired");
+  assert.equal(await next.count(), 5);
+  assert.equal(await crashed.isExpired(), true);
+  await next.release();
+  assert.equal(await next.count(), 0);
+}
+
+for (const [storeName, makeStore] of Object.entries(weightedOnly)) {
+  describe(`on ${storeName}`, () => {
+    it(WEIGHTED_TITLE, () => weightedHolds(storeName, makeStore));
+  });
 }
 
 for (const [storeName, makeStore] of Object.entries(stores)) {
@@ -191,6 +310,8 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
         assert.equal(ran, true);
         assert.equal(s.signal.aborted, true);
       });
+
+      it(WEIGHTED_TITLE, () => weightedHolds(storeName, makeStore));
 
       it("refuses a bad limit", () => {
         for (const limit of [0, -1, 1.5, Number.NaN, "3", undefined, 2 ** 32]) {
