@@ -322,13 +322,14 @@ impl Lock {
         }
     }
 
-    async fn store_acquire(&self, owner: OwnerToken) -> Result<Option<Grant>> {
+    /// One attempt at the store for `permits` (a semaphore's; 1 for the other kinds).
+    async fn store_acquire(&self, owner: OwnerToken, permits: u32) -> Result<Option<Grant>> {
         match self.kind {
             HoldKind::Exclusive => {
                 self.store.acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms).await
             }
             kind @ HoldKind::Permit { .. } => {
-                self.store.acquire_permits(&self.key, owner.as_str(), self.ttl_ms, kind, self.permits()).await
+                self.store.acquire_permits(&self.key, owner.as_str(), self.ttl_ms, kind, permits).await
             }
             kind => self.store.acquire_permit(&self.key, owner.as_str(), self.ttl_ms, kind).await,
         }
@@ -452,6 +453,8 @@ impl Lock {
             return Ok(false);
         }
         let owner = OwnerToken::generate()?;
+        // This call's permits, fixed now: another call on the handle may set others.
+        let permits = self.permits();
         // An attempt failed unanswered: the store may have granted it (its release was
         // best effort), so a later refusal may be our own hold's.
         let mut unanswered = false;
@@ -483,10 +486,10 @@ impl Lock {
             let queued = std::mem::take(&mut queue_first);
             if !queued {
                 let answer = match abort {
-                    None => self.attempt(owner).await,
+                    None => self.attempt(owner, permits).await,
                     // An attempt cut short frees what it may have taken (its guard).
                     Some(abort) => {
-                        match select(std::pin::pin!(self.attempt(owner)), std::pin::pin!(abort.aborted()))
+                        match select(std::pin::pin!(self.attempt(owner, permits)), std::pin::pin!(abort.aborted()))
                             .await
                         {
                             Either::Left((answer, _)) => answer,
@@ -584,13 +587,13 @@ impl Lock {
         self.attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    async fn attempt(&self, owner: OwnerToken) -> Result<bool> {
+    async fn attempt(&self, owner: OwnerToken, permits: u32) -> Result<bool> {
         self.count_attempt();
         let started = self.timer.now_ms();
         // Armed until the store's answer is in hand: if this future is dropped while
         // the store may have granted the key, the guard frees it.
         let in_flight = InFlightAttempt { lock: self, owner, generation: self.hold().generation };
-        match self.store_acquire(owner).await {
+        match self.store_acquire(owner, permits).await {
             Ok(Some(grant)) => {
                 std::mem::forget(in_flight);
                 self.record_grant(owner, grant, started);

@@ -451,3 +451,26 @@ fn permits_are_checked_against_the_limit_and_the_kind() {
     let reader = Lock::of_kind("rw", 1_000, HoldKind::Read, store.clone(), t).unwrap();
     assert_eq!(reader.set_permits(2).unwrap_err().code(), "INVALID_ARGUMENT");
 }
+
+#[test]
+fn a_waiting_acquire_keeps_the_permits_it_started_with() {
+    use locksmith_core::HoldKind;
+    let (timer, store) = setup();
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let sem = || Lock::of_kind("s", 10_000, HoldKind::Permit { limit: 5 }, store.clone(), t.clone()).unwrap();
+    let (holder, waiter) = (sem(), sem());
+    holder.set_permits(4).unwrap();
+    waiter.set_permits(3).unwrap();
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        let (taken, ()) = futures_util::join!(waiter.acquire(wait(5_000, 10)), async {
+            timer.sleep_for_test(20).await;
+            // Another call on the same handle asks for one permit meanwhile.
+            waiter.set_permits(1).unwrap();
+            timer.sleep_for_test(20).await;
+            assert!(holder.release().await.unwrap());
+        });
+        assert!(taken.unwrap());
+        assert_eq!(waiter.count().await.unwrap(), 3, "the wait took the three it asked for");
+    });
+}

@@ -638,6 +638,20 @@ describe("PostgresLockStore", await requirePostgres(), () => {
   });
 
   describe("server outages", () => {
+    it("a read-only server (a standby, or a primary being demoted): a wait rides it out as STORE_UNAVAILABLE", { timeout: 30_000 }, async () => {
+      // The tables exist (another store made them); this one's sessions are read-only.
+      await (await PostgresLockStore.connect(server.url)).close();
+      const store = await PostgresLockStore.connect({ connectionString: server.url, options: "-c default_transaction_read_only=on" }, { createTable: false });
+      try {
+        const waited = await settle(new Lock(uniqueKey("read-only"), 5_000, store).acquire({ timeout: 600, retryDelay: 50 }));
+        assert.equal(waited.error?.code, "STORE_UNAVAILABLE", `settled with ${waited.error ?? waited.value}`);
+        assert.match(waited.error.message, /read-only transaction/);
+        assert.ok(waited.ms >= 550, `the wait gave up after ${waited.ms} ms: it rides a read-only server out until its deadline`);
+      } finally {
+        await store.close();
+      }
+    });
+
     it("a frozen server (SIGSTOP): calls fail with STORE_UNAVAILABLE at operationTimeoutMs, then work again", { timeout: 30_000 }, async () => {
       const store = await PostgresLockStore.connect(server.url, { operationTimeoutMs: 500 });
       const key = uniqueKey("frozen");

@@ -113,9 +113,11 @@ function storeError(err) {
   const code = typeof err?.code === "string" ? err.code : "";
   const message = `locksmith: PostgreSQL: ${err?.message ?? String(err)}`;
   // SQLSTATE classes 08 (connection), 53 (resources), 57 (operator intervention: shutdown,
-  // cannot connect now), 40 (serialization, deadlock); and errors without a SQLSTATE
-  // (the socket's, pg's own).
-  const unavailable = !/^[0-9A-Z]{5}$/.test(code) || /^(08|53|57|40)/.test(code);
+  // cannot connect now), 40 (serialization, deadlock); 25006 (a read-only transaction: a
+  // standby, or a primary being demoted in a failover) and 55P03 (a lock not available
+  // now); and errors without a SQLSTATE (the socket's, pg's own). A STORE_ERROR is final
+  // through a lock (a wait does not retry it): only refusals that stay belong there.
+  const unavailable = !/^[0-9A-Z]{5}$/.test(code) || /^(08|53|57|40)/.test(code) || code === "25006" || code === "55P03";
   const error = unavailable ? new StoreUnavailableError(message) : new LockStoreError(message);
   error.cause = err;
   return error;
