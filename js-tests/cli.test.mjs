@@ -19,7 +19,9 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
 import { Cluster, Redis } from "ioredis";
+import pg from "pg";
 
+import { DEFAULT_KEY_PREFIX } from "../js/api/defaults.mjs";
 import { EtcdLockStore } from "../js/stores/etcd.mjs";
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { MySqlLockStore } from "../js/stores/mysql.mjs";
@@ -33,6 +35,8 @@ import { ls, sleep, TARGET, uniqueKey } from "./support/target.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CLI = join(ROOT, "js/cli/cli.mjs");
+
+const { Client } = pg;
 
 const ENV = { ...process.env, ...(TARGET === "wasm" ? { LOCKSMITH_FORCE_WASM: "1" } : {}) };
 
@@ -142,6 +146,90 @@ const appeared = (want) => (line) => {
   const e = event(line);
   return e !== undefined && (e.event === "acquired" || e.event === "held") && Object.entries(want).every(([k, v]) => e[k] === v);
 };
+
+/**
+ * Weighted semaphore holds on `store` (at `url`, the command's further `args`): a holder of
+ * 3 of a limit of 5 and one of 1, beside a lock. `list` and `inspect` give each semaphore
+ * holder its `permits` (a lock none), their text shows "semaphore ×3", inspect counts 4 of 5
+ * permits; `watch --json`'s events for them carry their permits; `release` says "×3".
+ * `released(key)` looks at the store just after the command freed the semaphore.
+ */
+async function weightedPermits(store, url, base, { args = [], released = async () => {} } = {}) {
+  const key = `${base}:sem`;
+  const watching = started(["watch", url, `${base}:*`, "--json", "--interval", "100", ...args]);
+  try {
+    await sleep(500);
+    const big = ls.semaphore(key, 5, 30_000, store);
+    const small = ls.semaphore(key, 5, 30_000, store);
+    const lock = new ls.Lock(`${base}:lock`, 30_000, store);
+    assert.equal(await big.acquire({ permits: 3 }), true);
+    assert.equal(await small.acquire(), true);
+    assert.equal(await lock.acquire(), true);
+    const [bigOwner, smallOwner] = [fingerprint(ownerOf(big)), fingerprint(ownerOf(small))];
+    const weights = (holders) =>
+      holders
+        .filter((h) => h.kind === "semaphore")
+        .sort((a, b) => (a.owner === bigOwner ? -1 : b.owner === bigOwner ? 1 : 0))
+        .map((h) => [h.owner, h.permits]);
+    const want = [
+      [bigOwner, 3],
+      [smallOwner, 1],
+    ];
+
+    for (const owner of [bigOwner, smallOwner]) {
+      const seen = event((await watching.until(`for the holder ${owner}`, appeared({ key, kind: "semaphore", owner }))).line);
+      assert.equal(seen.permits, owner === bigOwner ? 3 : 1, "watch --json: a semaphore hold's event carries its permits");
+    }
+    const lockSeen = event((await watching.until("for the lock", appeared({ key: `${base}:lock`, kind: "lock" }))).line);
+    assert.ok(!("permits" in lockSeen), "a lock's event has no permits");
+
+    const inspected = await cli("inspect", url, key, "--json", ...args);
+    assert.equal(inspected.code, 0, inspected.stderr);
+    const report = JSON.parse(inspected.stdout);
+    assert.deepEqual([report.kind, report.limit], ["semaphore", 5]);
+    assert.deepEqual(weights(report.holders), want, "inspect --json: each holder's permits");
+    assert.deepEqual(
+      report.holders.map((h) => h.permits).sort((a, b) => b - a),
+      [3, 1],
+    );
+    const text = await cli("inspect", url, key, ...args);
+    assert.match(text.stdout, /is held \(semaphore, 4 of 5 permits\)/, "the permits held, not the holders");
+    assert.match(text.stdout, new RegExp(`^semaphore ×3\\s+\\d+\\.\\d s\\s+\\S+\\s+${bigOwner}$`, "m"));
+    assert.match(text.stdout, new RegExp(`^semaphore\\s+\\d+\\.\\d s\\s+\\S+\\s+${smallOwner}$`, "m"), "one permit: no ×1");
+
+    const list = await cli("list", url, `${base}:*`, "--json", ...args);
+    assert.equal(list.code, 0, list.stderr);
+    const holds = listed(list.stdout);
+    assert.deepEqual(weights(holds), want, "list --json: each holder's permits");
+    assert.deepEqual(
+      holds.filter((h) => h.kind === "lock").map((h) => "permits" in h),
+      [false],
+      "a lock has no permits",
+    );
+    const listText = await cli("list", url, `${base}:*`, ...args);
+    assert.match(listText.stdout, new RegExp(`^${key}\\s+semaphore ×3\\s+\\d+\\.\\d s\\s+\\S+\\s+${bigOwner}$`, "m"));
+    assert.match(listText.stdout, new RegExp(`^${key}\\s+semaphore\\s+\\d+\\.\\d s\\s+\\S+\\s+${smallOwner}$`, "m"));
+
+    const from = watching.lines.length;
+    const freed = await cli("release", url, key, "--force", ...args);
+    assert.equal(freed.code, 0, freed.stderr);
+    assert.match(freed.stdout, new RegExp(`^released "${key}" \\(semaphore ×3\\): it was held by ${bigOwner}`, "m"));
+    assert.match(freed.stdout, new RegExp(`^released "${key}" \\(semaphore\\): it was held by ${smallOwner}`, "m"));
+    const ended = event((await watching.until("for the end of the 3", eventLike({ event: "ended", key, owner: bigOwner }), from)).line);
+    assert.equal(ended.permits, 3, "an ended semaphore hold's event carries its permits");
+    for (const h of [big, small]) assert.equal(await h.isExpired(), true);
+    await released(key);
+    // The five are free again: the next holder may take them all.
+    const all = ls.semaphore(key, 5, 30_000, store);
+    assert.equal(await all.acquire({ permits: 5 }), true);
+    await all.release();
+    await lock.release();
+    watching.child.kill("SIGINT");
+    assert.equal((await watching.exit).code, 0);
+  } finally {
+    watching.child.kill("SIGKILL");
+  }
+}
 
 describe("locksmith on Redis", () => {
   let server;
@@ -503,6 +591,13 @@ describe("locksmith on Redis", () => {
     }
   });
 
+  it("weighted permits: list, inspect and watch give each semaphore holder its permits; inspect counts permits; release tidies the weights", async () => {
+    const base = uniqueKey("cli-weights");
+    await weightedPermits(native, server.url, base, {
+      released: async (key) => assert.equal(await client.exists(`${DEFAULT_KEY_PREFIX}{${key}}:semaphore:weights`), 0, "release left no weights behind"),
+    });
+  });
+
   it("watch, piped: one JSON line per change (a hold appearing, changing owner, ending; waiters), until SIGINT (exit 0)", async () => {
     const base = uniqueKey("cli-watch");
     const before = new ls.Lock(`${base}:before`, 30_000, native);
@@ -749,6 +844,43 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
     }
   });
 
+  it("weighted permits: list, inspect and watch give each semaphore holder its permits (the permits column); inspect counts permits", async () => {
+    await weightedPermits(store, server.url, uniqueKey("cli-pg-weights"));
+  });
+
+  it("a permits table made before holds had weights (no permits column): each semaphore holder holds 1", async () => {
+    const table = `cli_old_${process.pid}`;
+    const old = await PostgresLockStore.connect(server.url, { table });
+    const pg = new Client({ connectionString: server.url });
+    await pg.connect();
+    try {
+      const key = uniqueKey("cli-pg-old");
+      const held = [ls.semaphore(key, 3, 30_000, old), ls.semaphore(key, 3, 30_000, old)];
+      for (const h of held) assert.equal(await h.acquire(), true);
+      await pg.query(`ALTER TABLE "${table}_permits" DROP COLUMN permits`);
+      const list = await cli("list", server.url, "--table", table, "--json");
+      assert.equal(list.code, 0, list.stderr);
+      assert.deepEqual(
+        listed(list.stdout).map((h) => [h.key, h.kind, h.permits]),
+        [
+          [key, "semaphore", 1],
+          [key, "semaphore", 1],
+        ],
+      );
+      const text = await cli("inspect", server.url, key, "--table", table);
+      assert.equal(text.code, 0, text.stderr);
+      assert.match(text.stdout, /is held \(semaphore, 2 of 3 permits\)/);
+      const freed = await cli("release", server.url, key, "--force", "--table", table);
+      assert.equal(freed.code, 0, freed.stderr);
+      assert.equal(freed.stdout.trim().split("\n").length, 2, freed.stdout);
+      for (const h of held) assert.equal(await h.isExpired(), true);
+    } finally {
+      await pg.query(`DROP TABLE IF EXISTS "${table}", "${table}_permits"; DROP SEQUENCE IF EXISTS "${table}_fencing"`).catch(() => {});
+      await pg.end();
+      await old.close();
+    }
+  });
+
   it("an unreachable server names its address (exit 2)", async () => {
     const port = await freePort();
     const down = await cli("list", `postgres://someone:secret@127.0.0.1:${port}/db`);
@@ -876,6 +1008,10 @@ describe("locksmith on MySQL (MariaDB)", await requireMysql(), () => {
     }
   });
 
+  it("weighted permits: list, inspect and watch give each semaphore holder its permits (the permits column); inspect counts permits", async () => {
+    await weightedPermits(store, server.url, uniqueKey("cli-mysql-weights"));
+  });
+
   it("an unreachable server names its address, a refused login says so (exit 2), and the password is never printed", async () => {
     const port = await freePort();
     const down = await cli("list", `mysql://someone:secret@127.0.0.1:${port}/db`);
@@ -931,7 +1067,7 @@ describe("locksmith on etcd", await requireEtcd(), () => {
       assert.equal(await permit.acquire(), true);
       const owner = fingerprint(ownerOf(permit));
       const seen = event((await watching.until("for the permit", appeared({ key: `${base}:sem`, kind: "semaphore" }))).line);
-      assert.deepEqual([seen.owner, seen.fencingToken], [owner, permit.fencingToken]);
+      assert.deepEqual([seen.owner, seen.fencingToken, seen.permits], [owner, permit.fencingToken, 1], "a semaphore hold's event carries its permits");
       await permit.release();
       await watching.until("for its end", eventLike({ event: "ended", key: `${base}:sem`, owner }));
       assert.ok(!watching.lines.some((line) => event(line)?.event === "waiters"), "etcd tells no waiters");

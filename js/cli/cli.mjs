@@ -86,6 +86,19 @@ class StoreError extends Error {}
 /** The first 8 hex digits of the owner token's SHA-256: enough to tell holders apart. */
 const fingerprint = (owner) => createHash("sha256").update(String(owner)).digest("hex").slice(0, 8);
 
+/**
+ * A hold as the command reports it: the owner as its fingerprint; a semaphore hold with
+ * its `permits` (how many of the limit it holds), other kinds without.
+ */
+const hold = (key, kind, remainingMs, fencingToken, owner, permits) => ({
+  key,
+  kind,
+  ...(kind === "semaphore" && { permits: Number(permits ?? 1) }),
+  remainingMs,
+  fencingToken,
+  owner: fingerprint(owner),
+});
+
 const redact = (url) => url.replace(/\/\/[^/@]*@/, "//***@");
 const address = (host, port) => `${host.includes(":") ? `[${host}]` : host}:${port}`;
 
@@ -285,7 +298,8 @@ async function serverNow(redis) {
 
 // The key layout (redis/src/lib.rs): a lock is `prefix{key}` (a string: its owner token),
 // with `prefix{key}:fence`; a semaphore's holders are the sorted set `prefix{key}:semaphore`
-// (its limit `…:semaphore:limit`), a read-write lock's `prefix{key}:rw` (owner token scored
+// (its limit `…:semaphore:limit`; the permits of a holder of more than one in the hash
+// `…:semaphore:weights`, owner token → permits, a holder missing from it holds 1), a read-write lock's `prefix{key}:rw` (owner token scored
 // by its expiry, server ms), the writer named by `prefix{key}:rw:writer`; a waiting writer's
 // claim is `prefix{key}:rw:claim` (its owner token), the waiting readers and the readers
 // whose turn it is are the sorted sets `…:rw:readers` and `…:rw:turn`. Every key of a name
@@ -310,23 +324,33 @@ async function liveMembers(redis, set, now) {
 async function lockHolds(redis, redisKey, name) {
   const [owner, remaining, fence] = await Promise.all([redis.call("GET", redisKey), redis.call("PTTL", redisKey), redis.call("GET", `${redisKey}:fence`)]);
   if (owner === null || Number(remaining) === -2) return []; // free, or expired meanwhile
-  return [
-    {
-      key: name,
-      kind: "lock",
-      remainingMs: Number(remaining) >= 0 ? Number(remaining) : null,
-      fencingToken: fence === null ? null : Number(fence),
-      owner: fingerprint(owner),
-    },
-  ];
+  return [hold(name, "lock", Number(remaining) >= 0 ? Number(remaining) : null, fence === null ? null : Number(fence), owner)];
 }
 
-/** The live holders of a semaphore (`set` ":semaphore") or read-write lock (":rw") at `holdersKey`. */
+/** `HGETALL`'s `[field, value, …]` as a Map. */
+function hashOf(flat) {
+  const map = new Map();
+  for (let i = 0; i < flat.length; i += 2) map.set(String(flat[i]), Number(flat[i + 1]));
+  return map;
+}
+
+/**
+ * The live holders of a semaphore (`set` ":semaphore") or read-write lock (":rw") at
+ * `holdersKey`; a semaphore holder's with its `permits` (from `…:weights`; absent there: 1).
+ */
 async function permitHolds(redis, holdersKey, name, set, now) {
-  const [holders, writer] = await Promise.all([liveMembers(redis, holdersKey, now), set === ":rw" ? redis.call("GET", `${holdersKey}:writer`) : null]);
-  const kind = (owner) => (set === ":semaphore" ? "semaphore" : owner === writer ? "write" : "read");
+  const semaphore = set === ":semaphore";
+  const [holders, writer, weights] = await Promise.all([
+    liveMembers(redis, holdersKey, now),
+    semaphore ? null : redis.call("GET", `${holdersKey}:writer`),
+    semaphore ? redis.call("HGETALL", `${holdersKey}:weights`).then(hashOf) : null,
+  ]);
   // A permit's fencing token is not kept per holder in Redis (only the last one minted).
-  return holders.map((h) => ({ key: name, kind: kind(h.owner), remainingMs: Math.max(0, h.expiresAt - now), fencingToken: null, owner: fingerprint(h.owner) }));
+  return holders.map((h) =>
+    semaphore
+      ? hold(name, "semaphore", Math.max(0, h.expiresAt - now), null, h.owner, weights.get(h.owner) ?? 1)
+      : hold(name, h.owner === writer ? "write" : "read", Math.max(0, h.expiresAt - now), null, h.owner),
+  );
 }
 
 /** A reply that says the key is served elsewhere now (a slot moved, or is moving). */
@@ -610,13 +634,7 @@ async function redisRelease(redis, key, prefix, cluster) {
   const found = await runScript(redis, SCRIPTS.forceRelease, [lockKey, `${lockKey}:fence`]);
   if (found !== null) {
     const [owner, remaining, fence] = found;
-    released.push({
-      key,
-      kind: "lock",
-      remainingMs: Number(remaining) >= 0 ? Number(remaining) : null,
-      fencingToken: fence === "" ? null : Number(fence),
-      owner: fingerprint(owner),
-    });
+    released.push(hold(key, "lock", Number(remaining) >= 0 ? Number(remaining) : null, fence === "" ? null : Number(fence), owner));
     if (cluster) await redis.call("SPUBLISH", `${lockKey}:released`, "");
   }
   // Permits: each live holder given back with the store's own release script, which
@@ -625,16 +643,17 @@ async function redisRelease(redis, key, prefix, cluster) {
   for (const [set, suffix] of Object.entries(HOLDERS_SUFFIX)) {
     const holdersKey = `${lockKey}${suffix}`;
     const writer = set === "rw" ? await redis.call("GET", `${holdersKey}:writer`) : null;
+    const weights = set === "semaphore" ? hashOf(await redis.call("HGETALL", `${holdersKey}:weights`)) : null;
     let freed = false;
     for (const holder of await liveMembers(redis, holdersKey, now)) {
       const gone =
         set === "semaphore"
-          ? await runScript(redis, SCRIPTS.semaphoreRelease, [holdersKey, `${holdersKey}:limit`], [holder.owner])
+          ? await runScript(redis, SCRIPTS.semaphoreRelease, [holdersKey, `${holdersKey}:limit`, `${holdersKey}:weights`], [holder.owner])
           : await runScript(redis, SCRIPTS.rwlockRelease, [holdersKey, ...RW_COMPANIONS.map((suffix) => `${holdersKey}:${suffix}`)], [holder.owner]);
       if (Number(gone) !== 1) continue; // released or expired meanwhile
       freed = true;
       const kind = set === "semaphore" ? "semaphore" : holder.owner === writer ? "write" : "read";
-      released.push({ key, kind, remainingMs: Math.max(0, holder.expiresAt - now), fencingToken: null, owner: fingerprint(holder.owner) });
+      released.push(hold(key, kind, Math.max(0, holder.expiresAt - now), null, holder.owner, weights?.get(holder.owner)));
     }
     if (freed && cluster) await redis.call("SPUBLISH", `${holdersKey}:released`, "");
   }
@@ -667,13 +686,9 @@ const REMAINING_MS = "ceil(extract(epoch FROM expires_at - clock_timestamp()) * 
 // waiting writer's 'claim', its readers 'waiting' for their turn, and those whose 'turn' it is.
 const WAITING_ROLES = "('claim', 'waiting', 'turn')";
 
-const pgHold = (r, kind) => ({
-  key: r.key,
-  kind,
-  remainingMs: Number(r.remaining_ms),
-  fencingToken: r.fencing_token === null ? null : Number(r.fencing_token),
-  owner: fingerprint(r.owner),
-});
+// A permits row's `permits` (a semaphore hold's weight): tables made before holds had
+// weights have no such column, so the rows are read whole (`p.*`) and a row without it holds 1.
+const pgHold = (r, kind) => hold(r.key, kind, Number(r.remaining_ms), r.fencing_token === null ? null : Number(r.fencing_token), r.owner, r.permits);
 
 /** The glob as LIKE: * → %, ? → _, and LIKE's own characters escaped. */
 const likeOf = (pattern) =>
@@ -725,8 +740,8 @@ class PostgresStore {
       ),
       // role: semaphore, read or write; a waiting writer's claim holds nothing.
       client.query(
-        `SELECT key, role, owner, fencing_token, semaphore_limit, ${REMAINING_MS} AS remaining_ms
-           FROM ${permitsTable(this.#table)}
+        `SELECT p.*, ${REMAINING_MS} AS remaining_ms
+           FROM ${permitsTable(this.#table)} AS p
           WHERE expires_at > clock_timestamp() AND role IN ('semaphore', 'read', 'write') AND key ${condition} $1
           ORDER BY key, role, owner`,
         [value],
@@ -802,7 +817,7 @@ class PostgresStore {
         );
         const permits = await client.query(
           `DELETE FROM ${permitsTable(table)} WHERE key = $1 AND role IN ('semaphore', 'read', 'write') AND expires_at > clock_timestamp()
-           RETURNING key, kind, role, owner, fencing_token, ${REMAINING_MS} AS remaining_ms`,
+           RETURNING *, ${REMAINING_MS} AS remaining_ms`,
           [key],
         );
         // Waiters listen on the channel named like the table (without its schema), for
@@ -837,13 +852,8 @@ const MYSQL_NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIM
 const MYSQL_REMAINING_MS = `expires_at - ${MYSQL_NOW_MS}`;
 const bytesText = (value) => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
 
-const mysqlHold = (r, kind) => ({
-  key: bytesText(r.key),
-  kind,
-  remainingMs: Number(r.remaining_ms),
-  fencingToken: r.fencing_token === null ? null : Number(r.fencing_token),
-  owner: fingerprint(bytesText(r.owner)),
-});
+const mysqlHold = (r, kind) =>
+  hold(bytesText(r.key), kind, Number(r.remaining_ms), r.fencing_token === null ? null : Number(r.fencing_token), bytesText(r.owner), r.permits);
 
 class MySqlStore {
   #db;
@@ -891,7 +901,7 @@ class MySqlStore {
       ),
       // role: semaphore, read or write; a waiting writer's claim and waiting readers hold nothing.
       this.#query(
-        `SELECT \`key\`, role, owner, fencing_token, semaphore_limit, ${MYSQL_REMAINING_MS} AS remaining_ms FROM ${this.#permits}
+        `SELECT \`key\`, role, owner, fencing_token, semaphore_limit, permits, ${MYSQL_REMAINING_MS} AS remaining_ms FROM ${this.#permits}
           WHERE expires_at > ${MYSQL_NOW_MS} AND role IN ('semaphore', 'read', 'write') AND \`key\` ${condition} ?
           ORDER BY \`key\`, role, owner`,
         [value],
@@ -963,7 +973,7 @@ class MySqlStore {
           await this.#query(`INSERT INTO ${this.#keys} (kind, \`key\`) VALUES (?, ?) ON DUPLICATE KEY UPDATE kind = kind`, [set, key]);
         }
         const permits = await this.#query(
-          `SELECT \`key\`, kind, role, owner, fencing_token, ${MYSQL_REMAINING_MS} AS remaining_ms FROM ${this.#permits}
+          `SELECT \`key\`, kind, role, owner, fencing_token, permits, ${MYSQL_REMAINING_MS} AS remaining_ms FROM ${this.#permits}
             WHERE \`key\` = ? AND role IN ('semaphore', 'read', 'write') AND expires_at > ${MYSQL_NOW_MS}`,
           [key],
         );
@@ -1012,7 +1022,8 @@ function parseEtcdUrl(url) {
 }
 
 const etcdPlain = (err) => String(err?.message ?? err).replace(/^locksmith: (etcd: )?/, "");
-const etcdHold = (h) => ({ key: h.key, kind: h.kind, remainingMs: h.remainingMs, fencingToken: h.fencingToken, owner: fingerprint(h.owner) });
+// A semaphore entry's permits, when the store's listing reports them (`permits`); else 1.
+const etcdHold = (h) => hold(h.key, h.kind, h.remainingMs, h.fencingToken, h.owner, h.permits);
 
 class EtcdStore {
   #store;
@@ -1109,6 +1120,8 @@ async function withStore(url, values, work) {
 }
 
 const seconds = (ms) => (ms === null ? "no expiry" : `${(ms / 1000).toFixed(1)} s`);
+/** A hold's kind as text: a semaphore hold of more than one permit with them ("semaphore ×3"). */
+const kindText = (h) => (h.permits > 1 ? `${h.kind} ×${h.permits}` : h.kind);
 
 /** Rows as columns padded to their widest cell. */
 function columns(rows) {
@@ -1126,7 +1139,7 @@ function columns(rows) {
 function table(holds) {
   return columns([
     ["KEY", "KIND", "REMAINING", "FENCING TOKEN", "OWNER"],
-    ...holds.map((h) => [h.key, h.kind, seconds(h.remainingMs), h.fencingToken ?? "-", h.owner]),
+    ...holds.map((h) => [h.key, kindText(h), seconds(h.remainingMs), h.fencingToken ?? "-", h.owner]),
   ]);
 }
 
@@ -1178,10 +1191,12 @@ async function inspect(url, key, values, out) {
   const lines = [];
   if (!result.held) lines.push(`${JSON.stringify(key)} is free`);
   else {
-    const what = result.kind === "semaphore" && result.limit !== null ? `semaphore, ${holders.length} of ${result.limit} permits` : result.kind;
+    // The permits held: a semaphore holder's weight each.
+    const taken = holders.reduce((sum, h) => sum + (h.permits ?? 1), 0);
+    const what = result.kind === "semaphore" && result.limit !== null ? `semaphore, ${taken} of ${result.limit} permits` : result.kind;
     lines.push(`${JSON.stringify(key)} is held (${what}):`);
     lines.push(
-      columns([["KIND", "REMAINING", "FENCING TOKEN", "OWNER"], ...holders.map((h) => [h.kind, seconds(h.remainingMs), h.fencingToken ?? "-", h.owner])]),
+      columns([["KIND", "REMAINING", "FENCING TOKEN", "OWNER"], ...holders.map((h) => [kindText(h), seconds(h.remainingMs), h.fencingToken ?? "-", h.owner])]),
     );
   }
   for (const w of found.waiting) {
@@ -1210,8 +1225,10 @@ function changes(before, after, first) {
   const events = [];
   const was = new Map(before.holds.map((h) => [holdId(h), h]));
   const now = new Map(after.holds.map((h) => [holdId(h), h]));
-  const held = (event, h) => ({ event, key: h.key, kind: h.kind, owner: h.owner, fencingToken: h.fencingToken, remainingMs: h.remainingMs });
-  for (const [id, h] of was) if (!now.has(id)) events.push({ event: "ended", key: h.key, kind: h.kind, owner: h.owner });
+  // A semaphore hold's events carry its permits.
+  const weight = (h) => (h.permits === undefined ? {} : { permits: h.permits });
+  const held = (event, h) => ({ event, key: h.key, kind: h.kind, ...weight(h), owner: h.owner, fencingToken: h.fencingToken, remainingMs: h.remainingMs });
+  for (const [id, h] of was) if (!now.has(id)) events.push({ event: "ended", key: h.key, kind: h.kind, ...weight(h), owner: h.owner });
   for (const [id, h] of now) {
     const old = was.get(id);
     if (old === undefined) events.push(held(first ? "held" : "acquired", h));
@@ -1230,10 +1247,10 @@ function changes(before, after, first) {
 function changeLine(at, e) {
   const head = `${at}  ${e.event.padEnd(13)}  ${e.key}`;
   if (e.event === "waiters") return `${head}  ${e.previousWaiters} → ${e.waiters}`;
-  if (e.event === "ended") return `${head}  ${e.kind}  ${e.owner}`;
+  if (e.event === "ended") return `${head}  ${kindText(e)}  ${e.owner}`;
   const token = e.fencingToken === null ? "" : `  fencing token ${e.fencingToken}`;
   const owner = e.event === "owner-changed" ? `${e.previousOwner} → ${e.owner}` : e.owner;
-  return `${head}  ${e.kind}  ${owner}${token}  ${seconds(e.remainingMs)} left`;
+  return `${head}  ${kindText(e)}  ${owner}${token}  ${seconds(e.remainingMs)} left`;
 }
 
 const ESC = "\x1b[";
@@ -1250,7 +1267,7 @@ function screen(snapshot, { url, pattern, intervalMs, rows: height }) {
   for (const key of [...byKey.keys()].sort(compareKeys)) {
     const holds = sortHolds(byKey.get(key));
     if (holds.length === 0) rows.push([key, "(free)", "-", "-", "-", waiters(key)]);
-    for (const h of holds) rows.push([h.key, h.kind, seconds(h.remainingMs), h.fencingToken ?? "-", h.owner, waiters(key)]);
+    for (const h of holds) rows.push([h.key, kindText(h), seconds(h.remainingMs), h.fencingToken ?? "-", h.owner, waiters(key)]);
   }
   const title = `locksmith watch ${redact(url)} ${pattern}  every ${intervalMs / 1000} s  ${new Date().toLocaleTimeString()}  (Ctrl-C to stop)`;
   const room = Math.max(1, (height ?? 24) - 4);
@@ -1388,7 +1405,7 @@ async function main(argv, out = process.stdout) {
     }
     for (const h of released) {
       out.write(
-        `released ${JSON.stringify(arg)}${h.kind === "lock" ? "" : ` (${h.kind})`}: it was held by ${h.owner} with ${seconds(h.remainingMs)} left` +
+        `released ${JSON.stringify(arg)}${h.kind === "lock" ? "" : ` (${kindText(h)})`}: it was held by ${h.owner} with ${seconds(h.remainingMs)} left` +
           `${h.fencingToken === null ? "" : ` (fencing token ${h.fencingToken})`}; its waiters were woken\n`,
       );
     }
