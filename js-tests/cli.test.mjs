@@ -1063,11 +1063,11 @@ describe("locksmith on etcd", await requireEtcd(), () => {
     const watching = started(["watch", url, `${base}*`, "--json", "--interval", "100"]);
     try {
       await sleep(500);
-      const permit = ls.semaphore(`${base}:sem`, 2, 30_000, store);
-      assert.equal(await permit.acquire(), true);
+      const permit = ls.semaphore(`${base}:sem`, 3, 30_000, store);
+      assert.equal(await permit.acquire({ permits: 2 }), true);
       const owner = fingerprint(ownerOf(permit));
       const seen = event((await watching.until("for the permit", appeared({ key: `${base}:sem`, kind: "semaphore" }))).line);
-      assert.deepEqual([seen.owner, seen.fencingToken, seen.permits], [owner, permit.fencingToken, 1], "a semaphore hold's event carries its permits");
+      assert.deepEqual([seen.owner, seen.fencingToken, seen.permits], [owner, permit.fencingToken, 2], "a semaphore hold's event carries its permits");
       await permit.release();
       await watching.until("for its end", eventLike({ event: "ended", key: `${base}:sem`, owner }));
       assert.ok(!watching.lines.some((line) => event(line)?.event === "waiters"), "etcd tells no waiters");

@@ -1283,6 +1283,7 @@ export class EtcdLockStore {
             key,
             kind: family === "semaphore" ? "semaphore" : e.role,
             owner: e.owner,
+            ...(family === "semaphore" && { permits: e.permits }),
             fencingToken: Number(e.kv.create_revision),
             etcdKey: unb64(e.kv.key),
             kv: e.kv,
