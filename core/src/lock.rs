@@ -489,8 +489,11 @@ impl Lock {
                     None => self.attempt(owner, permits).await,
                     // An attempt cut short frees what it may have taken (its guard).
                     Some(abort) => {
-                        match select(std::pin::pin!(self.attempt(owner, permits)), std::pin::pin!(abort.aborted()))
-                            .await
+                        match select(
+                            std::pin::pin!(self.attempt(owner, permits)),
+                            std::pin::pin!(abort.aborted()),
+                        )
+                        .await
                         {
                             Either::Left((answer, _)) => answer,
                             Either::Right(((), _)) => return Err(self.aborted(owner)),
