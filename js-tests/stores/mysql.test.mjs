@@ -323,6 +323,26 @@ describe("MySqlLockStore", await requireMysql(), () => {
       assert.equal(await store.countPermits(key, "semaphore"), 3, "nothing taken by a refused argument");
     });
 
+    it("refuses permits on a read or write hold, and out of a semaphore's range, with the core's messages, taking nothing", async () => {
+      const key = uniqueKey("permits-kind");
+      for (const kind of ["read", "write"]) {
+        for (const permits of [5, 2, 0, 1.5]) {
+          await assert.rejects(
+            store.acquirePermit(key, "o", 5_000, kind, undefined, permits),
+            invalidArgument(new RegExp(`^locksmith: permits is a semaphore's option; a ${kind} handle takes one hold$`)),
+            `${kind} ${permits}`,
+          );
+        }
+        assert.equal(await store.countPermits(key, kind), 0, "nothing taken");
+      }
+      assert.equal(await store.acquirePermit(key, "reader", 5_000, "read", undefined, 1), true, "one permit is a read hold's own");
+      assert.equal(await store.releasePermit(key, "reader", "read"), true);
+      await assert.rejects(
+        store.acquirePermit(key, "o", 5_000, "semaphore", 3, 4),
+        invalidArgument(/^locksmith: permits must be a whole number from 1 to the semaphore's limit \(3\); got 4$/),
+      );
+    });
+
     it("refuses a handle whose limit differs from the held semaphore's, taking nothing", async () => {
       const key = uniqueKey("sem-limit");
       const held = semaphore(key, 2, 5_000, store);
@@ -387,6 +407,323 @@ describe("MySqlLockStore", await requireMysql(), () => {
         await s.release();
       }
       assert.ok(tokens[0] < tokens[1] && tokens[1] < tokens[2], `tokens ${tokens}`);
+    });
+  });
+
+  describe("server-side bounds", () => {
+    /** The server's InnoDB transactions, and the sessions running or waiting on a statement, but this one's. */
+    const serverBusy = async () => {
+      // Transactions waiting for a lock.
+      const [trx] = await admin.query("SELECT trx_mysql_thread_id AS id, trx_state AS state FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'");
+      const [threads] = await admin.query(
+        "SELECT ID AS id, COMMAND AS command, STATE AS state, INFO AS info FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND NOT IN ('Sleep', 'Daemon')",
+      );
+      return { trx, threads };
+    };
+    const serverIdle = async (ms) => {
+      const deadline = Date.now() + ms;
+      for (;;) {
+        const busy = await serverBusy();
+        if ((busy.trx.length === 0 && busy.threads.length === 0) || Date.now() > deadline) return busy;
+        await sleep(50);
+      }
+    };
+
+    for (const pool of ["its own pool", "the caller's pool"]) {
+      it(`a client frozen (SIGSTOP) inside an acquire's transaction, over ${pool}, does not keep the key past its idle bound; no server thread is left waiting`, {
+        timeout: 20_000,
+      }, async () => {
+        const key = uniqueKey("frozen-client");
+        await (await MySqlLockStore.connect(server.url)).close(); // the tables exist
+        // The child stops itself right after its acquire took the key's row lock (the fencing draw).
+        const child = spawn(
+          process.execPath,
+          [
+            "-e",
+            `
+            const mysql = require("mysql2/promise");
+            const query = mysql.PromisePoolConnection.prototype.query;
+            mysql.PromisePoolConnection.prototype.query = function (sql, ...rest) {
+              if (typeof sql === "string" && sql.includes("_fencing\` () VALUES")) {
+                process.stdout.write("frozen\\n");
+                process.kill(process.pid, "SIGSTOP");
+              }
+              return query.call(this, sql, ...rest);
+            };
+            const { MySqlLockStore } = require("locksmith-js/mysql");
+            (async () => {
+              const url = ${JSON.stringify(server.url)};
+              const store = ${pool === "its own pool" ? "await MySqlLockStore.connect(url, { operationTimeoutMs: 1000 })" : "new MySqlLockStore(mysql.createPool({ uri: url }), { operationTimeoutMs: 1000 })"};
+              await store.acquire(${JSON.stringify(key)}, "frozen", 60000);
+            })();`,
+          ],
+          { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] },
+        );
+        const store = await MySqlLockStore.connect(server.url, { operationTimeoutMs: 1_000 });
+        try {
+          await new Promise((resolve, reject) => {
+            child.stdout.on("data", (d) => String(d).includes("frozen") && resolve());
+            child.once("exit", (code) => reject(new Error(`the child exited ${code} before it froze`)));
+          });
+          const frozenAt = performance.now();
+          const [open] = await admin.query("SELECT trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX WHERE trx_lock_structs > 0");
+          assert.equal(open.length, 1, "the frozen client's transaction holds the row lock");
+          const frozenThread = open[0].id;
+          const other = new Lock(key, 5_000, store);
+          const got = await settle(other.acquire({ timeout: 6_000, retryDelay: 50 }));
+          const ms = performance.now() - frozenAt;
+          assert.equal(got.value, true, `another process's acquire: ${got.error ?? got.value} after ${ms} ms`);
+          // The bound: the frozen session's idle time (operationTimeoutMs, in whole seconds: 1 s), plus a retry.
+          assert.ok(ms < 3_000, `taken ${Math.round(ms)} ms after the client froze`);
+          await other.release();
+          const busy = await serverIdle(2_000);
+          assert.deepEqual(busy, { trx: [], threads: [] }, "no transaction and no thread waiting on the server");
+          const [gone] = await admin.query("SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE ID = ?", [frozenThread]);
+          assert.equal(Number(gone[0].n), 0, "the server ended the frozen client's session");
+        } finally {
+          child.kill("SIGKILL");
+          await store.close();
+        }
+      });
+    }
+
+    it("a statement waiting on a row lock stops on the server near operationTimeoutMs, not innodb_lock_wait_timeout's 50 s", { timeout: 20_000 }, async () => {
+      const key = uniqueKey("row-wait");
+      const store = await MySqlLockStore.connect(server.url, { operationTimeoutMs: 1_000 });
+      const raw = await mysql.createConnection(server.url);
+      try {
+        assert.equal(await store.acquire(key, "o", 60_000), true);
+        // A raw connection (not the store's: the store cannot bound it) holds the key's row lock.
+        await raw.query("START TRANSACTION");
+        await raw.query("SELECT * FROM locksmith_locks WHERE `key` = ? FOR UPDATE", [key]);
+        const attempts = await settle(new Lock(key, 5_000, store).acquire({ timeout: 2_500, retryDelay: 50 }));
+        assert.equal(attempts.error?.code, "STORE_UNAVAILABLE");
+        // Within a second of the waits' end, the server has none of them left (50 s each before).
+        await sleep(1_000);
+        const { threads } = await serverBusy();
+        assert.deepEqual(threads, [], "no statement of the store's still waiting on the server");
+      } finally {
+        await raw.query("ROLLBACK").catch(() => {});
+        await raw.end();
+        await store.close();
+      }
+    });
+
+    it("over the caller's pool, its sessions' own settings are put back after each transaction", async () => {
+      const pool = mysql.createPool({ uri: server.url, connectionLimit: 1 });
+      pool.pool.on("connection", (c) => c.query("SET SESSION innodb_lock_wait_timeout = 7, SESSION wait_timeout = 600"));
+      const store = new MySqlLockStore(pool, { operationTimeoutMs: 2_000 });
+      try {
+        const read = async () =>
+          (
+            await pool.query(
+              "SELECT @@SESSION.innodb_lock_wait_timeout AS lockWait, @@SESSION.wait_timeout AS wait, @@SESSION.tx_isolation AS isolation, @@SESSION.max_statement_time + 0 AS statement, @@SESSION.idle_transaction_timeout AS idle",
+            )
+          )[0][0];
+        const mine = await read();
+        assert.deepEqual(mine, { lockWait: 7, wait: 600, isolation: "REPEATABLE-READ", statement: 0, idle: 0 });
+        const key = uniqueKey("restored");
+        assert.equal(await store.acquire(key, "o", 5_000), true);
+        assert.equal(await store.acquirePermit(key, "o", 5_000, "semaphore", 2), true);
+        assert.equal(await store.acquire(key, "p", 5_000), false, "a rolled-back transaction too");
+        assert.deepEqual(await read(), mine);
+      } finally {
+        await store.close();
+        await pool.end();
+      }
+    });
+  });
+
+  describe("errors through a lock", () => {
+    /** A pool whose connections answer the store's setup, then fail every other statement with `error`. */
+    const failingPool = (error) => {
+      const connection = {
+        inTransaction: false,
+        async query(sql) {
+          if (sql.startsWith("SHOW SESSION VARIABLES")) return [[]];
+          if (sql.includes("information_schema.tables")) return [[{ n: 4 }]];
+          throw error();
+        },
+        release() {},
+        destroy() {},
+      };
+      return { getConnection: async () => connection, query: connection.query };
+    };
+    const serverError = (errno) => () => Object.assign(new Error(`server error ${errno}`), { errno, sqlState: "HY000", code: `ER_${errno}` });
+
+    it("maps transient server errors to STORE_UNAVAILABLE and the rest to STORE_ERROR", async () => {
+      const transient = {
+        1290: "--read-only",
+        1836: "read-only mode",
+        1792: "a read-only transaction (Aurora in a failover)",
+        3100: "Group Replication hook",
+        3101: "Group Replication rollback",
+        1047: "Galera node not ready",
+        1213: "deadlock",
+        1205: "lock wait timeout",
+        1969: "max_statement_time",
+        3024: "max_execution_time",
+        2013: "lost connection",
+        1927: "connection killed",
+      };
+      const final = { 1045: "access denied", 1142: "command denied", 1146: "no such table", 1064: "syntax", 1406: "data too long", 1062: "duplicate" };
+      for (const [errno, what] of [
+        ...Object.entries(transient).map(([e, w]) => [e, w, "STORE_UNAVAILABLE"]),
+        ...Object.entries(final).map(([e, w]) => [e, w, "STORE_ERROR"]),
+      ].map(([e, w, c]) => [[Number(e), c], w])) {
+        const store = new MySqlLockStore(failingPool(serverError(errno[0])), { operationTimeoutMs: 1_000 });
+        for (const call of [() => store.acquire("k", "o", 1_000), () => store.release("k", "o"), () => store.acquirePermit("k", "o", 1_000, "semaphore", 2)]) {
+          await assert.rejects(call(), (err) => {
+            assert.equal(err.code, errno[1], `${errno[0]} (${what})`);
+            assert.equal(err.cause?.errno, errno[0]);
+            return true;
+          });
+        }
+        await store.close();
+      }
+      // Errors of the socket or of mysql2 itself (no errno from the server): unavailable.
+      for (const error of [
+        Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET", errno: -104 }),
+        Object.assign(new Error("lost"), { code: "PROTOCOL_CONNECTION_LOST", fatal: true }),
+      ]) {
+        const store = new MySqlLockStore(
+          failingPool(() => error),
+          { operationTimeoutMs: 1_000 },
+        );
+        await assert.rejects(store.acquire("k", "o", 1_000), { code: "STORE_UNAVAILABLE" });
+        await store.close();
+      }
+    });
+
+    it("a waiting lock rides a transient error out until its deadline, and stops at once on a final one", async () => {
+      const transient = new MySqlLockStore(failingPool(serverError(3101)), { operationTimeoutMs: 1_000 });
+      const ridden = await settle(new Lock("k", 1_000, transient).acquire({ timeout: 600, retryDelay: 20 }));
+      assert.equal(ridden.error?.code, "STORE_UNAVAILABLE");
+      assert.ok(ridden.ms >= 550, `gave up after ${ridden.ms} ms`);
+      await transient.close();
+      const final = new MySqlLockStore(failingPool(serverError(1142)), { operationTimeoutMs: 1_000 });
+      const stopped = await settle(new Lock("k", 1_000, final).acquire({ timeout: 5_000, retryDelay: 20 }));
+      assert.equal(stopped.error?.code, "STORE_ERROR");
+      assert.equal(stopped.error.name, "LockStoreError");
+      assert.ok(stopped.ms < 500, `failed after ${stopped.ms} ms`);
+      await final.close();
+    });
+
+    it("a read-only transaction (1792) and a read-only server (1290) are STORE_UNAVAILABLE, from a real server", async () => {
+      const readOnly = mysql.createPool({ uri: server.url, connectionLimit: 1 });
+      readOnly.pool.on("connection", (c) => c.query("SET SESSION TRANSACTION READ ONLY"));
+      const store = new MySqlLockStore(readOnly, { operationTimeoutMs: 1_000 });
+      await assert.rejects(store.acquire(uniqueKey("ro"), "o", 1_000), (err) => err.code === "STORE_UNAVAILABLE" && err.cause?.errno === 1792);
+      await store.close();
+      await readOnly.end();
+      await admin.query("CREATE USER IF NOT EXISTS 'writer'@'127.0.0.1' IDENTIFIED BY 'pw'");
+      await admin.query("GRANT SELECT, INSERT, UPDATE, DELETE ON locksmith.* TO 'writer'@'127.0.0.1'");
+      const writer = await MySqlLockStore.connect(`mysql://writer:pw@127.0.0.1:${server.port}/locksmith`, { operationTimeoutMs: 1_000 });
+      await admin.query("SET GLOBAL read_only = 1");
+      try {
+        await assert.rejects(writer.acquire(uniqueKey("ro"), "o", 1_000), (err) => err.code === "STORE_UNAVAILABLE" && err.cause?.errno === 1290);
+      } finally {
+        await admin.query("SET GLOBAL read_only = 0");
+        await writer.close();
+      }
+    });
+  });
+
+  describe("close()", () => {
+    it("waits for the calls under way before it ends its own pool", async () => {
+      const store = await MySqlLockStore.connect(server.url);
+      const key = uniqueKey("close-inflight");
+      const calls = [store.acquire(key, "o", 5_000), store.acquirePermit(key, "o", 5_000, "semaphore", 2), store.isLocked(uniqueKey("close-other"))];
+      await store.close();
+      assert.deepEqual(await Promise.all(calls), [true, true, false]);
+      const [rows] = await admin.query("SELECT COUNT(*) AS n FROM locksmith_locks WHERE `key` = ?", [key]);
+      assert.equal(Number(rows[0].n), 1);
+    });
+
+    it("runs a pending cleanup of an acquire whose answer was lost before it returns", async () => {
+      const pool = mysql.createPool({ uri: server.url, connectionLimit: 2 });
+      // The answer to the acquire's COMMIT is lost (the commit happened).
+      let lose = true;
+      const losing = {
+        getConnection: async () => {
+          const c = await pool.getConnection();
+          return new Proxy(c, {
+            get(target, name) {
+              if (name !== "query") return typeof target[name] === "function" ? target[name].bind(target) : target[name];
+              return async (sql, ...rest) => {
+                const result = await target.query(sql, ...rest);
+                if (sql === "COMMIT" && lose) {
+                  lose = false;
+                  throw Object.assign(new Error("Connection lost: The server closed the connection."), { code: "PROTOCOL_CONNECTION_LOST", fatal: true });
+                }
+                return result;
+              };
+            },
+          });
+        },
+        query: (...args) => pool.query(...args),
+      };
+      const store = new MySqlLockStore(losing);
+      const key = uniqueKey("close-cleanup");
+      await assert.rejects(store.acquire(key, "o", 60_000), { code: "STORE_UNAVAILABLE" });
+      await store.close();
+      const [rows] = await admin.query(
+        `SELECT expires_at > ${"(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(3)) DIV 1000)"} AS live FROM locksmith_locks WHERE \`key\` = ?`,
+        [key],
+      );
+      assert.deepEqual(
+        rows.map((r) => Number(r.live)),
+        [0],
+        "the hold the lost answer took was freed",
+      );
+      await pool.end();
+    });
+
+    it("a store over the caller's pool takes its connection listener off (promise and callback pools)", async () => {
+      const pool = mysql.createPool({ uri: server.url, connectionLimit: 1 });
+      const before = pool.pool.listenerCount("connection");
+      for (const given of [pool, pool.pool]) {
+        const store = new MySqlLockStore(given);
+        assert.equal(pool.pool.listenerCount("connection"), before + 1);
+        assert.equal(await store.isLocked(uniqueKey("listener")), false);
+        await store.close();
+        assert.equal(pool.pool.listenerCount("connection"), before, "the listener went with close()");
+      }
+      await pool.end();
+    });
+  });
+
+  describe("deadlocks", () => {
+    it("acquirers waiting on a row the sweep deletes answer true or false: the deadlock is retried inside the store", { timeout: 20_000 }, async () => {
+      const store = await MySqlLockStore.connect(server.url, { operationTimeoutMs: 3_000 });
+      const now = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(3)) DIV 1000)";
+      let deadlocks = 0;
+      try {
+        for (let round = 0; round < 5; round++) {
+          const key = uniqueKey("deadlock");
+          await admin.query(`INSERT INTO locksmith_locks (\`key\`, owner, expires_at, fencing_token) VALUES (?, 'old', ${now} - 61000, 1)`, [key]);
+          // The sweep's delete, held open while acquirers queue on the row.
+          const sweep = await admin.getConnection();
+          await sweep.query("START TRANSACTION");
+          await sweep.query("DELETE FROM locksmith_locks WHERE `key` = ?", [key]);
+          const calls = Array.from({ length: 4 }, (_, i) => settle(store.acquire(key, `o${i}`, 5_000)));
+          await sleep(150);
+          await sweep.query("COMMIT");
+          sweep.release();
+          const results = await Promise.all(calls);
+          const [[status]] = await admin.query("SHOW ENGINE INNODB STATUS");
+          if (/LATEST DETECTED DEADLOCK/.test(status.Status)) deadlocks++;
+          assert.deepEqual(
+            results.map((r) => r.error?.code ?? typeof r.value),
+            Array(4).fill("boolean"),
+            `round ${round}: ${results.map((r) => r.error?.message ?? r.value)}`,
+          );
+          assert.equal(results.filter((r) => r.value === true).length, 1, "one of them took the key");
+        }
+      } finally {
+        await store.close();
+      }
+      console.log(`# deadlocks the server reported: ${deadlocks} of 5 rounds`);
     });
   });
 

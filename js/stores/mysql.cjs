@@ -49,13 +49,38 @@ const CLEANUP_RETRY_MAX_MS = 2_000;
 // the statement that took the key's row lock, so that time is never older than the lock.
 const NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000)";
 
-// Server errors (errno) that mean "unavailable, try again": too many connections, shutdown,
-// network errors, lock wait timeout, deadlock, query interrupted, connection killed,
-// statement timeouts (MariaDB's max_statement_time, MySQL's max_execution_time),
-// read-only (a demoted primary during a failover), disconnected for inactivity.
-const UNAVAILABLE_ERRNOS = new Set([1040, 1053, 1158, 1159, 1160, 1161, 1203, 1205, 1213, 1290, 1317, 1836, 1927, 1969, 2002, 2003, 2006, 2013, 3024, 4031]);
+// Server errors (errno) that mean "unavailable, try again"; every other server error is a
+// refusal (STORE_ERROR, final through a lock). Too many connections (1040, 1203), shutdown
+// (1053), network errors (1158-1161), lock wait timeout (1205), deadlock (1213), query
+// interrupted (1317), connection killed (1927), statement timeouts (MariaDB's
+// max_statement_time 1969, MySQL's max_execution_time 3024), read-only during a failover
+// (1290 --read-only, 1836 read-only mode, 1792 a read-only transaction, e.g. Aurora's),
+// Group Replication rolling a transaction back (3100, 3101), a Galera node not ready
+// (1047 WSREP has not yet prepared node for application use), the client's connection
+// errors (2002, 2003, 2006, 2013) and a disconnect for inactivity (4031).
+const UNAVAILABLE_ERRNOS = new Set([
+  1040, 1047, 1053, 1158, 1159, 1160, 1161, 1203, 1205, 1213, 1290, 1317, 1792, 1836, 1927, 1969, 2002, 2003, 2006, 2013, 3024, 3100, 3101, 4031,
+]);
+const DEADLOCK = 1213;
+// Bounds on the server, so that what a client abandoned (it timed out, or froze) does not go
+// on there, nor keep a key's row locked: set on each connection the store uses (see #prepare).
+// The session variables the store reads to learn which of them the server has.
+const SESSION_VARIABLES = [
+  "transaction_isolation",
+  "tx_isolation",
+  "innodb_lock_wait_timeout",
+  "max_statement_time",
+  "max_execution_time",
+  "idle_transaction_timeout",
+  "wait_timeout",
+];
+// The variables each connection has (by mysql2's core connection): read once.
+const serverVariables = new WeakMap();
 
 const quote = (identifier) => `\`${identifier}\``;
+// A statement's time on the server: a little less than the call's, so the server gives up
+// first (as PostgresLockStore's statement_timeout does).
+const serverTimeoutMs = (ms) => Math.max(1, Math.floor(ms - Math.min(250, ms / 5)));
 const noop = () => {};
 // Connections that have the store's 'error' listener, so a server that ends an idle
 // pooled connection (a restart) is no uncaught exception.
@@ -143,18 +168,58 @@ function checkKind(kind) {
   return kind === "semaphore" ? "semaphore" : "rw";
 }
 
-/** A semaphore's weight: `permits` of `limit` (undefined: 1). Read-write locks count 1. */
+/**
+ * A hold's weight: a semaphore's `permits` of its `limit` (undefined: 1); a read or write
+ * hold is 1, and asking it for more is refused (the core's messages).
+ */
 function checkPermits(kind, limit, permits) {
-  if (kind !== "semaphore") return 1;
-  if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1) {
+  if (kind === "semaphore" && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1)) {
     throw invalid(`limit must be a whole number of permits, at least 1; got ${typeof limit === "number" ? limit : typeName(limit)}`);
   }
   if (permits === undefined) return 1;
-  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || permits > limit) {
-    throw invalid(`permits must be a whole number from 1 to the limit ${limit}; got ${typeof permits === "number" ? permits : typeName(permits)}`);
+  const most = kind === "semaphore" ? limit : 1;
+  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || permits > most) {
+    throw invalid(
+      kind === "semaphore"
+        ? `permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${typeof permits === "number" ? permits : typeName(permits)}`
+        : `permits is a semaphore's option; a ${kind} handle takes one hold`,
+    );
   }
   return permits;
 }
+
+/**
+ * The store's session settings on a server that has the variables `has`, for calls of
+ * `operationTimeoutMs`, as [name, value] pairs: `steady` ones, harmless between the
+ * store's calls, and `transaction` ones, for a transaction's time only. A statement stops
+ * on the server a little before the call would give up (innodb_lock_wait_timeout, in
+ * whole seconds, at least 1, for row lock waits; MariaDB's max_statement_time for any
+ * statement, MySQL's max_execution_time for SELECTs), and a session left idle inside a
+ * transaction (a client frozen, or cut off without a reset) is ended, rolling it back
+ * and freeing its row locks, after operationTimeoutMs rounded up to whole seconds:
+ * MariaDB's idle_transaction_timeout, else (MySQL) wait_timeout, lowered while the
+ * transaction runs, since it applies to idle pooled connections too.
+ */
+function sessionSettings(has, operationTimeoutMs) {
+  const statementMs = serverTimeoutMs(operationTimeoutMs);
+  const idleSeconds = Math.max(1, Math.ceil(operationTimeoutMs / 1000));
+  const steady = [];
+  const transaction = [];
+  // READ COMMITTED: no gap locks, so two acquirers of a new key do not deadlock.
+  const isolation = ["transaction_isolation", "tx_isolation"].find((n) => has.has(n));
+  if (isolation) steady.push([isolation, "'READ-COMMITTED'"]);
+  if (has.has("innodb_lock_wait_timeout")) steady.push(["innodb_lock_wait_timeout", Math.max(1, Math.floor(statementMs / 1000))]);
+  if (has.has("max_statement_time")) steady.push(["max_statement_time", (statementMs / 1000).toFixed(3)]);
+  else if (has.has("max_execution_time")) steady.push(["max_execution_time", statementMs]);
+  if (has.has("idle_transaction_timeout")) steady.push(["idle_transaction_timeout", idleSeconds]);
+  else if (has.has("wait_timeout")) transaction.push(["wait_timeout", idleSeconds]);
+  return { steady, transaction, isolated: isolation !== undefined };
+}
+
+/** `SET` statements: the pairs' values, after saving the old ones in user variables (`save`); or the saved values back (`restore`). */
+const setSession = (pairs) => `SET ${pairs.map(([n, v]) => `SESSION ${n} = ${v}`).join(", ")}`;
+const saveAndSet = (pairs) => `SET ${pairs.map(([n]) => `@locksmith_saved_${n} = @@SESSION.${n}`).join(", ")}, ${setSession(pairs).slice(4)}`;
+const restore = (pairs) => `SET ${pairs.map(([n]) => `SESSION ${n} = @locksmith_saved_${n}`).join(", ")}`;
 
 class MySqlLockStore {
   get [STORE_NAME]() {
@@ -173,12 +238,19 @@ class MySqlLockStore {
   #schemaReady;
   #closed = false;
   #closing;
+  // Set once close() stopped waiting for calls, as it ends the pool: nothing runs after.
+  #ending;
   #lastSweep = 0;
   #sweeping;
   // Timers of pending cleanups after uncertain acquires.
   #cleanups = new Set();
-  // Cleanups after failed acquires, by kind, key and owner: { until, timer, running, acquiring }.
+  // Cleanups after failed acquires, by kind, key and owner: { until, timer, running, acquiring, attempt }.
   #pendingCleanups = new Map();
+  // The calls under way (each settles within the operation timeout): close() waits for them.
+  #calls = new Set();
+  // What each connection (mysql2's core one) needs around a transaction: { enter, leave }
+  // statements, after its steady settings are set (the store's own pool) or not (yours).
+  #sessions = new WeakMap();
 
   /**
    * Connects: `urlOrPool` is a `mysql://user:password@host:port/database` URL (the store
@@ -276,10 +348,19 @@ class MySqlLockStore {
    * times out destroys its connection (not returned to the pool): a server that stopped
    * answering cannot hold the pool's connections, and the server rolls back what the
    * connection had open once it sees it gone. A connection that failed inside a
-   * transaction is destroyed too, which rolls the transaction back.
+   * transaction is destroyed too, which rolls the transaction back. `internal` calls (a
+   * cleanup) may still run while close() waits for them.
    */
-  async #run(what, fn) {
-    if (this.#closed) throw new StoreClosedError("locksmith: the MySQL store is closed");
+  #run(what, fn, internal = false) {
+    if (this.#closed && !(internal && this.#ending === undefined)) return Promise.reject(new StoreClosedError("locksmith: the MySQL store is closed"));
+    const call = this.#call(what, fn);
+    const settled = call.then(noop, noop);
+    this.#calls.add(settled);
+    settled.then(() => this.#calls.delete(settled));
+    return call;
+  }
+
+  async #call(what, fn) {
     const ms = this.#options.operationTimeoutMs;
     let connection;
     let done = false;
@@ -302,8 +383,9 @@ class MySqlLockStore {
         return undefined;
       }
       try {
+        const session = await this.#prepare(connection);
         await this.#ensureSchema(connection);
-        const result = await fn(connection);
+        const result = await fn(connection, session);
         finish(false);
         return result;
       } catch (err) {
@@ -330,21 +412,65 @@ class MySqlLockStore {
   }
 
   /**
-   * Runs `fn(connection)` inside one READ COMMITTED transaction (no gap locks: two
-   * acquirers of a new key do not deadlock). If the client gives up during COMMIT, the
-   * transaction may still commit: callers that take a hold clean up after a failure
-   * (see #cleanUp). `fn` may answer `{ rollback: value }` to end without committing.
+   * The connection's session settings (see sessionSettings): which variables its server
+   * has is read once per connection. On the store's own pool the steady ones are set once
+   * and stay (they bound every call); on your pool they are set for each transaction and
+   * your session's values put back after it, so your own queries keep theirs.
    */
-  #transaction(what, fn) {
-    return this.#run(what, async (connection) => {
-      await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
-      await connection.query("START TRANSACTION");
-      connection.inTransaction = true;
-      const result = await fn(connection);
-      await connection.query(result !== null && typeof result === "object" && "rollback" in result ? "ROLLBACK" : "COMMIT");
-      connection.inTransaction = false;
-      return result !== null && typeof result === "object" && "rollback" in result ? result.rollback : result;
-    });
+  async #prepare(connection) {
+    const target = connection.connection ?? connection;
+    const known = this.#sessions.get(target);
+    if (known) return known;
+    let has = serverVariables.get(target);
+    if (has === undefined) {
+      const [rows] = await connection.query("SHOW SESSION VARIABLES WHERE Variable_name IN (?)", [SESSION_VARIABLES]);
+      has = new Set(rows.map((r) => text(r.Variable_name ?? r.variable_name)));
+      serverVariables.set(target, has);
+    }
+    const { steady, transaction, isolated } = sessionSettings(has, this.#options.operationTimeoutMs);
+    const around = this.#ownsPool ? transaction : [...steady, ...transaction];
+    if (this.#ownsPool && steady.length > 0) await connection.query(setSession(steady));
+    const session = {
+      enter: [...(isolated ? [] : ["SET TRANSACTION ISOLATION LEVEL READ COMMITTED"]), ...(around.length > 0 ? [saveAndSet(around)] : [])],
+      leave: around.length > 0 ? [restore(around)] : [],
+    };
+    this.#sessions.set(target, session);
+    return session;
+  }
+
+  /**
+   * Runs `fn(connection)` inside one READ COMMITTED transaction (no gap locks: two
+   * acquirers of a new key do not deadlock), within the server-side bounds of
+   * sessionSettings. A deadlock (InnoDB rolled the transaction back) is retried once at
+   * once: an acquire then answers rather than fail. If the client gives up during
+   * COMMIT, the transaction may still commit: callers that take a hold clean up after a
+   * failure (see #cleanUp). `fn` may answer `{ rollback: value }` to end without committing.
+   */
+  #transaction(what, fn, internal = false) {
+    return this.#run(
+      what,
+      async (connection, session) => {
+        // Until the session's own settings are back, a failure destroys the connection.
+        connection.inTransaction = true;
+        for (const statement of session.enter) await connection.query(statement);
+        let result;
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await connection.query("START TRANSACTION");
+            result = await fn(connection);
+            await connection.query(result !== null && typeof result === "object" && "rollback" in result ? "ROLLBACK" : "COMMIT");
+            break;
+          } catch (err) {
+            if (attempt > 1 || err?.errno !== DEADLOCK) throw err;
+            await connection.query("ROLLBACK");
+          }
+        }
+        for (const statement of session.leave) await connection.query(statement);
+        connection.inTransaction = false;
+        return result !== null && typeof result === "object" && "rollback" in result ? result.rollback : result;
+      },
+      internal,
+    );
   }
 
   /** Creates the tables if any is missing. */
@@ -428,7 +554,7 @@ class MySqlLockStore {
       existing.until = Math.max(existing.until, until);
       return;
     }
-    const entry = { until, timer: undefined, running: null, acquiring: false };
+    const entry = { until, timer: undefined, running: null, acquiring: false, attempt: undefined };
     this.#pendingCleanups.set(id, entry);
     let delay = CLEANUP_RETRY_MIN_MS;
     const again = () => {
@@ -443,11 +569,11 @@ class MySqlLockStore {
     };
     const attempt = () => {
       this.#cleanups.delete(entry.timer);
-      if (this.#closed || this.#pendingCleanups.get(id) !== entry) return;
+      if (this.#ending !== undefined || this.#pendingCleanups.get(id) !== entry) return;
       // The same owner's acquire is under way: it frees the row itself, in its own
       // transaction, before it takes the key (see #takeOverCleanup).
       if (entry.acquiring) return again();
-      entry.running = this.#transaction("a cleanup", (connection) => this.#freeOwn(connection, kind, key, owner)).then(
+      entry.running = this.#transaction("a cleanup", (connection) => this.#freeOwn(connection, kind, key, owner), true).then(
         () => {
           entry.running = null;
           if (this.#pendingCleanups.get(id) === entry) this.#pendingCleanups.delete(id);
@@ -458,6 +584,9 @@ class MySqlLockStore {
         },
       );
     };
+    entry.attempt = attempt;
+    // While close() waits: once, now (close() waits for it too).
+    if (this.#closed) return attempt();
     entry.timer = setTimeout(attempt, 0);
     entry.timer.unref?.();
     this.#cleanups.add(entry.timer);
@@ -579,31 +708,43 @@ class MySqlLockStore {
   /** `acquire()` answering the hold's fencing token (how locks get it), or false. */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const { locks } = this.#sql;
+    // A call made before close() runs, and close() waits for it.
+    const admitted = this.#admit();
     const cleanup = await this.#takeOverCleanup("lock", key, owner);
-    const token = await this.#transaction("acquire", async (c) => {
-      await cleanup.free?.(c);
-      // Takes the key's row lock, inserting the row or taking over an expired hold (its
-      // token cleared). The assignments run left to right, so expires_at, which the
-      // condition reads, is set last.
-      await c.query(
-        `INSERT INTO ${locks} (\`key\`, owner, expires_at, fencing_token) VALUES (?, ?, ${NOW_MS} + ?, NULL)
+    const token = await this.#transaction(
+      "acquire",
+      async (c) => {
+        await cleanup.free?.(c);
+        // Takes the key's row lock, inserting the row or taking over an expired hold (its
+        // token cleared). The assignments run left to right, so expires_at, which the
+        // condition reads, is set last.
+        await c.query(
+          `INSERT INTO ${locks} (\`key\`, owner, expires_at, fencing_token) VALUES (?, ?, ${NOW_MS} + ?, NULL)
          ON DUPLICATE KEY UPDATE
            fencing_token = IF(expires_at <= ${NOW_MS}, NULL, fencing_token),
            owner = IF(expires_at <= ${NOW_MS}, VALUES(owner), owner),
            expires_at = IF(expires_at <= ${NOW_MS}, VALUES(expires_at), expires_at)`,
-        [key, owner, ttlMs],
-      );
-      // Ours, and new (a token of NULL), while the row lock keeps everyone else out: a
-      // token drawn now is larger than every earlier holder's, drawn before they let go.
-      const [rows] = await c.query(`SELECT fencing_token IS NULL AS fresh FROM ${locks} WHERE \`key\` = ? AND owner = ?`, [key, owner]);
-      if (rows.length === 0 || Number(rows[0].fresh) !== 1) return { rollback: false };
-      const token = await this.#drawToken(c);
-      const [set] = await c.query(`UPDATE ${locks} SET fencing_token = ? WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`, [token, key, owner]);
-      // Expired before it had its token: as good as not taken.
-      return matchedRows(set) > 0 ? token : false;
-    }).then(...this.#acquireSettled(cleanup, "lock", key, owner, ttlMs));
+          [key, owner, ttlMs],
+        );
+        // Ours, and new (a token of NULL), while the row lock keeps everyone else out: a
+        // token drawn now is larger than every earlier holder's, drawn before they let go.
+        const [rows] = await c.query(`SELECT fencing_token IS NULL AS fresh FROM ${locks} WHERE \`key\` = ? AND owner = ?`, [key, owner]);
+        if (rows.length === 0 || Number(rows[0].fresh) !== 1) return { rollback: false };
+        const token = await this.#drawToken(c);
+        const [set] = await c.query(`UPDATE ${locks} SET fencing_token = ? WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`, [token, key, owner]);
+        // Expired before it had its token: as good as not taken.
+        return matchedRows(set) > 0 ? token : false;
+      },
+      admitted,
+    ).then(...this.#acquireSettled(cleanup, "lock", key, owner, ttlMs));
     this.#maybeSweep();
     return token;
+  }
+
+  /** Refuses a call on a closed store; else true (the call may finish while close() waits). */
+  #admit() {
+    if (this.#closed) throw new StoreClosedError("locksmith: the MySQL store is closed");
+    return true;
   }
 
   /** An acquire's settle handlers: end the cleanup it took over, then its value, or its failure as #acquireFailed says. */
@@ -622,7 +763,7 @@ class MySqlLockStore {
 
   /** Rethrows `err`, an acquire's failure; first schedules a cleanup if the acquire may have taken the key. */
   #acquireFailed(err, kind, key, owner, ttlMs) {
-    if (err instanceof StoreUnavailableError && !this.#closed && typeof ttlMs === "number" && ttlMs > 0) {
+    if (err instanceof StoreUnavailableError && this.#ending === undefined && typeof ttlMs === "number" && ttlMs > 0) {
       this.#cleanUp(kind, key, owner, ttlMs);
     }
     throw err;
@@ -700,54 +841,59 @@ class MySqlLockStore {
     const set = checkKind(kind);
     const weight = checkPermits(kind, limit, permits);
     const table = this.#sql.permits;
+    const admitted = this.#admit();
     const cleanup = await this.#takeOverCleanup(set, key, owner);
-    const token = await this.#transaction("acquirePermit", async (c) => {
-      await cleanup.free?.(c);
-      await this.#serialize(c, set, key);
-      // A writer's hold that ran out (no release told us): the waiting readers' turn.
-      await this.#endExpiredWriters(c, set, key);
-      const [all] = await c.query(`SELECT owner, role, semaphore_limit, permits, expires_at > ${NOW_MS} AS live FROM ${table} WHERE kind = ? AND \`key\` = ?`, [
-        set,
-        key,
-      ]);
-      const rows = all.filter((r) => Number(r.live) === 1).map((r) => ({ ...r, owner: text(r.owner) }));
-      const holders = rows.filter((r) => HOLDING_ROLES.includes(r.role));
-      if (holders.some((r) => r.owner === owner)) return false;
-      // Every handle of a semaphore must agree on its limit while it is held.
-      const heldLimit = holders.find((r) => r.semaphore_limit !== null)?.semaphore_limit;
-      if (kind === "semaphore" && heldLimit !== undefined && Number(heldLimit) !== limit) return { rollback: { heldLimit: Number(heldLimit) } };
-      // Phase-fair read-write locks: a refused reader waits (role 'waiting') for the
-      // readers' turn ('turn'), which starts when a writer's hold ends; readers in it enter
-      // past a writer's claim, and no writer enters before them.
-      const claim = rows.find((r) => r.role === "claim");
-      const inTurn = rows.some((r) => r.role === "turn" && r.owner === owner);
-      const taken = holders.reduce((n, r) => n + Number(r.permits), 0);
-      const admitted =
-        kind === "semaphore"
-          ? taken + weight <= limit
-          : kind === "read"
-            ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
-            : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
-      const upsert = (role, token) =>
-        c.query(
-          `INSERT INTO ${table} (kind, \`key\`, owner, role, expires_at, fencing_token, semaphore_limit, permits)
+    const token = await this.#transaction(
+      "acquirePermit",
+      async (c) => {
+        await cleanup.free?.(c);
+        await this.#serialize(c, set, key);
+        // A writer's hold that ran out (no release told us): the waiting readers' turn.
+        await this.#endExpiredWriters(c, set, key);
+        const [all] = await c.query(
+          `SELECT owner, role, semaphore_limit, permits, expires_at > ${NOW_MS} AS live FROM ${table} WHERE kind = ? AND \`key\` = ?`,
+          [set, key],
+        );
+        const rows = all.filter((r) => Number(r.live) === 1).map((r) => ({ ...r, owner: text(r.owner) }));
+        const holders = rows.filter((r) => HOLDING_ROLES.includes(r.role));
+        if (holders.some((r) => r.owner === owner)) return false;
+        // Every handle of a semaphore must agree on its limit while it is held.
+        const heldLimit = holders.find((r) => r.semaphore_limit !== null)?.semaphore_limit;
+        if (kind === "semaphore" && heldLimit !== undefined && Number(heldLimit) !== limit) return { rollback: { heldLimit: Number(heldLimit) } };
+        // Phase-fair read-write locks: a refused reader waits (role 'waiting') for the
+        // readers' turn ('turn'), which starts when a writer's hold ends; readers in it enter
+        // past a writer's claim, and no writer enters before them.
+        const claim = rows.find((r) => r.role === "claim");
+        const inTurn = rows.some((r) => r.role === "turn" && r.owner === owner);
+        const taken = holders.reduce((n, r) => n + Number(r.permits), 0);
+        const admitted =
+          kind === "semaphore"
+            ? taken + weight <= limit
+            : kind === "read"
+              ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
+              : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
+        const upsert = (role, token) =>
+          c.query(
+            `INSERT INTO ${table} (kind, \`key\`, owner, role, expires_at, fencing_token, semaphore_limit, permits)
            VALUES (?, ?, ?, ?, ${NOW_MS} + ?, ?, ?, ?)
            ON DUPLICATE KEY UPDATE role = VALUES(role), expires_at = VALUES(expires_at), fencing_token = VALUES(fencing_token),
              semaphore_limit = VALUES(semaphore_limit), permits = VALUES(permits)`,
-          [set, key, owner, role, ttlMs, token, kind === "semaphore" && token !== null ? limit : null, weight],
-        );
-      if (admitted) {
-        // A writer's own claim, or a reader's turn, becomes its hold (same primary key).
-        const token = await this.#drawToken(c);
-        await upsert(kind, token);
-        return token;
-      }
-      // A waiting reader keeps its turn if it has one; a waiting writer's claim keeps new
-      // readers out until it expires (the first waiting writer's only).
-      if (kind === "read" && !inTurn) await upsert("waiting", null);
-      if (kind === "write" && (!claim || claim.owner === owner)) await upsert("claim", null);
-      return false;
-    }).then(...this.#acquireSettled(cleanup, set, key, owner, ttlMs));
+            [set, key, owner, role, ttlMs, token, kind === "semaphore" && token !== null ? limit : null, weight],
+          );
+        if (admitted) {
+          // A writer's own claim, or a reader's turn, becomes its hold (same primary key).
+          const token = await this.#drawToken(c);
+          await upsert(kind, token);
+          return token;
+        }
+        // A waiting reader keeps its turn if it has one; a waiting writer's claim keeps new
+        // readers out until it expires (the first waiting writer's only).
+        if (kind === "read" && !inTurn) await upsert("waiting", null);
+        if (kind === "write" && (!claim || claim.owner === owner)) await upsert("claim", null);
+        return false;
+      },
+      admitted,
+    ).then(...this.#acquireSettled(cleanup, set, key, owner, ttlMs));
     this.#maybeSweep();
     if (token !== null && typeof token === "object") {
       throw invalid(
@@ -820,7 +966,12 @@ class MySqlLockStore {
 
   // -------------------------------------------------------------------------------
 
-  /** Ends the pool if the store made it (a pool you passed in stays open). Later calls fail with StoreClosedError. */
+  /**
+   * Later calls fail with StoreClosedError at once. Waits for the calls under way and the
+   * pending cleanups after uncertain acquires (each tried once more, now), at most about
+   * twice operationTimeoutMs; then ends the pool if the store made it (a pool you passed
+   * in stays open, without the store's `connection` listener).
+   */
   async close() {
     this.#closing ??= (async () => {
       // The store's sockets do not keep Node alive, so a timer does while they close:
@@ -830,9 +981,21 @@ class MySqlLockStore {
         this.#closed = true;
         for (const timer of this.#cleanups) clearTimeout(timer);
         this.#cleanups.clear();
+        for (const entry of [...this.#pendingCleanups.values()]) {
+          if (entry.running === null && !entry.acquiring) entry.attempt?.();
+        }
+        const deadline = performance.now() + 2 * this.#options.operationTimeoutMs + 1_000;
+        while (this.#calls.size > 0 || this.#sweeping) {
+          const left = deadline - performance.now();
+          if (left <= 0) break;
+          let timer;
+          await Promise.race([Promise.all([...this.#calls, this.#sweeping]), new Promise((resolve) => (timer = setTimeout(resolve, left)))]);
+          clearTimeout(timer);
+        }
+        this.#ending = true;
+        this.#pendingCleanups.clear();
         const events = this.#pool.pool ?? this.#pool;
         events.removeListener?.("connection", guard);
-        await this.#sweeping;
         if (this.#ownsPool) await this.#pool.end();
       } finally {
         clearInterval(alive);

@@ -48,7 +48,7 @@ export declare class MySqlLockStore {
   readonly operationTimeoutMs: number;
   /** True: `acquirePermit()` takes a semaphore holder's number of permits. */
   readonly permitWeights: true;
-  /** Ends the pool if the store made it; later calls fail with StoreClosedError. */
+  /** Later calls fail with StoreClosedError; waits (bounded) for calls under way and pending cleanups, then ends the pool if the store made it. */
   close(): Promise<void>;
   /** Takes `key` if it is free: true, or false (locks get the fencing token by their own path). */
   acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
