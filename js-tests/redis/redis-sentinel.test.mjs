@@ -189,8 +189,11 @@ describe("RedisLockStore over Sentinel", () => {
       processes: 2,
       clients: 6,
       seconds: 4,
-      client: { ttlMs: FAILOVER_TTL_MS },
-      fault: sentinelFailovers(topology, { every: 800, times: 1 }),
+      // Every client contends (no aborted waits, one permit each), and two failovers: a
+      // lost hold is caught only when someone takes its key while the old master's
+      // grant is still live.
+      client: { ttlMs: FAILOVER_TTL_MS, aborts: 0, weighted: 0 },
+      fault: sentinelFailovers(topology, { every: 1_500, times: 2 }),
     });
     await sentinelsSettled(topology);
   });
