@@ -13,7 +13,9 @@ export const SECONDS = Number(process.env.LOCKSMITH_HISTORY_SECONDS ?? 3);
  */
 export async function assertClean(t, { minHolds = 50, ...options }) {
   const run = await runHistory({ seconds: SECONDS, ...options });
-  t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.result.violations.length} violations, ${run.result.lateSignals} late signals`);
+  t.diagnostic(
+    `seed ${run.seed}: ${run.result.holds} holds, ${run.result.violations.length} violations, ${run.result.lateSignals} late signals; clocks within ${run.clockErrorMs.toFixed(3)} ms of the run's`,
+  );
   assert.ok(run.result.holds > minHolds, `enough holds to mean something (${run.result.holds}); seed ${run.seed}`);
   for (const kind of ["lock", "semaphore", "read", "write"]) {
     assert.ok(

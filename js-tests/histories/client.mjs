@@ -3,8 +3,7 @@
 // retryDelay 1–10 ms), semaphore permits, read and write locks — holds a few ms,
 // sometimes extends (early, near its expiry, past it), sometimes auto-extends, sometimes
 // lets the hold run out, and releases. Every hold is recorded with the host clock's
-// times (performance.timeOrigin + performance.now(), the same scale in every process)
-// and printed as a JSON line on stdout once the run is over:
+// times on the run's clock (the parent's: see syncClock) and printed as a JSON line on stdout once the run is over:
 //
 //   { t: "hold", client, kind, key, limit, ttl, drift, auto,
 //     acquire: { send, reply, token }, extends: [{ send, reply, ok, code }],
@@ -17,8 +16,70 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 import { seeded } from "./random.mjs";
 
-/** The host clock every process of a run shares, in ms. */
-export const now = () => performance.timeOrigin + performance.now();
+// A test's deliberate error in this process's own clock (config.clockSkewMs).
+let skewMs = 0;
+
+/** This process's own clock, in ms since the epoch. */
+const local = () => performance.timeOrigin + performance.now() + skewMs;
+
+// What this process adds to its own clock to read the run's (see syncClock).
+let offsetMs = 0;
+
+/**
+ * The run's clock every process of a run records on, in ms: the parent's. A child's
+ * own `performance.timeOrigin` is the wall clock read once at its start, so two
+ * processes started a few ms apart while the wall clock is being slewed (NTP on a VM
+ * corrects at up to 8 %) disagree by ms for their whole life, and a hand-off between
+ * them would look like an overlap. Each child measures its offset to the parent's clock
+ * over IPC instead (syncClock).
+ */
+export const now = () => local() + offsetMs;
+
+/**
+ * One measurement of this process's clock against the parent's (over the IPC channel
+ * that run.mjs opens; see serveClock): the best of `rounds` round trips. Returns
+ * `{ offsetMs, errorMs }` (what to add to the local clock, and the bound on that: half
+ * the round trip), or null without a parent channel.
+ */
+async function measureClock(rounds) {
+  if (typeof process.send !== "function") return null;
+  let best = null;
+  for (let i = 0; i < rounds; i++) {
+    const sample = await new Promise((resolve) => {
+      const sent = local();
+      process.once("message", (m) => resolve({ sent, back: local(), parent: m.clock }));
+      process.send({ clock: sent });
+    });
+    const rtt = sample.back - sample.sent;
+    if (best === null || rtt < best.rtt) best = { rtt, offsetMs: sample.parent - (sample.sent + sample.back) / 2 };
+  }
+  return { offsetMs: best.offsetMs, errorMs: best.rtt / 2 };
+}
+
+/**
+ * Sets this process's offset to the run's clock (once, before the run), and at the end
+ * (`check: true`) measures again without changing it: `{ offsetMs, errorMs, driftMs }`,
+ * where `errorMs` bounds the times recorded (both measurements' errors and the drift
+ * between them). Null without a parent channel (a run in one process).
+ */
+export async function syncClock({ check = false, rounds = 24 } = {}) {
+  const measured = await measureClock(rounds);
+  if (measured === null) return null;
+  if (!check) {
+    offsetMs = measured.offsetMs;
+    syncClock.first = measured;
+    return { offsetMs, errorMs: measured.errorMs, driftMs: 0 };
+  }
+  const driftMs = measured.offsetMs - offsetMs;
+  return { offsetMs, errorMs: (syncClock.first?.errorMs ?? 0) + measured.errorMs + Math.abs(driftMs), driftMs };
+}
+
+/** The parent's side of syncClock: answers each of `child`'s clock requests with its own time. */
+export function serveClock(child) {
+  child.on("message", (m) => {
+    if (m?.clock !== undefined && child.connected) child.send({ clock: now() });
+  });
+}
 
 /** The lease model's drift allowance for a TTL (core's `default_drift_ms`). */
 export const driftMs = (ttl) => Math.min(Math.floor(ttl / 100) + 2, ttl - 1);
@@ -376,10 +437,15 @@ async function main() {
     }
   }
   const { store, close } = opened;
-  // Processes of one run start together: at `startAt` on the shared clock.
+  // A test of the clock measurement: this process's clock off by `clockSkewMs[process]`,
+  // measured (and so corrected) unless `syncClock: false`.
+  skewMs = config.clockSkewMs?.[config.process] ?? 0;
+  if (config.syncClock !== false) await syncClock();
+  // Processes of one run start together: at `startAt` on the run's clock.
   if (config.startAt) await sleep(Math.max(0, config.startAt - now()));
   const { holds, summary } = await runClients(ls, store, config);
   await close();
+  if (config.syncClock !== false) summary.clock = await syncClock({ check: true });
   const lines = holds.map((hold) => JSON.stringify(hold));
   lines.push(JSON.stringify(summary));
   process.stdout.write(`${lines.join("\n")}\n`, () => process.exit(0));

@@ -354,6 +354,25 @@ describe(`history checker (${TARGET})`, () => {
       await server?.stop();
     });
 
+    // Each process records on the run's clock: its offset to the parent's is measured
+    // over IPC (client.mjs syncClock). A process whose own clock is 15 ms off is put
+    // right; unmeasured, its hand-offs with the other process look like overlaps.
+    it("a process whose own clock is 15 ms behind is put on the run's clock: no violations", async (t) => {
+      const run = await assertClean(t, { store: { ioredis: server.url }, processes: 2, clients: 6, client: { clockSkewMs: { 1: -15 } } });
+      const measured = run.summaries.map((s) => s.clock.offsetMs).sort((a, b) => a - b);
+      t.diagnostic(`offsets measured: ${measured.map((ms) => ms.toFixed(3)).join(", ")} ms`);
+      assert.ok(Math.abs(measured[0]) < 1 && Math.abs(measured[1] - 15) < 1, `offsets near 0 and 15 ms: ${measured}`);
+    });
+
+    it("catches a clock it does not measure: the same 15 ms, uncorrected, shows as overlaps", async (t) => {
+      await assertCaught(t, ["overlap", "over-limit", "writer-with-others", "token-order"], {
+        store: { ioredis: server.url },
+        processes: 2,
+        clients: 6,
+        client: { clockSkewMs: { 1: -15 }, syncClock: false },
+      });
+    });
+
     it("IoRedisLockStore (ioredis): 2 processes × 6 clients", async (t) => {
       await assertClean(t, { store: { ioredis: server.url }, processes: 2, clients: 6 });
     });

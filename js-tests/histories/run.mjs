@@ -21,7 +21,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 
 import { checkHistory } from "./checker.mjs";
-import { HISTORY_KEYS, now } from "./client.mjs";
+import { HISTORY_KEYS, now, serveClock } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { newSeed, seeded } from "./random.mjs";
 import { clusterSlots, command, until } from "../support/redis-topology.mjs";
@@ -29,9 +29,14 @@ import { clusterSlots, command, until } from "../support/redis-topology.mjs";
 const CLIENT = fileURLToPath(new URL("./client.mjs", import.meta.url));
 
 /** Runs one client process with `config`; resolves to its records. */
-function runProcess(config, { timeoutMs, onSpawn }) {
+/**
+ * Runs one client process (`script`: client.mjs, or a store's own with the same output)
+ * with `config`; resolves to its records. Its clock requests are answered (serveClock).
+ */
+export function runProcess(config, { timeoutMs, onSpawn, script = CLIENT }) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLIENT, JSON.stringify(config)], { stdio: ["ignore", "pipe", "pipe"], env: process.env });
+    const child = spawn(process.execPath, [script, JSON.stringify(config)], { stdio: ["ignore", "pipe", "pipe", "ipc"], env: process.env });
+    serveClock(child);
     onSpawn?.(child);
     const out = [];
     let err = "";
@@ -56,13 +61,26 @@ function runProcess(config, { timeoutMs, onSpawn }) {
 }
 
 /**
+ * The checker over the records of a run's processes: its `slackMs` grows by the worst
+ * bound on how far a process's clock may be off the run's (the summaries' `clock`).
+ * Resolves to `{ result, holds, summaries, clockErrorMs }`.
+ */
+export function checkRecords(records, check = {}) {
+  const holds = records.filter((r) => r.t === "hold");
+  const summaries = records.filter((r) => r.t === "summary");
+  const clockErrorMs = Math.max(0, ...summaries.map((s) => s.clock?.errorMs ?? 0));
+  const slackMs = (check.slackMs ?? 2) + clockErrorMs;
+  return { result: checkHistory(holds, { ...check, slackMs }), holds, summaries, clockErrorMs };
+}
+
+/**
  * One run: `processes` × `clients` on `store` (a client.mjs store spec) for `seconds`,
  * with `fault` during it (optional): `{ every, apply(random, run) }`, where `run` has the
  * client processes (`children`) and `pause(i, ms)`, which stops process `i` (SIGSTOP)
  * and continues it (SIGCONT) `ms` later; the pauses go to the checker. An `apply` that
  * returns a promise is not started again until it settles; `times`, if given, is how
  * often it is applied at most. Resolves to
- * `{ seed, result: checkHistory(...), summaries, holds, pauses, faults }`.
+ * `{ seed, result: checkHistory(...), summaries, holds, clockErrorMs, pauses, faults }`.
  */
 export async function runHistory({ store, processes = 1, clients = 4, seconds = 2, seed = newSeed(), fault = null, check = {}, client = {} }) {
   const startAt = now() + 600; // every process connected and waiting by then
@@ -118,9 +136,7 @@ export async function runHistory({ store, processes = 1, clients = 4, seconds = 
     await fault?.settled?.();
   }
   if (faultErrors.length > 0) throw faultErrors[0];
-  const holds = records.filter((r) => r.t === "hold");
-  const summaries = records.filter((r) => r.t === "summary");
-  return { seed, result: checkHistory(holds, { ...check, pauses }), summaries, holds, pauses, faults: applied };
+  return { seed, ...checkRecords(records, { ...check, pauses }), pauses, faults: applied };
 }
 
 /**

@@ -5,7 +5,7 @@
 // authentication, and the documentation's samples. The store's behaviour, piece by piece:
 // js-tests/etcd.test.mjs.
 import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { join } from "node:path";
@@ -16,7 +16,7 @@ import { promisify } from "node:util";
 import { EtcdLockStore } from "locksmith-js/etcd";
 
 import { enableAuth, etcdCall, requireEtcd, selfSignedCertificate, startEtcd } from "../support/etcd-server.mjs";
-import { checkHistory } from "../histories/checker.mjs";
+import { checkRecords, runProcess } from "../histories/run.mjs";
 import { now } from "../histories/client.mjs";
 import { newSeed } from "../histories/random.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
@@ -174,35 +174,11 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
         startAt,
         ...client,
       }));
-      const outputs = configs.map(
-        (config) =>
-          new Promise((resolve, reject) => {
-            const child = spawn(process.execPath, [HISTORY_CLIENT, JSON.stringify(config)], { stdio: ["ignore", "pipe", "pipe"], env: process.env });
-            const out = [];
-            let err = "";
-            child.stdout.on("data", (d) => out.push(d));
-            child.stderr.on("data", (d) => (err += d));
-            const timer = setTimeout(() => child.kill("SIGKILL"), seconds * 1_000 + 30_000);
-            child.on("close", (code) => {
-              clearTimeout(timer);
-              if (code !== 0) reject(new Error(`history process ${config.process} exited with ${code}: ${err.trim()}`));
-              else
-                resolve(
-                  Buffer.concat(out)
-                    .toString()
-                    .split("\n")
-                    .filter(Boolean)
-                    .map((line) => JSON.parse(line)),
-                );
-            });
-          }),
-      );
+      const outputs = configs.map((config) => runProcess(config, { script: HISTORY_CLIENT, timeoutMs: seconds * 1_000 + 30_000 }));
       const fault = during ? sleep(startAt - now()).then(during) : undefined;
       const records = (await Promise.all(outputs)).flat();
       await fault;
-      const holds = records.filter((r) => r.t === "hold");
-      const summaries = records.filter((r) => r.t === "summary");
-      return { seed, holds, summaries, result: checkHistory(holds) };
+      return { seed, ...checkRecords(records) };
     }
 
     it("eight processes contend on every primitive through a leader kill: no violations", async (t) => {

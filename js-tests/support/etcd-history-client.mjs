@@ -10,7 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 import { EtcdLockStore } from "locksmith-js/etcd";
 
-import { brokenStore, now, runClients } from "../histories/client.mjs";
+import { brokenStore, now, runClients, syncClock } from "../histories/client.mjs";
 import { ls } from "./target.mjs";
 
 const config = JSON.parse(process.argv[2]);
@@ -56,9 +56,11 @@ if (broken === "put-without-compare") {
   // The raw delete a broken release makes: the lock's key, whoever holds it.
   store = brokenStore(opened, broken, { del: (key) => etcd("kv/deleterange", { key: b64(opened.lockKey(key)) }) });
 }
+await syncClock();
 if (clientConfig.startAt) await sleep(Math.max(0, clientConfig.startAt - now()));
 const { holds, summary } = await runClients(ls, store, clientConfig);
 await opened.close();
+summary.clock = await syncClock({ check: true });
 const lines = holds.map((hold) => JSON.stringify(hold));
 lines.push(JSON.stringify(summary));
 process.stdout.write(`${lines.join("\n")}\n`, () => process.exit(0));
