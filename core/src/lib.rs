@@ -9,6 +9,8 @@
 mod abort;
 pub mod contract;
 mod error;
+#[cfg(not(target_arch = "wasm32"))]
+mod file;
 mod lifetime;
 mod lock;
 mod memory;
@@ -26,6 +28,8 @@ pub use abort::Abort;
 pub use error::{LockError, Result};
 #[cfg(any(test, feature = "testing"))]
 pub use fake_timer::FakeTimer;
+#[cfg(not(target_arch = "wasm32"))]
+pub use file::{FileStore, DEFAULT_BUSY_TIMEOUT_MS as FILE_BUSY_TIMEOUT_MS};
 pub use lifetime::{AutoExtend, HoldEnd};
 pub use lock::{default_drift_ms, AcquireOptions, Lock};
 pub use memory::MemoryStore;

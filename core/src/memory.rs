@@ -33,7 +33,7 @@ pub struct MemoryStore {
 /// at some cost per hash over an unkeyed hasher.
 type Map<V> = HashMap<Box<str>, V, RandomState>;
 
-struct State {
+pub(crate) struct State {
     entries: Map<Entry>,
     /// Semaphores and read-write locks, apart from the plain locks and from each other.
     semaphores: Map<Holds>,
@@ -210,19 +210,7 @@ fn waiter_key(key: &str, kind: HoldKind) -> String {
 impl MemoryStore {
     /// An empty store on `clock`.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        Self {
-            clock,
-            state: Mutex::new(State {
-                entries: Map::default(),
-                semaphores: Map::default(),
-                rwlocks: Map::default(),
-                waiters: Map::default(),
-                last_fencing_token: 0,
-                last_sweep_ms: 0,
-                len_after_sweep: 0,
-            }),
-            release_signals: true,
-        }
+        Self { clock, state: Mutex::new(State::new()), release_signals: true }
     }
 
     /// Turns wake-on-release off: waiters poll at their retry delay. For runtimes where
@@ -273,6 +261,153 @@ impl MemoryStore {
 }
 
 impl State {
+    pub(crate) fn new() -> Self {
+        Self {
+            entries: Map::default(),
+            semaphores: Map::default(),
+            rwlocks: Map::default(),
+            waiters: Map::default(),
+            last_fencing_token: 0,
+            last_sweep_ms: 0,
+            len_after_sweep: 0,
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    /// Tokens from now on are above `floor`.
+    pub(crate) fn raise_fencing_token(&mut self, floor: u64) {
+        self.last_fencing_token = self.last_fencing_token.max(floor);
+    }
+
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    /// Writes the holds live at `now` and the fencing counter (not the waiters, which
+    /// are this process's) to `out`: the form a file store keeps on disk.
+    pub(crate) fn encode(&self, now: u64, out: &mut Vec<u8>) {
+        fn str_(out: &mut Vec<u8>, s: &str) {
+            out.extend_from_slice(&u32::try_from(s.len()).unwrap_or(u32::MAX).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+        }
+        fn owner(out: &mut Vec<u8>, o: &Owner) {
+            match o {
+                Owner::Inline(bytes) => str_(out, std::str::from_utf8(bytes).unwrap_or_default()),
+                Owner::Boxed(boxed) => str_(out, boxed),
+            }
+        }
+        fn n(out: &mut Vec<u8>, v: usize) {
+            out.extend_from_slice(&u32::try_from(v).unwrap_or(u32::MAX).to_le_bytes());
+        }
+        fn waiting(out: &mut Vec<u8>, list: &[(Owner, u64)], now: u64) {
+            let live: Vec<_> = list.iter().filter(|(_, until)| *until > now).collect();
+            n(out, live.len());
+            for (o, until) in live {
+                owner(out, o);
+                out.extend_from_slice(&until.to_le_bytes());
+            }
+        }
+        out.extend_from_slice(&self.last_fencing_token.to_le_bytes());
+        let live: Vec<_> = self.entries.iter().filter(|(_, e)| e.live(now)).collect();
+        n(out, live.len());
+        for (key, entry) in live {
+            str_(out, key);
+            owner(out, &entry.owner);
+            out.extend_from_slice(&entry.expires_at.to_le_bytes());
+        }
+        for map in [&self.semaphores, &self.rwlocks] {
+            n(out, map.len());
+            for (key, holds) in map {
+                str_(out, key);
+                out.extend_from_slice(&holds.limit.unwrap_or(0).to_le_bytes());
+                n(out, holds.holders.len());
+                for h in &holds.holders {
+                    owner(out, &h.owner);
+                    out.extend_from_slice(&h.expires_at.to_le_bytes());
+                    out.push(u8::from(h.writer));
+                    out.extend_from_slice(&h.permits.to_le_bytes());
+                }
+                waiting(out, holds.writer_waiting.as_slice(), now);
+                waiting(out, &holds.readers_waiting, now);
+                waiting(out, &holds.reader_turn, now);
+            }
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    /// Replaces the holds and the fencing counter with those `bytes` (from
+    /// [`encode`](Self::encode)) hold, keeping this process's waiters. `None`, with the
+    /// holds left empty, when `bytes` are not such a form.
+    pub(crate) fn decode(&mut self, bytes: &[u8]) -> Option<()> {
+        struct Reader<'a>(&'a [u8]);
+        impl Reader<'_> {
+            fn take(&mut self, n: usize) -> Option<&[u8]> {
+                if self.0.len() < n {
+                    return None;
+                }
+                let (head, rest) = self.0.split_at(n);
+                self.0 = rest;
+                Some(head)
+            }
+            fn u64(&mut self) -> Option<u64> {
+                Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+            }
+            fn u32(&mut self) -> Option<u32> {
+                Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+            }
+            fn str(&mut self) -> Option<&str> {
+                let n = self.u32()? as usize;
+                std::str::from_utf8(self.take(n)?).ok()
+            }
+            fn waiting(&mut self) -> Option<Vec<(Owner, u64)>> {
+                (0..self.u32()?).map(|_| Some((Owner::new(self.str()?), self.u64()?))).collect()
+            }
+        }
+        self.clear_holds();
+        let mut r = Reader(bytes);
+        let parsed = (|| {
+            let last = r.u64()?;
+            let mut entries = Map::default();
+            for _ in 0..r.u32()? {
+                let key: Box<str> = r.str()?.into();
+                let owner = Owner::new(r.str()?);
+                entries.insert(key, Entry { owner, expires_at: r.u64()? });
+            }
+            let mut maps = [Map::default(), Map::default()];
+            for map in &mut maps {
+                for _ in 0..r.u32()? {
+                    let key: Box<str> = r.str()?.into();
+                    let limit = Some(r.u32()?).filter(|l| *l > 0);
+                    let mut holders = Vec::new();
+                    for _ in 0..r.u32()? {
+                        let owner = Owner::new(r.str()?);
+                        let expires_at = r.u64()?;
+                        let writer = r.take(1)?[0] == 1;
+                        holders.push(Holder { owner, expires_at, writer, permits: r.u32()? });
+                    }
+                    let writer_waiting = r.waiting()?.into_iter().next();
+                    let readers_waiting = r.waiting()?;
+                    let reader_turn = r.waiting()?;
+                    map.insert(key, Holds { holders, limit, writer_waiting, readers_waiting, reader_turn });
+                }
+            }
+            r.0.is_empty().then_some((last, entries, maps))
+        })();
+        let (last, entries, [semaphores, rwlocks]) = parsed?;
+        self.last_fencing_token = self.last_fencing_token.max(last);
+        self.entries = entries;
+        self.semaphores = semaphores;
+        self.rwlocks = rwlocks;
+        self.len_after_sweep = self.len();
+        Some(())
+    }
+
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    /// Drops every hold, keeping the fencing counter and the waiters.
+    pub(crate) fn clear_holds(&mut self) {
+        self.entries.clear();
+        self.semaphores.clear();
+        self.rwlocks.clear();
+        self.len_after_sweep = 0;
+    }
+
     /// Everything the store keeps per key.
     fn len(&self) -> usize {
         self.entries.len() + self.semaphores.len() + self.rwlocks.len() + self.waiters.len()
@@ -363,52 +498,48 @@ impl State {
     }
 }
 
-impl SyncLockStore for MemoryStore {
-    fn acquire_now(&self, key: &str, owner: &str, ttl_ms: u64) -> Option<Grant> {
-        let now = self.clock.now_ms();
-        let mut state = self.state();
+/// The operations, on the state as it is at `now` (the memory store's lock held, or a
+/// file store's state read under its file lock). A release wakes this process's waiters.
+impl State {
+    pub(crate) fn acquire(&mut self, key: &str, owner: &str, ttl_ms: u64, now: u64) -> Option<Grant> {
         let expires_at = now.saturating_add(ttl_ms);
-        let token = match state.entries.get_mut(key) {
+        let token = match self.entries.get_mut(key) {
             Some(entry) if entry.live(now) => return None,
             Some(_) => {
-                let token = state.next_fencing_token();
-                let entry = state.entries.get_mut(key)?;
+                let token = self.next_fencing_token();
+                let entry = self.entries.get_mut(key)?;
                 entry.owner = Owner::new(owner);
                 entry.expires_at = expires_at;
                 token
             }
             None => {
-                state.sweep_in_passing(now);
-                let token = state.next_fencing_token();
-                state.entries.insert(key.into(), Entry { owner: Owner::new(owner), expires_at });
+                self.sweep_in_passing(now);
+                let token = self.next_fencing_token();
+                self.entries.insert(key.into(), Entry { owner: Owner::new(owner), expires_at });
                 token
             }
         };
         Some(Grant::with_fencing_token(token))
     }
 
-    fn release_now(&self, key: &str, owner: &str) -> bool {
-        let now = self.clock.now_ms();
-        let mut state = self.state();
+    pub(crate) fn release(&mut self, key: &str, owner: &str, now: u64) -> bool {
         // One lookup on the common path (the holder releases); the entry goes back in
         // when someone else holds the key.
-        match state.entries.remove_entry(key) {
+        match self.entries.remove_entry(key) {
             Some((_, entry)) if entry.held_by(owner, now) => {
-                state.wake_one_waiter(key);
+                self.wake_one_waiter(key);
                 true
             }
             Some((key, entry)) => {
-                state.entries.insert(key, entry);
+                self.entries.insert(key, entry);
                 false
             }
             None => false,
         }
     }
 
-    fn extend_now(&self, key: &str, owner: &str, ttl_ms: u64) -> bool {
-        let now = self.clock.now_ms();
-        let mut state = self.state();
-        match state.entries.get_mut(key) {
+    pub(crate) fn extend(&mut self, key: &str, owner: &str, ttl_ms: u64, now: u64) -> bool {
+        match self.entries.get_mut(key) {
             Some(entry) if entry.held_by(owner, now) => {
                 entry.expires_at = now.saturating_add(ttl_ms);
                 true
@@ -417,19 +548,176 @@ impl SyncLockStore for MemoryStore {
         }
     }
 
+    pub(crate) fn is_locked(&self, key: &str, now: u64) -> bool {
+        self.live_entry(key, now).is_some()
+    }
+
+    pub(crate) fn remaining_time(&self, key: &str, now: u64) -> Option<u64> {
+        self.live_entry(key, now).map(|e| e.expires_at - now)
+    }
+
+    pub(crate) fn is_held_by(&self, key: &str, owner: &str, now: u64) -> bool {
+        self.entries.get(key).is_some_and(|e| e.held_by(owner, now))
+    }
+
+    /// The listener of `key`'s next release; ready at once when the key is free.
+    pub(crate) fn release_signal(&mut self, key: &str, now: u64) -> BoxFuture<'static, ()> {
+        if self.live_entry(key, now).is_none() {
+            // Free already: the next attempt should not wait.
+            return Box::pin(std::future::ready(()));
+        }
+        let event = match self.waiters.get(key) {
+            Some(event) => event.clone(),
+            None => self.waiters.entry(key.into()).or_default().clone(),
+        };
+        Box::pin(event.listen())
+    }
+
+    pub(crate) fn acquire_permits(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        now: u64,
+    ) -> Result<Option<Grant>> {
+        crate::validate::kind(kind)?;
+        let permits = crate::validate::permits(kind, permits)?;
+        if !self.holds_of(kind).contains_key(key) {
+            self.sweep_in_passing(now);
+        }
+        let holds = self.holds_of(kind).entry(key.into()).or_default();
+        holds.prune(now);
+        if holds.position(owner).is_some() {
+            return Ok(None);
+        }
+        if let HoldKind::Permit { limit } = kind {
+            match holds.limit {
+                Some(held) if held != limit && !holds.holders.is_empty() => {
+                    return Err(crate::error::LockError::InvalidArgument(format!(
+                        "semaphore {} is held with limit {held}; this handle asks for {limit}: every handle of a semaphore must use the same limit",
+                        crate::validate::quote(key)
+                    )));
+                }
+                _ => holds.limit = Some(limit),
+            }
+        }
+        if !holds.admit(owner, now.saturating_add(ttl_ms), kind, permits) {
+            return Ok(None);
+        }
+        Ok(Some(Grant::with_fencing_token(self.next_fencing_token())))
+    }
+
+    pub(crate) fn release_permit(&mut self, key: &str, owner: &str, kind: HoldKind, now: u64) -> bool {
+        let Some(holds) = self.holds_of(kind).get_mut(key) else {
+            return false;
+        };
+        holds.prune(now);
+        if holds.writer_waiting.as_ref().is_some_and(|(claimant, _)| claimant.is(owner)) {
+            holds.writer_waiting = None;
+        }
+        holds.forget_reader(owner);
+        let gone = holds.position(owner).map(|i| holds.holders.swap_remove(i));
+        if gone.as_ref().is_some_and(|h| h.writer) {
+            holds.readers_take_their_turn();
+        }
+        let released = gone.is_some();
+        if holds.is_empty() {
+            self.holds_of(kind).remove(key);
+        }
+        self.wake_permit_waiters(key, kind);
+        released
+    }
+
+    pub(crate) fn extend_permit(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        now: u64,
+    ) -> bool {
+        let Some(holds) = self.holds_of(kind).get_mut(key) else {
+            return false;
+        };
+        holds.prune(now);
+        match holds.position(owner) {
+            Some(i) => {
+                holds.holders[i].expires_at = now.saturating_add(ttl_ms);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn permit_count(&mut self, key: &str, kind: HoldKind, now: u64) -> u64 {
+        self.holds_of(kind).get(key).map_or(0, |holds| {
+            holds.holders.iter().filter(|h| h.expires_at > now).map(|h| u64::from(h.permits)).sum()
+        })
+    }
+
+    pub(crate) fn permit_remaining_time(
+        &mut self,
+        key: &str,
+        owner: &str,
+        kind: HoldKind,
+        now: u64,
+    ) -> Option<u64> {
+        self.holds_of(kind).get(key).and_then(|holds| {
+            holds.holders.iter().find(|h| h.owner.is(owner) && h.expires_at > now).map(|h| h.expires_at - now)
+        })
+    }
+
+    /// The listener of the next release among `key`'s holds of `kind`.
+    pub(crate) fn permit_release_signal(&mut self, key: &str, kind: HoldKind) -> BoxFuture<'static, ()> {
+        let name = waiter_key(key, kind);
+        let event = match self.waiters.get(name.as_str()) {
+            Some(event) => event.clone(),
+            None => self.waiters.entry(name.into()).or_default().clone(),
+        };
+        Box::pin(event.listen())
+    }
+
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    /// Wakes every waiter of this process (another process changed the state).
+    pub(crate) fn wake_all(&mut self) {
+        for event in self.waiters.values() {
+            event.notify(usize::MAX);
+        }
+        self.waiters.retain(|_, event| event.total_listeners() > 0);
+    }
+}
+
+impl SyncLockStore for MemoryStore {
+    fn acquire_now(&self, key: &str, owner: &str, ttl_ms: u64) -> Option<Grant> {
+        let now = self.clock.now_ms();
+        self.state().acquire(key, owner, ttl_ms, now)
+    }
+
+    fn release_now(&self, key: &str, owner: &str) -> bool {
+        let now = self.clock.now_ms();
+        self.state().release(key, owner, now)
+    }
+
+    fn extend_now(&self, key: &str, owner: &str, ttl_ms: u64) -> bool {
+        let now = self.clock.now_ms();
+        self.state().extend(key, owner, ttl_ms, now)
+    }
+
     fn is_locked_now(&self, key: &str) -> bool {
         let now = self.clock.now_ms();
-        self.state().live_entry(key, now).is_some()
+        self.state().is_locked(key, now)
     }
 
     fn remaining_time_now(&self, key: &str) -> Option<u64> {
         let now = self.clock.now_ms();
-        self.state().live_entry(key, now).map(|e| e.expires_at - now)
+        self.state().remaining_time(key, now)
     }
 
     fn is_held_by_now(&self, key: &str, owner: &str) -> bool {
         let now = self.clock.now_ms();
-        self.state().entries.get(key).is_some_and(|e| e.held_by(owner, now))
+        self.state().is_held_by(key, owner, now)
     }
 }
 
@@ -469,16 +757,7 @@ impl LockStore for MemoryStore {
             return None;
         }
         let now = self.clock.now_ms();
-        let mut state = self.state();
-        if state.live_entry(key, now).is_none() {
-            // Free already: the next attempt should not wait.
-            return Some(Box::pin(std::future::ready(())));
-        }
-        let event = match state.waiters.get(key) {
-            Some(event) => event.clone(),
-            None => state.waiters.entry(key.into()).or_default().clone(),
-        };
-        Some(Box::pin(event.listen()))
+        Some(self.state().release_signal(key, now))
     }
 
     fn as_sync(&self) -> Option<&dyn SyncLockStore> {
@@ -503,100 +782,34 @@ impl LockStore for MemoryStore {
         kind: HoldKind,
         permits: u32,
     ) -> Result<Option<Grant>> {
-        crate::validate::kind(kind)?;
-        let permits = crate::validate::permits(kind, permits)?;
         let now = self.clock.now_ms();
-        let mut state = self.state();
-        if !state.holds_of(kind).contains_key(key) {
-            state.sweep_in_passing(now);
-        }
-        let holds = state.holds_of(kind).entry(key.into()).or_default();
-        holds.prune(now);
-        if holds.position(owner).is_some() {
-            return Ok(None);
-        }
-        if let HoldKind::Permit { limit } = kind {
-            match holds.limit {
-                Some(held) if held != limit && !holds.holders.is_empty() => {
-                    return Err(crate::error::LockError::InvalidArgument(format!(
-                        "semaphore {} is held with limit {held}; this handle asks for {limit}: every handle of a semaphore must use the same limit",
-                        crate::validate::quote(key)
-                    )));
-                }
-                _ => holds.limit = Some(limit),
-            }
-        }
-        if !holds.admit(owner, now.saturating_add(ttl_ms), kind, permits) {
-            return Ok(None);
-        }
-        Ok(Some(Grant::with_fencing_token(state.next_fencing_token())))
+        self.state().acquire_permits(key, owner, ttl_ms, kind, permits, now)
     }
 
     async fn release_permit(&self, key: &str, owner: &str, kind: HoldKind) -> Result<bool> {
         let now = self.clock.now_ms();
-        let mut state = self.state();
-        let Some(holds) = state.holds_of(kind).get_mut(key) else {
-            return Ok(false);
-        };
-        holds.prune(now);
-        if holds.writer_waiting.as_ref().is_some_and(|(claimant, _)| claimant.is(owner)) {
-            holds.writer_waiting = None;
-        }
-        holds.forget_reader(owner);
-        let gone = holds.position(owner).map(|i| holds.holders.swap_remove(i));
-        if gone.as_ref().is_some_and(|h| h.writer) {
-            holds.readers_take_their_turn();
-        }
-        let released = gone.is_some();
-        if holds.is_empty() {
-            state.holds_of(kind).remove(key);
-        }
-        state.wake_permit_waiters(key, kind);
-        Ok(released)
+        Ok(self.state().release_permit(key, owner, kind, now))
     }
 
     async fn extend_permit(&self, key: &str, owner: &str, ttl_ms: u64, kind: HoldKind) -> Result<bool> {
         let now = self.clock.now_ms();
-        let mut state = self.state();
-        let Some(holds) = state.holds_of(kind).get_mut(key) else {
-            return Ok(false);
-        };
-        holds.prune(now);
-        Ok(match holds.position(owner) {
-            Some(i) => {
-                holds.holders[i].expires_at = now.saturating_add(ttl_ms);
-                true
-            }
-            None => false,
-        })
+        Ok(self.state().extend_permit(key, owner, ttl_ms, kind, now))
     }
 
     async fn permit_count(&self, key: &str, kind: HoldKind) -> Result<u64> {
         let now = self.clock.now_ms();
-        let mut state = self.state();
-        Ok(state.holds_of(kind).get(key).map_or(0, |holds| {
-            holds.holders.iter().filter(|h| h.expires_at > now).map(|h| u64::from(h.permits)).sum()
-        }))
+        Ok(self.state().permit_count(key, kind, now))
     }
 
     async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
         let now = self.clock.now_ms();
-        let mut state = self.state();
-        Ok(state.holds_of(kind).get(key).and_then(|holds| {
-            holds.holders.iter().find(|h| h.owner.is(owner) && h.expires_at > now).map(|h| h.expires_at - now)
-        }))
+        Ok(self.state().permit_remaining_time(key, owner, kind, now))
     }
 
     fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
         if !self.release_signals {
             return None;
         }
-        let mut state = self.state();
-        let name = waiter_key(key, kind);
-        let event = match state.waiters.get(name.as_str()) {
-            Some(event) => event.clone(),
-            None => state.waiters.entry(name.into()).or_default().clone(),
-        };
-        Some(Box::pin(event.listen()))
+        Some(self.state().permit_release_signal(key, kind))
     }
 }

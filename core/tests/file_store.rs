@@ -1,0 +1,163 @@
+//! `FileStore`: the conformance suite on a fake clock, and what a file shared by several
+//! stores (as by several processes) must do.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use locksmith_core::conformance::Harness;
+use locksmith_core::{AcquireOptions, FakeTimer, FileStore, HoldKind, Lock, LockStore};
+
+/// A lock file of this test's own (removed when the test process ends its case).
+fn temp_path(name: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("locksmith-file-store-{}-{name}-{n}.lock", std::process::id()))
+}
+
+fn harness() -> Harness {
+    let timer = FakeTimer::new();
+    Harness {
+        store: Arc::new(FileStore::open(temp_path("conformance"), Arc::new(timer.clone())).unwrap()),
+        timer: Arc::new(timer.clone()),
+        runner: timer.runner(),
+        fencing: true,
+        exact_ownership: true,
+        permits: true,
+        slack_ms: 0,
+    }
+}
+
+locksmith_core::store_conformance_suite!(harness());
+
+/// Two stores on one file, as two processes would have, on one fake clock.
+fn pair() -> (FakeTimer, Arc<FileStore>, Arc<FileStore>, PathBuf) {
+    let timer = FakeTimer::new();
+    let path = temp_path("pair");
+    let a = Arc::new(FileStore::open(&path, Arc::new(timer.clone())).unwrap());
+    let b = Arc::new(FileStore::open(&path, Arc::new(timer.clone())).unwrap());
+    (timer, a, b, path)
+}
+
+fn lock(store: &Arc<FileStore>, timer: &FakeTimer, key: &str, kind: HoldKind) -> Lock {
+    Lock::of_kind(key, 1_000, kind, store.clone(), Arc::new(timer.clone())).unwrap()
+}
+
+#[test]
+fn two_stores_on_one_file_exclude_each_other() {
+    let (timer, a, b, path) = pair();
+    let run = timer.runner();
+    let t = timer.clone();
+    run(Box::pin(async move {
+        let la = lock(&a, &t, "k", HoldKind::Exclusive);
+        let lb = lock(&b, &t, "k", HoldKind::Exclusive);
+        assert!(la.acquire(AcquireOptions::default()).await.unwrap());
+        assert!(!lb.acquire(AcquireOptions::default()).await.unwrap(), "the other store sees the hold");
+        assert!(b.is_locked("k").await.unwrap());
+        let ta = la.fencing_token().unwrap();
+        assert!(la.release().await.unwrap());
+        assert!(lb.acquire(AcquireOptions::default()).await.unwrap(), "and its release");
+        assert!(lb.fencing_token().unwrap() > ta, "tokens grow across the stores");
+        // Semaphores: permits counted across both.
+        let sem = HoldKind::Permit { limit: 3 };
+        assert!(a.acquire_permits("s", "o1", 1_000, sem, 2).await.unwrap().is_some());
+        assert!(b.acquire_permits("s", "o2", 1_000, sem, 2).await.unwrap().is_none(), "2 + 2 > 3");
+        assert!(b.acquire_permits("s", "o2", 1_000, sem, 1).await.unwrap().is_some());
+        assert_eq!(a.permit_count("s", sem).await.unwrap(), 3);
+        // Read-write: a writer in one store keeps the other's reader out.
+        assert!(a.acquire_permit("rw", "w", 1_000, HoldKind::Write).await.unwrap().is_some());
+        assert!(b.acquire_permit("rw", "r", 1_000, HoldKind::Read).await.unwrap().is_none());
+        // Holds expire on the (fake) wall clock for both.
+        t.advance(1_001);
+        assert!(!a.is_locked("k").await.unwrap());
+        assert!(b.acquire_permit("rw", "r", 1_000, HoldKind::Read).await.unwrap().is_some());
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_file_that_does_not_read_holds_nothing_and_tokens_still_grow() {
+    let (timer, a, _b, path) = pair();
+    let run = timer.runner();
+    let t = timer.clone();
+    let p = path.clone();
+    run(Box::pin(async move {
+        assert!(a.acquire("k", "o", 1_000).await.unwrap());
+        let first = a.acquire_with_grant("j", "o", 1_000).await.unwrap().unwrap().fencing_token.unwrap();
+        std::fs::write(&p, b"not a lock file at all, but long enough to be read").unwrap();
+        let damaged = FileStore::open(&p, Arc::new(t.clone())).unwrap();
+        assert!(!damaged.is_locked("k").await.unwrap(), "a damaged file holds nothing");
+        // Deleted and made again: tokens are the wall clock's microseconds, so they grow.
+        std::fs::remove_file(&p).unwrap();
+        t.advance(1);
+        let remade = FileStore::open(&p, Arc::new(t.clone())).unwrap();
+        let next = remade.acquire_with_grant("j", "o2", 1_000).await.unwrap().unwrap().fencing_token.unwrap();
+        assert!(next > first, "{next} > {first}");
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn an_operation_waits_for_the_os_lock_then_fails_unavailable() {
+    let (timer, _a, _b, path) = pair();
+    let a = Arc::new(FileStore::open(&path, Arc::new(timer.clone())).unwrap().with_busy_timeout_ms(50));
+    let other = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    other.lock().unwrap();
+    let run = timer.runner();
+    let a2 = a.clone();
+    run(Box::pin(async move {
+        let err = a2.acquire("k", "o", 1_000).await.unwrap_err();
+        assert_eq!(err.code(), "STORE_UNAVAILABLE", "{err}");
+        assert!(err.to_string().contains("kept the lock file"), "{err}");
+    }));
+    other.unlock().unwrap();
+    let run = timer.runner();
+    run(Box::pin(async move {
+        assert!(a.acquire("k", "o", 1_000).await.unwrap(), "works once the file is free");
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn changed_wakes_a_waiter_of_another_store() {
+    let (timer, a, b, path) = pair();
+    let run = timer.runner();
+    let t = timer.clone();
+    run(Box::pin(async move {
+        let la = lock(&a, &t, "k", HoldKind::Exclusive);
+        assert!(la.acquire(AcquireOptions::default()).await.unwrap());
+        let lb = lock(&b, &t, "k", HoldKind::Exclusive);
+        let started = t.now();
+        let waiter = async {
+            // A retry delay longer than the wait: only a wake-up lets it in early.
+            lb.acquire(AcquireOptions::default().with_timeout_ms(900).with_retry_delay_ms(5_000)).await
+        };
+        let releaser = async {
+            t.sleep_for_test(50).await;
+            assert!(la.release().await.unwrap());
+            b.changed(); // what the watcher of b's process does
+        };
+        let (got, ()) = futures_util::join!(waiter, releaser);
+        assert!(got.unwrap());
+        assert!(t.now() - started < 100, "woken at the release, not at a retry");
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_closed_store_refuses() {
+    let (timer, a, _b, path) = pair();
+    a.close();
+    let run = timer.runner();
+    run(Box::pin(async move {
+        assert_eq!(a.acquire("k", "o", 1_000).await.unwrap_err().code(), "STORE_CLOSED");
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_missing_directory_is_a_store_error() {
+    let err = FileStore::open("/nonexistent-locksmith-dir/x.lock", Arc::new(FakeTimer::new())).err().unwrap();
+    assert_eq!(err.code(), "STORE_ERROR");
+    assert!(err.to_string().contains("/nonexistent-locksmith-dir/x.lock"), "{err}");
+}
