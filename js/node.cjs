@@ -68,6 +68,14 @@ Object.assign(NativeLock, {
 
 const api = makeApi({
   MemoryStore: addon.NativeMemoryStore,
+  FileStore: addon.NativeFileStore,
+  // Another process's write to a lock file: inotify, FSEvents or ReadDirectoryChangesW
+  // through libuv, on this event loop; it does not keep the process alive.
+  watchFile(path, onChange, onError) {
+    const watcher = require("node:fs").watch(path, { persistent: false }, onChange);
+    watcher.on("error", onError);
+    return watcher;
+  },
   AbortToken: addon.AbortToken,
   // An abort wakes its acquire; one of a Redis engine store's locks then runs at the
   // engine's next turn, which this asks for.

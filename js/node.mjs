@@ -12,6 +12,7 @@ export const {
   setLockStore,
   getLockStore,
   MemoryLockStore,
+  FileLockStore,
   LockError,
   LockNotHeldError,
   InvalidArgumentError,

@@ -26,6 +26,23 @@ const stores = {
   "the memory store": () => new MemoryLockStore(),
   "a JS store with the permit methods": () => mapStore({ withPermits: true }),
 };
+// A lock file of its own for each scenario (the native addon's; the WebAssembly build refuses it).
+if (TARGET === "native") {
+  const { mkdtemp, rm } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const dir = await mkdtemp(join(tmpdir(), "locksmith-primitives-"));
+  const fileStores = [];
+  after(async () => {
+    for (const store of fileStores) await store.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  stores.FileLockStore = async () => {
+    const store = await ls.FileLockStore.open(join(dir, `locks-${fileStores.length}`));
+    fileStores.push(store);
+    return store;
+  };
+}
 
 let server;
 {
@@ -158,6 +175,7 @@ const weightedOnly = {};
 // permits. The others take one per hold, and refuse more with UNSUPPORTED.
 const WEIGHTED = new Set([
   "the memory store",
+  "FileLockStore",
   "RedisLockStore",
   "IoRedisLockStore",
   "PostgresLockStore",

@@ -207,6 +207,11 @@ export async function openStore(ls, spec) {
     const store = remoteStore(res.webSocket);
     return { store, close: async () => store.close() };
   }
+  if (spec && typeof spec === "object" && typeof spec.file === "string") {
+    const { file, ...options } = spec;
+    const store = await ls.FileLockStore.open(file, options);
+    return { store, close: () => store.close() };
+  }
   if (spec && typeof spec === "object" && typeof spec.postgres === "string") {
     const { postgres, options, ...storeOptions } = spec;
     const { PostgresLockStore } = await import("locksmith-js/postgres");

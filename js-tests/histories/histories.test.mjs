@@ -24,7 +24,7 @@ import { checkHistory } from "./checker.mjs";
 import { driftMs, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { seeded, newSeed } from "./random.mjs";
-import { COMMIT_LATENCY, objectRestarts, pauses, restarts, runHistory, servers } from "./run.mjs";
+import { COMMIT_LATENCY, lockFile, objectRestarts, pauses, restarts, runHistory, servers } from "./run.mjs";
 import { requireMysql } from "../support/mysql-server.mjs";
 import { requirePostgres } from "../support/postgres-server.mjs";
 import { startRedis } from "../support/redis-server.mjs";
@@ -516,6 +516,19 @@ describe(`history checker (${TARGET})`, () => {
         client: { ttlMs: 600 },
         fault: objectRestarts(worker.mf, { every: 700, route: "/forget" }),
       });
+    });
+  });
+
+  // One lock file, eight processes: the OS file lock is the guard (the WebAssembly build
+  // has no file store: its refusal is js-tests/stores/file.test.mjs's).
+  describe("FileLockStore", ONLY_NATIVE, () => {
+    it("8 processes × 3 clients on one lock file", async (t) => {
+      await assertClean(t, { store: { file: await lockFile() }, processes: 8, clients: 3 });
+    });
+
+    it("8 processes × 3 clients, one SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms", async (t) => {
+      const run = await assertClean(t, { store: { file: await lockFile() }, processes: 8, clients: 3, fault: PAUSES() });
+      assertPausesBit(t, run);
     });
   });
 

@@ -476,6 +476,13 @@ export const SETUPS = {
       return { store: { upstash: rest.url, token: rest.token }, fault: pauses({ every: 600, ms: [150, 300] }) };
     },
   },
+  file: { store: "FileLockStore", fault: "none", processes: 8, open: async () => ({ store: { file: await lockFile() } }) },
+  "file-pause": {
+    store: "FileLockStore",
+    fault: PAUSES,
+    processes: 8,
+    open: async () => ({ store: { file: await lockFile() }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+  },
   postgres: { store: "PostgresLockStore", fault: "none", open: async (s) => ({ store: { postgres: (await s.get("postgres")).url } }) },
   "postgres-commit": {
     store: "PostgresLockStore",
@@ -528,6 +535,14 @@ export const SETUPS = {
     open: async (s) => ({ store: { durableObject: (await s.get("workerd")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
   },
 };
+
+/** A fresh lock file for a FileLockStore run (in the OS's temporary directory). */
+export async function lockFile() {
+  const { mkdtemp } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  return join(await mkdtemp(join(tmpdir(), "locksmith-history-")), "locks");
+}
 
 /**
  * A table row: store, fault, processes × clients, holds checked, violations, late

@@ -6,6 +6,8 @@ import {
   setLockStore,
   getLockStore,
   MemoryLockStore,
+  FileLockStore,
+  type FileLockStoreOptions,
   RedisLockStore,
   LockError,
   LockNotHeldError,
@@ -72,6 +74,17 @@ export async function usage(): Promise<void> {
   const current: LockStore = getLockStore();
   const shared: MemoryLockStore = MemoryLockStore.shared("jobs");
   const explicit = new Lock("k", 1_000, shared);
+
+  const fileOptions: FileLockStoreOptions = { busyTimeoutMs: 500 };
+  const file: FileLockStore = await FileLockStore.open("/var/lock/app.locks", fileOptions);
+  const filePath: string = file.path;
+  const onFile = semaphore("jobs", 4, "30s", file);
+  await onFile.acquire({ permits: 2 });
+  await file.close();
+  // @ts-expect-error a FileLockStore comes from open()
+  new FileLockStore();
+  // @ts-expect-error busyTimeoutMs is a number of milliseconds
+  await FileLockStore.open("/tmp/x", { busyTimeoutMs: "1s" });
 
   const redis: RedisLockStore = await RedisLockStore.connect({ url: "redis://localhost:6379", keyPrefix: "app:" });
   setLockStore(redis);

@@ -378,6 +378,80 @@ export function makeApi(binding) {
     }
   }
 
+  const FILE_OPTIONS = ["busyTimeoutMs"];
+  const FILE_ACCESS = Symbol("locksmith.fileStore");
+
+  /**
+   * Locks in a file every process of this host opens: no server. The native addon's
+   * (FileStore in core); the WebAssembly build has no shared files.
+   */
+  class FileLockStore extends NativeStore {
+    #watcher = null;
+    #path;
+
+    /**
+     * Opens (or makes) the lock file at `path`. `busyTimeoutMs`: how long an operation
+     * waits for another process to let go of the file (default 2000).
+     */
+    static async open(path, options = {}) {
+      checkString("path", path);
+      if (options === null || typeof options !== "object") throw invalid(`FileLockStore.open() options must be an object; got ${typeName(options)}`);
+      checkOptionKeys(options, FILE_OPTIONS, "FileLockStore.open()");
+      if (options.busyTimeoutMs !== undefined) checkNumber("busyTimeoutMs", options.busyTimeoutMs);
+      if (!binding.FileStore) {
+        throw new UnsupportedError(
+          "locksmith: FileLockStore needs the native addon (a lock file shared by the processes of one host); the WebAssembly build has no shared files: in Node, install this platform's package (locksmith-js-<platform>), or use a store with a server (RedisLockStore, PostgresLockStore)",
+        );
+      }
+      const store = new FileLockStore(FILE_ACCESS);
+      try {
+        store[NATIVE] = binding.FileStore.open(path, options.busyTimeoutMs);
+      } catch (err) {
+        throw toLockError(err);
+      }
+      store.#path = path;
+      // Another process's write wakes this process's waiters; without a watcher they
+      // try again at their retry delay.
+      const unwatched = (err) =>
+        warnOnce(
+          "LOCKSMITH_FILE_UNWATCHED",
+          `locksmith: cannot watch the lock file ${path} (${err?.message ?? err}); waiters of this process try again at their retryDelay instead of waking at a release`,
+        );
+      try {
+        store.#watcher = binding.watchFile(path, () => store[NATIVE].changed(), unwatched);
+      } catch (err) {
+        unwatched(err);
+      }
+      return store;
+    }
+
+    constructor(access) {
+      if (access !== FILE_ACCESS) throw invalid("use `await FileLockStore.open(path)` to make a FileLockStore");
+      super();
+    }
+
+    /** The lock file's path. */
+    get path() {
+      return this.#path;
+    }
+
+    /** A semaphore hold may take several permits (`{ permits }`). */
+    get permitWeights() {
+      return true;
+    }
+
+    get [STORE_NAME]() {
+      return "file";
+    }
+
+    /** Stops watching the file; later calls fail with StoreClosedError. Holds stay in the file until their TTL. */
+    async close() {
+      this.#watcher?.close();
+      this.#watcher = null;
+      this[NATIVE].close();
+    }
+  }
+
   const bridges = new WeakMap();
 
   function bridgeFor(store) {
@@ -1177,6 +1251,7 @@ export function makeApi(binding) {
     setLockStore,
     getLockStore,
     MemoryLockStore,
+    FileLockStore,
     LockError,
     LockNotHeldError,
     InvalidArgumentError,

@@ -10,6 +10,7 @@ export const {
   setLockStore,
   getLockStore,
   MemoryLockStore,
+  FileLockStore,
   LockError,
   LockNotHeldError,
   InvalidArgumentError,

@@ -232,6 +232,35 @@ export declare class MemoryLockStore implements LockStore {
   readonly permitWeights: true;
 }
 
+/** Options of `FileLockStore.open()`. */
+export interface FileLockStoreOptions {
+  /** How long an operation waits for another process to let go of the lock file before it fails with `STORE_UNAVAILABLE` (ms; default 2000). */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * Locks in a file that every process of one host opens: no server. Locks, weighted
+ * semaphores and read-write locks, with fencing tokens; a holder killed with SIGKILL
+ * frees its holds at their TTL. The native addon's: the WebAssembly build rejects
+ * `open()` with `UnsupportedError`.
+ */
+export declare class FileLockStore implements LockStore {
+  private constructor();
+  /** Opens (or makes) the lock file at `path`. */
+  static open(path: string, options?: FileLockStoreOptions): Promise<FileLockStore>;
+  /** The lock file's path. */
+  readonly path: string;
+  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  release(key: string, owner: string): Promise<boolean>;
+  extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  isLocked(key: string): Promise<boolean>;
+  remainingTime(key: string): Promise<number | null>;
+  /** Semaphore holds may take several permits. */
+  readonly permitWeights: true;
+  /** Stops watching the file; later calls fail with `StoreClosedError`. Holds stay in the file until their TTL. */
+  close(): Promise<void>;
+}
+
 /** Options of `RedisLockStore.connect()`. */
 export interface RedisConnectOptions {
   /** `redis://[user:password@]host:port[/db]`, or `rediss://` for TLS. One of `url`, `sentinels` and `cluster`. */

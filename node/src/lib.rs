@@ -6,6 +6,7 @@
 
 mod completion;
 mod error;
+mod file;
 mod js_store;
 mod lock;
 mod memory;
