@@ -3,7 +3,8 @@
 // (`locksmith-js` resolves to this repository through its exports map, by
 // self-reference). A block opts out with `no-run` in its info string (```js no-run),
 // for what cannot run here: a wrangler-bundled Durable Object, a fragment of a larger
-// object. The samples get only what a reader would supply themselves:
+// object. A block marked `native` (```js native: FileLockStore) runs in the native pass
+// only, as the WebAssembly build refuses what it shows. The samples get only what a reader would supply themselves:
 //
 //   - REDIS_URL: a redis-server of the tests' own (one database per sample);
 //   - DATABASE_URL: a PostgreSQL of the tests' own (one database per sample);
@@ -72,6 +73,7 @@ export function codeBlocks(markdown) {
       info,
       code: body.join("\n") + "\n",
       run: LANGS.has(word.toLowerCase()) && !rest.split(/\s+/).includes(NO_RUN),
+      native: rest.split(/\s+/).includes("native"),
     });
     i = j;
   }
@@ -373,6 +375,10 @@ describe("documentation samples", { concurrency: CONCURRENCY }, () => {
       const where = `${path}:${block.line}`;
       if (!block.run) {
         it(`${where} (${block.info}: not run)`, { skip: "marked no-run" }, () => {});
+        continue;
+      }
+      if (block.native && TARGET !== "native") {
+        it(`${where} (${block.info}: the native addon's)`, { skip: "run by the native pass" }, () => {});
         continue;
       }
       const needsPostgres = block.code.includes("DATABASE_URL");
