@@ -138,6 +138,7 @@ export function report(r, file, links = { chart: "bench/results/chart.svg", file
       check(cmds.locksmith.median < fewest),
     ],
     ["wasm (the module a memory or JS-store user loads) ≤ 49 KB gzipped", `${gz.toFixed(1)} KB`, check(gz <= 49)],
+    ...fileRows(r.file, check),
   ];
   return `# Benchmarks
 
@@ -162,6 +163,7 @@ The baseline (\`bench/baseline.mjs\`) is a Map-based lock with the same API and 
 \`crypto.randomUUID()\` owner per acquisition, expiry, owner-only release. async-mutex is an
 in-process mutex without TTL or ownership tokens.${r.exclusion ? " Each run()'s critical section holds its lock across one event-loop turn, and the 64 loops' keys collide now and then, so that the exclusion check could see two holders of one key." : ""}
 
+${r.file ? table("One host, no server: concurrency 1 acquire + release", "p50 µs", r.file.c1, { higherIsBetter: false, versus: "each" }) : ""}
 ## Redis
 
 All peers run on ioredis against the same server. Waiting peers poll every 20 ms; locksmith
@@ -359,4 +361,24 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     console.error(`FAILED: ${verdict.text.replaceAll("**", "")}`);
     process.exitCode = 1;
   }
+}
+
+/** The one-host targets: FileLockStore's pair p50 against proper-lockfile's and RedisLockStore's on loopback. */
+function fileRows(file, check) {
+  if (!file) return [];
+  const ours = file.c1["locksmith FileLockStore"].median;
+  const lockfile = file.c1["proper-lockfile"].median / ours;
+  const redis = file.c1["RedisLockStore on loopback"].median / ours;
+  return [
+    [
+      "FileLockStore concurrency 1 ≥ 10× proper-lockfile's pairs/s",
+      `${lockfile.toFixed(1)}× (${fmt(ours)} µs vs ${fmt(file.c1["proper-lockfile"].median)} µs per pair)`,
+      check(lockfile >= 10),
+    ],
+    [
+      "FileLockStore concurrency 1 ≥ 5× RedisLockStore's on loopback",
+      `${redis.toFixed(1)}× (${fmt(file.c1["RedisLockStore on loopback"].median)} µs per Redis pair)`,
+      check(redis >= 5),
+    ],
+  ];
 }

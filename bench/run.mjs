@@ -9,7 +9,7 @@
 // the contended workload's round-trip count (bench/round-trips.mjs) counting known traffic
 // exactly and refusing counts it cannot trust.
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -121,6 +121,58 @@ async function memoryBench() {
     "locksmith (wasm)": () => concurrentRuns("locksmith (wasm)", (key, fn) => new wasm.Lock(key, 30_000, wasmStore).run(fn), 64, per),
   });
   return { sequential, concurrent };
+}
+
+// ---------------------------------------------------------------------------------
+// One host, no server: FileLockStore, proper-lockfile, and RedisLockStore on loopback
+
+/** Concurrency 1: the p50 of `n` acquire+release pairs of `once()`, in µs. */
+async function pairP50(once, n) {
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    const t = now();
+    await once(i);
+    times.push((now() - t) * 1000);
+  }
+  return median(times);
+}
+
+async function fileBench(server) {
+  log("one host");
+  const dir = mkdtempSync(join(os.tmpdir(), "locksmith-bench-file-"));
+  const store = await native.FileLockStore.open(join(dir, "locks"));
+  const redisStore = await native.RedisLockStore.connect(server.url);
+  const lockfile = (await import("proper-lockfile")).default;
+  // proper-lockfile locks a file path (a directory beside it, with its mtime refreshed).
+  const resources = Array.from({ length: 100 }, (_, i) => join(dir, `resource-${i}`));
+  for (const path of resources) writeFileSync(path, "");
+  const n = scale(3_000);
+  try {
+    const c1 = await interleaved("concurrency 1, pair p50 µs", {
+      "locksmith FileLockStore": () =>
+        pairP50(async (i) => {
+          const l = new native.Lock(`file:${i % 100}`, 30_000, store);
+          if (!(await l.acquire())) throw new Error("locksmith bench: a free key was refused");
+          await l.release();
+        }, n),
+      "proper-lockfile": () =>
+        pairP50(async (i) => {
+          const release = await lockfile.lock(resources[i % 100], { realpath: false, retries: 0 });
+          await release();
+        }, n),
+      "RedisLockStore on loopback": () =>
+        pairP50(async (i) => {
+          const l = new native.Lock(`file-bench:${i % 100}`, 30_000, redisStore);
+          if (!(await l.acquire())) throw new Error("locksmith bench: a free key was refused");
+          await l.release();
+        }, n),
+    });
+    return { c1 };
+  } finally {
+    await store.close();
+    await redisStore.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 // ---------------------------------------------------------------------------------
@@ -623,6 +675,7 @@ const results = {
 try {
   results.memory = await memoryBench();
   results.redis = await redisBench(server);
+  results.file = await fileBench(server);
   results.cluster = await clusterBench();
   results.ceiling = ceiling(server);
   results.wasm = await wasmBench();

@@ -17,10 +17,12 @@ const addon = loadAddon();
 const calls = new Calls({ firstId: Number(process.env.LOCKSMITH_TEST_FIRST_CALL_ID ?? 0) });
 const completions = new addon.Completions((done) => calls.deliver(done));
 
-// A call that runs as a local task of an engine store (`start` returns true) has
-// commands for the driver to write.
-const afterStart = (queued) => {
-  if (queued === true) callStarted();
+// What a native call's start answers (node/src/lock.rs): 0, it runs on tokio; 1, it is
+// a local task of an engine store with commands for the driver to write; 2, it finished
+// at once on this thread (a lock file's calls, mostly), its outcome waiting here.
+const afterStart = (started) => {
+  if (started === 1) callStarted();
+  else if (started === 2) calls.deliver(completions.takeInline());
 };
 
 /** Starts `start(id)` and returns the promise of its outcome. */

@@ -38,13 +38,22 @@ type Handler = ThreadsafeFunction<Done, Unknown<'static>, Done, Status, false, t
 #[napi]
 pub struct Completions {
     handler: Arc<Handler>,
+    /// The outcome of the call that just finished on the JS thread (`Runner::inline`),
+    /// until the JS side takes it.
+    inline: std::sync::Mutex<Option<Done>>,
 }
 
 #[napi]
 impl Completions {
     #[napi(constructor)]
     pub fn new(handler: Handler) -> Self {
-        Self { handler: Arc::new(handler) }
+        Self { handler: Arc::new(handler), inline: std::sync::Mutex::new(None) }
+    }
+
+    /// The outcome of the call whose `*_start` answered that it finished at once.
+    #[napi]
+    pub fn take_inline(&self) -> Option<Done> {
+        self.inline.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 }
 
@@ -64,6 +73,11 @@ pub fn report(id: u32, outcome: Result<locksmith_core::Result<Outcome>, ()>) -> 
 }
 
 impl Completions {
+    /// Keeps the outcome of a call that finished at once, for `take_inline`.
+    pub fn settle_inline(&self, id: u32, outcome: Result<locksmith_core::Result<Outcome>, ()>) {
+        *self.inline.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(report(id, outcome));
+    }
+
     /// Delivers an outcome that is already in hand, on a later turn of the event loop.
     pub fn deliver(&self, id: u32, outcome: locksmith_core::Result<Outcome>) {
         self.handler.call(report(id, Ok(outcome)), ThreadsafeFunctionCallMode::NonBlocking);

@@ -8,7 +8,7 @@ use locksmith_core::{FileStore, LockStore};
 use napi_derive::napi;
 
 use crate::error::IntoNapi;
-use crate::lock::{new_handle, new_lock, restore_lock, NativeLock};
+use crate::lock::{new_handle_on, new_lock_on, restore_lock_on, NativeLock, Runner};
 use crate::timer::timer;
 
 fn check_ttl(ttl_ms: f64) -> napi::Result<u64> {
@@ -35,7 +35,7 @@ impl NativeFileStore {
 
     #[napi]
     pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
-        new_lock(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms)
+        new_lock_on(self.inner.clone() as Arc<dyn LockStore>, Runner::inline(), &key, ttl_ms)
     }
 
     #[napi]
@@ -46,12 +46,12 @@ impl NativeFileStore {
         kind: String,
         limit: Option<f64>,
     ) -> napi::Result<NativeLock> {
-        new_handle(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms, &kind, limit)
+        new_handle_on(self.inner.clone() as Arc<dyn LockStore>, Runner::inline(), &key, ttl_ms, &kind, limit)
     }
 
     #[napi]
     pub fn restore(&self, serialized: String) -> napi::Result<NativeLock> {
-        restore_lock(self.inner.clone() as Arc<dyn LockStore>, &serialized)
+        restore_lock_on(self.inner.clone() as Arc<dyn LockStore>, Runner::inline(), &serialized)
     }
 
     // The plain `LockStore` interface: the JS class wraps each in its checks.

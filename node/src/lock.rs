@@ -19,35 +19,72 @@ use crate::timer::timer;
 /// Tasks polled on the JS thread (the Redis engine's locks): no tokio, no thread hop.
 pub type LocalTasks = Executor<locksmith_core::Result<Outcome>>;
 
-/// Where a lock's async calls run: on tokio (the default), or as local tasks of a
-/// store that the JS thread drives.
+/// Where a lock's async calls run: on tokio (the default), first on the JS thread and
+/// then on tokio (a store whose calls usually finish at once: the lock file), or as
+/// local tasks of a store that the JS thread drives.
 #[derive(Clone)]
 pub struct Runner {
     pub timer: Arc<dyn Timer>,
     pub local: Option<Arc<LocalTasks>>,
+    /// Poll each call once on the JS thread; only what is still pending goes to tokio.
+    pub inline: bool,
 }
+
+/// What a `*_start` method tells the JS side: the call runs on tokio (its outcome comes
+/// through the completion channel), it is queued as a local task (the store has output
+/// for the JS side to write), or it finished at once (`Completions::take_inline`).
+pub const ON_TOKIO: u32 = 0;
+pub const QUEUED: u32 = 1;
+pub const SETTLED: u32 = 2;
 
 impl Runner {
     fn tokio() -> Self {
-        Self { timer: timer(), local: None }
+        Self { timer: timer(), local: None, inline: false }
     }
 
-    /// Starts `work` under call id `id`. `true` when it runs locally: its store then
-    /// has output for the JS side to write.
-    fn start<F>(&self, done: &Completions, id: u32, work: F) -> bool
+    /// Calls polled once on the JS thread before they go to tokio.
+    pub fn inline() -> Self {
+        Self { timer: timer(), local: None, inline: true }
+    }
+
+    /// Starts `work` under call id `id`; see [`ON_TOKIO`], [`QUEUED`] and [`SETTLED`].
+    fn start<F>(&self, done: &Completions, id: u32, work: F) -> u32
     where
         F: Future<Output = locksmith_core::Result<Outcome>> + Send + 'static,
     {
         match &self.local {
+            None if self.inline => {
+                let mut work = Box::pin(work);
+                // Inside the runtime, so a sleep the call starts is tokio's; a waker that
+                // does nothing, as the first poll on tokio registers its own.
+                let polled = napi::bindgen_prelude::within_runtime_if_available(|| {
+                    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.as_mut().poll(&mut cx)))
+                });
+                match polled {
+                    Ok(std::task::Poll::Ready(outcome)) => {
+                        done.settle_inline(id, Ok(outcome));
+                        SETTLED
+                    }
+                    Ok(std::task::Poll::Pending) => {
+                        done.spawn(id, work);
+                        ON_TOKIO
+                    }
+                    Err(_) => {
+                        done.settle_inline(id, Err(()));
+                        SETTLED
+                    }
+                }
+            }
             None => {
                 done.spawn(id, work);
-                false
+                ON_TOKIO
             }
             Some(tasks) => {
                 if let Some(outcome) = tasks.spawn(id, Box::pin(work)) {
                     done.deliver(id, outcome);
                 }
-                true
+                QUEUED
             }
         }
     }
@@ -206,7 +243,7 @@ impl NativeLock {
         id: u32,
         timeout: Option<f64>,
         retry_delay: Option<f64>,
-    ) -> napi::Result<bool> {
+    ) -> napi::Result<u32> {
         let options = js::acquire_options(timeout, retry_delay).napi()?;
         let lock = self.inner.clone();
         Ok(self.runner.start(done, id, async move { lock.acquire(options).await.map(Outcome::Flag) }))
@@ -221,7 +258,7 @@ impl NativeLock {
         timeout: Option<f64>,
         retry_delay: Option<f64>,
         abort: &AbortToken,
-    ) -> napi::Result<bool> {
+    ) -> napi::Result<u32> {
         let options = js::acquire_options(timeout, retry_delay).napi()?;
         let lock = self.inner.clone();
         let abort = abort.inner.clone();
@@ -231,20 +268,20 @@ impl NativeLock {
     }
 
     #[napi]
-    pub fn release_start(&self, done: &Completions, id: u32) -> bool {
+    pub fn release_start(&self, done: &Completions, id: u32) -> u32 {
         let lock = self.inner.clone();
         self.runner.start(done, id, async move { lock.release().await.map(Outcome::Flag) })
     }
 
     #[napi]
-    pub fn extend_start(&self, done: &Completions, id: u32, ttl_ms: Option<f64>) -> napi::Result<bool> {
+    pub fn extend_start(&self, done: &Completions, id: u32, ttl_ms: Option<f64>) -> napi::Result<u32> {
         let ttl_ms = ttl_ms.map(js::ttl_ms).transpose().napi()?;
         let lock = self.inner.clone();
         Ok(self.runner.start(done, id, async move { lock.extend(ttl_ms).await.map(|()| Outcome::Nothing) }))
     }
 
     #[napi]
-    pub fn count_start(&self, done: &Completions, id: u32) -> bool {
+    pub fn count_start(&self, done: &Completions, id: u32) -> u32 {
         let lock = self.inner.clone();
         self.runner.start(
             done,
@@ -254,19 +291,19 @@ impl NativeLock {
     }
 
     #[napi]
-    pub fn is_locked_start(&self, done: &Completions, id: u32) -> bool {
+    pub fn is_locked_start(&self, done: &Completions, id: u32) -> u32 {
         let lock = self.inner.clone();
         self.runner.start(done, id, async move { lock.is_locked().await.map(Outcome::Flag) })
     }
 
     #[napi]
-    pub fn is_expired_start(&self, done: &Completions, id: u32) -> bool {
+    pub fn is_expired_start(&self, done: &Completions, id: u32) -> u32 {
         let lock = self.inner.clone();
         self.runner.start(done, id, async move { lock.is_expired().await.map(Outcome::Flag) })
     }
 
     #[napi]
-    pub fn remaining_time_start(&self, done: &Completions, id: u32) -> bool {
+    pub fn remaining_time_start(&self, done: &Completions, id: u32) -> u32 {
         let lock = self.inner.clone();
         self.runner.start(done, id, async move {
             lock.remaining_time().await.map(|ms| Outcome::Number(ms.map(|ms| ms as f64)))
@@ -294,7 +331,7 @@ impl NativeLock {
 
     /// Settles when the current hold ends: `true` when released, an error when lost.
     #[napi]
-    pub fn watch_start(&self, done: &Completions, id: u32) -> bool {
+    pub fn watch_start(&self, done: &Completions, id: u32) -> u32 {
         let lock = self.inner.clone();
         // The hold current now, not whichever is current when the task first runs.
         let generation = lock.hold_generation_now();
@@ -315,7 +352,7 @@ impl NativeLock {
         id: u32,
         interval_ms: Option<f64>,
         max_hold_ms: Option<f64>,
-    ) -> napi::Result<bool> {
+    ) -> napi::Result<u32> {
         let plan = js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).napi()?;
         let lock = self.inner.clone();
         let generation = lock.held_generation();

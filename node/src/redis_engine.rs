@@ -56,7 +56,7 @@ impl NativeEngineStore {
     }
 
     fn runner(&self) -> Runner {
-        Runner { timer: self.timer.clone(), local: Some(self.tasks.clone()) }
+        Runner { timer: self.timer.clone(), local: Some(self.tasks.clone()), inline: false }
     }
 
     #[napi]
