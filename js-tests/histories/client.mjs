@@ -208,7 +208,10 @@ export async function openStore(ls, spec) {
     return { store, close: async () => store.close() };
   }
   if (spec && typeof spec === "object" && typeof spec.file === "string") {
-    const { file, ...options } = spec;
+    const { file, truncateOnOpen, ...options } = spec;
+    // A broken guard: a process that starts afresh by emptying the lock file, as a
+    // store that "recovers" at open would, wipes the live holds of the others.
+    if (truncateOnOpen) (await import("node:fs")).truncateSync(file, 0);
     const store = await ls.FileLockStore.open(file, options);
     return { store, close: () => store.close() };
   }
@@ -295,6 +298,11 @@ export async function runClients(ls, store, userConfig) {
   const weights = store?.permitWeights === true;
   const root = seeded(config.seed).fork(config.process);
   const holds = [];
+  // With `config.stream`, each hold is written out (a JSON line, synchronous: a pipe
+  // on Linux) at its grant and at every change, so a process killed with SIGKILL
+  // leaves the record of what it held; the parent keeps each hold's last line.
+  const { writeSync } = config.stream ? await import("node:fs") : {};
+  const emit = config.stream ? (hold) => writeSync(1, `${JSON.stringify(hold)}\n`) : () => {};
   const summary = { t: "summary", process: config.process, attempts: 0, grants: 0, refused: 0, aborted: 0, errors: {}, extends: 0 };
   const countError = (where, err) => {
     const name = `${where}:${errorCode(err)}`;
@@ -370,17 +378,28 @@ export async function runClients(ls, store, userConfig) {
         release: null,
         signal: null,
         endAt: null,
+        seq: holds.length,
       };
       holds.push(hold);
+      emit(hold);
       const signal = handle.signal;
       if (signal.aborted) hold.signal = { at: now(), ...signalReason(signal), already: true };
-      else signal.addEventListener("abort", () => (hold.signal = { at: now(), ...signalReason(signal) }), { once: true });
+      else
+        signal.addEventListener(
+          "abort",
+          () => {
+            hold.signal = { at: now(), ...signalReason(signal) };
+            emit(hold);
+          },
+          { once: true },
+        );
       if (config.onGrant) await config.onGrant(handle, hold);
       let lastSet = send;
       const extend = async () => {
         summary.extends += 1;
         const entry = { send: now(), reply: null, ok: false, code: null };
         hold.extends.push(entry);
+        emit(hold);
         try {
           await handle.extend();
           entry.ok = true;
@@ -389,6 +408,7 @@ export async function runClients(ls, store, userConfig) {
           entry.code = errorCode(err);
         }
         entry.reply = now();
+        emit(hold);
       };
       const pattern = random();
       if (pattern < 0.5) {
@@ -416,6 +436,7 @@ export async function runClients(ls, store, userConfig) {
       }
       release.reply = now();
       hold.release = release;
+      emit(hold);
     }
   }
 

@@ -24,7 +24,7 @@ import { checkHistory } from "./checker.mjs";
 import { driftMs, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { seeded, newSeed } from "./random.mjs";
-import { COMMIT_LATENCY, lockFile, objectRestarts, pauses, restarts, runHistory, servers } from "./run.mjs";
+import { COMMIT_LATENCY, kills, lockFile, objectRestarts, pauses, restarts, runHistory, servers } from "./run.mjs";
 import { requireMysql } from "../support/mysql-server.mjs";
 import { requirePostgres } from "../support/postgres-server.mjs";
 import { startRedis } from "../support/redis-server.mjs";
@@ -524,6 +524,27 @@ describe(`history checker (${TARGET})`, () => {
   describe("FileLockStore", ONLY_NATIVE, () => {
     it("8 processes × 3 clients on one lock file", async (t) => {
       await assertClean(t, { store: { file: await lockFile() }, processes: 8, clients: 3 });
+    });
+
+    // A process killed with SIGKILL mid-hold: its holds stay until their TTL, and nobody
+    // else gets in before (a new process takes its place).
+    it("8 processes × 3 clients, one killed with SIGKILL every 400 ms", async (t) => {
+      const run = await assertClean(t, { store: { file: await lockFile() }, processes: 8, clients: 3, fault: kills({ every: 400 }) });
+      const cut = run.holds.filter((h) => h.release === null && run.kills.some(([p, at]) => String(h.client).startsWith(`${p}.`) && h.endAt === at));
+      t.diagnostic(`${run.kills.length} processes killed; ${cut.length} holds cut short by a kill`);
+      assert.ok(run.kills.length >= 3, `processes were killed (seed ${run.seed})`);
+      assert.ok(cut.length > 0, `some holds were live when their process was killed (seed ${run.seed})`);
+    });
+
+    it("catches a broken guard under kills: a process that empties the lock file when it opens", async (t) => {
+      const file = await lockFile();
+      (await import("node:fs")).writeFileSync(file, "");
+      await assertCaught(t, ["overlap", "over-limit", "writer-with-others"], {
+        store: { file, truncateOnOpen: true },
+        processes: 8,
+        clients: 3,
+        fault: kills({ every: 400 }),
+      });
     });
 
     it("8 processes × 3 clients, one SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms", async (t) => {

@@ -9,7 +9,8 @@
 //               ioredis-pause,node-redis,upstash,upstash-proxy,upstash-pause,postgres,
 //               postgres-commit,postgres-pause,postgres-restart,mysql,mysql-pause,
 //               mysql-restart,durable-object,
-//               durable-object-restart,durable-object-pause] [--seed N]
+//               durable-object-restart,durable-object-pause,file,file-kill,
+//               file-pause] [--seed N]
 //
 // prints one table row per store × fault: holds checked, violations, late signals, and
 // how often the fault was applied. Run it under LOCKSMITH_TARGET=wasm for the WebAssembly
@@ -28,12 +29,11 @@ import { clusterSlots, command, until } from "../support/redis-topology.mjs";
 
 const CLIENT = fileURLToPath(new URL("./client.mjs", import.meta.url));
 
-/** Runs one client process with `config`; resolves to its records. */
 /**
  * Runs one client process (`script`: client.mjs, or a store's own with the same output)
  * with `config`; resolves to its records. Its clock requests are answered (serveClock).
  */
-export function runProcess(config, { timeoutMs, onSpawn, script = CLIENT }) {
+export function runProcess(config, { timeoutMs, onSpawn, script = CLIENT, killed = () => false }) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [script, JSON.stringify(config)], { stdio: ["ignore", "pipe", "pipe", "ipc"], env: process.env });
     serveClock(child);
@@ -46,7 +46,10 @@ export function runProcess(config, { timeoutMs, onSpawn, script = CLIENT }) {
     child.on("error", reject);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
-      if (code !== 0) {
+      // Killed on purpose (a SIGKILL fault): what it wrote before is its record; a last
+      // line cut short is dropped.
+      const died = signal === "SIGKILL" && killed();
+      if (code !== 0 && !died) {
         reject(new Error(`history client ${config.process} exited with ${code ?? signal}: ${err.trim()}`));
         return;
       }
@@ -54,7 +57,14 @@ export function runProcess(config, { timeoutMs, onSpawn, script = CLIENT }) {
         .toString()
         .split("\n")
         .filter(Boolean)
-        .map((line) => JSON.parse(line));
+        .flatMap((line) => {
+          try {
+            return [JSON.parse(line)];
+          } catch (err) {
+            if (died) return [];
+            throw err;
+          }
+        });
       resolve(records);
     });
   });
@@ -87,6 +97,8 @@ export async function runHistory({ store, processes = 1, clients = 4, seconds = 
   const durationMs = seconds * 1_000;
   const children = [];
   const pauses = [];
+  // Processes killed with SIGKILL (a `kills` fault), and when.
+  const killedAt = new Map();
   const continuing = new Set();
   const run = {
     children,
@@ -124,11 +136,35 @@ export async function runHistory({ store, processes = 1, clients = 4, seconds = 
     }, fault.every);
   }
   let records;
+  const running = [];
+  const start = (config) => {
+    const i = config.process;
+    running.push(
+      runProcess(config, { timeoutMs: durationMs + 30_000, onSpawn: (child) => (children[i] = child), killed: () => killedAt.has(i) }).then((out) =>
+        // A streamed hold's last line counts; a killed process's holds were seen until it died.
+        config.stream ? lastLines(out, killedAt.get(i) ?? now()) : out,
+      ),
+    );
+  };
+  run.kill = (i) => {
+    const child = children[i];
+    if (!child || child.exitCode !== null || child.signalCode !== null || killedAt.has(i)) return;
+    killedAt.set(i, now());
+    child.kill("SIGKILL");
+    // A new process takes its place for the rest of the run.
+    const left = startAt + durationMs - now();
+    if (left > 200) start({ ...client, store, clients, durationMs: left, seed, process: children.length, startAt: 0, stream: true });
+  };
   try {
-    const configs = Array.from({ length: processes }, (_, i) => ({ ...client, store, clients, durationMs, seed, process: i, startAt }));
-    records = (
-      await Promise.all(configs.map((config, i) => runProcess(config, { timeoutMs: durationMs + 30_000, onSpawn: (child) => (children[i] = child) })))
-    ).flat();
+    for (let i = 0; i < processes; i++)
+      start({ ...client, store, clients, durationMs, seed, process: i, startAt, stream: client.stream ?? fault?.kills === true });
+    // Processes started meanwhile (in place of killed ones) are waited for too.
+    for (let awaited = 0; awaited < running.length; ) {
+      const n = running.length;
+      await Promise.all(running.slice(awaited, n));
+      awaited = n;
+    }
+    records = (await Promise.all(running)).flat();
   } finally {
     if (faults) clearInterval(faults);
     await Promise.all(continuing);
@@ -136,7 +172,30 @@ export async function runHistory({ store, processes = 1, clients = 4, seconds = 
     await fault?.settled?.();
   }
   if (faultErrors.length > 0) throw faultErrors[0];
-  return { seed, ...checkRecords(records, { ...check, pauses }), pauses, faults: applied };
+  return { seed, ...checkRecords(records, { ...check, pauses }), pauses, kills: [...killedAt.entries()], faults: applied };
+}
+
+/** The last line of each hold of a killed process's records, its observation ending at `at`. */
+function lastLines(records, at) {
+  const holds = new Map();
+  const rest = [];
+  for (const r of records) {
+    if (r.t === "hold") holds.set(`${r.client}#${r.seq}`, r);
+    else rest.push(r);
+  }
+  return [...[...holds.values()].map((h) => ({ ...h, endAt: h.endAt ?? at })), ...rest];
+}
+
+/** A fault that kills one client process with SIGKILL every `every` ms (a new one takes its place). */
+export function kills({ every }) {
+  return {
+    every,
+    kills: true,
+    apply: (random, run) => {
+      const live = run.children.map((c, i) => [c, i]).filter(([c]) => c.exitCode === null && c.signalCode === null);
+      if (live.length > 0) run.kill(live[random.int(0, live.length - 1)][1]);
+    },
+  };
 }
 
 /**
@@ -477,6 +536,12 @@ export const SETUPS = {
     },
   },
   file: { store: "FileLockStore", fault: "none", processes: 8, open: async () => ({ store: { file: await lockFile() } }) },
+  "file-kill": {
+    store: "FileLockStore",
+    fault: "a client process killed with SIGKILL every 400 ms (a new one takes its place)",
+    processes: 8,
+    open: async () => ({ store: { file: await lockFile() }, fault: kills({ every: 400 }) }),
+  },
   "file-pause": {
     store: "FileLockStore",
     fault: PAUSES,
