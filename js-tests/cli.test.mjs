@@ -15,7 +15,7 @@ import { cp, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 
 import { Cluster, Redis } from "ioredis";
@@ -1088,6 +1088,70 @@ describe("locksmith on etcd", await requireEtcd(), () => {
       assert.equal(down.code, 2, `${args[0]}: ${down.stderr}`);
       assert.match(down.stderr, new RegExp(`^locksmith: etcd at 127\\.0\\.0\\.1:${port}: `));
     }
+  });
+});
+
+// The command reads lock files through the native addon; the WebAssembly build has no file store.
+describe("locksmith on a lock file (FileLockStore)", { skip: TARGET !== "native" && "run by the native pass" }, () => {
+  let dir;
+  let store;
+  let url;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "locksmith-cli-file-"));
+    const path = join(dir, "locks");
+    store = await ls.FileLockStore.open(path);
+    url = pathToFileURL(path).href;
+  });
+  after(async () => {
+    await store?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("list, inspect and release --force: locks, weighted permits and read holds, with fencing tokens", async () => {
+    const base = uniqueKey("cli-file");
+    const lock = new ls.Lock(`${base}:lock`, 30_000, store);
+    const permit = ls.semaphore(`${base}:sem`, 3, 30_000, store);
+    const reader = ls.readWriteLock(`${base}:rw`, 30_000, store).readLock();
+    assert.equal(await lock.acquire(), true);
+    assert.equal(await permit.acquire({ permits: 2 }), true);
+    assert.equal(await reader.acquire(), true);
+    const got = await cli("list", url, `${base}*`, "--json");
+    assert.equal(got.code, 0, got.stderr);
+    assert.deepEqual(
+      listed(got.stdout).map((h) => [h.key, h.kind, h.owner, h.fencingToken, h.permits]),
+      [
+        [`${base}:lock`, "lock", fingerprint(ownerOf(lock)), lock.fencingToken, undefined],
+        [`${base}:rw`, "read", fingerprint(ownerOf(reader)), reader.fencingToken, undefined],
+        [`${base}:sem`, "semaphore", fingerprint(ownerOf(permit)), permit.fencingToken, 2],
+      ],
+    );
+    const sem = JSON.parse((await cli("inspect", url, `${base}:sem`, "--json")).stdout);
+    assert.deepEqual([sem.held, sem.limit, sem.holders[0].permits], [true, 3, 2]);
+    // A waiter in this process wakes at the command's release (it watches the file).
+    const waiter = new ls.Lock(`${base}:lock`, 30_000, store);
+    const waiting = waiter.acquire({ timeout: 10_000, retryDelay: 8_000 });
+    const started = Date.now();
+    const freed = await cli("release", url, `${base}:lock`, "--force");
+    assert.equal(freed.code, 0, freed.stderr);
+    assert.match(freed.stdout, new RegExp(`^released "${base}:lock": it was held by ${fingerprint(ownerOf(lock))}`));
+    assert.equal(await waiting, true);
+    assert.ok(Date.now() - started < 6_000, "woken by the file's change, not at its retry delay");
+    assert.equal(await lock.isExpired(), true);
+    await waiter.release();
+    await permit.release();
+    await reader.release();
+    const none = await cli("list", url, `${base}*`);
+    assert.equal(none.code, 1, none.stderr);
+  });
+
+  it("a missing file is exit 2 and is not made; a URL that is not a file URL is a usage error", async () => {
+    const missing = pathToFileURL(join(dir, "missing")).href;
+    const got = await cli("list", missing);
+    assert.equal(got.code, 2);
+    assert.match(got.stderr, /^locksmith: no lock file at /);
+    assert.equal(existsSync(join(dir, "missing")), false);
+    const relative = await cli("list", "file://host/locks");
+    assert.equal(relative.code, 2);
   });
 });
 

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{LockError, Result};
-use crate::memory::State;
+use crate::memory::{HoldView, State, WaitView};
 use crate::store::{BoxFuture, Grant, HoldKind, LockStore, Timer};
 
 const MAGIC: &[u8; 4] = b"LKSM";
@@ -148,6 +148,22 @@ impl FileStore {
         let mut cached = self.cached();
         cached.closed = true;
         cached.state.wake_all();
+    }
+
+    /// Every hold in the file, and the read-write locks' waiting writers and readers.
+    ///
+    /// # Errors
+    /// As any operation: `STORE_UNAVAILABLE` when the file cannot be read or stays locked.
+    pub async fn holds(&self) -> Result<(Vec<HoldView>, Vec<WaitView>)> {
+        self.with(false, |state, now| Ok(state.views(now))).await
+    }
+
+    /// Frees every hold of `key`, whoever holds it (`locksmith release --force`); what it freed.
+    ///
+    /// # Errors
+    /// As any operation.
+    pub async fn force_release(&self, key: &str) -> Result<Vec<HoldView>> {
+        self.with(true, |state, now| Ok(state.force_release(key, now))).await
     }
 
     fn cached(&self) -> MutexGuard<'_, Cached> {

@@ -33,6 +33,8 @@ pub use file::{FileStore, DEFAULT_BUSY_TIMEOUT_MS as FILE_BUSY_TIMEOUT_MS};
 pub use lifetime::{AutoExtend, HoldEnd};
 pub use lock::{default_drift_ms, AcquireOptions, Lock};
 pub use memory::MemoryStore;
+#[cfg(not(target_arch = "wasm32"))]
+pub use memory::{HoldView, WaitView};
 pub use serialized::{SerializedLock, MAX_SERIALIZED_BYTES};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::MonotonicClock;

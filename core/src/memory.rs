@@ -61,6 +61,14 @@ impl Owner {
         }
     }
 
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    fn as_str(&self) -> &str {
+        match self {
+            Self::Inline(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
+            Self::Boxed(boxed) => boxed,
+        }
+    }
+
     fn is(&self, owner: &str) -> bool {
         match self {
             Self::Inline(bytes) => bytes == owner.as_bytes(),
@@ -72,6 +80,9 @@ impl Owner {
 struct Entry {
     owner: Owner,
     expires_at: u64,
+    /// The hold's fencing token (kept for a file store's readers; not in the wasm build).
+    #[cfg(not(target_arch = "wasm32"))]
+    token: u64,
 }
 
 impl Entry {
@@ -82,6 +93,63 @@ impl Entry {
     fn held_by(&self, owner: &str, now: u64) -> bool {
         self.live(now) && self.owner.is(owner)
     }
+}
+
+/// A hold as a file store's readers (the CLI) see it.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldView {
+    /// The lock key.
+    pub key: String,
+    /// `lock`, `semaphore`, `read` or `write`.
+    pub kind: &'static str,
+    /// The owner token (a bearer secret: show a fingerprint of it).
+    pub owner: String,
+    /// Milliseconds left.
+    pub remaining_ms: u64,
+    /// The hold's fencing token.
+    pub fencing_token: u64,
+    /// A semaphore hold's permits (1 for other kinds).
+    pub permits: u32,
+    /// A semaphore's limit.
+    pub limit: Option<u32>,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl HoldView {
+    fn new(
+        key: &str,
+        kind: &'static str,
+        owner: &Owner,
+        remaining_ms: u64,
+        fencing_token: u64,
+        permits: u32,
+        limit: Option<u32>,
+    ) -> Self {
+        Self {
+            key: key.to_owned(),
+            kind,
+            owner: owner.as_str().to_owned(),
+            remaining_ms,
+            fencing_token,
+            permits,
+            limit,
+        }
+    }
+}
+
+/// A read-write lock's waiting writer (its claim) or waiting reader, as the CLI sees it.
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitView {
+    /// The lock key.
+    pub key: String,
+    /// `write` (a waiting writer's claim) or `read`.
+    pub kind: &'static str,
+    /// The waiter's owner token.
+    pub owner: String,
+    /// Milliseconds until the wait's record lapses.
+    pub remaining_ms: u64,
 }
 
 /// The holders of one semaphore or read-write lock.
@@ -108,6 +176,9 @@ struct Holder {
     writer: bool,
     /// How many of a semaphore's permits it holds (1 for any other kind).
     permits: u32,
+    /// The hold's fencing token (0 until minted; not in the wasm build).
+    #[cfg(not(target_arch = "wasm32"))]
+    token: u64,
 }
 
 impl Holds {
@@ -187,6 +258,8 @@ impl Holds {
                 expires_at,
                 writer: kind == HoldKind::Write,
                 permits,
+                #[cfg(not(target_arch = "wasm32"))]
+                token: 0,
             });
         } else if kind == HoldKind::Write
             && self.writer_waiting.as_ref().is_none_or(|(claimant, _)| claimant.is(owner))
@@ -311,6 +384,7 @@ impl State {
             str_(out, key);
             owner(out, &entry.owner);
             out.extend_from_slice(&entry.expires_at.to_le_bytes());
+            out.extend_from_slice(&entry.token.to_le_bytes());
         }
         for map in [&self.semaphores, &self.rwlocks] {
             n(out, map.len());
@@ -323,6 +397,7 @@ impl State {
                     out.extend_from_slice(&h.expires_at.to_le_bytes());
                     out.push(u8::from(h.writer));
                     out.extend_from_slice(&h.permits.to_le_bytes());
+                    out.extend_from_slice(&h.token.to_le_bytes());
                 }
                 waiting(out, holds.writer_waiting.as_slice(), now);
                 waiting(out, &holds.readers_waiting, now);
@@ -368,7 +443,8 @@ impl State {
             for _ in 0..r.u32()? {
                 let key: Box<str> = r.str()?.into();
                 let owner = Owner::new(r.str()?);
-                entries.insert(key, Entry { owner, expires_at: r.u64()? });
+                let expires_at = r.u64()?;
+                entries.insert(key, Entry { owner, expires_at, token: r.u64()? });
             }
             let mut maps = [Map::default(), Map::default()];
             for map in &mut maps {
@@ -380,7 +456,8 @@ impl State {
                         let owner = Owner::new(r.str()?);
                         let expires_at = r.u64()?;
                         let writer = r.take(1)?[0] == 1;
-                        holders.push(Holder { owner, expires_at, writer, permits: r.u32()? });
+                        let permits = r.u32()?;
+                        holders.push(Holder { owner, expires_at, writer, permits, token: r.u64()? });
                     }
                     let writer_waiting = r.waiting()?.into_iter().next();
                     let readers_waiting = r.waiting()?;
@@ -510,12 +587,24 @@ impl State {
                 let entry = self.entries.get_mut(key)?;
                 entry.owner = Owner::new(owner);
                 entry.expires_at = expires_at;
+                #[cfg(not(target_arch = "wasm32"))]
+                {
+                    entry.token = token;
+                }
                 token
             }
             None => {
                 self.sweep_in_passing(now);
                 let token = self.next_fencing_token();
-                self.entries.insert(key.into(), Entry { owner: Owner::new(owner), expires_at });
+                self.entries.insert(
+                    key.into(),
+                    Entry {
+                        owner: Owner::new(owner),
+                        expires_at,
+                        #[cfg(not(target_arch = "wasm32"))]
+                        token,
+                    },
+                );
                 token
             }
         };
@@ -606,7 +695,13 @@ impl State {
         if !holds.admit(owner, now.saturating_add(ttl_ms), kind, permits) {
             return Ok(None);
         }
-        Ok(Some(Grant::with_fencing_token(self.next_fencing_token())))
+        let token = self.next_fencing_token();
+        // Admitted holders go last.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(holder) = self.holds_of(kind).get_mut(key).and_then(|h| h.holders.last_mut()) {
+            holder.token = token;
+        }
+        Ok(Some(Grant::with_fencing_token(token)))
     }
 
     pub(crate) fn release_permit(&mut self, key: &str, owner: &str, kind: HoldKind, now: u64) -> bool {
@@ -677,6 +772,77 @@ impl State {
             None => self.waiters.entry(name.into()).or_default().clone(),
         };
         Box::pin(event.listen())
+    }
+
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    /// Every hold live at `now`, and the read-write locks' waiting writers and readers
+    /// (what `locksmith list|inspect|watch` show of a lock file).
+    pub(crate) fn views(&self, now: u64) -> (Vec<HoldView>, Vec<WaitView>) {
+        let mut holds = Vec::new();
+        let mut waiting = Vec::new();
+        for (key, e) in self.entries.iter().filter(|(_, e)| e.live(now)) {
+            holds.push(HoldView::new(key, "lock", &e.owner, e.expires_at - now, e.token, 1, None));
+        }
+        for (rw, map) in [(false, &self.semaphores), (true, &self.rwlocks)] {
+            for (key, h) in map {
+                for holder in h.holders.iter().filter(|x| x.expires_at > now) {
+                    let kind = match (rw, holder.writer) {
+                        (false, _) => "semaphore",
+                        (true, true) => "write",
+                        (true, false) => "read",
+                    };
+                    let left = holder.expires_at - now;
+                    holds.push(HoldView::new(
+                        key,
+                        kind,
+                        &holder.owner,
+                        left,
+                        holder.token,
+                        holder.permits,
+                        h.limit,
+                    ));
+                }
+                let waits = h
+                    .writer_waiting
+                    .iter()
+                    .map(|w| ("write", w))
+                    .chain(h.readers_waiting.iter().chain(&h.reader_turn).map(|w| ("read", w)));
+                for (kind, (o, until)) in waits.filter(|(_, (_, until))| *until > now) {
+                    waiting.push(WaitView {
+                        key: key.to_string(),
+                        kind,
+                        owner: o.as_str().to_owned(),
+                        remaining_ms: until - now,
+                    });
+                }
+            }
+        }
+        holds.sort_by(|a, b| (&a.key, a.kind, &a.owner).cmp(&(&b.key, b.kind, &b.owner)));
+        (holds, waiting)
+    }
+
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    /// Frees every hold of `key` (lock, semaphore and read-write), whoever holds it, and
+    /// wakes this process's waiters; what it freed.
+    pub(crate) fn force_release(&mut self, key: &str, now: u64) -> Vec<HoldView> {
+        let (holds, _) = self.views(now);
+        let freed: Vec<HoldView> = holds.into_iter().filter(|h| h.key == key).collect();
+        if self.entries.remove(key).is_some() {
+            self.wake_one_waiter(key);
+        }
+        for kind in [HoldKind::Permit { limit: 1 }, HoldKind::Read] {
+            if let Some(holds) = self.holds_of(kind).get_mut(key) {
+                if holds.holders.iter().any(|h| h.writer) {
+                    holds.readers_take_their_turn();
+                }
+                holds.holders.clear();
+                if holds.is_empty() {
+                    self.holds_of(kind).remove(key);
+                }
+                self.wake_permit_waiters(key, kind);
+            }
+        }
+        freed
     }
 
     #[cfg(not(target_arch = "wasm32"))] // the file store's

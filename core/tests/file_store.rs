@@ -161,3 +161,31 @@ fn a_missing_directory_is_a_store_error() {
     assert_eq!(err.code(), "STORE_ERROR");
     assert!(err.to_string().contains("/nonexistent-locksmith-dir/x.lock"), "{err}");
 }
+
+#[test]
+fn a_waiting_writers_claim_and_the_readers_turn_cross_stores() {
+    let (timer, a, b, path) = pair();
+    let run = timer.runner();
+    run(Box::pin(async move {
+        // A reader holds (in a); a writer (in b) is refused and claims the lock.
+        assert!(a.acquire_permit("rw", "r1", 1_000, HoldKind::Read).await.unwrap().is_some());
+        assert!(b.acquire_permit("rw", "w", 1_000, HoldKind::Write).await.unwrap().is_none());
+        // The claim is in the file: a new reader in a is kept out.
+        assert!(a.acquire_permit("rw", "r2", 1_000, HoldKind::Read).await.unwrap().is_none());
+        // The reader leaves: the writer gets in (its claim), r2 waits for its turn.
+        assert!(a.release_permit("rw", "r1", HoldKind::Read).await.unwrap());
+        assert!(b.acquire_permit("rw", "w", 1_000, HoldKind::Write).await.unwrap().is_some());
+        let (holds, waiting) = a.holds().await.unwrap();
+        assert_eq!(holds.iter().map(|h| (h.kind, h.owner.as_str())).collect::<Vec<_>>(), [("write", "w")]);
+        assert_eq!(waiting.iter().map(|w| (w.kind, w.owner.as_str())).collect::<Vec<_>>(), [("read", "r2")]);
+        // The writer ends: r2's turn, ahead of a new writer.
+        assert!(b.release_permit("rw", "w", HoldKind::Write).await.unwrap());
+        assert!(a.acquire_permit("rw", "w2", 1_000, HoldKind::Write).await.unwrap().is_none());
+        assert!(b.acquire_permit("rw", "r2", 1_000, HoldKind::Read).await.unwrap().is_some());
+        // A forced release frees every hold of the key, whoever has it.
+        let freed = a.force_release("rw").await.unwrap();
+        assert_eq!(freed.iter().map(|h| h.owner.as_str()).collect::<Vec<_>>(), ["r2"]);
+        assert!(b.permit_count("rw", HoldKind::Read).await.unwrap() == 0);
+    }));
+    let _ = std::fs::remove_file(path);
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npx locksmith-js`: see, watch and free the locks, semaphore permits and read-write holds
-// in a Redis (one server or a Cluster), PostgreSQL, MySQL/MariaDB or etcd store.
+// in a Redis (one server or a Cluster), PostgreSQL, MySQL/MariaDB or etcd store, or a
+// FileLockStore's lock file.
 //
 //   locksmith list <store-url> [pattern] [--prefix P | --table T] [--json]
 //   locksmith inspect <store-url> <key> [--prefix P | --table T] [--json]
@@ -20,10 +21,11 @@
 // On a Redis Cluster (found by CLUSTER SLOTS on the server named) it reads every master:
 // `list` and `watch` scan each, `inspect` and `release` go to the master of the key's slot.
 import { createHash } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import net from "node:net";
 import tls from "node:tls";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
@@ -47,6 +49,7 @@ store URLs:
   postgres://user:password@host:port/database           (needs pg installed)
   mysql://user:password@host:port/database              MySQL or MariaDB (needs mysql2 installed)
   etcd://[user:password@]host:port[,host:port…], etcds://… (TLS)
+  file:///path/to/lock-file                             a FileLockStore's file (needs the native addon)
 
 options:
   --prefix <p>     key prefix (Redis: default "${DEFAULT_KEY_PREFIX}"; etcd: "${ETCD_KEY_PREFIX}")
@@ -1092,6 +1095,88 @@ class EtcdStore {
 }
 
 // ---------------------------------------------------------------------------------
+// A lock file (FileLockStore: core/src/file.rs, through the native addon)
+
+const fileHold = (h) => hold(h.key, h.kind, h.remainingMs, h.fencingToken, h.owner, h.permits);
+
+class FileStore {
+  #store;
+  #where;
+
+  static async open(url) {
+    let path;
+    try {
+      path = fileURLToPath(url);
+    } catch (err) {
+      throw new UsageError(`not a file URL: ${url} (${err.message}); write file:///absolute/path`);
+    }
+    // The store makes a missing file; the command only reads what is there.
+    try {
+      if (!(await stat(path)).isFile()) throw new StoreError(`${path} is not a lock file (not a regular file)`);
+    } catch (err) {
+      if (err instanceof StoreError) throw err;
+      throw new StoreError(`no lock file at ${path}: ${err.message}`);
+    }
+    let addon;
+    try {
+      addon = createRequire(import.meta.url)("../native-loader.cjs").loadAddon();
+    } catch (err) {
+      throw new StoreError(`lock files need the native addon, which did not load here: ${err.message}`);
+    }
+    try {
+      return new FileStore(addon.NativeFileStore.open(path), path);
+    } catch (err) {
+      throw new StoreError(`the lock file ${path}: ${err.message}`);
+    }
+  }
+
+  constructor(store, path) {
+    this.#store = store;
+    this.#where = `the lock file ${path}`;
+  }
+
+  async #all() {
+    return storeCall(this.#where, () => this.#store.holds());
+  }
+
+  async list(pattern) {
+    const names = globRegExp(pattern);
+    return (await this.#all()).filter((h) => !h.waiting && names.test(h.key)).map(fileHold);
+  }
+
+  async snapshot(pattern) {
+    const names = globRegExp(pattern);
+    const all = (await this.#all()).filter((h) => names.test(h.key));
+    const waiters = new Map();
+    for (const h of all.filter((x) => x.waiting)) waiters.set(h.key, (waiters.get(h.key) ?? 0) + 1);
+    // A plain lock's or a semaphore's waiters leave nothing in the file; a read-write lock's do.
+    return { holds: all.filter((h) => !h.waiting).map(fileHold), waiters, absentWaiters: null };
+  }
+
+  async inspect(key) {
+    const all = (await this.#all()).filter((h) => h.key === key);
+    const holders = all.filter((h) => !h.waiting);
+    const waiting = all.filter((h) => h.waiting).map((h) => ({ kind: h.kind, owner: fingerprint(h.owner), remainingMs: h.remainingMs }));
+    const semaphore = holders.find((h) => h.kind === "semaphore");
+    return {
+      holders: holders.map(fileHold),
+      limit: semaphore?.limit ?? null,
+      waiting,
+      waiters: all.some((h) => h.kind === "read" || h.kind === "write") ? waiting.length : null,
+    };
+  }
+
+  // The waiters of other processes wake on their watch of the file.
+  release(key) {
+    return storeCall(this.#where, async () => (await this.#store.forceRelease(key)).map(fileHold));
+  }
+
+  async close() {
+    this.#store.close();
+  }
+}
+
+// ---------------------------------------------------------------------------------
 
 /** The store of `url`, connected: `{ list, snapshot, inspect, release, close }`. */
 function openStore(url, values) {
@@ -1106,7 +1191,8 @@ function openStore(url, values) {
   if (scheme === "redis:" || scheme === "rediss:") return RedisStore.open(url, values);
   if (scheme === "postgres:" || scheme === "postgresql:") return PostgresStore.open(url, values);
   if (scheme === "mysql:") return MySqlStore.open(url, values);
-  throw new UsageError(`unsupported store URL scheme ${scheme}// (redis://, rediss://, postgres://, mysql://, etcd://)`);
+  if (scheme === "file:") return FileStore.open(url);
+  throw new UsageError(`unsupported store URL scheme ${scheme}// (redis://, rediss://, postgres://, mysql://, etcd://, file://)`);
 }
 
 /** Runs `work(store)` on the store of `url`, then closes it. */

@@ -15,6 +15,34 @@ fn check_ttl(ttl_ms: f64) -> napi::Result<u64> {
     locksmith_core::validate::js::ttl_ms(ttl_ms).napi()
 }
 
+/// A hold in the file, for `locksmith list|inspect|watch|release` (the owner token in full:
+/// the command shows a fingerprint of it).
+#[napi(object)]
+pub struct FileHold {
+    pub key: String,
+    pub kind: String,
+    pub owner: String,
+    pub remaining_ms: f64,
+    pub fencing_token: f64,
+    pub permits: u32,
+    pub limit: Option<u32>,
+    /// For a waiting writer or reader (not a hold): `true`.
+    pub waiting: bool,
+}
+
+fn hold_of(h: locksmith_core::HoldView) -> FileHold {
+    FileHold {
+        key: h.key,
+        kind: h.kind.to_owned(),
+        owner: h.owner,
+        remaining_ms: h.remaining_ms as f64,
+        fencing_token: h.fencing_token as f64,
+        permits: h.permits,
+        limit: h.limit,
+        waiting: false,
+    }
+}
+
 #[napi]
 pub struct NativeFileStore {
     inner: Arc<FileStore>,
@@ -81,6 +109,33 @@ impl NativeFileStore {
     #[napi]
     pub async fn remaining_time(&self, key: String) -> napi::Result<Option<f64>> {
         Ok(self.inner.remaining_time(&key).await.napi()?.map(|ms| ms as f64))
+    }
+
+    /// The holds in the file, then the read-write locks' waiting writers and readers
+    /// (`waiting: true`).
+    #[napi]
+    pub async fn holds(&self) -> napi::Result<Vec<FileHold>> {
+        let (holds, waiting) = self.inner.holds().await.napi()?;
+        Ok(holds
+            .into_iter()
+            .map(hold_of)
+            .chain(waiting.into_iter().map(|w| FileHold {
+                key: w.key,
+                kind: w.kind.to_owned(),
+                owner: w.owner,
+                remaining_ms: w.remaining_ms as f64,
+                fencing_token: 0.0,
+                permits: 1,
+                limit: None,
+                waiting: true,
+            }))
+            .collect())
+    }
+
+    /// Frees every hold of `key`, whoever holds it; what it freed.
+    #[napi]
+    pub async fn force_release(&self, key: String) -> napi::Result<Vec<FileHold>> {
+        Ok(self.inner.force_release(&key).await.napi()?.into_iter().map(hold_of).collect())
     }
 
     /// Another process wrote the file: this process's waiters try again.
