@@ -14,11 +14,15 @@
 //! or one more than the last when that is not smaller, so they grow even across a file
 //! that was deleted and made again.
 //!
-//! File layout: `LKSM`, a format byte, three reserved bytes, the generation (u64), the
-//! payload's length (u32), its FNV-1a checksum (u64), then the payload
-//! ([`State::encode`]). A file that does not read as that (cut short by a power loss, or
-//! written by something else) counts as holding nothing; holds do not outlive the host's
-//! processes anyway.
+//! File layout: a header in the first page — `LKSM`, a format byte, three reserved
+//! bytes, the file's epoch (random, set when the file is first written), the generation
+//! (one more per write), the release count (one more per write that released a hold:
+//! what another process's watcher wakes its waiters for), the payload's offset and
+//! length, and its FNV-1a checksum. The payload ([`State::encode`]) goes to a region the
+//! header does not point at, then the header is written (one page, so a process killed
+//! in between leaves the old header and the old payload, both whole). A write that
+//! would change nothing is skipped. A file that is not empty and does not read as that
+//! is refused (`STORE_ERROR`): it is some other file, a newer format, or damaged.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
@@ -30,13 +34,17 @@ use crate::store::{BoxFuture, Grant, HoldKind, LockStore, Timer};
 
 const MAGIC: &[u8; 4] = b"LKSM";
 const FORMAT: u8 = 1;
-const HEADER: usize = 28;
+const HEADER: usize = 52;
+/// Where payloads start: the header has the first page to itself.
+const PAGE: u64 = 4_096;
 /// How long an operation waits for another process to let go of the file before it
 /// fails with `STORE_UNAVAILABLE` (a process stopped inside an operation).
 pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 2_000;
 /// How often an operation tries the OS lock, yielding the thread between tries, before
 /// it sleeps a millisecond between tries instead.
 const SPINS: u32 = 200;
+/// How often an operation checks that the path still names the store's file.
+const REPLACED_CHECK_MS: u64 = 250;
 
 /// Holds in a file shared by the processes of one host. See the module docs.
 pub struct FileStore {
@@ -49,10 +57,88 @@ pub struct FileStore {
 
 struct Cached {
     state: State,
-    /// The generation `state` was read at (0: never read).
+    /// The file's epoch and generation `state` was read or written at (0, 0: read it).
+    epoch: u64,
     generation: u64,
+    /// The release count this process last saw in the header.
+    releases: u64,
+    /// Where the payload `state` came from, and its bytes.
+    offset: u64,
+    payload: Vec<u8>,
     buf: Vec<u8>,
     closed: bool,
+    /// When the path was last checked to still name this store's file (monotonic ms).
+    checked_at: Option<u64>,
+}
+
+impl Cached {
+    /// Reads everything again at the next operation (after an error, the copy here may
+    /// not be the file's).
+    fn forget(&mut self) {
+        self.epoch = 0;
+        self.generation = 0;
+    }
+}
+
+/// The header's fields.
+struct Header {
+    epoch: u64,
+    generation: u64,
+    releases: u64,
+    offset: u64,
+    len: usize,
+    sum: u64,
+}
+
+impl Header {
+    fn write(&self, out: &mut [u8; HEADER]) {
+        out[..4].copy_from_slice(MAGIC);
+        out[4] = FORMAT;
+        out[5..8].fill(0);
+        out[8..16].copy_from_slice(&self.epoch.to_le_bytes());
+        out[16..24].copy_from_slice(&self.generation.to_le_bytes());
+        out[24..32].copy_from_slice(&self.releases.to_le_bytes());
+        out[32..40].copy_from_slice(&self.offset.to_le_bytes());
+        out[40..44].copy_from_slice(&u32::try_from(self.len).unwrap_or(u32::MAX).to_le_bytes());
+        out[44..52].copy_from_slice(&self.sum.to_le_bytes());
+    }
+
+    fn read(bytes: &[u8; HEADER]) -> Self {
+        let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or_default());
+        Self {
+            epoch: u64_at(8),
+            generation: u64_at(16),
+            releases: u64_at(24),
+            offset: u64_at(32),
+            len: u32::from_le_bytes(bytes[40..44].try_into().unwrap_or_default()) as usize,
+            sum: u64_at(44),
+        }
+    }
+}
+
+/// Unlocks the file when dropped, so a panic inside an operation does not keep it locked.
+struct Unlock<'a>(&'a File);
+
+impl Drop for Unlock<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.unlock();
+    }
+}
+
+/// Pending once (and woken at once): on the JS thread's first poll of a call, a file
+/// another process has locked sends the call to tokio rather than spinning there.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
 }
 
 fn checksum(bytes: &[u8]) -> u64 {
@@ -119,7 +205,17 @@ impl FileStore {
             file,
             timer,
             busy_timeout_ms: DEFAULT_BUSY_TIMEOUT_MS,
-            cached: Mutex::new(Cached { state: State::new(), generation: 0, buf: Vec::new(), closed: false }),
+            cached: Mutex::new(Cached {
+                state: State::new(),
+                epoch: 0,
+                generation: 0,
+                releases: 0,
+                offset: 0,
+                payload: Vec::new(),
+                buf: Vec::new(),
+                closed: false,
+                checked_at: None,
+            }),
         })
     }
 
@@ -137,10 +233,21 @@ impl FileStore {
         &self.path
     }
 
-    /// Another process may have changed the file (a file watcher saw it): this
-    /// process's waiters try again now.
+    /// Another process may have changed the file (a file watcher saw it): when a hold
+    /// was released since this process last looked, its waiters try again now. Reads
+    /// the header only, without the OS lock (a torn read at worst wakes them for
+    /// nothing, or leaves them to their retry delay).
     pub fn changed(&self) {
-        self.cached().state.wake_all();
+        let mut header = [0u8; HEADER];
+        if !matches!(read_full(&self.file, &mut header, 0), Ok(HEADER)) || &header[..4] != MAGIC {
+            return;
+        }
+        let releases = Header::read(&header).releases;
+        let mut cached = self.cached();
+        if releases != cached.releases {
+            cached.releases = releases;
+            cached.state.wake_all();
+        }
     }
 
     /// Closes the store: later operations fail with `STORE_CLOSED`, and waiters wake.
@@ -174,31 +281,42 @@ impl FileStore {
         LockError::StoreUnavailable(format!("{what} the lock file {}: {err}", self.path.display()))
     }
 
+    fn damaged(&self, why: &str) -> LockError {
+        LockError::StoreError(format!("the lock file {} {why}", self.path.display()))
+    }
+
     /// Runs `op` on the holds as the file has them now, under the file's OS lock, and
-    /// writes them back when `write` (an operation that may change them).
+    /// writes them back when `write` (an operation that may change them) and they changed.
     async fn with<R>(&self, write: bool, op: impl FnOnce(&mut State, u64) -> Result<R>) -> Result<R> {
         let mut op = Some(op);
         let started = self.timer.now_ms();
+        let mut yielded = false;
         loop {
             for _ in 0..SPINS {
-                let mut cached = self.cached();
-                if cached.closed {
-                    return Err(LockError::StoreClosed);
-                }
-                match self.file.try_lock() {
-                    Ok(()) => {
-                        let result = self.locked(&mut cached, write, op.take().expect("runs once"));
-                        let unlocked = self.file.unlock();
-                        return match (result, unlocked) {
-                            (Ok(r), Ok(())) => Ok(r),
-                            (Err(err), _) => Err(err),
-                            (Ok(_), Err(err)) => Err(self.io_error("cannot unlock", &err)),
-                        };
+                {
+                    let mut cached = self.cached();
+                    if cached.closed {
+                        return Err(LockError::StoreClosed);
                     }
-                    Err(TryLockError::WouldBlock) => {}
-                    Err(TryLockError::Error(err)) => return Err(self.io_error("cannot lock", &err)),
+                    match self.file.try_lock() {
+                        Ok(()) => {
+                            let _unlock = Unlock(&self.file);
+                            let result = self.locked(&mut cached, write, op.take().expect("runs once"));
+                            if result.is_err() {
+                                cached.forget();
+                            }
+                            return result;
+                        }
+                        Err(TryLockError::WouldBlock) => {}
+                        Err(TryLockError::Error(err)) => return Err(self.io_error("cannot lock", &err)),
+                    }
                 }
-                drop(cached);
+                if !yielded {
+                    // Off the JS thread before spinning (see YieldOnce).
+                    yielded = true;
+                    YieldOnce(false).await;
+                    continue;
+                }
                 std::thread::yield_now();
             }
             if self.timer.now_ms().saturating_sub(started) >= self.busy_timeout_ms {
@@ -212,6 +330,86 @@ impl FileStore {
         }
     }
 
+    /// Reads the header and, when another process wrote since, the holds.
+    fn load(&self, cached: &mut Cached) -> Result<()> {
+        let mut bytes = [0u8; HEADER];
+        let n = read_full(&self.file, &mut bytes, 0).map_err(|err| self.io_error("cannot read", &err))?;
+        if n == 0 {
+            // A new file: no holds yet, and no epoch until the first write.
+            if cached.epoch != 0 || cached.generation != 0 {
+                cached.state.clear_holds();
+                cached.payload.clear();
+                cached.epoch = 0;
+                cached.generation = 0;
+            }
+            return Ok(());
+        }
+        if n < HEADER || &bytes[..4] != MAGIC {
+            return Err(self.damaged("is not a locksmith lock file (its first bytes are not a lock file's header): give FileLockStore a file of its own"));
+        }
+        if bytes[4] != FORMAT {
+            return Err(self.damaged(&format!(
+                "has format {}, which this version of locksmith does not read (it reads {FORMAT})",
+                bytes[4]
+            )));
+        }
+        let header = Header::read(&bytes);
+        if header.releases != cached.releases {
+            // Another process released a hold: this process's waiters try again.
+            cached.releases = header.releases;
+            cached.state.wake_all();
+        }
+        if (header.epoch, header.generation) == (cached.epoch, cached.generation) {
+            return Ok(());
+        }
+        let size = self.file.metadata().map_err(|err| self.io_error("cannot read", &err))?.len();
+        if header.offset < PAGE || header.offset.saturating_add(header.len as u64) > size {
+            return Err(self
+                .damaged("is damaged (its header points past its end); delete it once no process uses it"));
+        }
+        let Cached { state, payload, .. } = cached;
+        payload.resize(header.len, 0);
+        let read = read_full(&self.file, payload, header.offset)
+            .map_err(|err| self.io_error("cannot read", &err))?;
+        if read != header.len || checksum(payload) != header.sum || state.decode(payload).is_none() {
+            return Err(self.damaged(
+                "is damaged (its holds do not match their checksum); delete it once no process uses it",
+            ));
+        }
+        cached.epoch = header.epoch;
+        cached.generation = header.generation;
+        cached.offset = header.offset;
+        Ok(())
+    }
+
+    /// Whether the path still names the file this store has open (checked at most every
+    /// [`REPLACED_CHECK_MS`]): a file deleted or replaced under running processes splits
+    /// them between two files that do not see each other's holds, so the store refuses
+    /// from then on rather than go on alone.
+    #[cfg(unix)]
+    fn check_replaced(&self, cached: &mut Cached) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let now = self.timer.now_ms();
+        if cached.checked_at.is_some_and(|at| now.saturating_sub(at) < REPLACED_CHECK_MS) {
+            return Ok(());
+        }
+        let open = self.file.metadata().map_err(|err| self.io_error("cannot read", &err))?;
+        let same = std::fs::metadata(&self.path)
+            .is_ok_and(|named| (named.dev(), named.ino()) == (open.dev(), open.ino()));
+        if !same {
+            return Err(self.damaged("was deleted or replaced while this store had it open: processes that open the path now use another file, and the two do not see each other's holds; open the store again once no process uses the old file"));
+        }
+        cached.checked_at = Some(now);
+        Ok(())
+    }
+
+    #[cfg(not(unix))]
+    #[allow(clippy::unused_self, clippy::unnecessary_wraps)]
+    fn check_replaced(&self, _cached: &mut Cached) -> Result<()> {
+        // Not checked: the standard library has no stable file identity on Windows yet.
+        Ok(())
+    }
+
     fn locked<R>(
         &self,
         cached: &mut Cached,
@@ -219,52 +417,56 @@ impl FileStore {
         op: impl FnOnce(&mut State, u64) -> Result<R>,
     ) -> Result<R> {
         let now = self.timer.unix_time_ms().unwrap_or(0);
-        let mut header = [0u8; HEADER];
-        let n = read_full(&self.file, &mut header, 0).map_err(|err| self.io_error("cannot read", &err))?;
-        let valid = n == HEADER && &header[..4] == MAGIC && header[4] == FORMAT;
-        let generation =
-            if valid { u64::from_le_bytes(header[8..16].try_into().unwrap_or_default()) } else { 0 };
-        if !valid || generation != cached.generation {
-            let Cached { state, buf, .. } = cached;
-            let len = if valid {
-                u32::from_le_bytes(header[16..20].try_into().unwrap_or_default()) as usize
-            } else {
-                0
-            };
-            let sum = u64::from_le_bytes(header[20..28].try_into().unwrap_or_default());
-            // A length past the file's end is damage, not something to allocate.
-            let size = self.file.metadata().map_err(|err| self.io_error("cannot read", &err))?.len();
-            let fits = (HEADER + len) as u64 <= size;
-            buf.resize(if fits { len } else { 0 }, 0);
-            let read = if valid && fits { read_full(&self.file, buf, HEADER as u64) } else { Ok(0) };
-            let read = read.map_err(|err| self.io_error("cannot read", &err))?;
-            if !(valid && fits && read == len && checksum(buf) == sum && state.decode(buf).is_some()) {
-                // Nothing readable: no holds (the fencing counter keeps what it had).
-                state.clear_holds();
-            }
-            cached.generation = generation;
-        }
+        self.check_replaced(cached)?;
+        self.load(cached)?;
         // Tokens are the wall clock in microseconds, or one more than the last.
         cached.state.raise_fencing_token(now.saturating_mul(1_000));
+        let wakes = cached.state.wakes();
         let result = op(&mut cached.state, now)?;
-        if write {
-            let generation = cached.generation.wrapping_add(1).max(1);
-            let Cached { state, buf, .. } = cached;
-            buf.clear();
-            buf.resize(HEADER, 0);
-            state.encode(now, buf);
-            let len = u32::try_from(buf.len() - HEADER).unwrap_or(u32::MAX);
-            let sum = checksum(&buf[HEADER..]);
-            buf[..4].copy_from_slice(MAGIC);
-            buf[4] = FORMAT;
-            buf[8..16].copy_from_slice(&generation.to_le_bytes());
-            buf[16..20].copy_from_slice(&len.to_le_bytes());
-            buf[20..28].copy_from_slice(&sum.to_le_bytes());
-            write_all_at(&self.file, buf, 0).map_err(|err| self.io_error("cannot write", &err))?;
-            cached.generation = generation;
+        if !write {
+            return Ok(result);
         }
+        let released = cached.state.wakes() != wakes;
+        let Cached { state, buf, payload, .. } = cached;
+        buf.clear();
+        state.encode(now, buf);
+        if !released && buf == payload {
+            return Ok(result); // nothing changed (a refused acquire)
+        }
+        // The payload goes where the header does not point, then the header.
+        let current = cached.offset.max(PAGE);
+        let span = |len: usize| (len as u64).div_ceil(PAGE).max(1) * PAGE;
+        let offset = if current > PAGE && (cached.buf.len() as u64) <= current - PAGE {
+            PAGE
+        } else {
+            current + span(cached.payload.len())
+        };
+        write_all_at(&self.file, &cached.buf, offset).map_err(|err| self.io_error("cannot write", &err))?;
+        let epoch = if cached.epoch == 0 { random_epoch()? } else { cached.epoch };
+        let header = Header {
+            epoch,
+            generation: cached.generation.wrapping_add(1).max(1),
+            releases: cached.releases.wrapping_add(u64::from(released)),
+            offset,
+            len: cached.buf.len(),
+            sum: checksum(&cached.buf),
+        };
+        let mut bytes = [0u8; HEADER];
+        header.write(&mut bytes);
+        write_all_at(&self.file, &bytes, 0).map_err(|err| self.io_error("cannot write", &err))?;
+        cached.epoch = header.epoch;
+        cached.generation = header.generation;
+        cached.releases = header.releases;
+        cached.offset = offset;
+        std::mem::swap(&mut cached.payload, &mut cached.buf);
         Ok(result)
     }
+}
+
+fn random_epoch() -> Result<u64> {
+    let mut raw = [0u8; 8];
+    getrandom::fill(&mut raw).map_err(|e| LockError::NoRandomSource(e.to_string()))?;
+    Ok(u64::from_le_bytes(raw).max(1))
 }
 
 #[async_trait::async_trait]

@@ -42,6 +42,9 @@ pub(crate) struct State {
     /// hold still reaches everyone queued behind it. Dropped once nobody listens.
     waiters: Map<Arc<Event>>,
     last_fencing_token: u64,
+    /// How many releases (and forced frees) woke, or would have woken, waiters: a file
+    /// store tells other processes by it.
+    wakes: u64,
     last_sweep_ms: u64,
     len_after_sweep: usize,
 }
@@ -341,9 +344,16 @@ impl State {
             rwlocks: Map::default(),
             waiters: Map::default(),
             last_fencing_token: 0,
+            wakes: 0,
             last_sweep_ms: 0,
             len_after_sweep: 0,
         }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    /// How many releases have woken waiters (see `wakes`).
+    pub(crate) fn wakes(&self) -> u64 {
+        self.wakes
     }
 
     #[cfg(not(target_arch = "wasm32"))] // the file store's
@@ -500,6 +510,7 @@ impl State {
     /// Wakes every waiter of a semaphore or read-write lock: a release can admit
     /// several (readers), and each checks for itself.
     fn wake_permit_waiters(&mut self, key: &str, kind: HoldKind) {
+        self.wakes = self.wakes.wrapping_add(1);
         let name = waiter_key(key, kind);
         if let Some(event) = self.waiters.get(name.as_str()) {
             event.notify(usize::MAX);
@@ -511,6 +522,7 @@ impl State {
 
     /// Wakes one waiter of `key`: a woken waiter that gives up passes the wake-up on.
     fn wake_one_waiter(&mut self, key: &str) {
+        self.wakes = self.wakes.wrapping_add(1);
         if let Some(event) = self.waiters.get(key) {
             event.notify(1);
             // Nobody left to wake (the waiters of earlier releases got in or gave up):

@@ -75,18 +75,59 @@ fn two_stores_on_one_file_exclude_each_other() {
     let _ = std::fs::remove_file(path);
 }
 
+/// The generation and release count in the header (bytes 16..32).
+fn header_counts(path: &std::path::Path) -> (u64, u64) {
+    let bytes = std::fs::read(path).unwrap();
+    (
+        u64::from_le_bytes(bytes[16..24].try_into().unwrap()),
+        u64::from_le_bytes(bytes[24..32].try_into().unwrap()),
+    )
+}
+
 #[test]
-fn a_file_that_does_not_read_holds_nothing_and_tokens_still_grow() {
+fn a_refused_acquire_writes_nothing_and_only_releases_count_as_releases() {
+    let (timer, a, b, path) = pair();
+    let run = timer.runner();
+    let p = path.clone();
+    run(Box::pin(async move {
+        assert!(a.acquire("k", "o", 1_000).await.unwrap());
+        let (generation, releases) = header_counts(&p);
+        assert!(!b.acquire("k", "o2", 1_000).await.unwrap());
+        assert_eq!(header_counts(&p), (generation, releases), "a refusal changes nothing");
+        assert!(a.extend("k", "o", 2_000).await.unwrap());
+        assert_eq!(header_counts(&p), (generation + 1, releases), "an extend is a write, not a release");
+        assert!(a.release("k", "o").await.unwrap());
+        assert_eq!(header_counts(&p), (generation + 2, releases + 1));
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_file_that_is_not_a_lock_file_is_refused_and_tokens_grow_across_a_remade_file() {
     let (timer, a, _b, path) = pair();
     let run = timer.runner();
     let t = timer.clone();
     let p = path.clone();
     run(Box::pin(async move {
-        assert!(a.acquire("k", "o", 1_000).await.unwrap());
         let first = a.acquire_with_grant("j", "o", 1_000).await.unwrap().unwrap().fencing_token.unwrap();
-        std::fs::write(&p, b"not a lock file at all, but long enough to be read").unwrap();
+        // Some other file: refused, and left alone.
+        let other = p.with_extension("other");
+        std::fs::write(&other, b"not a lock file at all, but long enough to be read as one: 0123456789")
+            .unwrap();
+        let foreign = FileStore::open(&other, Arc::new(t.clone())).unwrap();
+        let err = foreign.acquire("k", "o", 1_000).await.unwrap_err();
+        assert_eq!(err.code(), "STORE_ERROR", "{err}");
+        assert!(err.to_string().contains("is not a locksmith lock file"), "{err}");
+        assert!(std::fs::read(&other).unwrap().starts_with(b"not a lock file"));
+        let _ = std::fs::remove_file(&other);
+        // A lock file whose holds were damaged: refused too (not read as empty).
+        let mut bytes = std::fs::read(&p).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&p, &bytes).unwrap();
         let damaged = FileStore::open(&p, Arc::new(t.clone())).unwrap();
-        assert!(!damaged.is_locked("k").await.unwrap(), "a damaged file holds nothing");
+        let err = damaged.is_locked("j").await.unwrap_err();
+        assert!(err.to_string().contains("is damaged"), "{err}");
         // Deleted and made again: tokens are the wall clock's microseconds, so they grow.
         std::fs::remove_file(&p).unwrap();
         t.advance(1);
@@ -186,6 +227,25 @@ fn a_waiting_writers_claim_and_the_readers_turn_cross_stores() {
         let freed = a.force_release("rw").await.unwrap();
         assert_eq!(freed.iter().map(|h| h.owner.as_str()).collect::<Vec<_>>(), ["r2"]);
         assert!(b.permit_count("rw", HoldKind::Read).await.unwrap() == 0);
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_file_deleted_under_the_store_is_refused_not_used_alone() {
+    let (timer, a, _b, path) = pair();
+    let run = timer.runner();
+    let t = timer.clone();
+    let p = path.clone();
+    run(Box::pin(async move {
+        assert!(a.acquire("k", "o", 10_000).await.unwrap());
+        std::fs::remove_file(&p).unwrap();
+        let fresh = FileStore::open(&p, Arc::new(t.clone())).unwrap();
+        assert!(fresh.acquire("k", "o2", 10_000).await.unwrap(), "the new file has no holds");
+        t.advance(300);
+        let err = a.release("k", "o").await.unwrap_err();
+        assert_eq!(err.code(), "STORE_ERROR");
+        assert!(err.to_string().contains("was deleted or replaced"), "{err}");
     }));
     let _ = std::fs::remove_file(path);
 }

@@ -427,15 +427,20 @@ export async function runClients(ls, store, userConfig) {
       } else {
         await sleep(random.int(10, ttl / 2));
       }
-      const release = { send: now(), reply: null, ok: false, code: null };
+      // Recorded (streamed) as sent before it is sent: a process killed while its release
+      // is under way may have freed the hold, and the checker must not take it for live.
+      // Until the reply, `ok` is null (unknown).
+      const release = { send: now(), reply: null, ok: null, code: null };
+      hold.release = release;
+      emit(hold);
       try {
         release.ok = await handle.release();
       } catch (err) {
+        release.ok = false;
         release.code = errorCode(err);
         countError("release", err);
       }
       release.reply = now();
-      hold.release = release;
       emit(hold);
     }
   }
@@ -466,7 +471,11 @@ async function main() {
   // A test of the clock measurement: this process's clock off by `clockSkewMs[process]`,
   // measured (and so corrected) unless `syncClock: false`.
   skewMs = config.clockSkewMs?.[config.process] ?? 0;
-  if (config.syncClock !== false) await syncClock();
+  if (config.syncClock !== false) {
+    const clock = await syncClock();
+    // A process killed later leaves no summary: its clock's bound goes out now.
+    if (config.stream && clock) process.stdout.write(`${JSON.stringify({ t: "clock", process: config.process, clock })}\n`);
+  }
   // Processes of one run start together: at `startAt` on the run's clock.
   if (config.startAt) await sleep(Math.max(0, config.startAt - now()));
   const { holds, summary } = await runClients(ls, store, config);

@@ -78,7 +78,9 @@ export function runProcess(config, { timeoutMs, onSpawn, script = CLIENT, killed
 export function checkRecords(records, check = {}) {
   const holds = records.filter((r) => r.t === "hold");
   const summaries = records.filter((r) => r.t === "summary");
-  const clockErrorMs = Math.max(0, ...summaries.map((s) => s.clock?.errorMs ?? 0));
+  // The summaries' bounds, and those a streaming process wrote at its start (a killed one has no summary).
+  const clocks = records.filter((r) => r.t === "clock");
+  const clockErrorMs = Math.max(0, ...summaries.map((s) => s.clock?.errorMs ?? 0), ...clocks.map((c) => c.clock.errorMs));
   const slackMs = (check.slackMs ?? 2) + clockErrorMs;
   return { result: checkHistory(holds, { ...check, slackMs }), holds, summaries, clockErrorMs };
 }
