@@ -43,7 +43,8 @@ pub(crate) struct State {
     waiters: Map<Arc<Event>>,
     last_fencing_token: u64,
     /// How many releases (and forced frees) woke, or would have woken, waiters: a file
-    /// store tells other processes by it.
+    /// store tells other processes by it (not in the wasm build).
+    #[cfg(not(target_arch = "wasm32"))]
     wakes: u64,
     last_sweep_ms: u64,
     len_after_sweep: usize,
@@ -344,6 +345,7 @@ impl State {
             rwlocks: Map::default(),
             waiters: Map::default(),
             last_fencing_token: 0,
+            #[cfg(not(target_arch = "wasm32"))]
             wakes: 0,
             last_sweep_ms: 0,
             len_after_sweep: 0,
@@ -510,7 +512,10 @@ impl State {
     /// Wakes every waiter of a semaphore or read-write lock: a release can admit
     /// several (readers), and each checks for itself.
     fn wake_permit_waiters(&mut self, key: &str, kind: HoldKind) {
-        self.wakes = self.wakes.wrapping_add(1);
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.wakes = self.wakes.wrapping_add(1);
+        }
         let name = waiter_key(key, kind);
         if let Some(event) = self.waiters.get(name.as_str()) {
             event.notify(usize::MAX);
@@ -522,7 +527,10 @@ impl State {
 
     /// Wakes one waiter of `key`: a woken waiter that gives up passes the wake-up on.
     fn wake_one_waiter(&mut self, key: &str) {
-        self.wakes = self.wakes.wrapping_add(1);
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.wakes = self.wakes.wrapping_add(1);
+        }
         if let Some(event) = self.waiters.get(key) {
             event.notify(1);
             // Nobody left to wake (the waiters of earlier releases got in or gave up):
