@@ -34,7 +34,7 @@ use crate::store::{BoxFuture, Grant, HoldKind, LockStore, Timer};
 
 const MAGIC: &[u8; 4] = b"LKSM";
 const FORMAT: u8 = 1;
-const HEADER: usize = 52;
+const HEADER: usize = 60;
 /// Where payloads start: the header has the first page to itself.
 const PAGE: u64 = 4_096;
 /// How long an operation waits for another process to let go of the file before it
@@ -44,6 +44,7 @@ pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 2_000;
 /// it sleeps a millisecond between tries instead.
 const SPINS: u32 = 200;
 /// How often an operation checks that the path still names the store's file.
+#[cfg(unix)]
 const REPLACED_CHECK_MS: u64 = 250;
 
 /// Holds in a file shared by the processes of one host. See the module docs.
@@ -68,7 +69,11 @@ struct Cached {
     buf: Vec<u8>,
     closed: bool,
     /// When the path was last checked to still name this store's file (monotonic ms).
+    #[cfg_attr(not(unix), allow(dead_code))]
     checked_at: Option<u64>,
+    /// This store has seen the file with a header: an empty file after that was emptied
+    /// under it.
+    seen_header: bool,
 }
 
 impl Cached {
@@ -77,6 +82,8 @@ impl Cached {
     fn forget(&mut self) {
         self.epoch = 0;
         self.generation = 0;
+        self.state.clear_holds();
+        self.payload.clear();
     }
 }
 
@@ -88,6 +95,8 @@ struct Header {
     offset: u64,
     len: usize,
     sum: u64,
+    /// The host's boot the file was last written in (0: unknown).
+    boot: u64,
 }
 
 impl Header {
@@ -101,6 +110,7 @@ impl Header {
         out[32..40].copy_from_slice(&self.offset.to_le_bytes());
         out[40..44].copy_from_slice(&u32::try_from(self.len).unwrap_or(u32::MAX).to_le_bytes());
         out[44..52].copy_from_slice(&self.sum.to_le_bytes());
+        out[52..60].copy_from_slice(&self.boot.to_le_bytes());
     }
 
     fn read(bytes: &[u8; HEADER]) -> Self {
@@ -112,6 +122,7 @@ impl Header {
             offset: u64_at(32),
             len: u32::from_le_bytes(bytes[40..44].try_into().unwrap_or_default()) as usize,
             sum: u64_at(44),
+            boot: u64_at(52),
         }
     }
 }
@@ -190,14 +201,27 @@ impl FileStore {
     /// directory, no permission, a directory at `path`); `UNSUPPORTED` when `timer` has
     /// no wall clock.
     pub fn open(path: impl AsRef<Path>, timer: Arc<dyn Timer>) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
+        Self::open_with(path.as_ref(), timer, true)
+    }
+
+    /// [`open`](Self::open) of a file that exists already: `STORE_ERROR` if it does not
+    /// (a reader such as the CLI must not make one).
+    ///
+    /// # Errors
+    /// As `open`, and for a missing file.
+    pub fn open_existing(path: impl AsRef<Path>, timer: Arc<dyn Timer>) -> Result<Self> {
+        Self::open_with(path.as_ref(), timer, false)
+    }
+
+    fn open_with(path: &Path, timer: Arc<dyn Timer>, create: bool) -> Result<Self> {
+        let path = path.to_path_buf();
         if timer.unix_time_ms().is_none() {
             return Err(LockError::Unsupported(
                 "a file store needs a wall clock, and this runtime has none".into(),
             ));
         }
         let file =
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(
+            OpenOptions::new().read(true).write(true).create(create).truncate(false).open(&path).map_err(
                 |err| LockError::StoreError(format!("cannot open the lock file {}: {err}", path.display())),
             )?;
         Ok(Self {
@@ -215,6 +239,7 @@ impl FileStore {
                 buf: Vec::new(),
                 closed: false,
                 checked_at: None,
+                seen_header: false,
             }),
         })
     }
@@ -239,13 +264,17 @@ impl FileStore {
     /// nothing, or leaves them to their retry delay).
     pub fn changed(&self) {
         let mut header = [0u8; HEADER];
-        if !matches!(read_full(&self.file, &mut header, 0), Ok(HEADER)) || &header[..4] != MAGIC {
+        let read = matches!(read_full(&self.file, &mut header, 0), Ok(HEADER)) && &header[..4] == MAGIC;
+        let mut cached = self.cached();
+        if !read {
+            // Unreadable now (on Windows another process's lock covers the file): a
+            // wake-up for nothing costs an attempt; a missed one, a retry delay.
+            cached.state.wake_all();
             return;
         }
-        let releases = Header::read(&header).releases;
-        let mut cached = self.cached();
-        if releases != cached.releases {
-            cached.releases = releases;
+        let header = Header::read(&header);
+        if (header.epoch, header.releases) != (cached.epoch, cached.releases) {
+            cached.releases = header.releases;
             cached.state.wake_all();
         }
     }
@@ -335,13 +364,10 @@ impl FileStore {
         let mut bytes = [0u8; HEADER];
         let n = read_full(&self.file, &mut bytes, 0).map_err(|err| self.io_error("cannot read", &err))?;
         if n == 0 {
-            // A new file: no holds yet, and no epoch until the first write.
-            if cached.epoch != 0 || cached.generation != 0 {
-                cached.state.clear_holds();
-                cached.payload.clear();
-                cached.epoch = 0;
-                cached.generation = 0;
+            if cached.seen_header {
+                return Err(self.damaged("was emptied while this store had it open: the holds in it are gone; open the store again once no process uses it"));
             }
+            // A new file: no holds yet, and no epoch until the first write.
             return Ok(());
         }
         if n < HEADER || &bytes[..4] != MAGIC {
@@ -354,7 +380,26 @@ impl FileStore {
             )));
         }
         let header = Header::read(&bytes);
-        if header.releases != cached.releases {
+        cached.seen_header = true;
+        let boot = boot_id();
+        if header.boot != 0 && boot != 0 && header.boot != boot {
+            // Written before the host last started: every process that held anything in
+            // it is gone (a payload a power loss cut short included), so it holds nothing.
+            if (header.epoch, header.generation) != (cached.epoch, cached.generation) {
+                cached.state.clear_holds();
+                cached.payload.clear();
+                cached.epoch = header.epoch;
+                cached.generation = header.generation;
+                cached.releases = header.releases;
+                cached.offset = header.offset;
+            }
+            return Ok(());
+        }
+        if cached.epoch != 0 && header.epoch != cached.epoch {
+            // The same file (the path check sees a replaced one), made anew under this store.
+            return Err(self.damaged("was emptied and written again while this store had it open: the holds in it before are gone; open the store again once no process uses it"));
+        }
+        if header.releases != cached.releases || header.epoch != cached.epoch {
             // Another process released a hold: this process's waiters try again.
             cached.releases = header.releases;
             cached.state.wake_all();
@@ -430,8 +475,13 @@ impl FileStore {
         let Cached { state, buf, payload, .. } = cached;
         buf.clear();
         state.encode(now, buf);
-        if !released && buf == payload {
-            return Ok(result); // nothing changed (a refused acquire)
+        // Nothing changed (a refused acquire): the holds are the same. The fencing
+        // counter (the first 8 bytes) is left out: raised to the clock before every
+        // operation, it differs, but a token minted always changes a hold too.
+        let empty = [0u8; 12];
+        let before = if payload.is_empty() { &empty[..] } else { &payload[8.min(payload.len())..] };
+        if !released && &buf[8..] == before {
+            return Ok(result);
         }
         // The payload goes where the header does not point, then the header.
         let current = cached.offset.max(PAGE);
@@ -450,6 +500,7 @@ impl FileStore {
             offset,
             len: cached.buf.len(),
             sum: checksum(&cached.buf),
+            boot: boot_id(),
         };
         let mut bytes = [0u8; HEADER];
         header.write(&mut bytes);
@@ -461,6 +512,47 @@ impl FileStore {
         std::mem::swap(&mut cached.payload, &mut cached.buf);
         Ok(result)
     }
+}
+
+/// This boot of the host, as a number (0 where it cannot be told): Linux's boot id,
+/// macOS's boot time.
+fn boot_id() -> u64 {
+    static BOOT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *BOOT.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        {
+            std::fs::read("/proc/sys/kernel/random/boot_id").map_or(0, |id| checksum(id.trim_ascii()).max(1))
+        }
+        #[cfg(target_os = "macos")]
+        {
+            let mut boot = libc::timeval { tv_sec: 0, tv_usec: 0 };
+            let mut size = std::mem::size_of::<libc::timeval>();
+            let mib = [libc::CTL_KERN, libc::KERN_BOOTTIME];
+            // SAFETY: kern.boottime writes one timeval into `boot`, of `size` bytes.
+            #[allow(unsafe_code)] // sysctl has no safe wrapper in std.
+            let done = unsafe {
+                libc::sysctl(
+                    mib.as_ptr().cast_mut(),
+                    2,
+                    (&raw mut boot).cast(),
+                    &raw mut size,
+                    std::ptr::null_mut(),
+                    0,
+                )
+            };
+            if done == 0 {
+                (u64::try_from(boot.tv_sec).unwrap_or(0) * 1_000_000
+                    + u64::try_from(boot.tv_usec).unwrap_or(0))
+                .max(1)
+            } else {
+                0
+            }
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+        {
+            0
+        }
+    })
 }
 
 fn random_epoch() -> Result<u64> {

@@ -856,6 +856,10 @@ impl State {
                     holds.readers_take_their_turn();
                 }
                 holds.holders.clear();
+                // And what waits: a dead writer's claim would keep readers out until it lapsed.
+                holds.writer_waiting = None;
+                holds.readers_waiting.clear();
+                holds.reader_turn.clear();
                 if holds.is_empty() {
                     self.holds_of(kind).remove(key);
                 }

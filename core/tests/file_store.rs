@@ -89,9 +89,12 @@ fn a_refused_acquire_writes_nothing_and_only_releases_count_as_releases() {
     let (timer, a, b, path) = pair();
     let run = timer.runner();
     let p = path.clone();
+    let t = timer.clone();
     run(Box::pin(async move {
         assert!(a.acquire("k", "o", 1_000).await.unwrap());
         let (generation, releases) = header_counts(&p);
+        // Later on the clock (the fencing counter's floor moves with it): still nothing to write.
+        t.advance(5);
         assert!(!b.acquire("k", "o2", 1_000).await.unwrap());
         assert_eq!(header_counts(&p), (generation, releases), "a refusal changes nothing");
         assert!(a.extend("k", "o", 2_000).await.unwrap());
@@ -246,6 +249,75 @@ fn a_file_deleted_under_the_store_is_refused_not_used_alone() {
         let err = a.release("k", "o").await.unwrap_err();
         assert_eq!(err.code(), "STORE_ERROR");
         assert!(err.to_string().contains("was deleted or replaced"), "{err}");
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_file_from_an_earlier_boot_holds_nothing_and_an_emptied_one_is_refused() {
+    let (timer, a, _b, path) = pair();
+    let run = timer.runner();
+    let t = timer.clone();
+    let p = path.clone();
+    run(Box::pin(async move {
+        assert!(a.acquire("k", "o", 60_000).await.unwrap());
+        // As a power loss leaves it: the header of another boot over a payload cut short.
+        let mut bytes = std::fs::read(&p).unwrap();
+        let other_boot = u64::from_le_bytes(bytes[52..60].try_into().unwrap()).wrapping_add(1).max(1);
+        bytes[52..60].copy_from_slice(&other_boot.to_le_bytes());
+        let offset = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
+        bytes.truncate(offset + 3);
+        std::fs::write(&p, &bytes).unwrap();
+        let after_boot = FileStore::open(&p, Arc::new(t.clone())).unwrap();
+        if u64::from_le_bytes(std::fs::read(&p).unwrap()[52..60].try_into().unwrap()) != 0 {
+            assert!(!after_boot.is_locked("k").await.unwrap(), "the earlier boot's holds are gone");
+            assert!(after_boot.acquire("k", "o2", 1_000).await.unwrap());
+        }
+        // Emptied under a store that has read it: refused, not taken for a new file.
+        std::fs::File::create(&p).unwrap();
+        let err = after_boot.is_locked("k").await.unwrap_err();
+        assert!(err.to_string().contains("was emptied"), "{err}");
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_forced_release_clears_a_dead_writers_claim() {
+    let (timer, a, b, path) = pair();
+    let run = timer.runner();
+    run(Box::pin(async move {
+        assert!(a.acquire_permit("rw", "r", 1_000, HoldKind::Read).await.unwrap().is_some());
+        assert!(b.acquire_permit("rw", "w", 60_000, HoldKind::Write).await.unwrap().is_none(), "claims");
+        assert!(a.release_permit("rw", "r", HoldKind::Read).await.unwrap());
+        // The writer's process died; its claim keeps readers out until it lapses.
+        assert!(a.acquire_permit("rw", "r2", 1_000, HoldKind::Read).await.unwrap().is_none());
+        a.force_release("rw").await.unwrap();
+        assert!(a.acquire_permit("rw", "r2", 1_000, HoldKind::Read).await.unwrap().is_some());
+    }));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn open_existing_does_not_make_a_file() {
+    let path = temp_path("existing");
+    let err = FileStore::open_existing(&path, Arc::new(FakeTimer::new())).err().unwrap();
+    assert_eq!(err.code(), "STORE_ERROR");
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_file_emptied_and_written_again_under_a_store_is_refused() {
+    let (timer, a, _b, path) = pair();
+    let run = timer.runner();
+    let t = timer.clone();
+    let p = path.clone();
+    run(Box::pin(async move {
+        assert!(a.acquire("k", "o", 60_000).await.unwrap());
+        std::fs::File::create(&p).unwrap();
+        let fresh = FileStore::open(&p, Arc::new(t.clone())).unwrap();
+        assert!(fresh.acquire("k", "o2", 60_000).await.unwrap());
+        let err = a.release("k", "o").await.unwrap_err();
+        assert!(err.to_string().contains("emptied and written again"), "{err}");
     }));
     let _ = std::fs::remove_file(path);
 }

@@ -97,7 +97,9 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
       acquire: [rel(h.acquire.send), rel(h.acquire.reply)],
       live: [rel(t.start), rel(t.end)],
       extends: h.extends.map((e) => [rel(e.send), rel(e.reply), e.ok ? "ok" : e.code]),
-      release: h.release ? [rel(h.release.send), rel(h.release.reply), h.release.ok ? "ok" : (h.release.code ?? false)] : null,
+      release: h.release
+        ? [rel(h.release.send), rel(h.release.reply), h.release.ok ? "ok" : h.release.ok === null ? "pending" : (h.release.code ?? false)]
+        : null,
       signal: h.signal ? [rel(h.signal.at), h.signal.reason, h.signal.code] : null,
     };
   };

@@ -208,11 +208,18 @@ export async function openStore(ls, spec) {
     return { store, close: async () => store.close() };
   }
   if (spec && typeof spec === "object" && typeof spec.file === "string") {
-    const { file, truncateOnOpen, ...options } = spec;
-    // A broken guard: a process that starts afresh by emptying the lock file, as a
-    // store that "recovers" at open would, wipes the live holds of the others.
-    if (truncateOnOpen) (await import("node:fs")).truncateSync(file, 0);
+    const { file, freeAtOpen, ...options } = spec;
     const store = await ls.FileLockStore.open(file, options);
+    // A broken guard: a process that "recovers" at open by freeing every hold it finds,
+    // taking their holders for dead (as a store whose holds end with their process
+    // would), frees the live holds of the others too.
+    if (freeAtOpen) {
+      const { createRequire } = await import("node:module");
+      const addon = createRequire(import.meta.url)("../../js/native-loader.cjs").loadAddon();
+      const raw = addon.NativeFileStore.openExisting(file);
+      for (const key of HISTORY_KEYS) await raw.forceRelease(key);
+      raw.close();
+    }
     return { store, close: () => store.close() };
   }
   if (spec && typeof spec === "object" && typeof spec.postgres === "string") {
@@ -474,7 +481,7 @@ async function main() {
   if (config.syncClock !== false) {
     const clock = await syncClock();
     // A process killed later leaves no summary: its clock's bound goes out now.
-    if (config.stream && clock) process.stdout.write(`${JSON.stringify({ t: "clock", process: config.process, clock })}\n`);
+    if (config.stream && clock) (await import("node:fs")).writeSync(1, `${JSON.stringify({ t: "clock", process: config.process, clock })}\n`);
   }
   // Processes of one run start together: at `startAt` on the run's clock.
   if (config.startAt) await sleep(Math.max(0, config.startAt - now()));

@@ -1124,7 +1124,7 @@ class FileStore {
       throw new StoreError(`lock files need the native addon, which did not load here: ${err.message}`);
     }
     try {
-      return new FileStore(addon.NativeFileStore.open(path), path);
+      return new FileStore(addon.NativeFileStore.openExisting(path), path);
     } catch (err) {
       throw new StoreError(`the lock file ${path}: ${err.message}`);
     }

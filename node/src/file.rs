@@ -61,6 +61,12 @@ impl NativeFileStore {
         Ok(Self { inner: Arc::new(store) })
     }
 
+    /// `open` of a file that exists: a reader (the CLI) must not make one.
+    #[napi(factory)]
+    pub fn open_existing(path: String) -> napi::Result<Self> {
+        Ok(Self { inner: Arc::new(FileStore::open_existing(&path, timer()).napi()?) })
+    }
+
     #[napi]
     pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
         new_lock_on(self.inner.clone() as Arc<dyn LockStore>, Runner::inline(), &key, ttl_ms)
