@@ -224,6 +224,35 @@ impl FileStore {
             OpenOptions::new().read(true).write(true).create(create).truncate(false).open(&path).map_err(
                 |err| LockError::StoreError(format!("cannot open the lock file {}: {err}", path.display())),
             )?;
+        // A device or a pipe (/dev/null) takes writes and reads back nothing: every
+        // process would see no holds.
+        let meta = file.metadata().map_err(|err| {
+            LockError::StoreError(format!("cannot open the lock file {}: {err}", path.display()))
+        })?;
+        if !meta.is_file() {
+            return Err(LockError::StoreError(format!(
+                "{} is not a regular file: give FileLockStore a file of its own",
+                path.display()
+            )));
+        }
+        // Some other file, or a newer format: refused now rather than at the first call.
+        let mut head = [0u8; HEADER];
+        let n = read_full(&file, &mut head, 0).map_err(|err| {
+            LockError::StoreError(format!("cannot read the lock file {}: {err}", path.display()))
+        })?;
+        if n > 0 && (n < HEADER || &head[..4] != MAGIC) {
+            return Err(LockError::StoreError(format!(
+                "the lock file {} is not a locksmith lock file (its first bytes are not a lock file's header): give FileLockStore a file of its own",
+                path.display()
+            )));
+        }
+        if n > 0 && head[4] != FORMAT {
+            return Err(LockError::StoreError(format!(
+                "the lock file {} has format {}, which this version of locksmith does not read (it reads {FORMAT})",
+                path.display(),
+                head[4]
+            )));
+        }
         Ok(Self {
             path,
             file,

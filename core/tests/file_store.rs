@@ -113,12 +113,11 @@ fn a_file_that_is_not_a_lock_file_is_refused_and_tokens_grow_across_a_remade_fil
     let p = path.clone();
     run(Box::pin(async move {
         let first = a.acquire_with_grant("j", "o", 1_000).await.unwrap().unwrap().fencing_token.unwrap();
-        // Some other file: refused, and left alone.
+        // Some other file: refused (at open), and left alone.
         let other = p.with_extension("other");
         std::fs::write(&other, b"not a lock file at all, but long enough to be read as one: 0123456789")
             .unwrap();
-        let foreign = FileStore::open(&other, Arc::new(t.clone())).unwrap();
-        let err = foreign.acquire("k", "o", 1_000).await.unwrap_err();
+        let err = FileStore::open(&other, Arc::new(t.clone())).err().unwrap();
         assert_eq!(err.code(), "STORE_ERROR", "{err}");
         assert!(err.to_string().contains("is not a locksmith lock file"), "{err}");
         assert!(std::fs::read(&other).unwrap().starts_with(b"not a lock file"));
@@ -320,4 +319,11 @@ fn a_file_emptied_and_written_again_under_a_store_is_refused() {
         assert!(err.to_string().contains("emptied and written again"), "{err}");
     }));
     let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn a_device_is_not_a_lock_file() {
+    let err = FileStore::open("/dev/null", Arc::new(FakeTimer::new())).err().unwrap();
+    assert_eq!(err.code(), "STORE_ERROR");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
 }

@@ -5,7 +5,7 @@
 // (js-tests/conformance/primitives.test.mjs).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtemp, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -156,7 +156,7 @@ if (TARGET !== "native") {
     it("refuses unknown options, a path that is not a string, and a bad busyTimeoutMs", async () => {
       await assert.rejects(FileLockStore.open(lockFile(), { busyTimeout: 5 }), { code: "INVALID_ARGUMENT", message: /unknown option `busyTimeout`/ });
       await assert.rejects(FileLockStore.open(42), { code: "INVALID_ARGUMENT", message: /^locksmith: path/ });
-      await assert.rejects(FileLockStore.open(lockFile(), { busyTimeoutMs: -1 }), { code: "INVALID_ARGUMENT" });
+      await assert.rejects(FileLockStore.open(lockFile(), { busyTimeoutMs: -1 }), { code: "INVALID_ARGUMENT", message: /^locksmith: busyTimeoutMs must be/ });
       assert.throws(() => new FileLockStore(), { code: "INVALID_ARGUMENT", message: /FileLockStore\.open/ });
     });
 
@@ -168,6 +168,15 @@ if (TARGET !== "native") {
         return true;
       });
       await assert.rejects(FileLockStore.open(dir), { code: "STORE_ERROR" });
+      // A device reads back nothing: every process would see no holds.
+      await assert.rejects(FileLockStore.open("/dev/null"), { code: "STORE_ERROR", message: /not a regular file/ });
+    });
+
+    it("refuses, at open, a file that is not a lock file, and leaves it as it was", async () => {
+      const path = lockFile();
+      await writeFile(path, "some other program's data, long enough to look like a header: 0123456789");
+      await assert.rejects(FileLockStore.open(path), { code: "STORE_ERROR", message: /is not a locksmith lock file/ });
+      assert.equal(await readFile(path, "utf8"), "some other program's data, long enough to look like a header: 0123456789");
     });
 
     it("makes the file, names itself, and refuses calls once closed", async () => {

@@ -397,7 +397,10 @@ export function makeApi(binding) {
       checkString("path", path);
       if (options === null || typeof options !== "object") throw invalid(`FileLockStore.open() options must be an object; got ${typeName(options)}`);
       checkOptionKeys(options, FILE_OPTIONS, "FileLockStore.open()");
-      if (options.busyTimeoutMs !== undefined) checkNumber("busyTimeoutMs", options.busyTimeoutMs);
+      const busy = options.busyTimeoutMs;
+      if (busy !== undefined && !(Number.isSafeInteger(busy) && busy >= 0)) {
+        throw invalid(`busyTimeoutMs must be a whole number of milliseconds, 0 or more; got ${typeof busy === "number" ? busy : typeName(busy)}`);
+      }
       if (!binding.FileStore) {
         throw new UnsupportedError(
           "locksmith: FileLockStore needs the native addon (a lock file shared by the processes of one host); the WebAssembly build has no shared files: in Node, install this platform's package (locksmith-js-<platform>), or use a store with a server (RedisLockStore, PostgresLockStore)",

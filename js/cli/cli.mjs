@@ -1255,7 +1255,8 @@ const sortHolds = (holds) => holds.sort((a, b) => compareKeys(a.key, b.key) || a
 // ---------------------------------------------------------------------------------
 // inspect
 
-const STORE_CANNOT_TELL = "the store does not tell (PostgreSQL, MySQL: only a read-write lock's waiters leave rows; etcd: none)";
+const STORE_CANNOT_TELL =
+  "the store does not tell (PostgreSQL, MySQL: only a read-write lock's waiters leave rows; a lock file: only a read-write lock's; etcd: none)";
 
 async function inspect(url, key, values, out) {
   const found = await withStore(url, values, (store) => store.inspect(key));
