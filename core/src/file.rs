@@ -631,6 +631,26 @@ impl LockStore for FileStore {
         .await
     }
 
+    async fn acquire_all(&self, keys: &[String], owner: &str, ttl_ms: u64) -> Result<crate::store::AllGrant> {
+        self.with(true, |state, now| Ok(state.acquire_all(keys, owner, ttl_ms, now))).await
+    }
+
+    async fn release_all(&self, keys: &[String], owner: &str) -> Result<bool> {
+        self.with(true, |state, now| Ok(state.release_all(keys, owner, now))).await
+    }
+
+    async fn extend_all(&self, keys: &[String], owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.with(true, |state, now| Ok(state.extend_all(keys, owner, ttl_ms, now))).await
+    }
+
+    async fn owner_remaining_time_all(
+        &self,
+        keys: &[String],
+        owner: &str,
+    ) -> Result<crate::store::HoldCheck> {
+        self.with(false, |state, now| Ok(state.owner_remaining_all(keys, owner, now))).await
+    }
+
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
         let now = self.timer.unix_time_ms().unwrap_or(0);
         let mut cached = self.cached();

@@ -39,6 +39,6 @@ pub use serialized::{SerializedLock, MAX_SERIALIZED_BYTES};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::MonotonicClock;
 pub use store::{
-    BoxFuture, Clock, Grant, HoldCheck, HoldKind, LockStore, MaybeSendSync, SyncLockStore, Timer,
+    AllGrant, BoxFuture, Clock, Grant, HoldCheck, HoldKind, LockStore, MaybeSendSync, SyncLockStore, Timer,
 };
 pub use token::OwnerToken;

@@ -109,6 +109,9 @@ impl Lock {
 
     /// The one question a due check asks: how long this owner's own hold has left.
     pub(crate) async fn check_hold(&self, owner: OwnerToken) -> Result<HoldCheck, LockError> {
+        if !self.keys.is_empty() {
+            return self.store.owner_remaining_time_all(&self.keys, owner.as_str()).await;
+        }
         match self.kind {
             HoldKind::Exclusive => self.store.owner_remaining_time(&self.key, owner.as_str()).await,
             kind => Ok(match self.store.permit_remaining_time(&self.key, owner.as_str(), kind).await? {

@@ -8,7 +8,7 @@ use futures_util::future::{select, Either};
 use crate::error::{LockError, Result};
 use crate::lifetime::HoldEnd;
 use crate::serialized::SerializedLock;
-use crate::store::{BoxFuture, Grant, HoldKind, LockStore, SyncLockStore, Timer};
+use crate::store::{AllGrant, BoxFuture, Grant, HoldKind, LockStore, SyncLockStore, Timer};
 use crate::token::OwnerToken;
 use crate::validate;
 
@@ -111,6 +111,12 @@ pub struct Lock {
     pub(crate) attempts: std::sync::atomic::AtomicU32,
     /// How many of a semaphore's permits this handle's acquires take (see [`Lock::set_permits`]).
     pub(crate) permits: std::sync::atomic::AtomicU32,
+    /// The keys of a lock on several keys ([`Lock::all`]), in canonical order; empty for
+    /// a handle on one key.
+    pub(crate) keys: Vec<String>,
+    /// A lock on several keys: each key's fencing token in the current hold, and the
+    /// index of the key its latest refused attempt found held (what its wait listens on).
+    pub(crate) all: Mutex<(Vec<Option<u64>>, Option<usize>)>,
 }
 
 /// The default drift allowance for a TTL: 1 % of it + 2 ms, and always less than it.
@@ -149,10 +155,59 @@ impl Lock {
         Ok(Self::with_hold(key.to_owned(), ttl_ms, kind, store, timer, Hold::default()))
     }
 
+    /// A lock on every one of `keys` at once, all or nothing: an attempt takes each key
+    /// or none, and a waiting acquire holds nothing while it waits. The keys are taken in
+    /// one canonical (sorted) order, so two such locks over overlapping keys never
+    /// deadlock. 1 to [`validate::MAX_KEYS_PER_LOCK`] distinct keys.
+    pub fn all(
+        keys: Vec<String>,
+        ttl_ms: u64,
+        store: Arc<dyn LockStore>,
+        timer: Arc<dyn Timer>,
+    ) -> Result<Self> {
+        let keys = validate::keys(keys)?;
+        let ttl_ms = validate::ttl_ms(ttl_ms)?;
+        let mut lock =
+            Self::with_hold(keys.join(", "), ttl_ms, HoldKind::Exclusive, store, timer, Hold::default());
+        lock.keys = keys;
+        Ok(lock)
+    }
+
     /// What this handle holds: a lock, a semaphore permit, a read or a write lock.
     #[must_use]
     pub fn kind(&self) -> HoldKind {
         self.kind
+    }
+
+    /// The name the JS surface gives this handle's kind: `lock`, `semaphore`, `read`,
+    /// `write`, or `multi` for a lock on several keys.
+    #[must_use]
+    pub fn kind_name(&self) -> &'static str {
+        if self.keys.is_empty() {
+            self.kind.name()
+        } else {
+            "multi"
+        }
+    }
+
+    /// The keys of a lock on several keys, in canonical order; empty for one key.
+    #[must_use]
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// A lock on several keys: each key's fencing token in the current hold (in the
+    /// order of [`keys`](Self::keys)), when held and the store gives them.
+    #[must_use]
+    pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
+        if self.hold().owner.is_none() {
+            return Vec::new();
+        }
+        self.all_state().0.clone()
+    }
+
+    fn all_state(&self) -> MutexGuard<'_, (Vec<Option<u64>>, Option<usize>)> {
+        self.all.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Rebuilds a held lock from [`serialize`](Self::serialize), owner token and all,
@@ -175,7 +230,13 @@ impl Lock {
             expires_by_ms: timer.now_ms().saturating_add(left_ms.saturating_sub(default_drift_ms(s.ttl_ms))),
             generation: 1,
         };
-        Ok(Self::with_hold(s.key, s.ttl_ms, s.kind, store, timer, hold))
+        let mut lock = Self::with_hold(s.key, s.ttl_ms, s.kind, store, timer, hold);
+        if !s.keys.is_empty() {
+            lock.key = s.keys.join(", ");
+            lock.keys = s.keys;
+            *lock.all.get_mut().unwrap_or_else(PoisonError::into_inner) = (s.fencing_tokens, None);
+        }
+        Ok(lock)
     }
 
     fn with_hold(
@@ -200,6 +261,8 @@ impl Lock {
             drift_override: None,
             attempts: std::sync::atomic::AtomicU32::new(0),
             permits: std::sync::atomic::AtomicU32::new(1),
+            keys: Vec::new(),
+            all: Mutex::new((Vec::new(), None)),
         }
     }
 
@@ -255,6 +318,8 @@ impl Lock {
         *self.extend_failure.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
         *self.extend_stopped.get_mut() = 0;
         *self.permits.get_mut() = 1;
+        self.keys.clear();
+        *self.all.get_mut().unwrap_or_else(PoisonError::into_inner) = (Vec::new(), None);
         Ok(())
     }
 
@@ -308,7 +373,7 @@ impl Lock {
 
     /// The store's synchronous face, for plain locks on stores that have one.
     pub(crate) fn sync_store(&self) -> Option<&dyn SyncLockStore> {
-        if self.kind == HoldKind::Exclusive {
+        if self.kind == HoldKind::Exclusive && self.keys.is_empty() {
             self.store.as_sync()
         } else {
             None
@@ -316,6 +381,11 @@ impl Lock {
     }
 
     fn store_release_signal(&self) -> Option<BoxFuture<'static, ()>> {
+        if !self.keys.is_empty() {
+            // The key the latest attempt found held; none before the first attempt.
+            let held = self.all_state().1?;
+            return self.store.release_signal(self.keys.get(held)?);
+        }
         match self.kind {
             HoldKind::Exclusive => self.store.release_signal(&self.key),
             kind => self.store.permit_release_signal(&self.key, kind),
@@ -324,6 +394,20 @@ impl Lock {
 
     /// One attempt at the store for `permits` (a semaphore's; 1 for the other kinds).
     async fn store_acquire(&self, owner: OwnerToken, permits: u32) -> Result<Option<Grant>> {
+        if !self.keys.is_empty() {
+            let answer = self.store.acquire_all(&self.keys, owner.as_str(), self.ttl_ms).await?;
+            let mut all = self.all_state();
+            return Ok(match answer {
+                AllGrant::Granted(grants) => {
+                    all.0 = grants.iter().map(|g| g.fencing_token).collect();
+                    Some(Grant::default())
+                }
+                AllGrant::Busy(held) => {
+                    all.1 = held;
+                    None
+                }
+            });
+        }
         match self.kind {
             HoldKind::Exclusive => {
                 self.store.acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms).await
@@ -336,10 +420,13 @@ impl Lock {
     }
 
     async fn store_release(&self, owner: OwnerToken) -> Result<bool> {
-        release_in(&*self.store, &self.key, owner, self.kind).await
+        release_in(&*self.store, &self.key, &self.keys, owner, self.kind).await
     }
 
     async fn store_extend(&self, owner: OwnerToken, ttl_ms: u64) -> Result<bool> {
+        if !self.keys.is_empty() {
+            return self.store.extend_all(&self.keys, owner.as_str(), ttl_ms).await;
+        }
         match self.kind {
             HoldKind::Exclusive => self.store.extend(&self.key, owner.as_str(), ttl_ms).await,
             kind => self.store.extend_permit(&self.key, owner.as_str(), ttl_ms, kind).await,
@@ -348,6 +435,18 @@ impl Lock {
 
     /// Whether `owner` holds this handle's key now, when the store can tell.
     pub(crate) async fn store_held_by(&self, owner: OwnerToken) -> Result<Option<bool>> {
+        if !self.keys.is_empty() {
+            // Held while every key is; unknown if the store cannot tell of one.
+            let mut answer = Some(true);
+            for key in &self.keys {
+                match self.store.is_held_by(key, owner.as_str()).await? {
+                    Some(true) => {}
+                    Some(false) => return Ok(Some(false)),
+                    None => answer = None,
+                }
+            }
+            return Ok(answer);
+        }
         match self.kind {
             HoldKind::Exclusive => self.store.is_held_by(&self.key, owner.as_str()).await,
             kind => {
@@ -359,6 +458,16 @@ impl Lock {
     /// How long `owner`'s hold has left: the key's hold for a plain lock, `owner`'s own
     /// hold for the other kinds.
     pub(crate) async fn store_time_left(&self, owner: Option<OwnerToken>) -> Result<Option<u64>> {
+        if !self.keys.is_empty() {
+            // The soonest expiry among the keys that are held.
+            let mut soonest: Option<u64> = None;
+            for key in &self.keys {
+                if let Some(left) = self.store.remaining_time(key).await? {
+                    soonest = Some(soonest.map_or(left, |s| s.min(left)));
+                }
+            }
+            return Ok(soonest);
+        }
         match (self.kind, owner) {
             (HoldKind::Exclusive, _) => self.store.remaining_time(&self.key).await,
             (kind, Some(owner)) => self.store.permit_remaining_time(&self.key, owner.as_str(), kind).await,
@@ -464,6 +573,7 @@ impl Lock {
         // deadline.
         let mut queue_first = options.timeout_ms > 0
             && self.kind == HoldKind::Exclusive
+            && self.keys.is_empty()
             && self.store.has_local_waiters(&self.key);
         // The release signal lives until it fires, across the retries a timer starts, so
         // a waiter keeps its place among the store's listeners (a release wakes the
@@ -480,7 +590,8 @@ impl Lock {
             if abort.is_some_and(crate::Abort::is_aborted) {
                 return Err(self.aborted(owner));
             }
-            if signal.is_none() && options.timeout_ms > 0 {
+            // A lock on several keys listens once an attempt has said which key is held.
+            if signal.is_none() && options.timeout_ms > 0 && self.keys.is_empty() {
                 signal = self.store_release_signal();
             }
             let queued = std::mem::take(&mut queue_first);
@@ -506,6 +617,11 @@ impl Lock {
                     Ok(false) => {
                         outage = None;
                         backoff = options.retry_delay_ms;
+                        if !self.keys.is_empty() && options.timeout_ms > 0 {
+                            // Listens on the key found held: registered after the attempt,
+                            // so a release in between costs at most the retry delay.
+                            signal = self.store_release_signal();
+                        }
                     }
                     Err(err @ crate::error::LockError::StoreUnavailable(_)) if options.timeout_ms > 0 => {
                         if outage.is_some() {
@@ -619,9 +735,10 @@ impl Lock {
     fn abandon_attempt(&self, owner: OwnerToken, started_generation: u64) {
         let store = self.store.clone();
         let key = self.key.clone();
+        let keys = self.keys.clone();
         let kind = self.kind;
         let release = Box::pin(async move {
-            let _ = release_in(&*store, &key, owner, kind).await;
+            let _ = release_in(&*store, &key, &keys, owner, kind).await;
         });
         if !self.timer.spawn(release) {
             // No way to run the release now: keep the token, so `release()` frees it.
@@ -651,7 +768,16 @@ impl Lock {
         }
         Ok(match self.store_held_by(owner).await? {
             Some(answer) => answer,
-            None => self.timer.now_ms() < hold.expires_by_ms && self.store.is_locked(&self.key).await?,
+            None if self.timer.now_ms() >= hold.expires_by_ms => false,
+            None if self.keys.is_empty() => self.store.is_locked(&self.key).await?,
+            None => {
+                for key in &self.keys {
+                    if !self.store.is_locked(key).await? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
         })
     }
 
@@ -766,6 +892,9 @@ impl Lock {
     /// Whether anyone holds the key (not necessarily this handle); for the other kinds,
     /// whether any hold of the key is live.
     pub async fn is_locked(&self) -> Result<bool> {
+        if !self.keys.is_empty() {
+            return Ok(self.count().await? > 0);
+        }
         match self.kind {
             HoldKind::Exclusive => self.store.is_locked(&self.key).await,
             kind => Ok(self.store.permit_count(&self.key, kind).await? > 0),
@@ -775,6 +904,14 @@ impl Lock {
     /// How many holds of the key are live now: semaphore permits, or readers (a writer
     /// counts one). For a plain lock, 0 or 1.
     pub async fn count(&self) -> Result<u64> {
+        if !self.keys.is_empty() {
+            // How many of the keys anyone holds.
+            let mut held = 0;
+            for key in &self.keys {
+                held += u64::from(self.store.is_locked(key).await?);
+            }
+            return Ok(held);
+        }
         match self.kind {
             HoldKind::Exclusive => Ok(u64::from(self.store.is_locked(&self.key).await?)),
             kind => self.store.permit_count(&self.key, kind).await,
@@ -813,6 +950,8 @@ impl Lock {
             fencing_token: hold.fencing_token,
             expires_at_unix_ms: self.expires_at_unix_ms(&hold, owner),
             kind: self.kind,
+            keys: self.keys.clone(),
+            fencing_tokens: if self.keys.is_empty() { Vec::new() } else { self.all_state().0.clone() },
         }
         .to_json())
     }
@@ -835,7 +974,16 @@ impl Lock {
 }
 
 /// Gives back `owner`'s hold of `key` of `kind` in `store`.
-async fn release_in(store: &dyn LockStore, key: &str, owner: OwnerToken, kind: HoldKind) -> Result<bool> {
+async fn release_in(
+    store: &dyn LockStore,
+    key: &str,
+    keys: &[String],
+    owner: OwnerToken,
+    kind: HoldKind,
+) -> Result<bool> {
+    if !keys.is_empty() {
+        return store.release_all(keys, owner.as_str()).await;
+    }
     match kind {
         HoldKind::Exclusive => store.release(key, owner.as_str()).await,
         kind => store.release_permit(key, owner.as_str(), kind).await,

@@ -8,14 +8,16 @@ use crate::token::OwnerToken;
 use crate::validate;
 
 /// Longer input is refused before it is parsed.
-pub const MAX_SERIALIZED_BYTES: usize = 16 * 1024;
+pub const MAX_SERIALIZED_BYTES: usize = 96 * 1024;
 
 // `{"key":"invoice:42","ttlMs":30000,"owner":"<32 hex>","fencingToken":7,"expiresAt":1764500000000}`.
 // `fencingToken` is present when the store gave one; `expiresAt` (milliseconds since
 // the Unix epoch, by the serializing host's wall clock) when the runtime has a wall
 // clock, and is optional on input so strings written before it existed still restore.
 // `kind` (`"semaphore"`, `"read"` or `"write"`) is absent for a plain lock; `limit` is a
-// semaphore's. The owner token makes this a bearer secret: whoever has the string can
+// semaphore's. A lock on several keys has `keys` (an array of strings, in canonical
+// order) instead of `key`, `fencingTokens` (one number or `null` per key) instead of
+// `fencingToken`, and `kind` `"multi"`. The owner token makes this a bearer secret: whoever has the string can
 // release or extend the lock.
 //
 // The format is fixed and small, so it is written and read here rather than through a
@@ -39,6 +41,10 @@ pub struct SerializedLock {
     pub expires_at_unix_ms: Option<u64>,
     /// A lock, a semaphore permit, a read or a write lock.
     pub kind: HoldKind,
+    /// The keys of a lock on several keys (then `key` is their label); empty otherwise.
+    pub keys: Vec<String>,
+    /// A lock on several keys: each key's fencing token.
+    pub fencing_tokens: Vec<Option<u64>>,
 }
 
 impl SerializedLock {
@@ -46,8 +52,19 @@ impl SerializedLock {
     #[must_use]
     pub fn to_json(&self) -> String {
         let mut out = String::with_capacity(96 + self.key.len());
-        out.push_str("{\"key\":");
-        write_string(&mut out, &self.key);
+        if self.keys.is_empty() {
+            out.push_str("{\"key\":");
+            write_string(&mut out, &self.key);
+        } else {
+            out.push_str("{\"keys\":[");
+            for (i, key) in self.keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(&mut out, key);
+            }
+            out.push(']');
+        }
         out.push_str(",\"ttlMs\":");
         out.push_str(&self.ttl_ms.to_string());
         out.push_str(",\"owner\":\"");
@@ -56,6 +73,19 @@ impl SerializedLock {
         if let Some(token) = self.fencing_token {
             out.push_str(",\"fencingToken\":");
             out.push_str(&token.to_string());
+        }
+        if !self.keys.is_empty() {
+            out.push_str(",\"fencingTokens\":[");
+            for (i, token) in self.fencing_tokens.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                match token {
+                    Some(token) => out.push_str(&token.to_string()),
+                    None => out.push_str("null"),
+                }
+            }
+            out.push_str("],\"kind\":\"multi\"");
         }
         if let Some(at) = self.expires_at_unix_ms {
             out.push_str(",\"expiresAt\":");
@@ -86,7 +116,30 @@ impl SerializedLock {
         let wire = Wire::read(text).map_err(|e| {
             bad(format!("expected JSON {{\"key\", \"ttlMs\", \"owner\"}} from serialize(): {e}"))
         })?;
-        validate::key(&wire.key).map_err(|e| bad(strip(&e)))?;
+        let keys = if let Some(keys) = wire.keys {
+            {
+                let keys: Vec<String> = keys.into_iter().map(Cow::into_owned).collect();
+                let sorted = validate::keys(keys.clone()).map_err(|e| bad(strip(&e)))?;
+                if sorted != keys {
+                    return Err(bad("keys must be in the order serialize() writes them".into()));
+                }
+                if wire.kind.as_deref() != Some("multi") || wire.fencing_token.is_some() {
+                    return Err(bad("keys go with kind \"multi\" and fencingTokens".into()));
+                }
+                if !wire.fencing_tokens.is_empty() && wire.fencing_tokens.len() != keys.len() {
+                    return Err(bad("fencingTokens must have one entry per key".into()));
+                }
+                keys
+            }
+        } else {
+            {
+                validate::key(&wire.key).map_err(|e| bad(strip(&e)))?;
+                if !wire.fencing_tokens.is_empty() {
+                    return Err(bad("fencingTokens go with keys".into()));
+                }
+                Vec::new()
+            }
+        };
         let ttl_ms = whole(wire.ttl_ms)
             .ok_or_else(|| {
                 bad(format!(
@@ -99,6 +152,7 @@ impl SerializedLock {
         let owner = OwnerToken::parse(&wire.owner)?;
         let kind = match (wire.kind.as_deref(), wire.limit) {
             (None, None) => HoldKind::Exclusive,
+            (Some("multi"), None) if !keys.is_empty() => HoldKind::Exclusive,
             (Some("semaphore"), Some(limit)) if limit >= 1 => HoldKind::Permit { limit },
             (Some("read"), None) => HoldKind::Read,
             (Some("write"), None) => HoldKind::Write,
@@ -110,13 +164,20 @@ impl SerializedLock {
                 )))
             }
         };
+        let fencing_tokens = if keys.is_empty() || !wire.fencing_tokens.is_empty() {
+            wire.fencing_tokens
+        } else {
+            vec![None; keys.len()]
+        };
         Ok(Self {
-            key: wire.key.into_owned(),
+            key: if keys.is_empty() { wire.key.into_owned() } else { keys.join(", ") },
             ttl_ms,
             owner,
             fencing_token: wire.fencing_token,
             expires_at_unix_ms: wire.expires_at,
             kind,
+            keys,
+            fencing_tokens,
         })
     }
 }
@@ -165,6 +226,8 @@ struct Wire<'a> {
     expires_at: Option<u64>,
     kind: Option<Cow<'a, str>>,
     limit: Option<u32>,
+    keys: Option<Vec<Cow<'a, str>>>,
+    fencing_tokens: Vec<Option<u64>>,
 }
 
 /// One JSON value as far as a serialized lock needs to know it.
@@ -173,7 +236,8 @@ enum Value<'a> {
     /// The number's text, checked against JSON's grammar.
     Number(&'a str),
     Null,
-    /// Anything else, by name: `a boolean`, `an array`, `an object`.
+    Array(Vec<Value<'a>>),
+    /// Anything else, by name: `a boolean`, `an object`.
     Other(&'static str),
 }
 
@@ -183,6 +247,7 @@ impl Value<'_> {
             Value::String(_) => "a string".into(),
             Value::Number(n) => format!("number {n}"),
             Value::Null => "null".into(),
+            Value::Array(_) => "an array".into(),
             Value::Other(what) => (*what).into(),
         }
     }
@@ -190,10 +255,11 @@ impl Value<'_> {
 
 impl<'a> Wire<'a> {
     fn read(text: &'a str) -> std::result::Result<Self, String> {
-        const FIELDS: [&str; 7] = ["key", "ttlMs", "owner", "fencingToken", "expiresAt", "kind", "limit"];
+        const FIELDS: [&str; 9] =
+            ["key", "ttlMs", "owner", "fencingToken", "expiresAt", "kind", "limit", "keys", "fencingTokens"];
         let mut reader = Reader { text, at: 0 };
         let mut wire = Wire::default();
-        let mut seen = [false; 7];
+        let mut seen = [false; 9];
         reader.expect(b'{')?;
         if reader.peek() == Some(b'}') {
             reader.at += 1;
@@ -204,7 +270,7 @@ impl<'a> Wire<'a> {
                 };
                 let Some(field) = FIELDS.iter().position(|f| *f == name) else {
                     return Err(format!(
-                        "unknown field `{name}`, expected one of `key`, `ttlMs`, `owner`, `fencingToken`, `expiresAt`, `kind`, `limit`"
+                        "unknown field `{name}`, expected one of `key`, `ttlMs`, `owner`, `fencingToken`, `expiresAt`, `kind`, `limit`, `keys`, `fencingTokens`"
                     ));
                 };
                 if std::mem::replace(&mut seen[field], true) {
@@ -216,6 +282,29 @@ impl<'a> Wire<'a> {
                     format!("invalid type: {}, expected {expected}", value.name())
                 };
                 match (field, value) {
+                    (7, Value::Array(items)) => {
+                        let mut keys = Vec::with_capacity(items.len());
+                        for item in items {
+                            let Value::String(key) = item else {
+                                return Err(wrong(&item, "an array of strings"));
+                            };
+                            keys.push(key);
+                        }
+                        wire.keys = Some(keys);
+                    }
+                    (8, Value::Array(items)) => {
+                        for item in items {
+                            wire.fencing_tokens.push(match item {
+                                Value::Null => None,
+                                Value::Number(n) => Some(
+                                    whole(n)
+                                        .ok_or_else(|| format!("invalid value: number {n}, expected u64"))?,
+                                ),
+                                other => return Err(wrong(&other, "an array of u64 or null")),
+                            });
+                        }
+                    }
+                    (7 | 8, other) => return Err(wrong(&other, "an array")),
                     (0, Value::String(s)) => wire.key = s,
                     (2, Value::String(s)) => wire.owner = s,
                     (5, Value::String(s)) => wire.kind = Some(s),
@@ -248,8 +337,11 @@ impl<'a> Wire<'a> {
         if reader.at < text.len() {
             return Err(reader.error("trailing characters"));
         }
+        if seen[0] && seen[7] {
+            return Err("both `key` and `keys`".into());
+        }
         for (field, name) in FIELDS.iter().enumerate().take(3) {
-            if !seen[field] {
+            if !(seen[field] || field == 0 && seen[7]) {
                 return Err(format!("missing field `{name}`"));
             }
         }
@@ -310,7 +402,26 @@ impl<'a> Reader<'a> {
         match self.peek() {
             Some(b'"') => self.string().map(Value::String),
             Some(b'-' | b'0'..=b'9') => self.number().map(Value::Number),
-            Some(b'[') => Ok(Value::Other("an array")),
+            Some(b'[') => {
+                self.at += 1;
+                let mut items = Vec::new();
+                if self.peek() == Some(b']') {
+                    self.at += 1;
+                    return Ok(Value::Array(items));
+                }
+                loop {
+                    // Only arrays of strings and numbers are read: a nested one is refused.
+                    if self.peek() == Some(b'[') {
+                        return Err(self.error("nested array"));
+                    }
+                    items.push(self.value()?);
+                    match self.next_byte() {
+                        Some(b',') => {}
+                        Some(b']') => return Ok(Value::Array(items)),
+                        _ => return Err(self.error("expected `,` or `]`")),
+                    }
+                }
+            }
             Some(b'{') => Ok(Value::Other("an object")),
             _ => {
                 let rest = rest.trim_start_matches([' ', '\t', '\n', '\r']);
@@ -461,6 +572,49 @@ mod tests {
             fencing_token: Some(7),
             expires_at_unix_ms: Some(1_764_500_000_000),
             kind: HoldKind::Exclusive,
+            keys: Vec::new(),
+            fencing_tokens: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_lock_on_several_keys_round_trips() {
+        let s = SerializedLock {
+            key: "a, b \"q\"".into(),
+            fencing_token: None,
+            keys: vec!["a".into(), "b \"q\"".into()],
+            fencing_tokens: vec![Some(3), None],
+            ..sample()
+        };
+        let json = s.to_json();
+        assert!(json.starts_with(r#"{"keys":["a","b \"q\""],"#), "{json}");
+        assert!(json.contains(r#""fencingTokens":[3,null],"kind":"multi""#), "{json}");
+        assert_eq!(SerializedLock::parse(&json).unwrap(), s);
+        // Reordered and spaced, as another JSON writer may put it.
+        let owner = s.owner.as_str();
+        let spaced = format!(
+            r#" {{ "kind" : "multi", "fencingTokens" : [ 3 , null ] , "owner":"{owner}", "ttlMs":60000, "expiresAt":1764500000000, "keys" : [ "a" , "b \"q\"" ] }} "#
+        );
+        assert_eq!(SerializedLock::parse(&spaced).unwrap(), s);
+        for bad in [
+            // Out of canonical order, repeated, empty, not strings, nested, with `key` too.
+            format!(r#"{{"keys":["b","a"],"ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
+            format!(r#"{{"keys":["a","a"],"ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
+            format!(r#"{{"keys":[],"ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
+            format!(r#"{{"keys":[1],"ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
+            format!(r#"{{"keys":[["a"]],"ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
+            format!(r#"{{"key":"a","keys":["a"],"ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
+            // Without kind multi, with a lock's one token, tokens of the wrong length.
+            format!(r#"{{"keys":["a"],"ttlMs":1,"owner":"{owner}"}}"#),
+            format!(r#"{{"keys":["a"],"ttlMs":1,"owner":"{owner}","kind":"multi","fencingToken":1}}"#),
+            format!(r#"{{"keys":["a","b"],"ttlMs":1,"owner":"{owner}","kind":"multi","fencingTokens":[1]}}"#),
+            format!(r#"{{"key":"a","ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
+            format!(r#"{{"key":"a","ttlMs":1,"owner":"{owner}","fencingTokens":[1]}}"#),
+            format!(r#"{{"keys":["a",],"ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
+            format!(r#"{{"keys":["a"],"ttlMs":1,"owner":"{owner}","kind":"multi","fencingTokens":[-1]}}"#),
+        ] {
+            let err = SerializedLock::parse(&bad).unwrap_err();
+            assert_eq!(err.code(), "INVALID_SERIALIZED_LOCK", "{bad}");
         }
     }
 
@@ -607,7 +761,8 @@ mod tests {
             let msg = SerializedLock::parse(&input).unwrap_err().to_string();
             assert!(msg.contains(why), "{input} -> {msg}");
         }
-        let huge = format!("{{\"key\":\"{}\",\"ttlMs\":1,\"owner\":\"{owner}\"}}", "k".repeat(20_000));
+        let huge =
+            format!("{{\"key\":\"{}\",\"ttlMs\":1,\"owner\":\"{owner}\"}}", "k".repeat(MAX_SERIALIZED_BYTES));
         assert!(SerializedLock::parse(&huge).unwrap_err().to_string().contains("at most"));
     }
 }

@@ -34,6 +34,31 @@ pub fn key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// The most keys one `lockAll` handle takes.
+pub const MAX_KEYS_PER_LOCK: usize = 64;
+
+/// Checks the keys of an all-or-nothing lock and puts them in canonical (byte-wise
+/// sorted) order: 1 to [`MAX_KEYS_PER_LOCK`] keys, each a valid key, none repeated.
+pub fn keys(mut keys: Vec<String>) -> Result<Vec<String>> {
+    if keys.is_empty() || keys.len() > MAX_KEYS_PER_LOCK {
+        return Err(LockError::InvalidArgument(format!(
+            "lockAll() takes 1 to {MAX_KEYS_PER_LOCK} keys; got {}",
+            keys.len()
+        )));
+    }
+    for k in &keys {
+        key(k)?;
+    }
+    keys.sort_unstable();
+    if let Some([twice, ..]) = keys.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(LockError::InvalidArgument(format!(
+            "lockAll() keys must be distinct; {} is given twice",
+            quote(twice)
+        )));
+    }
+    Ok(keys)
+}
+
 /// Checks a TTL: at least 1 ms and at most [`MAX_TTL_MS`].
 pub fn ttl_ms(ttl_ms: u64) -> Result<u64> {
     if !(1..=MAX_TTL_MS).contains(&ttl_ms) {

@@ -1,0 +1,307 @@
+//! `Lock::all`: several keys all or nothing, on a store that takes them in one step (the
+//! memory store) and on one that only has the one-key methods (the default: in order,
+//! giving back what it took).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use locksmith_core::{
+    AcquireOptions, BoxFuture, FakeTimer, Grant, Lock, LockError, LockStore, MemoryStore, Result,
+};
+
+fn keys(list: &[&str]) -> Vec<String> {
+    list.iter().map(|k| (*k).to_owned()).collect()
+}
+
+fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
+    AcquireOptions::default().with_timeout_ms(timeout_ms).with_retry_delay_ms(retry_delay_ms)
+}
+
+/// A store with the one-key methods only, as a user's own store may be: `Lock::all`
+/// runs on the trait's defaults. `fail_on` makes an acquire of that key fail after
+/// taking it (an answer lost on the way).
+struct OneByOne {
+    inner: Arc<MemoryStore>,
+    fail_on: Mutex<Option<String>>,
+    calls: AtomicUsize,
+}
+
+impl OneByOne {
+    fn new(inner: Arc<MemoryStore>) -> Self {
+        Self { inner, fail_on: Mutex::new(None), calls: AtomicUsize::new(0) }
+    }
+}
+
+#[async_trait::async_trait]
+impl LockStore for OneByOne {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        Ok(self.acquire_with_grant(key, owner, ttl_ms).await?.is_some())
+    }
+    async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let granted = self.inner.acquire_with_grant(key, owner, ttl_ms).await?;
+        if self.fail_on.lock().unwrap().as_deref() == Some(key) {
+            return Err(LockError::StoreUnavailable("the answer was lost".into()));
+        }
+        Ok(granted)
+    }
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        self.inner.release(key, owner).await
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.inner.extend(key, owner, ttl_ms).await
+    }
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        self.inner.is_locked(key).await
+    }
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        self.inner.remaining_time(key).await
+    }
+    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
+        self.inner.is_held_by(key, owner).await
+    }
+    fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
+        self.inner.release_signal(key)
+    }
+}
+
+/// A store under test: its name, its fake clock, the memory under it, the store.
+type Case = (&'static str, FakeTimer, Arc<MemoryStore>, Arc<dyn LockStore>);
+
+/// Both ways a store can take several keys, each on its own fake clock.
+fn stores() -> Vec<Case> {
+    let mut out: Vec<Case> = Vec::new();
+    for name in ["memory (one step)", "one key at a time"] {
+        let timer = FakeTimer::new();
+        let memory = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
+        let store: Arc<dyn LockStore> =
+            if name.starts_with("memory") { memory.clone() } else { Arc::new(OneByOne::new(memory.clone())) };
+        out.push((name, timer, memory, store));
+    }
+    out
+}
+
+fn all(timer: &FakeTimer, store: &Arc<dyn LockStore>, list: &[&str], ttl: u64) -> Lock {
+    Lock::all(keys(list), ttl, store.clone(), Arc::new(timer.clone())).unwrap()
+}
+
+fn one(timer: &FakeTimer, store: &Arc<dyn LockStore>, key: &str, ttl: u64) -> Lock {
+    Lock::new(key, ttl, store.clone(), Arc::new(timer.clone())).unwrap()
+}
+
+#[test]
+fn takes_every_key_or_none() {
+    for (name, timer, memory, store) in stores() {
+        let other = one(&timer, &store, "b", 10_000);
+        let multi = all(&timer, &store, &["c", "a", "b"], 10_000);
+        assert_eq!(multi.keys(), ["a", "b", "c"], "canonical order ({name})");
+        assert_eq!(multi.kind_name(), "multi");
+        timer.run(async {
+            assert!(other.acquire(AcquireOptions::default()).await.unwrap());
+            assert!(!multi.acquire(AcquireOptions::default()).await.unwrap(), "{name}");
+            // Nothing of the refused attempt stays held.
+            assert!(!memory.is_locked("a").await.unwrap(), "{name}");
+            assert!(!memory.is_locked("c").await.unwrap(), "{name}");
+            assert!(!multi.has_owner());
+            assert!(multi.fencing_tokens().is_empty());
+            assert!(other.release().await.unwrap());
+            assert!(multi.acquire(AcquireOptions::default()).await.unwrap(), "{name}");
+            for key in ["a", "b", "c"] {
+                assert!(memory.is_locked(key).await.unwrap(), "{key} ({name})");
+            }
+            let tokens = multi.fencing_tokens();
+            assert_eq!(tokens.len(), 3);
+            assert!(tokens.iter().all(Option::is_some), "{tokens:?} ({name})");
+            assert!(multi.is_locked().await.unwrap());
+            assert_eq!(multi.count().await.unwrap(), 3);
+            // Not re-entrant, like a lock.
+            assert!(!multi.acquire(AcquireOptions::default()).await.unwrap());
+            assert!(!other.acquire(AcquireOptions::default()).await.unwrap());
+            assert!(multi.release().await.unwrap());
+            for key in ["a", "b", "c"] {
+                assert!(!memory.is_locked(key).await.unwrap(), "{key} released ({name})");
+            }
+            assert!(!multi.release().await.unwrap(), "a second release is a harmless false");
+        });
+    }
+}
+
+#[test]
+fn a_waiting_lock_holds_nothing_and_wakes_when_the_key_it_waits_for_is_released() {
+    for (name, timer, memory, store) in stores() {
+        let holder = one(&timer, &store, "b", 60_000);
+        let multi = all(&timer, &store, &["a", "b"], 10_000);
+        let single_a = one(&timer, &store, "a", 10_000);
+        timer.run(async {
+            assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+            let (got, ()) = futures_util::join!(multi.acquire(wait(5_000, 2_000)), async {
+                timer.sleep_for_test(30).await;
+                // While it waits, `a` is free for anyone.
+                assert!(!memory.is_locked("a").await.unwrap(), "{name}");
+                assert!(single_a.acquire(AcquireOptions::default()).await.unwrap());
+                assert!(single_a.release().await.unwrap());
+                timer.sleep_for_test(90).await;
+                assert!(holder.release().await.unwrap());
+            });
+            assert!(got.unwrap(), "{name}");
+        });
+        // Woken by the release at 120 ms, not at a retry 2 s later.
+        assert_eq!(timer.now(), 120, "{name}");
+    }
+}
+
+#[test]
+fn a_wait_ends_at_its_deadline_with_nothing_held() {
+    for (name, timer, memory, store) in stores() {
+        let holder = one(&timer, &store, "z", 60_000);
+        let multi = all(&timer, &store, &["a", "z"], 10_000);
+        timer.run(async {
+            assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+            assert!(!multi.acquire(wait(300, 70)).await.unwrap(), "{name}");
+            assert!(!memory.is_locked("a").await.unwrap(), "{name}");
+        });
+        assert_eq!(timer.now(), 300, "{name}");
+    }
+}
+
+#[test]
+fn an_acquire_that_fails_midway_gives_back_every_key_it_may_hold() {
+    let timer = FakeTimer::new();
+    let memory = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
+    let flaky = Arc::new(OneByOne::new(memory.clone()));
+    *flaky.fail_on.lock().unwrap() = Some("b".into());
+    let store: Arc<dyn LockStore> = flaky.clone();
+    let multi = all(&timer, &store, &["a", "b", "c"], 10_000);
+    timer.run(async {
+        let err = multi.acquire(AcquireOptions::default()).await.unwrap_err();
+        assert_eq!(err.code(), "STORE_UNAVAILABLE");
+        for key in ["a", "b", "c"] {
+            assert!(!memory.is_locked(key).await.unwrap(), "{key}");
+        }
+        // A wait rides the outage out and gets every key once the store answers again.
+        *flaky.fail_on.lock().unwrap() = None;
+        assert!(multi.acquire(wait(1_000, 50)).await.unwrap());
+        assert!(memory.is_locked("c").await.unwrap());
+    });
+}
+
+#[test]
+fn overlapping_locks_in_any_order_all_get_through_and_never_share_a_key() {
+    for (name, timer, _memory, store) in stores() {
+        let sets: [&[&str]; 6] =
+            [&["a", "b", "c"], &["c", "b"], &["d", "a"], &["b", "d"], &["a", "b", "c", "d"], &["c"]];
+        let handles: Vec<Lock> = sets.iter().map(|set| all(&timer, &store, set, 1_000)).collect();
+        let holders: Mutex<HashMap<String, usize>> = Mutex::new(HashMap::new());
+        let done = AtomicUsize::new(0);
+        timer.run(async {
+            let runs = handles.iter().enumerate().map(|(i, handle)| {
+                let (timer, holders, done) = (&timer, &holders, &done);
+                async move {
+                    for _ in 0..5 {
+                        assert!(handle.acquire(wait(60_000, 7)).await.unwrap(), "{name}: {i} gave up");
+                        for key in handle.keys() {
+                            let before = holders.lock().unwrap().insert(key.clone(), i);
+                            assert!(before.is_none(), "{name}: {key} held by {before:?} and {i}");
+                        }
+                        timer.sleep_for_test(3 + i as u64).await;
+                        for key in handle.keys() {
+                            holders.lock().unwrap().remove(key);
+                        }
+                        assert!(handle.release().await.unwrap());
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+            futures_util::future::join_all(runs).await;
+        });
+        assert_eq!(done.load(Ordering::Relaxed), 6, "{name}");
+    }
+}
+
+#[test]
+fn extend_and_loss_cover_every_key() {
+    for (name, timer, memory, store) in stores() {
+        let multi = all(&timer, &store, &["a", "b"], 1_000);
+        let thief = one(&timer, &store, "b", 10_000);
+        timer.run(async {
+            assert!(multi.acquire(AcquireOptions::default()).await.unwrap());
+            timer.sleep_for_test(600).await;
+            multi.extend(Some(2_000)).await.unwrap();
+            let left = multi.remaining_time().await.unwrap().unwrap();
+            assert!((1_900..=2_000).contains(&left), "{left} ({name})");
+            assert!(!multi.is_expired().await.unwrap());
+            // One key taken over (here by force): the hold of all is lost.
+            memory.clear();
+            assert!(memory.acquire("a", "someone else's", 10_000).await.unwrap());
+            assert!(thief.acquire(AcquireOptions::default()).await.unwrap());
+            assert!(multi.is_expired().await.unwrap(), "{name}");
+            let err = multi.extend(None).await.unwrap_err();
+            assert_eq!(err.code(), "LOCK_NOT_HELD", "{name}");
+            assert!(!multi.release().await.unwrap(), "{name}: a lost hold's release is false");
+            assert!(thief.is_locked().await.unwrap(), "someone else's hold is left alone");
+        });
+    }
+}
+
+#[test]
+fn serialize_and_restore_carry_every_key() {
+    for (name, timer, memory, store) in stores() {
+        timer.set_unix_time_ms(1_764_500_000_000);
+        let multi = all(&timer, &store, &["b", "a"], 5_000);
+        timer.run(async {
+            assert!(multi.acquire(AcquireOptions::default()).await.unwrap());
+            let text = multi.serialize().unwrap();
+            assert!(text.contains(r#""keys":["a","b"]"#), "{text}");
+            let restored = Lock::restore(&text, store.clone(), Arc::new(timer.clone())).unwrap();
+            assert_eq!(restored.keys(), ["a", "b"]);
+            assert_eq!(restored.kind_name(), "multi");
+            assert_eq!(restored.fencing_tokens(), multi.fencing_tokens(), "{name}");
+            assert!(!restored.is_expired().await.unwrap());
+            assert!(restored.release().await.unwrap(), "{name}");
+            assert!(!memory.is_locked("a").await.unwrap());
+            assert!(!memory.is_locked("b").await.unwrap());
+        });
+    }
+}
+
+#[test]
+fn bad_key_lists_are_invalid_arguments() {
+    let timer = FakeTimer::new();
+    let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
+    let t = Arc::new(timer);
+    let too_many: Vec<String> =
+        (0..=locksmith_core::validate::MAX_KEYS_PER_LOCK).map(|i| format!("k{i}")).collect();
+    for (list, why) in [
+        (Vec::new(), "1 to 64 keys; got 0"),
+        (keys(&["a", "b", "a"]), "\"a\" is given twice"),
+        (keys(&["a", ""]), "non-empty"),
+        (keys(&["a", "b\n"]), "control characters"),
+        (too_many, "got 65"),
+    ] {
+        let err = Lock::all(list, 1_000, store.clone(), t.clone()).unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(err.to_string().contains(why), "{err}");
+    }
+    let err = Lock::all(keys(&["a"]), 0, store, t).unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+}
+
+#[test]
+fn an_aborted_wait_holds_nothing() {
+    for (name, timer, memory, store) in stores() {
+        let holder = one(&timer, &store, "b", 60_000);
+        let multi = all(&timer, &store, &["a", "b"], 10_000);
+        let abort = locksmith_core::Abort::new();
+        timer.run(async {
+            assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+            let (got, ()) = futures_util::join!(multi.acquire_abortable(wait(5_000, 50), &abort), async {
+                timer.sleep_for_test(120).await;
+                abort.abort();
+            });
+            assert_eq!(got.unwrap_err().code(), "ABORTED", "{name}");
+            assert!(!memory.is_locked("a").await.unwrap(), "{name}");
+            assert!(!multi.has_owner());
+        });
+    }
+}
