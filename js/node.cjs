@@ -83,8 +83,17 @@ const api = makeApi({
   // engine's next turn, which this asks for.
   afterAbort: () => callStarted(),
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, _hasWaiters, hasOwnerRemainingTime, hasPermitWeights) =>
-    new addon.JsStoreBridge((_err, call) => dispatch(call), timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasOwnerRemainingTime, hasPermitWeights),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, _hasWaiters, hasOwnerRemainingTime, hasPermitWeights, hasAcquireAll) =>
+    new addon.JsStoreBridge(
+      (_err, call) => dispatch(call),
+      timeoutMs,
+      hasIsHeldBy,
+      hasPermits,
+      hasOnRelease,
+      hasOwnerRemainingTime,
+      hasPermitWeights,
+      hasAcquireAll,
+    ),
 });
 
 // The Redis store: the sans-I/O engine in the addon under the one driver

@@ -5,6 +5,8 @@ import api from "./index.cjs";
 
 export const {
   lock,
+  lockAll,
+  MultiLock,
   semaphore,
   readWriteLock,
   Lock,

@@ -13,7 +13,9 @@ pub enum Answer {
     Number(f64),
     /// `null` or `undefined`.
     Nothing,
-    /// Anything else, described for the error message (`string "yes"`, `object`, ...).
+    /// A string (what the bridge makes of `acquireAll`'s tokens).
+    Text(String),
+    /// Anything else, described for the error message (`object`, ...).
     Other(String),
     /// The store refused the request itself with an `INVALID_ARGUMENT` error (a
     /// semaphore's limit that differs from its holders', say): its message.
@@ -32,6 +34,7 @@ impl std::fmt::Display for Answer {
         match self {
             Self::Bool(b) => write!(f, "{b}"),
             Self::Number(n) => f.write_str(&crate::validate::show(*n)),
+            Self::Text(text) => write!(f, "string {}", crate::validate::quote(text)),
             Self::Nothing => f.write_str("null/undefined"),
             Self::Other(what) | Self::Refused(what) | Self::Failed(what) => f.write_str(what),
             Self::Closed => f.write_str("a closed store's refusal"),
@@ -176,11 +179,56 @@ pub trait ForeignStore: MaybeSendSync {
         None
     }
 
+    /// Whether the store has the optional `acquireAll(keys, owner, ttlMs)`: every key or
+    /// none in one step. `false` by default. It is called as `acquireAll` through
+    /// [`call`](Self::call) with the keys one per line as the key; the bridge answers
+    /// its array of fencing tokens as one string of them, space-separated (`-` for none).
+    fn has_acquire_all(&self) -> bool {
+        false
+    }
+
     /// [`LockStore::has_local_waiters`], for a store that can tell at once (the
     /// WebAssembly build's own Redis store); `false` by default.
     fn has_local_waiters(&self, _key: &str) -> bool {
         false
     }
+}
+
+/// `acquireAll` resolves to `false` or the index of a key it found held (no key taken:
+/// a wait listens on that key), or `true` or one fencing token (a positive safe integer,
+/// or `null`) per key (every key taken).
+pub fn expect_all(answer: &Answer, keys: usize) -> Result<crate::store::AllGrant> {
+    let mut grants = Vec::with_capacity(keys);
+    match answer {
+        Answer::Bool(false) => return Ok(crate::store::AllGrant::Busy(None)),
+        Answer::Number(at) if at.fract() == 0.0 && *at >= 0.0 && *at < keys as f64 => {
+            return Ok(crate::store::AllGrant::Busy(Some(*at as usize)));
+        }
+        Answer::Bool(true) => grants.resize(keys, Grant::default()),
+        Answer::Text(text) => {
+            for token in text.split(' ') {
+                match token.parse::<u64>() {
+                    _ if token == "-" => grants.push(Grant::default()),
+                    Ok(t) if t >= 1 && t as f64 <= MAX_SAFE_INTEGER => {
+                        grants.push(Grant::with_fencing_token(t));
+                    }
+                    _ => break,
+                }
+            }
+        }
+        _ => {}
+    }
+    if grants.len() == keys && !text_has_more(answer, keys) {
+        return Ok(crate::store::AllGrant::Granted(grants));
+    }
+    Err(LockError::StoreContractViolation(format!(
+        "store.acquireAll() resolved to {answer}; it must resolve to false or the index of a key it found held (no key taken), or true or an array of {keys} fencing tokens (positive safe integers or null) when it took every key"
+    )))
+}
+
+/// Whether a string of tokens has more than `keys` of them.
+fn text_has_more(answer: &Answer, keys: usize) -> bool {
+    matches!(answer, Answer::Text(text) if text.split(' ').count() != keys)
 }
 
 /// `countPermits` must resolve to a whole number >= 0.
@@ -226,6 +274,21 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
         self.0.release_signal(key, None)
+    }
+
+    fn acquire_all<'a>(
+        &'a self,
+        keys: &'a [String],
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> Option<BoxFuture<'a, Result<crate::store::AllGrant>>> {
+        if !self.0.has_acquire_all() {
+            return None;
+        }
+        Some(Box::pin(async move {
+            let answer = self.ask("acquireAll", &keys.join("\n"), Some(owner), Some(ttl_ms)).await?;
+            expect_all(&answer, keys.len())
+        }))
     }
 
     fn has_local_waiters(&self, key: &str) -> bool {

@@ -631,24 +631,13 @@ impl LockStore for FileStore {
         .await
     }
 
-    async fn acquire_all(&self, keys: &[String], owner: &str, ttl_ms: u64) -> Result<crate::store::AllGrant> {
-        self.with(true, |state, now| Ok(state.acquire_all(keys, owner, ttl_ms, now))).await
-    }
-
-    async fn release_all(&self, keys: &[String], owner: &str) -> Result<bool> {
-        self.with(true, |state, now| Ok(state.release_all(keys, owner, now))).await
-    }
-
-    async fn extend_all(&self, keys: &[String], owner: &str, ttl_ms: u64) -> Result<bool> {
-        self.with(true, |state, now| Ok(state.extend_all(keys, owner, ttl_ms, now))).await
-    }
-
-    async fn owner_remaining_time_all(
-        &self,
-        keys: &[String],
-        owner: &str,
-    ) -> Result<crate::store::HoldCheck> {
-        self.with(false, |state, now| Ok(state.owner_remaining_all(keys, owner, now))).await
+    fn acquire_all<'a>(
+        &'a self,
+        keys: &'a [String],
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> Option<BoxFuture<'a, Result<crate::store::AllGrant>>> {
+        Some(Box::pin(self.with(true, move |state, now| Ok(state.acquire_all(keys, owner, ttl_ms, now)))))
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {

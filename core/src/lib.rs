@@ -7,6 +7,7 @@
 //! injected through [`Timer`].
 
 mod abort;
+mod all;
 pub mod contract;
 mod error;
 #[cfg(not(target_arch = "wasm32"))]

@@ -110,7 +110,7 @@ impl Lock {
     /// The one question a due check asks: how long this owner's own hold has left.
     pub(crate) async fn check_hold(&self, owner: OwnerToken) -> Result<HoldCheck, LockError> {
         if !self.keys.is_empty() {
-            return self.store.owner_remaining_time_all(&self.keys, owner.as_str()).await;
+            return crate::all::check(&*self.store, &self.keys, owner.as_str()).await;
         }
         match self.kind {
             HoldKind::Exclusive => self.store.owner_remaining_time(&self.key, owner.as_str()).await,

@@ -327,6 +327,11 @@ impl Lock {
     /// semaphore's limit. A holder of n permits counts n toward the limit; `extend` and
     /// `release` act on the hold as taken. Any other kind of handle takes only 1.
     pub fn set_permits(&self, permits: u32) -> Result<()> {
+        if !self.keys.is_empty() && permits != 1 {
+            return Err(LockError::InvalidArgument(
+                "permits is a semaphore's option; a lockAll() handle takes each of its keys once".into(),
+            ));
+        }
         let permits = validate::permits(self.kind, permits)?;
         self.permits.store(permits, std::sync::atomic::Ordering::Relaxed);
         Ok(())
@@ -395,7 +400,7 @@ impl Lock {
     /// One attempt at the store for `permits` (a semaphore's; 1 for the other kinds).
     async fn store_acquire(&self, owner: OwnerToken, permits: u32) -> Result<Option<Grant>> {
         if !self.keys.is_empty() {
-            let answer = self.store.acquire_all(&self.keys, owner.as_str(), self.ttl_ms).await?;
+            let answer = crate::all::acquire(&*self.store, &self.keys, owner.as_str(), self.ttl_ms).await?;
             let mut all = self.all_state();
             return Ok(match answer {
                 AllGrant::Granted(grants) => {
@@ -425,7 +430,7 @@ impl Lock {
 
     async fn store_extend(&self, owner: OwnerToken, ttl_ms: u64) -> Result<bool> {
         if !self.keys.is_empty() {
-            return self.store.extend_all(&self.keys, owner.as_str(), ttl_ms).await;
+            return crate::all::extend(&*self.store, &self.keys, owner.as_str(), ttl_ms).await;
         }
         match self.kind {
             HoldKind::Exclusive => self.store.extend(&self.key, owner.as_str(), ttl_ms).await,
@@ -436,16 +441,7 @@ impl Lock {
     /// Whether `owner` holds this handle's key now, when the store can tell.
     pub(crate) async fn store_held_by(&self, owner: OwnerToken) -> Result<Option<bool>> {
         if !self.keys.is_empty() {
-            // Held while every key is; unknown if the store cannot tell of one.
-            let mut answer = Some(true);
-            for key in &self.keys {
-                match self.store.is_held_by(key, owner.as_str()).await? {
-                    Some(true) => {}
-                    Some(false) => return Ok(Some(false)),
-                    None => answer = None,
-                }
-            }
-            return Ok(answer);
+            return crate::all::held_by(&*self.store, &self.keys, owner.as_str()).await;
         }
         match self.kind {
             HoldKind::Exclusive => self.store.is_held_by(&self.key, owner.as_str()).await,
@@ -459,14 +455,7 @@ impl Lock {
     /// hold for the other kinds.
     pub(crate) async fn store_time_left(&self, owner: Option<OwnerToken>) -> Result<Option<u64>> {
         if !self.keys.is_empty() {
-            // The soonest expiry among the keys that are held.
-            let mut soonest: Option<u64> = None;
-            for key in &self.keys {
-                if let Some(left) = self.store.remaining_time(key).await? {
-                    soonest = Some(soonest.map_or(left, |s| s.min(left)));
-                }
-            }
-            return Ok(soonest);
+            return crate::all::soonest(&*self.store, &self.keys).await;
         }
         match (self.kind, owner) {
             (HoldKind::Exclusive, _) => self.store.remaining_time(&self.key).await,
@@ -769,15 +758,8 @@ impl Lock {
         Ok(match self.store_held_by(owner).await? {
             Some(answer) => answer,
             None if self.timer.now_ms() >= hold.expires_by_ms => false,
-            None if self.keys.is_empty() => self.store.is_locked(&self.key).await?,
-            None => {
-                for key in &self.keys {
-                    if !self.store.is_locked(key).await? {
-                        return Ok(false);
-                    }
-                }
-                true
-            }
+            // Several keys: by the local deadline alone.
+            None => !self.keys.is_empty() || self.store.is_locked(&self.key).await?,
         })
     }
 
@@ -893,7 +875,7 @@ impl Lock {
     /// whether any hold of the key is live.
     pub async fn is_locked(&self) -> Result<bool> {
         if !self.keys.is_empty() {
-            return Ok(self.count().await? > 0);
+            return Ok(crate::all::held_count(&*self.store, &self.keys).await? > 0);
         }
         match self.kind {
             HoldKind::Exclusive => self.store.is_locked(&self.key).await,
@@ -906,11 +888,7 @@ impl Lock {
     pub async fn count(&self) -> Result<u64> {
         if !self.keys.is_empty() {
             // How many of the keys anyone holds.
-            let mut held = 0;
-            for key in &self.keys {
-                held += u64::from(self.store.is_locked(key).await?);
-            }
-            return Ok(held);
+            return crate::all::held_count(&*self.store, &self.keys).await;
         }
         match self.kind {
             HoldKind::Exclusive => Ok(u64::from(self.store.is_locked(&self.key).await?)),
@@ -982,7 +960,7 @@ async fn release_in(
     kind: HoldKind,
 ) -> Result<bool> {
     if !keys.is_empty() {
-        return store.release_all(keys, owner.as_str()).await;
+        return crate::all::release(store, keys, owner.as_str()).await;
     }
     match kind {
         HoldKind::Exclusive => store.release(key, owner.as_str()).await,

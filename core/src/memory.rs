@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use event_listener::Event;
 
 use crate::error::Result;
-use crate::store::{AllGrant, BoxFuture, Clock, Grant, HoldCheck, HoldKind, LockStore, SyncLockStore};
+use crate::store::{AllGrant, BoxFuture, Clock, Grant, HoldKind, LockStore, SyncLockStore};
 
 /// Below this many entries the map is never swept in passing.
 const SWEEP_MIN_ENTRIES: usize = 256;
@@ -688,34 +688,6 @@ impl State {
         )
     }
 
-    /// Frees each of `keys` that `owner` holds; `true` if it held every one.
-    pub(crate) fn release_all(&mut self, keys: &[String], owner: &str, now: u64) -> bool {
-        keys.iter().fold(true, |all, key| self.release(key, owner, now) & all)
-    }
-
-    /// Extends every one of `keys` if `owner` holds every one, else none.
-    pub(crate) fn extend_all(&mut self, keys: &[String], owner: &str, ttl_ms: u64, now: u64) -> bool {
-        if !keys.iter().all(|key| self.is_held_by(key, owner, now)) {
-            return false;
-        }
-        for key in keys {
-            self.extend(key, owner, ttl_ms, now);
-        }
-        true
-    }
-
-    /// Whether `owner` holds every one of `keys`, for the least time any has left.
-    pub(crate) fn owner_remaining_all(&self, keys: &[String], owner: &str, now: u64) -> HoldCheck {
-        let mut least = u64::MAX;
-        for key in keys {
-            if !self.is_held_by(key, owner, now) {
-                return HoldCheck::NotHeld;
-            }
-            least = least.min(self.remaining_time(key, now).unwrap_or(0));
-        }
-        HoldCheck::Held { remaining_ms: least }
-    }
-
     /// The listener of `key`'s next release; ready at once when the key is free.
     pub(crate) fn release_signal(&mut self, key: &str, now: u64) -> BoxFuture<'static, ()> {
         if self.live_entry(key, now).is_none() {
@@ -1001,24 +973,14 @@ impl LockStore for MemoryStore {
         Some(self)
     }
 
-    async fn acquire_all(&self, keys: &[String], owner: &str, ttl_ms: u64) -> Result<AllGrant> {
+    fn acquire_all<'a>(
+        &'a self,
+        keys: &'a [String],
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> Option<BoxFuture<'a, Result<AllGrant>>> {
         let now = self.clock.now_ms();
-        Ok(self.state().acquire_all(keys, owner, ttl_ms, now))
-    }
-
-    async fn release_all(&self, keys: &[String], owner: &str) -> Result<bool> {
-        let now = self.clock.now_ms();
-        Ok(self.state().release_all(keys, owner, now))
-    }
-
-    async fn extend_all(&self, keys: &[String], owner: &str, ttl_ms: u64) -> Result<bool> {
-        let now = self.clock.now_ms();
-        Ok(self.state().extend_all(keys, owner, ttl_ms, now))
-    }
-
-    async fn owner_remaining_time_all(&self, keys: &[String], owner: &str) -> Result<HoldCheck> {
-        let now = self.clock.now_ms();
-        Ok(self.state().owner_remaining_all(keys, owner, now))
+        Some(Box::pin(std::future::ready(Ok(self.state().acquire_all(keys, owner, ttl_ms, now)))))
     }
 
     async fn acquire_permit(

@@ -181,73 +181,19 @@ pub trait LockStore: MaybeSendSync {
         false
     }
 
-    /// Takes every one of `keys` for `owner` for `ttl_ms`, or none of them. `keys` are
-    /// distinct and in their canonical (sorted) order, which the lock guarantees.
+    /// Takes every one of `keys` for `owner` for `ttl_ms` in one step, or none of them,
+    /// for a store that can (one script, one transaction, one lock over its state).
+    /// `keys` are distinct and in canonical (sorted) order.
     ///
-    /// The default takes them one by one in that order and, at the first key that is
-    /// held or fails, gives back what it took (in reverse order): a store that can check
-    /// and take several keys in one step (a script, a transaction) overrides it.
-    async fn acquire_all(&self, keys: &[String], owner: &str, ttl_ms: u64) -> Result<AllGrant> {
-        let mut grants = Vec::with_capacity(keys.len());
-        for (at, key) in keys.iter().enumerate() {
-            let answer = self.acquire_with_grant(key, owner, ttl_ms).await;
-            if let Ok(Some(grant)) = answer {
-                grants.push(grant);
-                continue;
-            }
-            // A failed attempt may have taken its key before failing to answer.
-            let taken = if answer.is_err() { at + 1 } else { at };
-            let mut failure = None;
-            for key in keys[..taken].iter().rev() {
-                if let Err(err) = self.release(key, owner).await {
-                    failure.get_or_insert(err);
-                }
-            }
-            answer?;
-            return failure.map_or(Ok(AllGrant::Busy(Some(at))), Err);
-        }
-        Ok(AllGrant::Granted(grants))
-    }
-
-    /// Frees each of `keys` that `owner` holds. `true` if it held every one.
-    async fn release_all(&self, keys: &[String], owner: &str) -> Result<bool> {
-        let mut all = true;
-        let mut failure = None;
-        for key in keys.iter().rev() {
-            match self.release(key, owner).await {
-                Ok(released) => all &= released,
-                Err(err) => {
-                    failure.get_or_insert(err);
-                }
-            }
-        }
-        failure.map_or(Ok(all), Err)
-    }
-
-    /// Sets the expiry of every one of `keys` to `ttl_ms` from now. `true` if `owner`
-    /// held every one (the default stops at the first it does not hold).
-    async fn extend_all(&self, keys: &[String], owner: &str, ttl_ms: u64) -> Result<bool> {
-        for key in keys {
-            if !self.extend(key, owner, ttl_ms).await? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    /// [`owner_remaining_time`](LockStore::owner_remaining_time) of a hold of several
-    /// keys: held while `owner` holds every one, for the least time any has left.
-    async fn owner_remaining_time_all(&self, keys: &[String], owner: &str) -> Result<HoldCheck> {
-        let mut least = u64::MAX;
-        let mut unknown = false;
-        for key in keys {
-            match self.owner_remaining_time(key, owner).await? {
-                HoldCheck::Held { remaining_ms } => least = least.min(remaining_ms),
-                HoldCheck::NotHeld => return Ok(HoldCheck::NotHeld),
-                HoldCheck::CannotTell => unknown = true,
-            }
-        }
-        Ok(if unknown { HoldCheck::CannotTell } else { HoldCheck::Held { remaining_ms: least } })
+    /// `None` (the default): a lock on several keys takes them one at a time in that
+    /// order and, at the first that is held or fails, gives back what it took.
+    fn acquire_all<'a>(
+        &'a self,
+        _keys: &'a [String],
+        _owner: &'a str,
+        _ttl_ms: u64,
+    ) -> Option<BoxFuture<'a, Result<AllGrant>>> {
+        None
     }
 
     /// Takes one of the holds that `key` admits for `owner` (a semaphore permit, a read

@@ -4,7 +4,8 @@
 // PostgresLockStore, MySqlLockStore (on MariaDB) and EtcdLockStore on real servers,
 // DurableObjectLockStore in workerd (Miniflare); stores without them refuse them with
 // UNSUPPORTED. Weighted holds ({ permits }) on every store that carries them, and
-// UNSUPPORTED for more than one permit on one that does not.
+// UNSUPPORTED for more than one permit on one that does not. lockAll() (several keys all
+// or nothing) on every store.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
@@ -18,7 +19,7 @@ import { remoteStore } from "../support/workerd-remote-store.mjs";
 import { assertPhaseFair } from "./rw-scenarios.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
-const { lock, semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
+const { lock, lockAll, MultiLock, semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
 
 await failOnUnhandledRejections();
 
@@ -252,9 +253,102 @@ async function weightedHolds(storeName, makeStore) {
   assert.equal(await next.count(), 0);
 }
 
+const LOCK_ALL_TITLE = "lockAll() takes every key or none, waits holding none, and restores as a MultiLock";
+const LOCK_ALL_OVERLAP_TITLE = "lockAll() handles over overlapping keys, in any order, all get through and never share a key";
+
+/** lockAll() on `store`: all or nothing, a wait that holds nothing, tokens, extend, restore. */
+async function allOrNothing(makeStore) {
+  const store = await makeStore();
+  const [a, b, c] = ["a", "b", "c"].map((k) => uniqueKey(`all-${k}`));
+  const free = async (key) => !(await lock(key, 5_000, store).isLocked());
+  const holder = lock(b, 5_000, store);
+  assert.equal(await holder.acquire(), true);
+  const all = lockAll([c, a, b], 5_000, store);
+  assert.ok(all instanceof MultiLock && all instanceof ls.Lock);
+  assert.deepEqual(all.keys, [a, b, c], "the keys in canonical order");
+  assert.equal(await all.acquire(), false, "b is held");
+  assert.equal(await free(a), true, "nothing of the refused attempt is held");
+  assert.equal(await free(c), true);
+  assert.equal(all.fencingTokens, null);
+  assert.equal(await all.isLocked(), true, "one of its keys is held");
+  // A waiting lockAll holds nothing while it waits.
+  // (A store without one-step acquires holds a key for a moment during each attempt: the
+  // retry delay keeps attempts away from the check below.)
+  const waiting = all.acquire({ timeout: 8_000, retryDelay: 1_500 });
+  await sleep(60);
+  assert.equal(await free(a), true, "a is free while the lockAll waits");
+  await holder.release();
+  assert.equal(await waiting, true, "every key once b is released");
+  for (const key of [a, b, c]) assert.equal(await free(key), false, `${key} held`);
+  assert.equal(await lock(a, 5_000, store).acquire(), false);
+  const tokens = all.fencingTokens;
+  assert.deepEqual(Object.keys(tokens), [a, b, c]);
+  for (const token of Object.values(tokens)) assert.ok(token === null || Number.isSafeInteger(token), String(token));
+  const left = await all.getRemainingTime();
+  assert.ok(left > 0 && left <= 5_000, String(left));
+  await all.extend(8_000);
+  assert.ok((await all.getRemainingTime()) > 5_000, "extended, every key");
+  assert.equal(await all.isExpired(), false);
+  // Restored elsewhere, the same hold: a MultiLock that releases every key.
+  const text = all.serialize();
+  assert.match(text, /"keys":\[/);
+  const copy = restoreLock(text, store);
+  assert.ok(copy instanceof MultiLock);
+  assert.deepEqual(copy.keys, [a, b, c]);
+  assert.equal(await copy.release(), true);
+  for (const key of [a, b, c]) assert.equal(await free(key), true, `${key} released`);
+  assert.equal(await all.release(), false, "released already, by the copy");
+  // run() holds them all for the function.
+  const [ran, seen] = await lockAll([a, c], 5_000, store).run(async (held) => {
+    assert.equal(await free(a), false);
+    return held.keys.join();
+  });
+  assert.deepEqual([ran, seen], [true, `${a},${c}`]);
+  assert.equal(await free(c), true);
+  for (const keys of [[], [a, a], [a, ""], "a", [a, 1]]) {
+    assert.throws(
+      () => lockAll(keys, 5_000, store),
+      (err) => err instanceof LockError && err.code === "INVALID_ARGUMENT",
+      JSON.stringify(keys),
+    );
+  }
+}
+
+/** Handles over overlapping key sets, taking them over and over: never a key shared, never stuck. */
+async function overlapping(makeStore) {
+  const store = await makeStore();
+  const [a, b, c, d] = ["a", "b", "c", "d"].map((k) => uniqueKey(`overlap-${k}`));
+  const sets = [
+    [a, b],
+    [c, b],
+    [d, c, a],
+    [b, d],
+  ];
+  const holders = new Map();
+  await Promise.all(
+    sets.map(async (keys, i) => {
+      for (let round = 0; round < 4; round++) {
+        const [ran] = await lockAll(keys, 5_000, store).run(
+          async () => {
+            for (const key of keys) {
+              assert.equal(holders.get(key), undefined, `${key} held by ${holders.get(key)} and ${i}`);
+              holders.set(key, i);
+            }
+            await sleep(5);
+            for (const key of keys) holders.delete(key);
+          },
+          { timeout: 30_000, retryDelay: 10 },
+        );
+        assert.equal(ran, true, `set ${i} round ${round}`);
+      }
+    }),
+  );
+}
+
 for (const [storeName, makeStore] of Object.entries(weightedOnly)) {
   describe(`on ${storeName}`, () => {
     it(WEIGHTED_TITLE, () => weightedHolds(storeName, makeStore));
+    it(LOCK_ALL_TITLE, () => allOrNothing(makeStore));
   });
 }
 
@@ -342,6 +436,11 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
       });
     });
 
+    describe("lockAll()", () => {
+      it(LOCK_ALL_TITLE, () => allOrNothing(makeStore));
+      it(LOCK_ALL_OVERLAP_TITLE, () => overlapping(makeStore));
+    });
+
     describe("readWriteLock()", () => {
       it("readers share, a writer is alone, and a waiting writer keeps new readers out", async () => {
         const store = await makeStore();
@@ -383,6 +482,41 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
     });
   });
 }
+
+describe(`RedisLockStore's lockAll() (${TARGET})`, () => {
+  it("takes the keys in one script on one server: one call per attempt, nothing taken by a refused one", async () => {
+    const store = await stores.RedisLockStore();
+    const { Redis } = await import("ioredis");
+    const admin = new Redis(server.url);
+    try {
+      const evalCalls = async () => {
+        const stats = await admin.info("commandstats");
+        return Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
+      };
+      const [a, b, c] = ["a", "b", "c"].map((k) => uniqueKey(`redis-all-${k}`));
+      const holder = lock(c, 10_000, store);
+      assert.equal(await holder.acquire(), true);
+      const all = lockAll([a, b, c], 10_000, store);
+      const before = await evalCalls();
+      assert.equal(await all.acquire(), false);
+      // One script call (taking a and b, then c refused, then giving both back would be five).
+      assert.equal((await evalCalls()) - before, 1);
+      assert.equal(await admin.exists(`locksmith:{${a}}`), 0);
+      await holder.release();
+      assert.equal(await all.acquire(), true);
+      assert.equal(await admin.get(`locksmith:{${b}}`), JSON.parse(all.serialize()).owner);
+      const tokens = Object.values(all.fencingTokens);
+      assert.ok(
+        tokens.every((t) => Number.isSafeInteger(t) && t > 0),
+        String(tokens),
+      );
+      await all.release();
+      assert.equal(await admin.exists(`locksmith:{${a}}`, `locksmith:{${b}}`, `locksmith:{${c}}`), 0);
+    } finally {
+      admin.disconnect();
+    }
+  });
+});
 
 describe(`RedisLockStore's semaphore and read-write keys (${TARGET})`, () => {
   it("wake a waiter on a release, not at its retry delay", async () => {

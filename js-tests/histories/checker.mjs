@@ -6,7 +6,8 @@
 // set its expiry no earlier than that send, so no correct store lets anyone else in
 // before then. (`slackMs` is taken off the end for clocks that count in whole ms.)
 //
-// Checks, per key:
+// Checks, per key (a `multi` hold, lockAll's, is a plain holder of each of its `keys`,
+// with that key's token):
 // - `overlap`: never two plain holders whose certainly-live intervals overlap;
 // - `over-limit`: never more than `limit` semaphore permits certainly live at once (a
 //   hold of n permits counts n);
@@ -39,7 +40,11 @@
 // before the stop) whose every possible expiry passed while its process was stopped is
 // reported by its signal as lost, not as released.
 
-const family = (kind) => (kind === "read" || kind === "write" ? "rw" : kind);
+const family = (kind) => (kind === "read" || kind === "write" ? "rw" : kind === "multi" ? "lock" : kind);
+
+/** A hold as the holder of each key it holds: a multi hold once per key, with that key's token. */
+const perKey = (h) =>
+  h.kind === "multi" && Array.isArray(h.keys) ? h.keys.map((key) => ({ ...h, key, acquire: { ...h.acquire, token: h.acquire.tokens?.[key] ?? null } })) : [h];
 
 /** The lease model's drift allowance for a TTL (core's `default_drift_ms`). */
 const defaultDrift = (ttl) => Math.min(Math.floor(ttl / 100) + 2, ttl - 1);
@@ -113,7 +118,7 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
 
   const all = holds.map((h) => ({ ...h, times: holdTimes(h, slackMs) }));
   const groups = new Map();
-  for (const h of all) {
+  for (const h of all.flatMap(perKey)) {
     const name = `${family(h.kind)}\u0000${h.key}`;
     if (!groups.has(name)) groups.set(name, []);
     groups.get(name).push(h);

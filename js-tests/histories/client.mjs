@@ -1,12 +1,13 @@
 // One OS process of a history run: M async clients on one store, one shared key set,
 // for a while. Each client loops over random holds — plain locks (random wait 0–120 ms,
-// retryDelay 1–10 ms), semaphore permits, read and write locks — holds a few ms,
+// retryDelay 1–10 ms), semaphore permits, read and write locks, lockAll() over 2–3 of
+// the keys (kind "multi": the checker counts it a plain holder of each) — holds a few ms,
 // sometimes extends (early, near its expiry, past it), sometimes auto-extends, sometimes
 // lets the hold run out, and releases. Every hold is recorded with the host clock's
 // times on the run's clock (the parent's: see syncClock) and printed as a JSON line on stdout once the run is over:
 //
-//   { t: "hold", client, kind, key, limit, ttl, drift, auto,
-//     acquire: { send, reply, token }, extends: [{ send, reply, ok, code }],
+//   { t: "hold", client, kind, key, keys, limit, ttl, drift, auto,
+//     acquire: { send, reply, token, tokens }, extends: [{ send, reply, ok, code }],
 //     release: { send, reply, ok, code }, signal: { at, reason, code } | null, endAt }
 //
 // then one `{ t: "summary", ... }` line. Run as `node client.mjs '<config JSON>'` (see
@@ -94,7 +95,7 @@ const DEFAULTS = {
   keys: HISTORY_KEYS,
   ttlMs: 120,
   limit: 2,
-  kinds: { lock: 5, semaphore: 2, read: 1.5, write: 1.5 },
+  kinds: { lock: 5, semaphore: 2, read: 1.5, write: 1.5, multi: 1.5 },
   autoExtend: 0.15,
   seed: 1,
   process: 0,
@@ -129,6 +130,53 @@ export function alwaysGrants(inner) {
  */
 export function ignoresWeights(inner) {
   return { ...inner, permitWeights: true };
+}
+
+/**
+ * A plain JS store whose `acquireAll` (several keys at once) checks only the first key
+ * and then takes them all, held or not: a broken guard, for the checker's own test.
+ */
+export function checksFirstKeyOnly() {
+  const holds = new Map();
+  let token = 0;
+  const live = (key) => {
+    const hold = holds.get(key);
+    return hold && hold.expiresAt > performance.now() ? hold : undefined;
+  };
+  const take = (key, owner, ttlMs) => {
+    holds.set(key, { owner, expiresAt: performance.now() + ttlMs });
+    return ++token;
+  };
+  return {
+    async acquire(key, owner, ttlMs) {
+      return live(key) ? false : take(key, owner, ttlMs);
+    },
+    async acquireAll(keys, owner, ttlMs) {
+      if (live(keys[0])) return false;
+      return keys.map((key) => take(key, owner, ttlMs));
+    },
+    async release(key, owner) {
+      if (live(key)?.owner !== owner) return false;
+      holds.delete(key);
+      return true;
+    },
+    async extend(key, owner, ttlMs) {
+      const hold = live(key);
+      if (hold?.owner !== owner) return false;
+      hold.expiresAt = performance.now() + ttlMs;
+      return true;
+    },
+    async isLocked(key) {
+      return live(key) !== undefined;
+    },
+    async isHeldBy(key, owner) {
+      return live(key)?.owner === owner;
+    },
+    async remainingTime(key) {
+      const hold = live(key);
+      return hold ? Math.ceil(hold.expiresAt - performance.now()) : null;
+    },
+  };
 }
 
 // The lock methods a test-only wrapper passes through (plain locks only: the broken
@@ -181,6 +229,7 @@ export function brokenStore(inner, how, { del, ttl } = {}) {
 export async function openStore(ls, spec) {
   if (spec === "memory") return { store: new ls.MemoryLockStore(), close: async () => {} };
   if (spec === "broken-memory") return { store: alwaysGrants(new ls.MemoryLockStore()), close: async () => {} };
+  if (spec === "first-key-only-memory") return { store: checksFirstKeyOnly(), close: async () => {} };
   if (spec === "weights-ignored-memory") {
     const { mapStore } = await import("../support/js-stores.mjs");
     return { store: ignoresWeights(mapStore({ withPermits: true, withFencing: true })), close: async () => {} };
@@ -326,6 +375,7 @@ export async function runClients(ls, store, userConfig) {
       let handle = config.reuseHandles ? handles.get(name) : undefined;
       if (handle === undefined) {
         if (kind === "lock") handle = new ls.Lock(key, ttl, store);
+        else if (kind === "multi") handle = ls.lockAll(key.split(","), ttl, store);
         else if (kind === "semaphore") handle = ls.semaphore(key, limit, ttl, store);
         else if (kind === "read") handle = ls.readWriteLock(key, ttl, store).readLock();
         else handle = ls.readWriteLock(key, ttl, store).writeLock();
@@ -335,7 +385,13 @@ export async function runClients(ls, store, userConfig) {
     };
     while (now() < stopAt) {
       const kind = pickKind(random, config.kinds);
-      const key = random.pick(config.keys);
+      let key = random.pick(config.keys);
+      if (kind === "multi") {
+        // 2 or 3 distinct keys, in a random order (lockAll takes them in its own).
+        const keys = new Set([key]);
+        for (let n = random.int(2, 3); keys.size < Math.min(n, config.keys.length); ) keys.add(random.pick(config.keys));
+        key = [...keys].join(",");
+      }
       const handle = handleFor(kind, key);
       const auto = random.chance(config.autoExtend);
       const options = { timeout: random.chance(0.15) ? 0 : random.int(0, 120), retryDelay: random.int(1, 10) };
@@ -375,12 +431,13 @@ export async function runClients(ls, store, userConfig) {
         client: id,
         kind,
         key,
+        keys: kind === "multi" ? [...handle.keys] : undefined,
         limit: kind === "semaphore" ? limit : undefined,
         permits,
         ttl,
         drift: driftMs(ttl),
         auto,
-        acquire: { send, reply, token: handle.fencingToken },
+        acquire: { send, reply, token: handle.fencingToken, tokens: kind === "multi" ? handle.fencingTokens : undefined },
         extends: [],
         release: null,
         signal: null,

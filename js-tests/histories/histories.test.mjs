@@ -248,6 +248,12 @@ describe(`history checker (${TARGET})`, () => {
     assert.ok(run.result.byType["over-limit"] > 0, `the checker saw too many permits (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
   });
 
+  it("catches a broken guard: a store whose acquireAll checks only the first of the keys", async (t) => {
+    const run = await runHistory({ store: "first-key-only-memory", processes: 1, clients: 6, seconds: 1.5, client: { kinds: { lock: 1, multi: 1 } } });
+    t.diagnostic(`seed ${run.seed}: ${JSON.stringify(run.result.byType)}`);
+    assert.ok(run.result.byType.overlap > 0, `the checker saw two holders of a key (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
+  });
+
   it("MemoryLockStore: one process, 8 clients", async (t) => {
     await assertClean(t, { store: "memory", processes: 1, clients: 8 });
   });

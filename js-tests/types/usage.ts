@@ -25,6 +25,9 @@ import {
   type SemaphoreAcquireOptions,
   type LockTraceContext,
   type LockLostMessage,
+  lockAll,
+  MultiLock,
+  type SerializedMultiLock,
 } from "locksmith-js";
 
 declare function charge(id: number): Promise<string>;
@@ -214,3 +217,30 @@ async function weighted() {
   void [taken, inUse, weights];
 }
 void weighted;
+
+// Several keys at once: a MultiLock is a Lock with keys and per-key fencing tokens, and
+// its serialized form restores as a MultiLock.
+async function multi() {
+  const both: MultiLock = lockAll(["account:1", "account:2"], "10s");
+  const asLock: Lock = both;
+  const keys: readonly string[] = both.keys;
+  const tokens: Readonly<Record<string, number | null>> | null = both.fencingTokens;
+  const [ran, moved] = await both.run(async (held) => held.keys.length, { timeout: "2s", signal: AbortSignal.timeout(5_000) });
+  if (ran) {
+    const n: number = moved;
+    void n;
+  }
+  await both.acquire({ autoExtend: true });
+  const text: SerializedMultiLock = both.serialize();
+  const back: MultiLock = restoreLock(text);
+  const plain: Lock = restoreLock(lock("k").serialize());
+  const left: number | null = await back.getRemainingTime();
+  const direct = new MultiLock(["a", "b"], 1_000, new MemoryLockStore());
+  // @ts-expect-error keys is an array
+  lockAll("a,b");
+  // @ts-expect-error a MultiLock has no single fencing token
+  const one: number = both.fencingToken;
+  await using held = lockAll(["x", "y"]);
+  void [asLock, keys, tokens, plain, left, direct, one, held];
+}
+void multi;

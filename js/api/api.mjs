@@ -149,6 +149,8 @@ function warnIfProcessLocal() {
 }
 
 const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend", "signal", "permits"];
+/** Lock's hook for MultiLock's getters. */
+const NATIVE_HANDLE = Symbol("locksmith.nativeHandle");
 const IMMEDIATE_OPTIONS = ["signal", "permits"];
 
 /** `signal`: an AbortSignal, or undefined. */
@@ -199,6 +201,28 @@ function immediateOptions(options, where) {
   checkOptionKeys(options, IMMEDIATE_OPTIONS, where);
   if (options.signal === undefined && options.permits === undefined) return undefined;
   return { timeout: 0, signal: options.signal, permits: options.permits };
+}
+
+/**
+ * A store's `acquireAll` answer for the bridge: an array of fencing tokens as one string,
+ * space-separated (`-` for null); anything else as it came (core checks it).
+ */
+function tokensText(value) {
+  if (!Array.isArray(value)) return value;
+  if (value.some((t) => t !== null && typeof t !== "number")) return { tokens: "not numbers or null" };
+  return value.map((t) => (t === null ? "-" : String(t))).join(" ");
+}
+
+/** lockAll()'s keys, checked, one per line for the native handle (core checks the rest). */
+function multiKeys(keys) {
+  if (!Array.isArray(keys)) throw invalid(`lockAll() needs an array of keys; got ${typeName(keys)}`);
+  if (keys.length === 0) throw invalid("lockAll() takes 1 to 64 keys; got 0");
+  for (const key of keys) {
+    checkString("key", key);
+    // The separator below: core refuses control characters in a key all the same.
+    if (key.includes("\n")) throw invalid("key must not contain control characters; found U+000A");
+  }
+  return keys.join("\n");
 }
 
 /** `permits`: a whole number of at least 1 (the handle checks its kind and limit), or undefined for 1. */
@@ -534,6 +558,10 @@ export function makeApi(binding) {
             case "permitRemainingTime":
               pending = store.permitRemainingTime(call.key, call.owner, call.kind);
               break;
+            case "acquireAll":
+              // The keys come one per line; an array of tokens goes back as one string (see contract.rs).
+              pending = Promise.resolve(store.acquireAll(call.key.split("\n"), call.owner, call.ttlMs)).then(tokensText);
+              break;
             default:
               pending = store.remainingTime(call.key);
           }
@@ -552,6 +580,7 @@ export function makeApi(binding) {
           typeof store[HAS_WAITERS] === "function",
           typeof store.ownerRemainingTime === "function",
           store.permitWeights === true,
+          typeof store.acquireAll === "function",
         );
       } catch (err) {
         throw toLockError(err);
@@ -684,12 +713,13 @@ export function makeApi(binding) {
         try {
           this.#native = backend.handle(spec.key, spec.ttlMs, spec.kind, spec.limit);
         } catch (err) {
-          throw toLockError(err, spec.key);
+          throw toLockError(err, spec.kind === "multi" ? undefined : spec.key);
         }
         this.#native[USER] = this;
         this.#backend = backend;
         this.#store = spec.store;
-        this.#key = spec.key;
+        // A lock on several keys goes by their list (`a, b`) in messages and diagnostics.
+        this.#key = spec.kind === "multi" ? this.#native.key : spec.key;
         this.#ttlMs = spec.ttlMs;
         this.#kind = spec.kind;
         return;
@@ -1202,6 +1232,60 @@ export function makeApi(binding) {
     get [Symbol.toStringTag]() {
       return "Lock";
     }
+
+    /** The native handle, for MultiLock's getters. */
+    [NATIVE_HANDLE]() {
+      return this.#native;
+    }
+  }
+
+  /**
+   * A lock on several keys at once, all or nothing: after an attempt it holds every key
+   * or none, and while it waits it holds none. It has a lock's methods; `keys` lists the
+   * keys in the order they are taken, and `fencingTokens` gives each key's token.
+   */
+  class MultiLock extends Lock {
+    #keys;
+
+    constructor(keys, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+      if (keys === RESTORED) {
+        super(RESTORED, ttlMs);
+        return;
+      }
+      super(KINDED, { key: multiKeys(keys), ttlMs, kind: "multi", store });
+    }
+
+    /** The keys, in the canonical order every lockAll() takes them in. */
+    get keys() {
+      this.#keys ??= Object.freeze(this[NATIVE_HANDLE]().keys.split("\n"));
+      return this.#keys;
+    }
+
+    /** Each key's fencing token in the current hold (null where the store gives none); null when not held. */
+    get fencingTokens() {
+      const native = this[NATIVE_HANDLE]();
+      const tokens = native.fencingTokens;
+      if (tokens.length === 0) return null;
+      const out = {};
+      this.keys.forEach((key, i) => {
+        out[key] = Number.isNaN(tokens[i]) ? null : tokens[i];
+      });
+      return Object.freeze(out);
+    }
+
+    /** A multi lock's hold is of its keys: a single fencing token has no meaning; see `fencingTokens`. */
+    get fencingToken() {
+      return null;
+    }
+
+    get [Symbol.toStringTag]() {
+      return "MultiLock";
+    }
+  }
+
+  /** A lock on every one of `keys` at once (all or nothing), held for `ttlMs` once acquired. */
+  function lockAll(keys, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+    return new MultiLock(keys, ttlMs, store);
   }
 
   /** A lock on `key`, held for `ttlMs` once acquired, in the current store. */
@@ -1239,7 +1323,8 @@ export function makeApi(binding) {
     checkString("serialized", serialized);
     const backend = backendOf(store);
     try {
-      return new Lock(RESTORED, [backend, backend.restore(serialized), store]);
+      const native = backend.restore(serialized);
+      return native.kind === "multi" ? new MultiLock(RESTORED, [backend, native, store]) : new Lock(RESTORED, [backend, native, store]);
     } catch (err) {
       throw toLockError(err);
     }
@@ -1247,6 +1332,8 @@ export function makeApi(binding) {
 
   return {
     lock,
+    lockAll,
+    MultiLock,
     semaphore,
     readWriteLock,
     Lock,

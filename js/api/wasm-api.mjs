@@ -3,6 +3,8 @@ import { api } from "./wasm-binding.mjs";
 
 export const {
   lock,
+  lockAll,
+  MultiLock,
   semaphore,
   readWriteLock,
   Lock,

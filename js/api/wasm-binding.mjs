@@ -24,6 +24,16 @@ export const api = makeApi({
   get AbortToken() {
     return wasm().AbortToken;
   },
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime, hasPermitWeights) =>
-    new (wasm().WasmJsStoreBridge)(dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime, hasPermitWeights),
+  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime, hasPermitWeights, hasAcquireAll) =>
+    new (wasm().WasmJsStoreBridge)(
+      dispatch,
+      timeoutMs,
+      hasIsHeldBy,
+      hasPermits,
+      hasOnRelease,
+      hasWaiters,
+      hasOwnerRemainingTime,
+      hasPermitWeights,
+      hasAcquireAll,
+    ),
 });

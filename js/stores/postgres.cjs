@@ -640,6 +640,66 @@ class PostgresLockStore {
     return token;
   }
 
+  /**
+   * Takes every one of `keys` for `owner` for `ttlMs`, or none, in one transaction (how
+   * `lockAll()` takes them here): an array of the holds' fencing tokens, or the index of
+   * a key that is held (nothing taken; false when a hold expired mid-way). The
+   * keys come in lockAll's one canonical order, and their advisory locks are taken in it,
+   * so two transactions over overlapping keys never wait on each other.
+   */
+  async acquireAll(keys, owner, ttlMs) {
+    const { locks, sequence } = this.#sql;
+    const cleanups = [];
+    for (const key of keys) cleanups.push(await this.#takeOverCleanup("lock", key, owner));
+    const done = (committed) => {
+      for (const cleanup of cleanups) cleanup.done(committed);
+    };
+    const tokens = await this.#transaction("acquireAll", async (client) => {
+      for (const key of keys) await this.#serialize(client, `lock:${key}`);
+      for (const cleanup of cleanups) await cleanup.free?.(client);
+      const { rows: held } = await client.query(`SELECT key FROM ${locks} WHERE key = ANY($1::text[]) AND expires_at > clock_timestamp() LIMIT 1`, [keys]);
+      // The index of a key that is held: a waiting lockAll listens for its release.
+      if (held.length > 0) return Math.max(0, keys.indexOf(held[0].key));
+      await client.query(
+        `INSERT INTO ${locks} AS held (key, owner, expires_at, fencing_token)
+         SELECT k, $2, ${fromNow(3)}, NULL FROM unnest($1::text[]) AS k
+         ON CONFLICT (key) DO UPDATE
+           SET owner = excluded.owner, expires_at = excluded.expires_at, fencing_token = NULL
+           WHERE held.expires_at <= clock_timestamp()`,
+        [keys, owner, ttlMs],
+      );
+      // Each token drawn once its hold is in place, as acquire's (see there).
+      const { rows } = await client.query(
+        `UPDATE ${locks} SET fencing_token = nextval('${sequence.replaceAll("'", "''")}')
+         WHERE key = ANY($1::text[]) AND owner = $2 AND expires_at > clock_timestamp()
+         RETURNING key, fencing_token`,
+        [keys, owner],
+      );
+      if (rows.length !== keys.length) {
+        // One expired before it had its token (a TTL shorter than this transaction): none is taken.
+        await client.query(`DELETE FROM ${locks} WHERE key = ANY($1::text[]) AND owner = $2`, [keys, owner]);
+        return false;
+      }
+      const byKey = new Map(rows.map((row) => [row.key, toToken(row.fencing_token)]));
+      return keys.map((key) => byKey.get(key));
+    }).then(
+      (value) => {
+        done(true);
+        return value;
+      },
+      (err) => {
+        done(false);
+        // What the transaction may have taken before its answer was lost is freed, key by key.
+        if (err instanceof StoreUnavailableError && !this.#closed) {
+          for (const key of keys) this.#cleanUp("lock", key, owner, ttlMs);
+        }
+        throw err;
+      },
+    );
+    this.#maybeSweep();
+    return tokens;
+  }
+
   /** An acquire's settle handlers: end the cleanup it took over, then its value, or its failure as #acquireFailed says. */
   #acquireSettled(cleanup, kind, key, owner, ttlMs) {
     return [

@@ -207,7 +207,42 @@ export interface ReadWriteLock {
 /** The read-write lock `key`, each hold lasting `ttlMs` (default 30 000) once acquired. */
 export declare function readWriteLock(key: string, ttlMs?: Duration, store?: LockStore): ReadWriteLock;
 
+/** What a `MultiLock`'s `serialize()` returns: a string that `restoreLock()` turns back into a `MultiLock`. */
+export type SerializedMultiLock = string & { readonly __locksmithMultiLock: true };
+
+/**
+ * A lock on several keys at once, all or nothing: after an attempt this handle holds
+ * every key or none, and while it waits it holds none. Keys are taken in one canonical
+ * order, so two `lockAll()` calls over overlapping keys never deadlock. It has a lock's
+ * methods: `isLocked()` says whether anyone holds any of its keys, `getRemainingTime()`
+ * the soonest expiry among them, `count()` how many of them are held.
+ */
+export declare class MultiLock extends Lock {
+  /** A lock on every one of `keys` (1 to 64, distinct), held for `ttlMs` once acquired, in `store`. */
+  constructor(keys: readonly string[], ttlMs?: Duration, store?: LockStore);
+  /** The keys, comma-separated (`"a, b"`), as messages and diagnostics name the lock. */
+  readonly key: string;
+  /** The keys, in the canonical order every `lockAll()` takes them in. */
+  readonly keys: readonly string[];
+  /** Each key's fencing token in the current hold (null where the store gives none); null when not held. */
+  readonly fencingTokens: Readonly<Record<string, number | null>> | null;
+  /** Always null: each key has its own token (`fencingTokens`). */
+  readonly fencingToken: null;
+  run<T>(fn: (lock: MultiLock) => T | PromiseLike<T>, options?: AcquireOptions): Promise<RunResult<T>>;
+  runImmediately<T>(fn: (lock: MultiLock) => T | PromiseLike<T>, options?: ImmediateOptions): Promise<RunResult<T>>;
+  /** Keys, TTL and owner token as a string for `restoreLock()`, which gives a `MultiLock` back. A bearer secret. */
+  serialize(): SerializedMultiLock;
+}
+
+/**
+ * A lock on every one of `keys` at once (all or nothing), held for `ttlMs` (default
+ * 30 000) once acquired, in `store` (default: the current store). 1 to 64 distinct keys;
+ * anything else is an InvalidArgumentError.
+ */
+export declare function lockAll(keys: readonly string[], ttlMs?: Duration, store?: LockStore): MultiLock;
+
 /** Rebuilds a lock from `serialize()`, owner token and all, in `store` (default: the current store). */
+export declare function restoreLock(serialized: SerializedMultiLock, store?: LockStore): MultiLock;
 export declare function restoreLock(serialized: string, store?: LockStore): Lock;
 
 /** Sets the store `lock()` and `restoreLock()` use; returns it. */

@@ -51,6 +51,8 @@ struct JsStore {
     has_owner_remaining_time: bool,
     /// The store carries weighted permits (`permitWeights: true`).
     has_permit_weights: bool,
+    /// The store has the optional `acquireAll(keys, owner, ttlMs)`.
+    has_acquire_all: bool,
     /// The id of the next `onRelease` subscription.
     next_subscription: AtomicU64,
 }
@@ -63,6 +65,7 @@ pub struct JsStoreBridge {
 #[napi]
 impl JsStoreBridge {
     #[napi(constructor)]
+    #[allow(clippy::too_many_arguments)] // one flag per optional store method, as the JS side passes them
     pub fn new(
         dispatch: Dispatch,
         operation_timeout_ms: f64,
@@ -71,6 +74,7 @@ impl JsStoreBridge {
         has_on_release: bool,
         has_owner_remaining_time: Option<bool>,
         has_permit_weights: Option<bool>,
+        has_acquire_all: Option<bool>,
     ) -> napi::Result<Self> {
         let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::js::positive_ms(
             "operationTimeoutMs",
@@ -85,6 +89,7 @@ impl JsStoreBridge {
                 has_on_release,
                 has_owner_remaining_time: has_owner_remaining_time.unwrap_or(false),
                 has_permit_weights: has_permit_weights.unwrap_or(false),
+                has_acquire_all: has_acquire_all.unwrap_or(false),
                 next_subscription: AtomicU64::new(0),
             })),
         })
@@ -117,7 +122,7 @@ fn describe(value: &Value) -> Answer {
         Value::Bool(b) => Answer::Bool(*b),
         Value::Number(n) => Answer::Number(n.as_f64().unwrap_or(f64::NAN)),
         Value::Null => Answer::Nothing,
-        Value::String(s) => Answer::Other(format!("string {s:?}")),
+        Value::String(s) => Answer::Text(s.clone()),
         Value::Array(_) => Answer::Other("an array".into()),
         Value::Object(o) => {
             if let Some(number) = o.get("nonFinite").and_then(Value::as_str) {
@@ -202,6 +207,10 @@ impl ForeignStore for JsStore {
 
     fn has_permit_weights(&self) -> bool {
         self.has_permit_weights
+    }
+
+    fn has_acquire_all(&self) -> bool {
+        self.has_acquire_all
     }
 
     async fn call_acquire_permits(

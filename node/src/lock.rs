@@ -131,10 +131,14 @@ pub fn new_handle_on(
     kind: &str,
     limit: Option<f64>,
 ) -> napi::Result<NativeLock> {
-    let kind = js::kind(kind, limit).napi()?;
-    Lock::of_kind(key, js::ttl_ms(ttl_ms).napi()?, kind, store, runner.timer.clone())
-        .napi()
-        .map(|l| NativeLock { inner: Arc::new(l), runner })
+    let ttl_ms = js::ttl_ms(ttl_ms).napi()?;
+    let lock = if kind == "multi" {
+        // `lockAll()`: the keys, one per line (a key has no control characters).
+        Lock::all(key.split('\n').map(str::to_owned).collect(), ttl_ms, store, runner.timer.clone())
+    } else {
+        Lock::of_kind(key, ttl_ms, js::kind(kind, limit).napi()?, store, runner.timer.clone())
+    };
+    lock.napi().map(|l| NativeLock { inner: Arc::new(l), runner })
 }
 
 pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> napi::Result<NativeLock> {
@@ -310,10 +314,23 @@ impl NativeLock {
         })
     }
 
-    /// `lock`, `semaphore`, `read` or `write`.
+    /// `lock`, `semaphore`, `read`, `write` or `multi`.
     #[napi(getter)]
     pub fn kind(&self) -> &'static str {
-        self.inner.kind().name()
+        self.inner.kind_name()
+    }
+
+    /// A lock on several keys: its keys in canonical order, one per line.
+    #[napi(getter)]
+    pub fn keys(&self) -> String {
+        self.inner.keys().join("\n")
+    }
+
+    /// A lock on several keys: each key's fencing token in the current hold (NaN where
+    /// the store gives none); empty when nothing is held.
+    #[napi(getter)]
+    pub fn fencing_tokens(&self) -> Vec<f64> {
+        self.inner.fencing_tokens().into_iter().map(|t| t.map_or(f64::NAN, |t| t as f64)).collect()
     }
 
     /// A semaphore's limit, else `null`.

@@ -34,6 +34,7 @@ struct JsStore {
     has_owner_remaining_time: bool,
     /// The store carries weighted permits (`permitWeights: true`).
     has_permit_weights: bool,
+    has_acquire_all: bool,
     timer: Arc<dyn Timer>,
 }
 
@@ -55,6 +56,7 @@ impl WasmJsStoreBridge {
         has_waiters: Option<bool>,
         has_owner_remaining_time: Option<bool>,
         has_permit_weights: Option<bool>,
+        has_acquire_all: Option<bool>,
     ) -> Result<Self, JsValue> {
         let timeout_ms = validate::js::positive_ms("operationTimeoutMs", operation_timeout_ms).js()?;
         Ok(Self {
@@ -68,6 +70,7 @@ impl WasmJsStoreBridge {
                 has_waiters: has_waiters.unwrap_or(false),
                 has_owner_remaining_time: has_owner_remaining_time.unwrap_or(false),
                 has_permit_weights: has_permit_weights.unwrap_or(false),
+                has_acquire_all: has_acquire_all.unwrap_or(false),
                 timer: timer(),
             })),
         })
@@ -100,7 +103,7 @@ fn describe(value: &JsValue) -> Answer {
     } else if value.is_null() || value.is_undefined() {
         Answer::Nothing
     } else if let Some(s) = value.as_string() {
-        Answer::Other(format!("string {}", locksmith_core::validate::quote(&s)))
+        Answer::Text(s)
     } else if js_sys::Array::is_array(value) {
         Answer::Other("an array".into())
     } else if let Some(number) =
@@ -208,6 +211,10 @@ impl ForeignStore for JsStore {
 
     fn has_permit_weights(&self) -> bool {
         self.has_permit_weights
+    }
+
+    fn has_acquire_all(&self) -> bool {
+        self.has_acquire_all
     }
 
     async fn call_acquire_permits(

@@ -32,10 +32,14 @@ pub fn new_handle(
     kind: &str,
     limit: Option<f64>,
 ) -> Result<WasmLock, JsValue> {
-    let kind = js::kind(kind, limit).js()?;
-    Lock::of_kind(key, js::ttl_ms(ttl_ms).js()?, kind, store, timer())
-        .js()
-        .map(|l| WasmLock { inner: Rc::new(l) })
+    let ttl_ms = js::ttl_ms(ttl_ms).js()?;
+    let lock = if kind == "multi" {
+        // `lockAll()`: the keys, one per line (a key has no control characters).
+        Lock::all(key.split('\n').map(str::to_owned).collect(), ttl_ms, store, timer())
+    } else {
+        Lock::of_kind(key, ttl_ms, js::kind(kind, limit).js()?, store, timer())
+    };
+    lock.js().map(|l| WasmLock { inner: Rc::new(l) })
 }
 
 pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> Result<WasmLock, JsValue> {
@@ -206,7 +210,20 @@ impl WasmLock {
     /// `lock`, `semaphore`, `read` or `write`.
     #[wasm_bindgen(getter)]
     pub fn kind(&self) -> String {
-        self.inner.kind().name().to_owned()
+        self.inner.kind_name().to_owned()
+    }
+
+    /// A lock on several keys: its keys in canonical order, one per line.
+    #[wasm_bindgen(getter)]
+    pub fn keys(&self) -> String {
+        self.inner.keys().join("\n")
+    }
+
+    /// A lock on several keys: each key's fencing token in the current hold (NaN where
+    /// the store gives none); empty when nothing is held.
+    #[wasm_bindgen(getter, js_name = fencingTokens)]
+    pub fn fencing_tokens(&self) -> Vec<f64> {
+        self.inner.fencing_tokens().into_iter().map(|t| t.map_or(f64::NAN, |t| t as f64)).collect()
     }
 
     /// A semaphore's limit, else `null`.

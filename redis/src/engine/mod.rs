@@ -39,8 +39,8 @@ use locksmith_core::{HoldKind, LockError, Result};
 use redis_protocol::resp2::types::RangeFrame;
 
 pub use scripts::{
-    Script, ACQUIRE, EXTEND, OWNER_REMAINING, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING, RELEASE,
-    RWLOCK_ACQUIRE, RWLOCK_RELEASE, SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE,
+    Script, ACQUIRE, ACQUIRE_ALL, EXTEND, OWNER_REMAINING, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING,
+    RELEASE, RWLOCK_ACQUIRE, RWLOCK_RELEASE, SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE,
 };
 pub use store::EngineStore;
 pub use subscriber::Subscriber;
@@ -62,6 +62,9 @@ pub type RequestId = u32;
 pub enum Value {
     /// `acquire`: the fencing token when taken, `None` when someone holds the key.
     Acquired(Option<u64>),
+    /// `acquire_all`: each key's fencing token when every key was taken, or the index of
+    /// a key that is held (then none was taken).
+    AcquiredAll(std::result::Result<Vec<u64>, usize>),
     /// `release`, `extend`, `is_locked`, `is_held_by`.
     Flag(bool),
     /// `remaining_time`, `permit_remaining_time`: milliseconds left, `None` when nothing
@@ -105,6 +108,12 @@ pub struct Handshake {
 enum Op {
     Acquire {
         key: String,
+        owner: String,
+        ttl_ms: u64,
+    },
+    /// Several locks at once, all or none (their keys in one hash slot).
+    AcquireAll {
+        keys: Vec<String>,
         owner: String,
         ttl_ms: u64,
     },
@@ -178,7 +187,11 @@ impl Op {
     fn is_hold_write(&self) -> bool {
         matches!(
             self,
-            Op::Acquire { .. } | Op::Extend { .. } | Op::PermitAcquire { .. } | Op::PermitExtend { .. }
+            Op::Acquire { .. }
+                | Op::AcquireAll { .. }
+                | Op::Extend { .. }
+                | Op::PermitAcquire { .. }
+                | Op::PermitExtend { .. }
         )
     }
 
@@ -197,6 +210,7 @@ impl Op {
             | Op::PermitExtend { key, .. }
             | Op::PermitCount { key, .. }
             | Op::PermitRemainingTime { key, .. } => Some(key),
+            Op::AcquireAll { keys, .. } => keys.first().map(String::as_str),
             Op::Handshake { .. } | Op::Asking | Op::Wait => None,
         }
     }
@@ -399,6 +413,25 @@ impl Engine {
                     &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
                 );
             }
+            Op::AcquireAll { keys, owner, ttl_ms } => {
+                let ttl = ttl_ms.to_string();
+                let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
+                // Each lock key, then its fencing counter.
+                let mut names = Vec::with_capacity(2 * keys.len());
+                for key in keys {
+                    let lock_key = crate::lock_key(prefix, key);
+                    let fence_key = format!("{lock_key}:fence");
+                    names.extend([lock_key, fence_key]);
+                }
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                resp::script_on(
+                    out,
+                    &ACQUIRE_ALL,
+                    eval,
+                    &names,
+                    &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
+                );
+            }
             Op::Release { key, owner } => {
                 let args: Vec<&[u8]> =
                     [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
@@ -549,6 +582,12 @@ impl Engine {
     /// Takes the lock `key` for `owner` if it is free (and mints a fencing token).
     pub fn acquire(&mut self, key: &str, owner: &str, ttl_ms: u64, now_ms: u64) -> RequestId {
         self.push(Op::Acquire { key: key.to_owned(), owner: owner.to_owned(), ttl_ms }, now_ms)
+    }
+
+    /// Takes every one of `keys` for `owner`, or none (one script: on a cluster, the
+    /// keys must share a hash slot; see [`EngineStore`]).
+    pub fn acquire_all(&mut self, keys: &[String], owner: &str, ttl_ms: u64, now_ms: u64) -> RequestId {
+        self.push(Op::AcquireAll { keys: keys.to_vec(), owner: owner.to_owned(), ttl_ms }, now_ms)
     }
 
     /// Frees `key` if `owner` holds it, and tells waiters.
@@ -780,6 +819,21 @@ impl Engine {
             Op::Acquire { .. } => {
                 reply.integer().map(|t| Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0)))
             }
+            Op::AcquireAll { keys, .. } => match reply.integer() {
+                Ok(held) => Ok(Value::AcquiredAll(Err(usize::try_from(held.unsigned_abs()).unwrap_or(1).saturating_sub(1)))),
+                Err(_) => reply.bulk().and_then(|text| {
+                    let tokens: Option<Vec<u64>> = std::str::from_utf8(text.unwrap_or_default())
+                        .ok()
+                        .map(|text| text.split(' ').filter_map(|t| t.parse().ok()).collect());
+                    match tokens {
+                        Some(tokens) if tokens.len() == keys.len() => Ok(Value::AcquiredAll(Ok(tokens))),
+                        _ => Err(LockError::StoreError(format!(
+                            "redis engine: acquire_all answered {:?}",
+                            String::from_utf8_lossy(text.unwrap_or_default())
+                        ))),
+                    }
+                }),
+            },
             Op::Release { .. }
             | Op::Extend { .. }
             | Op::IsLocked { .. }
@@ -891,7 +945,8 @@ impl Engine {
     /// replicas than asked acknowledged fails.
     fn replicated(&self, result: Result<Value>, reply: &Reply<'_>) -> Result<Value> {
         let (wanted, timeout) = self.min_replicas.unwrap_or((0, 0));
-        let granted = matches!(result, Ok(Value::Acquired(Some(_)) | Value::Flag(true)));
+        let granted =
+            matches!(result, Ok(Value::Acquired(Some(_)) | Value::AcquiredAll(Ok(_)) | Value::Flag(true)));
         // WAIT refused (a master demoted under the write: "ERR WAIT cannot be used with
         // replica instances"): nobody can say the write will survive. Like a lost
         // connection, that is the store being out of reach, which a waiting acquire rides out.

@@ -45,8 +45,11 @@ pub static PERMIT_REMAINING: Script = Script::new(include_str!("../lua/permit_re
 /// `owner_remaining.lua`: KEYS lock; ARGV owner.
 pub static OWNER_REMAINING: Script = Script::new(include_str!("../lua/owner_remaining.lua"));
 
+/// `acquire_all.lua`: KEYS lock, fence of each key; ARGV owner, ttl, fence ttl.
+pub static ACQUIRE_ALL: Script = Script::new(include_str!("../lua/acquire_all.lua"));
+
 /// Every script, in the order the handshake loads them.
-pub static ALL: [&Script; 11] = [
+pub static ALL: [&Script; 12] = [
     &ACQUIRE,
     &RELEASE,
     &EXTEND,
@@ -58,4 +61,5 @@ pub static ALL: [&Script; 11] = [
     &PERMIT_COUNT,
     &PERMIT_REMAINING,
     &OWNER_REMAINING,
+    &ACQUIRE_ALL,
 ];

@@ -71,6 +71,19 @@ impl Shared {
         }
     }
 
+    /// Whether one script can take all of `keys`: on one server always, on a cluster
+    /// when they share a hash slot.
+    fn one_slot(&self, keys: &[String]) -> bool {
+        if self.cluster.is_none() {
+            return true;
+        }
+        let prefix = &self.engines[0].options().key_prefix;
+        let mut slots =
+            keys.iter().map(|key| super::reply::key_slot(crate::lock_key(prefix, key).as_bytes()));
+        let first = slots.next();
+        slots.all(|slot| Some(slot) == first)
+    }
+
     /// The connection to `address`, made (with no socket yet) when there is none.
     fn connection_to(&mut self, address: &str) -> usize {
         let cluster = self.cluster.as_mut().expect("cluster routing");
@@ -582,6 +595,29 @@ impl LockStore for EngineStore {
             Value::Millis(None) => Ok(locksmith_core::HoldCheck::NotHeld),
             other => Err(unexpected("owner_remaining_time", &other)),
         }
+    }
+
+    fn acquire_all<'a>(
+        &'a self,
+        keys: &'a [String],
+        owner: &'a str,
+        ttl_ms: u64,
+    ) -> Option<BoxFuture<'a, Result<locksmith_core::AllGrant>>> {
+        // Across hash slots a cluster cannot run one script: the lock takes them in order.
+        let first = keys.first()?;
+        if !self.shared().one_slot(keys) {
+            return None;
+        }
+        let reply = self.request(first, |e, now| e.acquire_all(keys, owner, ttl_ms, now));
+        Some(Box::pin(async move {
+            match reply.await? {
+                Value::AcquiredAll(Ok(tokens)) => Ok(locksmith_core::AllGrant::Granted(
+                    tokens.into_iter().map(Grant::with_fencing_token).collect(),
+                )),
+                Value::AcquiredAll(Err(held)) => Ok(locksmith_core::AllGrant::Busy(Some(held))),
+                other => Err(unexpected("acquire_all", &other)),
+            }
+        }))
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {

@@ -1,0 +1,36 @@
+-- acquire_all.lua: take several locks at once, every one or none, and mint each hold's
+-- fencing token as acquire.lua does.
+--
+-- KEYS[2i-1]  lock i's key (i = 1..n, in the lock's canonical order)
+-- KEYS[2i]    lock i's fencing counter
+-- ARGV[1]     the owner token
+-- ARGV[2]     the TTL, in milliseconds
+-- ARGV[3]     how long each fencing counter lives from now, in milliseconds
+--
+-- Returns the tokens, space-separated, when every lock was taken; -i when lock i is
+-- held (then nothing was taken). A key that is not a lock is an error, as acquire.lua's.
+local n = #KEYS / 2
+for i = 1, n do
+  local key = KEYS[2 * i - 1]
+  if redis.call('EXISTS', key) == 1 then
+    local kind = redis.call('TYPE', key)['ok']
+    if kind ~= 'string' then
+      return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. kind .. ', not a lock')
+    end
+    return -i
+  end
+end
+local now = redis.call('TIME')
+local base = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local tokens = {}
+for i = 1, n do
+  redis.call('SET', KEYS[2 * i - 1], ARGV[1], 'PX', ARGV[2])
+  local token = base
+  local last = tonumber(redis.call('SET', KEYS[2 * i], string.format('%.0f', token), 'PX', ARGV[3], 'GET'))
+  if last and last >= token then
+    token = last + 1
+    redis.call('SET', KEYS[2 * i], string.format('%.0f', token), 'PX', ARGV[3])
+  end
+  tokens[i] = string.format('%.0f', token)
+end
+return table.concat(tokens, ' ')
