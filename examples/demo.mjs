@@ -1,10 +1,11 @@
 // locksmith in one process: worker threads race to charge an invoice, a waiter gets a
 // lock the moment it frees, long work keeps its lock alive, and a lock taken in one
-// thread is released in another. Run with `npm run demo`.
+// thread is released in another, and transfers over shared accounts take both accounts
+// at once without deadlock. Run with `npm run demo`.
 import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { lock, Lock, MemoryLockStore, restoreLock } from "../js/node.mjs";
+import { lock, lockAll, Lock, MemoryLockStore, restoreLock } from "../js/node.mjs";
 
 // Threads share locks through a named, process-wide store.
 const shared = MemoryLockStore.shared("demo");
@@ -83,16 +84,57 @@ if (!isMainThread) {
     await restoreLock(sync.serialize()).release();
     await lock("catalog-sync", 10_000).acquire();
   }, 1_000);
-  const [syncRan, outcome] = await sync.run(
-    async (l) => {
-      while (!l.signal.aborted) {
-        await sleep(100); // one batch; the TTL is 300 ms, auto-extend keeps it
-        batches++;
-      }
-      return l.signal.reason;
-    },
-    { autoExtend: true },
-  );
+  let lost;
+  try {
+    await sync.run(
+      async (l) => {
+        while (!l.signal.aborted) {
+          await sleep(100); // one batch; the TTL is 300 ms, auto-extend keeps it
+          batches++;
+        }
+        return l.signal.reason;
+      },
+      { autoExtend: true },
+    );
+  } catch (err) {
+    // run() says the work was not protected throughout: the hold was lost under it.
+    if (err.code !== "LOCK_NOT_HELD") throw err;
+    lost = err;
+  }
   clearTimeout(thief);
-  say(`ran ${batches} batches over ~${batches * 100} ms on a 300 ms TTL (auto-extended), then stopped: ${syncRan ? outcome.message : "never ran"}`);
+  say(
+    `ran ${batches} batches over ~${batches * 100} ms on a 300 ms TTL (auto-extended), then stopped: ${lost ? lost.result.message : "the lock was never lost"}`,
+  );
+  say(`run() rejected with ${lost?.name ?? "nothing"}: ${lost ? "the work was not protected throughout, and says so" : "?"}`);
+  if (!lost) process.exitCode = 1;
+
+  console.log("\n6. Transfers take both accounts at once, all or nothing, and never deadlock:");
+  const balances = { alice: 100, bob: 100, carol: 100 };
+  const moves = [
+    ["alice", "bob"],
+    ["bob", "alice"],
+    ["bob", "carol"],
+    ["carol", "alice"],
+  ];
+  let done = 0;
+  await Promise.all(
+    moves.flatMap(([from, to]) =>
+      Array.from({ length: 5 }, async () => {
+        // Written in opposite orders by different transfers: lockAll takes keys in one order.
+        const [moved] = await lockAll([`account:${from}`, `account:${to}`], 5_000).run(
+          async () => {
+            const before = balances[from];
+            await sleep(5); // read, then write: a lost update without the locks
+            balances[from] = before - 10;
+            balances[to] += 10;
+          },
+          { timeout: 10_000 },
+        );
+        if (moved) done++;
+      }),
+    ),
+  );
+  const total = balances.alice + balances.bob + balances.carol;
+  say(`${done} of 20 transfers ran, some in opposite directions at once; balances ${JSON.stringify(balances)}, total ${total}`);
+  if (done !== 20 || total !== 300) process.exitCode = 1;
 }

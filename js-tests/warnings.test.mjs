@@ -141,6 +141,25 @@ describe("the process-local default store warning", () => {
     assert.match(stderr, /a worker thread/);
   });
 
+  it("no warning for a lock restored into, or lockAll() on, a store given by name", async () => {
+    // restoreLock(text, store) and lockAll(keys, ttl, store) never touch the default store.
+    const { code, stderr } = await child(
+      `
+      const store = new ls.MemoryLockStore();
+      const held = ls.lock("job", 30_000, store);
+      await held.acquire();
+      const back = ls.restoreLock(held.serialize(), store);
+      await back.release();
+      const all = ls.lockAll(["a", "b"], 30_000, store);
+      await all.acquire();
+      await ls.restoreLock(all.serialize(), store).release();
+    `,
+      { env: { NODE_APP_INSTANCE: "0" } },
+    );
+    assert.equal(code, 0, stderr);
+    assert.equal(stderr, "", "no process-local warning: the default store was never made");
+  });
+
   it("no warning in a plain process, with a store set, or with LOCKSMITH_WARNINGS=0", async () => {
     assert.equal((await child(USE_DEFAULT)).stderr, "", "a lone process");
     const setStore = `

@@ -7,10 +7,12 @@ use std::task::Poll;
 use crate::error::Result;
 use crate::store::{AllGrant, BoxFuture, HoldCheck, LockStore};
 
-/// Takes every key or none: in one step where the store can, else one at a time in
+/// Takes every one of `keys` (distinct, in canonical order: see
+/// [`validate::keys`](crate::validate::keys)) for `owner`, or none: in one step where
+/// the store can ([`LockStore::acquire_all`]), else one at a time in
 /// order, giving back what the attempt took at the first key that is held
 /// or fails — the failed one too, as it may have been taken before the answer was lost.
-pub(crate) fn acquire<'a>(
+pub fn acquire<'a>(
     store: &'a dyn LockStore,
     keys: &'a [String],
     owner: &'a str,

@@ -684,7 +684,9 @@ export function makeApi(binding) {
     /** `lock`, `semaphore`, `read` or `write`: only plain locks share pooled handles. */
     #kind = "lock";
 
-    constructor(key, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+    // `store` has no default parameter: the restored and kinded paths below must not
+    // touch the default store (getLockStore() makes one, and warns in a worker).
+    constructor(key, ttlMs = DEFAULT_TTL_MS, store = undefined) {
       if (key === RESTORED) {
         const [backend, native, store] = ttlMs;
         native[USER] = this;
@@ -726,6 +728,7 @@ export function makeApi(binding) {
       }
       checkString("key", key);
       ttlMs = ttlDurationMs(ttlMs);
+      if (store === undefined) store = getLockStore();
       const backend = backendOf(store);
       try {
         this.#native = takeNative(backend, key, ttlMs, this);
@@ -1247,12 +1250,12 @@ export function makeApi(binding) {
   class MultiLock extends Lock {
     #keys;
 
-    constructor(keys, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+    constructor(keys, ttlMs = DEFAULT_TTL_MS, store = undefined) {
       if (keys === RESTORED) {
         super(RESTORED, ttlMs);
         return;
       }
-      super(KINDED, { key: multiKeys(keys), ttlMs, kind: "multi", store });
+      super(KINDED, { key: multiKeys(keys), ttlMs, kind: "multi", store: store === undefined ? getLockStore() : store });
     }
 
     /** The keys, in the canonical order every lockAll() takes them in. */

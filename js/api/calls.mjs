@@ -34,7 +34,7 @@ export class Calls {
 
   /**
    * Starts `start(id)` and returns the promise of its outcome, decoded by `kind`
-   * (`flag`, `number`, `token`, `nothing`, `listener`). A background call (a hold's
+   * (`flag`, `number`, `token`, `all`, `nothing`, `listener`). A background call (a hold's
    * watch, a release subscription) does not keep the process alive. `after(started)`
    * runs once the call is on record, with what `start` returned.
    */
@@ -89,7 +89,16 @@ export class Calls {
       if (call === undefined || value === CANCELLED) continue;
       if (value <= -2) {
         errors ??= engine.errors();
-        call.reject(this.#mapError(errors[-2 - value]));
+        const text = errors[-2 - value];
+        // An "all" call's tokens come beside the errors: `=` and one per key (`-` for none).
+        if (call.kind === "all" && text.startsWith("=")) {
+          call.resolve(
+            text
+              .slice(1)
+              .split(" ")
+              .map((t) => (t === "-" ? null : Number(t))),
+          );
+        } else call.reject(this.#mapError(text));
         continue;
       }
       switch (call.kind) {
@@ -102,6 +111,10 @@ export class Calls {
         case "token":
           // The fencing token; 0: not taken; -1: taken without a token.
           call.resolve(value > 0 ? value : value === -1);
+          break;
+        case "all":
+          // Not taken: the index of a key found held, or -1 (false) when not known.
+          call.resolve(value >= 0 ? value : false);
           break;
         default:
           call.resolve(undefined);

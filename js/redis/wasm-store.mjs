@@ -152,6 +152,16 @@ export class RedisLockStore {
     return this.#call("token", (id) => this.#engine.acquire(id, checked(key), checked(owner, "owner"), checkedMs(ttlMs)));
   }
 
+  /**
+   * Takes every one of `keys` (lockAll's, in its canonical order) for `owner`, or none: in
+   * one script on one server, or when the keys share a cluster slot. Each key's fencing
+   * token, or the index of a key that is held.
+   */
+  acquireAll(keys, owner, ttlMs) {
+    for (const key of keys) checked(key);
+    return this.#call("all", (id) => this.#engine.acquireAll(id, keys.join("\n"), checked(owner, "owner"), checkedMs(ttlMs)));
+  }
+
   /** Frees `key` if `owner` holds it. */
   release(key, owner) {
     return this.#call("flag", (id) => this.#engine.release(id, checked(key), checked(owner, "owner")));

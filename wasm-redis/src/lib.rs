@@ -76,6 +76,8 @@ fn hold_kind(kind: &str, limit: Option<f64>) -> std::result::Result<HoldKind, Js
 
 /// What a finished call hands back.
 enum Outcome {
+    /// `acquireAll`: each key's fencing token, or the index of a key found held.
+    All(locksmith_core::AllGrant),
     Flag(bool),
     Token(Option<u64>),
     Millis(Option<u64>),
@@ -318,6 +320,17 @@ impl WasmRedisEngine {
         for (id, outcome) in finished.drain(..reported) {
             out.push(f64::from(id));
             out.push(match outcome {
+                // Taken: the tokens go beside the errors (`=` and one per key, `-` for
+                // none), which no error message starts with; refused: the index held.
+                Ok(Outcome::All(locksmith_core::AllGrant::Granted(grants))) => {
+                    let tokens: Vec<String> = grants
+                        .iter()
+                        .map(|g| g.fencing_token.map_or_else(|| "-".to_owned(), |t| t.to_string()))
+                        .collect();
+                    self.errors.push(format!("={}", tokens.join(" ")));
+                    -1.0 - self.errors.len() as f64
+                }
+                Ok(Outcome::All(locksmith_core::AllGrant::Busy(held))) => held.map_or(-1.0, |at| at as f64),
                 Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),
                 Ok(Outcome::Token(token)) => token.map_or(0.0, |t| t as f64),
                 Ok(Outcome::Millis(Some(ms))) => ms as f64,
@@ -414,6 +427,25 @@ impl WasmRedisEngine {
         let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|e| js_error(&e))?;
         let store = self.store.clone();
         self.start(id, async move { store.acquire_with_grant(&key, &owner, ttl_ms).await.map(granted) });
+        Ok(())
+    }
+
+    /// Call `id`: takes every one of `keys` (one per line, distinct, in canonical order)
+    /// for `owner`, or none: one script where the keys share a slot, else in order.
+    #[wasm_bindgen(js_name = acquireAll)]
+    pub fn acquire_all(
+        &mut self,
+        id: u32,
+        keys: &str,
+        owner: String,
+        ttl_ms: f64,
+    ) -> std::result::Result<(), JsError> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|e| js_error(&e))?;
+        let keys = validate::keys(keys.split('\n').map(str::to_owned).collect()).map_err(|e| js_error(&e))?;
+        let store = self.store.clone();
+        self.start(id, async move {
+            locksmith_core::acquire_all(&*store, &keys, &owner, ttl_ms).await.map(Outcome::All)
+        });
         Ok(())
     }
 
