@@ -20,7 +20,7 @@ import { assertNoOverlap, contender } from "../support/load.mjs";
 import { clusterSlots, command, startCluster, until } from "../support/redis-topology.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "../support/target.mjs";
 
-const { Lock, RedisLockStore } = ls;
+const { Lock, RedisLockStore, lockAll } = ls;
 const native = TARGET === "native";
 // The WebAssembly build (here over node:net) runs the core cases too: the same engine
 // under its own driver. Cases run once, by the native pass, to keep the wasm pass short.
@@ -189,6 +189,45 @@ describe("RedisLockStore over Redis Cluster", () => {
       assert.ok(waited < 3_000, `woken by the release on ${port} after ${waited} ms`);
       assert.equal(await waiter.release(), true);
     }
+    await store.close();
+  });
+
+  it("lockAll(): keys on several masters in order, keys of one slot in one script, all or nothing either way", { timeout: 30_000 }, async () => {
+    const store = await connect();
+    // Keys on two different masters, and one held on the second.
+    const masters = await cluster.masters(anyNode());
+    const byMaster = new Map();
+    for (let i = 0; byMaster.size < 2; i++) {
+      const key = uniqueKey(`all-spread-${i}`);
+      const { port } = await whereIs(key);
+      if (!byMaster.has(port)) byMaster.set(port, key);
+    }
+    const [[, a], [portB, b]] = [...byMaster];
+    assert.ok(masters.includes(portB));
+    const holder = new Lock(b, 10_000, store);
+    assert.equal(await holder.acquire(), true);
+    const across = lockAll([a, b], 10_000, store);
+    assert.equal(await across.acquire(), false, "one key held: none taken");
+    assert.equal(await new Lock(a, 10_000, store).isLocked(), false);
+    const waiting = across.acquire({ timeout: 8_000, retryDelay: 6_000 });
+    await sleep(100);
+    assert.equal(await holder.release(), true);
+    assert.equal(await waiting, true, "every key, once the held one is released (woken by SPUBLISH)");
+    assert.equal(await new Lock(b, 10_000, store).acquire(), false);
+    assert.equal(await across.release(), true);
+    // Keys whose lock keys share a hash tag (`locksmith:{tag}…}`) live in one slot: one
+    // script takes them, with no CROSSSLOT.
+    const tag = uniqueKey("slot");
+    const [x, y] = [`${tag}}x`, `${tag}}y`];
+    assert.equal((await whereIs(x)).slot, (await whereIs(y)).slot);
+    const port = (await whereIs(x)).port;
+    await command(port, "CONFIG", "RESETSTAT");
+    const together = lockAll([x, y], 10_000, store);
+    assert.equal(await together.acquire(), true);
+    assert.match(await command(port, "INFO", "commandstats"), /cmdstat_evalsha:calls=1,/, "one script for both keys");
+    assert.deepEqual(Object.keys(together.fencingTokens).sort(), [x, y].sort());
+    assert.equal(await new Lock(y, 10_000, store).acquire(), false);
+    assert.equal(await together.release(), true);
     await store.close();
   });
 
