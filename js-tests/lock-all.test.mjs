@@ -57,7 +57,7 @@ describe(`lockAll() (${process.env.LOCKSMITH_TARGET ?? "native"})`, () => {
   });
 
   it("refuses an acquireAll answer outside the contract as a contract violation", async () => {
-    for (const answer of [[1], [1, 2, 3], ["1", "2"], [0, 1], [1.5, 2], "yes", { taken: true }, 7, -1]) {
+    for (const answer of [[1], [1, 2, 3], ["1", "2"], [0, 1], [1.5, 2], "yes", "1 2", "tokens 1 2", "- -", { taken: true }, 7, -1, []]) {
       const store = withAcquireAll(() => answer);
       await assert.rejects(
         lockAll([uniqueKey("bad-a"), uniqueKey("bad-b")], 5_000, store).acquire(),
@@ -75,6 +75,42 @@ describe(`lockAll() (${process.env.LOCKSMITH_TARGET ?? "native"})`, () => {
       assert.equal(await all.acquire(), true, JSON.stringify(answer));
       assert.deepEqual(Object.values(all.fencingTokens), [null, null]);
     }
+  });
+
+  it("names what a store's acquireAll answered when it breaks the contract", async () => {
+    const cases = [
+      [[0, 1], /resolved to an array \[0, 1\]; it must/],
+      [[1], /resolved to an array \[1\]; it must .* an array of 2 fencing tokens/],
+      [["1", null], /resolved to an array \[\?, null\]/],
+      [[], /resolved to an array \[\]/],
+      ["1 2", /resolved to string "1 2"/],
+    ];
+    for (const [answer, message] of cases) {
+      await assert.rejects(
+        lockAll(
+          [uniqueKey("msg-a"), uniqueKey("msg-b")],
+          5_000,
+          withAcquireAll(() => answer),
+        ).acquire(),
+        (err) => err.code === "STORE_CONTRACT_VIOLATION" && message.test(err.message),
+        JSON.stringify(answer),
+      );
+    }
+  });
+
+  it("gives its other keys back once it finds one gone", async () => {
+    const store = new MemoryLockStore();
+    const [a, b] = [uniqueKey("gone-a"), uniqueKey("gone-b")];
+    const all = lockAll([a, b], 10_000, store);
+    assert.equal(await all.acquire(), true);
+    // b is freed with the handle's token elsewhere, and taken by someone else.
+    assert.equal(await store.release(b, JSON.parse(all.serialize()).owner), true);
+    assert.equal(await lock(b, 10_000, store).acquire(), true);
+    await assert.rejects(all.extend(), (err) => err.code === "LOCK_NOT_HELD");
+    await sleep(20);
+    assert.equal(await lock(a, 10_000, store).isLocked(), false, "a was given back");
+    assert.equal(all.signal.aborted, true);
+    assert.equal(await all.release(), false, "lost: release says so");
   });
 
   it("ends a wait at an abort, holding nothing", async () => {

@@ -12,8 +12,9 @@ import { gzipSync } from "node:zlib";
 // acquire's `signal` (the abortable wait, its token class) to 51.5 KB; weighted semaphore
 // permits (the memory store's weights, the JS store contract's permitWeights) to 52.9 KB;
 // lockAll() (several keys all or nothing: Lock::all, the one-step acquire of the memory
-// store and of a JS store's acquireAll, the serialized form's key lists) to 61.2 KB.
-export const WASM_GZIP_BUDGET_BYTES = 61.5 * 1024;
+// store and of a JS store's acquireAll, the serialized form's key lists, giving a lost
+// multi-key hold's other keys back) to 61.8 KB.
+export const WASM_GZIP_BUDGET_BYTES = 62 * 1024;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const wasmFile = join(root, "js/wasm/locksmith_wasm_bg.wasm");

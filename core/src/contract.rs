@@ -181,8 +181,9 @@ pub trait ForeignStore: MaybeSendSync {
 
     /// Whether the store has the optional `acquireAll(keys, owner, ttlMs)`: every key or
     /// none in one step. `false` by default. It is called as `acquireAll` through
-    /// [`call`](Self::call) with the keys one per line as the key; the bridge answers
-    /// its array of fencing tokens as one string of them, space-separated (`-` for none).
+    /// [`call`](Self::call) with the keys one per line as the key; the bridge answers an
+    /// array as one string, `tokens ` and its entries space-separated (`-` for `null`,
+    /// `?` for anything that is not a number), and a string as `text ` and the string.
     fn has_acquire_all(&self) -> bool {
         false
     }
@@ -198,37 +199,56 @@ pub trait ForeignStore: MaybeSendSync {
 /// a wait listens on that key), or `true` or one fencing token (a positive safe integer,
 /// or `null`) per key (every key taken).
 pub fn expect_all(answer: &Answer, keys: usize) -> Result<crate::store::AllGrant> {
+    // The bridge passes an array as `tokens ` and its entries, a string as `text ` and it.
+    let array = match answer {
+        Answer::Text(text) => text.strip_prefix("tokens "),
+        _ => None,
+    };
     let mut grants = Vec::with_capacity(keys);
-    match answer {
-        Answer::Bool(false) => return Ok(crate::store::AllGrant::Busy(None)),
-        Answer::Number(at) if at.fract() == 0.0 && *at >= 0.0 && *at < keys as f64 => {
+    match (answer, array) {
+        (Answer::Bool(false), _) => return Ok(crate::store::AllGrant::Busy(None)),
+        (Answer::Number(at), _) if at.fract() == 0.0 && *at >= 0.0 && *at < keys as f64 => {
             return Ok(crate::store::AllGrant::Busy(Some(*at as usize)));
         }
-        Answer::Bool(true) => grants.resize(keys, Grant::default()),
-        Answer::Text(text) => {
-            for token in text.split(' ') {
-                match token.parse::<u64>() {
-                    _ if token == "-" => grants.push(Grant::default()),
-                    Ok(t) if t >= 1 && t as f64 <= MAX_SAFE_INTEGER => {
-                        grants.push(Grant::with_fencing_token(t));
-                    }
+        (Answer::Bool(true), _) => grants.resize(keys, Grant::default()),
+        (_, Some(list)) => {
+            for token in list.split(' ') {
+                grants.push(match token.parse::<u64>() {
+                    _ if token == "-" => Grant::default(),
+                    Ok(t) if t >= 1 && t as f64 <= MAX_SAFE_INTEGER => Grant::with_fencing_token(t),
+                    // Not a token: the count below no longer matches.
                     _ => break,
-                }
+                });
+            }
+            if list.split(' ').count() != keys {
+                grants.clear();
             }
         }
         _ => {}
     }
-    if grants.len() == keys && !text_has_more(answer, keys) {
+    if grants.len() == keys {
         return Ok(crate::store::AllGrant::Granted(grants));
     }
+    let what = match (answer, array) {
+        (_, Some(list)) => {
+            let mut what = String::from("an array [");
+            for (i, token) in list.split(' ').enumerate() {
+                if i > 0 {
+                    what.push_str(", ");
+                }
+                what.push_str(if token == "-" { "null" } else { token });
+            }
+            what.push(']');
+            what
+        }
+        (Answer::Text(text), None) => {
+            format!("string {}", crate::validate::quote(text.strip_prefix("text ").unwrap_or(text)))
+        }
+        _ => answer.to_string(),
+    };
     Err(LockError::StoreContractViolation(format!(
-        "store.acquireAll() resolved to {answer}; it must resolve to false or the index of a key it found held (no key taken), or true or an array of {keys} fencing tokens (positive safe integers or null) when it took every key"
+        "store.acquireAll() resolved to {what}; it must resolve to false or the index of a key it found held (no key taken), or true or an array of {keys} fencing tokens (positive safe integers or null) when it took every key"
     )))
-}
-
-/// Whether a string of tokens has more than `keys` of them.
-fn text_has_more(answer: &Answer, keys: usize) -> bool {
-    matches!(answer, Answer::Text(text) if text.split(' ').count() != keys)
 }
 
 /// `countPermits` must resolve to a whole number >= 0.

@@ -232,6 +232,7 @@ impl Lock {
                                 .failure_of(generation)
                                 .unwrap_or_else(|| self.not_held("the store no longer has it"));
                             self.end_hold(generation, HoldEnd::Lost(reason));
+                            self.give_up_keys(owner);
                         }
                         Ok(_) => {}
                         Err(err) => check_failed = Some(err),

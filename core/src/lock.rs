@@ -720,6 +720,19 @@ impl Lock {
         }
     }
 
+    /// A lock on several keys found one of them gone (not `owner`'s): the hold is lost for
+    /// whoever has its token, so the keys it still has are given back in the background
+    /// rather than kept from everyone until their TTL. A lock on one key keeps nothing.
+    pub(crate) fn give_up_keys(&self, owner: OwnerToken) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let (store, keys) = (self.store.clone(), self.keys.clone());
+        let _ = self.timer.spawn(Box::pin(async move {
+            let _ = crate::all::release(&*store, &keys, owner.as_str()).await;
+        }));
+    }
+
     /// Frees what an attempt cancelled mid-flight may hold (see [`InFlightAttempt`]).
     fn abandon_attempt(&self, owner: OwnerToken, started_generation: u64) {
         let store = self.store.clone();
@@ -864,6 +877,7 @@ impl Lock {
             let err = self.not_held("it expired, or someone else took it");
             if hold.owner == Some(owner) {
                 self.end_hold(hold.generation, HoldEnd::Lost(err.clone()));
+                self.give_up_keys(owner);
             }
             return Err(err);
         }

@@ -254,6 +254,28 @@ fn extend_and_loss_cover_every_key() {
 }
 
 #[test]
+fn a_hold_that_finds_one_key_gone_gives_the_others_back() {
+    for (name, timer, memory, store) in stores() {
+        let multi = all(&timer, &store, &["a", "b", "c"], 10_000);
+        let thief = one(&timer, &store, "b", 10_000);
+        timer.run(async {
+            assert!(multi.acquire(AcquireOptions::default()).await.unwrap());
+            // b changes hands behind the handle's back (its token, serialized, was used).
+            let text = multi.serialize().unwrap();
+            let owner = text.split("\"owner\":\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+            assert!(memory.release("b", &owner).await.unwrap());
+            assert!(thief.acquire(AcquireOptions::default()).await.unwrap());
+            assert_eq!(multi.extend(None).await.unwrap_err().code(), "LOCK_NOT_HELD", "{name}");
+            timer.sleep_for_test(1).await;
+            assert!(!memory.is_locked("a").await.unwrap(), "a given back ({name})");
+            assert!(!memory.is_locked("c").await.unwrap(), "c given back ({name})");
+            assert!(thief.is_locked().await.unwrap(), "the thief keeps b ({name})");
+            assert!(!multi.release().await.unwrap());
+        });
+    }
+}
+
+#[test]
 fn serialize_and_restore_carry_every_key() {
     for (name, timer, memory, store) in stores() {
         timer.set_unix_time_ms(1_764_500_000_000);

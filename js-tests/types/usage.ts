@@ -234,6 +234,15 @@ async function multi() {
   const text: SerializedMultiLock = both.serialize();
   const back: MultiLock = restoreLock(text);
   const plain: Lock = restoreLock(lock("k").serialize());
+  // A string of unknown origin (JSON.parse gives any) restores as a Lock, which a MultiLock is.
+  const unknown = restoreLock(JSON.parse('"{}"'));
+  const unknownToken: number | null = unknown.fencingToken;
+  // @ts-expect-error keys is a MultiLock's, and this may be a plain Lock
+  void unknown.keys;
+  const fromString = restoreLock(String(text));
+  // @ts-expect-error the same for a plain string
+  void fromString.keys;
+  void unknownToken;
   const left: number | null = await back.getRemainingTime();
   const direct = new MultiLock(["a", "b"], 1_000, new MemoryLockStore());
   // @ts-expect-error keys is an array

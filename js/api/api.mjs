@@ -204,13 +204,15 @@ function immediateOptions(options, where) {
 }
 
 /**
- * A store's `acquireAll` answer for the bridge: an array of fencing tokens as one string,
- * space-separated (`-` for null); anything else as it came (core checks it).
+ * A store's `acquireAll` answer for the bridge: an array as `tokens ` and its entries,
+ * space-separated (`-` for null, `?` for what is not a number), a string as `text ` and
+ * the string (so no string of the store's own reads as tokens); anything else as it
+ * came. Core checks it (contract.rs `expect_all`).
  */
 function tokensText(value) {
+  if (typeof value === "string") return `text ${value}`;
   if (!Array.isArray(value)) return value;
-  if (value.some((t) => t !== null && typeof t !== "number")) return { tokens: "not numbers or null" };
-  return value.map((t) => (t === null ? "-" : String(t))).join(" ");
+  return `tokens ${value.map((t) => (t === null ? "-" : typeof t === "number" ? String(t) : "?")).join(" ")}`;
 }
 
 /** lockAll()'s keys, checked, one per line for the native handle (core checks the rest). */

@@ -98,7 +98,9 @@ export class Calls {
               .split(" ")
               .map((t) => (t === "-" ? null : Number(t))),
           );
-        } else call.reject(this.#mapError(text));
+        } else {
+          call.reject(this.#mapError(text));
+        }
         continue;
       }
       switch (call.kind) {

@@ -241,9 +241,15 @@ export declare class MultiLock extends Lock {
  */
 export declare function lockAll(keys: readonly string[], ttlMs?: Duration, store?: LockStore): MultiLock;
 
-/** Rebuilds a lock from `serialize()`, owner token and all, in `store` (default: the current store). */
-export declare function restoreLock(serialized: SerializedMultiLock, store?: LockStore): MultiLock;
-export declare function restoreLock(serialized: string, store?: LockStore): Lock;
+/**
+ * Rebuilds a lock from `serialize()`, owner token and all, in `store` (default: the
+ * current store): a `MultiLock` from a `MultiLock`'s (typed so for a
+ * `SerializedMultiLock`; for a plain `string` or `any`, a `Lock`, which a `MultiLock` is).
+ */
+export declare function restoreLock<S extends string>(
+  serialized: S,
+  store?: LockStore,
+): string extends S ? Lock : S extends SerializedMultiLock ? MultiLock : Lock;
 
 /** Sets the store `lock()` and `restoreLock()` use; returns it. */
 export declare function setLockStore<S extends LockStore>(store: S): S;
