@@ -77,6 +77,17 @@ describe(`lockAll() (${process.env.LOCKSMITH_TARGET ?? "native"})`, () => {
     }
   });
 
+  it("takes the keys one at a time when a store's acquireAll answers null (not these keys in one step)", async () => {
+    const store = withAcquireAll(() => null);
+    const [a, b] = [uniqueKey("null-a"), uniqueKey("null-b")];
+    const all = lockAll([a, b], 5_000, store);
+    assert.equal(await all.acquire(), true);
+    assert.equal(store.calls.length, 1);
+    assert.equal(await lock(b, 5_000, store).isLocked(), true, "taken by the one-key calls");
+    assert.deepEqual(Object.values(all.fencingTokens), [1, 1]);
+    assert.equal(await all.release(), true);
+  });
+
   it("names what a store's acquireAll answered when it breaks the contract", async () => {
     const cases = [
       [[0, 1], /resolved to an array \[0, 1\]; it must/],

@@ -12,15 +12,24 @@ use crate::store::{AllGrant, BoxFuture, HoldCheck, LockStore};
 /// the store can ([`LockStore::acquire_all`]), else one at a time in
 /// order, giving back what the attempt took at the first key that is held
 /// or fails — the failed one too, as it may have been taken before the answer was lost.
-pub fn acquire<'a>(
+pub(crate) fn acquire<'a>(
     store: &'a dyn LockStore,
     keys: &'a [String],
     owner: &'a str,
     ttl_ms: u64,
 ) -> BoxFuture<'a, Result<AllGrant>> {
-    if let Some(at_once) = store.acquire_all(keys, owner, ttl_ms) {
-        return at_once;
-    }
+    store.acquire_all(keys, owner, ttl_ms).unwrap_or_else(|| in_order(store, keys, owner, ttl_ms))
+}
+
+/// Takes the keys one at a time in their order; at the first that is held or fails,
+/// gives back what the attempt took (the failed one too: it may have been taken before
+/// its answer was lost).
+pub(crate) fn in_order<'a>(
+    store: &'a dyn LockStore,
+    keys: &'a [String],
+    owner: &'a str,
+    ttl_ms: u64,
+) -> BoxFuture<'a, Result<AllGrant>> {
     Box::pin(async move {
         let mut grants = Vec::with_capacity(keys.len());
         for (at, key) in keys.iter().enumerate() {

@@ -197,7 +197,8 @@ pub trait ForeignStore: MaybeSendSync {
 
 /// `acquireAll` resolves to `false` or the index of a key it found held (no key taken:
 /// a wait listens on that key), or `true` or one fencing token (a positive safe integer,
-/// or `null`) per key (every key taken).
+/// or `null`) per key (every key taken). (`null`, for "not these keys in one step", is
+/// the caller's to handle.)
 pub fn expect_all(answer: &Answer, keys: usize) -> Result<crate::store::AllGrant> {
     // The bridge passes an array as `tokens ` and its entries, a string as `text ` and it.
     let array = match answer {
@@ -215,6 +216,8 @@ pub fn expect_all(answer: &Answer, keys: usize) -> Result<crate::store::AllGrant
             for token in list.split(' ') {
                 grants.push(match token.parse::<u64>() {
                     _ if token == "-" => Grant::default(),
+                    // Digits only (`parse` takes a `+` too).
+                    _ if !token.bytes().all(|b| b.is_ascii_digit()) => break,
                     Ok(t) if t >= 1 && t as f64 <= MAX_SAFE_INTEGER => Grant::with_fencing_token(t),
                     // Not a token: the count below no longer matches.
                     _ => break,
@@ -307,6 +310,10 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
         }
         Some(Box::pin(async move {
             let answer = self.ask("acquireAll", &keys.join("\n"), Some(owner), Some(ttl_ms)).await?;
+            if answer == Answer::Nothing {
+                // Not these keys in one step (a Redis Cluster across slots): one at a time.
+                return crate::all::in_order(self, keys, owner, ttl_ms).await;
+            }
             expect_all(&answer, keys.len())
         }))
     }

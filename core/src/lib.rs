@@ -26,7 +26,6 @@ pub mod conformance;
 mod fake_timer;
 
 pub use abort::Abort;
-pub use all::acquire as acquire_all;
 pub use error::{LockError, Result};
 #[cfg(any(test, feature = "testing"))]
 pub use fake_timer::FakeTimer;

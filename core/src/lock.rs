@@ -203,7 +203,13 @@ impl Lock {
         if self.hold().owner.is_none() {
             return Vec::new();
         }
-        self.all_state().0.clone()
+        let tokens = self.all_state().0.clone();
+        // One per key, whatever the hold's history (none known: `None` each).
+        if tokens.len() == self.keys.len() {
+            tokens
+        } else {
+            vec![None; self.keys.len()]
+        }
     }
 
     fn all_state(&self) -> MutexGuard<'_, (Vec<Option<u64>>, Option<usize>)> {
@@ -680,6 +686,10 @@ impl Lock {
         };
         // record_grant counts TTL - drift from its start: start it where that ends at sent + remaining - drift.
         let start = sent.saturating_add(remaining_ms).saturating_sub(self.ttl_ms);
+        if !self.keys.is_empty() {
+            // The grant's answer was lost, its tokens with it.
+            self.all_state().0 = vec![None; self.keys.len()];
+        }
         self.record_grant(owner, Grant::default(), start);
         true
     }
@@ -943,7 +953,7 @@ impl Lock {
             expires_at_unix_ms: self.expires_at_unix_ms(&hold, owner),
             kind: self.kind,
             keys: self.keys.clone(),
-            fencing_tokens: if self.keys.is_empty() { Vec::new() } else { self.all_state().0.clone() },
+            fencing_tokens: if self.keys.is_empty() { Vec::new() } else { self.fencing_tokens() },
         }
         .to_json())
     }

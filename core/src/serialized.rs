@@ -8,7 +8,7 @@ use crate::token::OwnerToken;
 use crate::validate;
 
 /// Longer input is refused before it is parsed.
-pub const MAX_SERIALIZED_BYTES: usize = 96 * 1024;
+pub const MAX_SERIALIZED_BYTES: usize = 160 * 1024;
 
 // `{"key":"invoice:42","ttlMs":30000,"owner":"<32 hex>","fencingToken":7,"expiresAt":1764500000000}`.
 // `fencingToken` is present when the store gave one; `expiresAt` (milliseconds since
@@ -126,7 +126,7 @@ impl SerializedLock {
                 if wire.kind.as_deref() != Some("multi") || wire.fencing_token.is_some() {
                     return Err(bad("keys go with kind \"multi\" and fencingTokens".into()));
                 }
-                if !wire.fencing_tokens.is_empty() && wire.fencing_tokens.len() != keys.len() {
+                if wire.fencing_tokens_given && wire.fencing_tokens.len() != keys.len() {
                     return Err(bad("fencingTokens must have one entry per key".into()));
                 }
                 keys
@@ -134,7 +134,7 @@ impl SerializedLock {
         } else {
             {
                 validate::key(&wire.key).map_err(|e| bad(strip(&e)))?;
-                if !wire.fencing_tokens.is_empty() {
+                if wire.fencing_tokens_given {
                     return Err(bad("fencingTokens go with keys".into()));
                 }
                 Vec::new()
@@ -228,7 +228,11 @@ struct Wire<'a> {
     limit: Option<u32>,
     keys: Option<Vec<Cow<'a, str>>>,
     fencing_tokens: Vec<Option<u64>>,
+    fencing_tokens_given: bool,
 }
+
+/// The largest fencing token a JS number carries exactly.
+const MAX_SAFE_TOKEN: u64 = (1 << 53) - 1;
 
 /// One JSON value as far as a serialized lock needs to know it.
 enum Value<'a> {
@@ -293,23 +297,26 @@ impl<'a> Wire<'a> {
                         wire.keys = Some(keys);
                     }
                     (8, Value::Array(items)) => {
+                        wire.fencing_tokens_given = true;
                         for item in items {
                             wire.fencing_tokens.push(match item {
                                 Value::Null => None,
-                                Value::Number(n) => Some(
-                                    whole(n)
-                                        .ok_or_else(|| format!("invalid value: number {n}, expected u64"))?,
-                                ),
-                                other => return Err(wrong(&other, "an array of u64 or null")),
+                                // A token is a positive safe integer, as a store gives it.
+                                Value::Number(n) => {
+                                    Some(whole(n).filter(|t| (1..=MAX_SAFE_TOKEN).contains(t)).ok_or_else(
+                                        || format!("invalid value: number {n}, expected a fencing token"),
+                                    )?)
+                                }
+                                other => return Err(wrong(&other, "an array of fencing tokens or null")),
                             });
                         }
                     }
+                    (3..=6 | 8, Value::Null) => {}
                     (7 | 8, other) => return Err(wrong(&other, "an array")),
                     (0, Value::String(s)) => wire.key = s,
                     (2, Value::String(s)) => wire.owner = s,
                     (5, Value::String(s)) => wire.kind = Some(s),
                     (1, Value::Number(n)) => wire.ttl_ms = n,
-                    (3..=6, Value::Null) => {}
                     (3 | 4 | 6, Value::Number(n)) => {
                         let expected = if field == 6 { "u32" } else { "u64" };
                         let n = whole(n)
@@ -596,6 +603,22 @@ mod tests {
             r#" {{ "kind" : "multi", "fencingTokens" : [ 3 , null ] , "owner":"{owner}", "ttlMs":60000, "expiresAt":1764500000000, "keys" : [ "a" , "b \"q\"" ] }} "#
         );
         assert_eq!(SerializedLock::parse(&spaced).unwrap(), s);
+        // `null` for the token list is an absent one: no token known for any key.
+        let unknown = format!(
+            r#"{{"keys":["a","b"],"ttlMs":1,"owner":"{owner}","kind":"multi","fencingTokens":null}}"#
+        );
+        assert_eq!(SerializedLock::parse(&unknown).unwrap().fencing_tokens, [None, None]);
+        // The longest keys, escaped at twice their length, still fit the limit.
+        let widest = SerializedLock {
+            keys: (0..crate::validate::MAX_KEYS_PER_LOCK)
+                .map(|i| format!("{i:02}{}", "\"".repeat(crate::validate::MAX_KEY_BYTES - 2)))
+                .collect(),
+            fencing_tokens: vec![Some(9_007_199_254_740_991); crate::validate::MAX_KEYS_PER_LOCK],
+            ..s.clone()
+        };
+        let widest = SerializedLock { key: widest.keys.join(", "), ..widest };
+        assert!(widest.to_json().len() > 128 * 1024);
+        assert_eq!(SerializedLock::parse(&widest.to_json()).unwrap(), widest);
         for bad in [
             // Out of canonical order, repeated, empty, not strings, nested, with `key` too.
             format!(r#"{{"keys":["b","a"],"ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
@@ -612,6 +635,13 @@ mod tests {
             format!(r#"{{"key":"a","ttlMs":1,"owner":"{owner}","fencingTokens":[1]}}"#),
             format!(r#"{{"keys":["a",],"ttlMs":1,"owner":"{owner}","kind":"multi"}}"#),
             format!(r#"{{"keys":["a"],"ttlMs":1,"owner":"{owner}","kind":"multi","fencingTokens":[-1]}}"#),
+            // Tokens are positive safe integers; a lock's list goes with keys, even empty.
+            format!(r#"{{"keys":["a"],"ttlMs":1,"owner":"{owner}","kind":"multi","fencingTokens":[0]}}"#),
+            format!(
+                r#"{{"keys":["a"],"ttlMs":1,"owner":"{owner}","kind":"multi","fencingTokens":[9007199254740992]}}"#
+            ),
+            format!(r#"{{"key":"a","ttlMs":1,"owner":"{owner}","fencingTokens":[]}}"#),
+            format!(r#"{{"keys":["a","b"],"ttlMs":1,"owner":"{owner}","kind":"multi","fencingTokens":[]}}"#),
         ] {
             let err = SerializedLock::parse(&bad).unwrap_err();
             assert_eq!(err.code(), "INVALID_SERIALIZED_LOCK", "{bad}");

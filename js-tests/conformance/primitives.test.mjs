@@ -483,7 +483,47 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
   });
 }
 
+describe(`PostgresLockStore's lockAll() (${TARGET})`, () => {
+  it("takes the keys' advisory locks in one order even where two keys share a lock id: no deadlock", async () => {
+    // hashtext('lock:k254914') = hashtext('lock:k59671'): the one-step acquires of these
+    // two key sets wait on each other if their locks go in the keys' order.
+    const store = await stores.PostgresLockStore();
+    const a = "k254914~";
+    for (let round = 0; round < 10; round++) {
+      const [one, two] = [lockAll([a, "k59671"], 5_000, store), lockAll(["k254914", a], 5_000, store)];
+      const answers = await Promise.allSettled([one.acquire(), two.acquire()]);
+      const failed = answers.filter((r) => r.status === "rejected").map((r) => r.reason.message);
+      assert.deepEqual(failed, [], `round ${round}`);
+      await one.release();
+      await two.release();
+    }
+  });
+});
+
 describe(`RedisLockStore's lockAll() (${TARGET})`, () => {
+  it("passes on the wake-up of a key a refused attempt found free, to the key's next waiter", async () => {
+    const store = await stores.RedisLockStore();
+    const [b, c] = [uniqueKey("pass-b"), uniqueKey("pass-c")];
+    const holderB = lock(b, 10_000, store);
+    assert.equal(await holderB.acquire(), true);
+    // A lockAll waits on b first, then a plain waiter on b; meanwhile c is taken.
+    const multi = lockAll([b, c], 10_000, store);
+    const multiWaits = multi.acquire({ timeout: 8_000, retryDelay: 5_000 });
+    await sleep(100);
+    const single = lock(b, 10_000, store);
+    const started = performance.now();
+    const singleWaits = single.acquire({ timeout: 8_000, retryDelay: 5_000 });
+    await sleep(100);
+    assert.equal(await lock(c, 10_000, store).acquire(), true);
+    await holderB.release();
+    // The release wakes the lockAll (the longest waiter), which finds c held and passes
+    // the wake-up on: the plain waiter gets b now, not at its 5 s retry.
+    assert.equal(await singleWaits, true);
+    assert.ok(performance.now() - started < 4_000, `${Math.round(performance.now() - started)} ms`);
+    await single.release();
+    assert.equal(await multiWaits, false);
+  });
+
   it("takes the keys in one script on one server: one call per attempt, nothing taken by a refused one", async () => {
     const store = await stores.RedisLockStore();
     const { Redis } = await import("ioredis");

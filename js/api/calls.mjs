@@ -115,8 +115,8 @@ export class Calls {
           call.resolve(value > 0 ? value : value === -1);
           break;
         case "all":
-          // Not taken: the index of a key found held, or -1 (false) when not known.
-          call.resolve(value >= 0 ? value : false);
+          // Not taken: the index of a key found held; -1: not these keys in one step (null).
+          call.resolve(value >= 0 ? value : null);
           break;
         default:
           call.resolve(undefined);

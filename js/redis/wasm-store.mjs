@@ -155,7 +155,8 @@ export class RedisLockStore {
   /**
    * Takes every one of `keys` (lockAll's, in its canonical order) for `owner`, or none: in
    * one script on one server, or when the keys share a cluster slot. Each key's fencing
-   * token, or the index of a key that is held.
+   * token, or the index of a key that is held; `null` for keys across a cluster's slots
+   * (the lock then takes them one at a time).
    */
   acquireAll(keys, owner, ttlMs) {
     for (const key of keys) checked(key);

@@ -643,9 +643,9 @@ class PostgresLockStore {
   /**
    * Takes every one of `keys` for `owner` for `ttlMs`, or none, in one transaction (how
    * `lockAll()` takes them here): an array of the holds' fencing tokens, or the index of
-   * a key that is held (nothing taken; false when a hold expired mid-way). The
-   * keys come in lockAll's one canonical order, and their advisory locks are taken in it,
-   * so two transactions over overlapping keys never wait on each other.
+   * a key that is held (nothing taken; false when a hold expired mid-way). The keys'
+   * advisory locks are taken in one order of their ids, so two transactions over
+   * overlapping keys never wait on each other.
    */
   async acquireAll(keys, owner, ttlMs) {
     const { locks, sequence } = this.#sql;
@@ -655,7 +655,11 @@ class PostgresLockStore {
       for (const cleanup of cleanups) cleanup.done(committed);
     };
     const tokens = await this.#transaction("acquireAll", async (client) => {
-      for (const key of keys) await this.#serialize(client, `lock:${key}`);
+      // The keys' advisory locks in ascending order of their ids, not of the keys: two keys
+      // can share an id (a 32-bit hash), and only one order of the ids is free of cycles.
+      const { rows: ids } = await client.query("SELECT DISTINCT hashtext('lock:' || k) AS id FROM unnest($1::text[]) AS k", [keys]);
+      const ordered = ids.map((row) => Number(row.id)).sort((a, b) => a - b);
+      for (const id of ordered) await client.query("SELECT pg_advisory_xact_lock(hashtext($1), $2::int)", [this.#sql.lockspace, id]);
       for (const cleanup of cleanups) await cleanup.free?.(client);
       const { rows: held } = await client.query(`SELECT key FROM ${locks} WHERE key = ANY($1::text[]) AND expires_at > clock_timestamp() LIMIT 1`, [keys]);
       // The index of a key that is held: a waiting lockAll listens for its release.

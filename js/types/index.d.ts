@@ -85,6 +85,14 @@ export interface LockStore {
    */
   onRelease?(key: string, listener: () => void, kind?: PermitKind): () => void;
   /**
+   * `lockAll()` in one step: takes every one of `keys` (distinct, in lockAll's canonical
+   * order) for `owner`, or none, atomically. Resolves to `false` or the index of a key it
+   * found held (nothing taken), `true` or one fencing token (or `null`) per key (every
+   * key taken), or `null` when it cannot take these keys in one step. Without it,
+   * `lockAll()` takes the keys one `acquire` at a time, giving back what it took.
+   */
+  acquireAll?(keys: string[], owner: string, ttlMs: number): Promise<boolean | number | (number | null)[] | null>;
+  /**
    * Optional, all five or none: semaphores and read-write locks (docs/stores.md). With
    * `permitWeights: true`, `acquirePermit` gets a sixth argument, `permits` (1 when
    * absent): that many of the semaphore's permits for one holder.
@@ -389,7 +397,7 @@ export declare class RedisLockStore implements LockStore {
 }
 
 /** What a handle holds, as the diagnostics channels name it. */
-export type LockKind = "lock" | "semaphore" | "read" | "write";
+export type LockKind = "lock" | "semaphore" | "read" | "write" | "multi";
 
 /**
  * The context of an event on the tracing channels `locksmith:acquire`,

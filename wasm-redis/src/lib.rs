@@ -331,6 +331,7 @@ impl WasmRedisEngine {
                     -1.0 - self.errors.len() as f64
                 }
                 Ok(Outcome::All(locksmith_core::AllGrant::Busy(held))) => held.map_or(-1.0, |at| at as f64),
+                // (-1 below, for Nothing: not in one step.)
                 Ok(Outcome::Flag(flag)) => f64::from(u8::from(flag)),
                 Ok(Outcome::Token(token)) => token.map_or(0.0, |t| t as f64),
                 Ok(Outcome::Millis(Some(ms))) => ms as f64,
@@ -443,8 +444,13 @@ impl WasmRedisEngine {
         let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|e| js_error(&e))?;
         let keys = validate::keys(keys.split('\n').map(str::to_owned).collect()).map_err(|e| js_error(&e))?;
         let store = self.store.clone();
+        // Keys across a cluster's slots: `null`, and the lock takes them one at a time
+        // through the one-key calls (each with its own deadline, and cancellable).
         self.start(id, async move {
-            locksmith_core::acquire_all(&*store, &keys, &owner, ttl_ms).await.map(Outcome::All)
+            match store.acquire_all(&keys, &owner, ttl_ms) {
+                Some(at_once) => at_once.await.map(Outcome::All),
+                None => Ok(Outcome::Nothing),
+            }
         });
         Ok(())
     }

@@ -614,7 +614,17 @@ impl LockStore for EngineStore {
                 Value::AcquiredAll(Ok(tokens)) => Ok(locksmith_core::AllGrant::Granted(
                     tokens.into_iter().map(Grant::with_fencing_token).collect(),
                 )),
-                Value::AcquiredAll(Err(held)) => Ok(locksmith_core::AllGrant::Busy(Some(held))),
+                Value::AcquiredAll(Err(held)) => {
+                    // The keys before the held one were free: a release of one of them
+                    // may have woken this attempt, and that wake-up goes on to the key's
+                    // next waiter here, which may need nothing else.
+                    for key in keys.iter().take(held) {
+                        if let Some(subscriber) = self.subscriber_for(key) {
+                            subscriber.pass_on(&self.released_channel(key));
+                        }
+                    }
+                    Ok(locksmith_core::AllGrant::Busy(Some(held)))
+                }
                 other => Err(unexpected("acquire_all", &other)),
             }
         }))

@@ -212,6 +212,16 @@ impl Subscriber {
         })
     }
 
+    /// Wakes one waiter of `channel` (unless one is woken already): what a release would
+    /// have done for a key that a refused attempt woken by its release left free (a
+    /// lock on several keys that found another of them held).
+    pub fn pass_on(&self, channel: &str) {
+        let state = self.state();
+        if let Some(entry) = state.channels.get(channel).filter(|c| c.subscribed && c.waiters > 0) {
+            entry.released.notify(1);
+        }
+    }
+
     /// Whether a waiter of this process waits on `channel` where a release would wake
     /// it: the subscription confirmed on a live connection. (While it is not, waiters
     /// poll, and a newcomer should try at once too.)
