@@ -128,6 +128,12 @@ impl Header {
 }
 
 /// Unlocks the file when dropped, so a panic inside an operation does not keep it locked.
+/// Whether `head` (the file's first bytes) is a lock file's header, or nothing written
+/// yet: zeros, where a new file's first write has put its holds but not its header.
+fn header_or_none(head: &[u8]) -> bool {
+    (head.len() == HEADER && &head[..4] == MAGIC) || head.iter().all(|&b| b == 0)
+}
+
 struct Unlock<'a>(&'a File);
 
 impl Drop for Unlock<'_> {
@@ -237,16 +243,40 @@ impl FileStore {
         }
         // Some other file, or a newer format: refused now rather than at the first call.
         let mut head = [0u8; HEADER];
-        let n = read_full(&file, &mut head, 0).map_err(|err| {
-            LockError::StoreError(format!("cannot read the lock file {}: {err}", path.display()))
-        })?;
-        if n > 0 && (n < HEADER || &head[..4] != MAGIC) {
+        let read = |head: &mut [u8; HEADER]| {
+            read_full(&file, head, 0).map_err(|err| {
+                LockError::StoreError(format!("cannot read the lock file {}: {err}", path.display()))
+            })
+        };
+        let mut n = read(&mut head)?;
+        if n > 0 && !header_or_none(&head[..n]) {
+            // The process that made the file may be writing its first header now (holds,
+            // then header, under the file's OS lock): look again once it lets go.
+            // (Real time: open is synchronous, and rare on this path.)
+            let started = std::time::Instant::now();
+            loop {
+                match file.try_lock() {
+                    Ok(()) => {
+                        let _unlock = Unlock(&file);
+                        n = read(&mut head)?;
+                        break;
+                    }
+                    Err(TryLockError::WouldBlock)
+                        if started.elapsed() < std::time::Duration::from_millis(DEFAULT_BUSY_TIMEOUT_MS) =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        if n > 0 && !header_or_none(&head[..n]) {
             return Err(LockError::StoreError(format!(
                 "the lock file {} is not a locksmith lock file (its first bytes are not a lock file's header): give FileLockStore a file of its own",
                 path.display()
             )));
         }
-        if n > 0 && head[4] != FORMAT {
+        if n == HEADER && &head[..4] == MAGIC && head[4] != FORMAT {
             return Err(LockError::StoreError(format!(
                 "the lock file {} has format {}, which this version of locksmith does not read (it reads {FORMAT})",
                 path.display(),
@@ -400,6 +430,11 @@ impl FileStore {
             return Ok(());
         }
         if n < HEADER || &bytes[..4] != MAGIC {
+            if !cached.seen_header && bytes[..n].iter().all(|&b| b == 0) {
+                // The first write of a new file, cut short before its header (the process
+                // that made it died there): no holds yet.
+                return Ok(());
+            }
             return Err(self.damaged("is not a locksmith lock file (its first bytes are not a lock file's header): give FileLockStore a file of its own"));
         }
         if bytes[4] != FORMAT {

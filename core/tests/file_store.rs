@@ -327,3 +327,62 @@ fn a_device_is_not_a_lock_file() {
     assert_eq!(err.code(), "STORE_ERROR");
     assert!(err.to_string().contains("not a regular file"), "{err}");
 }
+
+/// What a lock file's first write leaves before its header: holds written, header zeros.
+#[test]
+fn a_file_whose_first_write_stopped_before_its_header_opens_empty() {
+    let path = temp_path("zero-header");
+    std::fs::write(&path, vec![0u8; 4096 + 100]).unwrap();
+    let timer = FakeTimer::new();
+    let store = Arc::new(FileStore::open(&path, Arc::new(timer.clone())).unwrap());
+    let run = timer.runner();
+    let t = timer.clone();
+    run(Box::pin(async move {
+        let l = lock(&store, &t, "k", HoldKind::Exclusive);
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap(), "no holds in it");
+        assert!(l.release().await.unwrap());
+    }));
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Another process makes the file and is writing its first header while this one opens
+/// it: the open waits for that process's OS lock and reads the header then.
+#[test]
+fn an_open_during_the_first_write_waits_for_the_header() {
+    use std::io::{Seek, SeekFrom, Write};
+    let path = temp_path("first-write");
+    // A real lock file's header, to put back while the other "process" holds the lock.
+    {
+        let timer = FakeTimer::new();
+        let store = Arc::new(FileStore::open(&path, Arc::new(timer.clone())).unwrap());
+        let run = timer.runner();
+        let t = timer.clone();
+        run(Box::pin(async move {
+            let l = lock(&store, &t, "k", HoldKind::Exclusive);
+            assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        }));
+    }
+    let written = std::fs::read(&path).unwrap();
+    let writer = std::fs::OpenOptions::new().read(true).write(true).open(&path).unwrap();
+    writer.lock().unwrap();
+    let mut torn = written.clone();
+    torn[..8].copy_from_slice(b"half-wri");
+    std::fs::write(&path, &torn).unwrap();
+    let finish = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let mut w = &writer;
+        w.seek(SeekFrom::Start(0)).unwrap();
+        w.write_all(&written[..64]).unwrap();
+        writer.unlock().unwrap();
+    });
+    let timer = FakeTimer::new();
+    let opened = FileStore::open(&path, Arc::new(timer.clone()));
+    finish.join().unwrap();
+    assert!(opened.is_ok(), "{:?}", opened.err());
+    // A file that is not a lock file is still refused (after the same wait).
+    std::fs::write(&path, b"some other file's bytes, not a lock file at all; long enough for a header")
+        .unwrap();
+    let Err(err) = FileStore::open(&path, Arc::new(timer)) else { panic!("a foreign file was opened") };
+    assert!(err.to_string().contains("is not a locksmith lock file"), "{err}");
+    let _ = std::fs::remove_file(&path);
+}
