@@ -119,12 +119,63 @@ describe("bad serialized locks", () => {
     ["an unknown field", `{"key":"a","ttlMs":1000,"owner":"${owner}","admin":true}`],
     ["an empty key", `{"key":"","ttlMs":1000,"owner":"${owner}"}`],
     ["a huge string", `{"key":"${"k".repeat(100_000)}","ttlMs":1000,"owner":"${owner}"}`],
+    ["JSON null", "null"],
+    ["a JSON string", '"a"'],
+    ["trailing characters", `{"key":"a","ttlMs":1,"owner":"${owner}"}x`],
+    ["a leading zero", `{"key":"a","ttlMs":01,"owner":"${owner}"}`],
+    ["a key and keys", `{"key":"a","keys":["a"],"ttlMs":1,"owner":"${owner}","kind":"multi"}`],
+    ["keys that are not strings", `{"keys":[1],"ttlMs":1,"owner":"${owner}","kind":"multi"}`],
+    ["nested keys", `{"keys":[["a"]],"ttlMs":1,"owner":"${owner}","kind":"multi"}`],
+    ["keys that are not an array", `{"keys":"a","ttlMs":1,"owner":"${owner}","kind":"multi"}`],
+    ["a trailing comma in keys", `{"keys":["a",],"ttlMs":1,"owner":"${owner}","kind":"multi"}`],
+    ["a token of the wrong type", `{"key":"a","ttlMs":1,"owner":"${owner}","fencingToken":"1"}`],
+    ["tokens of the wrong type", `{"keys":["a"],"ttlMs":1,"owner":"${owner}","kind":"multi","fencingTokens":["1"]}`],
+    ["a TTL in an array", `{"key":"a","ttlMs":[1],"owner":"${owner}"}`],
+    ["a kind of the wrong type", `{"key":"a","ttlMs":1,"owner":"${owner}","kind":1}`],
+    ["a limit of the wrong type", `{"key":"a","ttlMs":1,"owner":"${owner}","kind":"semaphore","limit":"2"}`],
+    ["a lone surrogate in the key", `{"key":"\\ud800","ttlMs":1,"owner":"${owner}"}`],
+    ["a control character in the key", `{"key":"a\\u0001","ttlMs":1,"owner":"${owner}"}`],
+    ["a token past 2^53", `{"key":"a","ttlMs":1,"owner":"${owner}","fencingToken":9007199254740992}`],
+    ["an expiry that is not whole", `{"key":"a","ttlMs":1,"owner":"${owner}","expiresAt":1.5}`],
   ];
   for (const [what, text] of bad) {
     it(`refuses ${what}`, () => {
       throwsCode(() => restoreLock(text), "INVALID_SERIALIZED_LOCK", "InvalidSerializedLockError");
+      assert.throws(() => restoreLock(text), /: locksmith: invalid serialized lock: /);
     });
   }
+
+  it("says what is wrong, and never quotes the text (it is a bearer secret)", () => {
+    const say = (text) => {
+      try {
+        restoreLock(text);
+      } catch (err) {
+        return err.message;
+      }
+      assert.fail(`restored ${text}`);
+    };
+    assert.match(say(`{"key":"a","ttlMs":1,"owner":"${owner}","admin":true}`), /unknown field "admin"/);
+    assert.match(say(`{"key":1,"ttlMs":1,"owner":"${owner}"}`), /key must be a string; got a number/);
+    assert.match(say(`{"key":"a","ttlMs":"1","owner":"${owner}"}`), /ttlMs must be a number; got a string/);
+    assert.match(say(`{"keys":["a",2],"ttlMs":1,"owner":"${owner}","kind":"multi"}`), /keys\[1\] must be a string/);
+    assert.match(say(`{"key":"a","owner":"${owner}"}`), /missing field `ttlMs`/);
+    assert.match(say(`{"key":"a","ttlMs":1,"owner":"${owner}","fencingToken":0}`), /fencing token/);
+    assert.match(say(`{"key":"a","ttlMs":1,"owner":"${owner}"`), /not JSON/);
+    assert.doesNotMatch(say(`{"key":"a","ttlMs":1,"owner":"${owner}"`), new RegExp(owner));
+    assert.match(say("x".repeat(200_000)), /at most 163840/);
+  });
+
+  it("reads the text as JSON.parse does: any field order, whitespace, escapes and null for an absent field", async () => {
+    const a = lock(uniqueKey("json-forms"), 5_000);
+    await a.acquire();
+    const { key, ttlMs, owner: own } = JSON.parse(a.serialize());
+    const escaped = [...key].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join("");
+    const text = ` {\n "owner" : "${own}", "limit": null, "kind": null,\t"ttlMs" : ${ttlMs}, "key":"${escaped}" } `;
+    const b = restoreLock(text);
+    assert.equal(b.key, key);
+    assert.equal(await b.release(), true, "the same hold");
+    assert.equal(await a.isLocked(), false);
+  });
 
   it("refuses a non-string", () => {
     throwsCode(() => restoreLock({ key: "a" }), "INVALID_ARGUMENT");

@@ -133,8 +133,8 @@ class EngineBackend {
     return this.native.handle(key, ttlMs, kind, limit);
   }
 
-  restore(serialized) {
-    return this.native.restore(serialized);
+  restore(fields) {
+    return this.native.restore(fields);
   }
 
   acquire(key, owner, ttlMs) {

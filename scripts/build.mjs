@@ -151,14 +151,38 @@ function buildWasm(pkg, artifact) {
   // module is the same size on every machine (npm test checks it against a budget).
   // Both modules use the same flags, so they share compiled crates.
   const cargoHome = process.env.CARGO_HOME ?? join(homedir(), ".cargo");
-  execFileSync("cargo", ["build", "-p", pkg, "--target", "wasm32-unknown-unknown", "--profile", "wasm-release", "--quiet"], {
-    cwd: root,
-    stdio: "inherit",
-    env: {
-      ...process.env,
-      CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS: `--remap-path-prefix=${join(cargoHome, "registry/src")}=/cargo`,
+  const toolchain = readFileSync(join(root, "Cargo.toml"), "utf8").match(/^wasm-toolchain = "(.+)"$/m)[1];
+  const rustflags = [
+    `--remap-path-prefix=${join(cargoHome, "registry/src")}=/cargo`,
+    // A panic is a trap: no panic messages, locations or formatting in the module.
+    "-Zunstable-options",
+    "-Cpanic=immediate-abort",
+    // No reference types and no multi-value returns: wasm-bindgen's externref table and
+    // its per-export multi-value shims cost more than the JS heap they replace.
+    "-Ctarget-cpu=mvp",
+    "-Ctarget-feature=+bulk-memory,+sign-ext,+nontrapping-fptoint,+mutable-globals",
+  ];
+  execFileSync(
+    "cargo",
+    [
+      `+${toolchain}`,
+      "build",
+      "-p",
+      pkg,
+      "--target",
+      "wasm32-unknown-unknown",
+      "--profile",
+      "wasm-release",
+      // The standard library too, at the profile's size settings (Cargo.toml says why).
+      "-Zbuild-std=std,panic_abort",
+      "--quiet",
+    ],
+    {
+      cwd: root,
+      stdio: "inherit",
+      env: { ...process.env, CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS: rustflags.join(" ") },
     },
-  });
+  );
   const built = join(root, `target/wasm32-unknown-unknown/wasm-release/${artifact}.wasm`);
   const out = join(root, "js/wasm");
   const wasmFile = join(out, `${artifact}_bg.wasm`);

@@ -64,6 +64,17 @@ if ! rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unkno
   rustup target add wasm32-unknown-unknown
 fi
 
+# The pinned nightly toolchain the WebAssembly modules are built with (Cargo.toml's
+# workspace.metadata.locksmith explains why), with the standard library's source.
+wasm_toolchain=$(sed -n 's/^wasm-toolchain = "\(.*\)"$/\1/p' Cargo.toml)
+if [ "$want_wasm" = 1 ]; then
+  wasm_sysroot=$(rustup run "$wasm_toolchain" rustc --print sysroot 2>/dev/null || true)
+  if [ -z "$wasm_sysroot" ] || [ ! -d "$wasm_sysroot/lib/rustlib/src/rust/library" ]; then
+    say "installing the $wasm_toolchain toolchain for the WebAssembly build (about 10 s)"
+    rustup toolchain install "$wasm_toolchain" --profile minimal --component rust-src --no-self-update
+  fi
+fi
+
 # wasm-bindgen-cli, at exactly the version of the wasm-bindgen crate in Cargo.lock.
 wb_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/"/, "", $3); print $3; exit }' Cargo.lock)
 if [ "$want_wasm" = 1 ] && [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wb_version" ]; then

@@ -297,8 +297,8 @@ pub async fn serialize_restore_release(h: Harness) {
     let a = h.lock(&key, 5_000);
     assert_eq!(a.serialize().unwrap_err().code(), "LOCK_NOT_HELD");
     assert!(a.acquire(AcquireOptions::default()).await.unwrap());
-    let text = a.serialize().unwrap();
-    let b = Lock::restore(&text, h.store.clone(), h.timer.clone()).unwrap();
+    let text = a.serialized().unwrap();
+    let b = Lock::restore(text, h.store.clone(), h.timer.clone());
     assert_eq!(b.key(), key);
     assert_eq!(b.ttl_ms(), 5_000);
     assert_eq!(b.fencing_token(), a.fencing_token());
@@ -312,7 +312,7 @@ pub async fn serialize_restore_extend(h: Harness) {
     let key = h.key("handoffext");
     let a = h.lock(&key, 300);
     assert!(a.acquire(AcquireOptions::default()).await.unwrap());
-    let b = Lock::restore(&a.serialize().unwrap(), h.store.clone(), h.timer.clone()).unwrap();
+    let b = Lock::restore(a.serialized().unwrap(), h.store.clone(), h.timer.clone());
     h.sleep(200).await;
     b.extend(Some(2_000)).await.unwrap();
     h.sleep(300).await;
@@ -464,7 +464,7 @@ pub async fn auto_extend_sees_theft(h: Harness) {
     let key = h.key("auto-theft");
     let l = h.lock(&key, 300);
     assert!(l.acquire(AcquireOptions::default()).await.unwrap());
-    let copy = Lock::restore(&l.serialize().unwrap(), h.store.clone(), h.timer.clone()).unwrap();
+    let copy = Lock::restore(l.serialized().unwrap(), h.store.clone(), h.timer.clone());
     let thief = h.lock(&key, 5_000);
     let ((), end, ()) =
         futures_util::join!(l.keep_extending(AutoExtend::for_ttl_ms(300)), l.hold_ended(), async {
@@ -621,14 +621,14 @@ pub async fn permits_serialize_and_restore(h: Harness) {
     let kind = HoldKind::Permit { limit: 2 };
     let a = h.handle(&key, 5_000, kind);
     assert!(a.acquire(AcquireOptions::default()).await.unwrap());
-    let b = Lock::restore(&a.serialize().unwrap(), h.store.clone(), h.timer.clone()).unwrap();
+    let b = Lock::restore(a.serialized().unwrap(), h.store.clone(), h.timer.clone());
     assert_eq!(b.kind(), kind);
     assert_eq!(b.count().await.unwrap(), 1);
     assert!(b.release().await.unwrap());
     assert_eq!(a.count().await.unwrap(), 0);
     let w = h.handle(&key, 5_000, HoldKind::Write);
     assert!(w.acquire(AcquireOptions::default()).await.unwrap());
-    let copy = Lock::restore(&w.serialize().unwrap(), h.store.clone(), h.timer.clone()).unwrap();
+    let copy = Lock::restore(w.serialized().unwrap(), h.store.clone(), h.timer.clone());
     assert_eq!(copy.kind(), HoldKind::Write);
     assert!(copy.release().await.unwrap());
 }

@@ -36,7 +36,7 @@ pub use lock::{default_drift_ms, AcquireOptions, Lock};
 pub use memory::MemoryStore;
 #[cfg(not(target_arch = "wasm32"))]
 pub use memory::{HoldView, WaitView};
-pub use serialized::{SerializedLock, MAX_SERIALIZED_BYTES};
+pub use serialized::{Fields as SerializedFields, SerializedLock};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::MonotonicClock;
 pub use store::{

@@ -216,13 +216,14 @@ impl Lock {
         self.all.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Rebuilds a held lock from [`serialize`](Self::serialize), owner token and all,
-    /// so this process can release or extend the same hold.
+    /// Rebuilds a held lock from [`serialized`](Self::serialized) (the text of
+    /// [`serialize`](Self::serialize), read back with [`SerializedLock::from_fields`]),
+    /// owner token and all, so this process can release or extend the same hold.
     ///
     /// The hold's expiry travels as wall-clock time; a string from before it did (no
     /// `expiresAt`) is taken to have its full TTL left from now.
-    pub fn restore(serialized: &str, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Result<Self> {
-        let s = SerializedLock::parse(serialized)?;
+    #[must_use]
+    pub fn restore(s: SerializedLock, store: Arc<dyn LockStore>, timer: Arc<dyn Timer>) -> Self {
         let left_ms = match (s.expires_at_unix_ms, timer.unix_time_ms()) {
             // An extend may have pushed the hold past the lock's TTL: bound it by the
             // longest TTL there is, not this lock's.
@@ -242,7 +243,7 @@ impl Lock {
             lock.keys = s.keys;
             *lock.all.get_mut().unwrap_or_else(PoisonError::into_inner) = (s.fencing_tokens, None);
         }
-        Ok(lock)
+        lock
     }
 
     fn with_hold(
@@ -937,12 +938,21 @@ impl Lock {
     }
 
     /// The key, TTL, owner token, fencing token and expiry as a string that
-    /// [`restore`](Self::restore) accepts in any runtime. The string is a bearer
-    /// secret: it can release and extend this hold.
+    /// [`restore`](Self::restore) accepts in any runtime (once read back with
+    /// [`SerializedLock::from_fields`]). The string is a bearer secret: it can release
+    /// and extend this hold.
     ///
     /// # Errors
     /// `LOCK_NOT_HELD` when this handle holds nothing to hand over.
     pub fn serialize(&self) -> Result<String> {
+        self.serialized().map(|s| s.to_json())
+    }
+
+    /// What [`serialize`](Self::serialize) writes, as a value.
+    ///
+    /// # Errors
+    /// `LOCK_NOT_HELD` when this handle holds nothing to hand over.
+    pub fn serialized(&self) -> Result<SerializedLock> {
         let hold = *self.hold();
         let owner = hold.owner.ok_or_else(|| self.not_held("there is no hold to serialize"))?;
         Ok(SerializedLock {
@@ -954,8 +964,7 @@ impl Lock {
             kind: self.kind,
             keys: self.keys.clone(),
             fencing_tokens: if self.keys.is_empty() { Vec::new() } else { self.fencing_tokens() },
-        }
-        .to_json())
+        })
     }
 
     /// When the hold expires at the latest, in wall-clock time, if the runtime has a

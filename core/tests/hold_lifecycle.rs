@@ -250,7 +250,7 @@ fn a_restored_lock_expires_when_the_original_hold_does() {
     let (restored, expired) = timer.run(async {
         assert!(original.acquire(AcquireOptions::default()).await.unwrap());
         timer.sleep_for_test(800).await;
-        let restored = Lock::restore(&original.serialize().unwrap(), store.clone(), t.clone()).unwrap();
+        let restored = Lock::restore(original.serialized().unwrap(), store.clone(), t.clone());
         // The hold ends at 1 000 ms and someone else takes the key.
         timer.sleep_for_test(250).await;
         let next = Lock::new("k", 60_000, store.clone(), t.clone()).unwrap();
@@ -272,7 +272,7 @@ fn a_restored_copy_keeps_an_expiry_extended_past_the_ttl() {
     let expired = timer.run(async {
         assert!(original.acquire(AcquireOptions::default()).await.unwrap());
         original.extend(Some(60_000)).await.unwrap();
-        let copy = Lock::restore(&original.serialize().unwrap(), store.clone(), t.clone()).unwrap();
+        let copy = Lock::restore(original.serialized().unwrap(), store.clone(), t.clone());
         timer.sleep_for_test(2_000).await;
         copy.is_expired().await.unwrap()
     });
@@ -284,23 +284,25 @@ fn the_expiry_travels_as_wall_clock_time_between_hosts() {
     let (timer, memory) = setup();
     let store: Arc<dyn LockStore> = Arc::new(PlainStore(memory));
     let original = Lock::new("k", 1_000, store.clone(), Arc::new(timer.clone())).unwrap();
-    let text = timer.run(async {
+    let held = timer.run(async {
         assert!(original.acquire(AcquireOptions::default()).await.unwrap());
-        original.serialize().unwrap()
+        original.serialized().unwrap()
     });
+    let text = held.to_json();
     let sent_at = timer.unix_time_ms().unwrap();
     assert!(text.contains(&format!("\"expiresAt\":{}", sent_at + 1_000)), "{text}");
 
     // Another host reads it 900 ms later by its wall clock: 100 ms are left.
     let other = FakeTimer::new();
     other.set_unix_time_ms(sent_at + 900);
-    let copy = Lock::restore(&text, store.clone(), Arc::new(other.clone())).unwrap();
+    let copy = Lock::restore(held.clone(), store.clone(), Arc::new(other.clone()));
     other.advance(150);
     assert!(other.run(copy.is_expired()).unwrap(), "past the hold's end by the wall clock");
 
     // A string from before `expiresAt` existed still restores, with its full TTL.
-    let old_form = text.split(",\"expiresAt\"").next().unwrap().to_owned() + "}";
-    let old_copy = Lock::restore(&old_form, store, Arc::new(other.clone())).unwrap();
+    let mut old_form = held;
+    old_form.expires_at_unix_ms = None;
+    let old_copy = Lock::restore(old_form, store, Arc::new(other.clone()));
     assert_eq!(old_copy.key(), "k");
 }
 

@@ -189,7 +189,7 @@ fn a_hold_extended_elsewhere_is_kept_by_the_due_check() {
     let remote = Arc::new(Remote::new(&timer, inner.clone()));
     let l = Lock::new("k", 200, remote.clone(), Arc::new(timer.clone())).unwrap();
     assert!(timer.run(l.acquire(AcquireOptions::default())).unwrap());
-    let copy = Lock::restore(&l.serialize().unwrap(), remote.clone(), Arc::new(timer.clone())).unwrap();
+    let copy = Lock::restore(l.serialized().unwrap(), remote.clone(), Arc::new(timer.clone()));
     let both = timer.run(async {
         let extend_elsewhere = async {
             timer.sleep_for_test(100).await;

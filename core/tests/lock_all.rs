@@ -284,7 +284,7 @@ fn serialize_and_restore_carry_every_key() {
             assert!(multi.acquire(AcquireOptions::default()).await.unwrap());
             let text = multi.serialize().unwrap();
             assert!(text.contains(r#""keys":["a","b"]"#), "{text}");
-            let restored = Lock::restore(&text, store.clone(), Arc::new(timer.clone())).unwrap();
+            let restored = Lock::restore(multi.serialized().unwrap(), store.clone(), Arc::new(timer.clone()));
             assert_eq!(restored.keys(), ["a", "b"]);
             assert_eq!(restored.kind_name(), "multi");
             assert_eq!(restored.fencing_tokens(), multi.fencing_tokens(), "{name}");

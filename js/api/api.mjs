@@ -5,6 +5,7 @@
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "./symbols.mjs";
 import { acquireChannel, extendChannel, lostChannel, lostWatched, releaseChannel, traced } from "./diagnostics.mjs";
 import { DEFAULT_TTL_MS, limitMessage } from "./defaults.mjs";
+import { serializedFields } from "./serialized.mjs";
 import {
   AbortError,
   LockError,
@@ -1328,7 +1329,7 @@ export function makeApi(binding) {
     checkString("serialized", serialized);
     const backend = backendOf(store);
     try {
-      const native = backend.restore(serialized);
+      const native = backend.restore(serializedFields(serialized));
       return native.kind === "multi" ? new MultiLock(RESTORED, [backend, native, store]) : new Lock(RESTORED, [backend, native, store]);
     } catch (err) {
       throw toLockError(err);

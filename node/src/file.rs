@@ -8,7 +8,7 @@ use locksmith_core::{FileStore, LockStore};
 use napi_derive::napi;
 
 use crate::error::IntoNapi;
-use crate::lock::{new_handle_on, new_lock_on, restore_lock_on, NativeLock, Runner};
+use crate::lock::{new_handle_on, new_lock_on, restore_lock_on, NativeLock, Runner, SerializedArgs};
 use crate::timer::timer;
 
 fn check_ttl(ttl_ms: f64) -> napi::Result<u64> {
@@ -84,8 +84,8 @@ impl NativeFileStore {
     }
 
     #[napi]
-    pub fn restore(&self, serialized: String) -> napi::Result<NativeLock> {
-        restore_lock_on(self.inner.clone() as Arc<dyn LockStore>, Runner::inline(), &serialized)
+    pub fn restore(&self, fields: SerializedArgs) -> napi::Result<NativeLock> {
+        restore_lock_on(self.inner.clone() as Arc<dyn LockStore>, Runner::inline(), fields)
     }
 
     // The plain `LockStore` interface: the JS class wraps each in its checks.

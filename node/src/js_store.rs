@@ -15,7 +15,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::Value;
 
-use crate::lock::{new_handle, new_lock, restore_lock, NativeLock};
+use crate::lock::{new_handle, new_lock, restore_lock, NativeLock, SerializedArgs};
 
 /// One store call, as the JS dispatcher receives it.
 #[napi(object)]
@@ -112,8 +112,8 @@ impl JsStoreBridge {
     }
 
     #[napi]
-    pub fn restore(&self, serialized: String) -> napi::Result<NativeLock> {
-        restore_lock(self.inner.clone() as Arc<dyn LockStore>, &serialized)
+    pub fn restore(&self, fields: SerializedArgs) -> napi::Result<NativeLock> {
+        restore_lock(self.inner.clone() as Arc<dyn LockStore>, fields)
     }
 }
 

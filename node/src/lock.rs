@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::future::Future;
 
 use locksmith_core::validate::js;
-use locksmith_core::{HoldEnd, Lock, LockStore, Timer};
+use locksmith_core::{HoldEnd, Lock, LockStore, SerializedFields, SerializedLock, Timer};
 use locksmith_redis::engine::local::Executor;
 use napi_derive::napi;
 
@@ -141,18 +141,44 @@ pub fn new_handle_on(
     lock.napi().map(|l| NativeLock { inner: Arc::new(l), runner })
 }
 
-pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> napi::Result<NativeLock> {
-    restore_lock_on(store, Runner::tokio(), serialized)
+/// A serialized lock's fields as js/api/serialized.mjs read them from the text, the
+/// argument of every store class's `restore()` (a null entry of `fencing_tokens` is NaN).
+#[napi(object)]
+#[allow(missing_docs)]
+pub struct SerializedArgs {
+    pub key: Option<String>,
+    pub keys: Option<Vec<String>>,
+    pub ttl_ms: Option<f64>,
+    pub owner: Option<String>,
+    pub fencing_token: Option<f64>,
+    pub expires_at: Option<f64>,
+    pub kind: Option<String>,
+    pub limit: Option<f64>,
+    pub fencing_tokens: Option<Vec<f64>>,
+}
+
+pub fn restore_lock(store: Arc<dyn LockStore>, fields: SerializedArgs) -> napi::Result<NativeLock> {
+    restore_lock_on(store, Runner::tokio(), fields)
 }
 
 pub fn restore_lock_on(
     store: Arc<dyn LockStore>,
     runner: Runner,
-    serialized: &str,
+    f: SerializedArgs,
 ) -> napi::Result<NativeLock> {
-    Lock::restore(serialized, store, runner.timer.clone())
-        .napi()
-        .map(|l| NativeLock { inner: Arc::new(l), runner })
+    let fields = SerializedFields {
+        key: f.key,
+        keys: f.keys,
+        ttl_ms: f.ttl_ms,
+        owner: f.owner,
+        fencing_token: f.fencing_token,
+        expires_at: f.expires_at,
+        kind: f.kind,
+        limit: f.limit,
+        fencing_tokens: f.fencing_tokens.map(|t| t.into_iter().map(|t| (!t.is_nan()).then_some(t)).collect()),
+    };
+    let serialized = SerializedLock::from_fields(fields).napi()?;
+    Ok(NativeLock { inner: Arc::new(Lock::restore(serialized, store, runner.timer.clone())), runner })
 }
 
 #[napi]

@@ -10,7 +10,7 @@ use locksmith_core::{LockStore, MemoryStore, SyncLockStore};
 use napi_derive::napi;
 
 use crate::error::IntoNapi;
-use crate::lock::{new_handle, new_lock, restore_lock, NativeLock};
+use crate::lock::{new_handle, new_lock, restore_lock, NativeLock, SerializedArgs};
 use crate::timer::timer;
 
 #[napi]
@@ -83,8 +83,8 @@ impl NativeMemoryStore {
     }
 
     #[napi]
-    pub fn restore(&self, serialized: String) -> napi::Result<NativeLock> {
-        restore_lock(self.inner.clone() as Arc<dyn LockStore>, &serialized)
+    pub fn restore(&self, fields: SerializedArgs) -> napi::Result<NativeLock> {
+        restore_lock(self.inner.clone() as Arc<dyn LockStore>, fields)
     }
 
     // The plain `LockStore` interface, synchronous here; the JS class wraps each in a promise.

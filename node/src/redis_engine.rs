@@ -24,7 +24,9 @@ use napi_derive::napi;
 
 use crate::completion::Outcome;
 use crate::error::IntoNapi;
-use crate::lock::{new_handle_on, new_lock_on, restore_lock_on, LocalTasks, NativeLock, Runner};
+use crate::lock::{
+    new_handle_on, new_lock_on, restore_lock_on, LocalTasks, NativeLock, Runner, SerializedArgs,
+};
 
 #[napi]
 pub struct NativeEngineStore {
@@ -78,8 +80,8 @@ impl NativeEngineStore {
     }
 
     #[napi]
-    pub fn restore(&self, serialized: String) -> napi::Result<NativeLock> {
-        restore_lock_on(self.store.clone() as Arc<dyn LockStore>, self.runner(), &serialized)
+    pub fn restore(&self, fields: SerializedArgs) -> napi::Result<NativeLock> {
+        restore_lock_on(self.store.clone() as Arc<dyn LockStore>, self.runner(), fields)
     }
 
     #[napi(getter)]

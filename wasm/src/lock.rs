@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use js_sys::Promise;
 use locksmith_core::validate::js;
-use locksmith_core::{HoldEnd, Lock, LockStore};
+use locksmith_core::{HoldEnd, Lock, LockStore, SerializedFields, SerializedLock};
 use wasm_bindgen::prelude::*;
 
 use crate::timer::timer;
@@ -42,8 +42,29 @@ pub fn new_handle(
     lock.js().map(|l| WasmLock { inner: Rc::new(l) })
 }
 
-pub fn restore_lock(store: Arc<dyn LockStore>, serialized: &str) -> Result<WasmLock, JsValue> {
-    Lock::restore(serialized, store, timer()).js().map(|l| WasmLock { inner: Rc::new(l) })
+/// `fields`: a serialized lock's fields as js/api/serialized.mjs read them from the text
+/// (strings, numbers, `undefined` when absent, a null entry of `fencingTokens` as NaN).
+pub fn restore_lock(store: Arc<dyn LockStore>, fields: &JsValue) -> Result<WasmLock, JsValue> {
+    let get = |name: &str| {
+        js_sys::Reflect::get(fields, &JsValue::from_str(name)).ok().filter(|v| !v.is_undefined())
+    };
+    let string = |name: &str| get(name).and_then(|v| v.as_string());
+    let number = |name: &str| get(name).and_then(|v| v.as_f64());
+    let list = |name: &str| get(name).map(|v| js_sys::Array::from(&v));
+    let fields = SerializedFields {
+        key: string("key"),
+        keys: list("keys").map(|keys| keys.iter().map(|k| k.as_string().unwrap_or_default()).collect()),
+        ttl_ms: number("ttlMs"),
+        owner: string("owner"),
+        fencing_token: number("fencingToken"),
+        expires_at: number("expiresAt"),
+        kind: string("kind"),
+        limit: number("limit"),
+        fencing_tokens: list("fencingTokens")
+            .map(|tokens| tokens.iter().map(|t| t.as_f64().filter(|t| !t.is_nan())).collect()),
+    };
+    let serialized = SerializedLock::from_fields(fields).js()?;
+    Ok(WasmLock { inner: Rc::new(Lock::restore(serialized, store, timer())) })
 }
 
 /// One instance of the promise glue for every async method: each future is boxed, so

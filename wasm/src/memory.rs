@@ -38,8 +38,8 @@ impl WasmMemoryStore {
         new_handle(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms, kind, limit)
     }
 
-    pub fn restore(&self, serialized: &str) -> Result<WasmLock, JsValue> {
-        restore_lock(self.inner.clone() as Arc<dyn LockStore>, serialized)
+    pub fn restore(&self, fields: &JsValue) -> Result<WasmLock, JsValue> {
+        restore_lock(self.inner.clone() as Arc<dyn LockStore>, fields)
     }
 
     // The plain `LockStore` interface, synchronous here; the JS class wraps each in a promise.
