@@ -4,6 +4,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+#[cfg(not(target_arch = "wasm32"))]
 use event_listener::Event;
 
 use crate::error::Result;
@@ -38,14 +39,8 @@ pub(crate) struct State {
     /// Semaphores and read-write locks, apart from the plain locks and from each other.
     semaphores: Map<Holds>,
     rwlocks: Map<Holds>,
-    /// The waiters of each key, kept apart from the hold so a release that removes the
-    /// hold still reaches everyone queued behind it. Dropped once nobody listens.
-    waiters: Map<Arc<Event>>,
+    waiters: Waiters,
     last_fencing_token: u64,
-    /// How many releases (and forced frees) woke, or would have woken, waiters: a file
-    /// store tells other processes by it (not in the wasm build).
-    #[cfg(not(target_arch = "wasm32"))]
-    wakes: u64,
     last_sweep_ms: u64,
     len_after_sweep: usize,
 }
@@ -275,12 +270,99 @@ impl Holds {
     }
 }
 
-/// Where the waiters of a semaphore or read-write lock are kept: a name no lock key can
-/// have (keys never hold control characters).
-fn waiter_key(key: &str, kind: HoldKind) -> String {
-    match kind {
-        HoldKind::Permit { .. } => format!("\u{1}semaphore\u{1}{key}"),
-        _ => format!("\u{1}rwlock\u{1}{key}"),
+/// The waiters of each key, kept apart from the holds so a release that removes a hold
+/// still reaches everyone queued behind it; a key's record goes once nobody listens.
+/// `kind` is `None` for a plain lock, else the kind of a semaphore's or read-write
+/// lock's holds, which wait apart from a plain lock of the same key.
+///
+/// The WebAssembly build keeps none: its memory store never signals releases (see
+/// [`MemoryStore::without_release_signals`]), so its waiters poll, and none of this is
+/// in the module.
+#[derive(Default)]
+struct Waiters {
+    #[cfg(not(target_arch = "wasm32"))]
+    map: Map<Arc<Event>>,
+    /// How many releases (and forced frees) woke, or would have woken, waiters: a file
+    /// store tells other processes by it.
+    #[cfg(not(target_arch = "wasm32"))]
+    wakes: u64,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Waiters {
+    /// A name no lock key can have for the waiters of a semaphore or read-write lock
+    /// (keys never hold control characters).
+    fn name(key: &str, kind: Option<HoldKind>) -> std::borrow::Cow<'_, str> {
+        match kind {
+            None => key.into(),
+            Some(HoldKind::Permit { .. }) => format!("\u{1}semaphore\u{1}{key}").into(),
+            Some(_) => format!("\u{1}rwlock\u{1}{key}").into(),
+        }
+    }
+
+    /// A release: wakes `n` waiters of the key, and counts the wake-up.
+    fn wake(&mut self, key: &str, kind: Option<HoldKind>, n: usize) {
+        self.wakes = self.wakes.wrapping_add(1);
+        let name = Self::name(key, kind);
+        if let Some(event) = self.map.get(&*name) {
+            event.notify(n);
+            // Nobody left to wake (the waiters of earlier releases got in or gave up):
+            // the record goes with the hold.
+            if event.total_listeners() == 0 {
+                self.map.remove(&*name);
+            }
+        }
+    }
+
+    /// Wakes `n` waiters of the key, with no release to count (an expiry found in passing,
+    /// a wake-up passed on).
+    fn nudge(&self, key: &str, kind: Option<HoldKind>, n: usize) {
+        if let Some(event) = self.map.get(&*Self::name(key, kind)) {
+            event.notify(n);
+        }
+    }
+
+    /// Wakes `n` waiters of every key.
+    fn wake_every_key(&mut self, n: usize) {
+        for event in self.map.values() {
+            event.notify(n);
+        }
+        self.forget_unheard();
+    }
+
+    /// Drops the records nobody listens to.
+    fn forget_unheard(&mut self) {
+        self.map.retain(|_, event| event.total_listeners() > 0);
+    }
+
+    /// The listener of the key's next wake-up.
+    fn listen(&mut self, key: &str, kind: Option<HoldKind>) -> BoxFuture<'static, ()> {
+        let name = Self::name(key, kind);
+        let event = match self.map.get(&*name) {
+            Some(event) => event.clone(),
+            None => self.map.entry(name.into()).or_default().clone(),
+        };
+        Box::pin(event.listen())
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// Nobody waits here: see [`Waiters`].
+#[cfg(target_arch = "wasm32")]
+#[allow(clippy::unused_self)] // the same methods as the other build's
+impl Waiters {
+    fn wake(&mut self, _: &str, _: Option<HoldKind>, _: usize) {}
+    fn nudge(&self, _: &str, _: Option<HoldKind>, _: usize) {}
+    fn wake_every_key(&mut self, _: usize) {}
+    fn forget_unheard(&mut self) {}
+    fn listen(&mut self, _: &str, _: Option<HoldKind>) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::ready(()))
+    }
+    fn len(&self) -> usize {
+        0
     }
 }
 
@@ -293,10 +375,15 @@ impl MemoryStore {
     /// Turns wake-on-release off: waiters poll at their retry delay. For runtimes where
     /// one request must not resume another's work — on workerd, a waiter woken from the
     /// releasing request would run its next steps in that request's context.
+    /// The WebAssembly build's store never signals (its code for it is left out).
     #[must_use]
     pub fn without_release_signals(mut self) -> Self {
         self.release_signals = false;
         self
+    }
+
+    fn signals_releases(&self) -> bool {
+        self.release_signals && cfg!(not(target_arch = "wasm32"))
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -324,10 +411,7 @@ impl MemoryStore {
         state.semaphores.clear();
         state.rwlocks.clear();
         state.len_after_sweep = 0;
-        for event in state.waiters.values() {
-            event.notify(1);
-        }
-        state.waiters.retain(|_, event| event.total_listeners() > 0);
+        state.waiters.wake_every_key(1);
     }
 
     /// How many keys have a waiter record, for tests of memory use.
@@ -343,10 +427,8 @@ impl State {
             entries: Map::default(),
             semaphores: Map::default(),
             rwlocks: Map::default(),
-            waiters: Map::default(),
+            waiters: Waiters::default(),
             last_fencing_token: 0,
-            #[cfg(not(target_arch = "wasm32"))]
-            wakes: 0,
             last_sweep_ms: 0,
             len_after_sweep: 0,
         }
@@ -355,7 +437,7 @@ impl State {
     #[cfg(not(target_arch = "wasm32"))] // the file store's
     /// How many releases have woken waiters (see `wakes`).
     pub(crate) fn wakes(&self) -> u64 {
-        self.wakes
+        self.waiters.wakes
     }
 
     #[cfg(not(target_arch = "wasm32"))] // the file store's
@@ -512,33 +594,12 @@ impl State {
     /// Wakes every waiter of a semaphore or read-write lock: a release can admit
     /// several (readers), and each checks for itself.
     fn wake_permit_waiters(&mut self, key: &str, kind: HoldKind) {
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            self.wakes = self.wakes.wrapping_add(1);
-        }
-        let name = waiter_key(key, kind);
-        if let Some(event) = self.waiters.get(name.as_str()) {
-            event.notify(usize::MAX);
-            if event.total_listeners() == 0 {
-                self.waiters.remove(name.as_str());
-            }
-        }
+        self.waiters.wake(key, Some(kind), usize::MAX);
     }
 
     /// Wakes one waiter of `key`: a woken waiter that gives up passes the wake-up on.
     fn wake_one_waiter(&mut self, key: &str) {
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            self.wakes = self.wakes.wrapping_add(1);
-        }
-        if let Some(event) = self.waiters.get(key) {
-            event.notify(1);
-            // Nobody left to wake (the waiters of earlier releases got in or gave up):
-            // the record goes with the hold.
-            if event.total_listeners() == 0 {
-                self.waiters.remove(key);
-            }
-        }
+        self.waiters.wake(key, None, 1);
     }
 
     fn sweep(&mut self, now: u64) {
@@ -546,27 +607,21 @@ impl State {
         self.entries.retain(|key, entry| {
             let live = entry.live(now);
             if !live {
-                if let Some(event) = waiters.get(key) {
-                    event.notify(1);
-                }
+                waiters.nudge(key, None, 1);
             }
             live
         });
-        for kind in [HoldKind::Permit { limit: 1 }, HoldKind::Read] {
-            let mut freed = Vec::new();
-            self.holds_of(kind).retain(|key, holds| {
+        for (map, kind) in
+            [(&mut self.semaphores, HoldKind::Permit { limit: 1 }), (&mut self.rwlocks, HoldKind::Read)]
+        {
+            map.retain(|key, holds| {
                 if holds.prune(now) {
-                    freed.push(key.clone());
+                    waiters.nudge(key, Some(kind), usize::MAX);
                 }
                 !holds.is_empty()
             });
-            for key in freed {
-                if let Some(event) = self.waiters.get(waiter_key(&key, kind).as_str()) {
-                    event.notify(usize::MAX);
-                }
-            }
         }
-        self.waiters.retain(|_, event| event.total_listeners() > 0);
+        self.waiters.forget_unheard();
         // Give memory back after a burst of keys has expired.
         if self.entries.capacity() > 1024 && self.entries.capacity() > 4 * self.entries.len() {
             self.entries.shrink_to_fit();
@@ -676,9 +731,7 @@ impl State {
             // goes on to that key's next waiter, which may need nothing else.
             for key in keys {
                 if !self.is_locked(key, now) {
-                    if let Some(event) = self.waiters.get(key.as_str()) {
-                        event.notify(1);
-                    }
+                    self.waiters.nudge(key, None, 1);
                 }
             }
             return AllGrant::Busy(Some(held));
@@ -694,11 +747,7 @@ impl State {
             // Free already: the next attempt should not wait.
             return Box::pin(std::future::ready(()));
         }
-        let event = match self.waiters.get(key) {
-            Some(event) => event.clone(),
-            None => self.waiters.entry(key.into()).or_default().clone(),
-        };
-        Box::pin(event.listen())
+        self.waiters.listen(key, None)
     }
 
     pub(crate) fn acquire_permits(
@@ -805,12 +854,7 @@ impl State {
 
     /// The listener of the next release among `key`'s holds of `kind`.
     pub(crate) fn permit_release_signal(&mut self, key: &str, kind: HoldKind) -> BoxFuture<'static, ()> {
-        let name = waiter_key(key, kind);
-        let event = match self.waiters.get(name.as_str()) {
-            Some(event) => event.clone(),
-            None => self.waiters.entry(name.into()).or_default().clone(),
-        };
-        Box::pin(event.listen())
+        self.waiters.listen(key, Some(kind))
     }
 
     #[cfg(not(target_arch = "wasm32"))] // the file store's
@@ -891,10 +935,7 @@ impl State {
     #[cfg(not(target_arch = "wasm32"))] // the file store's
     /// Wakes every waiter of this process (another process changed the state).
     pub(crate) fn wake_all(&mut self) {
-        for event in self.waiters.values() {
-            event.notify(usize::MAX);
-        }
-        self.waiters.retain(|_, event| event.total_listeners() > 0);
+        self.waiters.wake_every_key(usize::MAX);
     }
 }
 
@@ -962,7 +1003,7 @@ impl LockStore for MemoryStore {
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
-        if !self.release_signals {
+        if !self.signals_releases() {
             return None;
         }
         let now = self.clock.now_ms();
@@ -1026,7 +1067,7 @@ impl LockStore for MemoryStore {
     }
 
     fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
-        if !self.release_signals {
+        if !self.signals_releases() {
             return None;
         }
         Some(self.state().permit_release_signal(key, kind))

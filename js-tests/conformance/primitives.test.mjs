@@ -274,8 +274,10 @@ async function allOrNothing(makeStore) {
   // A waiting lockAll holds nothing while it waits.
   // (A store without one-step acquires holds a key for a moment during each attempt: the
   // retry delay keeps attempts away from the check below.)
+  // The check waits out the first attempt (a store of round trips in etcd's Raft log may
+  // take tens of ms to give a key back on a busy machine) and comes long before the next.
   const waiting = all.acquire({ timeout: 8_000, retryDelay: 1_500 });
-  await sleep(60);
+  await sleep(500);
   assert.equal(await free(a), true, "a is free while the lockAll waits");
   await holder.release();
   assert.equal(await waiting, true, "every key once b is released");
