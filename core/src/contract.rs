@@ -109,22 +109,46 @@ pub fn timed_out(op: &str, timeout_ms: u64) -> LockError {
     LockError::StoreUnavailable(format!("store.{op}() did not settle within {timeout_ms} ms"))
 }
 
+/// One call of a store's method, as [`ForeignStore::call`] makes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    /// The method: `acquire`, `release`, `extend`, `isLocked`, `remainingTime`,
+    /// `isHeldBy`, `ownerRemainingTime`, `acquireAll`, or one of the permit methods
+    /// (`acquirePermit`, `releasePermit`, `extendPermit`, `countPermits`,
+    /// `permitRemainingTime`).
+    pub op: &'static str,
+    /// The key; for `acquireAll`, the keys one per line.
+    pub key: &'a str,
+    /// The caller's owner token, for the methods that act on one hold.
+    pub owner: Option<&'a str>,
+    /// The hold's TTL, for the methods that grant or extend one.
+    pub ttl_ms: Option<u64>,
+    /// The permit methods' hold kind (`"semaphore"` with its `limit`, `"read"`, `"write"`).
+    pub kind: Option<HoldKind>,
+    /// How many permits `acquirePermit` takes, when more than one (only on a store with
+    /// [`has_permit_weights`](ForeignStore::has_permit_weights)).
+    pub permits: Option<u32>,
+}
+
+impl<'a> Call<'a> {
+    fn new(op: &'static str, key: &'a str, owner: Option<&'a str>, ttl_ms: Option<u64>) -> Self {
+        Self { op, key, owner, ttl_ms, kind: None, permits: None }
+    }
+
+    fn of_kind(self, kind: HoldKind) -> Self {
+        Self { kind: Some(kind), ..self }
+    }
+}
+
 /// A store written in another language, reached through one call per operation.
 /// Bindings implement this; [`ForeignLockStore`] turns it into a [`LockStore`], checking
 /// every answer against the contract.
 #[cfg_attr(not(target_arch = "wasm32"), async_trait::async_trait)]
 #[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
 pub trait ForeignStore: MaybeSendSync {
-    /// Calls the store's `op` (`acquire`, `release`, `extend`, `isLocked`,
-    /// `remainingTime`, `isHeldBy`) and describes what it answered. A call that throws,
+    /// Calls the store's method and describes what it answered. A call that throws,
     /// rejects or does not settle in time is an error (see [`failed`], [`timed_out`]).
-    async fn call(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-    ) -> Result<Answer>;
+    async fn call(&self, call: Call<'_>) -> Result<Answer>;
 
     /// Whether the store has the optional `isHeldBy(key, owner)`.
     fn has_is_held_by(&self) -> bool;
@@ -136,40 +160,14 @@ pub trait ForeignStore: MaybeSendSync {
         false
     }
 
-    /// Calls one of the optional permit methods (`acquirePermit`, `releasePermit`,
-    /// `extendPermit`, `countPermits`, `permitRemainingTime`) with the hold's kind
-    /// (`"semaphore"` with its `limit`, `"read"`, `"write"`).
-    async fn call_permit(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-        kind: HoldKind,
-    ) -> Result<Answer>;
-
     /// Whether the store has the optional permit methods.
     fn has_permits(&self) -> bool;
 
     /// Whether the store carries weighted permits (`permitWeights: true`): its
-    /// `acquirePermit` takes a sixth argument, how many permits, and its `countPermits`
-    /// sums them. `false` by default.
+    /// `acquirePermit` takes a sixth argument, how many permits ([`Call::permits`]), and
+    /// its `countPermits` sums them. `false` by default.
     fn has_permit_weights(&self) -> bool {
         false
-    }
-
-    /// `acquirePermit(key, owner, ttlMs, kind, limit, permits)` on a store with
-    /// [`has_permit_weights`](Self::has_permit_weights).
-    async fn call_acquire_permits(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        kind: HoldKind,
-        permits: u32,
-    ) -> Result<Answer> {
-        let _ = (key, owner, ttl_ms, kind, permits);
-        Err(crate::store::no_permit_weights())
     }
 
     /// The store's optional `onRelease(key, listener, kind)`, as a future that completes
@@ -181,7 +179,7 @@ pub trait ForeignStore: MaybeSendSync {
 
     /// Whether the store has the optional `acquireAll(keys, owner, ttlMs)`: every key or
     /// none in one step. `false` by default. It is called as `acquireAll` through
-    /// [`call`](Self::call) with the keys one per line as the key; the bridge answers an
+    /// [`call`](Self::call), with the keys one per line as the key; the bridge answers an
     /// array as one string, `tokens ` and its entries space-separated (`-` for `null`,
     /// `?` for anything that is not a number), and a string as `text ` and the string.
     fn has_acquire_all(&self) -> bool {
@@ -213,17 +211,21 @@ pub fn expect_all(answer: &Answer, keys: usize) -> Result<crate::store::AllGrant
         }
         (Answer::Bool(true), _) => grants.resize(keys, Grant::default()),
         (_, Some(list)) => {
-            for token in list.split(' ') {
-                grants.push(match token.parse::<u64>() {
+            for token in list.split_ascii_whitespace() {
+                // Digits only, read by hand (`parse` takes a `+` too, and brings more code
+                // to the WebAssembly module).
+                let digits = token.bytes().try_fold(0u64, |n, b| {
+                    b.is_ascii_digit().then_some(())?;
+                    n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+                });
+                grants.push(match digits {
                     _ if token == "-" => Grant::default(),
-                    // Digits only (`parse` takes a `+` too).
-                    _ if !token.bytes().all(|b| b.is_ascii_digit()) => break,
-                    Ok(t) if t >= 1 && t as f64 <= MAX_SAFE_INTEGER => Grant::with_fencing_token(t),
+                    Some(t) if t >= 1 && t as f64 <= MAX_SAFE_INTEGER => Grant::with_fencing_token(t),
                     // Not a token: the count below no longer matches.
                     _ => break,
                 });
             }
-            if list.split(' ').count() != keys {
+            if list.split_ascii_whitespace().count() != keys {
                 grants.clear();
             }
         }
@@ -235,7 +237,7 @@ pub fn expect_all(answer: &Answer, keys: usize) -> Result<crate::store::AllGrant
     let what = match (answer, array) {
         (_, Some(list)) => {
             let mut what = String::from("an array [");
-            for (i, token) in list.split(' ').enumerate() {
+            for (i, token) in list.split_ascii_whitespace().enumerate() {
                 if i > 0 {
                     what.push_str(", ");
                 }
@@ -292,7 +294,7 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
     }
 
     async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
-        expect_grant("acquire", &self.ask("acquire", key, Some(owner), Some(ttl_ms)).await?)
+        expect_grant("acquire", &self.ask(Call::new("acquire", key, Some(owner), Some(ttl_ms))).await?)
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
@@ -309,7 +311,8 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
             return None;
         }
         Some(Box::pin(async move {
-            let answer = self.ask("acquireAll", &keys.join("\n"), Some(owner), Some(ttl_ms)).await?;
+            let answer =
+                self.ask(Call::new("acquireAll", &keys.join("\n"), Some(owner), Some(ttl_ms))).await?;
             if answer == Answer::Nothing {
                 // Not these keys in one step (a Redis Cluster across slots): one at a time.
                 return crate::all::in_order(self, keys, owner, ttl_ms).await;
@@ -331,33 +334,33 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
     }
 
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        expect_bool("release", &self.ask("release", key, Some(owner), None).await?)
+        expect_bool("release", &self.ask(Call::new("release", key, Some(owner), None)).await?)
     }
 
     async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        expect_bool("extend", &self.ask("extend", key, Some(owner), Some(ttl_ms)).await?)
+        expect_bool("extend", &self.ask(Call::new("extend", key, Some(owner), Some(ttl_ms))).await?)
     }
 
     async fn is_locked(&self, key: &str) -> Result<bool> {
-        expect_bool("isLocked", &self.ask("isLocked", key, None, None).await?)
+        expect_bool("isLocked", &self.ask(Call::new("isLocked", key, None, None)).await?)
     }
 
     async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
-        expect_remaining_time(&self.ask("remainingTime", key, None, None).await?)
+        expect_remaining_time(&self.ask(Call::new("remainingTime", key, None, None)).await?)
     }
 
     async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
         if !self.0.has_is_held_by() {
             return Ok(None);
         }
-        expect_bool("isHeldBy", &self.ask("isHeldBy", key, Some(owner), None).await?).map(Some)
+        expect_bool("isHeldBy", &self.ask(Call::new("isHeldBy", key, Some(owner), None)).await?).map(Some)
     }
 
     async fn owner_remaining_time(&self, key: &str, owner: &str) -> Result<HoldCheck> {
         if !self.0.has_owner_remaining_time() {
             return Ok(HoldCheck::CannotTell);
         }
-        let answer = self.ask("ownerRemainingTime", key, Some(owner), None).await?;
+        let answer = self.ask(Call::new("ownerRemainingTime", key, Some(owner), None)).await?;
         Ok(match expect_millis("ownerRemainingTime", &answer)? {
             Some(remaining_ms) if remaining_ms > 0 => HoldCheck::Held { remaining_ms },
             _ => HoldCheck::NotHeld,
@@ -372,7 +375,8 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
         kind: HoldKind,
     ) -> Result<Option<Grant>> {
         self.permits()?;
-        let answer = self.ask_permit("acquirePermit", key, Some(owner), Some(ttl_ms), kind).await?;
+        let answer =
+            self.ask(Call::new("acquirePermit", key, Some(owner), Some(ttl_ms)).of_kind(kind)).await?;
         expect_grant("acquirePermit", &answer)
     }
 
@@ -391,53 +395,43 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
         if !self.0.has_permit_weights() {
             return Err(crate::store::no_permit_weights());
         }
-        let answer = refusal(self.0.call_acquire_permits(key, owner, ttl_ms, kind, permits).await?)?;
-        expect_grant("acquirePermit", &answer)
+        let call = Call {
+            permits: Some(permits),
+            ..Call::new("acquirePermit", key, Some(owner), Some(ttl_ms)).of_kind(kind)
+        };
+        expect_grant("acquirePermit", &self.ask(call).await?)
     }
 
     async fn release_permit(&self, key: &str, owner: &str, kind: HoldKind) -> Result<bool> {
         self.permits()?;
-        expect_bool("releasePermit", &self.ask_permit("releasePermit", key, Some(owner), None, kind).await?)
+        expect_bool(
+            "releasePermit",
+            &self.ask(Call::new("releasePermit", key, Some(owner), None).of_kind(kind)).await?,
+        )
     }
 
     async fn extend_permit(&self, key: &str, owner: &str, ttl_ms: u64, kind: HoldKind) -> Result<bool> {
         self.permits()?;
-        let answer = self.ask_permit("extendPermit", key, Some(owner), Some(ttl_ms), kind).await?;
+        let answer =
+            self.ask(Call::new("extendPermit", key, Some(owner), Some(ttl_ms)).of_kind(kind)).await?;
         expect_bool("extendPermit", &answer)
     }
 
     async fn permit_count(&self, key: &str, kind: HoldKind) -> Result<u64> {
         self.permits()?;
-        expect_count(&self.ask_permit("countPermits", key, None, None, kind).await?)
+        expect_count(&self.ask(Call::new("countPermits", key, None, None).of_kind(kind)).await?)
     }
 
     async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
         self.permits()?;
-        let answer = self.ask_permit("permitRemainingTime", key, Some(owner), None, kind).await?;
+        let answer = self.ask(Call::new("permitRemainingTime", key, Some(owner), None).of_kind(kind)).await?;
         expect_millis("permitRemainingTime", &answer)
     }
 }
 
 impl<F: ForeignStore> ForeignLockStore<F> {
-    async fn ask(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-    ) -> Result<Answer> {
-        refusal(self.0.call(op, key, owner, ttl_ms).await?)
-    }
-
-    async fn ask_permit(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-        kind: HoldKind,
-    ) -> Result<Answer> {
-        refusal(self.0.call_permit(op, key, owner, ttl_ms, kind).await?)
+    async fn ask(&self, call: Call<'_>) -> Result<Answer> {
+        refusal(self.0.call(call).await?)
     }
 
     fn permits(&self) -> Result<()> {

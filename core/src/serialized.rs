@@ -147,40 +147,28 @@ impl SerializedLock {
             }
         };
         let ttl = fields.ttl_ms.ok_or_else(|| missing("ttlMs"))?;
-        let ttl_ms = whole(ttl, validate::MAX_TTL_MS).filter(|&ms| ms >= 1).ok_or_else(|| {
-            bad(format!(
-                "ttlMs must be a whole number of milliseconds from 1 to {}; got {}",
-                validate::MAX_TTL_MS,
-                validate::show(ttl)
-            ))
-        })?;
+        let ttl_ms = whole(ttl, 1, validate::MAX_TTL_MS, "ttlMs must be a whole number of milliseconds")?;
         let owner = OwnerToken::parse(fields.owner.as_deref().ok_or_else(|| missing("owner"))?)?;
         // A token is a positive safe integer, as a store gives it.
-        let token = |n: f64| {
-            whole(n, MAX_SAFE_TOKEN).filter(|&t| t >= 1).ok_or_else(|| {
-                bad(format!(
-                    "a fencing token is a whole number from 1 to {MAX_SAFE_TOKEN}; got {}",
-                    validate::show(n)
-                ))
-            })
-        };
+        let token = |n: f64| whole(n, 1, MAX_SAFE_TOKEN, "a fencing token is a whole number");
         let fencing_token = fields.fencing_token.map(token).transpose()?;
-        let expires_at_unix_ms = match fields.expires_at {
-            Some(at) => Some(whole(at, MAX_SAFE_TOKEN).ok_or_else(|| {
-                bad(format!("expiresAt is milliseconds since the Unix epoch; got {}", validate::show(at)))
-            })?),
-            None => None,
-        };
-        let limit = match fields.limit {
-            Some(n) => Some(whole(n, u64::from(u32::MAX)).filter(|&l| l >= 1).ok_or_else(|| {
-                bad(format!(
-                    "a semaphore's limit is a whole number from 1 to {}; got {}",
-                    u32::MAX,
-                    validate::show(n)
-                ))
-            })? as u32),
-            None => None,
-        };
+        let expires_at_unix_ms = fields
+            .expires_at
+            .map(|at| {
+                whole(
+                    at,
+                    0,
+                    MAX_SAFE_TOKEN,
+                    "expiresAt is a whole number of milliseconds since the Unix epoch",
+                )
+            })
+            .transpose()?;
+        let limit = fields
+            .limit
+            .map(|n| {
+                whole(n, 1, u64::from(u32::MAX), "a semaphore's limit is a whole number").map(|l| l as u32)
+            })
+            .transpose()?;
         let kind = match (fields.kind.as_deref(), limit) {
             (None, None) => HoldKind::Exclusive,
             (Some("multi"), None) if !keys.is_empty() => HoldKind::Exclusive,
@@ -236,9 +224,12 @@ fn write_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
-/// `n` as a whole number from 0 to `max`.
-fn whole(n: f64, max: u64) -> Option<u64> {
-    (n.fract() == 0.0 && (0.0..=max as f64).contains(&n)).then_some(n as u64)
+/// `n` as a whole number from `min` to `max`; else the error that says so, `what` first.
+fn whole(n: f64, min: u64, max: u64, what: &str) -> Result<u64> {
+    if n.fract() == 0.0 && (min as f64..=max as f64).contains(&n) {
+        return Ok(n as u64);
+    }
+    Err(LockError::InvalidSerializedLock(format!("{what} from {min} to {max}; got {}", validate::show(n))))
 }
 
 /// The largest fencing token a JS number carries exactly.

@@ -276,9 +276,28 @@ pub fn show(n: f64) -> String {
     let sign = if n < 0.0 { "-" } else { "" };
     let abs = n.abs();
     if abs >= 1e15 || (abs != 0.0 && abs < 1e-6) {
-        // Outside the plain range: the order of magnitude is what the reader needs.
-        let exp = abs.log10().floor() as i32;
-        let mantissa = abs / 10f64.powi(exp);
+        // Outside the plain range: the order of magnitude is what the reader needs. The
+        // power of ten is found by multiplying (exact up to 1e22), not with `log10`, whose
+        // code would be most of this function in the WebAssembly build.
+        let (mut exp, mut power) = (0i32, 1.0f64);
+        let mantissa = if abs >= 1.0 {
+            while power * 10.0 <= abs {
+                power *= 10.0;
+                exp += 1;
+            }
+            abs / power
+        } else {
+            // Scaled up step by step: a power of ten this small would not be finite.
+            let mut mantissa = abs;
+            while mantissa < 1.0 {
+                mantissa *= 10.0;
+                exp -= 1;
+            }
+            mantissa
+        };
+        // The powers past 1e22 are rounded: a mantissa that would print as 10 is 1, one up.
+        let (mantissa, exp) =
+            if mantissa >= 9.999_999_5 { (mantissa / 10.0, exp + 1) } else { (mantissa, exp) };
         return format!("{sign}{}e{}{exp}", show(mantissa), if exp > 0 { "+" } else { "" });
     }
     let whole = abs.trunc() as u64;
@@ -335,8 +354,29 @@ mod tests {
             (f64::INFINITY, "Infinity"),
             (f64::NEG_INFINITY, "-Infinity"),
             (1e300, "1e+300"),
+            (1e21, "1e+21"),
+            (-2.5e15, "-2.5e+15"),
+            (1e-7, "1e-7"),
+            (3.25e-300, "3.25e-300"),
+            (f64::MAX, "1.797693e+308"),
+            (f64::MIN_POSITIVE, "2.225074e-308"),
         ] {
             assert_eq!(show(n), text, "{n}");
+        }
+        // Every order of magnitude outside the plain range, against the standard
+        // library's exponent form rounded to the same 7 significant digits.
+        for exp in (-320..-6).chain(15..309) {
+            for mantissa in ["1", "2.5", "9.999999", "9.9999996", "4.2424242"] {
+                let Ok(n) = format!("{mantissa}e{exp}").parse::<f64>() else { continue };
+                if n == 0.0 || n.is_infinite() {
+                    continue;
+                }
+                let std = format!("{n:.6e}");
+                let (digits, power) = std.split_once('e').unwrap();
+                let digits = digits.trim_end_matches('0').trim_end_matches('.');
+                let sign = if power.starts_with('-') { "" } else { "+" };
+                assert_eq!(show(n), format!("{digits}e{sign}{power}"), "{n:e}");
+            }
         }
     }
 

@@ -75,6 +75,10 @@ export async function startMysql() {
       "--no-defaults",
       ...(asRoot ? ["--user=mysql"] : []),
       `--datadir=${data}`,
+      // Its own temporary directory: a server starting elsewhere deletes the `#sql*` files
+      // it finds in its tmpdir, and with the shared /tmp that was this install's, mid-way
+      // (mariadb-install-db then failed with "Error on delete of '/tmp/#sql-temptable-…'").
+      `--tmpdir=${dir}`,
       "--auth-root-authentication-method=normal",
       "--skip-test-db",
       "--skip-name-resolve",
@@ -97,6 +101,7 @@ export async function startMysql() {
         "--no-defaults",
         ...(asRoot ? ["--user=mysql"] : []),
         `--datadir=${data}`,
+        `--tmpdir=${dir}`,
         `--port=${port}`,
         "--bind-address=127.0.0.1",
         `--socket=${join(dir, "sock")}`,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use locksmith_core::contract::{self, Answer, ForeignLockStore, ForeignStore};
+use locksmith_core::contract::{self, Answer, Call, ForeignLockStore, ForeignStore};
 use locksmith_core::{BoxFuture, HoldKind, LockStore, Result};
 use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -141,15 +141,7 @@ fn describe(value: &Value) -> Answer {
 }
 
 impl JsStore {
-    async fn invoke(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-        kind: Option<HoldKind>,
-        permits: Option<u32>,
-    ) -> Result<Answer> {
+    async fn invoke(&self, Call { op, key, owner, ttl_ms, kind, permits }: Call<'_>) -> Result<Answer> {
         let call = StoreCall {
             op: op.to_owned(),
             key: key.to_owned(),
@@ -172,14 +164,8 @@ impl JsStore {
 
 #[async_trait::async_trait]
 impl ForeignStore for JsStore {
-    async fn call(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-    ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms, None, None).await
+    async fn call(&self, call: Call<'_>) -> Result<Answer> {
+        self.invoke(call).await
     }
 
     fn has_is_held_by(&self) -> bool {
@@ -188,17 +174,6 @@ impl ForeignStore for JsStore {
 
     fn has_owner_remaining_time(&self) -> bool {
         self.has_owner_remaining_time
-    }
-
-    async fn call_permit(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-        kind: HoldKind,
-    ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms, Some(kind), None).await
     }
 
     fn has_permits(&self) -> bool {
@@ -211,17 +186,6 @@ impl ForeignStore for JsStore {
 
     fn has_acquire_all(&self) -> bool {
         self.has_acquire_all
-    }
-
-    async fn call_acquire_permits(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        kind: HoldKind,
-        permits: u32,
-    ) -> Result<Answer> {
-        self.invoke("acquirePermit", key, Some(owner), Some(ttl_ms), Some(kind), Some(permits)).await
     }
 
     fn release_signal(&self, key: &str, kind: Option<HoldKind>) -> Option<BoxFuture<'static, ()>> {

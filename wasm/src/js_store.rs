@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use futures_util::future::{select, Either};
 use js_sys::{Function, Object, Promise, Reflect};
-use locksmith_core::contract::{self, Answer, ForeignLockStore, ForeignStore};
+use locksmith_core::contract::{self, Answer, Call, ForeignLockStore, ForeignStore};
 use locksmith_core::{validate, BoxFuture, HoldKind, LockStore, Result, Timer};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -133,15 +133,7 @@ fn reason(err: &JsValue) -> String {
 }
 
 impl JsStore {
-    async fn invoke(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-        kind: Option<HoldKind>,
-        permits: Option<u32>,
-    ) -> Result<Answer> {
+    async fn invoke(&self, Call { op, key, owner, ttl_ms, kind, permits }: Call<'_>) -> Result<Answer> {
         let call = Object::new();
         let set = |name: &str, value: &JsValue| {
             let _ = Reflect::set(&call, &JsValue::from_str(name), value);
@@ -176,14 +168,8 @@ impl JsStore {
 
 #[async_trait::async_trait(?Send)]
 impl ForeignStore for JsStore {
-    async fn call(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-    ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms, None, None).await
+    async fn call(&self, call: Call<'_>) -> Result<Answer> {
+        self.invoke(call).await
     }
 
     fn has_is_held_by(&self) -> bool {
@@ -192,17 +178,6 @@ impl ForeignStore for JsStore {
 
     fn has_owner_remaining_time(&self) -> bool {
         self.has_owner_remaining_time
-    }
-
-    async fn call_permit(
-        &self,
-        op: &'static str,
-        key: &str,
-        owner: Option<&str>,
-        ttl_ms: Option<u64>,
-        kind: HoldKind,
-    ) -> Result<Answer> {
-        self.invoke(op, key, owner, ttl_ms, Some(kind), None).await
     }
 
     fn has_permits(&self) -> bool {
@@ -215,17 +190,6 @@ impl ForeignStore for JsStore {
 
     fn has_acquire_all(&self) -> bool {
         self.has_acquire_all
-    }
-
-    async fn call_acquire_permits(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        kind: HoldKind,
-        permits: u32,
-    ) -> Result<Answer> {
-        self.invoke("acquirePermit", key, Some(owner), Some(ttl_ms), Some(kind), Some(permits)).await
     }
 
     fn has_local_waiters(&self, key: &str) -> bool {
