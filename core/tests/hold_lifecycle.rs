@@ -98,6 +98,26 @@ fn a_woken_waiter_that_gives_up_passes_its_wake_up_on() {
 }
 
 #[test]
+fn a_sweep_that_finds_a_hold_expired_wakes_its_waiter() {
+    let (timer, store) = setup();
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let holder = Lock::new("k", 100, store.clone(), t.clone()).unwrap();
+    let waiter = Lock::new("k", 10_000, store.clone(), t).unwrap();
+    let got_at = timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        let (got, ()) = futures_util::join!(
+            async { waiter.acquire(wait(60_000, 20_000)).await.unwrap().then(|| timer.now()) },
+            async {
+                timer.sleep_for_test(150).await; // the hold expired at 100
+                store.sweep();
+            }
+        );
+        got
+    });
+    assert_eq!(got_at, Some(150), "woken by the sweep at 150, not at a retry 20 s after it began");
+}
+
+#[test]
 fn waiter_records_go_with_the_holds_without_a_sweep() {
     let (timer, store) = setup();
     let t: Arc<FakeTimer> = Arc::new(timer.clone());

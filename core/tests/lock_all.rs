@@ -160,6 +160,36 @@ fn a_waiting_lock_holds_nothing_and_wakes_when_the_key_it_waits_for_is_released(
 }
 
 #[test]
+fn a_refused_attempt_passes_the_wake_up_of_a_free_key_to_its_next_waiter() {
+    // The memory store's one-step acquire: the release of b wakes the lockAll (its
+    // longest waiter), which finds c held and passes the wake-up on to the plain waiter.
+    let timer = FakeTimer::new();
+    let store: Arc<dyn LockStore> = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
+    let (holder_b, holder_c) = (one(&timer, &store, "b", 60_000), one(&timer, &store, "c", 60_000));
+    let multi = all(&timer, &store, &["b", "c"], 10_000);
+    let single = one(&timer, &store, "b", 10_000);
+    let got_at = timer.run(async {
+        assert!(holder_b.acquire(AcquireOptions::default()).await.unwrap());
+        let multi_waits = multi.acquire(wait(8_000, 5_000));
+        let single_waits = async {
+            timer.sleep_for_test(10).await; // queued behind the lockAll
+            single.acquire(wait(8_000, 5_000)).await.unwrap().then(|| timer.now())
+        };
+        let (multi_got, single_got, ()) = futures_util::join!(multi_waits, single_waits, async {
+            timer.sleep_for_test(20).await;
+            assert!(holder_c.acquire(AcquireOptions::default()).await.unwrap());
+            timer.sleep_for_test(80).await;
+            assert!(holder_b.release().await.unwrap());
+            // Let the plain waiter go before c frees, so the lockAll's next retry finds b held.
+            timer.sleep_for_test(6_000).await;
+        });
+        assert!(!multi_got.unwrap(), "b stays with the plain waiter past the lockAll's deadline");
+        single_got
+    });
+    assert_eq!(got_at, Some(100), "the plain waiter got b at its release, not at a retry 5 s later");
+}
+
+#[test]
 fn a_wait_ends_at_its_deadline_with_nothing_held() {
     for (name, timer, memory, store) in stores() {
         let holder = one(&timer, &store, "z", 60_000);
