@@ -177,6 +177,34 @@ describe("bad serialized locks", () => {
     assert.equal(await a.isLocked(), false);
   });
 
+  it("refuses a lone surrogate where the runtime has no String.prototype.isWellFormed, and takes a pair", async () => {
+    const own = Object.getOwnPropertyDescriptor(String.prototype, "isWellFormed");
+    const a = lock(uniqueKey("pair-\u{1F512}"), 5_000);
+    await a.acquire();
+    const text = a.serialize();
+    delete String.prototype.isWellFormed;
+    try {
+      throwsCode(() => restoreLock(`{"key":"\\udfff","ttlMs":1,"owner":"${owner}"}`), "INVALID_SERIALIZED_LOCK");
+      throwsCode(() => restoreLock(`{"key":"a\\ud800b","ttlMs":1,"owner":"${owner}"}`), "INVALID_SERIALIZED_LOCK");
+      assert.equal(restoreLock(text).key, a.key, "a surrogate pair is one code point");
+    } finally {
+      if (own) Object.defineProperty(String.prototype, "isWellFormed", own);
+    }
+    assert.equal(await a.release(), true);
+  });
+
+  it("restores the longest serialized form: 64 keys of 1 KB of quotes, each escaped to two bytes", async () => {
+    const keys = Array.from({ length: 64 }, (_, i) => `${'"'.repeat(1_020)}${String(i).padStart(4, "0")}`);
+    const multi = ls.lockAll(keys, 5_000);
+    assert.equal(await multi.acquire(), true);
+    const text = multi.serialize();
+    assert.ok(text.length > 128 * 1024, `${text.length} characters`);
+    const restored = restoreLock(text);
+    assert.deepEqual([...restored.keys].sort(), [...keys].sort());
+    assert.equal(await restored.release(), true, "the same hold");
+    assert.equal(await multi.isLocked(), false);
+  });
+
   it("refuses a non-string", () => {
     throwsCode(() => restoreLock({ key: "a" }), "INVALID_ARGUMENT");
   });

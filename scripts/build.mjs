@@ -3,7 +3,7 @@
 // `node scripts/build.mjs native` or `... wasm` builds one half.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
@@ -218,7 +218,14 @@ function buildWasm(pkg, artifact) {
       "-o",
       wasmFile,
     ]);
-    minifyNames(wasmFile, join(out, `${artifact}.js`));
+    try {
+      minifyNames(wasmFile, join(out, `${artifact}.js`));
+    } catch (err) {
+      // The module is renamed by now and newer than cargo's output: left in place, the
+      // next build would take it for up to date beside the glue it no longer matches.
+      rmSync(wasmFile, { force: true });
+      throw err;
+    }
   }
   return wasmFile;
 }
@@ -266,7 +273,8 @@ function minifyNames(wasmFile, glueFile) {
     return `${indent}${to}:`;
   });
   if (importNames.size > 0) throw new Error(`${glueFile}: the glue lacks imports ${[...importNames.keys()]}`);
-  glue = glue.replace(importObject, `$1${keys}$3${JSON.stringify(moduleName)}: import0,`);
+  // A function, not a replacement pattern: the imports' bodies may hold `$`.
+  glue = glue.replace(importObject, (_all, head, _body, tail) => `${head}${keys}${tail}${JSON.stringify(moduleName)}: import0,`);
   glue = glue.replace(/\bwasm\.([A-Za-z_$][\w$]*)/g, (_all, name) => {
     const to = exportNames.get(name);
     if (to === undefined) throw new Error(`${glueFile}: wasm.${name} is not an export of the module`);

@@ -382,7 +382,9 @@ describe("MySqlLockStore", await requireMysql(), () => {
       await reader.release();
 
       const expiring = uniqueKey("rw-expired");
-      const crashed = readWriteLock(expiring, 200, store);
+      // The waiting reader's row lives as long as its handle's TTL past each attempt: on a
+      // loaded machine attempts 200 ms apart let it lapse, and then the writer went first.
+      const crashed = readWriteLock(expiring, 1_000, store);
       assert.equal(await crashed.writeLock().acquire(), true);
       const waiting = crashed.readLock();
       const entered = waiting.acquire({ timeout: 3_000, retryDelay: 20 });

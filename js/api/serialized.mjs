@@ -14,10 +14,15 @@ const FIELDS = ["key", "ttlMs", "owner", "fencingToken", "expiresAt", "kind", "l
 
 const jsonType = (value) => (value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : `a ${typeof value}`);
 
+// A lone surrogate is a code point of category Cs to a `u` regex (a pair is one astral
+// code point): for the runtimes without String.prototype.isWellFormed.
+const LONE_SURROGATE = /\p{Cs}/u;
+const wellFormed = (text) => (typeof text.isWellFormed === "function" ? text.isWellFormed() : !LONE_SURROGATE.test(text));
+
 /** A string the bindings carry as it is (a lone surrogate would turn into U+FFFD). */
 function string(name, value) {
   if (typeof value !== "string") throw bad(`${name} must be a string; got ${jsonType(value)}`);
-  if (typeof value.isWellFormed === "function" && !value.isWellFormed()) {
+  if (!wellFormed(value)) {
     throw bad(`${name} has a lone surrogate (\\ud800-\\udfff escape without its pair)`);
   }
   return value;
