@@ -98,6 +98,13 @@ describe("bad acquire options", () => {
     });
   }
 
+  it("refuses arguments to new MemoryLockStore(), which has no options", () => {
+    for (const args of [[{ bogus: 1 }], ["x"], [{}], [undefined, 5]]) {
+      throwsCode(() => new MemoryLockStore(...args), "INVALID_ARGUMENT", "InvalidArgumentError");
+    }
+    assert.ok(new MemoryLockStore(undefined) instanceof MemoryLockStore);
+  });
+
   it("refuses run() without a function", async () => {
     await rejectsCode(lock("k").run("not a function"), "INVALID_ARGUMENT");
   });

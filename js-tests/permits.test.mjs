@@ -46,7 +46,19 @@ function weightCases(name, storeOf) {
       });
       await assert.rejects(ls.lock(key, 10_000, storeOf()).acquire({ permits: 2 }), { code: "INVALID_ARGUMENT", message: /permits is a semaphore's option/ });
       await assert.rejects(ls.readWriteLock(key, 10_000, storeOf()).writeLock().acquire({ permits: 2 }), { code: "INVALID_ARGUMENT" });
-      assert.equal(await ls.lock(key, 10_000, storeOf()).acquire({ permits: 1 }), true, "one is any handle's");
+      // Any value on another kind, as the types have it (`permits` is in a Semaphore's options only).
+      for (const handle of [
+        ls.lock(key, 10_000, storeOf()),
+        ls.readWriteLock(key, 10_000, storeOf()).readLock(),
+        ls.lockAll([key, `${key}:b`], 10_000, storeOf()),
+      ]) {
+        await assert.rejects(handle.acquire({ permits: 1 }), { code: "INVALID_ARGUMENT", message: /permits is a semaphore's option/ });
+        await assert.rejects(
+          handle.runImmediately(async () => {}, { permits: 1 }),
+          { code: "INVALID_ARGUMENT" },
+        );
+        assert.equal(await handle.isLocked(), false, "nothing taken");
+      }
       assert.equal(await sem.count(), 0, "nothing taken by the refusals");
     });
   });

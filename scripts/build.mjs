@@ -307,6 +307,9 @@ if (only !== "native") {
     bundle: true,
     format: "cjs",
     platform: "node",
+    // The API's classes keep their names where the bundle renames a clash with the
+    // glue's (`Lock`, not `Lock2`, in constructor.name and util.inspect).
+    keepNames: true,
     logLevel: "warning",
     // The glue's default init() would fetch the .wasm next to import.meta.url; the fallback
     // passes the bytes to initSync instead.

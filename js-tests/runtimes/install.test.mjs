@@ -257,6 +257,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
           wasm: [wasm.backend, await wasm.lock("k").run(() => 4)],
           sameAsImport: (await import("locksmith-js/ioredis")).IoRedisLockStore.name === stores[0].name,
           wasmNames: Object.keys(wasm).sort().join() === Object.keys(esmWasm).filter((k) => k !== "default").sort().join(),
+          classNames: [wasm.lock("k"), wasm.lockAll(["a", "b"]), new wasm.MemoryLockStore()].map((o) => o.constructor.name),
         }));
       });
       `,
@@ -267,6 +268,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
       wasm: ["wasm", [true, 4]],
       sameAsImport: true,
       wasmNames: true,
+      classNames: ["Lock", "MultiLock", "MemoryLockStore"],
     });
     // Each Node subpath's `require` condition is a CommonJS file; every subpath's has
     // CommonJS types (locksmith-js/cloudflare's runs its ES module, in a Workers bundle).

@@ -369,7 +369,14 @@ export function makeApi(binding) {
    * `LockStore` object.
    */
   class MemoryLockStore extends NativeStore {
-    constructor() {
+    constructor(...args) {
+      // It has no options: one given anyway (a TTL, a name meant for shared()) would
+      // otherwise be ignored without a word.
+      if (args.some((a) => a !== undefined)) {
+        throw invalid(
+          `new MemoryLockStore() takes no arguments; got ${args.map(typeName).join(", ")} (a store for every worker thread is MemoryLockStore.shared(name))`,
+        );
+      }
       super();
       this[NATIVE] = new binding.MemoryStore();
     }
@@ -1022,6 +1029,11 @@ export function makeApi(binding) {
         retryDelay = optionalDurationMs("retryDelay", options.retryDelay);
         autoExtend = parseAutoExtend(options.autoExtend);
         signal = parseSignal(options.signal);
+        if (options.permits !== undefined && this.#kind !== "semaphore") {
+          // Any value, 1 too: the types give `permits` to semaphores only.
+          const what = this.#kind === "multi" ? "lockAll()" : this.#kind;
+          throw invalid(`permits is a semaphore's option; a ${what} handle takes one hold`);
+        }
         permits = parsePermits(options.permits);
       }
       // Already aborted: nothing is tried (the options were checked all the same).
