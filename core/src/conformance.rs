@@ -412,8 +412,10 @@ pub async fn hold_ends_released(h: Harness) {
 /// allowance from the acquire's send time, not before.
 pub async fn hold_ends_lost_at_ttl(h: Harness) {
     let l = h.lock(&h.key("ends-ttl"), 200);
-    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+    // Before the acquire: the deadline runs from its send time, and a slow round trip
+    // would otherwise count against it (lost "after 195 ms" on a loaded machine).
     let start = h.now();
+    assert!(l.acquire(AcquireOptions::default()).await.unwrap());
     let end = l.hold_ended().await;
     let after = h.now() - start;
     match end {
