@@ -142,6 +142,15 @@ if (only !== "wasm") {
   ]);
 }
 
+// The WebAssembly features the modules use, as rustc and wasm-opt name them.
+const WASM_FEATURES = [
+  ["bulk-memory", "bulk-memory"],
+  ["sign-ext", "sign-ext"],
+  ["nontrapping-fptoint", "nontrapping-float-to-int"],
+  ["mutable-globals", "mutable-globals"],
+];
+const wasmOptFeatures = WASM_FEATURES.map(([, opt]) => `--enable-${opt}`);
+
 /**
  * Builds the wasm32 crate `pkg` and runs wasm-bindgen and wasm-opt on it into js/wasm/
  * (only when cargo's output is newer); returns the module's path.
@@ -160,7 +169,7 @@ function buildWasm(pkg, artifact) {
     // No reference types and no multi-value returns: wasm-bindgen's externref table and
     // its per-export multi-value shims cost more than the JS heap they replace.
     "-Ctarget-cpu=mvp",
-    "-Ctarget-feature=+bulk-memory,+sign-ext,+nontrapping-fptoint,+mutable-globals",
+    `-Ctarget-feature=${WASM_FEATURES.map(([rustc]) => `+${rustc}`).join(",")}`,
   ];
   execFileSync(
     "cargo",
@@ -210,10 +219,7 @@ function buildWasm(pkg, artifact) {
       // data and stack start above the first 1 KB, and fresh memory is zeros.
       "--low-memory-unused",
       "--zero-filled-memory",
-      "--enable-bulk-memory",
-      "--enable-nontrapping-float-to-int",
-      "--enable-sign-ext",
-      "--enable-mutable-globals",
+      ...wasmOptFeatures,
       wasmFile,
       "-o",
       wasmFile,
@@ -239,20 +245,10 @@ function buildWasm(pkg, artifact) {
  */
 function minifyNames(wasmFile, glueFile) {
   const mapping = JSON.parse(
-    execFileSync(
-      join(root, "node_modules/.bin/wasm-opt"),
-      [
-        "--enable-bulk-memory",
-        "--enable-nontrapping-float-to-int",
-        "--enable-sign-ext",
-        "--enable-mutable-globals",
-        "--minify-imports-and-exports-and-modules",
-        wasmFile,
-        "-o",
-        wasmFile,
-      ],
-      { cwd: root, encoding: "utf8" },
-    ),
+    execFileSync(join(root, "node_modules/.bin/wasm-opt"), [...wasmOptFeatures, "--minify-imports-and-exports-and-modules", wasmFile, "-o", wasmFile], {
+      cwd: root,
+      encoding: "utf8",
+    }),
   );
   const module = new WebAssembly.Module(readFileSync(wasmFile));
   const imports = WebAssembly.Module.imports(module);
@@ -307,8 +303,10 @@ if (only !== "native") {
     bundle: true,
     format: "cjs",
     platform: "node",
-    // The API's classes keep their names where the bundle renames a clash with the
-    // glue's (`Lock`, not `Lock2`, in constructor.name and util.inspect).
+    // js/api/wasm-api.mjs's top-level `const { Lock, … } = api` clashes with makeApi's
+    // class names, which the bundle renames: keepNames gives them back (`Lock`, not
+    // `Lock2`, in constructor.name and util.inspect). It names functions at run time
+    // too, a defineProperty per closure made, in this fallback bundle only.
     keepNames: true,
     logLevel: "warning",
     // The glue's default init() would fetch the .wasm next to import.meta.url; the fallback

@@ -1031,8 +1031,9 @@ export function makeApi(binding) {
         signal = parseSignal(options.signal);
         if (options.permits !== undefined && this.#kind !== "semaphore") {
           // Any value, 1 too: the types give `permits` to semaphores only.
-          const what = this.#kind === "multi" ? "lockAll()" : this.#kind;
-          throw invalid(`permits is a semaphore's option; a ${what} handle takes one hold`);
+          // Core's words for the same refusal (validate::permits, Lock::set_permits).
+          const takes = this.#kind === "multi" ? "a lockAll() handle takes each of its keys once" : `a ${this.#kind} handle takes one hold`;
+          throw invalid(`permits is a semaphore's option; ${takes}`);
         }
         permits = parsePermits(options.permits);
       }
