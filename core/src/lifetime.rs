@@ -231,8 +231,11 @@ impl Lock {
                             let reason = self
                                 .failure_of(generation)
                                 .unwrap_or_else(|| self.not_held("the store no longer has it"));
-                            self.end_hold(generation, HoldEnd::Lost(reason));
-                            self.give_up_keys(owner);
+                            if !self.found_gone(generation, owner, reason.clone()) {
+                                // A release is on its way: its answer ends the hold. If it
+                                // fails, what the check found is what the hold is lost to.
+                                check_failed = Some(reason);
+                            }
                         }
                         Ok(_) => {}
                         Err(err) => check_failed = Some(err),

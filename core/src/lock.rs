@@ -68,6 +68,24 @@ pub(crate) struct Hold {
     /// Counts this handle's acquisitions: each hold has its own number, so whoever
     /// watches a hold can tell it from a later one.
     pub(crate) generation: u64,
+    /// Releases of this hold on their way to the store (see [`Lock::found_gone`]).
+    pub(crate) releasing: u32,
+}
+
+/// Counts a release of hold `generation` as on its way until dropped (answered, or the
+/// release future given up).
+struct Releasing<'a> {
+    lock: &'a Lock,
+    generation: u64,
+}
+
+impl Drop for Releasing<'_> {
+    fn drop(&mut self) {
+        let mut hold = self.lock.hold();
+        if hold.generation == self.generation {
+            hold.releasing = hold.releasing.saturating_sub(1);
+        }
+    }
 }
 
 /// A lock on one key.
@@ -236,6 +254,7 @@ impl Lock {
             fencing_token: s.fencing_token,
             expires_by_ms: timer.now_ms().saturating_add(left_ms.saturating_sub(default_drift_ms(s.ttl_ms))),
             generation: 1,
+            releasing: 0,
         };
         let mut lock = Self::with_hold(s.key, s.ttl_ms, s.kind, store, timer, hold);
         if !s.keys.is_empty() {
@@ -500,6 +519,7 @@ impl Lock {
                 fencing_token: grant.fencing_token,
                 expires_by_ms: self.deadline_from(started_ms, self.ttl_ms),
                 generation: previous.generation + 1,
+                releasing: 0,
             };
             previous.owner.is_some().then_some(previous.generation)
         };
@@ -764,6 +784,7 @@ impl Lock {
                     fencing_token: None,
                     expires_by_ms: self.timer.now_ms(),
                     generation: hold.generation + 1,
+                    releasing: 0,
                 };
             }
         }
@@ -816,26 +837,65 @@ impl Lock {
     /// taken, already released, or lost to expiry — then someone else's hold is left
     /// alone, and the handle still reports itself expired).
     pub async fn release(&self) -> Result<bool> {
-        let Some(owner) = self.hold().owner else {
-            return Ok(false);
+        let (owner, generation) = {
+            let mut hold = self.hold();
+            let Some(owner) = hold.owner else {
+                return Ok(false);
+            };
+            hold.releasing += 1;
+            (owner, hold.generation)
         };
-        let released = self.store_release(owner).await?;
+        let on_its_way = Releasing { lock: self, generation };
+        let answer = self.store_release(owner).await;
+        drop(on_its_way);
+        let released = answer?;
+        self.released(owner, generation, released);
+        Ok(released)
+    }
+
+    /// After the store answered a release of hold `generation`: freed, the hold ends
+    /// released; not `owner`'s any more, it ends lost now (its signal need not wait for
+    /// the deadline).
+    fn released(&self, owner: OwnerToken, generation: u64, released: bool) {
         if released {
             self.forget(owner);
+        } else if self.hold().generation == generation {
+            self.end_hold(
+                generation,
+                HoldEnd::Lost(self.not_held("the store no longer had it when it was released")),
+            );
         }
-        Ok(released)
+    }
+
+    /// Hold `generation` of `owner` was found gone by a due check or an extend: it is
+    /// lost, and a lock on several keys gives back the keys it still has. Not while a
+    /// release of it is on its way: the store may be answering after that release freed
+    /// a key, and a give-back racing the release's own would make the release answer
+    /// false. The release's answer says how the hold ended. `false` when it waits for it.
+    pub(crate) fn found_gone(&self, generation: u64, owner: OwnerToken, reason: LockError) -> bool {
+        {
+            let hold = self.hold();
+            if hold.generation == generation && hold.releasing > 0 {
+                return false;
+            }
+        }
+        self.end_hold(generation, HoldEnd::Lost(reason));
+        self.give_up_keys(owner);
+        true
     }
 
     /// [`release`](Self::release) for synchronous stores; `None` when the store is not.
     pub fn release_now(&self) -> Option<bool> {
         let store = self.sync_store()?;
-        let Some(owner) = self.hold().owner else {
-            return Some(false);
+        let (owner, generation) = {
+            let hold = self.hold();
+            let Some(owner) = hold.owner else {
+                return Some(false);
+            };
+            (owner, hold.generation)
         };
         let released = store.release_now(&self.key, owner.as_str());
-        if released {
-            self.forget(owner);
-        }
+        self.released(owner, generation, released);
         Some(released)
     }
 
@@ -887,8 +947,7 @@ impl Lock {
         if !extended {
             let err = self.not_held("it expired, or someone else took it");
             if hold.owner == Some(owner) {
-                self.end_hold(hold.generation, HoldEnd::Lost(err.clone()));
-                self.give_up_keys(owner);
+                self.found_gone(hold.generation, owner, err.clone());
             }
             return Err(err);
         }

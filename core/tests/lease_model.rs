@@ -19,6 +19,8 @@ struct Remote {
     timer: FakeTimer,
     /// Milliseconds each call takes to answer (the store acts at once; the reply is late).
     delay_ms: AtomicU64,
+    /// Milliseconds a release's reply takes on top (the key is freed at once).
+    release_reply_ms: AtomicU64,
     /// Whether it answers `owner_remaining_time`.
     answers_hold_checks: bool,
     /// The store's clock runs slower: it keeps each hold this many times its TTL.
@@ -39,6 +41,7 @@ impl Remote {
             inner,
             timer: timer.clone(),
             delay_ms: AtomicU64::new(0),
+            release_reply_ms: AtomicU64::new(0),
             answers_hold_checks: true,
             ttl_factor: 1,
             down: AtomicBool::new(false),
@@ -80,6 +83,10 @@ impl LockStore for Remote {
             return self.reply("release", false).await;
         }
         let released = self.inner.release_now(key, owner);
+        let late = self.release_reply_ms.load(Ordering::SeqCst);
+        if late > 0 {
+            self.timer.sleep(late).await;
+        }
         self.reply("release", released).await
     }
     async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
@@ -227,6 +234,58 @@ fn lost_is_final_extend_rejects_and_release_frees_only_what_is_still_ours() {
     assert!(timer.run(l.is_expired()).unwrap(), "a lost hold reads as expired");
     assert!(timer.run(l.release()).unwrap(), "release still frees the key, as it is still this owner's");
     assert!(!inner.is_locked_now("k"));
+}
+
+#[test]
+fn a_due_check_answered_after_the_release_freed_the_key_is_not_a_loss() {
+    // TTL 120 ms: the due check asks at 87 ms. The release, sent at 80, frees the key at
+    // once and its reply takes 30 ms: the check finds the key free, the release's doing.
+    // The hold ends released (its reply says so), not lost.
+    let timer = FakeTimer::new();
+    let remote = Arc::new(Remote::new(&timer, memory(&timer)));
+    remote.release_reply_ms.store(30, Ordering::SeqCst);
+    let l = Lock::new("k", 120, remote.clone(), Arc::new(timer.clone())).unwrap();
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        let (released, end) = futures_util::join!(
+            async {
+                timer.sleep_for_test(80).await;
+                l.release().await.unwrap()
+            },
+            l.hold_ended()
+        );
+        assert!(released);
+        assert_eq!(end, HoldEnd::Released, "at {} ms", timer.now());
+        assert!(
+            remote.calls.lock().unwrap().contains(&"owner_remaining_time"),
+            "the due check ran meanwhile"
+        );
+    });
+}
+
+#[test]
+fn a_release_that_finds_the_hold_gone_ends_it_lost_at_once() {
+    // The store lost the hold (here: someone cleared it); the handle does not know until
+    // its release answers false, and its signal says lost then, not at the deadline.
+    let timer = FakeTimer::new();
+    let inner = memory(&timer);
+    let l = Lock::new("k", 10_000, Arc::new(Remote::new(&timer, inner.clone())), Arc::new(timer.clone()))
+        .unwrap();
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        inner.clear();
+        let (released, end) = futures_util::join!(
+            async {
+                timer.sleep_for_test(50).await;
+                l.release().await.unwrap()
+            },
+            l.hold_ended()
+        );
+        assert!(!released);
+        let HoldEnd::Lost(err) = end else { panic!("{end:?}") };
+        assert_eq!(err.code(), "LOCK_NOT_HELD");
+        assert_eq!(timer.now(), 50, "at the release's answer");
+    });
 }
 
 fn owner_of(l: &Lock) -> String {
