@@ -3,7 +3,7 @@
 // retryDelay 1–10 ms), semaphore permits, read and write locks, lockAll() over 2–3 of
 // the keys (kind "multi": the checker counts it a plain holder of each) — holds a few ms,
 // sometimes extends (early, near its expiry, past it), sometimes auto-extends, sometimes
-// lets the hold run out, and releases. Every hold is recorded with the host clock's
+// lets the hold run out or releases as its due check asks the store, and releases. Every hold is recorded with the host clock's
 // times on the run's clock (the parent's: see syncClock) and printed as a JSON line on stdout once the run is over:
 //
 //   { t: "hold", client, kind, key, keys, limit, ttl, drift, auto,
@@ -179,6 +179,30 @@ export function checksFirstKeyOnly() {
   };
 }
 
+/**
+ * A user's own store across a network: each call reaches `inner` late and its answer
+ * comes back late, each way 0–`lagMs` / 6 ms, one time in eight up to `lagMs` (a slow
+ * packet), so the calls of one hold overtake each other (a lockAll() release's keys and
+ * what a due check sends, say). `onRelease` registers at once.
+ */
+export function laggy(inner, lagMs) {
+  const lag = () => new Promise((resolve) => setTimeout(resolve, Math.random() * (Math.random() < 0.125 ? lagMs : lagMs / 6)));
+  const store = {};
+  for (const [name, method] of Object.entries(inner)) {
+    if (typeof method !== "function") continue;
+    store[name] =
+      name === "onRelease"
+        ? method
+        : async (...args) => {
+            await lag();
+            const answer = await method(...args);
+            await lag();
+            return answer;
+          };
+  }
+  return store;
+}
+
 // The lock methods a test-only wrapper passes through (plain locks only: the broken
 // guards are shown on `kinds: { lock: 1 }` runs). ACQUIRE_TOKEN keeps fencing tokens.
 const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime", "isHeldBy", "ownerRemainingTime", Symbol.for("locksmith.acquireToken")];
@@ -224,12 +248,19 @@ export function brokenStore(inner, how, { del, ttl } = {}) {
  * `{ upstash: url, token, ... }` (UpstashLockStore over an @upstash/redis client, to a
  * REST endpoint), `{ durableObject: url }` (DurableObjectLockStore in the worker at
  * `url`: js-tests/workerd/store-worker.mjs, reached over its /store WebSocket), or
- * `{ broken: how, store: spec }` (brokenStore over an ioredis or Upstash spec's store).
+ * `{ broken: how, store: spec }` (brokenStore over an ioredis or Upstash spec's store),
+ * or `{ laggyJs: ms }` (a plain JS store with every optional method, each call 0–ms late
+ * each way: laggy).
  */
 export async function openStore(ls, spec) {
   if (spec === "memory") return { store: new ls.MemoryLockStore(), close: async () => {} };
   if (spec === "broken-memory") return { store: alwaysGrants(new ls.MemoryLockStore()), close: async () => {} };
   if (spec === "first-key-only-memory") return { store: checksFirstKeyOnly(), close: async () => {} };
+  if (spec && typeof spec === "object" && typeof spec.laggyJs === "number") {
+    const { mapStore } = await import("../support/js-stores.mjs");
+    const inner = mapStore({ withIsHeldBy: true, withOwnerRemainingTime: true, withPermits: true, withFencing: true, withOnRelease: true });
+    return { store: laggy(inner, spec.laggyJs), close: async () => {} };
+  }
   if (spec === "weights-ignored-memory") {
     const { mapStore } = await import("../support/js-stores.mjs");
     return { store: ignoresWeights(mapStore({ withPermits: true, withFencing: true })), close: async () => {} };
@@ -485,9 +516,15 @@ export async function runClients(ls, store, userConfig) {
           await extend();
           if (random.chance(0.5)) await sleep(random.int(0, 5));
         }
-      } else if (pattern < 0.9) {
+      } else if (pattern < 0.85) {
         // Let it run out (an auto-extended hold lives on).
         await sleep(ttl + random.int(0, 40));
+      } else if (pattern < 0.92) {
+        // Release about when the handle asks the store whether the hold is still there
+        // (its due check, a quarter of the TTL, at most 100 ms, before its deadline): the
+        // check may find a key the release already freed.
+        const dueCheck = lastSet + ttl - hold.drift - Math.min(100, Math.floor(ttl / 4));
+        await sleep(Math.max(0, dueCheck + random.int(-15, 5) - now()));
       } else {
         await sleep(random.int(10, ttl / 2));
       }

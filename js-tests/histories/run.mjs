@@ -3,14 +3,14 @@
 // and `--seed` replays it (the same operations; timing still differs).
 //
 //   node js-tests/histories/run.mjs [--seconds 60] [--processes 4] [--clients 8]
-//     [--stores memory,redis,redis-proxy,redis-stall,redis-cut,redis-pause,redis-restart,
+//     [--stores memory,js-laggy,redis,redis-proxy,redis-stall,redis-cut,redis-pause,redis-restart,
 //               redis-sentinel-failover,redis-sentinel-failover-async,
 //               redis-cluster-failover,ioredis,ioredis-restart,
 //               ioredis-pause,node-redis,upstash,upstash-proxy,upstash-pause,postgres,
-//               postgres-commit,postgres-pause,postgres-restart,mysql,mysql-pause,
+//               postgres-proxy,postgres-commit,postgres-pause,postgres-restart,mysql,mysql-pause,
 //               mysql-restart,durable-object,
 //               durable-object-restart,durable-object-pause,file,file-kill,
-//               file-pause] [--seed N]
+//               file-pause] [--seed N] [--kinds multi=3,lock=1]
 //
 // prints one table row per store × fault: holds checked, violations, late signals, and
 // how often the fault was applied. Run it under LOCKSMITH_TARGET=wasm for the WebAssembly
@@ -425,6 +425,12 @@ export const clusterStore = (cluster) => ({ redis: { cluster: cluster.urls }, co
  */
 export const SETUPS = {
   memory: { store: "memory", fault: "none", processes: 1, open: async () => ({ store: "memory" }) },
+  "js-laggy": {
+    store: "a JS store (a user's own)",
+    fault: "each call 0–10 ms late each way, one in eight up to 60 ms",
+    processes: 1,
+    open: async () => ({ store: { laggyJs: 60 } }),
+  },
   redis: { store: "RedisLockStore", fault: "none", open: async (s) => ({ store: { redis: (await s.get("redis")).url } }) },
   "redis-proxy": {
     store: "RedisLockStore",
@@ -551,6 +557,19 @@ export const SETUPS = {
     open: async () => ({ store: { file: await lockFile() }, fault: pauses({ every: 600, ms: [150, 300] }) }),
   },
   postgres: { store: "PostgresLockStore", fault: "none", open: async (s) => ({ store: { postgres: (await s.get("postgres")).url } }) },
+  // Each connection's chunks 0–20 ms late: a hold's calls on different pool connections
+  // overtake each other (a lockAll() release's keys and a due check's give-back, say).
+  "postgres-proxy": {
+    store: "PostgresLockStore",
+    fault: "proxy latency 0–20 ms",
+    open: async (s, random) => {
+      const server = await s.get("postgres");
+      const proxy = await startProxy({ targetPort: server.port, latencyMs: 20, random });
+      const url = new URL(server.url);
+      url.port = String(proxy.port);
+      return { store: { postgres: url.href }, close: () => proxy.close() };
+    },
+  },
   "postgres-commit": {
     store: "PostgresLockStore",
     fault: "commit latency (fsync on, synchronous_commit on, commit_delay 10 ms); TTL 300 ms",
@@ -631,8 +650,20 @@ async function main() {
       seed: { type: "string" },
       bound: { type: "string", default: "250" },
       "reuse-handles": { type: "boolean", default: false },
+      kinds: { type: "string" },
     },
   });
+  // `--kinds multi=3,lock=1`: how often each kind of hold is drawn (client.mjs's DEFAULTS.kinds).
+  const kinds =
+    values.kinds === undefined
+      ? undefined
+      : Object.fromEntries(
+          values.kinds.split(",").map((pair) => {
+            const [kind, weight] = pair.split("=");
+            if (!["lock", "semaphore", "read", "write", "multi"].includes(kind) || !(Number(weight) >= 0)) throw new Error(`bad --kinds entry ${pair}`);
+            return [kind, Number(weight)];
+          }),
+        );
   const seed = values.seed === undefined ? newSeed() : Number(values.seed) >>> 0;
   const seconds = Number(values.seconds);
   const clients = Number(values.clients);
@@ -655,7 +686,7 @@ async function main() {
           seed,
           fault: opened.fault,
           check: { signalBoundMs: Number(values.bound), ...opened.check },
-          client: { reuseHandles: values["reuse-handles"], ...opened.client },
+          client: { reuseHandles: values["reuse-handles"], ...(kinds && { kinds }), ...opened.client },
         });
         console.log(row(setup, processes, clients, run, Boolean(opened.fault?.apply)));
         if (run.result.violations.length > 0) {
