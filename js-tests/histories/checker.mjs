@@ -63,13 +63,19 @@ export function holdTimes(hold, slackMs = 2) {
   for (const e of hold.extends) if (e.code === "LOCK_NOT_HELD") said.push(e.reply);
   if (hold.release && hold.release.ok === false && hold.release.code === null) said.push(hold.release.reply);
   const lostAt = said.length > 0 ? Math.min(...said) : Infinity;
-  // When it is certainly gone (null: cannot tell).
+  // When it is certainly gone (null: cannot tell): released, or the earlier of a word that
+  // it is lost and every expiry a request could have set passing (a loss said late does
+  // not make the hold gone late).
   let goneAt = null;
   if (hold.release?.ok === true) goneAt = hold.release.reply;
-  else if (lostAt !== Infinity) goneAt = lostAt;
-  else if (!hold.auto) {
-    const sets = [hold.acquire.reply, ...hold.extends.filter((e) => e.ok || e.code !== "LOCK_NOT_HELD").map((e) => e.reply)];
-    goneAt = Math.max(...sets) + hold.ttl;
+  else {
+    let expired = Infinity;
+    if (!hold.auto) {
+      const sets = [hold.acquire.reply, ...hold.extends.filter((e) => e.ok || e.code !== "LOCK_NOT_HELD").map((e) => e.reply)];
+      expired = Math.max(...sets) + hold.ttl;
+    }
+    const gone = Math.min(lostAt, expired);
+    if (gone !== Infinity) goneAt = gone;
   }
   return { start, end, leaseEnd, lastSetSend, lostAt, goneAt };
 }

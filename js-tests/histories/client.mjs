@@ -107,6 +107,8 @@ const DEFAULTS = {
   // The share of semaphore acquires that take more than one permit (2 up to the limit),
   // on stores that carry weights (`permitWeights`; the memory and Redis stores do).
   weighted: 0.3,
+  // A hold left to run out is released 0–lingerMs ms after its TTL.
+  lingerMs: 40,
 };
 
 /** A lock store object whose acquire always answers true: a broken guard, for the checker's own test. */
@@ -506,9 +508,9 @@ export async function runClients(ls, store, userConfig) {
         emit(hold);
       };
       const pattern = random();
-      if (pattern < 0.5) {
+      if (pattern < 0.45) {
         await sleep(random.int(0, 8));
-      } else if (pattern < 0.8) {
+      } else if (pattern < 0.75) {
         // One or two extends: early, close to the expiry, or just past it.
         for (let n = random.int(1, 2); n > 0; n--) {
           const target = random.chance(0.4) ? lastSet + random.int(0, ttl / 2) : lastSet + ttl + random.int(-25, 10);
@@ -518,7 +520,7 @@ export async function runClients(ls, store, userConfig) {
         }
       } else if (pattern < 0.85) {
         // Let it run out (an auto-extended hold lives on).
-        await sleep(ttl + random.int(0, 40));
+        await sleep(ttl + random.int(0, config.lingerMs));
       } else if (pattern < 0.92) {
         // Release about when the handle asks the store whether the hold is still there
         // (its due check, a quarter of the TTL, at most 100 ms, before its deadline): the

@@ -158,6 +158,10 @@ describe(`history checker (${TARGET})`, () => {
       const never = hold({ release: { send: 500, reply: 501, ok: false, code: "STORE_UNAVAILABLE" }, signal: null });
       assert.deepEqual(types([never]), ["late-signal"]);
       assert.deepEqual(types([hold({ signal: { at: 150, reason: "lost" }, release: null })]), [], "lost by TTL, promptly");
+      // Said lost only by a release long after the TTL (the signal with it): late all the same.
+      const saidLate = hold({ release: { send: 600, reply: 601, ok: false, code: null }, signal: { at: 601, reason: "lost", code: "LOCK_NOT_HELD" } });
+      assert.deepEqual(types([saidLate]), ["late-signal"]);
+      assert.deepEqual(types([hold({ release: { send: 120, reply: 121, ok: false, code: null }, signal: { at: 121, reason: "lost" } })]), [], "said lost soon after the TTL");
     });
 
     it("reports an early signal", () => {
@@ -440,13 +444,16 @@ describe(`history checker (${TARGET})`, () => {
     });
 
     // The guard: a hold that ran out while its process was stopped is reported lost.
+    // Holds left to run out linger up to 600 ms past their TTL: a release that answers
+    // false says lost itself, so only a holder that stays quiet shows a signal the
+    // lying owner check kept silent.
     it("catches a broken guard under pauses: a store whose owner check says 'still yours'", async (t) => {
       await assertCaught(t, ["late-signal", "not-reported-lost"], {
         store: { broken: "owner-check-says-yes", ttl: 120, store: { ioredis: plain.url } },
         processes: 2,
         clients: 6,
         fault: PAUSES(),
-        client: { kinds: { lock: 1 } },
+        client: { kinds: { lock: 1 }, lingerMs: 600 },
       });
     });
 
