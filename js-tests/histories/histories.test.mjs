@@ -161,7 +161,11 @@ describe(`history checker (${TARGET})`, () => {
       // Said lost only by a release long after the TTL (the signal with it): late all the same.
       const saidLate = hold({ release: { send: 600, reply: 601, ok: false, code: null }, signal: { at: 601, reason: "lost", code: "LOCK_NOT_HELD" } });
       assert.deepEqual(types([saidLate]), ["late-signal"]);
-      assert.deepEqual(types([hold({ release: { send: 120, reply: 121, ok: false, code: null }, signal: { at: 121, reason: "lost" } })]), [], "said lost soon after the TTL");
+      assert.deepEqual(
+        types([hold({ release: { send: 120, reply: 121, ok: false, code: null }, signal: { at: 121, reason: "lost" } })]),
+        [],
+        "said lost soon after the TTL",
+      );
     });
 
     it("reports an early signal", () => {
