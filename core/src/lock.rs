@@ -70,20 +70,70 @@ pub(crate) struct Hold {
     pub(crate) generation: u64,
     /// Releases of this hold on their way to the store (see [`Lock::found_gone`]).
     pub(crate) releasing: u32,
+    /// While releases were on their way: one answered false (`refused`), or a due check
+    /// or an extend found a key gone (`gone`). Applied when the last one is done.
+    pub(crate) refused: bool,
+    pub(crate) gone: bool,
 }
 
-/// Counts a release of hold `generation` as on its way until dropped (answered, or the
-/// release future given up).
+/// A release of hold `generation` of `owner` on its way, from before it is sent until
+/// its answer (`answer`) is applied; dropped without one (the store failed, or the
+/// future was given up), it only stops counting. What the last release of a hold to be
+/// done finds ends the hold, in one step with the count, so that no due check or extend
+/// on another thread sees the hold neither released nor being released.
 struct Releasing<'a> {
     lock: &'a Lock,
+    owner: OwnerToken,
     generation: u64,
+    answer: Option<bool>,
+}
+
+impl<'a> Releasing<'a> {
+    /// Counts a release of the current hold; `None` when nothing is held.
+    fn start(lock: &'a Lock) -> Option<Self> {
+        let mut hold = lock.hold();
+        let owner = hold.owner?;
+        hold.releasing += 1;
+        Some(Self { lock, owner, generation: hold.generation, answer: None })
+    }
 }
 
 impl Drop for Releasing<'_> {
     fn drop(&mut self) {
-        let mut hold = self.lock.hold();
-        if hold.generation == self.generation {
-            hold.releasing = hold.releasing.saturating_sub(1);
+        let lock = self.lock;
+        // `None`: nothing to do yet; `Some(None)`: released; `Some(Some(gone))`: lost,
+        // `gone` when a key was found gone (then the others are given back).
+        let end = {
+            let mut hold = lock.hold();
+            // (Each acquisition has its own owner token: a hold taken since has another.)
+            if hold.owner != Some(self.owner) {
+                return; // released by another call, or replaced
+            }
+            hold.releasing -= 1;
+            hold.refused |= self.answer == Some(false);
+            if self.answer == Some(true) {
+                hold.owner = None;
+                hold.fencing_token = None;
+                Some(None)
+            } else if hold.releasing > 0 || !(hold.refused || hold.gone) {
+                None
+            } else {
+                let gone = !std::mem::take(&mut hold.refused);
+                hold.gone = false;
+                Some(Some(gone))
+            }
+        };
+        match end {
+            None => {}
+            Some(None) => lock.end_hold(self.generation, HoldEnd::Released),
+            Some(Some(gone)) => {
+                let why =
+                    if gone { "the store no longer has it" } else { "it expired, or someone else took it" };
+                lock.end_hold(self.generation, HoldEnd::Lost(lock.not_held(why)));
+                if gone {
+                    lock.give_up_keys(self.owner);
+                }
+            }
         }
     }
 }
@@ -254,7 +304,7 @@ impl Lock {
             fencing_token: s.fencing_token,
             expires_by_ms: timer.now_ms().saturating_add(left_ms.saturating_sub(default_drift_ms(s.ttl_ms))),
             generation: 1,
-            releasing: 0,
+            ..Hold::default()
         };
         let mut lock = Self::with_hold(s.key, s.ttl_ms, s.kind, store, timer, hold);
         if !s.keys.is_empty() {
@@ -519,7 +569,7 @@ impl Lock {
                 fencing_token: grant.fencing_token,
                 expires_by_ms: self.deadline_from(started_ms, self.ttl_ms),
                 generation: previous.generation + 1,
-                releasing: 0,
+                ..Hold::default()
             };
             previous.owner.is_some().then_some(previous.generation)
         };
@@ -531,22 +581,6 @@ impl Lock {
             None => {
                 self.changes.notify(usize::MAX);
             }
-        }
-    }
-
-    /// Forgets `owner`'s hold after a release, unless a newer acquisition has replaced
-    /// it meanwhile.
-    fn forget(&self, owner: OwnerToken) {
-        let released = {
-            let mut hold = self.hold();
-            (hold.owner == Some(owner)).then(|| {
-                hold.owner = None;
-                hold.fencing_token = None;
-                hold.generation
-            })
-        };
-        if let Some(generation) = released {
-            self.end_hold(generation, HoldEnd::Released);
         }
     }
 
@@ -784,7 +818,7 @@ impl Lock {
                     fencing_token: None,
                     expires_by_ms: self.timer.now_ms(),
                     generation: hold.generation + 1,
-                    releasing: 0,
+                    ..Hold::default()
                 };
             }
         }
@@ -837,45 +871,30 @@ impl Lock {
     /// taken, already released, or lost to expiry — then someone else's hold is left
     /// alone, and the handle still reports itself expired).
     pub async fn release(&self) -> Result<bool> {
-        let (owner, generation) = {
-            let mut hold = self.hold();
-            let Some(owner) = hold.owner else {
-                return Ok(false);
-            };
-            hold.releasing += 1;
-            (owner, hold.generation)
+        let Some(mut on_its_way) = Releasing::start(self) else {
+            return Ok(false);
         };
-        let on_its_way = Releasing { lock: self, generation };
-        let answer = self.store_release(owner).await;
-        drop(on_its_way);
-        let released = answer?;
-        self.released(owner, generation, released);
+        let released = self.store_release(on_its_way.owner).await?;
+        // Applied as it is dropped: released, or (if no other release of the hold says
+        // otherwise) lost now, without waiting for the deadline.
+        on_its_way.answer = Some(released);
         Ok(released)
-    }
-
-    /// After the store answered a release of hold `generation`: freed, the hold ends
-    /// released; not `owner`'s any more, it ends lost now (its signal need not wait for
-    /// the deadline).
-    fn released(&self, owner: OwnerToken, generation: u64, released: bool) {
-        if released {
-            self.forget(owner);
-        } else if self.hold().generation == generation {
-            self.end_hold(
-                generation,
-                HoldEnd::Lost(self.not_held("the store no longer had it when it was released")),
-            );
-        }
     }
 
     /// Hold `generation` of `owner` was found gone by a due check or an extend: it is
     /// lost, and a lock on several keys gives back the keys it still has. Not while a
     /// release of it is on its way: the store may be answering after that release freed
     /// a key, and a give-back racing the release's own would make the release answer
-    /// false. The release's answer says how the hold ended. `false` when it waits for it.
+    /// false. The release's answer says how the hold ended; if none comes (it failed),
+    /// the hold is lost then. `false` when it is left to the release.
     pub(crate) fn found_gone(&self, generation: u64, owner: OwnerToken, reason: LockError) -> bool {
         {
-            let hold = self.hold();
-            if hold.generation == generation && hold.releasing > 0 {
+            let mut hold = self.hold();
+            if hold.generation != generation || hold.owner != Some(owner) {
+                return false; // released, or replaced
+            }
+            if hold.releasing > 0 {
+                hold.gone = true;
                 return false;
             }
         }
@@ -887,15 +906,11 @@ impl Lock {
     /// [`release`](Self::release) for synchronous stores; `None` when the store is not.
     pub fn release_now(&self) -> Option<bool> {
         let store = self.sync_store()?;
-        let (owner, generation) = {
-            let hold = self.hold();
-            let Some(owner) = hold.owner else {
-                return Some(false);
-            };
-            (owner, hold.generation)
+        let Some(mut on_its_way) = Releasing::start(self) else {
+            return Some(false);
         };
-        let released = store.release_now(&self.key, owner.as_str());
-        self.released(owner, generation, released);
+        let released = store.release_now(&self.key, on_its_way.owner.as_str());
+        on_its_way.answer = Some(released);
         Some(released)
     }
 

@@ -443,3 +443,101 @@ fn a_due_check_during_the_release_does_not_take_the_keys_from_under_it() {
         assert!(!memory.is_locked("a").await.unwrap() && !memory.is_locked("b").await.unwrap());
     });
 }
+
+/// Over memory, answering asynchronously; each release of a key listed in `plan` follows
+/// its entry once: `(key, ms in transit, ms before the reply, fails instead of arriving)`.
+struct ScriptedReleases {
+    inner: Arc<MemoryStore>,
+    timer: FakeTimer,
+    plan: Mutex<Vec<(&'static str, u64, u64, bool)>>,
+}
+
+#[async_trait::async_trait]
+impl LockStore for ScriptedReleases {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.inner.acquire(key, owner, ttl_ms).await
+    }
+    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
+        let step = {
+            let mut plan = self.plan.lock().unwrap();
+            plan.iter().position(|(k, ..)| *k == key).map(|at| plan.remove(at))
+        };
+        let (_, transit, reply, fails) = step.unwrap_or(("", 0, 0, false));
+        locksmith_core::Timer::sleep(&self.timer, transit).await;
+        if fails {
+            return Err(LockError::StoreUnavailable("the release never arrived".into()));
+        }
+        let released = self.inner.release(key, owner).await;
+        locksmith_core::Timer::sleep(&self.timer, reply).await;
+        released
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
+        self.inner.extend(key, owner, ttl_ms).await
+    }
+    async fn is_locked(&self, key: &str) -> Result<bool> {
+        self.inner.is_locked(key).await
+    }
+    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
+        self.inner.remaining_time(key).await
+    }
+    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
+        self.inner.is_held_by(key, owner).await
+    }
+}
+
+fn scripted(
+    timer: &FakeTimer,
+    plan: Vec<(&'static str, u64, u64, bool)>,
+) -> (Arc<MemoryStore>, Arc<dyn LockStore>) {
+    let memory = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
+    let store =
+        Arc::new(ScriptedReleases { inner: memory.clone(), timer: timer.clone(), plan: Mutex::new(plan) });
+    (memory, store)
+}
+
+#[test]
+fn two_releases_that_cross_end_the_hold_released_if_either_freed_it() {
+    // The first release frees the key and its reply takes 30 ms; the second, sent 1 ms
+    // later, finds nothing and answers first. The hold was released, not lost.
+    let timer = FakeTimer::new();
+    let (_, store) = scripted(&timer, vec![("k", 0, 30, false)]);
+    let l = one(&timer, &store, "k", 10_000);
+    timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        let (first, second, end) = futures_util::join!(
+            l.release(),
+            async {
+                timer.sleep_for_test(1).await;
+                l.release().await
+            },
+            l.hold_ended()
+        );
+        assert_eq!((first.unwrap(), second.unwrap()), (true, false));
+        assert_eq!(end, locksmith_core::HoldEnd::Released);
+    });
+}
+
+#[test]
+fn a_key_found_gone_during_a_release_that_fails_ends_the_hold_and_gives_the_keys_back() {
+    // Auto-extend extends at 1 000 ms while the release sent at 995 ms is on its way: a
+    // was freed at once, b's release fails after 50 ms. The extend found a gone; once the
+    // release is done without an answer, that ends the hold (lost) and b is given back.
+    let timer = FakeTimer::new();
+    let (memory, store) = scripted(&timer, vec![("b", 50, 0, true)]);
+    let multi = all(&timer, &store, &["a", "b"], 9_000);
+    timer.run(async {
+        assert!(multi.acquire(AcquireOptions::default()).await.unwrap());
+        let plan = locksmith_core::AutoExtend::for_ttl_ms(9_000).with_interval_ms(1_000);
+        let watch = async { (multi.hold_ended().await, timer.now()) };
+        let user = async {
+            timer.sleep_for_test(995).await;
+            assert_eq!(multi.release().await.unwrap_err().code(), "STORE_UNAVAILABLE");
+            timer.sleep_for_test(10).await;
+            (memory.is_locked_now("a"), memory.is_locked_now("b"))
+        };
+        let ((), (end, at), locked) = futures_util::join!(multi.keep_extending(plan), watch, user);
+        assert!(matches!(end, locksmith_core::HoldEnd::Lost(_)), "{end:?}");
+        assert_eq!(at, 1_045, "when the release failed, not at the deadline");
+        assert_eq!(locked, (false, false), "b given back");
+    });
+}

@@ -183,24 +183,33 @@ export function checksFirstKeyOnly() {
 
 /**
  * A user's own store across a network: each call reaches `inner` late and its answer
- * comes back late, each way 0–`lagMs` / 6 ms, one time in eight up to `lagMs` (a slow
- * packet), so the calls of one hold overtake each other (a lockAll() release's keys and
- * what a due check sends, say). `onRelease` registers at once.
+ * (or error) comes back late, each way 0–`lagMs` / 6 ms, one time in eight up to `lagMs`
+ * (a slow packet), so the calls of one hold overtake each other (a lockAll() release's
+ * keys and what a due check sends, say). Every method, own or inherited, string- or
+ * symbol-named, is called on `inner`; the ones a store answers at once (`onRelease`'s
+ * registration, `hasWaiters`) pass through as they are, and so do other properties
+ * (`permitWeights`).
  */
 export function laggy(inner, lagMs) {
   const lag = () => new Promise((resolve) => setTimeout(resolve, Math.random() * (Math.random() < 0.125 ? lagMs : lagMs / 6)));
+  const immediate = new Set(["onRelease", "subscriptions", Symbol.for("locksmith.hasWaiters"), Symbol.for("locksmith.storeName")]);
   const store = {};
-  for (const [name, method] of Object.entries(inner)) {
-    if (typeof method !== "function") continue;
-    store[name] =
-      name === "onRelease"
-        ? method
-        : async (...args) => {
+  for (let o = inner; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+    for (const name of Reflect.ownKeys(o)) {
+      if (name === "constructor" || Object.hasOwn(store, name)) continue;
+      const value = inner[name];
+      if (typeof value !== "function") store[name] = value;
+      else if (immediate.has(name)) store[name] = (...args) => value.apply(inner, args);
+      else
+        store[name] = async (...args) => {
+          await lag();
+          try {
+            return await value.apply(inner, args);
+          } finally {
             await lag();
-            const answer = await method(...args);
-            await lag();
-            return answer;
-          };
+          }
+        };
+    }
   }
   return store;
 }
@@ -251,8 +260,8 @@ export function brokenStore(inner, how, { del, ttl } = {}) {
  * REST endpoint), `{ durableObject: url }` (DurableObjectLockStore in the worker at
  * `url`: js-tests/workerd/store-worker.mjs, reached over its /store WebSocket), or
  * `{ broken: how, store: spec }` (brokenStore over an ioredis or Upstash spec's store),
- * or `{ laggyJs: ms }` (a plain JS store with every optional method, each call 0–ms late
- * each way: laggy).
+ * or `{ laggyJs: ms }` (a plain JS store with isHeldBy, ownerRemainingTime, permits,
+ * fencing tokens and onRelease, each call late: laggy).
  */
 export async function openStore(ls, spec) {
   if (spec === "memory") return { store: new ls.MemoryLockStore(), close: async () => {} };

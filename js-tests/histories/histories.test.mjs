@@ -277,8 +277,9 @@ describe(`history checker (${TARGET})`, () => {
   // Found here (and once on PostgreSQL): a due check that found a key the holder's own
   // release had just freed called a lockAll() hold lost and gave its other keys back
   // behind that release, which then answered false on a live hold (held-but-refused,
-  // 6 and 2 in two 60 s runs of lockAll() holds with core's guard removed, though rarely
-  // in these 3 s). Half the holds are lockAll().
+  // 6 and 2 in two 60 s runs of lockAll() holds with core's guard removed; these 3 s
+  // caught it in none of 4 runs, so they guard the path and core's fake-clock tests
+  // guard the race). Half the holds are lockAll().
   it("a JS store whose calls are 0–10 ms late each way, one in eight up to 60 ms: one process, 8 clients", async (t) => {
     await assertClean(t, { store: { laggyJs: 60 }, processes: 1, clients: 8, client: { kinds: { lock: 2, semaphore: 1, read: 1, write: 1, multi: 5 } } });
   });

@@ -654,16 +654,17 @@ async function main() {
     },
   });
   // `--kinds multi=3,lock=1`: how often each kind of hold is drawn (client.mjs's DEFAULTS.kinds).
-  const kinds =
-    values.kinds === undefined
-      ? undefined
-      : Object.fromEntries(
-          values.kinds.split(",").map((pair) => {
-            const [kind, weight] = pair.split("=");
-            if (!["lock", "semaphore", "read", "write", "multi"].includes(kind) || !(Number(weight) >= 0)) throw new Error(`bad --kinds entry ${pair}`);
-            return [kind, Number(weight)];
-          }),
-        );
+  let kinds;
+  if (values.kinds !== undefined) {
+    kinds = {};
+    for (const pair of values.kinds.split(",")) {
+      const m = /^(lock|semaphore|read|write|multi)=(\d+(?:\.\d+)?)$/.exec(pair);
+      if (!m || Object.hasOwn(kinds, m[1]))
+        throw new Error(`bad --kinds entry ${JSON.stringify(pair)}: kind=weight, each kind once (lock, semaphore, read, write, multi)`);
+      kinds[m[1]] = Number(m[2]);
+    }
+    if (!Object.values(kinds).some((w) => w > 0)) throw new Error("--kinds needs a weight above 0");
+  }
   const seed = values.seed === undefined ? newSeed() : Number(values.seed) >>> 0;
   const seconds = Number(values.seconds);
   const clients = Number(values.clients);
