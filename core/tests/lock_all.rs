@@ -368,51 +368,6 @@ fn an_aborted_wait_holds_nothing() {
     }
 }
 
-/// Over memory, answering asynchronously (so a hold gets its due check); the first
-/// release of `slow_key` is `slow_ms` in transit before it reaches the keys.
-struct SlowFirstRelease {
-    inner: Arc<MemoryStore>,
-    timer: FakeTimer,
-    slow_key: &'static str,
-    slow_ms: u64,
-    slowed: std::sync::atomic::AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl LockStore for SlowFirstRelease {
-    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        self.inner.acquire(key, owner, ttl_ms).await
-    }
-    async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        if key == self.slow_key && !self.slowed.swap(true, Ordering::SeqCst) {
-            locksmith_core::Timer::sleep(&self.timer, self.slow_ms).await;
-        }
-        self.inner.release(key, owner).await
-    }
-    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        self.inner.extend(key, owner, ttl_ms).await
-    }
-    async fn is_locked(&self, key: &str) -> Result<bool> {
-        self.inner.is_locked(key).await
-    }
-    async fn remaining_time(&self, key: &str) -> Result<Option<u64>> {
-        self.inner.remaining_time(key).await
-    }
-    async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
-        self.inner.is_held_by(key, owner).await
-    }
-    async fn owner_remaining_time(&self, key: &str, owner: &str) -> Result<locksmith_core::HoldCheck> {
-        // One look, as a networked store's single question (memory itself is never asked).
-        Ok(
-            match self.inner.is_held_by_now(key, owner).then(|| self.inner.remaining_time_now(key)).flatten()
-            {
-                Some(remaining_ms) => locksmith_core::HoldCheck::Held { remaining_ms },
-                None => locksmith_core::HoldCheck::NotHeld,
-            },
-        )
-    }
-}
-
 #[test]
 fn a_due_check_during_the_release_does_not_take_the_keys_from_under_it() {
     // TTL 120 ms: the due check asks at 87 ms (30 ms before the 117 ms deadline). The
@@ -420,14 +375,7 @@ fn a_due_check_during_the_release_does_not_take_the_keys_from_under_it() {
     // due check finds a gone; that is the release's doing, not a loss, so nothing gives
     // b back behind the release (which would then find b gone and answer false).
     let timer = FakeTimer::new();
-    let memory = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
-    let store: Arc<dyn LockStore> = Arc::new(SlowFirstRelease {
-        inner: memory.clone(),
-        timer: timer.clone(),
-        slow_key: "b",
-        slow_ms: 20,
-        slowed: std::sync::atomic::AtomicBool::new(false),
-    });
+    let (memory, store) = scripted(&timer, vec![("b", 20, 0, false)]);
     let multi = all(&timer, &store, &["a", "b"], 120);
     timer.run(async {
         assert!(multi.acquire(AcquireOptions::default()).await.unwrap());
@@ -444,8 +392,9 @@ fn a_due_check_during_the_release_does_not_take_the_keys_from_under_it() {
     });
 }
 
-/// Over memory, answering asynchronously; each release of a key listed in `plan` follows
-/// its entry once: `(key, ms in transit, ms before the reply, fails instead of arriving)`.
+/// Over memory, answering asynchronously (so a hold gets its due check); each release of a
+/// key listed in `plan` follows its entry once: `(key, ms in transit, ms before the reply,
+/// fails instead of arriving)`.
 struct ScriptedReleases {
     inner: Arc<MemoryStore>,
     timer: FakeTimer,
@@ -482,6 +431,16 @@ impl LockStore for ScriptedReleases {
     }
     async fn is_held_by(&self, key: &str, owner: &str) -> Result<Option<bool>> {
         self.inner.is_held_by(key, owner).await
+    }
+    async fn owner_remaining_time(&self, key: &str, owner: &str) -> Result<locksmith_core::HoldCheck> {
+        // One look, as a networked store's single question (memory itself is never asked).
+        Ok(
+            match self.inner.is_held_by_now(key, owner).then(|| self.inner.remaining_time_now(key)).flatten()
+            {
+                Some(remaining_ms) => locksmith_core::HoldCheck::Held { remaining_ms },
+                None => locksmith_core::HoldCheck::NotHeld,
+            },
+        )
     }
 }
 
