@@ -232,8 +232,8 @@ impl Lock {
                                 .failure_of(generation)
                                 .unwrap_or_else(|| self.not_held("the store no longer has it"));
                             if !self.found_gone(generation, owner, reason.clone()) {
-                                // A release is on its way: its answer ends the hold. If it
-                                // fails, what the check found is what the hold is lost to.
+                                // A release is on its way: it ends the hold (lost then, if
+                                // it fails). Kept for the deadline should it never finish.
                                 check_failed = Some(reason);
                             }
                         }
