@@ -961,9 +961,8 @@ impl Lock {
         };
         if !extended {
             let err = self.not_held("it expired, or someone else took it");
-            if hold.owner == Some(owner) {
-                self.found_gone(hold.generation, owner, err.clone());
-            }
+            // (found_gone leaves a hold that is no longer this owner's alone.)
+            self.found_gone(hold.generation, owner, err.clone());
             return Err(err);
         }
         self.changes.notify(usize::MAX);
