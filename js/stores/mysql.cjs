@@ -5,43 +5,39 @@
 // from an AUTO_INCREMENT column; waiters poll (at the acquire's retryDelay): MySQL has no
 // LISTEN/NOTIFY, and GET_LOCK's session locks do not mix well with pooled connections.
 
+const { LockStoreError, StoreClosedError, StoreUnavailableError, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
 const {
-  LockStoreError,
-  StoreClosedError,
-  StoreUnavailableError,
-  checkOptionKeys,
-  invalid,
-  typeName,
-  ACQUIRE_TOKEN,
-  ACQUIRE_PERMIT_TOKEN,
-  STORE_NAME,
-} = require("../gen/api.cjs");
+  HOLDING,
+  SWEEP_INTERVAL_MS,
+  SWEEP_ROWS,
+  Cleanups,
+  SqlLockStore,
+  checkKind,
+  checkPermits,
+  closing,
+  decidePermit,
+  limitMismatch,
+  noop,
+  parseOptions: parseSqlOptions,
+  serverTimeoutMs,
+  storeError: sqlStoreError,
+  toToken: sqlToken,
+} = require("./sql-core.cjs");
 
-// The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
-// reader 'waiting' for the readers' turn, and a reader whose 'turn' it is.
-const HOLDING_ROLES = ["semaphore", "read", "write"];
-const HOLDING = `(${HOLDING_ROLES.map((r) => `'${r}'`).join(", ")})`;
-
-const OPTIONS = ["table", "operationTimeoutMs", "createTable"];
-const DEFAULT_TABLE = "locksmith_locks";
-const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
-const MAX_MS = 2_147_483_647;
-// A table name, optionally database-qualified: plain identifiers (quoted when used). The
-// name is short enough for the names derived from it (MySQL allows 64 characters).
-const TABLE_NAME = /^(?:([A-Za-z_][A-Za-z0-9_]{0,63})\.)?([A-Za-z_][A-Za-z0-9_]{0,39})$/;
-// Opportunistic cleanup of expired rows: at most this often per store, this many rows.
-const SWEEP_INTERVAL_MS = 5_000;
-const SWEEP_ROWS = 500;
+const DIALECT = {
+  className: "MySqlLockStore",
+  options: ["table", "operationTimeoutMs", "createTable"],
+  booleans: { createTable: true },
+  // A table name, optionally database-qualified: plain identifiers (quoted when used). The
+  // name is short enough for the names derived from it (MySQL allows 64 characters).
+  tableName: /^(?:([A-Za-z_][A-Za-z0-9_]{0,63})\.)?([A-Za-z_][A-Za-z0-9_]{0,39})$/,
+  qualifier: "database",
+};
 // A plain lock's row is deleted this long after it expired or was released (see release()).
 const SWEEP_AFTER_MS = 60_000;
 // Expired writers' holds the sweep ends (under their keys' locks, one transaction each).
 const SWEEP_WRITERS = 20;
 const URL_SCHEME = /^mysql:\/\//i;
-// An acquire whose outcome the client could not learn (it gave up waiting, or the
-// connection broke) may still commit on the server: the store then frees that owner's
-// hold itself, retrying this often while the server is out of reach.
-const CLEANUP_RETRY_MIN_MS = 100;
-const CLEANUP_RETRY_MAX_MS = 2_000;
 
 // The server's clock in milliseconds since the epoch. UTC_TIMESTAMP does not depend on the
 // session's time zone (NOW() does: a DST change would move every expiry by an hour). It
@@ -78,10 +74,6 @@ const SESSION_VARIABLES = [
 const serverVariables = new WeakMap();
 
 const quote = (identifier) => `\`${identifier}\``;
-// A statement's time on the server: a little less than the call's, so the server gives up
-// first (as PostgresLockStore's statement_timeout does).
-const serverTimeoutMs = (ms) => Math.max(1, Math.floor(ms - Math.min(250, ms / 5)));
-const noop = () => {};
 // Connections that have the store's 'error' listener, so a server that ends an idle
 // pooled connection (a restart) is no uncaught exception.
 const guarded = new WeakSet();
@@ -95,57 +87,19 @@ function missingTableMessage(table) {
   );
 }
 
-function parseOptions(options) {
-  if (options === undefined) options = {};
-  if (options === null || typeof options !== "object" || Array.isArray(options)) {
-    throw invalid(`MySqlLockStore options must be an object; got ${typeName(options)}`);
-  }
-  checkOptionKeys(options, OPTIONS, "MySqlLockStore");
-  const table = options.table ?? DEFAULT_TABLE;
-  if (typeof table !== "string" || !TABLE_NAME.test(table)) {
-    throw invalid(
-      `table must be a table name (letters, digits and _, at most 40 characters, optionally after "database."); got ${
-        typeof table === "string" ? JSON.stringify(table) : typeName(table)
-      }`,
-    );
-  }
-  const operationTimeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
-  if (typeof operationTimeoutMs !== "number" || !Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > MAX_MS) {
-    throw invalid(
-      `operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
-    );
-  }
-  if (options.createTable !== undefined && typeof options.createTable !== "boolean") {
-    throw invalid(`createTable must be a boolean; got ${typeName(options.createTable)}`);
-  }
-  const [, database, name] = TABLE_NAME.exec(table);
-  return { table, database, name, operationTimeoutMs, createTable: options.createTable ?? true };
-}
+const parseOptions = (options) => parseSqlOptions(options, DIALECT);
 
 /** Whether `err` is an error the server sent (it has an SQLSTATE and a positive errno). */
 const isServerError = (err) => typeof err?.sqlState === "string" && typeof err?.errno === "number" && err.errno > 0;
 
 /** A failure of MySQL, typed: unreachable, overloaded or a conflict to retry is STORE_UNAVAILABLE, a refusal STORE_ERROR. */
-function storeError(err) {
-  if (err instanceof StoreUnavailableError || err instanceof LockStoreError || err instanceof StoreClosedError) return err;
-  const message = `locksmith: MySQL: ${err?.message ?? String(err)}`;
-  // Errors without an errno from the server are the socket's or mysql2's own.
-  const unavailable = !isServerError(err) || UNAVAILABLE_ERRNOS.has(err.errno);
-  const error = unavailable ? new StoreUnavailableError(message) : new LockStoreError(message);
-  error.cause = err;
-  return error;
-}
+// Errors without an errno from the server are the socket's or mysql2's own.
+const storeError = (err) => sqlStoreError(err, "MySQL", (e) => !isServerError(e) || UNAVAILABLE_ERRNOS.has(e.errno));
 
 /** A connection that must not go back to the pool: broken, or in a transaction the store cannot vouch for. */
 const isConnectionError = (err) => !isServerError(err) || err.fatal === true || UNAVAILABLE_ERRNOS.has(err.errno);
 
-function toToken(value) {
-  const token = Number(value);
-  if (!Number.isSafeInteger(token) || token < 1) {
-    throw new LockStoreError(`locksmith: MySQL: the fencing counter gave ${value}, not a positive safe integer`);
-  }
-  return token;
-}
+const toToken = (value) => sqlToken(value, "MySQL: the fencing counter");
 
 /** A VARBINARY column's value (a Buffer from mysql2) as text. */
 const text = (value) => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
@@ -159,33 +113,6 @@ const text = (value) => (Buffer.isBuffer(value) ? value.toString("utf8") : Strin
 function matchedRows(result) {
   const found = /Rows matched: (\d+)/.exec(result?.info ?? "");
   return found ? Number(found[1]) : Number(result?.affectedRows ?? 0);
-}
-
-function checkKind(kind) {
-  if (kind !== "semaphore" && kind !== "read" && kind !== "write") {
-    throw invalid(`kind must be "semaphore", "read" or "write"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
-  }
-  return kind === "semaphore" ? "semaphore" : "rw";
-}
-
-/**
- * A hold's weight: a semaphore's `permits` of its `limit` (undefined: 1); a read or write
- * hold is 1, and asking it for more is refused (the core's messages).
- */
-function checkPermits(kind, limit, permits) {
-  if (kind === "semaphore" && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1)) {
-    throw invalid(`limit must be a whole number of permits, at least 1; got ${typeof limit === "number" ? limit : typeName(limit)}`);
-  }
-  if (permits === undefined) return 1;
-  const most = kind === "semaphore" ? limit : 1;
-  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || permits > most) {
-    throw invalid(
-      kind === "semaphore"
-        ? `permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${typeof permits === "number" ? permits : typeName(permits)}`
-        : `permits is a semaphore's option; a ${kind} handle takes one hold`,
-    );
-  }
-  return permits;
 }
 
 /**
@@ -221,16 +148,7 @@ const setSession = (pairs) => `SET ${pairs.map(([n, v]) => `SESSION ${n} = ${v}`
 const saveAndSet = (pairs) => `SET ${pairs.map(([n]) => `@locksmith_saved_${n} = @@SESSION.${n}`).join(", ")}, ${setSession(pairs).slice(4)}`;
 const restore = (pairs) => `SET ${pairs.map(([n]) => `SESSION ${n} = @locksmith_saved_${n}`).join(", ")}`;
 
-class MySqlLockStore {
-  get [STORE_NAME]() {
-    return "mysql";
-  }
-
-  /** A semaphore holder may take several permits (acquirePermit's 6th argument). */
-  get permitWeights() {
-    return true;
-  }
-
+class MySqlLockStore extends SqlLockStore {
   #pool;
   #ownsPool;
   #options;
@@ -242,10 +160,15 @@ class MySqlLockStore {
   #ending;
   #lastSweep = 0;
   #sweeping;
-  // Timers of pending cleanups after uncertain acquires.
-  #cleanups = new Set();
-  // Cleanups after failed acquires, by kind, key and owner: { until, timer, running, acquiring, attempt }.
-  #pendingCleanups = new Map();
+  // Cleanups after acquires whose outcome is uncertain (see Cleanups): they may still run
+  // while close() waits for them.
+  #cleanups = new Cleanups({
+    operationTimeoutMs: this.operationTimeoutMs,
+    closed: () => this.#closed,
+    ending: () => this.#ending !== undefined,
+    transaction: (what, fn) => this.#transaction(what, fn, true),
+    freeOwn: (connection, kind, key, owner) => this.#freeOwn(connection, kind, key, owner),
+  });
   // The calls under way (each settles within the operation timeout): close() waits for them.
   #calls = new Set();
   // What each connection (mysql2's core one) needs around a transaction: { enter, leave }
@@ -313,14 +236,16 @@ class MySqlLockStore {
     if (pool === null || typeof pool !== "object" || typeof pool.getConnection !== "function" || typeof pool.query !== "function") {
       throw invalid(`new MySqlLockStore(pool) takes a mysql2/promise pool; got ${typeName(pool)}`);
     }
-    this.#options = parseOptions(options);
+    const parsed = parseOptions(options);
+    super("mysql", parsed);
+    this.#options = parsed;
     this.#pool = pool;
     this.#ownsPool = false;
     // Every connection the pool makes from now on gets the store's 'error' listener.
     const events = pool.pool ?? pool;
     if (typeof events.on === "function") events.on("connection", guard);
-    const { database, name } = this.#options;
-    const qualify = (n) => (database ? `${quote(database)}.${quote(n)}` : quote(n));
+    const { qualifier, name } = this.#options;
+    const qualify = (n) => (qualifier ? `${quote(qualifier)}.${quote(n)}` : quote(n));
     this.#sql = {
       locks: qualify(name),
       permits: qualify(`${name}_permits`),
@@ -328,16 +253,6 @@ class MySqlLockStore {
       fencing: qualify(`${name}_fencing`),
       names: [name, `${name}_permits`, `${name}_keys`, `${name}_fencing`],
     };
-  }
-
-  /** The table's name, as given (database-qualified or not). */
-  get table() {
-    return this.#options.table;
-  }
-
-  /** Milliseconds after which a call fails with STORE_UNAVAILABLE. */
-  get operationTimeoutMs() {
-    return this.#options.operationTimeoutMs;
   }
 
   // -------------------------------------------------------------------------------
@@ -486,7 +401,7 @@ class MySqlLockStore {
     const { locks, permits, keys, fencing, names } = this.#sql;
     const [rows] = await connection.query(
       "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name IN (?)",
-      [this.#options.database ?? null, names],
+      [this.#options.qualifier ?? null, names],
     );
     if (Number(rows[0].n) === names.length) return;
     if (!this.#options.createTable) throw new LockStoreError(missingTableMessage(this.#options.table));
@@ -538,88 +453,6 @@ class MySqlLockStore {
   /** Takes the row lock of the semaphore or read-write key `set:key` until the transaction ends (making its row if need be). */
   #serialize(connection, set, key) {
     return connection.query(`INSERT INTO ${this.#sql.keys} (kind, \`key\`) VALUES (?, ?) ON DUPLICATE KEY UPDATE kind = kind`, [set, key]);
-  }
-
-  /**
-   * After an acquire of `key` for `owner` failed without a certain answer (the client
-   * gave up, or the connection broke), frees what it may yet have taken: under the key's
-   * row lock, so after the abandoned transaction (which held it to its end) is over.
-   * Retries while MySQL is out of reach, until the hold, if any, expired anyway.
-   */
-  #cleanUp(kind, key, owner, ttlMs) {
-    const id = `${kind}\u0000${key}\u0000${owner}`;
-    const until = performance.now() + ttlMs + this.#options.operationTimeoutMs;
-    const existing = this.#pendingCleanups.get(id);
-    if (existing) {
-      existing.until = Math.max(existing.until, until);
-      return;
-    }
-    const entry = { until, timer: undefined, running: null, acquiring: false, attempt: undefined };
-    this.#pendingCleanups.set(id, entry);
-    let delay = CLEANUP_RETRY_MIN_MS;
-    const again = () => {
-      if (this.#closed || performance.now() + delay > entry.until) {
-        if (this.#pendingCleanups.get(id) === entry) this.#pendingCleanups.delete(id);
-        return;
-      }
-      entry.timer = setTimeout(attempt, delay);
-      entry.timer.unref?.();
-      this.#cleanups.add(entry.timer);
-      delay = Math.min(CLEANUP_RETRY_MAX_MS, delay * 2);
-    };
-    const attempt = () => {
-      this.#cleanups.delete(entry.timer);
-      if (this.#ending !== undefined || this.#pendingCleanups.get(id) !== entry) return;
-      // The same owner's acquire is under way: it frees the row itself, in its own
-      // transaction, before it takes the key (see #takeOverCleanup).
-      if (entry.acquiring) return again();
-      entry.running = this.#transaction("a cleanup", (connection) => this.#freeOwn(connection, kind, key, owner), true).then(
-        () => {
-          entry.running = null;
-          if (this.#pendingCleanups.get(id) === entry) this.#pendingCleanups.delete(id);
-        },
-        () => {
-          entry.running = null;
-          again();
-        },
-      );
-    };
-    entry.attempt = attempt;
-    // While close() waits: once, now (close() waits for it too).
-    if (this.#closed) return attempt();
-    entry.timer = setTimeout(attempt, 0);
-    entry.timer.unref?.();
-    this.#cleanups.add(entry.timer);
-  }
-
-  /**
-   * Before an acquire of `key` for `owner`: a cleanup still pending after an earlier
-   * failed acquire of the same owner (a waiting Lock retries with its owner) must not
-   * run after this acquire took the key, or it would free a granted hold. Answers
-   * `free(connection)`, which frees the row inside the acquire's own transaction (before
-   * it takes the key), or none, and `done(committed)`, which ends it.
-   */
-  async #takeOverCleanup(kind, key, owner) {
-    const id = `${kind}\u0000${key}\u0000${owner}`;
-    const entry = this.#pendingCleanups.get(id);
-    if (!entry) return { free: undefined, done: noop };
-    entry.acquiring = true;
-    await entry.running?.catch(noop);
-    if (this.#pendingCleanups.get(id) !== entry) {
-      entry.acquiring = false;
-      return { free: undefined, done: noop };
-    }
-    return {
-      free: (connection) => this.#freeOwn(connection, kind, key, owner),
-      done: (committed) => {
-        entry.acquiring = false;
-        if (committed && this.#pendingCleanups.get(id) === entry) {
-          this.#pendingCleanups.delete(id);
-          clearTimeout(entry.timer);
-          this.#cleanups.delete(entry.timer);
-        }
-      },
-    };
   }
 
   /** Deletes `owner`'s row of `key` (a hold or a writer's claim), under the key's row lock. */
@@ -697,20 +530,12 @@ class MySqlLockStore {
   // -------------------------------------------------------------------------------
   // The LockStore contract
 
-  /**
-   * Takes `key` for `owner` for `ttlMs` if it is free (or its hold expired): true, or
-   * false. Locks get the hold's fencing token through [ACQUIRE_TOKEN].
-   */
-  async acquire(key, owner, ttlMs) {
-    return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
-  }
-
   /** `acquire()` answering the hold's fencing token (how locks get it), or false. */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const { locks } = this.#sql;
     // A call made before close() runs, and close() waits for it.
     const admitted = this.#admit();
-    const cleanup = await this.#takeOverCleanup("lock", key, owner);
+    const cleanup = await this.#cleanups.takeOver("lock", key, owner);
     const token = await this.#transaction(
       "acquire",
       async (c) => {
@@ -736,7 +561,7 @@ class MySqlLockStore {
         return matchedRows(set) > 0 ? token : false;
       },
       admitted,
-    ).then(...this.#acquireSettled(cleanup, "lock", key, owner, ttlMs));
+    ).then(...this.#cleanups.settled(cleanup, "lock", key, owner, ttlMs));
     this.#maybeSweep();
     return token;
   }
@@ -745,28 +570,6 @@ class MySqlLockStore {
   #admit() {
     if (this.#closed) throw new StoreClosedError("locksmith: the MySQL store is closed");
     return true;
-  }
-
-  /** An acquire's settle handlers: end the cleanup it took over, then its value, or its failure as #acquireFailed says. */
-  #acquireSettled(cleanup, kind, key, owner, ttlMs) {
-    return [
-      (value) => {
-        cleanup.done(true);
-        return value;
-      },
-      (err) => {
-        cleanup.done(false);
-        return this.#acquireFailed(err, kind, key, owner, ttlMs);
-      },
-    ];
-  }
-
-  /** Rethrows `err`, an acquire's failure; first schedules a cleanup if the acquire may have taken the key. */
-  #acquireFailed(err, kind, key, owner, ttlMs) {
-    if (err instanceof StoreUnavailableError && this.#ending === undefined && typeof ttlMs === "number" && ttlMs > 0) {
-      this.#cleanUp(kind, key, owner, ttlMs);
-    }
-    throw err;
   }
 
   /**
@@ -827,22 +630,15 @@ class MySqlLockStore {
   // Permits: semaphores and read-write locks
 
   /**
-   * Admits `owner` to the semaphore or read-write lock `key` (see docs/stores.md): true,
-   * or false. A semaphore holder may take `permits` of the `limit` (default 1). Decided
-   * under the key's row lock, so concurrent acquirers of one key take turns. Locks get
-   * the hold's fencing token through [ACQUIRE_PERMIT_TOKEN].
+   * `acquirePermit()` answering the hold's fencing token, or false. Decided under the
+   * key's row lock, so concurrent acquirers of one key take turns.
    */
-  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
-    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
-  }
-
-  /** `acquirePermit()` answering the hold's fencing token, or false. */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
     const set = checkKind(kind);
     const weight = checkPermits(kind, limit, permits);
     const table = this.#sql.permits;
     const admitted = this.#admit();
-    const cleanup = await this.#takeOverCleanup(set, key, owner);
+    const cleanup = await this.#cleanups.takeOver(set, key, owner);
     const token = await this.#transaction(
       "acquirePermit",
       async (c) => {
@@ -854,24 +650,17 @@ class MySqlLockStore {
           `SELECT owner, role, semaphore_limit, permits, expires_at > ${NOW_MS} AS live FROM ${table} WHERE kind = ? AND \`key\` = ?`,
           [set, key],
         );
-        const rows = all.filter((r) => Number(r.live) === 1).map((r) => ({ ...r, owner: text(r.owner) }));
-        const holders = rows.filter((r) => HOLDING_ROLES.includes(r.role));
-        if (holders.some((r) => r.owner === owner)) return false;
-        // Every handle of a semaphore must agree on its limit while it is held.
-        const heldLimit = holders.find((r) => r.semaphore_limit !== null)?.semaphore_limit;
-        if (kind === "semaphore" && heldLimit !== undefined && Number(heldLimit) !== limit) return { rollback: { heldLimit: Number(heldLimit) } };
-        // Phase-fair read-write locks: a refused reader waits (role 'waiting') for the
-        // readers' turn ('turn'), which starts when a writer's hold ends; readers in it enter
-        // past a writer's claim, and no writer enters before them.
-        const claim = rows.find((r) => r.role === "claim");
-        const inTurn = rows.some((r) => r.role === "turn" && r.owner === owner);
-        const taken = holders.reduce((n, r) => n + Number(r.permits), 0);
-        const admitted =
-          kind === "semaphore"
-            ? taken + weight <= limit
-            : kind === "read"
-              ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
-              : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
+        const rows = all
+          .filter((r) => Number(r.live) === 1)
+          .map((r) => ({
+            owner: text(r.owner),
+            role: r.role,
+            limit: r.semaphore_limit === null ? null : Number(r.semaphore_limit),
+            permits: Number(r.permits),
+          }));
+        const { admitted, held, heldLimit, wait } = decidePermit(rows, kind, owner, limit, weight);
+        if (held) return false;
+        if (heldLimit !== undefined) return { rollback: { heldLimit } };
         const upsert = (role, token) =>
           c.query(
             `INSERT INTO ${table} (kind, \`key\`, owner, role, expires_at, fencing_token, semaphore_limit, permits)
@@ -888,18 +677,13 @@ class MySqlLockStore {
         }
         // A waiting reader keeps its turn if it has one; a waiting writer's claim keeps new
         // readers out until it expires (the first waiting writer's only).
-        if (kind === "read" && !inTurn) await upsert("waiting", null);
-        if (kind === "write" && (!claim || claim.owner === owner)) await upsert("claim", null);
+        if (wait !== undefined) await upsert(wait, null);
         return false;
       },
       admitted,
-    ).then(...this.#acquireSettled(cleanup, set, key, owner, ttlMs));
+    ).then(...this.#cleanups.settled(cleanup, set, key, owner, ttlMs));
     this.#maybeSweep();
-    if (token !== null && typeof token === "object") {
-      throw invalid(
-        `semaphore ${JSON.stringify(key)} is held with limit ${token.heldLimit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
-      );
-    }
+    if (token !== null && typeof token === "object") throw limitMismatch(key, token.heldLimit, limit);
     return token;
   }
 
@@ -973,34 +757,24 @@ class MySqlLockStore {
    * in stays open, without the store's `connection` listener).
    */
   async close() {
-    this.#closing ??= (async () => {
-      // The store's sockets do not keep Node alive, so a timer does while they close:
-      // `await store.close()` returns before the process ends.
-      const alive = setInterval(noop, 60_000);
-      try {
-        this.#closed = true;
-        for (const timer of this.#cleanups) clearTimeout(timer);
-        this.#cleanups.clear();
-        for (const entry of [...this.#pendingCleanups.values()]) {
-          if (entry.running === null && !entry.acquiring) entry.attempt?.();
-        }
-        const deadline = performance.now() + 2 * this.#options.operationTimeoutMs + 1_000;
-        while (this.#calls.size > 0 || this.#sweeping) {
-          const left = deadline - performance.now();
-          if (left <= 0) break;
-          let timer;
-          await Promise.race([Promise.all([...this.#calls, this.#sweeping]), new Promise((resolve) => (timer = setTimeout(resolve, left)))]);
-          clearTimeout(timer);
-        }
-        this.#ending = true;
-        this.#pendingCleanups.clear();
-        const events = this.#pool.pool ?? this.#pool;
-        events.removeListener?.("connection", guard);
-        if (this.#ownsPool) await this.#pool.end();
-      } finally {
-        clearInterval(alive);
+    this.#closing ??= closing(async () => {
+      this.#closed = true;
+      this.#cleanups.stopTimers();
+      this.#cleanups.runPendingOnce();
+      const deadline = performance.now() + 2 * this.#options.operationTimeoutMs + 1_000;
+      while (this.#calls.size > 0 || this.#sweeping) {
+        const left = deadline - performance.now();
+        if (left <= 0) break;
+        let timer;
+        await Promise.race([Promise.all([...this.#calls, this.#sweeping]), new Promise((resolve) => (timer = setTimeout(resolve, left)))]);
+        clearTimeout(timer);
       }
-    })();
+      this.#ending = true;
+      this.#cleanups.clear();
+      const events = this.#pool.pool ?? this.#pool;
+      events.removeListener?.("connection", guard);
+      if (this.#ownsPool) await this.#pool.end();
+    });
     return this.#closing;
   }
 }

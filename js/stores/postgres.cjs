@@ -4,61 +4,48 @@
 // fencing tokens come from a sequence; releases are announced with NOTIFY and heard on
 // one LISTEN connection per store, so waiters wake at once instead of polling.
 
+const { LockStoreError, StoreClosedError, StoreUnavailableError, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
 const {
-  LockStoreError,
-  StoreClosedError,
-  StoreUnavailableError,
-  checkOptionKeys,
-  invalid,
-  typeName,
-  ACQUIRE_TOKEN,
-  ACQUIRE_PERMIT_TOKEN,
-  STORE_NAME,
-} = require("../gen/api.cjs");
+  HOLDING,
+  SWEEP_INTERVAL_MS,
+  SWEEP_ROWS,
+  Cleanups,
+  SqlLockStore,
+  checkKind,
+  checkPermits,
+  closing,
+  decidePermit,
+  limitMismatch,
+  noop,
+  parseOptions: parseSqlOptions,
+  serverTimeoutMs,
+  storeError: sqlStoreError,
+  toToken: sqlToken,
+} = require("./sql-core.cjs");
 
-// The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
-// reader 'waiting' for the readers' turn, and a reader whose 'turn' it is.
-const HOLDING_ROLES = ["semaphore", "read", "write"];
-const HOLDING = `(${HOLDING_ROLES.map((r) => `'${r}'`).join(", ")})`;
-
-const OPTIONS = ["table", "operationTimeoutMs", "listen", "createTable"];
-const DEFAULT_TABLE = "locksmith_locks";
-const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
-const MAX_MS = 2_147_483_647;
-// A table name, optionally schema-qualified: plain identifiers (quoted when used, so
-// their case is kept). The name is short enough for the names derived from it.
-const TABLE_NAME = /^(?:([A-Za-z_][A-Za-z0-9_]{0,62})\.)?([A-Za-z_][A-Za-z0-9_]{0,39})$/;
-// Opportunistic cleanup of expired rows: at most this often per store, this many rows.
-const SWEEP_INTERVAL_MS = 5_000;
-const SWEEP_ROWS = 500;
+const DIALECT = {
+  className: "PostgresLockStore",
+  options: ["table", "operationTimeoutMs", "listen", "createTable"],
+  booleans: { listen: true, createTable: true },
+  // A table name, optionally schema-qualified: plain identifiers (quoted when used, so
+  // their case is kept). The name is short enough for the names derived from it.
+  tableName: /^(?:([A-Za-z_][A-Za-z0-9_]{0,62})\.)?([A-Za-z_][A-Za-z0-9_]{0,39})$/,
+  qualifier: "schema",
+};
 // The LISTEN connection: reconnect backoff, and how often it is checked.
 const LISTEN_RETRY_MIN_MS = 100;
 const LISTEN_RETRY_MAX_MS = 2_000;
 const LISTEN_CHECK_MS = 5_000;
 // The URL schemes of PostgreSQL connection strings.
 const URL_SCHEME = /^postgres(?:ql)?:\/\//i;
-// An acquire whose outcome the client could not learn (it gave up waiting, or the
-// connection broke) may still commit on the server: the store then frees that owner's
-// hold itself, retrying this often while the server is out of reach.
-const CLEANUP_RETRY_MIN_MS = 100;
-const CLEANUP_RETRY_MAX_MS = 2_000;
 
 const quote = (identifier) => `"${identifier}"`;
-const noop = () => {};
 // Pooled connections inside a transaction of ours: one that fails there is destroyed
 // (which rolls the transaction back) rather than returned to the pool.
 const inTransaction = new WeakSet();
 
 // The milliseconds of `$n` from now, on the server's clock.
 const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisecond'`;
-
-/**
- * The server-side statement timeout for a call with `ms` left: a little below it, so
- * the server cancels a statement (and the client hears why) before the client gives up
- * on it and closes the connection. A statement the client abandoned could otherwise
- * still run, and commit, on the server.
- */
-const serverTimeoutMs = (ms) => Math.max(1, Math.floor(ms - Math.min(250, ms / 5)));
 
 /** Why the permits table lacks its `permits` column, and how to add it. */
 function missingColumnMessage(permits) {
@@ -78,91 +65,24 @@ function missingTableMessage(table) {
   );
 }
 
-function parseOptions(options) {
-  if (options === undefined) options = {};
-  if (options === null || typeof options !== "object" || Array.isArray(options)) {
-    throw invalid(`PostgresLockStore options must be an object; got ${typeName(options)}`);
-  }
-  checkOptionKeys(options, OPTIONS, "PostgresLockStore");
-  const table = options.table ?? DEFAULT_TABLE;
-  if (typeof table !== "string" || !TABLE_NAME.test(table)) {
-    throw invalid(
-      `table must be a table name (letters, digits and _, at most 40 characters, optionally after "schema."); got ${
-        typeof table === "string" ? JSON.stringify(table) : typeName(table)
-      }`,
-    );
-  }
-  const operationTimeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
-  if (typeof operationTimeoutMs !== "number" || !Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > MAX_MS) {
-    throw invalid(
-      `operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
-    );
-  }
-  for (const name of ["listen", "createTable"]) {
-    if (options[name] !== undefined && typeof options[name] !== "boolean") {
-      throw invalid(`${name} must be a boolean; got ${typeName(options[name])}`);
-    }
-  }
-  const [, schema, name] = TABLE_NAME.exec(table);
-  return { table, schema, name, operationTimeoutMs, listen: options.listen ?? true, createTable: options.createTable ?? true };
-}
+const parseOptions = (options) => parseSqlOptions(options, DIALECT);
 
 /** A failure of PostgreSQL, typed: unreachable or overloaded is STORE_UNAVAILABLE, a refusal STORE_ERROR. */
-function storeError(err) {
-  if (err instanceof StoreUnavailableError || err instanceof LockStoreError || err instanceof StoreClosedError) return err;
-  const code = typeof err?.code === "string" ? err.code : "";
-  const message = `locksmith: PostgreSQL: ${err?.message ?? String(err)}`;
+const storeError = (err) =>
   // SQLSTATE classes 08 (connection), 53 (resources), 57 (operator intervention: shutdown,
   // cannot connect now), 40 (serialization, deadlock); 25006 (a read-only transaction: a
   // standby, or a primary being demoted in a failover) and 55P03 (a lock not available
   // now); and errors without a SQLSTATE (the socket's, pg's own). A STORE_ERROR is final
   // through a lock (a wait does not retry it): only refusals that stay belong there.
-  const unavailable = !/^[0-9A-Z]{5}$/.test(code) || /^(08|53|57|40)/.test(code) || code === "25006" || code === "55P03";
-  const error = unavailable ? new StoreUnavailableError(message) : new LockStoreError(message);
-  error.cause = err;
-  return error;
-}
+  sqlStoreError(err, "PostgreSQL", (e) => {
+    const code = typeof e?.code === "string" ? e.code : "";
+    return !/^[0-9A-Z]{5}$/.test(code) || /^(08|53|57|40)/.test(code) || code === "25006" || code === "55P03";
+  });
 
-/** Whether `token`, a bigint as pg returns it, is a fencing token JS can carry. */
-function toToken(value) {
-  const token = Number(value);
-  if (!Number.isSafeInteger(token) || token < 1) {
-    throw new LockStoreError(`locksmith: PostgreSQL: the fencing sequence gave ${value}, not a positive safe integer`);
-  }
-  return token;
-}
+/** `value`, a bigint as pg returns it, as a fencing token JS can carry. */
+const toToken = (value) => sqlToken(value, "PostgreSQL: the fencing sequence");
 
-/** A hold's permits: a semaphore's `permits` of its `limit` (undefined: 1); a read-write lock's hold is 1. */
-function checkPermits(kind, limit, permits) {
-  if (permits === undefined) return 1;
-  const most = kind === "semaphore" ? limit : 1;
-  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || !(permits <= most)) {
-    throw invalid(
-      kind === "semaphore"
-        ? `permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${typeof permits === "number" ? permits : typeName(permits)}`
-        : `permits is a semaphore's option; a ${kind} hold takes one; got ${typeof permits === "number" ? permits : typeName(permits)}`,
-    );
-  }
-  return permits;
-}
-
-function checkKind(kind) {
-  if (kind !== "semaphore" && kind !== "read" && kind !== "write") {
-    throw invalid(`kind must be "semaphore", "read" or "write"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
-  }
-  return kind === "semaphore" ? "semaphore" : "rw";
-}
-
-class PostgresLockStore {
-  get [STORE_NAME]() {
-    return "postgres";
-  }
-
-  /** A semaphore hold may take several permits (acquirePermit's 6th argument; the permits table's `permits` column). */
-  get permitWeights() {
-    return true;
-  }
-
+class PostgresLockStore extends SqlLockStore {
   #pool;
   #ownsPool;
   #options;
@@ -172,10 +92,14 @@ class PostgresLockStore {
   #closing;
   #lastSweep = 0;
   #sweeping;
-  // Timers of pending cleanups after uncertain acquires.
-  #cleanups = new Set();
-  // Cleanups after failed acquires, by kind, key and owner: { until, timer, running, acquiring }.
-  #pendingCleanups = new Map();
+  // Cleanups after acquires whose outcome is uncertain (see Cleanups).
+  #cleanups = new Cleanups({
+    operationTimeoutMs: this.operationTimeoutMs,
+    closed: () => this.#closed,
+    ending: () => this.#closed,
+    transaction: (what, fn) => this.#transaction(what, fn),
+    freeOwn: (client, kind, key, owner) => this.#freeOwn(client, kind, key, owner),
+  });
   // LISTEN: listeners by `tag:key`, the connection, its state.
   #listeners = new Map();
   #listenClient;
@@ -238,11 +162,13 @@ class PostgresLockStore {
     if (pool === null || typeof pool !== "object" || typeof pool.connect !== "function" || typeof pool.query !== "function") {
       throw invalid(`new PostgresLockStore(pool) takes a pg.Pool; got ${typeName(pool)}`);
     }
-    this.#options = parseOptions(options);
+    const parsed = parseOptions(options);
+    super("postgres", parsed);
+    this.#options = parsed;
     this.#pool = pool;
     this.#ownsPool = false;
-    const { schema, name } = this.#options;
-    const qualify = (n) => (schema ? `${quote(schema)}.${quote(n)}` : quote(n));
+    const { qualifier, name } = this.#options;
+    const qualify = (n) => (qualifier ? `${quote(qualifier)}.${quote(n)}` : quote(n));
     this.#sql = {
       locks: qualify(name),
       permits: qualify(`${name}_permits`),
@@ -252,16 +178,6 @@ class PostgresLockStore {
       channel: name,
       lockspace: `locksmith:${this.#options.table}`,
     };
-  }
-
-  /** The table's name, as given (schema-qualified or not). */
-  get table() {
-    return this.#options.table;
-  }
-
-  /** Milliseconds after which a call fails with STORE_UNAVAILABLE. */
-  get operationTimeoutMs() {
-    return this.#options.operationTimeoutMs;
   }
 
   // -------------------------------------------------------------------------------
@@ -455,87 +371,6 @@ class PostgresLockStore {
     return client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [this.#sql.lockspace, name]);
   }
 
-  /**
-   * After an acquire of `key` for `owner` failed without a certain answer (the client
-   * gave up, or the connection broke), frees what it may yet have taken: under the key's
-   * advisory lock, so after the abandoned transaction (which held it to its end) is over.
-   * Retries while PostgreSQL is out of reach, until the hold, if any, expired anyway.
-   */
-  #cleanUp(kind, key, owner, ttlMs) {
-    const id = `${kind}\u0000${key}\u0000${owner}`;
-    const until = performance.now() + ttlMs + this.#options.operationTimeoutMs;
-    const existing = this.#pendingCleanups.get(id);
-    if (existing) {
-      // The same owner's acquire failed again: one cleanup, until the later expiry.
-      existing.until = Math.max(existing.until, until);
-      return;
-    }
-    const entry = { until, timer: undefined, running: null, acquiring: false };
-    this.#pendingCleanups.set(id, entry);
-    let delay = CLEANUP_RETRY_MIN_MS;
-    const again = () => {
-      if (this.#closed || performance.now() + delay > entry.until) {
-        if (this.#pendingCleanups.get(id) === entry) this.#pendingCleanups.delete(id);
-        return;
-      }
-      entry.timer = setTimeout(attempt, delay);
-      entry.timer.unref?.();
-      this.#cleanups.add(entry.timer);
-      delay = Math.min(CLEANUP_RETRY_MAX_MS, delay * 2);
-    };
-    const attempt = () => {
-      this.#cleanups.delete(entry.timer);
-      if (this.#closed || this.#pendingCleanups.get(id) !== entry) return;
-      // The same owner's acquire is under way: it frees the row itself, in its own
-      // transaction, before it takes the key (see #takeOverCleanup).
-      if (entry.acquiring) return again();
-      entry.running = this.#transaction("a cleanup", (client) => this.#freeOwn(client, kind, key, owner)).then(
-        () => {
-          entry.running = null;
-          if (this.#pendingCleanups.get(id) === entry) this.#pendingCleanups.delete(id);
-        },
-        () => {
-          entry.running = null;
-          again();
-        },
-      );
-    };
-    entry.timer = setTimeout(attempt, 0);
-    entry.timer.unref?.();
-    this.#cleanups.add(entry.timer);
-  }
-
-  /**
-   * Before an acquire of `key` for `owner`: a cleanup still pending after an earlier
-   * failed acquire of the same owner (a waiting Lock retries with its owner) must not
-   * run after this acquire took the key, or it would free a granted hold. Waits for a
-   * cleanup attempt under way and holds the others off; answers `free(client)`, which
-   * frees the row inside the acquire's own transaction (before it takes the key), or
-   * none when there is nothing left to free, and `done(committed)`, which ends it.
-   */
-  async #takeOverCleanup(kind, key, owner) {
-    const id = `${kind}\u0000${key}\u0000${owner}`;
-    const entry = this.#pendingCleanups.get(id);
-    if (!entry) return { free: undefined, done: () => {} };
-    entry.acquiring = true;
-    await entry.running?.catch(() => {});
-    if (this.#pendingCleanups.get(id) !== entry) {
-      entry.acquiring = false;
-      return { free: undefined, done: () => {} };
-    }
-    return {
-      free: (client) => this.#freeOwn(client, kind, key, owner),
-      done: (committed) => {
-        entry.acquiring = false;
-        if (committed && this.#pendingCleanups.get(id) === entry) {
-          this.#pendingCleanups.delete(id);
-          clearTimeout(entry.timer);
-          this.#cleanups.delete(entry.timer);
-        }
-      },
-    };
-  }
-
   /** Deletes `owner`'s row of `key` (a hold or a writer's claim) under the key's advisory lock, and announces the release. */
   async #freeOwn(client, kind, key, owner) {
     const { locks, permits, channel } = this.#sql;
@@ -595,8 +430,7 @@ class PostgresLockStore {
   // The LockStore contract
 
   /**
-   * Takes `key` for `owner` for `ttlMs` if it is free (or its hold expired): true, or
-   * false. Locks get the hold's fencing token through [ACQUIRE_TOKEN].
+   * `acquire()` answering the hold's fencing token (how locks get it), or false.
    *
    * The token is drawn by a second statement, once the hold is committed. Drawn in the
    * insert itself it could be stale: PostgreSQL computes the inserted values before the
@@ -605,14 +439,9 @@ class PostgresLockStore {
    * nobody else can take the key, it is larger than every earlier holder's, which each
    * drew theirs before releasing.
    */
-  async acquire(key, owner, ttlMs) {
-    return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
-  }
-
-  /** `acquire()` answering the hold's fencing token (how locks get it), or false. */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const { locks, sequence } = this.#sql;
-    const cleanup = await this.#takeOverCleanup("lock", key, owner);
+    const cleanup = await this.#cleanups.takeOver("lock", key, owner);
     // One transaction under the key's advisory lock: abandoned by the client it rolls
     // back, and a cleanup after it (see #cleanUp) waits for its end.
     const token = await this.#transaction("acquire", async (client) => {
@@ -635,7 +464,7 @@ class PostgresLockStore {
       );
       // Expired (or taken over) before it had its token: as good as not taken.
       return rows.length > 0 ? toToken(rows[0].fencing_token) : false;
-    }).then(...this.#acquireSettled(cleanup, "lock", key, owner, ttlMs));
+    }).then(...this.#cleanups.settled(cleanup, "lock", key, owner, ttlMs));
     this.#maybeSweep();
     return token;
   }
@@ -650,7 +479,7 @@ class PostgresLockStore {
   async acquireAll(keys, owner, ttlMs) {
     const { locks, sequence } = this.#sql;
     const cleanups = [];
-    for (const key of keys) cleanups.push(await this.#takeOverCleanup("lock", key, owner));
+    for (const key of keys) cleanups.push(await this.#cleanups.takeOver("lock", key, owner));
     const done = (committed) => {
       for (const cleanup of cleanups) cleanup.done(committed);
     };
@@ -695,35 +524,13 @@ class PostgresLockStore {
         done(false);
         // What the transaction may have taken before its answer was lost is freed, key by key.
         if (err instanceof StoreUnavailableError && !this.#closed) {
-          for (const key of keys) this.#cleanUp("lock", key, owner, ttlMs);
+          for (const key of keys) this.#cleanups.add("lock", key, owner, ttlMs);
         }
         throw err;
       },
     );
     this.#maybeSweep();
     return tokens;
-  }
-
-  /** An acquire's settle handlers: end the cleanup it took over, then its value, or its failure as #acquireFailed says. */
-  #acquireSettled(cleanup, kind, key, owner, ttlMs) {
-    return [
-      (value) => {
-        cleanup.done(true);
-        return value;
-      },
-      (err) => {
-        cleanup.done(false);
-        return this.#acquireFailed(err, kind, key, owner, ttlMs);
-      },
-    ];
-  }
-
-  /** Rethrows `err`, an acquire's failure; first schedules a cleanup if the acquire may have taken the key. */
-  #acquireFailed(err, kind, key, owner, ttlMs) {
-    if (err instanceof StoreUnavailableError && !this.#closed && typeof ttlMs === "number" && ttlMs > 0) {
-      this.#cleanUp(kind, key, owner, ttlMs);
-    }
-    throw err;
   }
 
   /** Frees `key` if `owner` holds it, and announces the release. */
@@ -797,24 +604,16 @@ class PostgresLockStore {
   // Permits: semaphores and read-write locks
 
   /**
-   * Admits `owner` to the semaphore or read-write lock `key` (see the README): true, or
-   * false. Decided under a per-key advisory lock, so concurrent acquirers of one key take
-   * turns. Locks get the hold's fencing token through [ACQUIRE_PERMIT_TOKEN].
-   */
-  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
-    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
-  }
-
-  /**
    * `acquirePermit()` answering the hold's fencing token, or false. A semaphore holder
    * takes `weight` of its `limit` permits (default 1): admitted while the live holders'
-   * permits and its own fit the limit.
+   * permits and its own fit the limit. Decided under a per-key advisory lock, so
+   * concurrent acquirers of one key take turns.
    */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, weight) {
     const set = checkKind(kind);
     weight = checkPermits(kind, limit, weight);
     const { permits, sequence } = this.#sql;
-    const cleanup = await this.#takeOverCleanup(set, key, owner);
+    const cleanup = await this.#cleanups.takeOver(set, key, owner);
     const token = await this.#transaction("acquirePermit", async (client) => {
       await cleanup.free?.(client);
       await this.#serialize(client, `${set}:${key}`);
@@ -831,23 +630,10 @@ class PostgresLockStore {
         );
         for (const r of all) if (r.role === "waiting") r.role = "turn";
       }
-      const rows = all.filter((r) => r.live);
-      const holders = rows.filter((r) => HOLDING_ROLES.includes(r.role));
-      if (holders.some((r) => r.owner === owner)) return false;
-      // Every handle of a semaphore must agree on its limit while it is held.
-      const heldLimit = holders.find((r) => r.semaphore_limit !== null)?.semaphore_limit;
-      if (kind === "semaphore" && heldLimit !== undefined && heldLimit !== limit) return { heldLimit };
-      // Phase-fair read-write locks (see the README): a refused reader waits (role
-      // 'waiting') for the readers' turn ('turn'), which starts when a writer's hold ends;
-      // readers in it enter past a writer's claim, and no writer enters before them.
-      const claim = rows.find((r) => r.role === "claim");
-      const inTurn = rows.some((r) => r.role === "turn" && r.owner === owner);
-      const admitted =
-        kind === "semaphore"
-          ? holders.reduce((sum, r) => sum + r.permits, 0) + weight <= limit
-          : kind === "read"
-            ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
-            : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
+      const rows = all.filter((r) => r.live).map((r) => ({ owner: r.owner, role: r.role, limit: r.semaphore_limit, permits: r.permits }));
+      const { admitted, held, heldLimit, wait } = decidePermit(rows, kind, owner, limit, weight);
+      if (held) return false;
+      if (heldLimit !== undefined) return { heldLimit };
       if (admitted) {
         // A writer's own claim, if any, becomes its hold (same primary key).
         const { rows: inserted } = await client.query(
@@ -861,7 +647,7 @@ class PostgresLockStore {
         );
         return toToken(inserted[0].fencing_token);
       }
-      if (kind === "read" && !inTurn) {
+      if (wait === "waiting") {
         await client.query(
           `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at)
            VALUES ($1, $2, $3, 'waiting', ${fromNow(4)})
@@ -870,8 +656,7 @@ class PostgresLockStore {
           [set, key, owner, ttlMs],
         );
       }
-      if (kind === "write" && (!claim || claim.owner === owner)) {
-        // The waiting writer's claim keeps new readers out until it expires.
+      if (wait === "claim") {
         await client.query(
           `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at)
            VALUES ($1, $2, $3, 'claim', ${fromNow(4)})
@@ -880,13 +665,9 @@ class PostgresLockStore {
         );
       }
       return false;
-    }).then(...this.#acquireSettled(cleanup, set, key, owner, ttlMs));
+    }).then(...this.#cleanups.settled(cleanup, set, key, owner, ttlMs));
     this.#maybeSweep();
-    if (typeof token === "object") {
-      throw invalid(
-        `semaphore ${JSON.stringify(key)} is held with limit ${token.heldLimit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
-      );
-    }
+    if (typeof token === "object") throw limitMismatch(key, token.heldLimit, limit);
     return token;
   }
 
@@ -1086,23 +867,13 @@ class PostgresLockStore {
    * passed in stays open. Later calls fail with StoreClosedError.
    */
   async close() {
-    this.#closing ??= (async () => {
-      // The store's sockets do not keep Node alive (idle ones are unref'd), so a
-      // timer does while they close: `await store.close()` returns before the process ends.
-      const alive = setInterval(noop, 60_000);
-      try {
-        await this.#close();
-      } finally {
-        clearInterval(alive);
-      }
-    })();
+    this.#closing ??= closing(() => this.#close());
     return this.#closing;
   }
 
   async #close() {
     this.#closed = true;
-    for (const timer of this.#cleanups) clearTimeout(timer);
-    this.#cleanups.clear();
+    this.#cleanups.stopTimers();
     clearTimeout(this.#listenTimer);
     clearInterval(this.#checkTimer);
     this.#listeners.clear();

@@ -1,0 +1,378 @@
+"use strict";
+// What PostgresLockStore and MySqlLockStore share: their options, argument checks and
+// error typing, the rules of semaphores and phase-fair read-write locks over a permits
+// table, and the clean-up after an acquire whose outcome the client could not learn. Each
+// store brings its dialect: its SQL, how it reads the server's clock, what serializes a
+// key's changes (an advisory lock, a row lock) and which server errors mean "unavailable".
+
+const { LockStoreError, StoreClosedError, StoreUnavailableError, checkOptionKeys, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN, STORE_NAME } =
+  require("../gen/api.cjs");
+
+// The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
+// reader 'waiting' for the readers' turn, and a reader whose 'turn' it is.
+const HOLDING_ROLES = ["semaphore", "read", "write"];
+const HOLDING = `(${HOLDING_ROLES.map((r) => `'${r}'`).join(", ")})`;
+
+const DEFAULT_TABLE = "locksmith_locks";
+const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
+const MAX_MS = 2_147_483_647;
+// Opportunistic cleanup of expired rows: at most this often per store, this many rows.
+const SWEEP_INTERVAL_MS = 5_000;
+const SWEEP_ROWS = 500;
+// An acquire whose outcome the client could not learn (it gave up waiting, or the
+// connection broke) may still commit on the server: the store then frees that owner's
+// hold itself, retrying this often while the server is out of reach.
+const CLEANUP_RETRY_MIN_MS = 100;
+const CLEANUP_RETRY_MAX_MS = 2_000;
+
+const noop = () => {};
+
+/**
+ * The server-side bound on a statement for a call with `ms` left: a little below it, so
+ * the server cancels a statement (and the client hears why) before the client gives up
+ * on it and closes the connection. A statement the client abandoned could otherwise
+ * still run, and commit, on the server.
+ */
+const serverTimeoutMs = (ms) => Math.max(1, Math.floor(ms - Math.min(250, ms / 5)));
+
+/**
+ * A store's options, checked against its dialect: `className`, the `options` it takes,
+ * its `booleans` (name: default), the `tableName` pattern (an optional qualifier, then the
+ * name) and what the qualifier is called (`qualifier`: "schema", "database").
+ */
+function parseOptions(options, dialect) {
+  if (options === undefined) options = {};
+  if (options === null || typeof options !== "object" || Array.isArray(options)) {
+    throw invalid(`${dialect.className} options must be an object; got ${typeName(options)}`);
+  }
+  checkOptionKeys(options, dialect.options, dialect.className);
+  const table = options.table ?? DEFAULT_TABLE;
+  if (typeof table !== "string" || !dialect.tableName.test(table)) {
+    throw invalid(
+      `table must be a table name (letters, digits and _, at most 40 characters, optionally after "${dialect.qualifier}."); got ${
+        typeof table === "string" ? JSON.stringify(table) : typeName(table)
+      }`,
+    );
+  }
+  const operationTimeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
+  if (typeof operationTimeoutMs !== "number" || !Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > MAX_MS) {
+    throw invalid(
+      `operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
+    );
+  }
+  const parsed = { table, operationTimeoutMs };
+  for (const [name, fallback] of Object.entries(dialect.booleans)) {
+    if (options[name] !== undefined && typeof options[name] !== "boolean") {
+      throw invalid(`${name} must be a boolean; got ${typeName(options[name])}`);
+    }
+    parsed[name] = options[name] ?? fallback;
+  }
+  [, parsed.qualifier, parsed.name] = dialect.tableName.exec(table);
+  return parsed;
+}
+
+/** A failure of the database, typed: `unavailable(err)` says STORE_UNAVAILABLE (retried by a wait), else STORE_ERROR (a refusal, final). */
+function storeError(err, label, unavailable) {
+  if (err instanceof StoreUnavailableError || err instanceof LockStoreError || err instanceof StoreClosedError) return err;
+  const message = `locksmith: ${label}: ${err?.message ?? String(err)}`;
+  const error = unavailable(err) ? new StoreUnavailableError(message) : new LockStoreError(message);
+  error.cause = err;
+  return error;
+}
+
+/** `value` (a bigint column as the driver returns it) as a fencing token JS can carry. */
+function toToken(value, source) {
+  const token = Number(value);
+  if (!Number.isSafeInteger(token) || token < 1) {
+    throw new LockStoreError(`locksmith: ${source} gave ${value}, not a positive safe integer`);
+  }
+  return token;
+}
+
+/** The permits table's `kind` of a permit kind: "semaphore", or "rw" for "read" and "write". */
+function checkKind(kind) {
+  if (kind !== "semaphore" && kind !== "read" && kind !== "write") {
+    throw invalid(`kind must be "semaphore", "read" or "write"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
+  }
+  return kind === "semaphore" ? "semaphore" : "rw";
+}
+
+/**
+ * A hold's weight: a semaphore's `permits` of its `limit` (undefined: 1); a read or write
+ * hold is 1, and asking it for more is refused (the core's messages).
+ */
+function checkPermits(kind, limit, permits) {
+  if (kind === "semaphore" && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1)) {
+    throw invalid(`limit must be a whole number of permits, at least 1; got ${typeof limit === "number" ? limit : typeName(limit)}`);
+  }
+  if (permits === undefined) return 1;
+  const most = kind === "semaphore" ? limit : 1;
+  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || permits > most) {
+    throw invalid(
+      kind === "semaphore"
+        ? `permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${typeof permits === "number" ? permits : typeName(permits)}`
+        : `permits is a semaphore's option; a ${kind} handle takes one hold`,
+    );
+  }
+  return permits;
+}
+
+/**
+ * Whether `owner` may take `weight` permits of `key` (a semaphore of `limit`, or a
+ * read-write lock), from the key's live permits rows `rows` ({ owner, role, limit,
+ * permits }, read under the key's lock). Answers `{ admitted }`, `{ held }` (the owner
+ * holds it already), `{ heldLimit }` (a semaphore held with another limit), and `wait`:
+ * the role a refused owner records ('waiting', 'claim') or none.
+ *
+ * Phase-fair read-write locks: a refused reader waits (role 'waiting') for the readers'
+ * turn ('turn'), which starts when a writer's hold ends; readers in it enter past a
+ * writer's claim, and no writer enters before them. A waiting writer's claim keeps new
+ * readers out until it expires (the first waiting writer's only); a writer's own claim,
+ * or a reader's turn, becomes its hold.
+ */
+function decidePermit(rows, kind, owner, limit, weight) {
+  const holders = rows.filter((r) => HOLDING_ROLES.includes(r.role));
+  if (holders.some((r) => r.owner === owner)) return { held: true };
+  // Every handle of a semaphore must agree on its limit while it is held.
+  const heldLimit = holders.find((r) => r.limit !== null && r.limit !== undefined)?.limit;
+  if (kind === "semaphore" && heldLimit !== undefined && heldLimit !== limit) return { heldLimit };
+  const claim = rows.find((r) => r.role === "claim");
+  const inTurn = rows.some((r) => r.role === "turn" && r.owner === owner);
+  const admitted =
+    kind === "semaphore"
+      ? holders.reduce((sum, r) => sum + r.permits, 0) + weight <= limit
+      : kind === "read"
+        ? !holders.some((r) => r.role === "write") && (!claim || inTurn)
+        : holders.length === 0 && !rows.some((r) => r.role === "turn") && (!claim || claim.owner === owner);
+  if (admitted) return { admitted: true };
+  const wait = kind === "read" && !inTurn ? "waiting" : kind === "write" && (!claim || claim.owner === owner) ? "claim" : undefined;
+  return { admitted: false, wait };
+}
+
+/** The refusal of a handle whose semaphore limit differs from the held one's. */
+const limitMismatch = (key, heldLimit, limit) =>
+  invalid(
+    `semaphore ${JSON.stringify(key)} is held with limit ${heldLimit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+  );
+
+/**
+ * The clean-ups after acquires whose outcome the client could not learn (it gave up, or
+ * the connection broke): such an acquire may still commit on the server, so its hold is
+ * freed, under the key's lock (after the abandoned transaction, which held it to its end,
+ * is over), retried while the server is out of reach, until the hold, if any, expired
+ * anyway. The store gives `transaction(what, fn)`, `freeOwn(connection, kind, key,
+ * owner)` (deletes the owner's row under the key's lock), `closed()` (no more retries)
+ * and `ending()` (nothing may run any more).
+ */
+class Cleanups {
+  #store;
+  // Timers of pending cleanups.
+  #timers = new Set();
+  // Cleanups by kind, key and owner: { until, timer, running, acquiring, attempt }.
+  #pending = new Map();
+
+  constructor(store) {
+    this.#store = store;
+  }
+
+  /** After an acquire of `key` for `owner` failed without a certain answer: frees what it may yet have taken. */
+  add(kind, key, owner, ttlMs) {
+    const id = `${kind}\u0000${key}\u0000${owner}`;
+    const store = this.#store;
+    const until = performance.now() + ttlMs + store.operationTimeoutMs;
+    const existing = this.#pending.get(id);
+    if (existing) {
+      // The same owner's acquire failed again: one cleanup, until the later expiry.
+      existing.until = Math.max(existing.until, until);
+      return;
+    }
+    const entry = { until, timer: undefined, running: null, acquiring: false, attempt: undefined };
+    this.#pending.set(id, entry);
+    let delay = CLEANUP_RETRY_MIN_MS;
+    const again = () => {
+      if (store.closed() || performance.now() + delay > entry.until) {
+        if (this.#pending.get(id) === entry) this.#pending.delete(id);
+        return;
+      }
+      this.#schedule(entry, attempt, delay);
+      delay = Math.min(CLEANUP_RETRY_MAX_MS, delay * 2);
+    };
+    const attempt = () => {
+      this.#timers.delete(entry.timer);
+      if (store.ending() || this.#pending.get(id) !== entry) return;
+      // The same owner's acquire is under way: it frees the row itself, in its own
+      // transaction, before it takes the key (see takeOver).
+      if (entry.acquiring) return again();
+      entry.running = store
+        .transaction("a cleanup", (connection) => store.freeOwn(connection, kind, key, owner))
+        .then(
+          () => {
+            entry.running = null;
+            if (this.#pending.get(id) === entry) this.#pending.delete(id);
+          },
+          () => {
+            entry.running = null;
+            again();
+          },
+        );
+    };
+    entry.attempt = attempt;
+    // While close() waits: once, now (close() waits for it too).
+    if (store.closed()) return attempt();
+    this.#schedule(entry, attempt, 0);
+  }
+
+  #schedule(entry, attempt, delay) {
+    entry.timer = setTimeout(attempt, delay);
+    entry.timer.unref?.();
+    this.#timers.add(entry.timer);
+  }
+
+  /**
+   * Before an acquire of `key` for `owner`: a cleanup still pending after an earlier
+   * failed acquire of the same owner (a waiting Lock retries with its owner) must not
+   * run after this acquire took the key, or it would free a granted hold. Waits for a
+   * cleanup attempt under way and holds the others off; answers `free(connection)`,
+   * which frees the row inside the acquire's own transaction (before it takes the key),
+   * or none when there is nothing left to free, and `done(committed)`, which ends it.
+   */
+  async takeOver(kind, key, owner) {
+    const id = `${kind}\u0000${key}\u0000${owner}`;
+    const entry = this.#pending.get(id);
+    if (!entry) return { free: undefined, done: noop };
+    entry.acquiring = true;
+    await entry.running?.catch(noop);
+    if (this.#pending.get(id) !== entry) {
+      entry.acquiring = false;
+      return { free: undefined, done: noop };
+    }
+    return {
+      free: (connection) => this.#store.freeOwn(connection, kind, key, owner),
+      done: (committed) => {
+        entry.acquiring = false;
+        if (committed && this.#pending.get(id) === entry) {
+          this.#pending.delete(id);
+          clearTimeout(entry.timer);
+          this.#timers.delete(entry.timer);
+        }
+      },
+    };
+  }
+
+  /** An acquire's settle handlers: end the cleanup it took over, then its value; or its failure, after a cleanup if it may have taken the key. */
+  settled(cleanup, kind, key, owner, ttlMs) {
+    return [
+      (value) => {
+        cleanup.done(true);
+        return value;
+      },
+      (err) => {
+        cleanup.done(false);
+        if (err instanceof StoreUnavailableError && !this.#store.ending() && typeof ttlMs === "number" && ttlMs > 0) this.add(kind, key, owner, ttlMs);
+        throw err;
+      },
+    ];
+  }
+
+  /** Stops the retry timers (the store is closing). */
+  stopTimers() {
+    for (const timer of this.#timers) clearTimeout(timer);
+    this.#timers.clear();
+  }
+
+  /** Tries each pending cleanup not under way once more, now (the store is closing and waits for them). */
+  runPendingOnce() {
+    for (const entry of [...this.#pending.values()]) {
+      if (entry.running === null && !entry.acquiring) entry.attempt?.();
+    }
+  }
+
+  /** Forgets every pending cleanup. */
+  clear() {
+    this.#pending.clear();
+  }
+}
+
+/**
+ * What both stores' classes have alike: their name for diagnostics, weighted permits, the
+ * table and timeout they were made with, the boolean answers of acquire and acquirePermit,
+ * and close() that lets Node exit only once the store has closed.
+ */
+class SqlLockStore {
+  #name;
+  #options;
+
+  constructor(name, options) {
+    this.#name = name;
+    this.#options = options;
+  }
+
+  get [STORE_NAME]() {
+    return this.#name;
+  }
+
+  /** A semaphore hold may take several permits (acquirePermit's 6th argument; the permits table's `permits` column). */
+  get permitWeights() {
+    return true;
+  }
+
+  /** The table's name, as given (qualified or not). */
+  get table() {
+    return this.#options.table;
+  }
+
+  /** Milliseconds after which a call fails with STORE_UNAVAILABLE. */
+  get operationTimeoutMs() {
+    return this.#options.operationTimeoutMs;
+  }
+
+  /**
+   * Takes `key` for `owner` for `ttlMs` if it is free (or its hold expired): true, or
+   * false. Locks get the hold's fencing token through [ACQUIRE_TOKEN].
+   */
+  async acquire(key, owner, ttlMs) {
+    return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
+  }
+
+  /**
+   * Admits `owner` to the semaphore or read-write lock `key` (see docs/stores.md): true,
+   * or false. A semaphore holder may take `permits` of the `limit` (default 1). Locks get
+   * the hold's fencing token through [ACQUIRE_PERMIT_TOKEN].
+   */
+  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
+  }
+}
+
+/**
+ * Runs `close()`, a store's closing, once; `await store.close()` keeps Node alive until it
+ * is done (the store's sockets do not, so a timer does while they close).
+ */
+async function closing(close) {
+  const alive = setInterval(noop, 60_000);
+  try {
+    await close();
+  } finally {
+    clearInterval(alive);
+  }
+}
+
+module.exports = {
+  HOLDING,
+  HOLDING_ROLES,
+  MAX_MS,
+  SWEEP_INTERVAL_MS,
+  SWEEP_ROWS,
+  Cleanups,
+  SqlLockStore,
+  checkKind,
+  checkPermits,
+  closing,
+  decidePermit,
+  limitMismatch,
+  noop,
+  parseOptions,
+  serverTimeoutMs,
+  storeError,
+  toToken,
+};
