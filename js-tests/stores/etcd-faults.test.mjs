@@ -15,13 +15,14 @@ import { promisify } from "node:util";
 
 import { EtcdLockStore } from "locksmith-js/etcd";
 
+import { lateFetch } from "../support/etcd-late-fetch.mjs";
 import { enableAuth, etcdCall, requireEtcd, selfSignedCertificate, startEtcd } from "../support/etcd-server.mjs";
 import { checkRecords, runProcess } from "../histories/run.mjs";
 import { now } from "../histories/client.mjs";
 import { newSeed } from "../histories/random.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
-const { Lock, semaphore, restoreLock } = ls;
+const { Lock, semaphore, readWriteLock, restoreLock } = ls;
 const run = promisify(execFile);
 const require = createRequire(import.meta.url);
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -153,6 +154,146 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
         await s.close();
       }
     });
+  });
+
+  // Requests etcd applies after their caller gave up on them (stuck at a slow or stopped
+  // member; js-tests/support/etcd-late-fetch.mjs holds one back), and aborts that come
+  // while an attempt is on its way: no second holder, and nothing left held that nobody owns.
+  describe("uncertain outcomes", () => {
+    /** A handle on `key` with a 20 s TTL: a "lock", a "semaphore" of one permit, or a "write lock". */
+    const handle = (kind, key, store) => {
+      if (kind === "lock") return new Lock(key, 20_000, store);
+      if (kind === "semaphore") return semaphore(key, 1, 20_000, store);
+      return readWriteLock(key, 20_000, store).writeLock();
+    };
+
+    /** Tries `take()` every 100 ms until it answers true or `ms` passed: the milliseconds it took, or undefined. */
+    async function takenWithin(take, ms) {
+      const started = performance.now();
+      for (;;) {
+        if (await take()) return performance.now() - started;
+        if (performance.now() - started > ms) return undefined;
+        await sleep(100);
+      }
+    }
+
+    it("a semaphore attempt applied late leaves the next attempt's admitted entry alone: no second holder while the first hold is live", async () => {
+      const late = lateFetch();
+      // One attempt per call: its one request gets the whole operation timeout.
+      const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
+      const c = await connect();
+      const key = uniqueKey("late-permit");
+      const held = late.hold("/v3/kv/txn", { afterAbortMs: 2_400 });
+      const started = performance.now();
+      const holder = semaphore(key, 1, 5_000, a);
+      // The first attempt's transaction is held back; the second, 1 s later, is admitted.
+      assert.equal(await holder.acquire({ timeout: 5_000, retryDelay: 1_000 }), true);
+      const admittedAt = performance.now() - started;
+      const { reply, at } = await held.delivered;
+      assert.ok(at - started > admittedAt, "the first attempt was applied after the second was admitted");
+      // The holder's deadline counts from its successful attempt's send, at least 1 s in:
+      // until shortly before it, nobody else gets the permit.
+      const until = started + 1_000 + 5_000 - 300;
+      let intruder;
+      while (performance.now() < until && !holder.signal.aborted) {
+        const other = semaphore(key, 1, 5_000, c);
+        if (await other.acquireImmediately()) {
+          intruder = Math.round(performance.now() - started);
+          await other.release();
+          break;
+        }
+        await sleep(100);
+      }
+      assert.equal(
+        intruder,
+        undefined,
+        `another store got the permit at ${intruder} ms while the holder (admitted at ${Math.round(admittedAt)} ms) still held it; the late transaction's answer: ${JSON.stringify(reply)}`,
+      );
+      assert.equal(holder.signal.aborted, false, "the holder's signal stayed quiet before its deadline");
+      assert.equal(await holder.release(), true);
+    });
+
+    it("the store on its own: a late attempt of the same owner moves no entry to its lease", async () => {
+      const late = lateFetch();
+      const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
+      const key = uniqueKey("late-permit-store");
+      const entryKey = `${a.permitPrefix(key, "semaphore")}owner-1`;
+      for (const kind of ["semaphore", "write"]) {
+        const entry = kind === "semaphore" ? entryKey : `${a.permitPrefix(key, kind)}owner-1`;
+        const held = late.hold("/v3/kv/txn", { afterAbortMs: 300 });
+        await assert.rejects(a.acquirePermit(key, "owner-1", 10_000, kind, 1), (err) => err.code === "STORE_UNAVAILABLE");
+        assert.equal(await a.acquirePermit(key, "owner-1", 10_000, kind, 1), true, `${kind}: the next attempt is admitted`);
+        const before = await rawGet(cluster.endpoints[0], entry);
+        const { reply } = await held.delivered;
+        await sleep(200);
+        const after = await rawGet(cluster.endpoints[0], entry);
+        assert.ok(after, `${kind}: the admitted entry is still there (the late answer: ${JSON.stringify(reply)})`);
+        assert.equal(after.lease, before.lease, `${kind}: the admitted entry stays under its own lease`);
+        assert.equal(after.mod_revision, before.mod_revision, `${kind}: and is not written again`);
+        assert.equal(await a.releasePermit(key, "owner-1", kind), true);
+      }
+    });
+
+    it("the store on its own: a release sent while an acquire of the same owner is on its way (slow) waits for it, so nothing stays held", async () => {
+      const b = await connect();
+      for (const path of ["/v3/lease/grant", "/v3/kv/txn"]) {
+        for (const kind of ["lock", "semaphore", "write"]) {
+          const slow = lateFetch();
+          const a = await connect({ fetch: slow.fetch });
+          const key = uniqueKey(`release-waits-${kind}`);
+          slow.hold(path, { delayMs: 800 });
+          const acquiring = kind === "lock" ? a.acquire(key, "owner-1", 20_000) : a.acquirePermit(key, "owner-1", 20_000, kind, 1);
+          // As a release sent on an abort: while the acquire is on its way.
+          await sleep(200);
+          const releasing = kind === "lock" ? a.release(key, "owner-1") : a.releasePermit(key, "owner-1", kind);
+          assert.equal(await acquiring, true, `${kind}, slow ${path}: the acquire took it`);
+          assert.equal(await releasing, true, `${kind}, slow ${path}: the release freed what the acquire took`);
+          const held = kind === "lock" ? await b.isLocked(key) : (await b.countPermits(key, kind)) > 0;
+          assert.equal(held, false, `${kind}, slow ${path}: nothing stays held`);
+        }
+      }
+    });
+
+    for (const kind of ["lock", "semaphore", "write lock"]) {
+      it(`a ${kind} acquire applied after it failed leaves nothing held: another store gets in well before the TTL`, async () => {
+        const late = lateFetch();
+        const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
+        const b = await connect();
+        const key = uniqueKey(`late-${kind.replace(" ", "-")}`);
+        const make = (store) => handle(kind, key, store);
+        const held = late.hold("/v3/kv/txn", { afterAbortMs: 1_000 });
+        await assert.rejects(make(a).acquire(), (err) => err.code === "STORE_UNAVAILABLE");
+        const { reply } = await held.delivered;
+        const other = make(b);
+        const took = await takenWithin(() => other.acquireImmediately(), 2_000);
+        assert.ok(took !== undefined, `the ${kind} was still held 2 s after the late request was applied (its answer: ${JSON.stringify(reply)})`);
+        await other.release();
+      });
+    }
+
+    for (const [what, path] of [
+      ["lease grant", "/v3/lease/grant"],
+      ["transaction", "/v3/kv/txn"],
+    ]) {
+      for (const kind of ["lock", "semaphore", "write lock"]) {
+        it(`an abort while a ${kind}'s ${what} is slow leaves nothing held once the attempt settled`, async () => {
+          const slow = lateFetch();
+          const a = await connect({ fetch: slow.fetch });
+          const b = await connect();
+          const key = uniqueKey(`abort-slow-${kind.replace(" ", "-")}`);
+          const make = (store) => handle(kind, key, store);
+          const held = slow.hold(path, { delayMs: 800 });
+          const controller = new AbortController();
+          setTimeout(() => controller.abort(), 200);
+          await assert.rejects(make(a).acquire({ timeout: 5_000, signal: controller.signal }), (err) => err.code === "ABORTED");
+          await held.delivered;
+          const other = make(b);
+          const took = await takenWithin(() => other.acquireImmediately(), 2_000);
+          assert.ok(took !== undefined, `the ${kind} was still held 2 s after its slow ${what} was answered`);
+          await other.release();
+        });
+      }
+    }
   });
 
   describe("processes and the history checker", () => {

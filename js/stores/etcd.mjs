@@ -54,6 +54,11 @@ const WATCH_RETRY_MAX_MS = 2_000;
 const WATCH_PROBE_MS = 2_000;
 const WATCH_PROBE_TIMEOUT_MS = 1_000;
 const WATCH_LINGER_MS = 1_000;
+// A lease revoke that goes unanswered is tried again, after pauses growing to the
+// longest, for this long at most (by then the cluster was unreachable throughout).
+const REVOKE_PAUSE_MIN_MS = 50;
+const REVOKE_PAUSE_MAX_MS = 500;
+const REVOKE_RETRY_MS = 60_000;
 // The writes this store remembers (see Writes): swept past this many.
 const WRITES_SWEEP_AT = 10_000;
 const WRITES_MAX = 100_000;
@@ -382,6 +387,8 @@ export class EtcdLockStore {
   #contended = new Set();
   // Leases to revoke, revoked in the background.
   #revoking = new Set();
+  // Acquires on their way (and their clean-ups), by etcd key and owner: see #pending.
+  #onTheirWay = new Map();
   // Wake-ups: listeners by `lock:key`, `semaphore:key`, `rw:key`; the watch, if open.
   #listeners = new Map();
   #watch;
@@ -469,17 +476,26 @@ export class EtcdLockStore {
       const budget = Math.min(deadline - now(), Math.max(ATTEMPT_MIN_MS, this.#options.operationTimeoutMs / ATTEMPT_SHARE));
       const timer = setTimeout(() => controller.abort(), Math.max(1, budget));
       let sent = false;
+      // A fetch of the user's that ignores its signal still gives up at the attempt's end.
+      const stop = new Promise((_, reject) => controller.signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true }));
+      stop.catch(noop);
+      const bounded = (promise) => {
+        promise.catch(noop);
+        return Promise.race([promise, stop]);
+      };
       try {
         const headers = { "content-type": "application/json" };
         if (login && this.#token !== undefined) headers.authorization = this.#token;
         sent = true;
-        const response = await this.#options.fetch(`${endpoint}/v3/${path}`, {
-          method: "POST",
-          headers,
-          body: JSON.stringify(body),
-          signal: controller.signal,
-        });
-        const text = await response.text();
+        const response = await bounded(
+          this.#options.fetch(`${endpoint}/v3/${path}`, {
+            method: "POST",
+            headers,
+            body: JSON.stringify(body),
+            signal: controller.signal,
+          }),
+        );
+        const text = await bounded(response.text());
         let reply;
         try {
           reply = JSON.parse(text);
@@ -606,10 +622,61 @@ export class EtcdLockStore {
     return reply.ID;
   }
 
-  /** Revokes a lease in the background (a lease no key uses any more); failures leave it to run out. */
+  /**
+   * Revokes a lease in the background (a lease no key uses any more, or an attempt's whose
+   * outcome is unknown: revoking it deletes what the attempt put, and an attempt applied
+   * after it fails, its lease gone). Tried again until etcd answers (done, or the lease was
+   * gone already), for REVOKE_RETRY_MS at most. Resolves when it is over.
+   */
   #revoke(lease) {
-    if (!lease || lease === "0" || this.#closed) return;
-    this.#background(this.#call("lease/revoke", { ID: lease }, this.#deadline(), { what: "a lease revoke" }));
+    if (!lease || lease === "0" || this.#closed) return Promise.resolve();
+    const giveUpAt = now() + REVOKE_RETRY_MS;
+    const revoking = (async () => {
+      for (let pause = REVOKE_PAUSE_MIN_MS; ; pause = Math.min(REVOKE_PAUSE_MAX_MS, pause * 2)) {
+        try {
+          await this.#call("lease/revoke", { ID: lease }, this.#deadline(), { what: "a lease revoke" });
+          return;
+        } catch (err) {
+          // An answer (NOT_FOUND: revoked already, or run out) ends it, as does close().
+          if (err instanceof EtcdError || err instanceof LockStoreError || this.#closed || now() + pause >= giveUpAt) return;
+        }
+        await new Promise((resolve) => unref(setTimeout(resolve, pause)));
+      }
+    })();
+    this.#background(revoking);
+    return revoking;
+  }
+
+  /**
+   * Runs `attempt(after)`, an acquire of `owner` on `etcdKey`, noted as on its way until it
+   * settled and the clean-up it left (`after.cleanup`, a promise) is over: a release of the
+   * same owner waits for it (#settle), so a release sent on an abort cannot overtake it.
+   */
+  #pending(etcdKey, owner, attempt) {
+    const name = `${etcdKey}\u0000${owner}`;
+    const after = { cleanup: undefined };
+    const result = attempt(after);
+    let set = this.#onTheirWay.get(name);
+    if (set === undefined) this.#onTheirWay.set(name, (set = new Set()));
+    const done = result
+      .then(noop, noop)
+      .then(() => after.cleanup)
+      .catch(noop)
+      .finally(() => {
+        set.delete(done);
+        if (set.size === 0 && this.#onTheirWay.get(name) === set) this.#onTheirWay.delete(name);
+      });
+    set.add(done);
+    return result;
+  }
+
+  /** Waits (until `deadline` at most) for the acquires of `owner` on `etcdKey` on their way, and their clean-ups. */
+  async #settle(etcdKey, owner, deadline) {
+    const set = this.#onTheirWay.get(`${etcdKey}\u0000${owner}`);
+    if (set === undefined) return;
+    let timer;
+    await Promise.race([Promise.all([...set]), new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, deadline - now()))))]);
+    clearTimeout(timer);
   }
 
   /** Revokes the leases of the previous kvs a transaction's puts and deletes replaced, except `keep`. */
@@ -663,6 +730,16 @@ export class EtcdLockStore {
     checkString("owner", owner);
     checkTtl(ttlMs);
     const name = this.lockKey(key);
+    return this.#pending(name, owner, (after) => this.#acquireLock(name, owner, ttlMs, after));
+  }
+
+  /**
+   * One acquire of a plain lock, under a lease of its own. When it fails, its transaction
+   * may still be applied (it went unanswered, or is stuck at a member): the lease is
+   * revoked (`after.cleanup`), which deletes the key if the transaction was applied and
+   * makes it fail if it comes later. Nothing else carries that lease.
+   */
+  async #acquireLock(name, owner, ttlMs, after) {
     const sentAt = now();
     const deadline = sentAt + this.#options.operationTimeoutMs;
     if (this.#contended.has(name)) {
@@ -716,6 +793,9 @@ export class EtcdLockStore {
         this.#writes.forget(write);
         this.#revoke(lease);
         this.#contend(name);
+      } else if (lease !== undefined) {
+        // Failed: whatever it did or will do goes with its lease.
+        after.cleanup = this.#revoke(lease).then(() => this.#writes.forget(write));
       }
     }
   }
@@ -730,6 +810,8 @@ export class EtcdLockStore {
   async release(key, owner) {
     checkString("owner", owner);
     const name = this.lockKey(key);
+    // An acquire of this owner still on its way (a release sent on an abort) finishes first.
+    await this.#settle(name, owner, this.#deadline());
     const deadline = this.#deadline();
     const { reply, uncertain } = await this.#txn({ compare: ownerIs(name, owner), success: [del(name)], failure: [get(name)] }, deadline, "release");
     if (reply.succeeded) {
@@ -914,6 +996,19 @@ export class EtcdLockStore {
     const weight = checkPermits(kind, limit, permits);
     const base = this.permitPrefix(key, kind);
     const entryKey = `${base}${segment(owner)}`;
+    return this.#pending(entryKey, owner, (after) => this.#acquireEntry(key, owner, ttlMs, kind, limit, weight, base, entryKey, after));
+  }
+
+  /**
+   * One acquirePermit, under a lease of its own. Its transaction puts the entry only where
+   * it finds what this call expects there (nothing, or the exact entry an earlier attempt
+   * of this owner left waiting), so a transaction applied late, after its caller gave up,
+   * finds something else and changes nothing: it cannot move another attempt's entry to
+   * its own, older lease (whose end would delete that entry before its holder's deadline).
+   * When the call fails, its lease is revoked (`after.cleanup`): that deletes an entry it
+   * put, and a transaction of it applied later fails, its lease gone.
+   */
+  async #acquireEntry(key, owner, ttlMs, kind, limit, weight, base, entryKey, after) {
     const sentAt = now();
     const deadline = sentAt + this.#options.operationTimeoutMs;
     // A semaphore entry of one permit is written as before weights, so earlier versions read it alike.
@@ -924,7 +1019,8 @@ export class EtcdLockStore {
     // again under a lease granted in this call: an attempt that admits it answers for a
     // hold the server keeps at least the TTL from now, which is what the holder's own
     // deadline counts from. (Keeping the earlier lease let a hold admitted on it expire
-    // up to half a TTL before that deadline.)
+    // up to half a TTL before that deadline.) The put compares the entry's exact value
+    // (its write id): first the last one this store wrote for it, then the one it finds.
     if (kind === "semaphore" && this.#contended.has(base)) {
       // Full at the last look: one read, and no entry (which others would count) while it still is.
       const { kvs } = await this.#list(base, deadline, "acquirePermit");
@@ -932,26 +1028,35 @@ export class EtcdLockStore {
       // An entry put now would be last: admitted if every entry's permits and its own fit.
       if (queue.reduce((sum, e) => sum + e.permits, 0) + weight > limit && !queue.some((e) => e.owner === owner)) return false;
     }
+    // A semaphore's entries are taken out when refused: expect none. A reader's or writer's waits in the queue.
+    const previous = kind === "semaphore" ? undefined : this.#writes.latest(entryKey, owner);
     const write = this.#writes.add(entryKey, owner, ttlMs, sentAt, value);
     let lease;
     let outcome; // "taken", "refused" (entry out again) or "waiting" (entry kept); undefined: failed
     try {
       lease = await this.#grant(ttlMs, deadline);
-      const putEntry = [put(entryKey, write.value, lease)];
-      for (let round = 0; round < 2; round++) {
-        // Absent: put it. Present (this owner's, from an earlier attempt): put it again under this call's lease. Then read the queue.
+      const readQueue = { request_range: { key: b64(base), range_end: prefixEnd(base) } };
+      let expected = previous === undefined ? undefined : b64(previous.value);
+      // Four rounds at most: each that changes nothing found something else, and says what.
+      for (let round = 0; round < 4; round++) {
+        const compare = expected === undefined ? absent(entryKey) : { key: b64(entryKey), target: "VALUE", result: "EQUAL", value: expected };
         const { reply } = await this.#txn(
-          {
-            compare: [absent(entryKey)],
-            success: [...putEntry, { request_range: { key: b64(base), range_end: prefixEnd(base) } }],
-            failure: [...putEntry, { request_range: { key: b64(base), range_end: prefixEnd(base) } }],
-          },
+          { compare: [compare], success: [put(entryKey, write.value, lease), readQueue], failure: [readQueue] },
           deadline,
           "acquirePermit",
         );
-        const responses = reply.responses ?? [];
-        const kvs = responses.at(-1)?.response_range?.kvs ?? [];
-        this.#revokeReplaced(reply, lease);
+        const kvs = reply.responses?.at(-1)?.response_range?.kvs ?? [];
+        if (reply.succeeded) {
+          this.#revokeReplaced(reply, lease);
+        } else {
+          // Not what this call expected: nothing written. Unless it is this call's own
+          // entry (an unanswered earlier try of it, applied), expect what is there now.
+          const found = kvs.find((kv) => unb64(kv.key) === entryKey);
+          if (found === undefined || parseValue(found).w !== write.id) {
+            expected = found?.value;
+            continue;
+          }
+        }
         const queue = this.#queue(kvs, base, kind, limit);
         const mine = queue.find((e) => e.owner === owner);
         if (mine === undefined) continue; // gone meanwhile: put it again
@@ -959,7 +1064,7 @@ export class EtcdLockStore {
           const other = queue.find((e) => e !== mine && typeof e.limit === "number" && e.limit !== limit && e.revision < mine.revision);
           if (other) {
             outcome = "refused";
-            await this.#drop(entryKey, deadline);
+            await this.#drop(entryKey, mine.kv, deadline);
             throw invalid(
               `semaphore ${JSON.stringify(key)} is held with limit ${other.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
             );
@@ -971,13 +1076,13 @@ export class EtcdLockStore {
         }
         if (kind === "semaphore") {
           outcome = "refused";
-          await this.#drop(entryKey, deadline);
+          await this.#drop(entryKey, mine.kv, deadline);
         } else {
           outcome = "waiting";
         }
         return false;
       }
-      throw unavailable(`acquirePermit on ${JSON.stringify(key)}: its entry was gone twice before the queue could be read`);
+      throw unavailable(`acquirePermit on ${JSON.stringify(key)}: its entry kept changing before the queue could be read`);
     } catch (err) {
       if (err?.cause?.grpc === GRPC.NOT_FOUND) throw unavailable("the lease of this acquirePermit ran out before its transaction was applied", err);
       throw err;
@@ -986,14 +1091,17 @@ export class EtcdLockStore {
       if (kind === "semaphore" && outcome === "refused") this.#contend(base);
       if (outcome === "refused") {
         this.#writes.forget(write);
-        if (lease !== undefined) this.#revoke(lease);
+        if (lease !== undefined) after.cleanup = this.#revoke(lease);
+      } else if (outcome === undefined && lease !== undefined) {
+        // Failed: whatever it did or will do goes with its lease.
+        after.cleanup = this.#revoke(lease).then(() => this.#writes.forget(write));
       }
     }
   }
 
-  /** Deletes the entry `entryKey` (this owner's) and revokes its lease. */
-  async #drop(entryKey, deadline) {
-    const { reply } = await this.#txn({ success: [del(entryKey)] }, deadline, "acquirePermit");
+  /** Deletes the entry `entryKey` (this owner's) if it is still exactly `kv`, and revokes its lease. */
+  async #drop(entryKey, kv, deadline) {
+    const { reply } = await this.#txn({ compare: [valueIs(entryKey, kv)], success: [del(entryKey)] }, deadline, "acquirePermit");
     this.#revokeReplaced(reply);
   }
 
@@ -1003,6 +1111,8 @@ export class EtcdLockStore {
     const family = checkKind(kind);
     const base = this.permitPrefix(key, kind);
     const entryKey = `${base}${segment(owner)}`;
+    // An acquire of this owner still on its way (a release sent on an abort) finishes first.
+    await this.#settle(entryKey, owner, this.#deadline());
     const { reply, uncertain } = await this.#txn(
       { success: [{ request_range: { key: b64(base), range_end: prefixEnd(base) } }, del(entryKey)] },
       this.#deadline(),
