@@ -77,7 +77,7 @@ describe("bad acquire options", () => {
   const bad = [
     { timeout: -1 },
     { timeout: NaN },
-    { timeout: Infinity },
+    { timeout: -Infinity },
     { timeout: "5" },
     { retryDelay: 0 },
     { retryDelay: -5 },

@@ -23,6 +23,7 @@ export const {
   StoreContractViolationError,
   LockStoreError,
   StoreClosedError,
+  StoreNotSetError,
   UnsupportedError,
   AbortError,
   RedisLockStore,

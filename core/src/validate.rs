@@ -131,11 +131,13 @@ pub mod js {
         Ok(ttl as u64)
     }
 
-    /// A wait timeout (`timeout`): finite and at least 0. Fractions round up.
+    /// A wait timeout (`timeout`): at least 0, fractions rounding up; `Infinity` waits
+    /// until the lock is taken (or the wait aborted), as `u64::MAX` (the deadline
+    /// saturates).
     pub fn timeout_ms(timeout: f64) -> Result<u64> {
-        if !timeout.is_finite() || timeout < 0.0 {
+        if timeout.is_nan() || timeout < 0.0 {
             return Err(LockError::InvalidArgument(format!(
-                "timeout must be a finite number of milliseconds, 0 or more; got {}",
+                "timeout must be a number of milliseconds, 0 or more (Infinity: no limit); got {}",
                 show(timeout)
             )));
         }
@@ -406,7 +408,8 @@ mod tests {
         assert!(js::ttl_ms(f64::NAN).unwrap_err().to_string().contains("got NaN"));
         assert_eq!(js::timeout_ms(0.0).unwrap(), 0);
         assert_eq!(js::timeout_ms(0.2).unwrap(), 1);
-        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+        assert_eq!(js::timeout_ms(f64::INFINITY).unwrap(), u64::MAX);
+        for bad in [-1.0, f64::NAN, f64::NEG_INFINITY] {
             let err = js::timeout_ms(bad).unwrap_err();
             assert!(err.to_string().starts_with("locksmith: timeout must be"), "{bad}: {err}");
         }

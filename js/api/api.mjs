@@ -16,12 +16,19 @@ import {
   StoreContractViolationError,
   LockStoreError,
   StoreClosedError,
+  StoreNotSetError,
   UnsupportedError,
+  checkArity,
   checkOptionKeys,
   checkString,
+  envVar,
   invalid,
+  noteDefaultStore,
+  noteSharedStore,
+  storeRequired,
   toLockError,
   typeName,
+  warnOnce,
 } from "./errors.mjs";
 
 // The error classes and the shared checks are the API's exports too.
@@ -81,31 +88,10 @@ function ttlDurationMs(value) {
 }
 
 // ---------------------------------------------------------------------------------
-// Process warnings, once per process (across copies of this module: the ESM and CJS
-// builds keep one flag on globalThis). Node's --disable-warning=<code> silences each;
-// LOCKSMITH_WARNINGS=0 all of them. Where there is no `process` (workerd, browsers),
-// nothing.
+// Process warnings, once per process (warnOnce in errors.mjs keeps the flags on
+// globalThis, for every copy of this module).
 
 const WARNED = Symbol.for("locksmith.warned");
-
-/** An environment variable, or undefined where it cannot be read (Deno without --allow-env). */
-function envVar(name) {
-  try {
-    return globalThis.process?.env?.[name];
-  } catch {
-    return undefined;
-  }
-}
-
-function warnOnce(code, message) {
-  const proc = globalThis.process;
-  if (typeof proc?.emitWarning !== "function") return;
-  const warned = (globalThis[WARNED] ??= new Set());
-  if (warned.has(code)) return;
-  warned.add(code);
-  if (envVar("LOCKSMITH_WARNINGS") === "0") return;
-  proc.emitWarning(message, { code });
-}
 
 function warnShortTtl(ttlMs) {
   if (globalThis[WARNED]?.has("LOCKSMITH_SHORT_TTL")) return;
@@ -150,9 +136,21 @@ function warnIfProcessLocal() {
 }
 
 const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend", "signal", "permits"];
+/** Where acquire options go, for a handle maker given more arguments than it takes. */
+const OPTIONS_GO = "acquire options ({ timeout, signal, … }) go to acquire() or run(): lock(key, ttlMs, store).run(fn, { timeout })";
 /** Lock's hook for MultiLock's getters. */
 const NATIVE_HANDLE = Symbol("locksmith.nativeHandle");
 const IMMEDIATE_OPTIONS = ["signal", "permits"];
+
+/** `checkArity` for a method that answers with a promise: its refusal as a rejected promise, or undefined. */
+function arityRejection(args, max, signature) {
+  try {
+    checkArity(args, max, signature);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  return undefined;
+}
 
 /** `signal`: an AbortSignal, or undefined. */
 function parseSignal(value) {
@@ -338,6 +336,11 @@ async function storeCall(op, key, owner, ttlMs) {
  * Redis): arguments checked, errors typed, answers as promises.
  */
 export class NativeStore {
+  constructor() {
+    // Every native store but the memory ones is shared by other processes (a file, Redis).
+    if (this[STORE_NAME] !== "memory") noteSharedStore(this);
+  }
+
   async acquire(key, owner, ttlMs) {
     return storeCall(() => this[NATIVE].acquire(key, owner, ttlMs), key, owner, ttlMs);
   }
@@ -386,6 +389,7 @@ export function makeApi(binding) {
      * the same locks. Node only.
      */
     static shared(name) {
+      if (arguments.length > 1) checkArity(arguments, 1, "MemoryLockStore.shared(name)");
       checkString("name", name);
       if (!binding.MemoryStore.shared) {
         throw new UnsupportedError(
@@ -399,6 +403,7 @@ export function makeApi(binding) {
 
     /** Drops every hold in this store. */
     clear() {
+      if (arguments.length > 0) checkArity(arguments, 0, "clear()");
       this[NATIVE].clear();
     }
 
@@ -428,6 +433,7 @@ export function makeApi(binding) {
      * waits for another process to let go of the file (default 2000).
      */
     static async open(path, options = {}) {
+      if (arguments.length > 2) checkArity(arguments, 2, "FileLockStore.open(path, options?)");
       checkString("path", path);
       if (options === null || typeof options !== "object") throw invalid(`FileLockStore.open() options must be an object; got ${typeName(options)}`);
       checkOptionKeys(options, FILE_OPTIONS, "FileLockStore.open()");
@@ -495,6 +501,8 @@ export function makeApi(binding) {
     let bridge = bridges.get(store);
     if (bridge === undefined) {
       checkStore(store);
+      // A store of the user's own counts as shared: it is not this process's memory store.
+      noteSharedStore(store);
       const timeout = store.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
       checkNumber("operationTimeoutMs", timeout);
       // onRelease subscriptions by id, each with the store's unsubscribe function.
@@ -609,6 +617,7 @@ export function makeApi(binding) {
 
   /** Sets the store that `lock()` and `restoreLock()` use; returns it. */
   function setLockStore(store) {
+    checkArity(arguments, 1, "setLockStore(store)");
     backendOf(store);
     currentStore = store;
     return store;
@@ -616,8 +625,16 @@ export function makeApi(binding) {
 
   /** The store that `lock()` and `restoreLock()` use. */
   function getLockStore() {
+    checkArity(arguments, 0, "getLockStore()");
     if (currentStore === undefined) {
+      if (storeRequired()) {
+        throw new StoreNotSetError(
+          "locksmith: no lock store was set, and LOCKSMITH_REQUIRE_STORE=1 asks every lock to name its store rather than use the default (this process's own memory): " +
+            "call setLockStore(store) before the first lock, or pass the store: lock(key, ttlMs, store)",
+        );
+      }
       currentStore = new MemoryLockStore();
+      noteDefaultStore();
       warnIfProcessLocal();
     }
     return currentStore;
@@ -736,6 +753,7 @@ export function makeApi(binding) {
         this.#kind = spec.kind;
         return;
       }
+      if (arguments.length > 3) checkArity(arguments, 3, "new Lock(key, ttlMs?, store?)", OPTIONS_GO);
       checkString("key", key);
       ttlMs = ttlDurationMs(ttlMs);
       if (store === undefined) store = getLockStore();
@@ -847,6 +865,7 @@ export function makeApi(binding) {
      * (`err.result` its value, `err.cause` its rejection).
      */
     async run(fn, options) {
+      if (arguments.length > 2) checkArity(arguments, 2, "run(fn, options?)");
       if (typeof fn !== "function") throw invalid(`run() needs a function; got ${typeName(fn)}`);
       if (!(await this.acquire(options))) return [false, undefined];
       let result;
@@ -897,11 +916,14 @@ export function makeApi(binding) {
 
     /** `run()` that never waits. */
     async runImmediately(fn, options) {
+      if (arguments.length > 2) checkArity(arguments, 2, "runImmediately(fn, options?)");
       return this.run(fn, immediateOptions(options, "runImmediately()") ?? { timeout: 0 });
     }
 
     /** Takes the lock, waiting up to `options.timeout` ms. `true` if taken. */
     acquire(options) {
+      const refused = arguments.length > 1 ? arityRejection(arguments, 1, "acquire(options?)") : undefined;
+      if (refused !== undefined) return refused;
       if (acquireChannel !== undefined && traced(acquireChannel)) return this.#tracedAcquire(options);
       // The fast path: no options, a synchronous store — one native call, and an
       // already-settled promise.
@@ -1151,6 +1173,8 @@ export function makeApi(binding) {
 
     /** Takes the lock only if it is free right now. */
     acquireImmediately(options) {
+      const refused = arguments.length > 1 ? arityRejection(arguments, 1, "acquireImmediately(options?)") : undefined;
+      if (refused !== undefined) return refused;
       if (options === undefined) return this.acquire();
       let checked;
       try {
@@ -1163,6 +1187,8 @@ export function makeApi(binding) {
 
     /** Frees the lock if this handle holds it; `false` if it no longer did. */
     release() {
+      const refused = arguments.length > 0 ? arityRejection(arguments, 0, "release()") : undefined;
+      if (refused !== undefined) return refused;
       if (releaseChannel !== undefined && traced(releaseChannel)) return this.#traced(releaseChannel, this.#ttlMs, releaseOutcome, this.#release);
       return this.#release();
     }
@@ -1199,6 +1225,8 @@ export function makeApi(binding) {
 
     /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now; throws LockNotHeldError if lost. */
     extend(ttlMs) {
+      const refused = arguments.length > 1 ? arityRejection(arguments, 1, "extend(ttlMs?)") : undefined;
+      if (refused !== undefined) return refused;
       if (extendChannel !== undefined && traced(extendChannel)) {
         let requested = this.#ttlMs;
         try {
@@ -1218,27 +1246,35 @@ export function makeApi(binding) {
 
     /** How many holds of the key are live now: permits of a semaphore, readers (or one writer); 0 or 1 for a lock. */
     count() {
+      const refused = arguments.length > 0 ? arityRejection(arguments, 0, "count()") : undefined;
+      if (refused !== undefined) return refused;
       return this.#call((native) => native.count());
     }
 
     /** Whether anyone holds the key. */
     isLocked() {
+      const refused = arguments.length > 0 ? arityRejection(arguments, 0, "isLocked()") : undefined;
+      if (refused !== undefined) return refused;
       return this.#call((native) => native.isLocked());
     }
 
     /** Whether this handle held the key and no longer does. */
     async isExpired() {
+      checkArity(arguments, 0, "isExpired()");
       if (this.#native === undefined) return false;
       return this.#call((native) => native.isExpired());
     }
 
     /** Milliseconds until the key's hold expires, or null when nobody holds it. */
     getRemainingTime() {
+      const refused = arguments.length > 0 ? arityRejection(arguments, 0, "getRemainingTime()") : undefined;
+      if (refused !== undefined) return refused;
       return this.#call((native) => native.remainingTime());
     }
 
     /** The key, TTL and owner token as a string for `restoreLock()`. A bearer secret. */
     serialize() {
+      checkArity(arguments, 0, "serialize()");
       try {
         return this.#handle().serialize();
       } catch (err) {
@@ -1271,6 +1307,7 @@ export function makeApi(binding) {
         super(RESTORED, ttlMs);
         return;
       }
+      if (arguments.length > 3) checkArity(arguments, 3, "new MultiLock(keys, ttlMs?, store?)", OPTIONS_GO);
       super(KINDED, { key: multiKeys(keys), ttlMs, kind: "multi", store: store === undefined ? getLockStore() : store });
     }
 
@@ -1303,12 +1340,14 @@ export function makeApi(binding) {
   }
 
   /** A lock on every one of `keys` at once (all or nothing), held for `ttlMs` once acquired. */
-  function lockAll(keys, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
-    return new MultiLock(keys, ttlMs, store);
+  function lockAll(keys, ttlMs = DEFAULT_TTL_MS, store = undefined) {
+    if (arguments.length > 3) checkArity(arguments, 3, "lockAll(keys, ttlMs?, store?)", OPTIONS_GO);
+    return new MultiLock(keys, ttlMs, store === undefined ? getLockStore() : store);
   }
 
   /** A lock on `key`, held for `ttlMs` once acquired, in the current store. */
   function lock(key, ttlMs = DEFAULT_TTL_MS, store = undefined) {
+    if (arguments.length > 3) checkArity(arguments, 3, "lock(key, ttlMs?, store?)", OPTIONS_GO);
     return new Lock(key, ttlMs, store);
   }
 
@@ -1316,7 +1355,9 @@ export function makeApi(binding) {
    * A handle on the semaphore `key` (at most `limit` holders at once), each permit held
    * for `ttlMs` once acquired, in `store`. It has a lock's methods, and `count()`.
    */
-  function semaphore(key, limit, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+  function semaphore(key, limit, ttlMs = DEFAULT_TTL_MS, store = undefined) {
+    if (arguments.length > 4) checkArity(arguments, 4, "semaphore(key, limit, ttlMs?, store?)", OPTIONS_GO);
+    if (store === undefined) store = getLockStore();
     if (limit === undefined) throw invalid(limitMessage("undefined: semaphore(key, limit, ttlMs?, store?) needs its limit"));
     return new Lock(KINDED, { key, ttlMs, kind: "semaphore", limit: limit ?? Number.NaN, store });
   }
@@ -1325,20 +1366,30 @@ export function makeApi(binding) {
    * The read-write lock `key`: `readLock()` handles share it, a `writeLock()` handle has
    * it alone, and a waiting writer keeps new readers out.
    */
-  function readWriteLock(key, ttlMs = DEFAULT_TTL_MS, store = getLockStore()) {
+  function readWriteLock(key, ttlMs = DEFAULT_TTL_MS, store = undefined) {
+    if (arguments.length > 3) checkArity(arguments, 3, "readWriteLock(key, ttlMs?, store?)", OPTIONS_GO);
+    if (store === undefined) store = getLockStore();
     checkString("key", key);
     ttlMs = ttlDurationMs(ttlMs);
     backendOf(store);
     return Object.freeze({
       key,
       ttlMs,
-      readLock: () => new Lock(KINDED, { key, ttlMs, kind: "read", store }),
-      writeLock: () => new Lock(KINDED, { key, ttlMs, kind: "write", store }),
+      readLock(...args) {
+        checkArity(args, 0, "readLock()", OPTIONS_GO.replace("lock(key, ttlMs, store)", "readLock()"));
+        return new Lock(KINDED, { key, ttlMs, kind: "read", store });
+      },
+      writeLock(...args) {
+        checkArity(args, 0, "writeLock()", OPTIONS_GO.replace("lock(key, ttlMs, store)", "writeLock()"));
+        return new Lock(KINDED, { key, ttlMs, kind: "write", store });
+      },
     });
   }
 
   /** Rebuilds a lock from `serialize()`, owner token and all. */
-  function restoreLock(serialized, store = getLockStore()) {
+  function restoreLock(serialized, store = undefined) {
+    if (arguments.length > 2) checkArity(arguments, 2, "restoreLock(serialized, store?)");
+    if (store === undefined) store = getLockStore();
     checkString("serialized", serialized);
     const backend = backendOf(store);
     try {
@@ -1369,6 +1420,7 @@ export function makeApi(binding) {
     StoreContractViolationError,
     LockStoreError,
     StoreClosedError,
+    StoreNotSetError,
     UnsupportedError,
     AbortError,
   };

@@ -1,6 +1,6 @@
-// locksmith's errors and the small checks every module shares (the API, the Redis
-// driver, the stores). Imports nothing: the modules below the API use it without
-// importing the API.
+// locksmith's errors, its once-per-process warnings and the small checks every module
+// shares (the API, the Redis driver, the stores). Imports nothing: the modules below the
+// API use it without importing the API.
 
 /** Base class of every error locksmith throws. `code` is stable. */
 export class LockError extends Error {
@@ -36,6 +36,8 @@ export class InvalidSerializedLockError extends LockError {
 export class StoreUnavailableError extends LockError {
   constructor(message) {
     super(message, "STORE_UNAVAILABLE");
+    /** From an acquire: its last attempt got no answer and may still be granted (see the guide). */
+    this.holdMayRemain = false;
   }
 }
 
@@ -68,12 +70,24 @@ export class UnsupportedError extends LockError {
 }
 
 /**
+ * A lock was asked of the default store while `LOCKSMITH_REQUIRE_STORE=1` says every lock
+ * names its store: `setLockStore(store)` was not called, and no store was passed.
+ */
+export class StoreNotSetError extends LockError {
+  constructor(message) {
+    super(message, "STORE_NOT_SET");
+  }
+}
+
+/**
  * A waiting acquire ended by its `signal` (an `AbortSignal` in the options) that gave no
  * reason of its own. Named "AbortError", as the platform's aborts are.
  */
 export class AbortError extends LockError {
   constructor(message, options) {
     super(message, "ABORTED", options);
+    /** An attempt was on its way when the wait was aborted: it is released once it settles. */
+    this.holdMayRemain = false;
   }
 }
 
@@ -87,6 +101,7 @@ for (const cls of [
   StoreContractViolationError,
   LockStoreError,
   StoreClosedError,
+  StoreNotSetError,
   UnsupportedError,
 ]) {
   Object.defineProperty(cls.prototype, "name", { value: cls.name, writable: true, configurable: true });
@@ -99,22 +114,27 @@ const BY_CODE = {
   STORE_CONTRACT_VIOLATION: StoreContractViolationError,
   STORE_ERROR: LockStoreError,
   STORE_CLOSED: StoreClosedError,
+  STORE_NOT_SET: StoreNotSetError,
   UNSUPPORTED: UnsupportedError,
   ABORTED: AbortError,
 };
 
 // Native errors arrive as `CODE locksmith: message`.
-const NATIVE_ERROR = /^([A-Z][A-Z_]+) (locksmith: [\s\S]*)$/;
+// A `+` after the code: an attempt was still unanswered, so a hold may remain until it
+// settles and is released (`holdMayRemain`).
+const NATIVE_ERROR = /^([A-Z][A-Z_]+)(\+?) (locksmith: [\s\S]*)$/;
 
 /** Turns whatever a binding threw into the matching `LockError` subclass. */
 function toLockError(err, key) {
   if (err instanceof LockError) return err;
   const match = NATIVE_ERROR.exec(err?.message ?? "");
   if (match) {
-    const [, code, message] = match;
+    const [, code, mayRemain, message] = match;
     if (code === "LOCK_NOT_HELD") return new LockNotHeldError(message, key);
     const Cls = BY_CODE[code];
-    return Cls ? new Cls(message) : new LockError(message, code);
+    const error = Cls ? new Cls(message) : new LockError(message, code);
+    if (mayRemain) error.holdMayRemain = true;
+    return error;
   }
   // Node-API's own conversion errors: a value of the wrong type reached the addon.
   if (typeof err?.code === "string" && /Expected$|^InvalidArg$/.test(err.code)) {
@@ -180,4 +200,108 @@ function checkOptionKeys(options, known, where) {
   }
 }
 
-export { toLockError, checkString, typeName, invalid, checkOptionKeys };
+/**
+ * Refuses arguments past the `max` that `signature` (e.g. "lock(key, ttlMs?, store?)")
+ * takes: an argument the API does not take (options in the wrong place, or an option of
+ * another version) must not be dropped without a word.
+ */
+function checkArity(args, max, signature, hint) {
+  if (args.length <= max) return;
+  const extra = Array.prototype.slice.call(args, max);
+  // Trailing undefineds are what a caller passing through optional arguments gives.
+  if (extra.every((a) => a === undefined)) return;
+  const shown = extra.map(showArgument).join(", ");
+  throw invalid(
+    `${signature} takes at most ${max} argument${max === 1 ? "" : "s"}; got ${args.length} (the extra ${extra.length === 1 ? "one" : "ones"}: ${shown})${hint ? `: ${hint}` : ""}`,
+  );
+}
+
+/** An argument as a message shows it: a short value itself, else its type. */
+function showArgument(value) {
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value);
+  if (typeof value === "string") return value.length <= 40 ? JSON.stringify(value) : "a string";
+  if (typeof value === "object" && !Array.isArray(value) && Object.getPrototypeOf(value) === Object.prototype) {
+    const keys = Object.keys(value);
+    return keys.length === 0 ? "{}" : `{ ${keys.slice(0, 4).join(", ")}${keys.length > 4 ? ", …" : ""} }`;
+  }
+  return typeName(value);
+}
+
+// ---------------------------------------------------------------------------------
+// Process warnings, once per process (across copies of this module: the ESM and CJS
+// builds keep one flag on globalThis). Node's --disable-warning=<code> silences each;
+// LOCKSMITH_WARNINGS=0 all of them. Where there is no `process` (workerd, browsers),
+// nothing.
+
+const WARNED = Symbol.for("locksmith.warned");
+
+/** An environment variable, or undefined where it cannot be read (Deno without --allow-env). */
+function envVar(name) {
+  try {
+    return globalThis.process?.env?.[name];
+  } catch {
+    return undefined;
+  }
+}
+
+function warnOnce(code, message) {
+  const proc = globalThis.process;
+  if (typeof proc?.emitWarning !== "function") return;
+  const warned = (globalThis[WARNED] ??= new Set());
+  if (warned.has(code)) return;
+  warned.add(code);
+  if (envVar("LOCKSMITH_WARNINGS") === "0") return;
+  proc.emitWarning(message, { code });
+}
+
+// ---------------------------------------------------------------------------------
+// The default store next to a shared one. Once a store other processes share exists in
+// this process (a Redis, PostgreSQL, MySQL, etcd, Upstash or file store, or a store of the
+// user's own: anything but a MemoryLockStore), a lock taken on the default store — this
+// process's own memory — is almost always a forgotten setLockStore(): warned once, in
+// whichever order the two appear. One registry on globalThis serves every copy of the
+// package in the process (its ES modules and its CommonJS bundle each have their own
+// default store).
+
+const STORES = Symbol.for("locksmith.stores");
+
+const storeRegistry = () => (globalThis[STORES] ??= { shared: undefined, defaultUsed: false });
+
+/** A store's name in the warning: its class, or "a store of your own" for a plain object. */
+function storeLabel(store) {
+  const name = store?.constructor?.name;
+  return typeof name === "string" && name !== "" && name !== "Object" ? name : "a store of your own";
+}
+
+/** Every store that other processes share calls this when it is made (or first used, for a user's own). */
+function noteSharedStore(store) {
+  const registry = storeRegistry();
+  if (registry.shared !== undefined) return;
+  registry.shared = storeLabel(store);
+  if (registry.defaultUsed) warnDefaultStore(registry.shared);
+}
+
+/** The API calls this when it makes its default store for a lock that named none. */
+function noteDefaultStore() {
+  const registry = storeRegistry();
+  registry.defaultUsed = true;
+  if (registry.shared !== undefined) warnDefaultStore(registry.shared);
+}
+
+function warnDefaultStore(shared) {
+  warnOnce(
+    "LOCKSMITH_DEFAULT_STORE",
+    `locksmith: a lock was taken on the default store (this process's own memory) while this process has a shared store (${shared}): ` +
+      "other processes do not see these locks, so each can hold the same key at once. " +
+      "Call setLockStore(store) with the shared store before the first lock, or pass it: lock(key, ttlMs, store). " +
+      "For memory locks on purpose, setLockStore(new MemoryLockStore()) says so; LOCKSMITH_REQUIRE_STORE=1 makes a lock without a store an error.",
+  );
+}
+
+/** Whether `LOCKSMITH_REQUIRE_STORE` asks that every lock name its store (1 or true). */
+function storeRequired() {
+  const value = envVar("LOCKSMITH_REQUIRE_STORE");
+  return value === "1" || value === "true";
+}
+
+export { toLockError, checkString, typeName, invalid, checkOptionKeys, checkArity, envVar, warnOnce, noteSharedStore, noteDefaultStore, storeRequired };

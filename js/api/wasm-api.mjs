@@ -21,6 +21,7 @@ export const {
   StoreContractViolationError,
   LockStoreError,
   StoreClosedError,
+  StoreNotSetError,
   UnsupportedError,
   AbortError,
 } = api;

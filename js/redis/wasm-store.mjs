@@ -11,7 +11,7 @@
 // uses it through its JS-store bridge, so the locks, waits and TTL rules are the same
 // code as for every other store. Keys, scripts and fencing counter are the engine's, the
 // same as the native RedisLockStore's: a lock taken by either is the other's to release.
-import { StoreClosedError, UnsupportedError, checkString, invalid, toLockError, typeName } from "../api/errors.mjs";
+import { StoreClosedError, UnsupportedError, checkString, invalid, noteSharedStore, toLockError, typeName } from "../api/errors.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "../api/symbols.mjs";
 import { Calls } from "../api/calls.mjs";
 import { limitMessage } from "../api/defaults.mjs";
@@ -131,6 +131,7 @@ export class RedisLockStore {
 
   constructor(access) {
     if (access !== ACCESS) throw invalid("use `await RedisLockStore.connect(url)` to make a RedisLockStore");
+    noteSharedStore(this);
   }
 
   /** The prefix put before every lock key. */

@@ -10,7 +10,7 @@
 // millisecond; an alarm at the next expiry clears expired holds and wakes waiters.
 import { DurableObject } from "cloudflare:workers";
 
-import { checkOptionKeys, invalid } from "../api/api.mjs";
+import { checkOptionKeys, invalid, noteSharedStore } from "../api/api.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 
 // How long a waiter's call may stay pending in the object before it returns anyway
@@ -566,6 +566,7 @@ export class DurableObjectLockStore {
     this.#locationHint = locationHint;
     // Without wake-ups waiters only retry at their retryDelay.
     if (!notifyReleases) this.onRelease = undefined;
+    noteSharedStore(this);
   }
 
   /** The stub of the object that owns `key`. A stub serves one request, so one per call. */

@@ -11,7 +11,11 @@ export type Duration = number | `${number}ms` | `${number}s` | `${number}m` | `$
 
 /** How long to wait for a held lock, and how often to try again meanwhile. */
 export interface AcquireOptions {
-  /** How long to wait in all (milliseconds, or a string like `"5s"`). Default 0: one attempt, no waiting. */
+  /**
+   * How long to wait in all (milliseconds, or a string like `"5s"`). Default 0: one
+   * attempt, no waiting. `Infinity` waits until the lock is taken; give a `signal` to end
+   * such a wait (`AbortSignal.timeout(ms)`, or a controller aborted at shutdown).
+   */
   timeout?: Duration;
   /** How long between attempts (milliseconds, or a string like `"100ms"`). Default 50. Stores that signal releases wake waiters sooner. */
   retryDelay?: Duration;
@@ -262,7 +266,11 @@ export declare function restoreLock<S extends string>(
 /** Sets the store `lock()` and `restoreLock()` use; returns it. */
 export declare function setLockStore<S extends LockStore>(store: S): S;
 
-/** The store `lock()` and `restoreLock()` use (a MemoryLockStore until set). */
+/**
+ * The store `lock()` and `restoreLock()` use (a MemoryLockStore until set). With
+ * `LOCKSMITH_REQUIRE_STORE=1` in the environment there is no default: a lock that names no
+ * store, before `setLockStore()`, throws StoreNotSetError.
+ */
 export declare function getLockStore(): LockStore;
 
 /** Locks in this isolate's memory (native in Node, wasm on the edge). The default store. */
@@ -456,6 +464,7 @@ export type LockErrorCode =
   | "STORE_CONTRACT_VIOLATION"
   | "STORE_ERROR"
   | "STORE_CLOSED"
+  | "STORE_NOT_SET"
   | "UNSUPPORTED"
   | "ABORTED"
   | "NO_RANDOM_SOURCE"
@@ -496,6 +505,10 @@ export declare class LockStoreError extends LockError {
 /** The store was closed. */
 export declare class StoreClosedError extends LockError {
   readonly code: "STORE_CLOSED";
+}
+/** `LOCKSMITH_REQUIRE_STORE=1`, and a lock named no store before `setLockStore()`: call it, or pass the store. */
+export declare class StoreNotSetError extends LockError {
+  readonly code: "STORE_NOT_SET";
 }
 /** The store cannot do this: a semaphore or read-write lock on a store without them. */
 export declare class UnsupportedError extends LockError {
