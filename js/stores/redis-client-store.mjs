@@ -7,6 +7,7 @@ import { InvalidArgumentError, LockStoreError } from "locksmith-js";
 
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
+import { noteSharedStore } from "../api/errors.mjs";
 import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
 
 /** How long a channel stays subscribed after its last waiter left, in case another comes. */
@@ -71,6 +72,7 @@ export class RedisClientStore {
   }
 
   constructor(driver, options) {
+    noteSharedStore(this);
     this.#driver = driver;
     this.#prefix = options.keyPrefix;
     this.#notify = options.notifyReleases && typeof driver.subscriber === "function";
