@@ -532,9 +532,13 @@ class MySqlLockStore extends SqlLockStore {
 
   /** `acquire()` answering the hold's fencing token (how locks get it), or false. */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
-    const { locks } = this.#sql;
     // A call made before close() runs, and close() waits for it.
     const admitted = this.#admit();
+    return this.#cleanups.inTurn("lock", key, owner, () => this.#acquire(key, owner, ttlMs, admitted));
+  }
+
+  async #acquire(key, owner, ttlMs, admitted) {
+    const { locks } = this.#sql;
     const cleanup = await this.#cleanups.takeOver("lock", key, owner);
     const token = await this.#transaction(
       "acquire",
@@ -577,7 +581,11 @@ class MySqlLockStore extends SqlLockStore {
    * take over (the sweep deletes it later). Deleting it would leave a delete-marked row
    * that acquirers waiting on its lock then deadlock over (their inserts' gap locks).
    */
-  async release(key, owner) {
+  release(key, owner) {
+    return this.#cleanups.inTurn("lock", key, owner, () => this.#release(key, owner));
+  }
+
+  async #release(key, owner) {
     const [result] = await this.#run("release", (c) =>
       c.query(`UPDATE ${this.#sql.locks} SET expires_at = ${NOW_MS} WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`, [key, owner]),
     );
@@ -636,8 +644,12 @@ class MySqlLockStore extends SqlLockStore {
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
     const set = checkKind(kind);
     const weight = checkPermits(kind, limit, permits);
-    const table = this.#sql.permits;
     const admitted = this.#admit();
+    return this.#cleanups.inTurn(set, key, owner, () => this.#acquirePermit(key, owner, ttlMs, kind, set, limit, weight, admitted));
+  }
+
+  async #acquirePermit(key, owner, ttlMs, kind, set, limit, weight, admitted) {
+    const table = this.#sql.permits;
     const cleanup = await this.#cleanups.takeOver(set, key, owner);
     const token = await this.#transaction(
       "acquirePermit",
@@ -690,6 +702,10 @@ class MySqlLockStore extends SqlLockStore {
   /** Drops `owner`'s hold (and claim) on `key`: whether it held a live permit. */
   async releasePermit(key, owner, kind) {
     const set = checkKind(kind);
+    return this.#cleanups.inTurn(set, key, owner, () => this.#releasePermit(key, owner, set));
+  }
+
+  async #releasePermit(key, owner, set) {
     const table = this.#sql.permits;
     return this.#transaction("releasePermit", async (c) => {
       await this.#serialize(c, set, key);

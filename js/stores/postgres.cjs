@@ -439,7 +439,11 @@ class PostgresLockStore extends SqlLockStore {
    * nobody else can take the key, it is larger than every earlier holder's, which each
    * drew theirs before releasing.
    */
-  async [ACQUIRE_TOKEN](key, owner, ttlMs) {
+  [ACQUIRE_TOKEN](key, owner, ttlMs) {
+    return this.#cleanups.inTurn("lock", key, owner, () => this.#acquire(key, owner, ttlMs));
+  }
+
+  async #acquire(key, owner, ttlMs) {
     const { locks, sequence } = this.#sql;
     const cleanup = await this.#cleanups.takeOver("lock", key, owner);
     // One transaction under the key's advisory lock: abandoned by the client it rolls
@@ -476,7 +480,11 @@ class PostgresLockStore extends SqlLockStore {
    * advisory locks are taken in one order of their ids, so two transactions over
    * overlapping keys never wait on each other.
    */
-  async acquireAll(keys, owner, ttlMs) {
+  acquireAll(keys, owner, ttlMs) {
+    return this.#cleanups.inTurn("lock", keys, owner, () => this.#acquireAll(keys, owner, ttlMs));
+  }
+
+  async #acquireAll(keys, owner, ttlMs) {
     const { locks, sequence } = this.#sql;
     const cleanups = [];
     for (const key of keys) cleanups.push(await this.#cleanups.takeOver("lock", key, owner));
@@ -534,7 +542,11 @@ class PostgresLockStore extends SqlLockStore {
   }
 
   /** Frees `key` if `owner` holds it, and announces the release. */
-  async release(key, owner) {
+  release(key, owner) {
+    return this.#cleanups.inTurn("lock", key, owner, () => this.#release(key, owner));
+  }
+
+  async #release(key, owner) {
     const { locks, channel } = this.#sql;
     const { rows } = await this.#run("release", (client) =>
       client.query(
@@ -612,6 +624,10 @@ class PostgresLockStore extends SqlLockStore {
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, weight) {
     const set = checkKind(kind);
     weight = checkPermits(kind, limit, weight);
+    return this.#cleanups.inTurn(set, key, owner, () => this.#acquirePermit(key, owner, ttlMs, kind, set, limit, weight));
+  }
+
+  async #acquirePermit(key, owner, ttlMs, kind, set, limit, weight) {
     const { permits, sequence } = this.#sql;
     const cleanup = await this.#cleanups.takeOver(set, key, owner);
     const token = await this.#transaction("acquirePermit", async (client) => {
@@ -674,6 +690,10 @@ class PostgresLockStore extends SqlLockStore {
   /** Drops `owner`'s hold (and claim) on `key`: whether it held a live permit. */
   async releasePermit(key, owner, kind) {
     const set = checkKind(kind);
+    return this.#cleanups.inTurn(set, key, owner, () => this.#releasePermit(key, owner, set));
+  }
+
+  async #releasePermit(key, owner, set) {
     const { permits, channel } = this.#sql;
     const { rows } = await this.#run("releasePermit", (client) =>
       client.query(

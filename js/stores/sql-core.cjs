@@ -155,12 +155,34 @@ const limitMismatch = (key, heldLimit, limit) =>
     `semaphore ${JSON.stringify(key)} is held with limit ${heldLimit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
   );
 
+const turnId = (kind, key, owner) => `${kind}\u0000${key}\u0000${owner}`;
+
 /**
- * The clean-ups after acquires whose outcome the client could not learn (it gave up, or
- * the connection broke): such an acquire may still commit on the server, so its hold is
- * freed, under the key's lock (after the abandoned transaction, which held it to its end,
- * is over), retried while the server is out of reach, until the hold, if any, expired
- * anyway. The store gives `transaction(what, fn)`, `freeOwn(connection, kind, key,
+ * Acquires whose outcome comes late, or never. An acquire the caller gave up on (the JS
+ * store bridge stopped waiting, a signal aborted the wait, the store's own timeout fired)
+ * may still be running in this store, on one pooled connection, and commit later.
+ *
+ * - Turns: the calls that take or free the holds of one owner on one key (acquire,
+ *   acquireAll, acquirePermit, release, releasePermit) run one at a time in this store,
+ *   in the order they were made (`inTurn`). A release sent when an acquire was given up
+ *   on waits for that acquire to settle, then frees what it took: it cannot overtake it
+ *   on another connection, find nothing, and leave a hold nobody owns. A waiting lock's
+ *   next attempt (the same owner, in core's scheme of an owner token per handle) starts
+ *   once the earlier one has settled and registered its clean-up, if any. The wait is
+ *   bounded by the store's own operationTimeoutMs for each call before it (each gives
+ *   up then, its connection destroyed, and the server's statement bound, a little
+ *   shorter, has stopped its statement already); a clean-up an acquire takes over adds
+ *   at most one more.
+ * - Clean-ups: an acquire that failed without a certain answer (it timed out, or the
+ *   connection broke) may still commit on the server, so its hold is freed, under the
+ *   key's lock (after the abandoned transaction, which held it to its end, is over),
+ *   retried while the server is out of reach, until the hold, if any, expired anyway.
+ *   A clean-up undoes only the attempt it was made for: it is registered before the
+ *   owner's next call on the key starts (turns), and that call, if an acquire, takes it
+ *   over (see takeOver) and frees the row in its own transaction before it takes the key,
+ *   so no clean-up runs after a later attempt of the same owner was granted.
+ *
+ * The store gives `transaction(what, fn)`, `freeOwn(connection, kind, key,
  * owner)` (deletes the owner's row under the key's lock), `closed()` (no more retries)
  * and `ending()` (nothing may run any more).
  */
@@ -170,14 +192,37 @@ class Cleanups {
   #timers = new Set();
   // Cleanups by kind, key and owner: { until, timer, running, acquiring, attempt }.
   #pending = new Map();
+  // The last call of each turn (by kind, key and owner), settled: what the next one waits for.
+  #last = new Map();
 
   constructor(store) {
     this.#store = store;
   }
 
+  /**
+   * Runs `fn()` once every call made before it for the same owner on the same keys
+   * (`kind` "lock", "semaphore" or "rw"; one key or an array) has settled: its answer,
+   * and the clean-up it registered, if any. The first call of a turn runs at once.
+   */
+  inTurn(kind, keys, owner, fn) {
+    const ids = (Array.isArray(keys) ? keys : [keys]).map((key) => turnId(kind, key, owner));
+    const before = [];
+    for (const id of ids) {
+      const last = this.#last.get(id);
+      if (last !== undefined && !before.includes(last)) before.push(last);
+    }
+    const result = before.length === 0 ? fn() : Promise.all(before).then(fn);
+    const settled = result.then(noop, noop);
+    for (const id of ids) this.#last.set(id, settled);
+    settled.then(() => {
+      for (const id of ids) if (this.#last.get(id) === settled) this.#last.delete(id);
+    });
+    return result;
+  }
+
   /** After an acquire of `key` for `owner` failed without a certain answer: frees what it may yet have taken. */
   add(kind, key, owner, ttlMs) {
-    const id = `${kind}\u0000${key}\u0000${owner}`;
+    const id = turnId(kind, key, owner);
     const store = this.#store;
     const until = performance.now() + ttlMs + store.operationTimeoutMs;
     const existing = this.#pending.get(id);
@@ -237,7 +282,7 @@ class Cleanups {
    * or none when there is nothing left to free, and `done(committed)`, which ends it.
    */
   async takeOver(kind, key, owner) {
-    const id = `${kind}\u0000${key}\u0000${owner}`;
+    const id = turnId(kind, key, owner);
     const entry = this.#pending.get(id);
     if (!entry) return { free: undefined, done: noop };
     entry.acquiring = true;
