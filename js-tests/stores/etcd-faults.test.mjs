@@ -234,6 +234,22 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       }
     });
 
+    it("the store on its own: an extend applied late leaves the hold under the lease of the extend after it", async () => {
+      const late = lateFetch();
+      const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
+      const key = uniqueKey("late-extend");
+      assert.equal(await a.acquire(key, "owner-1", 10_000), true);
+      const held = late.hold("/v3/kv/txn", { afterAbortMs: 300 });
+      await assert.rejects(a.extend(key, "owner-1", 10_000), (err) => err.code === "STORE_UNAVAILABLE");
+      assert.equal(await a.extend(key, "owner-1", 10_000), true, "the next extend");
+      const before = await rawGet(cluster.endpoints[0], a.lockKey(key));
+      const { reply } = await held.delivered;
+      await sleep(200);
+      const after = await rawGet(cluster.endpoints[0], a.lockKey(key));
+      assert.equal(after?.lease, before.lease, `the hold stays under the next extend's lease (the late answer: ${JSON.stringify(reply)})`);
+      assert.equal(await a.release(key, "owner-1"), true);
+    });
+
     it("the store on its own: a release sent while an acquire of the same owner is on its way (slow) waits for it, so nothing stays held", async () => {
       const b = await connect();
       for (const path of ["/v3/lease/grant", "/v3/kv/txn"]) {

@@ -361,7 +361,6 @@ const ownerIs = (key, owner) => {
   ];
 };
 const valueIs = (key, kv) => ({ key: b64(key), target: "VALUE", result: "EQUAL", value: kv.value });
-const valueIsNot = (key, value) => ({ key: b64(key), target: "VALUE", result: "NOT_EQUAL", value: b64(value) });
 const absent = (key) => ({ key: b64(key), target: "CREATE", result: "EQUAL", create_revision: "0" });
 
 const firstKv = (response) => response?.response_range?.kvs?.[0];
@@ -835,7 +834,12 @@ export class EtcdLockStore {
     return false;
   }
 
-  /** Moves `key`'s expiry to `ttlMs` from now if `owner` holds it: the key re-put under a new lease, in one transaction. */
+  /**
+   * Moves `key`'s expiry to `ttlMs` from now if `owner` holds it: the key re-put under a new
+   * lease, in one transaction. The put compares the key's exact value (the last write this
+   * store sent for the owner, else what a read finds), so an extend applied late, after its
+   * caller gave up, finds another value and cannot move the hold back to its older lease.
+   */
   async extend(key, owner, ttlMs) {
     checkString("owner", owner);
     checkTtl(ttlMs);
@@ -843,27 +847,47 @@ export class EtcdLockStore {
     const sentAt = now();
     const deadline = sentAt + this.#options.operationTimeoutMs;
     const previous = this.#writes.latest(name, owner);
-    // A hold this store set and timed out is not extended (someone may be taking it over).
-    const compare = [...ownerIs(name, owner)];
-    if (previous && this.#writes.status(previous.id).state === "expired") compare.push(valueIsNot(name, previous.value));
     const write = this.#writes.add(name, owner, ttlMs, sentAt, (w) => lockValue(owner, ttlMs, w));
-    let reply;
     let lease;
+    let extended; // true or false once known; undefined when it failed (and may have been applied)
     try {
-      lease = await this.#grant(ttlMs, deadline);
-      ({ reply } = await this.#txn({ compare, success: [put(name, write.value, lease)] }, deadline, "extend"));
+      // A hold this store set and timed out is not extended (someone may be taking it over):
+      // a read says whether the key holds that write still, or another of this owner's.
+      let expected = previous && this.#writes.status(previous.id).state !== "expired" ? b64(previous.value) : undefined;
+      const [kv, granted] = await Promise.all([expected === undefined ? this.#get(name, deadline, "extend") : undefined, this.#grant(ttlMs, deadline)]);
+      lease = granted;
+      let found = kv;
+      // Three rounds at most: each that changes nothing found another value of this owner's.
+      for (let round = 0; round < 3; round++) {
+        if (expected === undefined) {
+          const held = found && this.#holdOf(found);
+          if (held?.owner !== owner || held.state === "expired") return (extended = false);
+          if (held.w === write.id) return (extended = true); // an unanswered earlier try of this call, applied
+          expected = found.value;
+        }
+        const { reply } = await this.#txn(
+          { compare: [{ key: b64(name), target: "VALUE", result: "EQUAL", value: expected }], success: [put(name, write.value, lease)], failure: [get(name)] },
+          deadline,
+          "extend",
+        );
+        if (reply.succeeded) {
+          this.#revokeReplaced(reply, lease);
+          return (extended = true);
+        }
+        found = firstKv(reply.responses?.[0]);
+        expected = undefined;
+      }
+      throw unavailable(`extend of ${JSON.stringify(key)}: the hold kept changing`);
     } catch (err) {
       // Unanswered, it may have been applied: the write stays remembered.
       if (err?.cause?.grpc === GRPC.NOT_FOUND) throw unavailable("the lease of this extend ran out before its transaction was applied", err);
       throw err;
+    } finally {
+      if (extended === false) {
+        this.#writes.forget(write);
+        this.#revoke(lease);
+      }
     }
-    if (!reply.succeeded) {
-      this.#writes.forget(write);
-      this.#revoke(lease);
-      return false;
-    }
-    this.#revokeReplaced(reply, lease);
-    return true;
   }
 
   /** Whether anyone holds `key` (a hold this store set and timed out counts as free). */
