@@ -19,23 +19,10 @@ const {
   noop,
   parseOptions: parseSqlOptions,
   serverTimeoutMs,
-  storeError: sqlStoreError,
   toToken: sqlToken,
 } = require("./sql-core.cjs");
+const { DIALECT, PostgresListener, isConnectionError, missingColumnMessage, missingTableMessage, storeError } = require("./sql-postgres.cjs");
 
-const DIALECT = {
-  className: "PostgresLockStore",
-  options: ["table", "operationTimeoutMs", "listen", "createTable"],
-  booleans: { listen: true, createTable: true },
-  // A table name, optionally schema-qualified: plain identifiers (quoted when used, so
-  // their case is kept). The name is short enough for the names derived from it.
-  tableName: /^(?:([A-Za-z_][A-Za-z0-9_]{0,62})\.)?([A-Za-z_][A-Za-z0-9_]{0,39})$/,
-  qualifier: "schema",
-};
-// The LISTEN connection: reconnect backoff, and how often it is checked.
-const LISTEN_RETRY_MIN_MS = 100;
-const LISTEN_RETRY_MAX_MS = 2_000;
-const LISTEN_CHECK_MS = 5_000;
 // The URL schemes of PostgreSQL connection strings.
 const URL_SCHEME = /^postgres(?:ql)?:\/\//i;
 
@@ -47,37 +34,7 @@ const inTransaction = new WeakSet();
 // The milliseconds of `$n` from now, on the server's clock.
 const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisecond'`;
 
-/** Why the permits table lacks its `permits` column, and how to add it. */
-function missingColumnMessage(permits) {
-  return (
-    `locksmith: PostgreSQL: the table ${permits} has no permits column (it was made by an earlier version), ` +
-    `and createTable is false: add it with ALTER TABLE ${permits} ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1 ` +
-    "(or connect once with createTable: true, as a role that may alter the table)"
-  );
-}
-
-/** Why `table` is missing, and how to make it. */
-function missingTableMessage(table) {
-  return (
-    `locksmith: PostgreSQL: the table ${table} (or its ${table}_permits table or ${table}_fencing sequence) does not exist, ` +
-    "and createTable is false: create them by connecting once with createTable: true " +
-    "(as a role that may create tables, e.g. in a migration), then connect with createTable: false"
-  );
-}
-
 const parseOptions = (options) => parseSqlOptions(options, DIALECT);
-
-/** A failure of PostgreSQL, typed: unreachable or overloaded is STORE_UNAVAILABLE, a refusal STORE_ERROR. */
-const storeError = (err) =>
-  // SQLSTATE classes 08 (connection), 53 (resources), 57 (operator intervention: shutdown,
-  // cannot connect now), 40 (serialization, deadlock); 25006 (a read-only transaction: a
-  // standby, or a primary being demoted in a failover) and 55P03 (a lock not available
-  // now); and errors without a SQLSTATE (the socket's, pg's own). A STORE_ERROR is final
-  // through a lock (a wait does not retry it): only refusals that stay belong there.
-  sqlStoreError(err, "PostgreSQL", (e) => {
-    const code = typeof e?.code === "string" ? e.code : "";
-    return !/^[0-9A-Z]{5}$/.test(code) || /^(08|53|57|40)/.test(code) || code === "25006" || code === "55P03";
-  });
 
 /** `value`, a bigint as pg returns it, as a fencing token JS can carry. */
 const toToken = (value) => sqlToken(value, "PostgreSQL: the fencing sequence");
@@ -100,13 +57,8 @@ class PostgresLockStore extends SqlLockStore {
     transaction: (what, fn) => this.#transaction(what, fn),
     freeOwn: (client, kind, key, owner) => this.#freeOwn(client, kind, key, owner),
   });
-  // LISTEN: listeners by `tag:key`, the connection, its state.
-  #listeners = new Map();
-  #listenClient;
-  #listenStarted = false;
-  #listenRetryMs = LISTEN_RETRY_MIN_MS;
-  #listenTimer;
-  #checkTimer;
+  // Release wake-ups: LISTEN on one connection.
+  #listener;
 
   /**
    * Connects with a pool of its own: `urlOrConfig` is a `postgres://` URL or a `pg`
@@ -150,7 +102,7 @@ class PostgresLockStore extends SqlLockStore {
       await store.close().catch(noop);
       throw err;
     }
-    await store.#listenReady();
+    await store.#listener.ready();
     return store;
   }
 
@@ -178,6 +130,7 @@ class PostgresLockStore extends SqlLockStore {
       channel: name,
       lockspace: `locksmith:${this.#options.table}`,
     };
+    this.#listener = new PostgresListener(pool, { enabled: parsed.listen, timeoutMs: parsed.operationTimeoutMs, channel: name, quoted: quote(name) });
   }
 
   // -------------------------------------------------------------------------------
@@ -285,7 +238,7 @@ class PostgresLockStore extends SqlLockStore {
   /** Creates the table, its permits table and its sequence if any is missing. */
   async #ensureSchema(client) {
     this.#schemaReady ??= this.#createSchema(client).then(
-      () => this.#startListening(),
+      () => this.#listener.start(),
       (err) => {
         this.#schemaReady = undefined;
         throw err;
@@ -758,126 +711,12 @@ class PostgresLockStore extends SqlLockStore {
     return rows.length > 0 ? Math.max(0, rows[0].ms) : null;
   }
 
-  // -------------------------------------------------------------------------------
-  // Release wake-ups: LISTEN on one connection
-
   /**
    * Calls `listener` when `key` may have been freed (a NOTIFY from a release, or the
    * LISTEN connection coming back). Returns the unsubscribe function.
    */
   onRelease(key, listener, kind) {
-    try {
-      if (!this.#options.listen || this.#closed || typeof listener !== "function") return noop;
-      const tag = kind === undefined ? "lock" : checkKind(kind);
-      const name = `${tag}:${key}`;
-      let listeners = this.#listeners.get(name);
-      if (listeners === undefined) this.#listeners.set(name, (listeners = new Set()));
-      const entry = { listener };
-      listeners.add(entry);
-      this.#startListening();
-      return () => {
-        listeners.delete(entry);
-        if (listeners.size === 0 && this.#listeners.get(name) === listeners) this.#listeners.delete(name);
-      };
-    } catch {
-      return noop;
-    }
-  }
-
-  #wake(name) {
-    const listeners = this.#listeners.get(name);
-    if (listeners === undefined) return;
-    for (const { listener } of [...listeners]) {
-      try {
-        listener();
-      } catch {
-        // A listener's failure is its own.
-      }
-    }
-  }
-
-  #wakeAll() {
-    for (const name of [...this.#listeners.keys()]) this.#wake(name);
-  }
-
-  /** A connection for LISTEN: a new client with the pool's settings, outside the pool. */
-  #newListenClient() {
-    const pool = this.#pool;
-    if (typeof pool.Client !== "function" || pool.options === null || typeof pool.options !== "object") return undefined;
-    const config = { ...pool.options };
-    config.connectionTimeoutMillis ||= this.#options.operationTimeoutMs;
-    config.keepAlive ??= true;
-    // Operators can tell it apart in pg_stat_activity.
-    config.application_name ??= "locksmith listen";
-    return new pool.Client(config);
-  }
-
-  #startListening() {
-    if (!this.#options.listen || this.#closed || this.#listenStarted) return;
-    this.#listenStarted = true;
-    this.#listenConnect();
-  }
-
-  /** Resolves once the first LISTEN attempt has settled (connected or not). */
-  async #listenReady() {
-    this.#startListening();
-    await this.#listenAttempt;
-  }
-
-  #listenAttempt;
-
-  #listenConnect() {
-    clearTimeout(this.#listenTimer);
-    this.#listenTimer = undefined;
-    if (this.#closed) return;
-    const client = this.#newListenClient();
-    if (client === undefined) {
-      // A pool without pg's Client and options: no LISTEN, waiters poll.
-      return;
-    }
-    this.#listenClient = client;
-    let lost = false;
-    const onLost = () => {
-      if (lost) return;
-      lost = true;
-      if (this.#listenClient === client) this.#listenClient = undefined;
-      clearInterval(this.#checkTimer);
-      client.end().catch(noop);
-      this.#scheduleListen();
-    };
-    client.on("error", onLost);
-    client.on("end", onLost);
-    client.on("notification", (message) => {
-      if (message.channel === this.#sql.channel && typeof message.payload === "string") this.#wake(message.payload);
-    });
-    const ms = this.#options.operationTimeoutMs;
-    this.#listenAttempt = withTimeout(
-      (async () => {
-        await client.connect();
-        // The store's own connection must not keep Node alive: the application's pool
-        // and its waits decide that.
-        client.connection?.stream?.unref?.();
-        await client.query(`LISTEN ${quote(this.#sql.channel)}`);
-      })(),
-      ms,
-    ).then(() => {
-      if (lost || this.#closed) return;
-      this.#listenRetryMs = LISTEN_RETRY_MIN_MS;
-      // Releases while not listening were missed: every waiter tries again.
-      this.#wakeAll();
-      this.#checkTimer = setInterval(() => {
-        withTimeout(client.query("SELECT 1"), ms).catch(onLost);
-      }, LISTEN_CHECK_MS);
-      this.#checkTimer.unref?.();
-    }, onLost);
-  }
-
-  #scheduleListen() {
-    if (this.#closed || this.#listenTimer !== undefined) return;
-    const delay = this.#listenRetryMs;
-    this.#listenRetryMs = Math.min(LISTEN_RETRY_MAX_MS, delay * 2);
-    this.#listenTimer = setTimeout(() => this.#listenConnect(), delay);
-    this.#listenTimer.unref?.();
+    return this.#listener.onRelease(key, listener, kind);
   }
 
   // -------------------------------------------------------------------------------
@@ -894,35 +733,10 @@ class PostgresLockStore extends SqlLockStore {
   async #close() {
     this.#closed = true;
     this.#cleanups.stopTimers();
-    clearTimeout(this.#listenTimer);
-    clearInterval(this.#checkTimer);
-    this.#listeners.clear();
-    const client = this.#listenClient;
-    this.#listenClient = undefined;
-    if (client !== undefined) {
-      client.removeAllListeners("end");
-      client.removeAllListeners("notification");
-      client.on("error", noop);
-      await client.end().catch(noop);
-    }
+    await this.#listener.close();
     await this.#sweeping;
     if (this.#ownsPool) await this.#pool.end();
   }
-}
-
-function isConnectionError(err) {
-  const code = typeof err?.code === "string" ? err.code : "";
-  return !/^[0-9A-Z]{5}$/.test(code) || /^(08|57)/.test(code);
-}
-
-function withTimeout(promise, ms) {
-  let timer;
-  return Promise.race([
-    promise,
-    new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
 }
 
 module.exports = { PostgresLockStore };

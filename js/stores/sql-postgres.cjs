@@ -1,0 +1,232 @@
+"use strict";
+// PostgresLockStore's dialect beside the SQL core: which failures are STORE_UNAVAILABLE,
+// the messages of a missing schema, and release wake-ups: one LISTEN connection per store,
+// outside its pool, on which the NOTIFY of every release arrives; waiters of the released
+// key are called at once instead of polling. It reconnects with a backoff and checks the
+// connection now and then; a pool without pg's Client and options gets no LISTEN.
+
+const { checkKind, noop, storeError: sqlStoreError } = require("./sql-core.cjs");
+
+/** Why the permits table lacks its `permits` column, and how to add it. */
+function missingColumnMessage(permits) {
+  return (
+    `locksmith: PostgreSQL: the table ${permits} has no permits column (it was made by an earlier version), ` +
+    `and createTable is false: add it with ALTER TABLE ${permits} ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1 ` +
+    "(or connect once with createTable: true, as a role that may alter the table)"
+  );
+}
+
+/** Why `table` is missing, and how to make it. */
+function missingTableMessage(table) {
+  return (
+    `locksmith: PostgreSQL: the table ${table} (or its ${table}_permits table or ${table}_fencing sequence) does not exist, ` +
+    "and createTable is false: create them by connecting once with createTable: true " +
+    "(as a role that may create tables, e.g. in a migration), then connect with createTable: false"
+  );
+}
+
+/** A failure of PostgreSQL, typed: unreachable or overloaded is STORE_UNAVAILABLE, a refusal STORE_ERROR. */
+const storeError = (err) =>
+  // SQLSTATE classes 08 (connection), 53 (resources), 57 (operator intervention: shutdown,
+  // cannot connect now), 40 (serialization, deadlock); 25006 (a read-only transaction: a
+  // standby, or a primary being demoted in a failover) and 55P03 (a lock not available
+  // now); and errors without a SQLSTATE (the socket's, pg's own). A STORE_ERROR is final
+  // through a lock (a wait does not retry it): only refusals that stay belong there.
+  sqlStoreError(err, "PostgreSQL", (e) => {
+    const code = typeof e?.code === "string" ? e.code : "";
+    return !/^[0-9A-Z]{5}$/.test(code) || /^(08|53|57|40)/.test(code) || code === "25006" || code === "55P03";
+  });
+
+/** Whether `err` leaves a connection unfit to go back to the pool. */
+function isConnectionError(err) {
+  const code = typeof err?.code === "string" ? err.code : "";
+  return !/^[0-9A-Z]{5}$/.test(code) || /^(08|57)/.test(code);
+}
+
+/** The options and table names PostgresLockStore takes (see the SQL core's parseOptions). */
+const DIALECT = {
+  className: "PostgresLockStore",
+  options: ["table", "operationTimeoutMs", "listen", "createTable"],
+  booleans: { listen: true, createTable: true },
+  // A table name, optionally schema-qualified: plain identifiers (quoted when used, so
+  // their case is kept). The name is short enough for the names derived from it.
+  tableName: /^(?:([A-Za-z_][A-Za-z0-9_]{0,62})\.)?([A-Za-z_][A-Za-z0-9_]{0,39})$/,
+  qualifier: "schema",
+};
+
+// The LISTEN connection: reconnect backoff, and how often it is checked.
+const LISTEN_RETRY_MIN_MS = 100;
+const LISTEN_RETRY_MAX_MS = 2_000;
+const LISTEN_CHECK_MS = 5_000;
+
+function withTimeout(promise, ms) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+class PostgresListener {
+  #pool;
+  #enabled;
+  #timeoutMs;
+  #channel;
+  #quoted;
+  #closed = false;
+  // Listeners by `tag:key`, the connection, its state.
+  #listeners = new Map();
+  #client;
+  #started = false;
+  #retryMs = LISTEN_RETRY_MIN_MS;
+  #retryTimer;
+  #checkTimer;
+  #attempt;
+
+  /** Wake-ups over `pool`'s settings on `channel` (`quoted` as an identifier), when `enabled`; `timeoutMs` bounds a connection's answers. */
+  constructor(pool, { enabled, timeoutMs, channel, quoted }) {
+    this.#pool = pool;
+    this.#enabled = enabled;
+    this.#timeoutMs = timeoutMs;
+    this.#channel = channel;
+    this.#quoted = quoted;
+  }
+
+  /**
+   * Calls `listener` when `key` may have been freed (a NOTIFY from a release, or the
+   * LISTEN connection coming back). Returns the unsubscribe function.
+   */
+  onRelease(key, listener, kind) {
+    try {
+      if (!this.#enabled || this.#closed || typeof listener !== "function") return noop;
+      const tag = kind === undefined ? "lock" : checkKind(kind);
+      const name = `${tag}:${key}`;
+      let listeners = this.#listeners.get(name);
+      if (listeners === undefined) this.#listeners.set(name, (listeners = new Set()));
+      const entry = { listener };
+      listeners.add(entry);
+      this.start();
+      return () => {
+        listeners.delete(entry);
+        if (listeners.size === 0 && this.#listeners.get(name) === listeners) this.#listeners.delete(name);
+      };
+    } catch {
+      return noop;
+    }
+  }
+
+  #wake(name) {
+    const listeners = this.#listeners.get(name);
+    if (listeners === undefined) return;
+    for (const { listener } of [...listeners]) {
+      try {
+        listener();
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
+  }
+
+  #wakeAll() {
+    for (const name of [...this.#listeners.keys()]) this.#wake(name);
+  }
+
+  /** A connection for LISTEN: a new client with the pool's settings, outside the pool. */
+  #newClient() {
+    const pool = this.#pool;
+    if (typeof pool.Client !== "function" || pool.options === null || typeof pool.options !== "object") return undefined;
+    const config = { ...pool.options };
+    config.connectionTimeoutMillis ||= this.#timeoutMs;
+    config.keepAlive ??= true;
+    // Operators can tell it apart in pg_stat_activity.
+    config.application_name ??= "locksmith listen";
+    return new pool.Client(config);
+  }
+
+  /** Starts listening, once. */
+  start() {
+    if (!this.#enabled || this.#closed || this.#started) return;
+    this.#started = true;
+    this.#connect();
+  }
+
+  /** Resolves once the first LISTEN attempt has settled (connected or not). */
+  async ready() {
+    this.start();
+    await this.#attempt;
+  }
+
+  #connect() {
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
+    if (this.#closed) return;
+    const client = this.#newClient();
+    if (client === undefined) {
+      // A pool without pg's Client and options: no LISTEN, waiters poll.
+      return;
+    }
+    this.#client = client;
+    let lost = false;
+    const onLost = () => {
+      if (lost) return;
+      lost = true;
+      if (this.#client === client) this.#client = undefined;
+      clearInterval(this.#checkTimer);
+      client.end().catch(noop);
+      this.#scheduleConnect();
+    };
+    client.on("error", onLost);
+    client.on("end", onLost);
+    client.on("notification", (message) => {
+      if (message.channel === this.#channel && typeof message.payload === "string") this.#wake(message.payload);
+    });
+    const ms = this.#timeoutMs;
+    this.#attempt = withTimeout(
+      (async () => {
+        await client.connect();
+        // The store's own connection must not keep Node alive: the application's pool
+        // and its waits decide that.
+        client.connection?.stream?.unref?.();
+        await client.query(`LISTEN ${this.#quoted}`);
+      })(),
+      ms,
+    ).then(() => {
+      if (lost || this.#closed) return;
+      this.#retryMs = LISTEN_RETRY_MIN_MS;
+      // Releases while not listening were missed: every waiter tries again.
+      this.#wakeAll();
+      this.#checkTimer = setInterval(() => {
+        withTimeout(client.query("SELECT 1"), ms).catch(onLost);
+      }, LISTEN_CHECK_MS);
+      this.#checkTimer.unref?.();
+    }, onLost);
+  }
+
+  #scheduleConnect() {
+    if (this.#closed || this.#retryTimer !== undefined) return;
+    const delay = this.#retryMs;
+    this.#retryMs = Math.min(LISTEN_RETRY_MAX_MS, delay * 2);
+    this.#retryTimer = setTimeout(() => this.#connect(), delay);
+    this.#retryTimer.unref?.();
+  }
+
+  /** Stops listening and closes the connection. */
+  async close() {
+    this.#closed = true;
+    clearTimeout(this.#retryTimer);
+    clearInterval(this.#checkTimer);
+    this.#listeners.clear();
+    const client = this.#client;
+    this.#client = undefined;
+    if (client !== undefined) {
+      client.removeAllListeners("end");
+      client.removeAllListeners("notification");
+      client.on("error", noop);
+      await client.end().catch(noop);
+    }
+  }
+}
+
+module.exports = { DIALECT, PostgresListener, isConnectionError, missingColumnMessage, missingTableMessage, storeError };
