@@ -391,3 +391,84 @@ describe("RedisLockStore over Redis Cluster", () => {
     await store.close();
   });
 });
+
+// A key that starts with `}` closes its Redis key's hash tag at once (`locksmith:{}x}`):
+// Redis then hashes each whole name, and the lock key and its companions fall in
+// different slots (a script over them answered CROSSSLOT, a STORE_ERROR). On a Cluster
+// such keys are refused before anything is sent; on one server they keep the layout
+// every release used (see redis.test.mjs).
+describe("keys whose Redis key has an empty hash tag, on a Cluster", () => {
+  const refused = (what) => (err) => {
+    assert.equal(err.code, "INVALID_ARGUMENT", `${what}: ${err.code} ${err.message}`);
+    assert.match(err.message, /^locksmith: on a Redis Cluster, key "\}[^"]*" cannot be locked: its Redis key locksmith:\{\}.* has an empty hash tag/, what);
+    assert.match(err.message, /does not start with "\}"/, what);
+    return true;
+  };
+
+  /** Every kind of hold on `key` is refused at once, waiting or not; a `}` further in works. */
+  async function assertRefused(store) {
+    const key = `}${uniqueKey("empty-tag")}`;
+    const handles = {
+      lock: () => new Lock(key, 2_000, store),
+      semaphore: () => ls.semaphore(key, 2, 2_000, store),
+      "read lock": () => ls.readWriteLock(key, 2_000, store).readLock(),
+      "write lock": () => ls.readWriteLock(key, 2_000, store).writeLock(),
+      "lockAll, alone": () => lockAll([key], 2_000, store),
+      "lockAll, with another key": () => lockAll([uniqueKey("beside"), key], 2_000, store),
+    };
+    for (const [what, make] of Object.entries(handles)) {
+      await assert.rejects(make().acquire(), refused(what));
+      const start = performance.now();
+      await assert.rejects(make().acquire({ timeout: 5_000, retryDelay: 50 }), refused(`${what}, waiting`));
+      const waited = performance.now() - start;
+      assert.ok(waited < 1_000, `${what}: a waiting acquire is refused at once (${waited} ms)`);
+    }
+    for (const port of await cluster.masters(anyNode())) {
+      assert.deepEqual(await command(port, "KEYS", `locksmith:{}${key.slice(1)}}*`), [], `nothing written on ${port}`);
+    }
+    // A `}` after the first character leaves a non-empty tag: one slot, as any key.
+    for (const other of [`${uniqueKey("mid")}}x`, `${uniqueKey("end")}}`]) {
+      const l = new Lock(other, 2_000, store);
+      assert.equal(await l.acquire(), true, other);
+      assert.ok(l.fencingToken > 0);
+      assert.equal(await new Lock(other, 2_000, store).acquireImmediately(), false);
+      assert.equal(await l.release(), true);
+    }
+  }
+
+  it("RedisLockStore refuses them with INVALID_ARGUMENT that says why", async () => {
+    const store = await connect();
+    try {
+      await assertRefused(store);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("IoRedisLockStore over an ioredis Cluster refuses them too", { ...ONLY_NATIVE }, async () => {
+    const client = ioredisCluster();
+    const store = new IoRedisLockStore(client);
+    try {
+      await assertRefused(store);
+    } finally {
+      await store.close();
+      client.disconnect();
+    }
+  });
+
+  for (const version of ["v4", "v5", "v6"]) {
+    it(`NodeRedisLockStore over a node-redis ${version} cluster refuses them too`, { ...ONLY_NATIVE }, async () => {
+      const { createCluster } = await import({ v4: "redis4", v5: "redis", v6: "redis6" }[version]);
+      const client = createCluster({ rootNodes: cluster.urls.map((url) => ({ url })) });
+      client.on("error", () => {});
+      await client.connect();
+      const store = new NodeRedisLockStore(client);
+      try {
+        await assertRefused(store);
+      } finally {
+        await store.close();
+        await (client.close?.() ?? client.disconnect());
+      }
+    });
+  }
+});

@@ -37,6 +37,7 @@ export class IoRedisLockStore extends RedisClientStore {
         exists: (key) => client.exists(key),
         pttl: (key) => client.pttl(key),
         get: (key) => client.get(key),
+        cluster: client.isCluster === true,
         subscriber: () => {
           // A connection of its own: a subscribed connection can run nothing else.
           const sub = client.duplicate();

@@ -30,6 +30,8 @@ export class NodeRedisLockStore extends RedisClientStore {
         exists: (key) => client.exists(key),
         pttl: (key) => client.pTTL(key),
         get: (key) => client.get(key),
+        // A cluster (createCluster(), v4 to v6) lists its masters.
+        cluster: typeof client.getMasters === "function",
         subscriber: () => {
           // A connection of its own: a subscribed connection can run nothing else.
           const sub = client.duplicate();

@@ -56,7 +56,8 @@ const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
  * - `evalsha(sha, keys, args)` / `eval(source, keys, args)`: run a script, resolve to its reply;
  * - `exists(key)` → 0/1, `pttl(key)` → ms / -1 / -2, optional `get(key)` → string | null;
  * - optional `subscriber()` → `{ subscribe(channel, onMessage), unsubscribe(channel), close() }`
- *   (both may return promises), for release wake-ups.
+ *   (both may return promises), for release wake-ups;
+ * - `cluster`: true when the client is a Redis Cluster client.
  */
 export class RedisClientStore {
   #driver;
@@ -64,6 +65,7 @@ export class RedisClientStore {
   #channels = new Map(); // channel -> { listeners: Set, subscribed: boolean, linger }
   #subscriber;
   #notify;
+  #cluster;
   #closed = false;
 
   /** A semaphore hold may take several permits (the JS store contract's `permitWeights`). */
@@ -75,6 +77,7 @@ export class RedisClientStore {
     noteSharedStore(this);
     this.#driver = driver;
     this.#prefix = options.keyPrefix;
+    this.#cluster = driver.cluster === true;
     this.#notify = options.notifyReleases && typeof driver.subscriber === "function";
     this.operationTimeoutMs = options.operationTimeoutMs;
     if (!this.#notify) this.onRelease = undefined;
@@ -88,6 +91,27 @@ export class RedisClientStore {
   /** The Redis key of the lock `key`: `<prefix>{<key>}`, its companions share the slot. */
   lockKey(key) {
     return `${this.#prefix}{${key}}`;
+  }
+
+  /**
+   * Whether a Cluster cannot serve `key`: one that starts with `}` closes the hash tag at
+   * once (`<prefix>{}…}`), so Redis hashes each whole name and the lock key and its
+   * companions fall in different slots. On one server such a key keeps the layout every
+   * release used (so all of them exclude each other on it).
+   */
+  #refused(key) {
+    return this.#cluster && typeof key === "string" && key.startsWith("}");
+  }
+
+  /** `lockKey(key)`, or the refusal of a key the Cluster cannot serve (RedisLockStore's words). */
+  #key(key) {
+    const lockKey = this.lockKey(key);
+    if (this.#refused(key)) {
+      throw invalid(
+        `on a Redis Cluster, key ${JSON.stringify(key)} cannot be locked: its Redis key ${lockKey} has an empty hash tag ("{}"), so the lock's keys would fall in different hash slots; use a key that does not start with "}" (on a single server it works as it is)`,
+      );
+    }
+    return lockKey;
   }
 
   async #script(script, keys, args) {
@@ -106,30 +130,30 @@ export class RedisClientStore {
 
   /** `acquire()` answering the hold's fencing token (how locks get it), or `false`. */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
-    const lockKey = this.lockKey(key);
+    const lockKey = this.#key(key);
     const token = Number(await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
     return token > 0 ? token : false;
   }
 
   async release(key, owner) {
-    return Number(await this.#script(SCRIPTS.release, [this.lockKey(key)], [owner])) === 1;
+    return Number(await this.#script(SCRIPTS.release, [this.#key(key)], [owner])) === 1;
   }
 
   async extend(key, owner, ttlMs) {
-    const lockKey = this.lockKey(key);
+    const lockKey = this.#key(key);
     const reply = await this.#script(SCRIPTS.extend, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]);
     return Number(reply) === 1;
   }
 
   async isLocked(key) {
-    return Number(await this.#driver.exists(this.lockKey(key))) === 1;
+    return Number(await this.#driver.exists(this.#key(key))) === 1;
   }
 
   async remainingTime(key) {
-    const ms = Number(await this.#driver.pttl(this.lockKey(key)));
+    const ms = Number(await this.#driver.pttl(this.#key(key)));
     if (ms === -2) return null;
     if (ms === -1) {
-      throw new LockStoreError(`locksmith: store error: redis key ${this.lockKey(key)} exists without an expiry: something other than locksmith wrote it`);
+      throw new LockStoreError(`locksmith: store error: redis key ${this.#key(key)} exists without an expiry: something other than locksmith wrote it`);
     }
     return ms;
   }
@@ -137,13 +161,13 @@ export class RedisClientStore {
   async isHeldBy(key, owner) {
     // A driver without `get` (a client that may parse the string GET returns, such as
     // Upstash's) compares on the server.
-    if (this.#driver.get === undefined) return Number(await this.#script(SCRIPTS.heldBy, [this.lockKey(key)], [owner])) === 1;
-    return (await this.#driver.get(this.lockKey(key))) === owner;
+    if (this.#driver.get === undefined) return Number(await this.#script(SCRIPTS.heldBy, [this.#key(key)], [owner])) === 1;
+    return (await this.#driver.get(this.#key(key))) === owner;
   }
 
   /** How long `owner`'s own lock has left, in one question (a hold's due check); `null` when not its. */
   async ownerRemainingTime(key, owner) {
-    const ms = Number(await this.#script(SCRIPTS.ownerRemaining, [this.lockKey(key)], [owner]));
+    const ms = Number(await this.#script(SCRIPTS.ownerRemaining, [this.#key(key)], [owner]));
     return ms > 0 ? ms : null;
   }
 
@@ -151,7 +175,7 @@ export class RedisClientStore {
 
   /** The sorted set of a semaphore's or read-write lock's holders. */
   #holders(key, kind) {
-    return `${this.lockKey(key)}:${kind === "semaphore" ? "semaphore" : "rw"}`;
+    return `${this.#key(key)}:${kind === "semaphore" ? "semaphore" : "rw"}`;
   }
 
   /**
@@ -227,7 +251,8 @@ export class RedisClientStore {
    * per semaphore / read-write lock).
    */
   onRelease(key, listener, kind) {
-    if (this.#closed) return () => {};
+    // A key the Cluster cannot serve is never held: nothing to listen for.
+    if (this.#closed || this.#refused(key)) return () => {};
     const channel = `${kind === undefined ? this.lockKey(key) : this.#holders(key, kind)}:released`;
     let entry = this.#channels.get(channel);
     if (entry === undefined) {

@@ -94,6 +94,29 @@ pub fn lock_key(prefix: &str, key: &str) -> String {
     format!("{prefix}{{{key}}}")
 }
 
+/// Refuses, on a Redis Cluster, a key whose lock key has an empty hash tag: with `key`
+/// starting with `}` (or a prefix holding `{}`), `<prefix>{<key>}` closes its tag at
+/// once, so Redis hashes each whole name and the lock key and its companions fall in
+/// different slots (`CROSSSLOT`). On one server such a key keeps this layout, which
+/// every release has used, so all versions exclude each other on it.
+pub fn check_cluster_key(prefix: &str, key: &str) -> Result<()> {
+    let lock_key = lock_key(prefix, key);
+    // The tag is what lies between the first `{` and the first `}` after it.
+    let open = lock_key.find('{').unwrap_or(0);
+    if !lock_key[open + 1..].starts_with('}') {
+        return Ok(());
+    }
+    let fix = if open < prefix.len() {
+        "use a keyPrefix without \"{}\"".to_owned()
+    } else {
+        "use a key that does not start with \"}\" (on a single server it works as it is)".to_owned()
+    };
+    Err(LockError::InvalidArgument(format!(
+        "on a Redis Cluster, key {} cannot be locked: its Redis key {lock_key} has an empty hash tag (\"{{}}\"), so the lock's keys would fall in different hash slots; {fix}",
+        locksmith_core::validate::quote(key)
+    )))
+}
+
 /// The Redis key of a semaphore's holders (`<prefix>{<key>}:semaphore`) or a read-write
 /// lock's (`<prefix>{<key>}:rw`): a sorted set of owner tokens scored by expiry. Its
 /// companions (`…:limit`, `…:writer`, `…:claim`, `…:readers`, `…:turn`, `…:fence`, `…:released`) add a suffix;
@@ -160,6 +183,35 @@ pub fn check_url_settings(options: &RedisOptions) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_with_an_empty_hash_tag_are_refused_for_a_cluster() {
+        for (prefix, key) in [("locksmith:", "}x"), ("locksmith:", "}"), ("", "}}"), ("p{}", "k")] {
+            let err = check_cluster_key(prefix, key).unwrap_err();
+            assert_eq!(err.code(), "INVALID_ARGUMENT", "{prefix} {key}");
+            assert!(err.to_string().starts_with("locksmith: on a Redis Cluster, key "), "{err}");
+            assert!(err.to_string().contains("empty hash tag"), "{err}");
+        }
+        let err = check_cluster_key("locksmith:", "}x").unwrap_err().to_string();
+        assert!(err.contains("key \"}x\" cannot be locked: its Redis key locksmith:{}x} has"), "{err}");
+        assert!(err.contains("does not start with \"}\""), "{err}");
+        assert!(check_cluster_key("p{}", "k").unwrap_err().to_string().contains("keyPrefix"));
+        // Any other `}` leaves a tag that is not empty: one slot for the lock's keys.
+        for (prefix, key) in
+            [("locksmith:", "x}"), ("locksmith:", "a}b"), ("", "x"), ("p{", "}k"), ("p{t}", "}k")]
+        {
+            check_cluster_key(prefix, key).unwrap();
+            let lock = lock_key(prefix, key);
+            let slot = engine::reply::key_slot(lock.as_bytes());
+            assert_eq!(engine::reply::key_slot(format!("{lock}:fence").as_bytes()), slot, "{lock}");
+        }
+        let lock = lock_key("locksmith:", "}x");
+        assert_ne!(
+            engine::reply::key_slot(lock.as_bytes()),
+            engine::reply::key_slot(format!("{lock}:fence").as_bytes()),
+            "the reason"
+        );
+    }
 
     #[test]
     fn server_versions_are_read_from_info_server() {

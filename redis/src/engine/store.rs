@@ -71,11 +71,23 @@ impl Shared {
         }
     }
 
+    /// On a cluster, refuses a key whose lock's keys would not share a slot (see
+    /// [`check_cluster_key`](crate::check_cluster_key)).
+    fn check_key(&self, key: &str) -> Result<()> {
+        match self.cluster {
+            Some(_) => crate::check_cluster_key(&self.engines[0].options().key_prefix, key),
+            None => Ok(()),
+        }
+    }
+
     /// Whether one script can take all of `keys`: on one server always, on a cluster
-    /// when they share a hash slot.
+    /// when they share a hash slot (a refused key takes its own turn, to be refused).
     fn one_slot(&self, keys: &[String]) -> bool {
         if self.cluster.is_none() {
             return true;
+        }
+        if keys.iter().any(|key| self.check_key(key).is_err()) {
+            return false;
         }
         let prefix = &self.engines[0].options().key_prefix;
         let mut slots =
@@ -197,24 +209,31 @@ impl EngineStore {
         self.shared().engines[0].options().key_prefix.clone()
     }
 
-    /// A request about `key`, on the connection of its slot.
+    /// A request about `key`, on the connection of its slot; refused, with nothing sent,
+    /// for a key a cluster cannot serve.
     fn request(&self, key: &str, make: impl FnOnce(&mut Engine, u64) -> RequestId) -> ReplyFuture<'_> {
-        let conn = self.shared().route(key);
+        let conn = {
+            let shared = self.shared();
+            if let Err(err) = shared.check_key(key) {
+                return ReplyFuture { store: self, id: Err(Some(err)) };
+            }
+            shared.route(key)
+        };
         self.request_on(conn, make)
     }
 
     fn request_on(&self, conn: usize, make: impl FnOnce(&mut Engine, u64) -> RequestId) -> ReplyFuture<'_> {
         if self.closed.load(Ordering::Relaxed) {
-            return ReplyFuture { store: self, id: None };
+            return ReplyFuture { store: self, id: Err(None) };
         }
         let now = self.clock.now_ms();
         let mut shared = self.shared();
         let Some(engine) = shared.engines.get_mut(conn) else {
-            return ReplyFuture { store: self, id: Some(0) };
+            return ReplyFuture { store: self, id: Ok(0) };
         };
         let id = make(engine, now);
         shared.slots.insert(id, Slot::Waiting(None));
-        ReplyFuture { store: self, id: Some(id) }
+        ReplyFuture { store: self, id: Ok(id) }
     }
 
     /// Queues the handshake of a new connection in front of everything else (see
@@ -327,6 +346,8 @@ impl EngineStore {
         if shared.cluster.is_none() {
             return Some(subscriber.clone());
         }
+        // A refused key is never held here: nothing to listen for.
+        shared.check_key(key).ok()?;
         shared.subscribers.get(shared.route(key)).cloned()
     }
 
@@ -493,16 +514,20 @@ impl EngineStore {
 /// The reply to one request.
 struct ReplyFuture<'a> {
     store: &'a EngineStore,
-    /// `None` when the store was closed.
-    id: Option<RequestId>,
+    /// The request, or why none was sent: the key refused, or (`None`) the store closed.
+    id: std::result::Result<RequestId, Option<LockError>>,
 }
 
 impl Future for ReplyFuture<'_> {
     type Output = Result<Value>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Value>> {
-        let Some(id) = self.id else { return Poll::Ready(Err(LockError::StoreClosed)) };
-        let mut shared = self.store.shared();
+        let this = self.get_mut();
+        let id = match &mut this.id {
+            Ok(id) => *id,
+            Err(refused) => return Poll::Ready(Err(refused.take().unwrap_or(LockError::StoreClosed))),
+        };
+        let mut shared = this.store.shared();
         match shared.slots.get_mut(&id) {
             Some(Slot::Waiting(waker)) => {
                 *waker = Some(cx.waker().clone());
@@ -519,7 +544,7 @@ impl Future for ReplyFuture<'_> {
 
 impl Drop for ReplyFuture<'_> {
     fn drop(&mut self) {
-        if let Some(id) = self.id {
+        if let Ok(id) = self.id {
             self.store.shared().slots.remove(&id);
         }
     }
@@ -787,6 +812,33 @@ mod tests {
             }
             other => panic!("the deadline of the first send holds: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_cluster_refuses_a_key_with_an_empty_hash_tag_and_sends_nothing() {
+        let (_, store) = cluster();
+        store.set_slots(&[(0, 16_383, "a:1".into())]);
+        fn refused<T: std::fmt::Debug>(result: Poll<Result<T>>) -> String {
+            match result {
+                Poll::Ready(Err(err @ LockError::InvalidArgument(_))) => err.to_string(),
+                other => panic!("{other:?}"),
+            }
+        }
+        let mut acquire = store.acquire_with_grant("}k", "o", 1_000);
+        assert!(refused(poll(&mut acquire)).contains("p:{}k} has an empty hash tag"));
+        let mut permit = store.acquire_permit("}k", "o", 1_000, HoldKind::Write);
+        refused(poll(&mut permit));
+        let mut release = store.release("}k", "o");
+        refused(poll(&mut release));
+        let keys = ["}k".to_owned()];
+        assert!(store.acquire_all(&keys, "o", 1_000).is_none(), "taken key by key, each refused");
+        assert_eq!((output(&store, 0), store.pending()), (String::new(), 0), "nothing sent");
+        // One server keeps the layout every release used.
+        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000 };
+        let single = EngineStore::new(options, Arc::new(TestClock(AtomicU64::new(0))), None);
+        let mut acquire = single.acquire_with_grant("}k", "o", 1_000);
+        assert!(poll(&mut acquire).is_pending());
+        assert!(output(&single, 0).contains("$6\r\np:{}k}\r\n$12\r\np:{}k}:fence"));
     }
 
     #[test]
