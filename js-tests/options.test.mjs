@@ -52,6 +52,40 @@ describe("acquire() and run() options", () => {
     await assert.rejects(l.extend(0), (err) => err.code === "INVALID_ARGUMENT" && /^locksmith: ttlMs must be/.test(err.message));
   });
 
+  it("a number where the options go suggests { timeout }", async () => {
+    const l = lock(uniqueKey("options"));
+    const suggestion = /acquire options must be an object; got number \(5000\): to wait, write \{ timeout: 5000 \}/;
+    await assert.rejects(
+      l.run(() => {}, 5000),
+      invalidArgument(suggestion),
+    );
+    await assert.rejects(l.acquire(5000), invalidArgument(suggestion));
+    await assert.rejects(l.acquire("5s"), invalidArgument(/got string \("5s"\): to wait, write \{ timeout: "5s" \}/));
+    assert.equal(await l.isLocked(), false);
+  });
+
+  it("a handle's unknown-option message lists only the options it takes", async () => {
+    const plain = lock(uniqueKey("options"));
+    const listed = (err) => /the options are (.*)$/.exec(err.message)?.[1];
+    for (const l of [plain, ls.readWriteLock(uniqueKey("options")).writeLock(), ls.lockAll([uniqueKey("a"), uniqueKey("b")])]) {
+      await assert.rejects(l.acquire({ fair: true }), (err) => {
+        invalidArgument(/unknown option `fair`/)(err);
+        assert.equal(listed(err), "timeout, retryDelay, autoExtend, signal");
+        return true;
+      });
+      await assert.rejects(l.acquireImmediately({ fair: true }), (err) => {
+        invalidArgument(/unknown option `fair` for acquireImmediately\(\)/)(err);
+        assert.equal(listed(err), "signal");
+        return true;
+      });
+      // permits itself keeps its own refusal.
+      await assert.rejects(l.acquire({ permits: 2 }), invalidArgument(/permits is a semaphore's option/));
+    }
+    const sem = ls.semaphore(uniqueKey("options"), 3);
+    await assert.rejects(sem.acquire({ fair: true }), (err) => listed(err) === "timeout, retryDelay, autoExtend, signal, permits");
+    await assert.rejects(sem.acquireImmediately({ fair: true }), (err) => listed(err) === "signal, permits");
+  });
+
   it("accepts the known options, and undefined values for them", async () => {
     const l = lock(uniqueKey("options"));
     assert.equal(await l.acquire({ timeout: 10, retryDelay: 5 }), true);

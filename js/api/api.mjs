@@ -136,6 +136,9 @@ function warnIfProcessLocal() {
 }
 
 const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend", "signal", "permits"];
+/** A handle other than a semaphore's: `permits` is refused in words of its own, not listed. */
+const LOCK_ACQUIRE_OPTIONS = ACQUIRE_OPTIONS.filter((o) => o !== "permits");
+const PERMITS = ["permits"];
 /** Where acquire options go, for a handle maker given more arguments than it takes. */
 const OPTIONS_GO = "acquire options ({ timeout, signal, … }) go to acquire() or run(): lock(key, ttlMs, store).run(fn, { timeout })";
 /** Lock's hook for MultiLock's getters. */
@@ -193,11 +196,12 @@ function abortedBy(signal, key, unreleased) {
   return err;
 }
 
-/** Immediate variants' options: `{ signal, permits }`, checked. */
-function immediateOptions(options, where) {
+/** Immediate variants' options: `{ signal, permits }` (`permits` listed for a semaphore only), checked. */
+function immediateOptions(options, where, semaphore) {
   if (options === undefined || options === null) return undefined;
   if (typeof options !== "object" || Array.isArray(options)) throw invalid(`${where} options must be an object; got ${typeName(options)}`);
-  checkOptionKeys(options, IMMEDIATE_OPTIONS, where);
+  if (semaphore) checkOptionKeys(options, IMMEDIATE_OPTIONS, where);
+  else checkOptionKeys(options, ["signal"], where, PERMITS);
   if (options.signal === undefined && options.permits === undefined) return undefined;
   return { timeout: 0, signal: options.signal, permits: options.permits };
 }
@@ -917,7 +921,7 @@ export function makeApi(binding) {
     /** `run()` that never waits. */
     async runImmediately(fn, options) {
       if (arguments.length > 2) checkArity(arguments, 2, "runImmediately(fn, options?)");
-      return this.run(fn, immediateOptions(options, "runImmediately()") ?? { timeout: 0 });
+      return this.run(fn, immediateOptions(options, "runImmediately()", this.#kind === "semaphore") ?? { timeout: 0 });
     }
 
     /** Takes the lock, waiting up to `options.timeout` ms. `true` if taken. */
@@ -1044,9 +1048,14 @@ export function makeApi(binding) {
       let permits = 1;
       if (options !== undefined && options !== null) {
         if (typeof options !== "object" || Array.isArray(options)) {
-          throw invalid(`acquire options must be an object; got ${typeName(options)}`);
+          // A bare duration where the options go (`run(fn, 5000)`) was meant as a timeout.
+          const meant = typeof options === "number" || typeof options === "string" ? JSON.stringify(options) : undefined;
+          throw invalid(
+            `acquire options must be an object; got ${typeName(options)}${meant === undefined ? "" : ` (${meant}): to wait, write { timeout: ${meant} }`}`,
+          );
         }
-        checkOptionKeys(options, ACQUIRE_OPTIONS, "acquire() and run()");
+        if (this.#kind === "semaphore") checkOptionKeys(options, ACQUIRE_OPTIONS, "acquire() and run()");
+        else checkOptionKeys(options, LOCK_ACQUIRE_OPTIONS, "acquire() and run()", PERMITS);
         timeout = optionalDurationMs("timeout", options.timeout);
         retryDelay = optionalDurationMs("retryDelay", options.retryDelay);
         autoExtend = parseAutoExtend(options.autoExtend);
@@ -1178,7 +1187,7 @@ export function makeApi(binding) {
       if (options === undefined) return this.acquire();
       let checked;
       try {
-        checked = immediateOptions(options, "acquireImmediately()");
+        checked = immediateOptions(options, "acquireImmediately()", this.#kind === "semaphore");
       } catch (err) {
         return Promise.reject(err);
       }

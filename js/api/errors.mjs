@@ -189,11 +189,12 @@ function closest(name, known) {
 
 /**
  * Refuses keys of an options object that `where` does not know: a misspelt option
- * must not silently mean its default.
+ * must not silently mean its default. `unlisted` keys pass without being named among the
+ * options (the caller refuses them in its own words).
  */
-function checkOptionKeys(options, known, where) {
+function checkOptionKeys(options, known, where, unlisted) {
   for (const name of Object.keys(options)) {
-    if (known.includes(name)) continue;
+    if (known.includes(name) || unlisted?.includes(name)) continue;
     const near = closest(name, known);
     const hint = near ? `did you mean \`${near}\`? ` : "";
     throw invalid(`unknown option \`${name}\` for ${where}; ${hint}the options are ${known.join(", ")}`);

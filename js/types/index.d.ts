@@ -9,6 +9,77 @@
  */
 export type Duration = number | `${number}ms` | `${number}s` | `${number}m` | `${number}h`;
 
+type Digit = "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7" | "8" | "9";
+/** `true` when `S` is one or more ASCII digits. */
+type Digits<S extends string> = S extends `${Digit}${infer Rest}` ? (Rest extends "" ? true : Digits<Rest>) : false;
+/** `true` when `S` is a duration string's number as the parser reads it: `5`, `1.5`, `.5`. */
+type DurationNumber<S extends string> = S extends `${infer Whole}.${infer Fraction}`
+  ? Whole extends ""
+    ? Digits<Fraction>
+    : Digits<Whole> extends true
+      ? Digits<Fraction>
+      : false
+  : Digits<S>;
+/** `true` when `S` is a duration string the parser takes: digits, an optional fraction, a unit. */
+type DurationText<S extends string> = S extends `${infer N}ms`
+  ? DurationNumber<N>
+  : S extends `${infer N}s`
+    ? DurationNumber<N>
+    : S extends `${infer N}m`
+      ? DurationNumber<N>
+      : S extends `${infer N}h`
+        ? DurationNumber<N>
+        : false;
+/** What a duration string the parser refuses (`"5 s"`, `"1e3ms"`, `"-5s"`) is checked against: nothing is. */
+export interface InvalidDuration {
+  readonly 'locksmith: a duration string is digits, an optional fraction and a unit ("30s", "1.5s", "250ms"), with no sign, space or exponent': never;
+}
+/**
+ * `unknown` (no constraint) for a duration the parser takes — a number, a value typed
+ * `Duration`, or a string literal such as `"30s"` — and `InvalidDuration` for a string
+ * literal that `Duration` admits and the parser refuses.
+ */
+export type CheckDuration<D> = D extends string
+  ? `${number}ms` extends D
+    ? unknown
+    : `${number}s` extends D
+      ? unknown
+      : `${number}m` extends D
+        ? unknown
+        : `${number}h` extends D
+          ? unknown
+          : DurationText<D> extends true
+            ? unknown
+            : InvalidDuration
+  : unknown;
+/**
+ * The `this` of a call taking the duration `D`: anything for a duration the parser takes,
+ * `InvalidDuration` for one it refuses, so that `lock("k", "5 s")` does not compile ("the
+ * 'this' context … is not assignable to … 'InvalidDuration'"). The check sits on `this`
+ * because `D` itself must stay a bare parameter: TypeScript infers a union argument (a
+ * value typed `Duration`) whole only into a bare type parameter.
+ */
+export type DurationThis<D> = CheckDuration<D> extends InvalidDuration ? InvalidDuration : unknown;
+/** `T`, left out of type inference (the long-standing spelling of TypeScript 5.4's `NoInfer`). */
+type Deferred<T> = [T][T extends unknown ? 0 : never];
+/** The checks of `CheckDuration` on the durations of an options object (`timeout`, `retryDelay`, `autoExtend`'s). */
+export type CheckAcquireOptions<O> = O extends object
+  ? {
+      timeout?: "timeout" extends keyof O ? CheckDuration<O["timeout" & keyof O]> : unknown;
+      retryDelay?: "retryDelay" extends keyof O ? CheckDuration<O["retryDelay" & keyof O]> : unknown;
+      autoExtend?: "autoExtend" extends keyof O
+        ? O["autoExtend" & keyof O] extends infer A
+          ? A extends object
+            ? {
+                intervalMs?: "intervalMs" extends keyof A ? CheckDuration<A["intervalMs" & keyof A]> : unknown;
+                maxHoldMs?: "maxHoldMs" extends keyof A ? CheckDuration<A["maxHoldMs" & keyof A]> : unknown;
+              }
+            : unknown
+          : unknown
+        : unknown;
+    }
+  : unknown;
+
 /** How long to wait for a held lock, and how often to try again meanwhile. */
 export interface AcquireOptions {
   /**
@@ -137,17 +208,17 @@ export declare class Lock {
    * Acquires, runs `fn`, and always releases. `ran` is false (and `fn` never ran) when the
    * lock was taken; the result then is `undefined`, so `if (!ran) return;` narrows it to `T`.
    */
-  run<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: AcquireOptions): Promise<RunResult<T>>;
+  run<T, O extends AcquireOptions = AcquireOptions>(fn: (lock: Lock) => T | PromiseLike<T>, options?: O & Deferred<CheckAcquireOptions<O>>): Promise<RunResult<T>>;
   /** `run()` that never waits. */
   runImmediately<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: ImmediateOptions): Promise<RunResult<T>>;
   /** Takes the lock, waiting up to `options.timeout`. */
-  acquire(options?: AcquireOptions): Promise<boolean>;
+  acquire<O extends AcquireOptions = AcquireOptions>(options?: O & Deferred<CheckAcquireOptions<O>>): Promise<boolean>;
   /** Takes the lock only if it is free now. */
   acquireImmediately(options?: ImmediateOptions): Promise<boolean>;
   /** Frees the lock; false if this handle no longer held it. */
   release(): Promise<boolean>;
   /** Pushes the expiry `ttlMs` (default: the lock's TTL) from now. Rejects with LockNotHeldError if the lock was lost. */
-  extend(ttlMs?: Duration): Promise<void>;
+  extend<D extends Duration = Duration>(this: DurationThis<D>, ttlMs?: D): Promise<void>;
   /** Whether anyone holds the key (not necessarily this handle). */
   isLocked(): Promise<boolean>;
   /** How many holds of the key are live: a semaphore's permits, readers (or one writer); 0 or 1 for a lock. */
@@ -170,7 +241,7 @@ export declare class Lock {
 }
 
 /** A lock on `key` in the current store, held for `ttlMs` (milliseconds or a string like `"30s"`; default 30 000) once acquired. */
-export declare function lock(key: string, ttlMs?: Duration, store?: LockStore): Lock;
+export declare function lock<D extends Duration = Duration>(this: DurationThis<D>, key: string, ttlMs?: D, store?: LockStore): Lock;
 
 /** A semaphore handle's acquire options: a lock's, and how many permits to take. */
 export interface SemaphoreAcquireOptions extends AcquireOptions {
@@ -190,9 +261,12 @@ export interface SemaphoreImmediateOptions extends ImmediateOptions {
  * says how many permits are in use.
  */
 export interface Semaphore extends Lock {
-  acquire(options?: SemaphoreAcquireOptions): Promise<boolean>;
+  acquire<O extends SemaphoreAcquireOptions = SemaphoreAcquireOptions>(options?: O & Deferred<CheckAcquireOptions<O>>): Promise<boolean>;
   acquireImmediately(options?: SemaphoreImmediateOptions): Promise<boolean>;
-  run<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: SemaphoreAcquireOptions): Promise<RunResult<T>>;
+  run<T, O extends SemaphoreAcquireOptions = SemaphoreAcquireOptions>(
+    fn: (lock: Lock) => T | PromiseLike<T>,
+    options?: O & Deferred<CheckAcquireOptions<O>>,
+  ): Promise<RunResult<T>>;
   runImmediately<T>(fn: (lock: Lock) => T | PromiseLike<T>, options?: SemaphoreImmediateOptions): Promise<RunResult<T>>;
 }
 
@@ -203,7 +277,7 @@ export interface Semaphore extends Lock {
  * `count()` says how many are in use now. Stores without semaphores refuse with
  * UnsupportedError; stores without weights refuse `permits` above 1 likewise.
  */
-export declare function semaphore(key: string, limit: number, ttlMs?: Duration, store?: LockStore): Semaphore;
+export declare function semaphore<D extends Duration = Duration>(this: DurationThis<D>, key: string, limit: number, ttlMs?: D, store?: LockStore): Semaphore;
 
 /** The read-write lock `key`. */
 export interface ReadWriteLock {
@@ -217,7 +291,7 @@ export interface ReadWriteLock {
 }
 
 /** The read-write lock `key`, each hold lasting `ttlMs` (default 30 000) once acquired. */
-export declare function readWriteLock(key: string, ttlMs?: Duration, store?: LockStore): ReadWriteLock;
+export declare function readWriteLock<D extends Duration = Duration>(this: DurationThis<D>, key: string, ttlMs?: D, store?: LockStore): ReadWriteLock;
 
 /** What a `MultiLock`'s `serialize()` returns: a string that `restoreLock()` turns back into a `MultiLock`. */
 export type SerializedMultiLock = string & { readonly __locksmithMultiLock: true };
@@ -240,7 +314,7 @@ export declare class MultiLock extends Lock {
   readonly fencingTokens: Readonly<Record<string, number | null>> | null;
   /** Always null: each key has its own token (`fencingTokens`). */
   readonly fencingToken: null;
-  run<T>(fn: (lock: MultiLock) => T | PromiseLike<T>, options?: AcquireOptions): Promise<RunResult<T>>;
+  run<T, O extends AcquireOptions = AcquireOptions>(fn: (lock: MultiLock) => T | PromiseLike<T>, options?: O & Deferred<CheckAcquireOptions<O>>): Promise<RunResult<T>>;
   runImmediately<T>(fn: (lock: MultiLock) => T | PromiseLike<T>, options?: ImmediateOptions): Promise<RunResult<T>>;
   /** Keys, TTL and owner token as a string for `restoreLock()`, which gives a `MultiLock` back. A bearer secret. */
   serialize(): SerializedMultiLock;
@@ -251,7 +325,7 @@ export declare class MultiLock extends Lock {
  * 30 000) once acquired, in `store` (default: the current store). 1 to 64 distinct keys;
  * anything else is an InvalidArgumentError.
  */
-export declare function lockAll(keys: readonly string[], ttlMs?: Duration, store?: LockStore): MultiLock;
+export declare function lockAll<D extends Duration = Duration>(this: DurationThis<D>, keys: readonly string[], ttlMs?: D, store?: LockStore): MultiLock;
 
 /**
  * Rebuilds a lock from `serialize()`, owner token and all, in `store` (default: the
