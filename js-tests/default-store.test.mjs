@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { promisify } from "node:util";
 
+import { startEtcd } from "./support/etcd-server.mjs";
 import { startRedis } from "./support/redis-server.mjs";
 import { TARGET } from "./support/target.mjs";
 
@@ -19,6 +20,8 @@ const ENTRY = new URL(TARGET === "wasm" ? "../js/wasm.mjs" : "../js/node.mjs", i
 // The other copy of the package in one process: the CommonJS bundle of the build not
 // loaded as ES modules (the native entry's ES modules are its CommonJS instance itself).
 const OTHER_COPY = new URL("../js/wasm.cjs", import.meta.url).pathname;
+/** A file of the repository, as a URL a child's import() takes. */
+const file = (path) => new URL(`../${path}`, import.meta.url).href;
 
 let redis;
 before(async () => {
@@ -115,6 +118,43 @@ describe("the default store beside a shared one", () => {
     `);
     assert.equal(code, 0, stderr);
     assert.equal(count(stderr, WARNING), 1, stderr);
+  });
+
+  it("the PostgreSQL, MySQL, etcd and users' Redis client stores count as shared too", async () => {
+    const etcd = await startEtcd({ size: 1 });
+    try {
+      const cases = {
+        PostgresLockStore: `
+          const { PostgresLockStore } = await import(${JSON.stringify(file("js/stores/postgres.mjs"))});
+          const pg = need("pg");
+          new PostgresLockStore(new pg.Pool({ connectionString: "postgres://127.0.0.1:1/none" }));`,
+        MySqlLockStore: `
+          const { MySqlLockStore } = await import(${JSON.stringify(file("js/stores/mysql.mjs"))});
+          const mysql = need("mysql2/promise");
+          new MySqlLockStore(mysql.createPool({ uri: "mysql://root@127.0.0.1:1/none" }));`,
+        EtcdLockStore: `
+          const { EtcdLockStore } = await import(${JSON.stringify(file("js/stores/etcd.mjs"))});
+          globalThis.closeLater = await EtcdLockStore.connect(${JSON.stringify(etcd.members[0].url)});`,
+        IoRedisLockStore: `
+          const { IoRedisLockStore } = await import(${JSON.stringify(file("js/stores/ioredis.mjs"))});
+          const Redis = need("ioredis");
+          const client = new Redis(url, { lazyConnect: true });
+          new IoRedisLockStore(client);`,
+      };
+      for (const [name, make] of Object.entries(cases)) {
+        const { code, stderr } = await child(`
+          const need = (await import("node:module")).createRequire(${JSON.stringify(file("package.json"))});
+          ${make}
+          await ls.lock("default").run(() => {});
+          await globalThis.closeLater?.close();
+        `);
+        assert.equal(code, 0, `${name}: ${stderr}`);
+        assert.equal(count(stderr, WARNING), 1, `${name}: ${stderr}`);
+        assert.match(stderr, new RegExp(`a shared store \\(${name}\\)`));
+      }
+    } finally {
+      await etcd.dispose();
+    }
   });
 
   it("a store of the user's own, passed to one lock, counts as shared", async () => {

@@ -32,6 +32,7 @@ import { InvalidArgumentError, LockStoreError, StoreClosedError, StoreUnavailabl
 
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 import { MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
+import { noteSharedStore } from "../api/errors.mjs";
 
 /** Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
 export const ETCD_ADMIN_LIST = Symbol("locksmith.etcdAdminList");
@@ -421,6 +422,7 @@ export class EtcdLockStore {
     this.#endpoints = options.endpoints;
     this.#current = Math.floor(Math.random() * this.#endpoints.length);
     if (!options.notifyReleases) this.onRelease = undefined;
+    noteSharedStore(this);
   }
 
   /** The key prefix every etcd key of this store starts with. */

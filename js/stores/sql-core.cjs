@@ -5,8 +5,18 @@
 // store brings its dialect: its SQL, how it reads the server's clock, what serializes a
 // key's changes (an advisory lock, a row lock) and which server errors mean "unavailable".
 
-const { LockStoreError, StoreClosedError, StoreUnavailableError, checkOptionKeys, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN, STORE_NAME } =
-  require("../gen/api.cjs");
+const {
+  LockStoreError,
+  StoreClosedError,
+  StoreUnavailableError,
+  checkOptionKeys,
+  invalid,
+  noteSharedStore,
+  typeName,
+  ACQUIRE_TOKEN,
+  ACQUIRE_PERMIT_TOKEN,
+  STORE_NAME,
+} = require("../gen/api.cjs");
 
 // The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
 // reader 'waiting' for the readers' turn, and a reader whose 'turn' it is.
@@ -350,6 +360,7 @@ class SqlLockStore {
   constructor(name, options) {
     this.#name = name;
     this.#options = options;
+    noteSharedStore(this);
   }
 
   get [STORE_NAME]() {
