@@ -153,7 +153,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(before.alarm, before.stored.lock.expiresAt);
     await sleep(150);
     const after = await inspectUntil(idle, (state) => state.alarm === null);
-    assert.deepEqual(after, { stored: { fence: token }, alarm: null, waits: 0, pending: 0 });
+    assert.deepEqual(after, { stored: { fence: token }, alarm: null, waits: 0, pending: 0, free: 0 });
 
     const key = uniqueKey("alarm");
     assert.equal((await get(`/hold?key=${key}&ttl=300`)).taken, true);
@@ -223,6 +223,25 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
       assert.ok(result.waitedMs < 1_000, `the ${kind} waiter waited ${result.waitedMs} ms (retryDelay 2500 ms)`);
     });
   }
+
+  // A wait is named by the refused attempt that follows it. Where two waiters' calls
+  // cross (both subscribe, then both try), the oldest wait still unnamed was not the
+  // caller's, and a wait that reached the object late was answered by the other
+  // waiter's needs: one slept through the release that let it in (until its retryDelay)
+  // while the other was told "free" though it did not fit. Now a late wait answers as
+  // if it had been pending since the attempt: woken by a release after it, whoever's.
+  it("answers two waiters' crossed waits as if each had been pending: the release wakes the one that fits, none is told free", async () => {
+    const result = await get(`/crossed-waits?key=${uniqueKey("crossed-waits")}&delay=150`);
+    assert.equal(result.error, undefined, JSON.stringify(result.error));
+    assert.deepEqual(result.tried, { a: false, b: false, bAgain: false }, "refused while 4 of 4 (then 3 of 4) are held");
+    assert.equal(result.woken.a, 1, `the waiter that fits once the permit is back is woken: ${JSON.stringify(result)}`);
+    assert.equal(result.free, 0, `no wait answered "free" to a waiter that did not fit: ${JSON.stringify(result)}`);
+    // The other hears the release once, as a pending wait would, and waits again after
+    // its next refusal: a round per release, not a loop.
+    assert.ok(result.woken.b <= 1, JSON.stringify(result.woken));
+    assert.equal(result.woken.bAgain, 0, JSON.stringify(result.woken));
+    assert.equal(result.waits, 3);
+  });
 
   it("keeps a semaphore waiter that needs more permits than are free waiting inside the object, not going round, until they are", async () => {
     const store = await openRemoteStore();

@@ -14,9 +14,13 @@ export class TestLockObject extends LockDurableObject {
   waits = 0;
   pending = 0;
 
+  /** How many waits were answered "free" at once. */
+  free = 0;
+
   waitForRelease(...args) {
     this.waits += 1;
     const outcome = super.waitForRelease(...args);
+    if (outcome === "free") this.free += 1;
     if (!(outcome instanceof Promise)) return outcome;
     this.pending += 1;
     return outcome.finally(() => (this.pending -= 1));
@@ -57,6 +61,7 @@ export class TestLockObject extends LockDurableObject {
       alarm: await this.ctx.storage.getAlarm(),
       waits: this.waits,
       pending: this.pending,
+      free: this.free,
     };
   }
 }
@@ -245,6 +250,43 @@ export default {
           await kept?.release();
           await store.releasePermit(key, "other-writer", "write");
           return Response.json({ acquired, waitedMs });
+        }
+        // Two waiters of one semaphore in this isolate whose calls cross, as a host that
+        // runs them on two threads may send them: both subscribe, then both try (the second
+        // first), each refused; their waits reach the object later (held back `delay` ms),
+        // after one permit was given back. Of 4 permits, holds of 3 and 1: "a" needs 1 and
+        // fits once the 1 goes, "b" needs 3 and does not. What each wait answered.
+        case "/crossed-waits": {
+          const key = q("key");
+          const late = new DurableObjectLockStore(delayedWaits(env.LOCKS, Number(q("delay", 150))));
+          for (const [owner, permits] of [
+            ["big", 3],
+            ["small", 1],
+          ]) {
+            if (typeof (await store[TOKEN_METHODS.acquirePermit](key, owner, 10_000, "semaphore", 4, permits)) !== "number") {
+              return Response.json({ error: { message: `${owner} was refused` } });
+            }
+          }
+          const woken = { a: 0, b: 0 };
+          const offA = late.onRelease(key, () => (woken.a += 1), "semaphore");
+          const offB = late.onRelease(key, () => (woken.b += 1), "semaphore");
+          const tried = {
+            b: await late[TOKEN_METHODS.acquirePermit](key, "b", 10_000, "semaphore", 4, 3),
+            a: await late[TOKEN_METHODS.acquirePermit](key, "a", 10_000, "semaphore", 4, 1),
+          };
+          await store.releasePermit(key, "small", "semaphore");
+          await sleep(Number(q("delay", 150)) + 250);
+          offA();
+          offB();
+          // "b" goes round once more, as a waiter does when woken: refused, it waits again.
+          const offAgain = late.onRelease(key, () => (woken.bAgain += 1), "semaphore");
+          woken.bAgain = 0;
+          tried.bAgain = await late[TOKEN_METHODS.acquirePermit](key, "b", 10_000, "semaphore", 4, 3);
+          await sleep(Number(q("delay", 150)) + 250);
+          offAgain();
+          await store.releasePermit(key, "big", "semaphore");
+          const { free, waits } = await env.LOCKS.get(env.LOCKS.idFromName(key)).inspect();
+          return Response.json({ tried, woken, free, waits });
         }
         // Fencing tokens of consecutive holds of a lock, a semaphore and a read-write lock.
         case "/fencing": {

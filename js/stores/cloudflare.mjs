@@ -102,11 +102,13 @@ export class LockDurableObject extends DurableObject {
    */
   #cancelledEarly = new Map();
   /**
-   * Waits whose reader's or writer's refused attempt arrived before them, named by it:
-   * id → { owner, at }. The late wait then knows its own claim, or its place in the
-   * readers' turn, from another waiter's.
+   * Waits named by an attempt that arrived before them: id → { group, freed, at }, with
+   * how many wake-ups its group had had then. A late wait then acts as if it had been
+   * pending since that attempt: woken by any release or expiry after it.
    */
   #namedEarly = new Map();
+  /** Wake-ups (releases, expiries, claims dropped) per group, counted in this instance. */
+  #freed = { [LOCK]: 0, [SEMAPHORE]: 0, [RW]: 0 };
 
   constructor(ctx, env) {
     super(ctx, env);
@@ -188,8 +190,8 @@ export class LockDurableObject extends DurableObject {
    * fit in `limit`; "read" while no writer holds or waits; "write" while nobody holds and
    * no other writer waits. A refused writer leaves a claim that keeps new readers out
    * until it gets in, releases, or the claim expires `ttlMs` from now. The hold's fencing
-   * token, or false. `waitId`, from the store, names the wait (see `waitForRelease`) that
-   * this refused contender listens on.
+   * token, or false. `waitId` (an id or a list of them), from the store, names the waits
+   * (see `waitForRelease`) subscribed before this attempt and not named yet.
    */
   acquirePermit(owner, ttlMs, kind, limit, waitId, permits) {
     const group = permitGroup(kind);
@@ -199,6 +201,7 @@ export class LockDurableObject extends DurableObject {
     }
     const weight = checkPermits(kind, limit, permits);
     const now = this.#expire();
+    this.#nameWaits(waitId, group);
     const set = this.#setOf(group);
     if (set.holders.has(owner)) return false;
     let admitted;
@@ -232,10 +235,7 @@ export class LockDurableObject extends DurableObject {
         }
       }
     }
-    if (!admitted) {
-      if (typeof waitId === "string") this.#nameWait(waitId, owner, weight);
-      return false;
-    }
+    if (!admitted) return false;
     if (kind === "write") set.claim = undefined;
     if (kind === "semaphore") set.limit = limit;
     const token = this.#nextToken();
@@ -306,10 +306,11 @@ export class LockDurableObject extends DurableObject {
    * once when it looks free now, "released" on a release or expiry, "cancelled" after
    * `cancelWait(id)`, and "cap" after `capMs` (at most ten seconds) with nothing.
    *
-   * A wait is named by its refused attempt (`acquirePermit`'s `waitId`), which may
-   * arrive before or after it: named, a reader's or writer's looks past the waiter's own
-   * claim, and a reader in the readers' turn past another writer's; a semaphore's knows
-   * how many permits its waiter needs.
+   * A permit's wait is named by the attempt that follows it (`acquirePermit`'s
+   * `waitId`), which may arrive before or after it. Named before it came, it answers
+   * "released" when its group was woken since that attempt (what the attempt saw, it
+   * saw), else it waits: it does not matter whose attempt named it, nor what that
+   * waiter needs. Unnamed, it answers "free" only when any waiter would get in.
    */
   waitForRelease(id, kind, capMs = WAIT_CAP_MS) {
     this.#expire();
@@ -318,7 +319,11 @@ export class LockDurableObject extends DurableObject {
     const group = groupOf(kind);
     const named = this.#namedEarly.get(id);
     this.#namedEarly.delete(id);
-    if (this.#looksFree(kind, named?.owner, named?.permits)) return "free";
+    if (named?.group === group) {
+      if (this.#freed[group] > named.freed) return "released";
+    } else if (this.#looksFree(kind)) {
+      return "free";
+    }
     this.#endWait(id, "cancelled");
     return new Promise((resolve) => {
       const ms = Math.min(Math.max(Number(capMs) || 0, 0), WAIT_CAP_MS);
@@ -368,40 +373,32 @@ export class LockDurableObject extends DurableObject {
   }
 
   /**
-   * Whether a waiter of `kind` (`owner` and its `permits`, when its wait is named) may
-   * get in now.
+   * Whether any waiter of `kind` would get in now: a wait that came before its attempt
+   * (which sees what is free then) waits for a release unless so. Answering "free" to a
+   * waiter who would not get in (a semaphore's of several permits while fewer are free,
+   * a writer behind a claim left by a writer that went away) would send it round at
+   * once, again and again.
    */
-  #looksFree(kind, owner, permits) {
+  #looksFree(kind) {
     const group = groupOf(kind);
     if (group === LOCK) return this.#lock === undefined;
     const set = this.#stored(group);
     if (!set) return true;
-    if (kind === "semaphore") {
-      if (set.limit === undefined) return true;
-      // Named: its refused attempt came first, and said how many it needs. Unnamed, the
-      // wait came before its attempt (which sees what is free then), so it waits for a
-      // release unless nothing is held: answering "free" to a waiter of several permits
-      // while fewer are free would send it round at once, again and again.
-      return typeof permits === "number" ? permitsHeld(set) + permits <= set.limit : set.holders.size === 0;
-    }
-    const named = typeof owner === "string";
-    if (kind === "read") {
-      return (!set.claim || (named && set.turn.has(owner))) && ![...set.holders.values()].some((h) => h.writer);
-    }
-    // Another writer's claim is waited out, never answered at once: a claim left by a
-    // writer that went away would otherwise make every wait return. The waiter's own
-    // claim is no obstacle (its wait may arrive after the last reader left).
-    return set.holders.size === 0 && set.turn.size === 0 && (!set.claim || (named && set.claim.owner === owner));
+    if (kind === "semaphore") return set.limit === undefined || set.holders.size === 0;
+    if (kind === "read") return !set.claim && ![...set.holders.values()].some((h) => h.writer);
+    return set.holders.size === 0 && set.turn.size === 0 && !set.claim;
   }
 
-  /** A refused contender `owner`, for `permits` (a semaphore's), listens on the wait `id`. */
-  #nameWait(id, owner, permits) {
-    // A wait already pending is woken by every release from now on; only one still on
-    // its way needs to know whose it is.
-    if (this.#waiters.has(id)) return;
+  /** An attempt of `group` names the waits `ids` (an id, or a list of them) still on their way. */
+  #nameWaits(ids, group) {
+    const list = Array.isArray(ids) ? ids.slice(0, 64) : [ids];
     this.#forgetOld();
-    this.#namedEarly.delete(id);
-    this.#namedEarly.set(id, { owner, permits, at: Date.now() });
+    for (const id of list) {
+      // A wait already pending is woken by every release from now on.
+      if (typeof id !== "string" || this.#waiters.has(id)) continue;
+      this.#namedEarly.delete(id);
+      this.#namedEarly.set(id, { group, freed: this.#freed[group], at: Date.now() });
+    }
   }
 
   /** Drops every expired hold and claim, waking their waiters. Returns now. */
@@ -479,6 +476,7 @@ export class LockDurableObject extends DurableObject {
   }
 
   #wake(group) {
+    this.#freed[group] += 1;
     for (const [id, waiter] of this.#waiters) {
       if (waiter.group === group) this.#endWait(id, "released");
     }
@@ -620,9 +618,9 @@ export class DurableObjectLockStore {
 
   /**
    * `acquirePermit()` answering the hold's fencing token, or `false`. An attempt names
-   * the wait subscribed just before it (locksmith subscribes, then tries), so that the
-   * object knows, when the wait arrives after the attempt, whose claim is whose, or how
-   * many of a semaphore's permits the waiter needs.
+   * every wait of its key and kind subscribed before it and not named yet (locksmith
+   * subscribes, then tries; two waiters' calls may cross), so that a wait that reaches
+   * the object after the attempt still hears of a release after it.
    */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
     const waitId = waitNamed(kind) ? this.#takeUnnamed(`${kind}\u0000${key}`) : undefined;
@@ -691,16 +689,15 @@ export class DurableObjectLockStore {
     };
   }
 
-  /** The id of the oldest wait of `name` still to be named, if any. */
+  /**
+   * The ids of the waits of `name` still to be named (one id alone, as objects before
+   * lists of them took it), if any: all of them, since which is the caller's is not
+   * known, and each is named by the first attempt after it, at or before its own waiter's.
+   */
   #takeUnnamed(name) {
-    const unnamed = this.#unnamed.get(name);
-    let id;
-    while (unnamed?.length > 0 && id === undefined) {
-      const wait = unnamed.shift();
-      if (!wait.done) id = wait.id;
-    }
-    if (unnamed?.length === 0) this.#unnamed.delete(name);
-    return id;
+    const ids = (this.#unnamed.get(name) ?? []).filter((wait) => !wait.done).map((wait) => wait.id);
+    this.#unnamed.delete(name);
+    return ids.length > 1 ? ids : ids[0];
   }
 
   /** A wait is over: it needs no name. */
