@@ -9,7 +9,8 @@ export const SECONDS = Number(process.env.LOCKSMITH_HISTORY_SECONDS ?? 3);
 
 /**
  * Runs a history and asserts it is clean, printing the seed to replay it: more than
- * `minHolds` holds, of every kind, no violation.
+ * `minHolds` holds, of every kind, no violation, and (with `orphans`, run.mjs's
+ * cliLister) no hold left on the store that nobody owns.
  */
 export async function assertClean(t, { minHolds = 50, ...options }) {
   const run = await runHistory({ seconds: SECONDS, ...options });
@@ -24,6 +25,12 @@ export async function assertClean(t, { minHolds = 50, ...options }) {
     );
   }
   assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); replay with seed ${run.seed}`);
+  if (run.orphans !== null) {
+    t.diagnostic(
+      `holds left nobody owns: ${run.orphans.length}; acquires aborted ${run.attempts.filter((a) => a.outcome === "aborted").length}, failed ${run.attempts.filter((a) => a.outcome === "error").length}; ${run.stalls.length} stalls`,
+    );
+    assert.deepEqual(run.orphans.slice(0, 5), [], `no orphaned holds (${run.orphans.length}); replay with seed ${run.seed}`);
+  }
   return run;
 }
 

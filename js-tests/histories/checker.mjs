@@ -39,6 +39,13 @@
 // of it running again. And `not-reported-lost`: a hold (not auto-extended, not released
 // before the stop) whose every possible expiry passed while its process was stopped is
 // reported by its signal as lost, not as released.
+//
+// `stalls` (`[{ process, from, to }]`, a process's event loop held by synchronous work)
+// move the late-signal bound the same way: no callback of that process ran meanwhile.
+// (Its other threads did: a stall is not a stop, and is not held to `not-reported-lost`.)
+//
+// `checkOrphans` (below) is the end-of-run check: no hold is left on the store that no
+// client owns.
 
 const family = (kind) => (kind === "read" || kind === "write" ? "rw" : kind === "multi" ? "lock" : kind);
 
@@ -86,11 +93,11 @@ export function holdTimes(hold, slackMs = 2) {
  * `{ type, key, kind, message, holds: [...] }` with the holds involved (times relative
  * to the run's first request, in ms) for debugging.
  */
-export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50, pauses = [] } = {}) {
+export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [] } = {}) {
   /** The time by which a signal of a hold in `client`'s process must have aborted. */
   const signalDue = (client, goneAt) => {
     const process = Number(String(client).split(".")[0]);
-    const mine = pauses.filter((p) => p.process === process).sort((a, b) => a.from - b.from);
+    const mine = [...pauses, ...stalls].filter((p) => p.process === process).sort((a, b) => a.from - b.from);
     let by = goneAt + signalBoundMs;
     for (const p of mine) if (p.from <= by && p.to >= goneAt) by = Math.max(by, p.to + signalBoundMs);
     return by;
@@ -266,4 +273,48 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
     }
   }
   return { holds: holds.length, violations, lateSignals, byType, expiredWhileStopped, lateExtends };
+}
+
+/**
+ * The holds left on the store at the end of a run that nobody owns. `listed` is what the
+ * store held (the CLI's `list --json` rows: `{ key, kind, remainingMs, owner }`, the owner
+ * as its fingerprint), read from `listedAt` on the run's clock; `holds` the run's records
+ * (each with its owner's fingerprint); `before` the rows listed before the run (another
+ * run's, not this one's). Every client has released all it held by then, so a hold left
+ * is an orphan unless a client recorded it as granted and its release did not answer
+ * true, and it ends no later than that hold could have set it to: the release's reply
+ * (or the end of the run) + its TTL + `slackMs`. A hold of an acquire that answered
+ * false, failed or was aborted has no grant to match: an orphan. Returns
+ * `[{ key, kind, remainingMs, owner, why }]`.
+ */
+export function checkOrphans(listed, holds, { listedAt, before = [], slackMs = 50 }) {
+  const old = new Set(before.map((h) => `${h.key}\u0000${h.kind}\u0000${h.owner}`));
+  const byOwner = new Map();
+  for (const h of holds) {
+    if (!h.owner) continue;
+    if (!byOwner.has(h.owner)) byOwner.set(h.owner, []);
+    byOwner.get(h.owner).push(h);
+  }
+  const orphans = [];
+  for (const row of listed) {
+    if (old.has(`${row.key}\u0000${row.kind}\u0000${row.owner}`)) continue;
+    const grants = (byOwner.get(row.owner) ?? []).filter((h) => h.key === row.key || h.keys?.includes(row.key));
+    if (grants.length === 0) {
+      orphans.push({ ...row, why: "no client recorded its owner as granted (an acquire that answered false, failed or was aborted took it)" });
+      continue;
+    }
+    const open = grants.filter((h) => h.release?.ok !== true);
+    if (open.length === 0) {
+      orphans.push({ ...row, why: "its owner's holds were all released (true): something set it again after" });
+      continue;
+    }
+    const latest = Math.max(...open.map((h) => (h.release?.reply ?? h.endAt ?? Infinity) + h.ttl + slackMs));
+    if (row.remainingMs === null || listedAt + row.remainingMs > latest) {
+      orphans.push({
+        ...row,
+        why: `it runs ${row.remainingMs === null ? "forever" : `until ${Math.round(listedAt + row.remainingMs - latest)} ms past`} the latest expiry its owner's unreleased holds could have set`,
+      });
+    }
+  }
+  return orphans;
 }

@@ -12,6 +12,7 @@
 //
 // then one `{ t: "summary", ... }` line. Run as `node client.mjs '<config JSON>'` (see
 // run.mjs), or in-process with `runClients(config)`.
+import { createHash } from "node:crypto";
 import { pathToFileURL } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -22,6 +23,9 @@ let skewMs = 0;
 
 /** This process's own clock, in ms since the epoch. */
 const local = () => performance.timeOrigin + performance.now() + skewMs;
+
+// When this process's clients stop taking holds (runClients): faults that make calls late end before.
+let clientsStopAt = Infinity;
 
 // What this process adds to its own clock to read the run's (see syncClock).
 let offsetMs = 0;
@@ -109,7 +113,59 @@ const DEFAULTS = {
   weighted: 0.3,
   // A hold left to run out is released 0–lingerMs ms after its TTL.
   lingerMs: 40,
+  // Event-loop stalls: `{ everyMs: [lo, hi], ms: [lo, hi] }`, a synchronous busy-wait of
+  // ms[0]–ms[1] ms every everyMs[0]–everyMs[1] ms while the clients run (a long GC or
+  // synchronous work: calls the addon or wasm hands back to JS wait behind it). Null: none.
+  stalls: null,
+  // `{ share, ms }`: that share of holds takes a TTL of `ms` (released within a few ms, or
+  // extended once early), so a hold nobody owns, left by an acquire that was aborted or
+  // answered late, outlives the run and is found at its end (run.mjs, orphaned holds).
+  // Null: every hold has `ttlMs`.
+  longTtl: null,
 };
+
+/** The first 8 hex digits of an owner token's SHA-256, as the CLI's `list --json` names the owner. */
+export function ownerFingerprint(owner) {
+  return createHash("sha256").update(String(owner)).digest("hex").slice(0, 8);
+}
+
+/** The owner token a held handle carries (from its serialized form), or null if it has none. */
+function ownerOf(handle) {
+  try {
+    return JSON.parse(handle.serialize()).owner ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Starts this process's event-loop stalls (config.stalls); each is passed to `record({
+ * from, to })` on the run's clock. Returns a function that stops them.
+ */
+function startStalls(stalls, random, record) {
+  if (!stalls) return () => {};
+  let timer = null;
+  let stopped = false;
+  const next = () => {
+    timer = setTimeout(
+      () => {
+        if (stopped) return;
+        const ms = random.int(stalls.ms[0], stalls.ms[1]);
+        const from = now();
+        const t = performance.now();
+        while (performance.now() - t < ms);
+        record({ from, to: now() });
+        next();
+      },
+      random.int(stalls.everyMs[0], stalls.everyMs[1]),
+    );
+  };
+  next();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
 
 /** A lock store object whose acquire always answers true: a broken guard, for the checker's own test. */
 export function alwaysGrants(inner) {
@@ -214,9 +270,43 @@ export function laggy(inner, lagMs) {
   return store;
 }
 
+/**
+ * A `fetch` for the etcd store that holds `share` of its requests back `ms[0]`–`ms[1]` ms
+ * (but no later than 200 ms before the clients stop) and then sends them whatever became of their caller (a request queued at a slow or
+ * stopped member, which the member may still apply): the caller's own timeout (its
+ * `signal`) answers it meanwhile, and the request is applied late. Watches pass through.
+ */
+export function lateFetch({ share, ms }) {
+  return (url, init = {}) => {
+    // Each request held back is sent 200 ms before the clients stop (see runClients).
+    const held = Math.min(ms[0] + Math.random() * (ms[1] - ms[0]), clientsStopAt - 200 - now());
+    if (String(url).endsWith("/v3/watch") || held < ms[0] / 2 || Math.random() >= share) return fetch(url, init);
+    const { signal, ...rest } = init;
+    const sent = sleep(held).then(() => fetch(url, rest));
+    sent.catch(() => {});
+    if (!signal) return sent;
+    return new Promise((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      sent.then(
+        (response) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(response);
+        },
+        (err) => {
+          signal.removeEventListener("abort", onAbort);
+          reject(err);
+        },
+      );
+    });
+  };
+}
+
 // The lock methods a test-only wrapper passes through (plain locks only: the broken
 // guards are shown on `kinds: { lock: 1 }` runs). ACQUIRE_TOKEN keeps fencing tokens.
-const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime", "isHeldBy", "ownerRemainingTime", Symbol.for("locksmith.acquireToken")];
+const ACQUIRE_TOKEN = Symbol.for("locksmith.acquireToken");
+const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime", "isHeldBy", "ownerRemainingTime", ACQUIRE_TOKEN];
 
 /**
  * A test-only wrapper around a real store with one guard broken, to show that the
@@ -226,11 +316,16 @@ const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime
  * - `release-ignores-owner`: release() deletes the key whoever holds it (`del(key)`, the
  *   raw delete of the store's own key, is given by the caller);
  * - `owner-check-says-yes`: ownerRemainingTime() answers a full TTL for anyone (the due
- *   check that makes a signal report a hold lost never sees the loss).
+ *   check that makes a signal report a hold lost never sees the loss);
+ * - `skips-cleanup`: the release core sends to clean up after an acquire it abandoned (an
+ *   abort, a timeout) does nothing: every release of an owner whose acquire failed, was
+ *   unanswered when the release came, or answered after `timeoutMs`.
  */
-export function brokenStore(inner, how, { del, ttl } = {}) {
+export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {}) {
   const store = {};
   for (const name of LOCK_METHODS) if (typeof inner[name] === "function") store[name] = (...args) => inner[name](...args);
+  // The bridge's timeout for the store's calls (core gives up on a call after it).
+  if (typeof inner.operationTimeoutMs === "number") store.operationTimeoutMs = inner.operationTimeoutMs;
   if (how === "extend-says-yes") {
     store.extend = async (key, owner, ttlMs) => {
       await inner.extend(key, owner, ttlMs);
@@ -240,6 +335,36 @@ export function brokenStore(inner, how, { del, ttl } = {}) {
     store.release = async (key) => {
       await del(key);
       return true;
+    };
+  } else if (how === "skips-cleanup") {
+    // The clean-up after an acquire that was abandoned (aborted, or timed out: core
+    // releases its owner while the acquire may still take effect) is dropped: a release
+    // of an owner whose acquire has not answered yet, or answered with an error, does
+    // nothing. A late or aborted acquire then leaves a hold nobody owns.
+    // Owners whose acquire is unanswered, and those core gave up on: still unanswered
+    // when their release came, or answered after `timeoutMs` (core's operation timeout).
+    const pending = new Set();
+    const abandoned = new Set();
+    const watched =
+      (name) =>
+      async (key, owner, ...rest) => {
+        pending.add(owner);
+        const sent = performance.now();
+        try {
+          return await inner[name](key, owner, ...rest);
+        } catch (err) {
+          abandoned.add(owner);
+          throw err;
+        } finally {
+          pending.delete(owner);
+          if (performance.now() - sent > timeoutMs) abandoned.add(owner);
+        }
+      };
+    // Both ways in: core takes fencing tokens through ACQUIRE_TOKEN where a store has it.
+    for (const name of ["acquire", ACQUIRE_TOKEN]) if (typeof inner[name] === "function") store[name] = watched(name);
+    store.release = async (key, owner) => {
+      if (pending.has(owner)) abandoned.add(owner);
+      return abandoned.has(owner) ? false : inner.release(key, owner);
     };
   } else if (how === "owner-check-says-yes") {
     store.ownerRemainingTime = async () => ttl;
@@ -357,10 +482,16 @@ export async function openStore(ls, spec) {
       },
     };
   }
+  if (spec && typeof spec === "object" && Array.isArray(spec.etcd)) {
+    const { etcd, late, ...options } = spec;
+    const { EtcdLockStore } = await import("locksmith-js/etcd");
+    const store = await EtcdLockStore.connect({ endpoints: etcd, ...options, ...(late && { fetch: lateFetch(late) }) });
+    return { store, close: () => store.close() };
+  }
   if (spec && typeof spec === "object" && typeof spec.broken === "string") {
     const inner = await openStore(ls, spec.store);
     const del = (key) => inner.raw.del(inner.store.lockKey(key));
-    return { store: brokenStore(inner.store, spec.broken, { del, ttl: spec.ttl }), close: inner.close };
+    return { store: brokenStore(inner.store, spec.broken, { del, ttl: spec.ttl, timeoutMs: spec.timeoutMs }), close: inner.close };
   }
   throw new Error(`unknown store ${JSON.stringify(spec)}`);
 }
@@ -392,7 +523,7 @@ function signalReason(signal) {
  */
 export async function runClients(ls, store, userConfig) {
   const config = { ...DEFAULTS, ...userConfig };
-  const { ttlMs: ttl, limit } = config;
+  const { ttlMs: baseTtl, limit } = config;
   const weights = store?.permitWeights === true;
   const root = seeded(config.seed).fork(config.process);
   const holds = [];
@@ -401,19 +532,28 @@ export async function runClients(ls, store, userConfig) {
   // leaves the record of what it held; the parent keeps each hold's last line.
   const { writeSync } = config.stream ? await import("node:fs") : {};
   const emit = config.stream ? (hold) => writeSync(1, `${JSON.stringify(hold)}\n`) : () => {};
-  const summary = { t: "summary", process: config.process, attempts: 0, grants: 0, refused: 0, aborted: 0, errors: {}, extends: 0 };
+  const summary = { t: "summary", process: config.process, attempts: 0, grants: 0, refused: 0, aborted: 0, grantedAfterAbort: 0, errors: {}, extends: 0 };
+  // Acquires that were aborted or failed (never a grant), and this process's stalls.
+  const attempts = [];
+  const stalls = [];
   const countError = (where, err) => {
     const name = `${where}:${errorCode(err)}`;
     summary.errors[name] = (summary.errors[name] ?? 0) + 1;
   };
   const stopAt = now() + config.durationMs;
+  clientsStopAt = stopAt;
+  const stopStalls = startStalls(config.stalls, root.fork(1_000_003), (stall) => {
+    const record = { t: "stall", process: config.process, ...stall };
+    stalls.push(record);
+    emit(record);
+  });
 
   async function client(index) {
     const random = root.fork(index);
     const id = `${config.process}.${index}`;
     const handles = new Map();
-    const handleFor = (kind, key) => {
-      const name = `${kind}:${key}`;
+    const handleFor = (kind, key, ttl) => {
+      const name = `${kind}:${key}:${ttl}`;
       let handle = config.reuseHandles ? handles.get(name) : undefined;
       if (handle === undefined) {
         if (kind === "lock") handle = new ls.Lock(key, ttl, store);
@@ -434,16 +574,26 @@ export async function runClients(ls, store, userConfig) {
         for (let n = random.int(2, 3); keys.size < Math.min(n, config.keys.length); ) keys.add(random.pick(config.keys));
         key = [...keys].join(",");
       }
-      const handle = handleFor(kind, key);
+      // A long-TTL hold (config.longTtl) is released within a few ms.
+      const long = config.longTtl ? random.chance(config.longTtl.share) : false;
+      const ttl = long ? config.longTtl.ms : baseTtl;
+      const handle = handleFor(kind, key, ttl);
       const auto = random.chance(config.autoExtend);
       const options = { timeout: random.chance(0.15) ? 0 : random.int(0, 120), retryDelay: random.int(1, 10) };
       if (auto) options.autoExtend = { intervalMs: Math.floor(ttl / 3) };
       const permits = kind === "semaphore" && limit > 1 && weights && random.chance(config.weighted) ? random.int(2, limit) : 1;
       if (permits > 1) options.permits = permits;
       let abort;
+      let abortAt = null;
       if (options.timeout > 0 && random.chance(config.aborts)) {
         const controller = new AbortController();
-        abort = setTimeout(() => controller.abort(), random.int(0, options.timeout));
+        abort = setTimeout(
+          () => {
+            abortAt = now();
+            controller.abort();
+          },
+          random.int(0, options.timeout),
+        );
         options.signal = controller.signal;
       }
       summary.attempts += 1;
@@ -452,12 +602,16 @@ export async function runClients(ls, store, userConfig) {
       try {
         granted = await handle.acquire(options);
       } catch (err) {
+        clearTimeout(abort);
         if (err?.code === "ABORTED" && options.signal?.aborted) {
-          // Nothing is held: the next grants of the key show whether that is so.
+          // An aborted acquire is never a grant. Nothing is held: the next grants of the
+          // key, and the holds left at the end of the run (run.mjs), show whether that is so.
           summary.aborted += 1;
+          attempts.push({ t: "attempt", client: id, kind, key, ttl, send, reply: now(), outcome: "aborted", abortAt, code: errorCode(err) });
           continue;
         }
         countError("acquire", err);
+        attempts.push({ t: "attempt", client: id, kind, key, ttl, send, reply: now(), outcome: "error", abortAt, code: errorCode(err) });
         await sleep(random.int(1, 5));
         continue;
       }
@@ -468,6 +622,10 @@ export async function runClients(ls, store, userConfig) {
         continue;
       }
       summary.grants += 1;
+      // The signal fired before the grant's answer came back: the store may have granted
+      // first, so it is a grant (counted, for the record).
+      if (abortAt !== null) summary.grantedAfterAbort += 1;
+      const owner = ownerOf(handle);
       const hold = {
         t: "hold",
         client: id,
@@ -479,7 +637,10 @@ export async function runClients(ls, store, userConfig) {
         ttl,
         drift: driftMs(ttl),
         auto,
-        acquire: { send, reply, token: handle.fencingToken, tokens: kind === "multi" ? handle.fencingTokens : undefined },
+        acquire: { send, reply, token: handle.fencingToken, tokens: kind === "multi" ? handle.fencingTokens : undefined, abortAt: abortAt ?? undefined },
+        // The owner as the CLI's listing names it (its fingerprint): holds left on the store
+        // at the end of the run are matched to the grants by it.
+        owner: owner === null ? null : ownerFingerprint(owner),
         extends: [],
         release: null,
         signal: null,
@@ -516,7 +677,7 @@ export async function runClients(ls, store, userConfig) {
         entry.reply = now();
         emit(hold);
       };
-      const pattern = random();
+      const pattern = long ? 0 : random();
       if (pattern < 0.45) {
         await sleep(random.int(0, 8));
       } else if (pattern < 0.75) {
@@ -557,12 +718,16 @@ export async function runClients(ls, store, userConfig) {
     }
   }
 
-  await Promise.all(Array.from({ length: config.clients }, (_, i) => client(i)));
+  try {
+    await Promise.all(Array.from({ length: config.clients }, (_, i) => client(i)));
+  } finally {
+    stopStalls();
+  }
   // Signals that are late still get to say so.
   await sleep(config.graceMs);
   const endAt = now();
   for (const hold of holds) hold.endAt = endAt;
-  return { holds, summary };
+  return { holds, summary, attempts, stalls };
 }
 
 async function main() {
@@ -590,10 +755,11 @@ async function main() {
   }
   // Processes of one run start together: at `startAt` on the run's clock.
   if (config.startAt) await sleep(Math.max(0, config.startAt - now()));
-  const { holds, summary } = await runClients(ls, store, config);
+  const { holds, summary, attempts, stalls } = await runClients(ls, store, config);
   await close();
   if (config.syncClock !== false) summary.clock = await syncClock({ check: true });
-  const lines = holds.map((hold) => JSON.stringify(hold));
+  // A streaming process wrote its stalls as they came.
+  const lines = [...holds, ...attempts, ...(config.stream ? [] : stalls)].map((r) => JSON.stringify(r));
   lines.push(JSON.stringify(summary));
   process.stdout.write(`${lines.join("\n")}\n`, () => process.exit(0));
 }

@@ -20,12 +20,12 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 
-import { assertCaught, assertClean, errorCounts } from "./assert.mjs";
-import { checkHistory } from "./checker.mjs";
+import { SECONDS, assertCaught, assertClean, errorCounts } from "./assert.mjs";
+import { checkHistory, checkOrphans } from "./checker.mjs";
 import { driftMs, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { seeded, newSeed } from "./random.mjs";
-import { COMMIT_LATENCY, kills, lockFile, objectRestarts, pauses, restarts, runHistory, servers } from "./run.mjs";
+import { COMMIT_LATENCY, LONG_TTL, STALLS, cliLister, kills, lateDelivery, lockFile, objectRestarts, pauses, restarts, runHistory, servers } from "./run.mjs";
 import { requireMysql } from "../support/mysql-server.mjs";
 import { requirePostgres } from "../support/postgres-server.mjs";
 import { startRedis } from "../support/redis-server.mjs";
@@ -207,6 +207,45 @@ describe(`history checker (${TARGET})`, () => {
       const refused = hold({ release: { send: 20, reply: 21, ok: false, code: null }, signal: { at: 21, reason: "released" } });
       assert.deepEqual(types([refused]), ["held-but-refused"]);
     });
+  });
+
+  it("the checker: a stall of the client's event loop moves the late-signal bound, as a stop does", () => {
+    // Released at 21 ms, its signal at 400 ms: late, unless the process's event loop was
+    // held from 10 to 300 ms (then due by 550 ms).
+    const hold = {
+      client: "1.0",
+      kind: "lock",
+      key: "k",
+      ttl: 100,
+      auto: false,
+      acquire: { send: 0, reply: 1, token: 1 },
+      extends: [],
+      release: { send: 20, reply: 21, ok: true, code: null },
+      signal: { at: 400, reason: "released" },
+      endAt: 1_000,
+    };
+    assert.deepEqual(Object.keys(checkHistory([hold]).byType), ["late-signal"]);
+    assert.deepEqual(Object.keys(checkHistory([hold], { stalls: [{ process: 1, from: 10, to: 300 }] }).byType), []);
+    assert.deepEqual(Object.keys(checkHistory([hold], { stalls: [{ process: 0, from: 10, to: 300 }] }).byType), ["late-signal"], "another process's stall");
+  });
+
+  it("the checker: a hold left on the store that nobody owns is an orphan", () => {
+    const granted = (over) => ({ client: "0.0", key: "k", ttl: 100, owner: "aaaa0000", release: { send: 20, reply: 21, ok: true }, endAt: 1_000, ...over });
+    const row = (over) => ({ key: "k", kind: "lock", remainingMs: 2_000, owner: "bbbb0000", ...over });
+    const at = { listedAt: 1_500 };
+    assert.equal(checkOrphans([row()], [granted()], at).length, 1, "an owner nobody was granted");
+    assert.match(checkOrphans([row()], [granted()], at)[0].why, /no client recorded its owner as granted/);
+    assert.equal(checkOrphans([row({ owner: "aaaa0000" })], [granted()], at).length, 1, "an owner whose release answered true");
+    // Its release failed: the hold may stay until the release's reply + TTL (+ 50 ms).
+    const failed = granted({ release: { send: 1_400, reply: 1_450, ok: false, code: "STORE_UNAVAILABLE" } });
+    assert.deepEqual(checkOrphans([row({ owner: "aaaa0000", remainingMs: 90 })], [failed], at), [], "within its TTL of the failed release");
+    assert.equal(checkOrphans([row({ owner: "aaaa0000", remainingMs: 500 })], [failed], at).length, 1, "longer than any request of its could have set");
+    assert.deepEqual(checkOrphans([row()], [], { ...at, before: [row()] }), [], "listed before the run: not this run's");
+    assert.deepEqual(
+      checkOrphans([row({ key: "k2", owner: "aaaa0000", remainingMs: 90 })], [{ ...failed, key: "k,k2", keys: ["k", "k2"] }], at),
+      [],
+      "a lockAll hold's key",
+    );
   });
 
   // A proxy that let chunks overtake each other would reorder a pipelined connection's
@@ -418,6 +457,100 @@ describe(`history checker (${TARGET})`, () => {
     it("UpstashLockStore through a proxy adding 0–20 ms per chunk: 2 processes × 6 clients", async (t) => {
       await assertClean(t, { store: { upstash: restProxy.url("http"), token: rest.token }, processes: 2, clients: 6, seconds: 4, minHolds: 30 });
     });
+  });
+
+  // The faults that make an outcome uncertain and late: a client's event loop stalled
+  // (synchronous work; calls the addon or wasm hands back wait behind it), waits aborted
+  // at random moments, and requests held back past their caller's timeout, then delivered
+  // in order. After each run the store is asked for the holds left (the CLI's list): none
+  // may be a hold nobody owns. The long matrix (run.mjs: the *-late, *-competing rows and
+  // +stall, +abort) runs them on every store.
+  describe("uncertain and late outcomes on Redis: stalls, aborts, late delivery; holds nobody owns", () => {
+    let server;
+    let proxy;
+    let list;
+    before(async () => {
+      server = await startRedis();
+      proxy = await startProxy({ targetPort: server.port, latencyMs: 2 });
+      list = cliLister(server.url);
+    });
+    after(async () => {
+      await proxy?.close();
+      await server?.stop();
+    });
+
+    it("RedisLockStore, client event loops stalled 50–500 ms, half the waits aborted at a random moment: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, {
+        store: { redis: server.url },
+        processes: 2,
+        clients: 6,
+        client: { stalls: STALLS, aborts: 0.5, longTtl: LONG_TTL },
+        orphans: list,
+      });
+      assert.ok(run.stalls.length >= 4, `the event loops stalled (${run.stalls.length}; seed ${run.seed})`);
+      assert.ok(
+        run.attempts.some((a) => a.outcome === "aborted"),
+        `some waits were aborted (seed ${run.seed})`,
+      );
+    });
+
+    it("RedisLockStore, the clients' bytes held back 400–1200 ms past the 300 ms command timeout, then delivered: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, {
+        store: { redis: proxy.url(), commandTimeoutMs: 300 },
+        processes: 2,
+        clients: 6,
+        minHolds: 30,
+        client: { longTtl: LONG_TTL },
+        fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
+        orphans: list,
+      });
+      t.diagnostic(`${run.faults} hold-backs; errors ${JSON.stringify(errorCounts(run))}`);
+      assert.ok(run.faults >= 2, `requests were held back (seed ${run.seed})`);
+    });
+
+    // The guard stalls test: a store call held up behind a stalled event loop outlives the
+    // bridge's timeout (100 ms here) and then takes effect; the acquire it belonged to is
+    // cleaned up once it may have. A store that drops that clean-up leaves holds nobody
+    // owns, found at the end of the run.
+    it("catches a broken guard under stalls: a store that skips the clean-up of an acquire given up on (orphaned holds)", ONLY_NATIVE, async (t) => {
+      const run = await runHistory({
+        seconds: SECONDS,
+        store: { broken: "skips-cleanup", timeoutMs: 100, store: { ioredis: server.url, operationTimeoutMs: 100 } },
+        // Few clients a key, so that an acquire applied late often finds its key free.
+        processes: 2,
+        clients: 3,
+        // Every hold with a 4 s TTL (released within a few ms): a hold left by a late
+        // acquire outlives the run. Stalls of 150–500 ms every 100–400 ms.
+        client: { kinds: { lock: 1 }, stalls: { everyMs: [100, 400], ms: [150, 500] }, longTtl: { share: 1, ms: 4_000 } },
+        orphans: list,
+      });
+      t.diagnostic(
+        `seed ${run.seed}: ${run.result.holds} holds, ${run.stalls.length} stalls, ${run.orphans.length} orphaned holds; errors ${JSON.stringify(errorCounts(run))}`,
+      );
+      assert.ok(run.orphans.length > 0, `the end-of-run listing found holds nobody owns (seed ${run.seed})`);
+    });
+
+    // The guard late delivery and aborts test: an acquire given up on (timed out, aborted)
+    // is cleaned up once it may have taken effect. A store that drops that clean-up leaves
+    // holds nobody owns, found at the end of the run.
+    it(
+      "catches a broken guard under late delivery and aborts: a store that skips the clean-up of an acquire given up on (orphaned holds)",
+      ONLY_NATIVE,
+      async (t) => {
+        const run = await runHistory({
+          seconds: SECONDS,
+          store: { broken: "skips-cleanup", timeoutMs: 300, store: { ioredis: proxy.url(), operationTimeoutMs: 300 } },
+          processes: 2,
+          clients: 6,
+          // Half the holds with a 3 s TTL: a hold left by a late acquire outlives the run.
+          client: { kinds: { lock: 1 }, aborts: 0.5, longTtl: { share: 0.5, ms: 3_000 } },
+          fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
+          orphans: list,
+        });
+        t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.faults} hold-backs, ${run.orphans.length} orphaned holds`);
+        assert.ok(run.orphans.length > 0, `the end-of-run listing found holds nobody owns (seed ${run.seed})`);
+      },
+    );
   });
 
   describe("faults on Redis: a client process stopped past its TTL, redis-server restarted", () => {

@@ -1,7 +1,9 @@
 // A TCP proxy on 127.0.0.1 in front of a store's server (loopback only), for the history
 // checker's faults: per-chunk latency (a random 0–N ms per chunk, each direction
-// keeping its order), stalls (all traffic held for a while) and cuts (every
-// connection through it dropped at once).
+// keeping its order), stalls (all traffic held for a while), late delivery (the
+// client's requests held back for a while, then delivered in order, also when the client
+// gave up and closed its connection meanwhile: the server still applies them) and cuts
+// (every connection through it dropped at once).
 import { createServer, connect, isIP } from "node:net";
 
 /** Whether `host` names this machine's loopback interface. */
@@ -15,21 +17,27 @@ export function isLoopback(host) {
  * Starts a proxy to `targetPort` on `targetHost` (a loopback address; anything else is
  * refused). `latencyMs` is the most a chunk is delayed; `random` a `() => [0, 1)`
  * source (seed it to replay a run). Resolves to
- * `{ port, url(scheme), setLatency(ms), stall(ms), cut(), close(), stats }`.
+ * `{ port, url(scheme), setLatency(ms), stall(ms), holdBack(ms), cut(), close(), stats }`.
  */
 export async function startProxy({ targetPort, targetHost = "127.0.0.1", latencyMs = 0, random = Math.random, maxBufferedBytes = 4 << 20 }) {
   if (!isLoopback(targetHost)) throw new Error(`the proxy only connects to loopback addresses, not ${targetHost}`);
   if (!Number.isInteger(targetPort) || targetPort <= 0 || targetPort > 65_535) throw new Error(`bad target port ${targetPort}`);
   let latency = latencyMs;
   let stalledUntil = 0;
+  // Until when the client-to-server direction alone is held (holdBack).
+  let heldUntil = 0;
   const pairs = new Set();
-  const stats = { connections: 0, chunks: 0, bytes: 0, cuts: 0, stalls: 0 };
+  // Server sides still delivering what a closed client sent (see holdBack).
+  const draining = new Set();
+  const stats = { connections: 0, chunks: 0, bytes: 0, cuts: 0, stalls: 0, holdBacks: 0, deliveredAfterClose: 0 };
 
   /**
    * One direction of a connection: chunks from `from` are written to `to`, each at
-   * max(its arrival + a random delay, the previous chunk's time, the stall's end).
+   * max(its arrival + a random delay, the previous chunk's time, the stall's end, and for
+   * the client's direction (`up`) the hold-back's end).
    */
-  function pipe(from, to) {
+  function pipe(from, to, up) {
+    const until = () => (up ? Math.max(stalledUntil, heldUntil) : stalledUntil);
     const queue = [];
     let queued = 0;
     let last = 0;
@@ -44,7 +52,13 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
       }
       if (queued < maxBufferedBytes && from.isPaused()) from.resume();
       schedule();
+      if (queue.length === 0 && onEmpty) {
+        const done = onEmpty;
+        onEmpty = null;
+        done();
+      }
     };
+    let onEmpty = null;
     const schedule = () => {
       if (timer !== null || queue.length === 0) return;
       timer = setTimeout(drain, Math.max(0, queue[0].at - performance.now()));
@@ -53,7 +67,7 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
       stats.chunks += 1;
       stats.bytes += chunk.length;
       const now = performance.now();
-      const at = Math.max(now + random() * latency, last, stalledUntil);
+      const at = Math.max(now + random() * latency, last, until());
       last = at;
       if (at <= now && queue.length === 0) {
         to.write(chunk);
@@ -68,8 +82,8 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
     return {
       /** After a stall began: chunks already queued wait for its end too. */
       restall() {
-        for (const item of queue) item.at = Math.max(item.at, stalledUntil);
-        last = Math.max(last, stalledUntil);
+        for (const item of queue) item.at = Math.max(item.at, until());
+        last = Math.max(last, until());
         if (timer !== null) {
           clearTimeout(timer);
           timer = null;
@@ -80,6 +94,14 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
         if (timer !== null) clearTimeout(timer);
         timer = null;
         queue.length = 0;
+        onEmpty = null;
+      },
+      /** Chunks still to be written (a hold-back's). */
+      pending: () => queue.length,
+      /** Calls `done` once every queued chunk is written. */
+      whenEmpty(done) {
+        if (queue.length === 0) done();
+        else onEmpty = done;
       },
     };
   }
@@ -89,7 +111,7 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
     const upstream = connect({ host: targetHost, port: targetPort });
     client.setNoDelay(true);
     upstream.setNoDelay(true);
-    const pair = { client, upstream, directions: [pipe(client, upstream), pipe(upstream, client)] };
+    const pair = { client, upstream, directions: [pipe(client, upstream, true), pipe(upstream, client, false)] };
     pairs.add(pair);
     const end = () => {
       if (!pairs.delete(pair)) return;
@@ -97,10 +119,26 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
       client.destroy();
       upstream.destroy();
     };
-    for (const socket of [client, upstream]) {
-      socket.on("error", end);
-      socket.on("close", end);
-    }
+    // The client closed with requests still held back: as on a real network, what it sent
+    // still reaches the server (in order), and the server's side closes after it.
+    const clientGone = () => {
+      if (!pairs.has(pair)) return;
+      const [up, down] = pair.directions;
+      if (up.pending() === 0 || upstream.destroyed) return end();
+      pairs.delete(pair);
+      down.stop();
+      stats.deliveredAfterClose += up.pending();
+      draining.add(upstream);
+      up.whenEmpty(() => upstream.end());
+      upstream.on("close", () => {
+        up.stop();
+        draining.delete(upstream);
+      });
+    };
+    client.on("error", clientGone);
+    client.on("close", clientGone);
+    upstream.on("error", end);
+    upstream.on("close", end);
   });
   await new Promise((resolve, reject) => {
     server.once("error", reject);
@@ -125,6 +163,16 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
       stalledUntil = Math.max(stalledUntil, performance.now() + ms);
       for (const pair of pairs) for (const d of pair.directions) d.restall();
     },
+    /**
+     * Holds every byte the clients send for `ms` (new ones wait too), then delivers them in
+     * order; the server's answers flow meanwhile. A request held past its caller's timeout
+     * is applied late, also when the caller closed its connection.
+     */
+    holdBack(ms) {
+      stats.holdBacks += 1;
+      heldUntil = Math.max(heldUntil, performance.now() + ms);
+      for (const pair of pairs) pair.directions[0].restall();
+    },
     /** Drops every connection through the proxy now (both sides see it close). */
     cut() {
       stats.cuts += 1;
@@ -134,6 +182,8 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
         pair.client.destroy();
         pair.upstream.destroy();
       }
+      for (const upstream of [...draining]) upstream.destroy();
+      draining.clear();
     },
     /** Stops listening and drops every connection. */
     async close() {

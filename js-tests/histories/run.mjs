@@ -17,17 +17,40 @@
 // build. Exits 1 on any violation, except in a row that shows what its store does not
 // promise (redis-sentinel-failover-async: two holders across a failover without
 // minReplicas), whose violations are printed.
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 
-import { checkHistory } from "./checker.mjs";
+import { checkHistory, checkOrphans } from "./checker.mjs";
 import { HISTORY_KEYS, now, serveClock } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { newSeed, seeded } from "./random.mjs";
 import { clusterSlots, command, until } from "../support/redis-topology.mjs";
 
 const CLIENT = fileURLToPath(new URL("./client.mjs", import.meta.url));
+const CLI = fileURLToPath(new URL("../../js/cli/cli.mjs", import.meta.url));
+
+/**
+ * A store's holds of the run's keys as the CLI lists them (`locksmith list <url> h*
+ * --json`, js/cli/cli.mjs): a function resolving to `[{ key, kind, remainingMs, owner }]`,
+ * the owner as its fingerprint. `url` is the store's: redis://, postgres://, mysql://,
+ * etcd://, file://.
+ */
+export function cliLister(url, { pattern = "h*", args = [] } = {}) {
+  return () =>
+    new Promise((resolve, reject) => {
+      execFile(process.execPath, [CLI, "list", url, pattern, "--json", ...args], { timeout: 30_000 }, (err, stdout, stderr) => {
+        // Exit 1: nothing held.
+        if (err && err.code !== 1) return reject(new Error(`locksmith list ${url}: ${stderr.trim() || err.message}`));
+        resolve(
+          stdout
+            .split("\n")
+            .filter(Boolean)
+            .map((line) => JSON.parse(line)),
+        );
+      });
+    });
+}
 
 /**
  * Runs one client process (`script`: client.mjs, or a store's own with the same output)
@@ -82,7 +105,11 @@ export function checkRecords(records, check = {}) {
   const clocks = records.filter((r) => r.t === "clock");
   const clockErrorMs = Math.max(0, ...summaries.map((s) => s.clock?.errorMs ?? 0), ...clocks.map((c) => c.clock.errorMs));
   const slackMs = (check.slackMs ?? 2) + clockErrorMs;
-  return { result: checkHistory(holds, { ...check, slackMs }), holds, summaries, clockErrorMs };
+  // The processes' event-loop stalls (client.mjs config.stalls), and the acquires that were
+  // aborted or failed.
+  const stalls = records.filter((r) => r.t === "stall");
+  const attempts = records.filter((r) => r.t === "attempt");
+  return { result: checkHistory(holds, { ...check, stalls: [...(check.stalls ?? []), ...stalls], slackMs }), holds, summaries, clockErrorMs, stalls, attempts };
 }
 
 /**
@@ -91,10 +118,25 @@ export function checkRecords(records, check = {}) {
  * client processes (`children`) and `pause(i, ms)`, which stops process `i` (SIGSTOP)
  * and continues it (SIGCONT) `ms` later; the pauses go to the checker. An `apply` that
  * returns a promise is not started again until it settles; `times`, if given, is how
- * often it is applied at most. Resolves to
- * `{ seed, result: checkHistory(...), summaries, holds, clockErrorMs, pauses, faults }`.
+ * often it is applied at most. `orphans`, if given, lists the store's holds of the run's
+ * keys (cliLister): before the run and once every process has exited, when each has
+ * released all it held; the holds left that nobody owns are `orphans` (checkOrphans;
+ * null when not checked, or when a process was killed: its holds are nobody's by
+ * then). Resolves to
+ * `{ seed, result: checkHistory(...), summaries, holds, clockErrorMs, pauses, faults, orphans, stalls, attempts }`.
  */
-export async function runHistory({ store, processes = 1, clients = 4, seconds = 2, seed = newSeed(), fault = null, check = {}, client = {} }) {
+export async function runHistory({
+  store,
+  processes = 1,
+  clients = 4,
+  seconds = 2,
+  seed = newSeed(),
+  fault = null,
+  check = {},
+  client = {},
+  orphans: list = null,
+}) {
+  const before = list ? await list() : [];
   const startAt = now() + 600; // every process connected and waiting by then
   const durationMs = seconds * 1_000;
   const children = [];
@@ -105,6 +147,8 @@ export async function runHistory({ store, processes = 1, clients = 4, seconds = 
   const run = {
     children,
     startAt,
+    // When the clients stop taking holds (a fault that makes calls late ends before).
+    endsAt: startAt + durationMs,
     pause(i, ms) {
       const child = children[i];
       if (!child || child.exitCode !== null || child.signalCode !== null) return;
@@ -174,7 +218,13 @@ export async function runHistory({ store, processes = 1, clients = 4, seconds = 
     await fault?.settled?.();
   }
   if (faultErrors.length > 0) throw faultErrors[0];
-  return { seed, ...checkRecords(records, { ...check, pauses }), pauses, kills: [...killedAt.entries()], faults: applied };
+  const checked = checkRecords(records, { ...check, pauses });
+  let orphans = null;
+  if (list && killedAt.size === 0) {
+    const listedAt = now();
+    orphans = checkOrphans(await list(), checked.holds, { listedAt, before, slackMs: 50 + checked.clockErrorMs });
+  }
+  return { seed, ...checked, pauses, kills: [...killedAt.entries()], faults: applied, orphans };
 }
 
 /** The last line of each hold of a killed process's records, its observation ending at `at`. */
@@ -226,13 +276,13 @@ export function pauses({ every, ms }) {
   return { every, apply: (random, run) => run.pause(random.int(0, run.children.length - 1), random.int(ms[0], ms[1])) };
 }
 
-/** Runs `step` (async), with the fault's `settled()` waiting for the last one. */
+/** Runs `step(random, run)` (async), with the fault's `settled()` waiting for the last one. */
 function serialFault({ every, times }, step) {
   let running = null;
   return {
     every,
     times,
-    apply: () => (running = step()),
+    apply: (random, run) => (running = step(random, run)),
     settled: () => running?.catch(() => {}),
   };
 }
@@ -328,6 +378,88 @@ export function objectRestarts(mf, { every, route = "/restart", keys = HISTORY_K
 }
 
 /**
+ * A fault that holds back what the clients send through `proxy` (or to the Upstash REST
+ * endpoint: anything with `holdBack(ms)`) for `ms[0]`–`ms[1]` ms every `every` ms, then
+ * delivers it in order: requests held past their caller's timeout are applied late.
+ */
+export function lateDelivery(target, { every, ms }) {
+  return {
+    every,
+    apply: (random, run) => {
+      // Every request held back is delivered, and answered, 200 ms before the clients stop
+      // (a process that exits with a call unanswered leaves what a dead one leaves).
+      const held = Math.min(random.int(ms[0], ms[1]), run.endsAt - 200 - now());
+      if (held >= ms[0] / 2) target.holdBack(held);
+    },
+  };
+}
+
+// The names under which the SQL stores serialize a key's holds: PostgreSQL's advisory
+// lock (hashtext(lockspace), hashtext(name)) and MySQL's row of the key.
+const PG_LOCKSPACE = "locksmith:locksmith_locks";
+const COMPETING_FAMILIES = ["lock", "semaphore", "rw"];
+
+/**
+ * A fault: another session holds what a key's holds change under — on PostgreSQL the
+ * key's advisory lock (`pg_advisory_xact_lock(hashtext(ns), hashtext(kind:key))`), on
+ * MySQL the key's row (`SELECT … FOR UPDATE` of a lock's row, or the semaphore's or
+ * read-write lock's row in the keys table) — in an open transaction for `ms[0]`–`ms[1]`
+ * ms, every `every` ms, one key of the run's at a time: the store's calls on it wait
+ * (as behind a slow transaction) past their callers' timeouts, then run; over 200 ms
+ * before the clients stop. Resolves to
+ * `{ fault, close() }`.
+ */
+export async function competingSession(server, dialect, { every, ms, keys = HISTORY_KEYS }) {
+  let session;
+  if (dialect === "postgres") {
+    const pg = (await import("pg")).default;
+    const client = new pg.Client({ connectionString: server.url });
+    await client.connect();
+    session = {
+      hold: async (family, key, holdMs) => {
+        await client.query("BEGIN");
+        try {
+          await client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [PG_LOCKSPACE, `${family}:${key}`]);
+          await new Promise((resolve) => setTimeout(resolve, holdMs));
+        } finally {
+          await client.query("COMMIT");
+        }
+      },
+      close: () => client.end(),
+    };
+  } else {
+    const mysql = (await import("mysql2/promise")).default;
+    const connection = await mysql.createConnection(server.url);
+    await connection.query("SET SESSION innodb_lock_wait_timeout = 10");
+    session = {
+      hold: async (family, key, holdMs) => {
+        await connection.query("START TRANSACTION");
+        try {
+          if (family === "lock") await connection.query("SELECT 1 FROM locksmith_locks WHERE `key` = ? FOR UPDATE", [key]);
+          else await connection.query("INSERT INTO locksmith_locks_keys (kind, `key`) VALUES (?, ?) ON DUPLICATE KEY UPDATE kind = kind", [family, key]);
+          await new Promise((resolve) => setTimeout(resolve, holdMs));
+        } finally {
+          await connection.query("COMMIT");
+        }
+      },
+      close: () => connection.end(),
+    };
+  }
+  const fault = serialFault({ every }, async (random, run) => {
+    // Over 200 ms before the clients stop, as lateDelivery's.
+    const held = Math.min(random.int(ms[0], ms[1]), run.endsAt - 200 - now());
+    if (held >= ms[0]) await session.hold(random.pick(COMPETING_FAMILIES), random.pick(keys), held);
+  });
+  return {
+    fault,
+    close: async () => {
+      await fault.settled();
+      await session.close();
+    },
+  };
+}
+
+/**
  * The servers a run needs, started on first use and stopped together: `redis`,
  * `redis-aof` (every write fsynced to its append-only file before it answers, so a
  * restart keeps the holds), `upstash` (the REST endpoint over `redis`), `sentinel` (a
@@ -381,6 +513,12 @@ export function servers() {
       await (await PostgresLockStore.connect(server.url, { listen: false })).close();
       return server;
     },
+    // One etcd member (js-tests/support/etcd-server.mjs): `{ endpoints, url, stop }`.
+    etcd: async () => {
+      const { startEtcd } = await import("../support/etcd-server.mjs");
+      const cluster = await startEtcd({ size: 1 });
+      return { endpoints: cluster.endpoints, url: `etcd://${new URL(cluster.endpoints[0]).host}`, stop: () => cluster.dispose() };
+    },
     mysql: async () => {
       const { startMysql } = await import("../support/mysql-server.mjs");
       const server = await startMysql();
@@ -417,10 +555,65 @@ export const FAILOVER_TTL_MS = 600;
 export const sentinelStore = (topology) => ({ redis: { sentinels: topology.urls, masterName: topology.masterName }, minReplicas: 1, commandTimeoutMs: 1_000 });
 export const clusterStore = (cluster) => ({ redis: { cluster: cluster.urls }, commandTimeoutMs: 1_000 });
 
+/** A row's setup (`make(server)`) on the server `name`, its holds listed at the end (cliLister). */
+async function listed(s, name, make) {
+  const server = await s.get(name);
+  return { list: cliLister(server.url), ...(await make(server)) };
+}
+
+/** A FileLockStore row on a fresh lock file, its holds listed at the end. */
+async function fileRow(rest) {
+  const { pathToFileURL: fileUrl } = await import("node:url");
+  const file = await lockFile();
+  return { store: { file }, list: cliLister(fileUrl(file).href), ...rest };
+}
+
+// The faults that make an outcome uncertain and late. Holds of these rows: a fifth with a
+// 3 s TTL (released within a few ms), so that a hold nobody owns outlives the run and is
+// found at its end.
+export const LONG_TTL = { share: 0.2, ms: 3_000 };
+// Event-loop stalls: 50–500 ms of synchronous work every 200–800 ms in each client process.
+export const STALLS = { everyMs: [200, 800], ms: [50, 500] };
+const STALLS_TEXT = "client event loops stalled 50–500 ms (busy-wait) every 200–800 ms";
+// Waits aborted at a random moment: half of the waiting acquires get a signal that fires
+// within the wait.
+const ABORTS_TEXT = "half the waits aborted at a random moment";
+const LATE_TEXT = (what, timeout) => `${what} held back 400–1200 ms (past the ${timeout} ms timeout) every 1 s, then delivered in order`;
+
+/**
+ * Fault modifiers a row's name may carry (`redis+stall`, `postgres-late+abort`): each
+ * adds to the row's client config and its fault text.
+ */
+export const MODIFIERS = {
+  stall: { text: STALLS_TEXT, client: { stalls: STALLS, longTtl: LONG_TTL } },
+  abort: { text: ABORTS_TEXT, client: { aborts: 0.5, longTtl: LONG_TTL } },
+};
+
+/** The setup named `name`: a row of SETUPS, with its `+modifier`s applied. */
+export function setupFor(name) {
+  const [base, ...mods] = name.split("+");
+  const setup = SETUPS[base];
+  if (!setup) throw new Error(`unknown store setup ${base}; known: ${Object.keys(SETUPS).join(", ")}`);
+  if (mods.length === 0) return setup;
+  for (const mod of mods) if (!MODIFIERS[mod]) throw new Error(`unknown fault modifier +${mod}; known: ${Object.keys(MODIFIERS).join(", ")}`);
+  const texts = mods.map((m) => MODIFIERS[m].text);
+  return {
+    ...setup,
+    fault: [setup.fault === "none" ? null : setup.fault, ...texts].filter(Boolean).join("; "),
+    open: async (s, random) => {
+      const opened = await setup.open(s, random);
+      let client = { ...opened.client };
+      for (const m of mods) client = { ...client, ...MODIFIERS[m].client };
+      return { ...opened, client };
+    },
+  };
+}
+
 /**
  * The store × fault setups: `{ store, fault, processes?, mayViolate?, open(servers, random)
- * → { store, fault?, client?, check?, close? } }`. `client` adds to each client process's
- * config (a TTL, say), `check` to the checker's options. A `mayViolate` row shows what a
+ * → { store, fault?, client?, check?, list?, close? } }`. `client` adds to each client process's
+ * config (a TTL, say), `check` to the checker's options, `list` lists the store's holds
+ * (cliLister) for the orphaned-hold check. A `mayViolate` row shows what a
  * store does not promise: its violations are printed, and do not fail the run.
  */
 export const SETUPS = {
@@ -431,13 +624,13 @@ export const SETUPS = {
     processes: 1,
     open: async () => ({ store: { laggyJs: 60 } }),
   },
-  redis: { store: "RedisLockStore", fault: "none", open: async (s) => ({ store: { redis: (await s.get("redis")).url } }) },
+  redis: { store: "RedisLockStore", fault: "none", open: async (s) => listed(s, "redis", (server) => ({ store: { redis: server.url } })) },
   "redis-proxy": {
     store: "RedisLockStore",
     fault: "proxy latency 0–20 ms",
     open: async (s, random) => {
       const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 20, random });
-      return { store: { redis: proxy.url() }, close: () => proxy.close() };
+      return listed(s, "redis", () => ({ store: { redis: proxy.url() }, close: () => proxy.close() }));
     },
   },
   "redis-stall": {
@@ -445,7 +638,11 @@ export const SETUPS = {
     fault: "proxy 0–5 ms, a 150 ms stall every 700 ms",
     open: async (s, random) => {
       const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 5, random });
-      return { store: { redis: proxy.url(), commandTimeoutMs: 300 }, fault: { every: 700, apply: () => proxy.stall(150) }, close: () => proxy.close() };
+      return listed(s, "redis", () => ({
+        store: { redis: proxy.url(), commandTimeoutMs: 300 },
+        fault: { every: 700, apply: () => proxy.stall(150) },
+        close: () => proxy.close(),
+      }));
     },
   },
   "redis-cut": {
@@ -453,36 +650,50 @@ export const SETUPS = {
     fault: "proxy 0–5 ms, every connection cut every 900 ms",
     open: async (s, random) => {
       const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 5, random });
-      return { store: { redis: proxy.url(), commandTimeoutMs: 300 }, fault: { every: 900, apply: () => proxy.cut() }, close: () => proxy.close() };
+      return listed(s, "redis", () => ({
+        store: { redis: proxy.url(), commandTimeoutMs: 300 },
+        fault: { every: 900, apply: () => proxy.cut() },
+        close: () => proxy.close(),
+      }));
     },
   },
   "redis-pause": {
     store: "RedisLockStore",
     fault: PAUSES,
-    open: async (s) => ({ store: { redis: (await s.get("redis")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+    open: async (s) => listed(s, "redis", (server) => ({ store: { redis: server.url }, fault: pauses({ every: 600, ms: [150, 300] }) })),
   },
   "redis-restart": {
     store: "RedisLockStore",
     fault: RESTART_REDIS,
     open: async (s) => {
-      const server = await s.get("redis-aof");
-      return { store: { redis: server.url, commandTimeoutMs: 300 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_000, downMs: 100 }) };
+      return listed(s, "redis-aof", (server) => ({
+        store: { redis: server.url, commandTimeoutMs: 300 },
+        client: { ttlMs: 600 },
+        fault: restarts(server, { every: 1_000, downMs: 100 }),
+      }));
     },
   },
-  ioredis: { store: "IoRedisLockStore (ioredis)", fault: "none", open: async (s) => ({ store: { ioredis: (await s.get("redis")).url } }) },
+  ioredis: { store: "IoRedisLockStore (ioredis)", fault: "none", open: async (s) => listed(s, "redis", (server) => ({ store: { ioredis: server.url } })) },
   "ioredis-restart": {
     store: "IoRedisLockStore (ioredis)",
     fault: RESTART_REDIS,
     open: async (s) => {
-      const server = await s.get("redis-aof");
-      return { store: { ioredis: server.url, operationTimeoutMs: 1_000 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_000, downMs: 100 }) };
+      return listed(s, "redis-aof", (server) => ({
+        store: { ioredis: server.url, operationTimeoutMs: 1_000 },
+        client: { ttlMs: 600 },
+        fault: restarts(server, { every: 1_000, downMs: 100 }),
+      }));
     },
   },
-  "node-redis": { store: "NodeRedisLockStore (redis)", fault: "none", open: async (s) => ({ store: { nodeRedis: (await s.get("redis")).url } }) },
+  "node-redis": {
+    store: "NodeRedisLockStore (redis)",
+    fault: "none",
+    open: async (s) => listed(s, "redis", (server) => ({ store: { nodeRedis: server.url } })),
+  },
   "ioredis-pause": {
     store: "IoRedisLockStore (ioredis)",
     fault: PAUSES,
-    open: async (s) => ({ store: { ioredis: (await s.get("redis")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+    open: async (s) => listed(s, "redis", (server) => ({ store: { ioredis: server.url }, fault: pauses({ every: 600, ms: [150, 300] }) })),
   },
   "redis-sentinel-failover": {
     store: "RedisLockStore over Sentinel, minReplicas 1",
@@ -523,7 +734,7 @@ export const SETUPS = {
     fault: "none",
     open: async (s) => {
       const rest = await s.get("upstash");
-      return { store: { upstash: rest.url, token: rest.token } };
+      return listed(s, "redis", () => ({ store: { upstash: rest.url, token: rest.token } }));
     },
   },
   "upstash-proxy": {
@@ -532,7 +743,7 @@ export const SETUPS = {
     open: async (s, random) => {
       const rest = await s.get("upstash");
       const proxy = await startProxy({ targetPort: Number(new URL(rest.url).port), latencyMs: 20, random });
-      return { store: { upstash: proxy.url("http"), token: rest.token }, close: () => proxy.close() };
+      return listed(s, "redis", () => ({ store: { upstash: proxy.url("http"), token: rest.token }, close: () => proxy.close() }));
     },
   },
   "upstash-pause": {
@@ -540,10 +751,10 @@ export const SETUPS = {
     fault: PAUSES,
     open: async (s) => {
       const rest = await s.get("upstash");
-      return { store: { upstash: rest.url, token: rest.token }, fault: pauses({ every: 600, ms: [150, 300] }) };
+      return listed(s, "redis", () => ({ store: { upstash: rest.url, token: rest.token }, fault: pauses({ every: 600, ms: [150, 300] }) }));
     },
   },
-  file: { store: "FileLockStore", fault: "none", processes: 8, open: async () => ({ store: { file: await lockFile() } }) },
+  file: { store: "FileLockStore", fault: "none", processes: 8, open: async () => fileRow({}) },
   "file-kill": {
     store: "FileLockStore",
     fault: "a client process killed with SIGKILL every 400 ms (a new one takes its place)",
@@ -554,9 +765,9 @@ export const SETUPS = {
     store: "FileLockStore",
     fault: PAUSES,
     processes: 8,
-    open: async () => ({ store: { file: await lockFile() }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+    open: async () => fileRow({ fault: pauses({ every: 600, ms: [150, 300] }) }),
   },
-  postgres: { store: "PostgresLockStore", fault: "none", open: async (s) => ({ store: { postgres: (await s.get("postgres")).url } }) },
+  postgres: { store: "PostgresLockStore", fault: "none", open: async (s) => listed(s, "postgres", (server) => ({ store: { postgres: server.url } })) },
   // Each connection's chunks 0–20 ms late: a hold's calls on different pool connections
   // overtake each other (a lockAll() release's keys and a due check's give-back, say).
   "postgres-proxy": {
@@ -567,39 +778,45 @@ export const SETUPS = {
       const proxy = await startProxy({ targetPort: server.port, latencyMs: 20, random });
       const url = new URL(server.url);
       url.port = String(proxy.port);
-      return { store: { postgres: url.href }, close: () => proxy.close() };
+      return listed(s, "postgres", () => ({ store: { postgres: url.href }, close: () => proxy.close() }));
     },
   },
   "postgres-commit": {
     store: "PostgresLockStore",
     fault: "commit latency (fsync on, synchronous_commit on, commit_delay 10 ms); TTL 300 ms",
-    open: async (s) => ({ store: { postgres: (await s.get("postgres")).url, options: COMMIT_LATENCY }, client: { ttlMs: 300 } }),
+    open: async (s) => listed(s, "postgres", (server) => ({ store: { postgres: server.url, options: COMMIT_LATENCY }, client: { ttlMs: 300 } })),
   },
   "postgres-pause": {
     store: "PostgresLockStore",
     fault: PAUSES,
-    open: async (s) => ({ store: { postgres: (await s.get("postgres")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+    open: async (s) => listed(s, "postgres", (server) => ({ store: { postgres: server.url }, fault: pauses({ every: 600, ms: [150, 300] }) })),
   },
   "postgres-restart": {
     store: "PostgresLockStore",
     fault: "PostgreSQL stopped (fast shutdown) and started again every 1.5 s; TTL 600 ms",
     open: async (s) => {
-      const server = await s.get("postgres");
-      return { store: { postgres: server.url, operationTimeoutMs: 1_000 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_500, downMs: 0 }) };
+      return listed(s, "postgres", (server) => ({
+        store: { postgres: server.url, operationTimeoutMs: 1_000 },
+        client: { ttlMs: 600 },
+        fault: restarts(server, { every: 1_500, downMs: 0 }),
+      }));
     },
   },
-  mysql: { store: "MySqlLockStore (MariaDB)", fault: "none", open: async (s) => ({ store: { mysql: (await s.get("mysql")).url } }) },
+  mysql: { store: "MySqlLockStore (MariaDB)", fault: "none", open: async (s) => listed(s, "mysql", (server) => ({ store: { mysql: server.url } })) },
   "mysql-pause": {
     store: "MySqlLockStore (MariaDB)",
     fault: PAUSES,
-    open: async (s) => ({ store: { mysql: (await s.get("mysql")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
+    open: async (s) => listed(s, "mysql", (server) => ({ store: { mysql: server.url }, fault: pauses({ every: 600, ms: [150, 300] }) })),
   },
   "mysql-restart": {
     store: "MySqlLockStore (MariaDB)",
     fault: "mariadbd stopped (clean shutdown) and started again every 1.5 s; TTL 600 ms",
     open: async (s) => {
-      const server = await s.get("mysql");
-      return { store: { mysql: server.url, operationTimeoutMs: 1_000 }, client: { ttlMs: 600 }, fault: restarts(server, { every: 1_500, downMs: 0 }) };
+      return listed(s, "mysql", (server) => ({
+        store: { mysql: server.url, operationTimeoutMs: 1_000 },
+        client: { ttlMs: 600 },
+        fault: restarts(server, { every: 1_500, downMs: 0 }),
+      }));
     },
   },
   "durable-object": {
@@ -620,6 +837,117 @@ export const SETUPS = {
     fault: PAUSES,
     open: async (s) => ({ store: { durableObject: (await s.get("workerd")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
   },
+  etcd: { store: "EtcdLockStore", fault: "none", open: async (s) => listed(s, "etcd", (server) => ({ store: { etcd: server.endpoints } })) },
+  // The faults that make an outcome uncertain and late.
+  "redis-late": {
+    store: "RedisLockStore",
+    fault: LATE_TEXT("proxy: the clients' bytes", 300),
+    open: async (s, random) => {
+      const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 2, random });
+      return listed(s, "redis", () => ({
+        store: { redis: proxy.url(), commandTimeoutMs: 300 },
+        client: { longTtl: LONG_TTL },
+        fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
+        close: () => proxy.close(),
+      }));
+    },
+  },
+  "ioredis-late": {
+    store: "IoRedisLockStore (ioredis)",
+    fault: LATE_TEXT("proxy: the clients' bytes", 300),
+    open: async (s, random) => {
+      const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 2, random });
+      return listed(s, "redis", () => ({
+        store: { ioredis: proxy.url(), operationTimeoutMs: 300 },
+        client: { longTtl: LONG_TTL },
+        fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
+        close: () => proxy.close(),
+      }));
+    },
+  },
+  "upstash-late": {
+    store: "UpstashLockStore (@upstash/redis, REST)",
+    fault: LATE_TEXT("REST endpoint: requests", 300),
+    open: async (s) => {
+      const rest = await s.get("upstash");
+      return listed(s, "redis", () => ({
+        store: { upstash: rest.url, token: rest.token, operationTimeoutMs: 300 },
+        client: { longTtl: LONG_TTL },
+        fault: lateDelivery(rest, { every: 1_000, ms: [400, 1_200] }),
+      }));
+    },
+  },
+  "postgres-late": {
+    store: "PostgresLockStore",
+    fault: LATE_TEXT("proxy: the clients' bytes", 300),
+    open: async (s, random) => {
+      const server = await s.get("postgres");
+      const proxy = await startProxy({ targetPort: server.port, latencyMs: 2, random });
+      const url = new URL(server.url);
+      url.port = String(proxy.port);
+      return listed(s, "postgres", () => ({
+        store: { postgres: url.href, operationTimeoutMs: 300 },
+        client: { longTtl: LONG_TTL },
+        fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
+        close: () => proxy.close(),
+      }));
+    },
+  },
+  "mysql-late": {
+    store: "MySqlLockStore (MariaDB)",
+    fault: LATE_TEXT("proxy: the clients' bytes", 300),
+    open: async (s, random) => {
+      const server = await s.get("mysql");
+      const proxy = await startProxy({ targetPort: server.port, latencyMs: 2, random });
+      const url = new URL(server.url);
+      url.port = String(proxy.port);
+      return listed(s, "mysql", () => ({
+        store: { mysql: url.href, operationTimeoutMs: 300 },
+        client: { longTtl: LONG_TTL },
+        fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
+        close: () => proxy.close(),
+      }));
+    },
+  },
+  "etcd-late": {
+    store: "EtcdLockStore",
+    fault: "one request in 20 held back 1–2.5 s by the store's fetch (past the 1 000 ms timeout), then sent",
+    open: async (s) =>
+      listed(s, "etcd", (server) => ({
+        store: { etcd: server.endpoints, operationTimeoutMs: 1_000, late: { share: 0.05, ms: [1_000, 2_500] } },
+        client: { longTtl: LONG_TTL },
+      })),
+  },
+  "postgres-competing": {
+    store: "PostgresLockStore",
+    fault: "another session holds a key's advisory lock 100–1500 ms every 200 ms (operationTimeoutMs 1 000); " + STALLS_TEXT,
+    open: async (s) => {
+      const server = await s.get("postgres");
+      const competing = await competingSession(server, "postgres", { every: 200, ms: [100, 1_500] });
+      return {
+        list: cliLister(server.url),
+        store: { postgres: server.url, operationTimeoutMs: 1_000 },
+        client: { longTtl: LONG_TTL, stalls: STALLS },
+        fault: competing.fault,
+        close: competing.close,
+      };
+    },
+  },
+  "mysql-competing": {
+    store: "MySqlLockStore (MariaDB)",
+    fault: "another session holds a key's row (FOR UPDATE) 100–1500 ms every 200 ms (operationTimeoutMs 1 000); " + STALLS_TEXT,
+    open: async (s) => {
+      const server = await s.get("mysql");
+      const competing = await competingSession(server, "mysql", { every: 200, ms: [100, 1_500] });
+      return {
+        list: cliLister(server.url),
+        store: { mysql: server.url, operationTimeoutMs: 1_000 },
+        client: { longTtl: LONG_TTL, stalls: STALLS },
+        fault: competing.fault,
+        close: competing.close,
+      };
+    },
+  },
 };
 
 /** A fresh lock file for a FileLockStore run (in the OS's temporary directory). */
@@ -634,11 +962,12 @@ export async function lockFile() {
  * A table row: store, fault, processes × clients, holds checked, violations, late
  * signals, and how often the fault was applied (— for none, or one that is always on).
  */
-export function row(setup, processes, clients, { result, faults }, applied = true) {
-  return `| ${setup.store} | ${setup.fault} | ${processes} × ${clients} | ${result.holds} | ${result.violations.length === 0 ? 0 : Object.values(result.byType).reduce((a, b) => a + b, 0)} | ${result.lateSignals} | ${applied ? faults : "—"} |`;
+export function row(setup, processes, clients, { result, faults, orphans }, applied = true) {
+  return `| ${setup.store} | ${setup.fault} | ${processes} × ${clients} | ${result.holds} | ${result.violations.length === 0 ? 0 : Object.values(result.byType).reduce((a, b) => a + b, 0)} | ${result.lateSignals} | ${orphans ? orphans.length : "—"} | ${applied ? faults : "—"} |`;
 }
 
-export const HEADER = "| store | fault | processes × clients | holds checked | violations | late signals | faults applied |\n|---|---|---|---|---|---|---|";
+export const HEADER =
+  "| store | fault | processes × clients | holds checked | violations | late signals | orphaned holds | faults applied |\n|---|---|---|---|---|---|---|---|";
 
 async function main() {
   const { values } = parseArgs({
@@ -674,8 +1003,7 @@ async function main() {
   const running = servers();
   try {
     for (const name of values.stores.split(",")) {
-      const setup = SETUPS[name];
-      if (!setup) throw new Error(`unknown store setup ${name}; known: ${Object.keys(SETUPS).join(", ")}`);
+      const setup = setupFor(name);
       const opened = await setup.open(running, seeded(seed).fork(7));
       const processes = setup.processes ?? Number(values.processes);
       try {
@@ -688,12 +1016,20 @@ async function main() {
           fault: opened.fault,
           check: { signalBoundMs: Number(values.bound), ...opened.check },
           client: { reuseHandles: values["reuse-handles"], ...(kinds && { kinds }), ...opened.client },
+          orphans: opened.list ?? null,
         });
         console.log(row(setup, processes, clients, run, Boolean(opened.fault?.apply)));
         if (run.result.violations.length > 0) {
           if (setup.mayViolate) console.error(`${name}: ${JSON.stringify(run.result.byType)} (not promised by this store; not a failure)`);
           else failed = true;
           for (const v of run.result.violations.slice(0, setup.mayViolate ? 2 : 10)) console.error(JSON.stringify(v));
+        }
+        if (run.orphans?.length > 0) {
+          failed = true;
+          console.error(
+            `${name}: ${run.orphans.length} orphaned hold(s) (seed ${seed}); acquires aborted ${run.attempts.filter((a) => a.outcome === "aborted").length}, failed ${run.attempts.filter((a) => a.outcome === "error").length}`,
+          );
+          for (const o of run.orphans.slice(0, 5)) console.error(JSON.stringify(o));
         }
       } finally {
         await opened.close?.();

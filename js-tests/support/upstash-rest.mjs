@@ -14,9 +14,15 @@ const encode = (value, base64) => {
   return value;
 };
 
-/** Starts the REST endpoint for `redisUrl`; resolves to `{ url, token, close() }`. */
+/**
+ * Starts the REST endpoint for `redisUrl`; resolves to `{ url, token, holdBack(ms), close() }`.
+ * `holdBack(ms)`: requests that arrive in the next `ms` are run when it ends, in the order
+ * they came, whether or not their caller still waits (a request applied late).
+ */
 export async function startUpstashRest(redisUrl, { token = "test-token" } = {}) {
   const redis = new Redis(redisUrl, { lazyConnect: false });
+  let heldUntil = 0;
+  let held = Promise.resolve();
   const run = async (command, base64) => {
     try {
       const [name, ...args] = command.map(String);
@@ -40,6 +46,12 @@ export async function startUpstashRest(redisUrl, { token = "test-token" } = {}) 
       return reply(400, { error: "ERR the body must be JSON" });
     }
     const base64 = String(req.headers["upstash-encoding"]).toLowerCase() === "base64";
+    if (performance.now() < heldUntil) {
+      // Queued behind the requests held before it: run in arrival order.
+      const wait = held.then(() => new Promise((resolve) => setTimeout(resolve, Math.max(0, heldUntil - performance.now()))));
+      held = wait;
+      await wait;
+    }
     if (req.url === "/pipeline") {
       const results = [];
       for (const command of body) results.push(await run(command, base64));
@@ -52,6 +64,9 @@ export async function startUpstashRest(redisUrl, { token = "test-token" } = {}) 
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     token,
+    holdBack(ms) {
+      heldUntil = Math.max(heldUntil, performance.now() + ms);
+    },
     async close() {
       await new Promise((resolve) => server.close(resolve));
       server.closeAllConnections?.();
