@@ -304,10 +304,12 @@ describe("lock.signal and autoExtend on RedisLockStore", () => {
     const store = await ls.RedisLockStore.connect(server.url);
     try {
       const key = uniqueKey("redis-life");
-      const l = new Lock(key, 150, store);
+      // Each extend must go out before the hold's local deadline (the TTL less the drift
+      // allowance): a TTL with room for a loaded machine's event-loop delays.
+      const l = new Lock(key, 400, store);
       assert.equal(await l.acquire({ autoExtend: true }), true);
       const signal = l.signal;
-      await sleep(500);
+      await sleep(1_300);
       assert.equal(signal.aborted, false, "extended past three TTLs");
       assert.equal(await new Lock(key, 1_000, store).acquire(), false, "held throughout");
       await restoreLock(l.serialize(), store).release();

@@ -18,8 +18,12 @@ import { gzipSync } from "node:zlib";
 // wasm-opt's -Os with one- and two-letter import and export names brought it to 52.2 KB;
 // leaving the memory store's waiter records out of this build (its waiters poll), no
 // UTF-8 check of owner tokens, one call method for JS stores, and no `log10`, string
-// searcher or integer parser from the standard library, back within 49 KB.
-export const WASM_GZIP_BUDGET_BYTES = 49 * 1024;
+// searcher or integer parser from the standard library, back within 49 KB. Uncertain
+// outcomes (a fresh owner token after an unanswered attempt, an aborted attempt left to
+// settle and then released, clean-up releases tried again in the background, the
+// `holdMayRemain` errors) took it to 50.6 KB: 51 KB until the size work of the speed
+// issue (40 KB).
+export const WASM_GZIP_BUDGET_BYTES = 51 * 1024;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const wasmFile = join(root, "js/wasm/locksmith_wasm_bg.wasm");

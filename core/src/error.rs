@@ -43,9 +43,24 @@ pub enum LockError {
     #[error("locksmith: no secure random source for owner tokens: {0}")]
     NoRandomSource(String),
     /// A waiting acquire was cancelled ([`Abort`](crate::Abort)) before it got the lock.
-    /// Nothing is held: an attempt in flight is released again.
-    #[error("locksmith: the acquire of {} was aborted", crate::validate::quote(.0))]
-    Aborted(String),
+    /// The handle holds nothing. `hold_may_remain`: an attempt was on its way, which the
+    /// store may still grant; it is released once it settles.
+    #[error("locksmith: the acquire of {} was aborted{}", crate::validate::quote(key), if *hold_may_remain { MAY_REMAIN } else { "" })]
+    Aborted {
+        /// The lock key.
+        key: String,
+        /// Whether an attempt was still unanswered (see [`LockError::hold_may_remain`]).
+        hold_may_remain: bool,
+    },
+    /// `STORE_UNAVAILABLE` from an acquire whose last attempt got no answer: the store
+    /// may still apply it. Its release is sent once the attempt settles.
+    #[error("locksmith: store unavailable: {reason}{MAY_REMAIN} (its TTL is {ttl_ms} ms)")]
+    Unanswered {
+        /// Why the attempt got no answer.
+        reason: String,
+        /// The lock's TTL: the longest a hold it may have left can last.
+        ttl_ms: u64,
+    },
 }
 
 impl LockError {
@@ -56,14 +71,23 @@ impl LockError {
             Self::NotHeld { .. } => "LOCK_NOT_HELD",
             Self::InvalidArgument(_) => "INVALID_ARGUMENT",
             Self::InvalidSerializedLock(_) => "INVALID_SERIALIZED_LOCK",
-            Self::StoreUnavailable(_) => "STORE_UNAVAILABLE",
+            Self::StoreUnavailable(_) | Self::Unanswered { .. } => "STORE_UNAVAILABLE",
             Self::StoreContractViolation(_) => "STORE_CONTRACT_VIOLATION",
             Self::StoreError(_) => "STORE_ERROR",
             Self::StoreClosed => "STORE_CLOSED",
             Self::NoRandomSource(_) => "NO_RANDOM_SOURCE",
             Self::Unsupported(_) => "UNSUPPORTED",
-            Self::Aborted(_) => "ABORTED",
+            Self::Aborted { .. } => "ABORTED",
         }
+    }
+
+    /// Whether an acquire ended while an attempt of it was unanswered, so that the
+    /// store may still grant it: a hold nobody owns may remain until that attempt settles
+    /// and its release lands, at worst until its TTL. Bindings expose it as
+    /// `err.holdMayRemain` (a `+` after the code in the message they pass).
+    #[must_use]
+    pub const fn hold_may_remain(&self) -> bool {
+        matches!(self, Self::Aborted { hold_may_remain: true, .. } | Self::Unanswered { .. })
     }
 
     /// The key of a [`LockError::NotHeld`], for bindings that expose it.
@@ -75,6 +99,9 @@ impl LockError {
         }
     }
 }
+
+const MAY_REMAIN: &str =
+    "; an attempt was still unanswered, so a hold may remain until it settles and is released, or until its TTL";
 
 /// `Result` with [`LockError`].
 pub type Result<T, E = LockError> = std::result::Result<T, E>;

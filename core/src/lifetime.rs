@@ -214,8 +214,10 @@ impl Lock {
                         };
                     match answer {
                         Ok(HoldCheck::Held { remaining_ms }) => {
-                            let later =
-                                now.saturating_add(remaining_ms.saturating_sub(self.drift_ms(self.ttl_ms)));
+                            // The drift allowance covers the time trusted: the TTL, or what
+                            // the store says is left when that is more (after a long extend).
+                            let drift = self.drift_ms(remaining_ms.max(self.ttl_ms));
+                            let later = now.saturating_add(remaining_ms.saturating_sub(drift));
                             let mut hold = self.hold();
                             if hold.generation == generation && later > hold.expires_by_ms {
                                 hold.expires_by_ms = later;

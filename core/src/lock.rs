@@ -473,33 +473,6 @@ impl Lock {
         }
     }
 
-    /// One attempt at the store for `permits` (a semaphore's; 1 for the other kinds).
-    async fn store_acquire(&self, owner: OwnerToken, permits: u32) -> Result<Option<Grant>> {
-        if !self.keys.is_empty() {
-            let answer = crate::all::acquire(&*self.store, &self.keys, owner.as_str(), self.ttl_ms).await?;
-            let mut all = self.all_state();
-            return Ok(match answer {
-                AllGrant::Granted(grants) => {
-                    all.0 = grants.iter().map(|g| g.fencing_token).collect();
-                    Some(Grant::default())
-                }
-                AllGrant::Busy(held) => {
-                    all.1 = held;
-                    None
-                }
-            });
-        }
-        match self.kind {
-            HoldKind::Exclusive => {
-                self.store.acquire_with_grant(&self.key, owner.as_str(), self.ttl_ms).await
-            }
-            kind @ HoldKind::Permit { .. } => {
-                self.store.acquire_permits(&self.key, owner.as_str(), self.ttl_ms, kind, permits).await
-            }
-            kind => self.store.acquire_permit(&self.key, owner.as_str(), self.ttl_ms, kind).await,
-        }
-    }
-
     async fn store_release(&self, owner: OwnerToken) -> Result<bool> {
         release_in(&*self.store, &self.key, &self.keys, owner, self.kind).await
     }
@@ -601,22 +574,35 @@ impl Lock {
     pub async fn acquire_abortable(&self, options: AcquireOptions, abort: &crate::Abort) -> Result<bool> {
         if abort.is_aborted() {
             validate::retry_delay_ms(options.retry_delay_ms)?;
-            return Err(LockError::Aborted(self.key.clone()));
+            return Err(LockError::Aborted { key: self.key.clone(), hold_may_remain: false });
         }
         self.acquire_until(options, Some(abort)).await
     }
 
     async fn acquire_until(&self, options: AcquireOptions, abort: Option<&crate::Abort>) -> Result<bool> {
         validate::retry_delay_ms(options.retry_delay_ms)?;
-        if self.still_holds().await? {
-            return Ok(false);
+        // While the store is out of reach, a wait retries at its retry delay, doubling up
+        // to OUTAGE_BACKOFF_MAX_MS, with a last attempt at its deadline; it then fails with
+        // the last error. Only `STORE_UNAVAILABLE` is ridden out: a configuration or
+        // contract error fails at once, as does any error of an acquire that does not wait.
+        let mut outage: Option<crate::error::LockError> = None;
+        match self.still_holds().await {
+            Ok(true) => return Ok(false),
+            Ok(false) => {}
+            // Whether the last hold is still in place cannot be told now: a wait rides
+            // that out as it rides out a failed attempt (its attempts are refused while
+            // that hold lasts).
+            Err(err @ LockError::StoreUnavailable(_)) if options.timeout_ms > 0 => outage = Some(err),
+            Err(err) => return Err(err),
         }
-        let owner = OwnerToken::generate()?;
+        // One token per attempt whose calls are all answered: an attempt refused in an
+        // answer keeps its token (a read-write claim keeps its place with it), but after
+        // an attempt whose answer did not come, which the store may still apply, the next
+        // attempt has a fresh one. So a late grant is only ever its own attempt's, and
+        // that attempt's clean-up frees it whenever it lands.
+        let mut owner = OwnerToken::generate()?;
         // This call's permits, fixed now: another call on the handle may set others.
         let permits = self.permits();
-        // An attempt failed unanswered: the store may have granted it (its release was
-        // best effort), so a later refusal may be our own hold's.
-        let mut unanswered = false;
         let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
         // Behind this process's waiters on the key, a lock that may wait queues first
         // (see `LockStore::has_local_waiters`); it still tries at each retry and at its
@@ -629,16 +615,11 @@ impl Lock {
         // a waiter keeps its place among the store's listeners (a release wakes the
         // longest waiting) and no release between two attempts is missed.
         let mut signal: Option<BoxFuture<'static, ()>> = None;
-        // While the store is out of reach, a wait retries at its retry delay, doubling up
-        // to OUTAGE_BACKOFF_MAX_MS, with a last attempt at its deadline; it then fails with
-        // the last error. Only `STORE_UNAVAILABLE` is ridden out: a configuration or
-        // contract error fails at once, as does any error of an acquire that does not wait.
-        let mut outage: Option<crate::error::LockError> = None;
         let mut backoff = options.retry_delay_ms;
         loop {
             // An abort that came with a wake-up (both ready in one turn) sends no attempt.
             if abort.is_some_and(crate::Abort::is_aborted) {
-                return Err(self.aborted(owner));
+                return Err(self.aborted(owner, false));
             }
             // A lock on several keys listens once an attempt has said which key is held.
             if signal.is_none() && options.timeout_ms > 0 && self.keys.is_empty() {
@@ -646,24 +627,11 @@ impl Lock {
             }
             let queued = std::mem::take(&mut queue_first);
             if !queued {
-                let answer = match abort {
-                    None => self.attempt(owner, permits).await,
-                    // An attempt cut short frees what it may have taken (its guard).
-                    Some(abort) => {
-                        match select(
-                            std::pin::pin!(self.attempt(owner, permits)),
-                            std::pin::pin!(abort.aborted()),
-                        )
-                        .await
-                        {
-                            Either::Left((answer, _)) => answer,
-                            Either::Right(((), _)) => return Err(self.aborted(owner)),
-                        }
-                    }
+                let Some(answer) = self.attempt(owner, permits, abort).await else {
+                    return Err(self.aborted(owner, true));
                 };
                 match answer {
                     Ok(true) => return Ok(true),
-                    Ok(false) if unanswered && self.adopt_unanswered_grant(owner).await => return Ok(true),
                     Ok(false) => {
                         outage = None;
                         backoff = options.retry_delay_ms;
@@ -673,14 +641,14 @@ impl Lock {
                             signal = self.store_release_signal();
                         }
                     }
-                    Err(err @ crate::error::LockError::StoreUnavailable(_)) if options.timeout_ms > 0 => {
+                    Err(err) if options.timeout_ms > 0 && err.code() == "STORE_UNAVAILABLE" => {
                         if outage.is_some() {
                             backoff = backoff
                                 .saturating_mul(2)
                                 .min(OUTAGE_BACKOFF_MAX_MS.max(options.retry_delay_ms));
                         }
                         outage = Some(err);
-                        unanswered = true;
+                        owner = OwnerToken::generate()?;
                     }
                     Err(err) => return Err(err),
                 }
@@ -692,8 +660,13 @@ impl Lock {
                 }
                 if matches!(self.kind, HoldKind::Write | HoldKind::Read) {
                     // Give up the claim a refused writer leaves, so readers get in again,
-                    // and a refused reader's place in the next readers' turn.
-                    let _ = self.store_release(owner).await;
+                    // and a refused reader's place in the next readers' turn: before
+                    // answering, unless the store is out of reach (then in the background).
+                    if outage.is_some() {
+                        self.abandon_attempt(owner, self.hold().generation);
+                    } else {
+                        let _ = self.store_release(owner).await;
+                    }
                 }
                 return outage.map_or(Ok(false), Err);
             }
@@ -716,37 +689,20 @@ impl Lock {
                 }
             };
             if let Either::Right(_) = select(std::pin::pin!(woken), std::pin::pin!(aborted)).await {
-                return Err(self.aborted(owner));
+                return Err(self.aborted(owner, false));
             }
         }
     }
 
     /// An aborted wait's error, after giving up what the wait leaves in the store: a
     /// refused writer's claim, a reader's place in the next readers' turn (released in
-    /// the background, as a cancelled attempt's grant is).
-    fn aborted(&self, owner: OwnerToken) -> LockError {
-        if matches!(self.kind, HoldKind::Write | HoldKind::Read) {
+    /// the background, as a cancelled attempt's grant is). `in_flight`: an attempt was
+    /// on its way, and is cleaned up once it settles; until then a hold may remain.
+    fn aborted(&self, owner: OwnerToken, in_flight: bool) -> LockError {
+        if !in_flight && matches!(self.kind, HoldKind::Write | HoldKind::Read) {
             self.abandon_attempt(owner, self.hold().generation);
         }
-        LockError::Aborted(self.key.clone())
-    }
-
-    /// After an attempt that failed unanswered was refused: whether the key is in fact
-    /// held by `owner` (the unanswered attempt was granted). Then the hold is this
-    /// handle's, counted from the check's send time plus what the store says is left.
-    async fn adopt_unanswered_grant(&self, owner: OwnerToken) -> bool {
-        let sent = self.timer.now_ms();
-        let Ok(crate::store::HoldCheck::Held { remaining_ms }) = self.check_hold(owner).await else {
-            return false;
-        };
-        // record_grant counts TTL - drift from its start: start it where that ends at sent + remaining - drift.
-        let start = sent.saturating_add(remaining_ms).saturating_sub(self.ttl_ms);
-        if !self.keys.is_empty() {
-            // The grant's answer was lost, its tokens with it.
-            self.all_state().0 = vec![None; self.keys.len()];
-        }
-        self.record_grant(owner, Grant::default(), start);
-        true
+        LockError::Aborted { key: self.key.clone(), hold_may_remain: in_flight }
     }
 
     /// How many acquire attempts this handle has sent to its store, in all (wrapping at
@@ -760,28 +716,130 @@ impl Lock {
         self.attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    async fn attempt(&self, owner: OwnerToken, permits: u32) -> Result<bool> {
+    /// One attempt. `abort` cuts it short: then (`None`) the attempt goes on in the
+    /// background and is cleaned up once it settles, and the wait answers at once.
+    async fn attempt(
+        &self,
+        owner: OwnerToken,
+        permits: u32,
+        abort: Option<&crate::Abort>,
+    ) -> Option<Result<bool>> {
         self.count_attempt();
         let started = self.timer.now_ms();
         // Armed until the store's answer is in hand: if this future is dropped while
         // the store may have granted the key, the guard frees it.
         let in_flight = InFlightAttempt { lock: self, owner, generation: self.hold().generation };
-        match self.store_acquire(owner, permits).await {
-            Ok(Some(grant)) => {
-                std::mem::forget(in_flight);
-                self.record_grant(owner, grant, started);
-                Ok(true)
+        let mut call = self.acquire_call(owner, permits);
+        let aborted = async {
+            match abort {
+                Some(abort) => abort.aborted().await,
+                None => std::future::pending().await,
             }
-            Ok(None) => {
-                std::mem::forget(in_flight);
-                Ok(false)
+        };
+        let answer = match select(call.as_mut(), std::pin::pin!(aborted)).await {
+            Either::Left((answer, _)) => Some(answer),
+            Either::Right(((), _)) => None,
+        };
+        std::mem::forget(in_flight);
+        let Some(answer) = answer else {
+            self.clean_up_after(owner, call);
+            return None;
+        };
+        Some(self.finish_attempt(owner, answer, started))
+    }
+
+    /// One acquire call for `owner` that owns what it needs, so that an abort can leave
+    /// it to finish in the background (see [`clean_up_after`](Self::clean_up_after)).
+    fn acquire_call(&self, owner: OwnerToken, permits: u32) -> BoxFuture<'static, Result<AcquireAnswer>> {
+        let (store, key, keys, ttl_ms, kind) =
+            (self.store.clone(), self.key.clone(), self.keys.clone(), self.ttl_ms, self.kind);
+        Box::pin(async move {
+            let owner = owner.as_str();
+            if !keys.is_empty() {
+                return crate::all::acquire(&*store, &keys, owner, ttl_ms).await.map(AcquireAnswer::All);
+            }
+            match kind {
+                HoldKind::Exclusive => store.acquire_with_grant(&key, owner, ttl_ms).await,
+                kind @ HoldKind::Permit { .. } => {
+                    store.acquire_permits(&key, owner, ttl_ms, kind, permits).await
+                }
+                kind => store.acquire_permit(&key, owner, ttl_ms, kind).await,
+            }
+            .map(AcquireAnswer::One)
+        })
+    }
+
+    /// Applies an attempt's answer: a grant becomes the hold. An error (the store may
+    /// have taken the key before failing to answer) has the attempt's token released
+    /// in the background, so an unreachable store holds up no answer, and an error
+    /// without an answer says that a hold may remain until then.
+    fn finish_attempt(&self, owner: OwnerToken, answer: Result<AcquireAnswer>, started: u64) -> Result<bool> {
+        let grant = match answer {
+            Ok(AcquireAnswer::One(grant)) => grant,
+            Ok(AcquireAnswer::All(AllGrant::Granted(grants))) => {
+                self.all_state().0 = grants.iter().map(|g| g.fencing_token).collect();
+                Some(Grant::default())
+            }
+            Ok(AcquireAnswer::All(AllGrant::Busy(held))) => {
+                self.all_state().1 = held;
+                None
             }
             Err(err) => {
-                // The store may have taken the key before failing to answer.
-                let _ = self.store_release(owner).await;
-                std::mem::forget(in_flight);
-                Err(err)
+                // Released in the background (a store out of reach would hold the answer up).
+                self.abandon_attempt(owner, self.hold().generation);
+                return Err(match err {
+                    LockError::StoreUnavailable(reason) => {
+                        LockError::Unanswered { reason, ttl_ms: self.ttl_ms }
+                    }
+                    err => err,
+                });
             }
+        };
+        Ok(grant.is_some_and(|grant| {
+            self.record_grant(owner, grant, started);
+            true
+        }))
+    }
+
+    /// `owner`'s release as a clean-up, owning what it needs: tried (at once if `now`,
+    /// else after a pause) and again while the store does not answer, backing off up to
+    /// a second, for at most the lock's TTL (after which nothing it could free is left).
+    fn release_call(&self, owner: OwnerToken, now: bool) -> impl std::future::Future<Output = ()> + 'static {
+        let (timer, ttl_ms) = (self.timer.clone(), self.ttl_ms);
+        let (store, key, keys, kind) = (self.store.clone(), self.key.clone(), self.keys.clone(), self.kind);
+        async move {
+            let give_up_at = timer.now_ms().saturating_add(ttl_ms);
+            let mut pause = if now { 0 } else { CLEAN_UP_RETRY_MS };
+            loop {
+                if pause > 0 {
+                    timer.sleep(pause).await;
+                }
+                if release_in(&*store, &key, &keys, owner, kind).await.is_ok() || timer.now_ms() >= give_up_at
+                {
+                    return;
+                }
+                pause = pause.max(CLEAN_UP_RETRY_MS / 2).saturating_mul(2).min(OUTAGE_BACKOFF_MAX_MS);
+            }
+        }
+    }
+
+    /// Leaves `call`, an attempt of `owner` whose wait was aborted, to finish in the
+    /// background, then releases whatever it may have taken (a grant, or an error that
+    /// may hide one; a refused reader's or writer's place in the queue too). Where the
+    /// runtime cannot spawn, the handle keeps the token, so `release()` frees it.
+    fn clean_up_after(&self, owner: OwnerToken, call: BoxFuture<'static, Result<AcquireAnswer>>) {
+        let release = self.release_call(owner, true);
+        let queued = matches!(self.kind, HoldKind::Write | HoldKind::Read);
+        let settle = Box::pin(async move {
+            let answer = call.await;
+            let refused =
+                matches!(answer, Ok(AcquireAnswer::One(None) | AcquireAnswer::All(AllGrant::Busy(_))));
+            if queued || !refused {
+                release.await;
+            }
+        });
+        if !self.timer.spawn(settle) {
+            self.abandon_attempt(owner, self.hold().generation);
         }
     }
 
@@ -800,14 +858,7 @@ impl Lock {
 
     /// Frees what an attempt cancelled mid-flight may hold (see [`InFlightAttempt`]).
     fn abandon_attempt(&self, owner: OwnerToken, started_generation: u64) {
-        let store = self.store.clone();
-        let key = self.key.clone();
-        let keys = self.keys.clone();
-        let kind = self.kind;
-        let release = Box::pin(async move {
-            let _ = release_in(&*store, &key, &keys, owner, kind).await;
-        });
-        if !self.timer.spawn(release) {
+        if !self.timer.spawn(Box::pin(self.release_call(owner, true))) {
             // No way to run the release now: keep the token, so `release()` frees it.
             // Only if no other call on this handle took the key meanwhile; the attempt
             // ran because any earlier hold was gone. Unconfirmed, it counts as expired.
@@ -921,7 +972,22 @@ impl Lock {
     pub async fn extend(&self, ttl_ms: Option<u64>) -> Result<()> {
         let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
         let owner = self.owner_for_extend()?;
+        // Past its local deadline the hold is over by this handle's reckoning, whether or
+        // not anything watched it: an extend then could only revive a key that someone
+        // else may hold already. (A synchronous store knows exactly; it is asked.)
+        if self.live_generation().is_none() {
+            return Err(self.not_held("its TTL passed without an extend"));
+        }
         let started = self.timer.now_ms();
+        // From its send on, the extend may take effect, answered or not: a shorter TTL
+        // than the hold has left brings its deadline forward now, whatever the answer.
+        let deadline = self.deadline_from(started, ttl_ms);
+        {
+            let mut hold = self.hold();
+            if hold.owner == Some(owner) && deadline < hold.expires_by_ms {
+                hold.expires_by_ms = deadline;
+            }
+        }
         let extended = self.store_extend(owner, ttl_ms).await?;
         self.finish_extend(owner, extended, started, ttl_ms)
     }
@@ -1080,6 +1146,15 @@ fn remaining_if_held(store: &dyn SyncLockStore, key: &str, owner: OwnerToken) ->
     } else {
         0
     }
+}
+
+/// The first pause before a clean-up release is tried again.
+const CLEAN_UP_RETRY_MS: u64 = 50;
+
+/// An acquire's answer: for one key, the grant if any; for several, all or none.
+enum AcquireAnswer {
+    One(Option<Grant>),
+    All(AllGrant),
 }
 
 /// An acquire attempt whose answer has not arrived. Dropping it (the caller cancelled

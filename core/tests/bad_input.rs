@@ -67,7 +67,7 @@ fn bad_input_table() {
     let options: Vec<(&str, Option<f64>, Option<f64>)> = vec![
         ("negative timeout", Some(-1.0), None),
         ("NaN timeout", Some(f64::NAN), None),
-        ("infinite timeout", Some(f64::INFINITY), None),
+        ("negative infinite timeout", Some(f64::NEG_INFINITY), None),
         ("zero retry delay", None, Some(0.0)),
         ("negative retry delay", None, Some(-10.0)),
         ("NaN retry delay", None, Some(f64::NAN)),

@@ -200,7 +200,9 @@ fn contend(timer: &FakeTimer, store: &Arc<dyn LockStore>, tasks: &[Vec<Visit>]) 
                     last[key] = Some(token);
                 }
                 timer.sleep_for_test(v.hold / 2).await;
-                if v.extend {
+                // An extend before the hold's local deadline (its TTL less the drift allowance);
+                // after it the handle refuses, whatever the store still has.
+                if v.extend && v.hold / 2 < v.ttl - locksmith_core::default_drift_ms(v.ttl) {
                     l.extend(Some(v.ttl)).await.map_err(|e| format!("extend inside the section: {e}"))?;
                 }
                 if l.is_expired().await.map_err(|e| e.to_string())? {

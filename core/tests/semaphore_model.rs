@@ -63,11 +63,16 @@ proptest! {
                     }
                 }
                 Op::Extend(h) => {
-                    let holds = until[h].is_some_and(|t| t > now);
+                    // Before its local deadline (the TTL less the drift allowance); after
+                    // it the handle refuses, and this caller then releases.
+                    let holds = until[h].is_some_and(|t| t > now + locksmith_core::default_drift_ms(TTL));
                     let got = timer.run(handles[h].extend(None));
                     prop_assert_eq!(got.is_ok(), holds, "extend by {} at {}", h, now);
                     if holds {
                         until[h] = Some(now + TTL);
+                    } else if until[h].is_some_and(|t| t > now) {
+                        prop_assert!(timer.run(handles[h].release()).unwrap(), "release after a refused extend");
+                        until[h] = None;
                     }
                 }
                 Op::Advance(ms) => timer.advance(ms),

@@ -513,6 +513,28 @@ export function makeApi(binding) {
       const subscriptions = new Map();
       const tokens = typeof store[ACQUIRE_TOKEN] === "function";
       const permitTokens = typeof store[ACQUIRE_PERMIT_TOKEN] === "function";
+      // Acquires still on their way at the store, by key and owner: the bridge stops
+      // waiting at operationTimeoutMs, but the store may still grant one later. A release
+      // of the same key and owner (core's clean-up of that attempt: each attempt has its
+      // own token) goes to the store only once the acquire has settled, so it cannot
+      // overtake it and leave a hold nobody owns.
+      const acquiring = new Map();
+      const settling = (keys, owner, pending) => {
+        const settled = Promise.resolve(pending).then(
+          () => {},
+          () => {},
+        );
+        for (const key of keys) {
+          const id = `${key}\u0000${owner}`;
+          acquiring.set(id, settled);
+          settled.then(() => acquiring.get(id) === settled && acquiring.delete(id));
+        }
+        return pending;
+      };
+      const afterAcquire = (key, owner, release) => {
+        const before = acquiring.get(`${key}\u0000${owner}`);
+        return before === undefined ? release() : before.then(release);
+      };
       const dispatch = (call) => {
         try {
           let pending;
@@ -540,10 +562,14 @@ export function makeApi(binding) {
             }
             case "acquire":
               // A shipped store hands its fencing token by its own path (see symbols.mjs).
-              pending = tokens ? store[ACQUIRE_TOKEN](call.key, call.owner, call.ttlMs) : store.acquire(call.key, call.owner, call.ttlMs);
+              pending = settling(
+                [call.key],
+                call.owner,
+                tokens ? store[ACQUIRE_TOKEN](call.key, call.owner, call.ttlMs) : store.acquire(call.key, call.owner, call.ttlMs),
+              );
               break;
             case "release":
-              pending = store.release(call.key, call.owner);
+              pending = afterAcquire(call.key, call.owner, () => store.release(call.key, call.owner));
               break;
             case "extend":
               pending = store.extend(call.key, call.owner, call.ttlMs);
@@ -559,17 +585,20 @@ export function makeApi(binding) {
               break;
             case "acquirePermit":
               // `permits` only for a store with permitWeights, and only above 1.
-              pending =
+              pending = settling(
+                [call.key],
+                call.owner,
                 call.permits === undefined || call.permits === null
                   ? permitTokens
                     ? store[ACQUIRE_PERMIT_TOKEN](call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined)
                     : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined)
                   : permitTokens
                     ? store[ACQUIRE_PERMIT_TOKEN](call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits)
-                    : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits);
+                    : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits),
+              );
               break;
             case "releasePermit":
-              pending = store.releasePermit(call.key, call.owner, call.kind);
+              pending = afterAcquire(call.key, call.owner, () => store.releasePermit(call.key, call.owner, call.kind));
               break;
             case "extendPermit":
               pending = store.extendPermit(call.key, call.owner, call.ttlMs, call.kind);
@@ -581,9 +610,12 @@ export function makeApi(binding) {
               pending = store.permitRemainingTime(call.key, call.owner, call.kind);
               break;
             case "acquireAll":
-              // The keys come one per line; an array of tokens goes back as one string (see contract.rs).
-              pending = Promise.resolve(store.acquireAll(call.key.split("\n"), call.owner, call.ttlMs)).then(tokensText);
+            // The keys come one per line; an array of tokens goes back as one string (see contract.rs).
+            case "acquireAll": {
+              const keys = call.key.split("\n");
+              pending = Promise.resolve(settling(keys, call.owner, store.acquireAll(keys, call.owner, call.ttlMs))).then(tokensText);
               break;
+            }
             default:
               pending = store.remainingTime(call.key);
           }

@@ -64,7 +64,7 @@ pub fn report(id: u32, outcome: Result<locksmith_core::Result<Outcome>, ()>) -> 
         Ok(Ok(Outcome::Flag(flag))) => done.flag = Some(flag),
         Ok(Ok(Outcome::Number(number))) => done.number = number,
         Ok(Ok(Outcome::Nothing)) => {}
-        Ok(Err(err)) => done.error = Some(format!("{} {err}", err.code())),
+        Ok(Err(err)) => done.error = Some(crate::error::reason(&err)),
         Err(()) => {
             done.error = Some("INTERNAL_ERROR locksmith: internal error (a panic) in an async call".into());
         }

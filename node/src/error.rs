@@ -3,8 +3,14 @@
 
 use locksmith_core::LockError;
 
+/// `CODE locksmith: …`, or `CODE+ locksmith: …` when a hold may remain
+/// ([`LockError::hold_may_remain`]): what the JS surface reads.
+pub fn reason(err: &LockError) -> String {
+    format!("{}{} {err}", err.code(), if err.hold_may_remain() { "+" } else { "" })
+}
+
 pub fn to_napi(err: &LockError) -> napi::Error {
-    napi::Error::new(napi::Status::GenericFailure, format!("{} {err}", err.code()))
+    napi::Error::new(napi::Status::GenericFailure, reason(err))
 }
 
 pub trait IntoNapi<T> {

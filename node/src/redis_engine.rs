@@ -265,7 +265,7 @@ impl NativeEngineStore {
                     Ok(Outcome::Number(Some(ms))) => ms,
                     Ok(Outcome::Number(None) | Outcome::Nothing) => -1.0,
                     Err(err) => {
-                        self.errors.push(format!("{} {err}", err.code()));
+                        self.errors.push(crate::error::reason(&err));
                         -1.0 - self.errors.len() as f64
                     }
                 },

@@ -27,7 +27,8 @@ use wasm_bindgen::JsValue;
 /// `LockError` → JS: an `Error` whose message carries the stable code first
 /// (`CODE message`); the JS surface turns it into the matching `LockError` subclass.
 fn to_js(err: &LockError) -> JsValue {
-    js_sys::Error::new(&format!("{} {err}", err.code())).into()
+    js_sys::Error::new(&format!("{}{} {err}", err.code(), if err.hold_may_remain() { "+" } else { "" }))
+        .into()
 }
 
 trait IntoJs<T> {
