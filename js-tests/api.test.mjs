@@ -37,12 +37,23 @@ describe("bad keys", () => {
     ["another control character", "bell\u0007"],
     ["too long", "k".repeat(1025)],
     ["too long in UTF-8 bytes", "é".repeat(513)],
+    ["a lone high surrogate", "a\ud800"],
+    ["a lone low surrogate", "\udc00b"],
   ];
   for (const [what, key] of bad) {
     it(`refuses a key that is ${what}`, () => {
       throwsCode(() => lock(key), "INVALID_ARGUMENT", "InvalidArgumentError");
     });
   }
+
+  it("refuses a lone surrogate wherever a key goes in (it would be carried as U+FFFD: two keys one lock)", () => {
+    const store = new ls.MemoryLockStore();
+    throwsCode(() => ls.semaphore("s\ud800", 2, 1_000, store), "INVALID_ARGUMENT");
+    throwsCode(() => ls.readWriteLock("rw\udfff", 1_000, store), "INVALID_ARGUMENT");
+    throwsCode(() => ls.lockAll(["a", "b\ud800"], 1_000, store), "INVALID_ARGUMENT");
+    throwsCode(() => new ls.Lock("x\udc00", 1_000, store), "INVALID_ARGUMENT");
+    assert.throws(() => lock("a\ud800"), /lone surrogate/);
+  });
 
   it("takes any other Unicode", async () => {
     for (const key of ["请求书:42", "ключ 🔒", "emoji👩‍👩‍👧", "k".repeat(1024), "quote\"'`{}[]--"]) {

@@ -155,6 +155,17 @@ function typeName(value) {
 
 function checkString(name, value) {
   if (typeof value !== "string") throw invalid(`${name} must be a string; got ${typeName(value)}`);
+  // The bindings would carry a lone surrogate as U+FFFD: two keys differing only there
+  // would be one lock.
+  if (!wellFormed(value)) throw invalid(`${name} has a lone surrogate (\\ud800-\\udfff without its pair): it cannot be carried as it is`);
+}
+
+// A lone surrogate is a code point of category Cs to a `u` regex (a pair is one astral
+// code point): for the runtimes without String.prototype.isWellFormed.
+const LONE_SURROGATE = /\p{Cs}/u;
+/** Whether `text` has no lone surrogate (so the bindings carry it as it is). */
+function wellFormed(text) {
+  return typeof text.isWellFormed === "function" ? text.isWellFormed() : !LONE_SURROGATE.test(text);
 }
 
 /** Edit distance between two short strings, for "did you mean" hints. */
@@ -305,4 +316,17 @@ function storeRequired() {
   return value === "1" || value === "true";
 }
 
-export { toLockError, checkString, typeName, invalid, checkOptionKeys, checkArity, envVar, warnOnce, noteSharedStore, noteDefaultStore, storeRequired };
+export {
+  toLockError,
+  checkString,
+  wellFormed,
+  typeName,
+  invalid,
+  checkOptionKeys,
+  checkArity,
+  envVar,
+  warnOnce,
+  noteSharedStore,
+  noteDefaultStore,
+  storeRequired,
+};

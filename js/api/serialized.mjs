@@ -3,7 +3,7 @@
 // it and each field's JSON type is checked; the core then checks the values
 // (SerializedLock::from_fields): ranges, the owner token, keys in canonical order, which
 // fields go together. A JSON reader in Rust cost the WebAssembly module a tenth of its size.
-import { InvalidSerializedLockError } from "./errors.mjs";
+import { InvalidSerializedLockError, wellFormed } from "./errors.mjs";
 
 /** Longer text is refused before it is parsed (64 keys of 1 KB, escaped, fit). */
 export const MAX_SERIALIZED_LENGTH = 160 * 1024;
@@ -13,11 +13,6 @@ const bad = (why) => new InvalidSerializedLockError(`locksmith: invalid serializ
 const FIELDS = ["key", "ttlMs", "owner", "fencingToken", "expiresAt", "kind", "limit", "keys", "fencingTokens"];
 
 const jsonType = (value) => (value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "object" ? "an object" : `a ${typeof value}`);
-
-// A lone surrogate is a code point of category Cs to a `u` regex (a pair is one astral
-// code point): for the runtimes without String.prototype.isWellFormed.
-const LONE_SURROGATE = /\p{Cs}/u;
-const wellFormed = (text) => (typeof text.isWellFormed === "function" ? text.isWellFormed() : !LONE_SURROGATE.test(text));
 
 /** A string the bindings carry as it is (a lone surrogate would turn into U+FFFD). */
 function string(name, value) {
