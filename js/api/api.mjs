@@ -306,7 +306,34 @@ function refusal(err) {
   // Closed is final: a waiting acquire stops rather than riding it out as an outage.
   if (err?.code === "STORE_CLOSED") return { storeClosed: true };
   if (err?.code === "STORE_ERROR") return { storeError: String(err.message) };
-  throw err;
+  throw storeFailure(err);
+}
+
+/**
+ * A JS store's failure as core words it ("store.acquire() failed: <reason>"): an Error
+ * whose message is the reason and whose name is empty, so the addon (which shows
+ * `name: message`) and WebAssembly (the message) say the same. The reason drops what
+ * the caller's error says already: a `locksmith:` prefix (with "store unavailable: ")
+ * and then the class of a locksmith error; a class of the store's own (a TypeError) is
+ * kept, a plain Error's is not. A rejection that is no Error is shown as text.
+ */
+function storeFailure(err) {
+  let reason;
+  if (err instanceof Error || typeof err?.message === "string") {
+    const message = String(err.message);
+    reason = message.replace(/^locksmith: (?:store unavailable: )?/, "");
+    const name = typeof err.name === "string" ? err.name : "";
+    if (reason === message && name !== "" && name !== "Error") reason = `${name}: ${reason}`;
+  } else {
+    try {
+      reason = String(err);
+    } catch {
+      reason = typeName(err);
+    }
+  }
+  const failure = new Error(reason);
+  failure.name = "";
+  return failure;
 }
 
 // What a JS store's promise resolved to, in a form every binding can carry.
@@ -621,7 +648,7 @@ export function makeApi(binding) {
           }
           return Promise.resolve(pending).then(normalizeAnswer, refusal);
         } catch (err) {
-          return Promise.reject(err);
+          return Promise.reject(storeFailure(err));
         }
       };
       try {
