@@ -616,11 +616,18 @@ impl Lock {
         // longest waiting) and no release between two attempts is missed.
         let mut signal: Option<BoxFuture<'static, ()>> = None;
         let mut backoff = options.retry_delay_ms;
+        // Whether the latest wake-up was a release signal's (a store wakes few waiters).
+        let mut woken = false;
         loop {
-            // An abort that came with a wake-up (both ready in one turn) sends no attempt.
+            // An abort that came with a wake-up (both ready in one turn) sends no attempt,
+            // and passes the wake-up on to the next waiter, who would otherwise sleep on.
             if abort.is_some_and(crate::Abort::is_aborted) {
+                if std::mem::take(&mut woken) {
+                    self.store.pass_on_release(&self.key);
+                }
                 return Err(self.aborted(owner, false));
             }
+            woken = false;
             // A lock on several keys listens once an attempt has said which key is held.
             if signal.is_none() && options.timeout_ms > 0 && self.keys.is_empty() {
                 signal = self.store_release_signal();
@@ -678,18 +685,21 @@ impl Lock {
                 }
             };
             // No release signal comes from a store out of reach: then sleep the backoff.
-            let woken = async {
-                match signal.as_mut().filter(|_| outage.is_none()) {
-                    Some(released) => {
-                        if let Either::Left(_) = select(released, sleep).await {
-                            signal = None; // fired: the next wait listens afresh
-                        }
+            let wait = async {
+                if let Some(released) = signal.as_mut().filter(|_| outage.is_none()) {
+                    let fired = matches!(select(released, sleep).await, Either::Left(_));
+                    if fired {
+                        signal = None; // fired: the next wait listens afresh
                     }
-                    None => sleep.await,
+                    fired
+                } else {
+                    sleep.await;
+                    false
                 }
             };
-            if let Either::Right(_) = select(std::pin::pin!(woken), std::pin::pin!(aborted)).await {
-                return Err(self.aborted(owner, false));
+            match select(std::pin::pin!(wait), std::pin::pin!(aborted)).await {
+                Either::Left((fired, _)) => woken = fired,
+                Either::Right(_) => return Err(self.aborted(owner, false)),
             }
         }
     }

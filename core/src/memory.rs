@@ -1010,6 +1010,10 @@ impl LockStore for MemoryStore {
         Some(self.state().release_signal(key, now))
     }
 
+    fn pass_on_release(&self, key: &str) {
+        self.state().waiters.nudge(key, None, 1);
+    }
+
     fn as_sync(&self) -> Option<&dyn SyncLockStore> {
         Some(self)
     }

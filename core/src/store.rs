@@ -171,6 +171,11 @@ pub trait LockStore: MaybeSendSync {
         None
     }
 
+    /// A waiter woken by [`release_signal`](LockStore::release_signal) gives its wake-up
+    /// back unused (its wait was aborted): wake another waiter of `key` in its place, for
+    /// a store that wakes only some. Nothing by default.
+    fn pass_on_release(&self, _key: &str) {}
+
     /// Whether locks of this process already wait on [`release_signal`](LockStore::release_signal)
     /// for `key`. An acquire that may wait then queues behind them rather than trying
     /// first: a release wakes the longest waiter, so waiters get in in arrival order and

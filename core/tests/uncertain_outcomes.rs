@@ -26,6 +26,8 @@ struct Lagging {
     fail_next_acquire: AtomicBool,
     /// While set, a release fails after 100 ms and is applied 500 ms after it was sent.
     slow_releases: AtomicBool,
+    /// This many releases fail at once without being applied.
+    failed_releases: AtomicU64,
     /// The store's clock runs this many thousandths fast: a TTL of t of its ms ends after
     /// t * 1000 / rate real ms, and it reports remaining time in its own ms.
     clock_rate: u64,
@@ -42,6 +44,7 @@ impl Lagging {
             frozen_ms: AtomicU64::new(0),
             fail_next_acquire: AtomicBool::new(false),
             slow_releases: AtomicBool::new(false),
+            failed_releases: AtomicU64::new(0),
             clock_rate: 1_000,
             owners: Mutex::new(Vec::new()),
         })
@@ -87,6 +90,10 @@ impl LockStore for Lagging {
     }
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {
         self.frozen().await?;
+        if self.failed_releases.load(Ordering::SeqCst) > 0 {
+            self.failed_releases.fetch_sub(1, Ordering::SeqCst);
+            return Err(LockError::StoreUnavailable("connection reset".into()));
+        }
         if self.slow_releases.load(Ordering::SeqCst) {
             let (inner, key, owner, timer) =
                 (self.inner.clone(), key.to_owned(), owner.to_owned(), self.timer.clone());
@@ -314,4 +321,56 @@ fn an_extend_to_a_shorter_ttl_counts_from_its_send_even_unanswered() {
     let end = timer.run(async { (l.hold_ended().await, timer.now()) });
     assert!(matches!(end.0, HoldEnd::Lost(_)), "{:?}", end.0);
     assert!(end.1 <= 1_000, "live by the handle's reckoning until {} ms; the store freed it at 1000", end.1);
+}
+
+#[test]
+fn a_lock_all_whose_give_back_failed_frees_its_keys_soon_not_at_their_ttl() {
+    // Taken key by key: "a" is granted, "b" is held by someone else, and giving "a" back
+    // fails (twice). The attempt's clean-up is tried again in the background, so "a" is
+    // free well before its 10 s TTL.
+    let timer = FakeTimer::new();
+    let store = Lagging::new(&timer);
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let other = Lock::new("b", 10_000, store.clone(), t.clone()).unwrap();
+    assert!(timer.run(other.acquire(AcquireOptions::default())).unwrap());
+    let all = Lock::all(vec!["a".into(), "b".into()], 10_000, store.clone(), t).unwrap();
+    store.failed_releases.store(2, Ordering::SeqCst);
+    let err = timer.run(all.acquire(AcquireOptions::default())).unwrap_err();
+    assert_eq!(err.code(), "STORE_UNAVAILABLE");
+    assert!(err.hold_may_remain(), "{err}");
+    assert!(store.inner.is_locked_now("a"), "the give-back failed");
+    timer.run(timer.sleep_for_test(500));
+    assert!(!store.inner.is_locked_now("a"), "given back by the clean-up, not kept until the TTL");
+    assert!(store.inner.is_locked_now("b"), "the other owner's key is left alone");
+}
+
+#[test]
+fn an_abort_that_comes_with_a_release_passes_the_wake_up_on() {
+    // b and c wait on a held key (c behind b); a releases at 100 ms and b's wait is
+    // aborted in the same turn. The release woke b only; b hands the wake-up on, so c
+    // takes the key then rather than at its next retry (1 s later).
+    let timer = FakeTimer::new();
+    let store = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let handle = || Lock::new("k", 10_000, store.clone(), t.clone()).unwrap();
+    let (a, b, c) = (handle(), handle(), handle());
+    let abort = locksmith_core::Abort::new();
+    let (waited, taken_at, ()) = timer.run(async {
+        assert!(a.acquire(AcquireOptions::default()).await.unwrap());
+        futures_util::join!(
+            b.acquire_abortable(waiting(10_000, 1_000), &abort),
+            async {
+                timer.sleep_for_test(10).await;
+                assert!(c.acquire(waiting(10_000, 1_000)).await.unwrap());
+                timer.now()
+            },
+            async {
+                timer.sleep_for_test(100).await;
+                assert!(a.release().await.unwrap());
+                abort.abort();
+            }
+        )
+    });
+    assert_eq!(waited.unwrap_err().code(), "ABORTED");
+    assert_eq!(taken_at, 100, "c was woken by the release b gave back");
 }
