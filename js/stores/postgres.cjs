@@ -21,7 +21,7 @@ const {
   serverTimeoutMs,
   toToken: sqlToken,
 } = require("./sql-core.cjs");
-const { DIALECT, PostgresListener, isConnectionError, missingColumnMessage, missingTableMessage, storeError } = require("./sql-postgres.cjs");
+const { DIALECT, PostgresListener, isConnectionError, missingColumnMessage, missingTableMessage, storeError, warnUnwatchedPool } = require("./sql-postgres.cjs");
 
 // The URL schemes of PostgreSQL connection strings.
 const URL_SCHEME = /^postgres(?:ql)?:\/\//i;
@@ -131,6 +131,7 @@ class PostgresLockStore extends SqlLockStore {
       lockspace: `locksmith:${this.#options.table}`,
     };
     this.#listener = new PostgresListener(pool, { enabled: parsed.listen, timeoutMs: parsed.operationTimeoutMs, channel: name, quoted: quote(name) });
+    warnUnwatchedPool(pool);
   }
 
   // -------------------------------------------------------------------------------

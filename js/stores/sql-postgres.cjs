@@ -5,7 +5,33 @@
 // key are called at once instead of polling. It reconnects with a backoff and checks the
 // connection now and then; a pool without pg's Client and options gets no LISTEN.
 
+const { warnOnce } = require("../gen/api.cjs");
 const { checkKind, noop, storeError: sqlStoreError } = require("./sql-core.cjs");
+
+/**
+ * Warns, once per process, when `pool` (a user's pg.Pool given to new PostgresLockStore)
+ * has no 'error' listener once the code that made the store has run: pg emits 'error' on
+ * the pool when an idle connection dies (a server restart, a failover,
+ * pg_terminate_backend), and an 'error' nobody listens to ends the process. The store
+ * cannot listen in the user's place: what to do then (log it, alert) is the
+ * application's. A listener added right after the store was made counts.
+ */
+function warnUnwatchedPool(pool) {
+  if (typeof pool?.listenerCount !== "function" || typeof pool.on !== "function") return;
+  const check = () => {
+    if (pool.listenerCount("error") > 0) return;
+    warnOnce(
+      "LOCKSMITH_POOL_ERROR_LISTENER",
+      "locksmith: the pg.Pool given to new PostgresLockStore(pool) has no 'error' listener: when PostgreSQL restarts " +
+        "(or an idle connection is dropped), pg emits 'error' on the pool, and with no listener Node ends the process. " +
+        'Add one when you make the pool: pool.on("error", (err) => console.error("postgres:", err.message)) ' +
+        "(the pool replaces the connection), or let PostgresLockStore.connect(url) make a pool of its own.",
+    );
+  };
+  if (pool.listenerCount("error") > 0) return;
+  const timer = setTimeout(check, 0);
+  timer.unref?.();
+}
 
 /** Why the permits table lacks its `permits` column, and how to add it. */
 function missingColumnMessage(permits) {
@@ -229,4 +255,4 @@ class PostgresListener {
   }
 }
 
-module.exports = { DIALECT, PostgresListener, isConnectionError, missingColumnMessage, missingTableMessage, storeError };
+module.exports = { DIALECT, PostgresListener, isConnectionError, missingColumnMessage, missingTableMessage, storeError, warnUnwatchedPool };
