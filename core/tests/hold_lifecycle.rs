@@ -10,14 +10,13 @@ use locksmith_core::{
     Result, SyncLockStore, Timer,
 };
 
+mod common;
+use common::waiting as wait;
+
 fn setup() -> (FakeTimer, Arc<MemoryStore>) {
     let timer = FakeTimer::new();
     let store = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
     (timer, store)
-}
-
-fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
-    AcquireOptions::default().with_timeout_ms(timeout_ms).with_retry_delay_ms(retry_delay_ms)
 }
 
 #[test]

@@ -12,6 +12,9 @@ use locksmith_core::{
     Result, SyncLockStore, Timer,
 };
 
+mod common;
+use common::{memory, owner_of, waiting};
+
 /// A store over memory that answers asynchronously (so the handle counts down locally),
 /// with knobs for the faults below.
 struct Remote {
@@ -127,10 +130,6 @@ impl LockStore for Remote {
         };
         self.reply("owner_remaining_time", check).await
     }
-}
-
-fn memory(timer: &FakeTimer) -> Arc<MemoryStore> {
-    Arc::new(MemoryStore::new(Arc::new(timer.clone())))
 }
 
 /// Runs `l.hold_ended()` for at most `within` ms; the time it ended and how.
@@ -286,11 +285,6 @@ fn a_release_that_finds_the_hold_gone_ends_it_lost_at_once() {
         assert_eq!(err.code(), "LOCK_NOT_HELD");
         assert_eq!(timer.now(), 50, "at the release's answer");
     });
-}
-
-fn owner_of(l: &Lock) -> String {
-    let v: serde_json::Value = serde_json::from_str(&l.serialize().unwrap()).unwrap();
-    v["owner"].as_str().unwrap().to_owned()
 }
 
 #[test]
@@ -471,10 +465,6 @@ fn a_wait_after_an_unanswered_grant_is_not_refused_by_its_own_orphan() {
     assert!(timer.now() < 1_500, "found once the store was back: {} ms", timer.now());
     assert!(timer.run(l.release()).unwrap(), "and it can release it");
     assert!(!inner.is_locked_now("k"));
-}
-
-fn waiting(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
-    AcquireOptions::default().with_timeout_ms(timeout_ms).with_retry_delay_ms(retry_delay_ms)
 }
 
 #[test]

@@ -11,12 +11,11 @@ use locksmith_core::{
     SyncLockStore,
 };
 
+mod common;
+use common::waiting as wait;
+
 fn keys(list: &[&str]) -> Vec<String> {
     list.iter().map(|k| (*k).to_owned()).collect()
-}
-
-fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
-    AcquireOptions::default().with_timeout_ms(timeout_ms).with_retry_delay_ms(retry_delay_ms)
 }
 
 /// A store with the one-key methods only, as a user's own store may be: `Lock::all`

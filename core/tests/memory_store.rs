@@ -9,6 +9,9 @@ use locksmith_core::{
     SyncLockStore,
 };
 
+mod common;
+use common::waiting as wait;
+
 fn setup() -> (FakeTimer, Arc<MemoryStore>) {
     let timer = FakeTimer::new();
     let store = Arc::new(MemoryStore::new(Arc::new(timer.clone())));
@@ -17,10 +20,6 @@ fn setup() -> (FakeTimer, Arc<MemoryStore>) {
 
 fn lock(timer: &FakeTimer, store: &Arc<MemoryStore>, key: &str, ttl: u64) -> Lock {
     Lock::new(key, ttl, store.clone(), Arc::new(timer.clone())).unwrap()
-}
-
-fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
-    AcquireOptions::default().with_timeout_ms(timeout_ms).with_retry_delay_ms(retry_delay_ms)
 }
 
 #[test]

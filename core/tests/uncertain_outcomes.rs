@@ -12,6 +12,9 @@ use locksmith_core::{
     Result, SyncLockStore, Timer,
 };
 
+mod common;
+use common::{owner_of, waiting};
+
 /// A store over memory whose calls can be late, fail, or be applied after their answer.
 struct Lagging {
     inner: Arc<MemoryStore>,
@@ -131,15 +134,6 @@ impl LockStore for Lagging {
             _ => HoldCheck::NotHeld,
         })
     }
-}
-
-fn waiting(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
-    AcquireOptions::default().with_timeout_ms(timeout_ms).with_retry_delay_ms(retry_delay_ms)
-}
-
-fn owner_of(l: &Lock) -> String {
-    let v: serde_json::Value = serde_json::from_str(&l.serialize().unwrap()).unwrap();
-    v["owner"].as_str().unwrap().to_owned()
 }
 
 #[test]
