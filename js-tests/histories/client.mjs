@@ -6,11 +6,14 @@
 // lets the hold run out or releases as its due check asks the store, and releases. Every hold is recorded with the host clock's
 // times on the run's clock (the parent's: see syncClock) and printed as a JSON line on stdout once the run is over:
 //
-//   { t: "hold", client, kind, key, keys, limit, ttl, drift, auto,
-//     acquire: { send, reply, token, tokens }, extends: [{ send, reply, ok, code }],
+//   { t: "hold", client, kind, key, keys, limit, ttl, drift, auto, owner (its fingerprint),
+//     acquire: { send, reply, token, tokens, abortAt? }, extends: [{ send, reply, ok, code }],
 //     release: { send, reply, ok, code }, signal: { at, reason, code } | null, endAt }
 //
-// then one `{ t: "summary", ... }` line. Run as `node client.mjs '<config JSON>'` (see
+// then a line per acquire that was aborted or failed (never a grant):
+// `{ t: "attempt", client, kind, key, ttl, send, reply, outcome: "aborted" | "error", abortAt, code }`,
+// a line per event-loop stall (config.stalls): `{ t: "stall", process, from, to }`, and one
+// `{ t: "summary", ... }` line. Run as `node client.mjs '<config JSON>'` (see
 // run.mjs), or in-process with `runClients(config)`.
 import { createHash } from "node:crypto";
 import { pathToFileURL } from "node:url";
@@ -108,6 +111,9 @@ const DEFAULTS = {
   reuseHandles: false,
   // The share of waiting acquires given a `signal` that aborts somewhere within the wait.
   aborts: 0.1,
+  // How long a waiting acquire waits (its `timeout`), at random between these, in ms
+  // (15 % of acquires do not wait).
+  waitMs: [0, 120],
   // The share of semaphore acquires that take more than one permit (2 up to the limit),
   // on stores that carry weights (`permitWeights`; the memory and Redis stores do).
   weighted: 0.3,
@@ -379,7 +385,9 @@ export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {})
  * The store a config names: `memory`, `broken-memory`, `{ redis: url, ... }` (RedisLockStore;
  * `redis` may also be connect options: `{ sentinels, masterName }`, `{ cluster }`),
  * `{ postgres: url, options?, ... }` (PostgresLockStore; `options` is the connection's
- * `-c` settings), `{ mysql: url, ... }` (MySqlLockStore, its own pool), `{ ioredis: url, ... }` (IoRedisLockStore over an ioredis client),
+ * `-c` settings), `{ etcd: endpoints, late?, ... }` (EtcdLockStore; `late`: lateFetch's
+ * options); the SQL and etcd specs take `module`, a path to load the store from instead
+ * of the package (an older version of it), `{ mysql: url, ... }` (MySqlLockStore, its own pool), `{ ioredis: url, ... }` (IoRedisLockStore over an ioredis client),
  * `{ nodeRedis: url, ... }` (NodeRedisLockStore over a node-redis client),
  * `{ upstash: url, token, ... }` (UpstashLockStore over an @upstash/redis client, to a
  * REST endpoint), `{ durableObject: url }` (DurableObjectLockStore in the worker at
@@ -439,14 +447,14 @@ export async function openStore(ls, spec) {
     return { store, close: () => store.close() };
   }
   if (spec && typeof spec === "object" && typeof spec.postgres === "string") {
-    const { postgres, options, ...storeOptions } = spec;
-    const { PostgresLockStore } = await import("locksmith-js/postgres");
+    const { postgres, options, module, ...storeOptions } = spec;
+    const { PostgresLockStore } = await storeModule(module, "locksmith-js/postgres");
     const store = await PostgresLockStore.connect({ connectionString: postgres, ...(options ? { options } : {}) }, storeOptions);
     return { store, close: () => store.close() };
   }
   if (spec && typeof spec === "object" && typeof spec.mysql === "string") {
-    const { mysql, ...storeOptions } = spec;
-    const { MySqlLockStore } = await import("locksmith-js/mysql");
+    const { mysql, module, ...storeOptions } = spec;
+    const { MySqlLockStore } = await storeModule(module, "locksmith-js/mysql");
     const store = await MySqlLockStore.connect(mysql, storeOptions);
     return { store, close: () => store.close() };
   }
@@ -483,8 +491,8 @@ export async function openStore(ls, spec) {
     };
   }
   if (spec && typeof spec === "object" && Array.isArray(spec.etcd)) {
-    const { etcd, late, ...options } = spec;
-    const { EtcdLockStore } = await import("locksmith-js/etcd");
+    const { etcd, late, module, ...options } = spec;
+    const { EtcdLockStore } = await storeModule(module, "locksmith-js/etcd");
     const store = await EtcdLockStore.connect({ endpoints: etcd, ...options, ...(late && { fetch: lateFetch(late) }) });
     return { store, close: () => store.close() };
   }
@@ -494,6 +502,17 @@ export async function openStore(ls, spec) {
     return { store: brokenStore(inner.store, spec.broken, { del, ttl: spec.ttl, timeoutMs: spec.timeoutMs }), close: inner.close };
   }
   throw new Error(`unknown store ${JSON.stringify(spec)}`);
+}
+
+/**
+ * A store's module: the package's (`name`), or the file at `path` (a spec's `module`: an
+ * older version of the store, to replay a row against it).
+ */
+async function storeModule(path, name) {
+  if (!path) return import(name);
+  const mod = await import(pathToFileURL(path).href);
+  // A CommonJS file's exports are its default.
+  return mod.default && typeof mod.default === "object" ? { ...mod.default, ...mod } : mod;
 }
 
 function pickKind(random, kinds) {
@@ -579,7 +598,7 @@ export async function runClients(ls, store, userConfig) {
       const ttl = long ? config.longTtl.ms : baseTtl;
       const handle = handleFor(kind, key, ttl);
       const auto = random.chance(config.autoExtend);
-      const options = { timeout: random.chance(0.15) ? 0 : random.int(0, 120), retryDelay: random.int(1, 10) };
+      const options = { timeout: random.chance(0.15) ? 0 : random.int(config.waitMs[0], config.waitMs[1]), retryDelay: random.int(1, 10) };
       if (auto) options.autoExtend = { intervalMs: Math.floor(ttl / 3) };
       const permits = kind === "semaphore" && limit > 1 && weights && random.chance(config.weighted) ? random.int(2, limit) : 1;
       if (permits > 1) options.permits = permits;

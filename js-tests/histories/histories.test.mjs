@@ -25,7 +25,21 @@ import { checkHistory, checkOrphans } from "./checker.mjs";
 import { driftMs, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { seeded, newSeed } from "./random.mjs";
-import { COMMIT_LATENCY, LONG_TTL, STALLS, cliLister, kills, lateDelivery, lockFile, objectRestarts, pauses, restarts, runHistory, servers } from "./run.mjs";
+import {
+  COMMIT_LATENCY,
+  LONG_TTL,
+  STALLS,
+  cliLister,
+  competingSession,
+  kills,
+  lateDelivery,
+  lockFile,
+  objectRestarts,
+  pauses,
+  restarts,
+  runHistory,
+  servers,
+} from "./run.mjs";
 import { requireMysql } from "../support/mysql-server.mjs";
 import { requirePostgres } from "../support/postgres-server.mjs";
 import { startRedis } from "../support/redis-server.mjs";
@@ -457,6 +471,21 @@ describe(`history checker (${TARGET})`, () => {
     it("UpstashLockStore through a proxy adding 0–20 ms per chunk: 2 processes × 6 clients", async (t) => {
       await assertClean(t, { store: { upstash: restProxy.url("http"), token: rest.token }, processes: 2, clients: 6, seconds: 4, minHolds: 30 });
     });
+
+    // Requests held at the REST endpoint past the store's 300 ms timeout, then run in order.
+    it("UpstashLockStore, requests held back 400–1200 ms past the 300 ms timeout, then run; holds nobody owns: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, {
+        store: { upstash: rest.url, token: rest.token, operationTimeoutMs: 300 },
+        processes: 2,
+        clients: 6,
+        seconds: 4,
+        minHolds: 20,
+        client: { longTtl: LONG_TTL, waitMs: [0, 3_000] },
+        fault: lateDelivery(rest, { every: 1_000, ms: [400, 1_200] }),
+        orphans: cliLister(server.url),
+      });
+      assert.ok(run.faults >= 2, `requests were held back (seed ${run.seed})`);
+    });
   });
 
   // The faults that make an outcome uncertain and late: a client's event loop stalled
@@ -738,6 +767,27 @@ describe(`history checker (${TARGET})`, () => {
     it("a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms: 2 processes × 6 clients", async (t) => {
       const run = await assertClean(t, { store: { postgres: server.url }, processes: 2, clients: 6, fault: PAUSES() });
       assertPausesBit(t, run);
+    });
+
+    // Another session holds a key's advisory lock (the store's calls on it wait past their
+    // 1 s timeout, then run), the clients' event loops stall, waits run up to 3 s (a wait's
+    // next attempt follows one given up on); then the holds left nobody owns.
+    it("a competing session holding a key's advisory lock 100–1500 ms, client event loops stalled: 2 processes × 6 clients", async (t) => {
+      const competing = await competingSession(server, "postgres", { every: 200, ms: [100, 1_500] });
+      try {
+        const run = await assertClean(t, {
+          store: { postgres: server.url, operationTimeoutMs: 1_000 },
+          processes: 2,
+          clients: 6,
+          minHolds: 30,
+          client: { longTtl: LONG_TTL, stalls: STALLS, waitMs: [0, 3_000] },
+          fault: competing.fault,
+          orphans: cliLister(server.url),
+        });
+        assert.ok(run.faults >= 2, `the competing session held keys (seed ${run.seed})`);
+      } finally {
+        await competing.close();
+      }
     });
 
     // Holds of 600 ms outlive the ~200 ms the server is away.

@@ -10,14 +10,21 @@
 //               postgres-proxy,postgres-commit,postgres-pause,postgres-restart,mysql,mysql-pause,
 //               mysql-restart,durable-object,
 //               durable-object-restart,durable-object-pause,file,file-kill,
-//               file-pause] [--seed N] [--kinds multi=3,lock=1]
+//               file-pause,etcd,redis-late,ioredis-late,upstash-late,postgres-late,
+//               mysql-late,etcd-late,postgres-competing,mysql-competing]
+//     [--seed N] [--kinds multi=3,lock=1] [--store-module path]
 //
-// prints one table row per store × fault: holds checked, violations, late signals, and
-// how often the fault was applied. Run it under LOCKSMITH_TARGET=wasm for the WebAssembly
-// build. Exits 1 on any violation, except in a row that shows what its store does not
-// promise (redis-sentinel-failover-async: two holders across a failover without
-// minReplicas), whose violations are printed.
+// A row's name may add fault modifiers: `+stall` (client event-loop stalls), `+abort`
+// (waits aborted at random moments), e.g. `--stores redis+stall,postgres-late+abort`.
+//
+// prints one table row per store × fault: holds checked, violations, late signals, holds
+// left on the store that nobody owns (orphaned holds: — where the store cannot be listed),
+// and how often the fault was applied. Run it under LOCKSMITH_TARGET=wasm for the WebAssembly
+// build. Exits 1 on any violation or orphaned hold, except for violations in a row that
+// shows what its store does not promise (redis-sentinel-failover-async: two holders
+// across a failover without minReplicas), which are printed.
 import { execFile, spawn } from "node:child_process";
+import { resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 
@@ -575,10 +582,12 @@ export const LONG_TTL = { share: 0.2, ms: 3_000 };
 // Event-loop stalls: 50–500 ms of synchronous work every 200–800 ms in each client process.
 export const STALLS = { everyMs: [200, 800], ms: [50, 500] };
 const STALLS_TEXT = "client event loops stalled 50–500 ms (busy-wait) every 200–800 ms";
-// Waits aborted at a random moment: half of the waiting acquires get a signal that fires
-// within the wait.
-const ABORTS_TEXT = "half the waits aborted at a random moment";
-const LATE_TEXT = (what, timeout) => `${what} held back 400–1200 ms (past the ${timeout} ms timeout) every 1 s, then delivered in order`;
+// Waits aborted at a random moment: half of the waiting acquires (waits of up to 1 s) get
+// a signal that fires within the wait.
+const ABORTS_TEXT = "half the waits (up to 1 s) aborted at a random moment";
+const LATE_TEXT = (what, timeout) => `${what} held back 400–1200 ms (past the ${timeout} ms timeout) every 1 s, then delivered in order; waits up to 3 s`;
+// The late rows' waits: up to 3 s, so that a wait's next attempt follows one given up on.
+const LATE_WAITS = [0, 3_000];
 
 /**
  * Fault modifiers a row's name may carry (`redis+stall`, `postgres-late+abort`): each
@@ -586,7 +595,7 @@ const LATE_TEXT = (what, timeout) => `${what} held back 400–1200 ms (past the 
  */
 export const MODIFIERS = {
   stall: { text: STALLS_TEXT, client: { stalls: STALLS, longTtl: LONG_TTL } },
-  abort: { text: ABORTS_TEXT, client: { aborts: 0.5, longTtl: LONG_TTL } },
+  abort: { text: ABORTS_TEXT, client: { aborts: 0.5, longTtl: LONG_TTL, waitMs: [0, 1_000] } },
 };
 
 /** The setup named `name`: a row of SETUPS, with its `+modifier`s applied. */
@@ -846,7 +855,7 @@ export const SETUPS = {
       const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 2, random });
       return listed(s, "redis", () => ({
         store: { redis: proxy.url(), commandTimeoutMs: 300 },
-        client: { longTtl: LONG_TTL },
+        client: { longTtl: LONG_TTL, waitMs: LATE_WAITS },
         fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
         close: () => proxy.close(),
       }));
@@ -859,7 +868,7 @@ export const SETUPS = {
       const proxy = await startProxy({ targetPort: (await s.get("redis")).port, latencyMs: 2, random });
       return listed(s, "redis", () => ({
         store: { ioredis: proxy.url(), operationTimeoutMs: 300 },
-        client: { longTtl: LONG_TTL },
+        client: { longTtl: LONG_TTL, waitMs: LATE_WAITS },
         fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
         close: () => proxy.close(),
       }));
@@ -872,7 +881,7 @@ export const SETUPS = {
       const rest = await s.get("upstash");
       return listed(s, "redis", () => ({
         store: { upstash: rest.url, token: rest.token, operationTimeoutMs: 300 },
-        client: { longTtl: LONG_TTL },
+        client: { longTtl: LONG_TTL, waitMs: LATE_WAITS },
         fault: lateDelivery(rest, { every: 1_000, ms: [400, 1_200] }),
       }));
     },
@@ -887,7 +896,7 @@ export const SETUPS = {
       url.port = String(proxy.port);
       return listed(s, "postgres", () => ({
         store: { postgres: url.href, operationTimeoutMs: 300 },
-        client: { longTtl: LONG_TTL },
+        client: { longTtl: LONG_TTL, waitMs: LATE_WAITS },
         fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
         close: () => proxy.close(),
       }));
@@ -903,7 +912,7 @@ export const SETUPS = {
       url.port = String(proxy.port);
       return listed(s, "mysql", () => ({
         store: { mysql: url.href, operationTimeoutMs: 300 },
-        client: { longTtl: LONG_TTL },
+        client: { longTtl: LONG_TTL, waitMs: LATE_WAITS },
         fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
         close: () => proxy.close(),
       }));
@@ -911,23 +920,24 @@ export const SETUPS = {
   },
   "etcd-late": {
     store: "EtcdLockStore",
-    fault: "one request in 20 held back 1–2.5 s by the store's fetch (past the 1 000 ms timeout), then sent",
+    fault: "one request in 20 held back 1–2.5 s by the store's fetch (past the 1 000 ms timeout), then sent; waits up to 3 s",
     open: async (s) =>
       listed(s, "etcd", (server) => ({
         store: { etcd: server.endpoints, operationTimeoutMs: 1_000, late: { share: 0.05, ms: [1_000, 2_500] } },
-        client: { longTtl: LONG_TTL },
+        client: { longTtl: LONG_TTL, waitMs: LATE_WAITS },
       })),
   },
   "postgres-competing": {
     store: "PostgresLockStore",
-    fault: "another session holds a key's advisory lock 100–1500 ms every 200 ms (operationTimeoutMs 1 000); " + STALLS_TEXT,
+    fault: "another session holds a key's advisory lock 100–1500 ms every 200 ms (operationTimeoutMs 1 000), waits up to 3 s; " + STALLS_TEXT,
     open: async (s) => {
       const server = await s.get("postgres");
       const competing = await competingSession(server, "postgres", { every: 200, ms: [100, 1_500] });
       return {
         list: cliLister(server.url),
         store: { postgres: server.url, operationTimeoutMs: 1_000 },
-        client: { longTtl: LONG_TTL, stalls: STALLS },
+        // Waits of up to 3 s: an attempt that outlives the timeout is followed by the next.
+        client: { longTtl: LONG_TTL, stalls: STALLS, waitMs: [0, 3_000] },
         fault: competing.fault,
         close: competing.close,
       };
@@ -935,14 +945,15 @@ export const SETUPS = {
   },
   "mysql-competing": {
     store: "MySqlLockStore (MariaDB)",
-    fault: "another session holds a key's row (FOR UPDATE) 100–1500 ms every 200 ms (operationTimeoutMs 1 000); " + STALLS_TEXT,
+    fault: "another session holds a key's row (FOR UPDATE) 100–1500 ms every 200 ms (operationTimeoutMs 1 000), waits up to 3 s; " + STALLS_TEXT,
     open: async (s) => {
       const server = await s.get("mysql");
       const competing = await competingSession(server, "mysql", { every: 200, ms: [100, 1_500] });
       return {
         list: cliLister(server.url),
         store: { mysql: server.url, operationTimeoutMs: 1_000 },
-        client: { longTtl: LONG_TTL, stalls: STALLS },
+        // Waits of up to 3 s: an attempt that outlives the timeout is followed by the next.
+        client: { longTtl: LONG_TTL, stalls: STALLS, waitMs: [0, 3_000] },
         fault: competing.fault,
         close: competing.close,
       };
@@ -980,6 +991,9 @@ async function main() {
       bound: { type: "string", default: "250" },
       "reuse-handles": { type: "boolean", default: false },
       kinds: { type: "string" },
+      // A path to load the SQL or etcd store from instead of the package (an older version
+      // of it, to see a row catch what was fixed since).
+      "store-module": { type: "string" },
     },
   });
   // `--kinds multi=3,lock=1`: how often each kind of hold is drawn (client.mjs's DEFAULTS.kinds).
@@ -1007,8 +1021,9 @@ async function main() {
       const opened = await setup.open(running, seeded(seed).fork(7));
       const processes = setup.processes ?? Number(values.processes);
       try {
+        const module = values["store-module"];
         const run = await runHistory({
-          store: opened.store,
+          store: module && typeof opened.store === "object" ? { ...opened.store, module: resolve(module) } : opened.store,
           processes,
           clients,
           seconds,
