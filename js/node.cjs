@@ -1,7 +1,7 @@
 "use strict";
 // locksmith for Node: the native addon under the shared JS surface.
 
-const { makeApi, NATIVE, NativeStore, STORE_NAME, toLockError, invalid } = require("./gen/api.cjs");
+const { makeApi, NATIVE, NativeStore, STORE_NAME, toLockError, invalid, releaseHolds } = require("./gen/api.cjs");
 const { Calls, callStarted, checkConnectOptions, connectEngine, nodeSockets } = require("./gen/redis-driver.cjs");
 
 const { loadAddon } = require("./native-loader.cjs");
@@ -212,9 +212,17 @@ class RedisLockStore extends NativeStore {
     return this[NATIVE].keyPrefix;
   }
 
-  /** Closes the connections; later calls fail with StoreClosedError. */
-  async close() {
-    this[NATIVE].close();
+  /**
+   * Releases the holds this process took through the store (within `timeoutMs`, 2 s by
+   * default; `keepHolds: true` leaves them to their TTL), then closes the connections;
+   * later calls fail with StoreClosedError.
+   */
+  async close(options) {
+    const backend = this[NATIVE];
+    // The engine's commands still on their way (an acquire's clean-up release) go out first.
+    const released = await releaseHolds(this, options, "RedisLockStore", () => !backend.connection.closed && backend.native.pending > 0);
+    backend.close();
+    released.check();
   }
 }
 

@@ -187,7 +187,10 @@ if (TARGET !== "native") {
       const l = new Lock(uniqueKey("closed"), 1_000, store);
       assert.equal(await l.acquire(), true);
       await store.close();
-      await assert.rejects(l.release(), { code: "STORE_CLOSED" });
+      // close() released the hold (release() finds nothing held); the store refuses calls.
+      assert.equal(await l.release(), false);
+      await assert.rejects(l.acquire(), { code: "STORE_CLOSED" });
+      await assert.rejects(store.isLocked(l.key), { code: "STORE_CLOSED" });
       await sleep(0);
     });
   });

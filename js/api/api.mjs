@@ -6,6 +6,7 @@ import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "./
 import { acquireChannel, extendChannel, lostChannel, lostWatched, releaseChannel, traced } from "./diagnostics.mjs";
 import { DEFAULT_TTL_MS, limitMessage } from "./defaults.mjs";
 import { serializedFields } from "./serialized.mjs";
+import { holdsOf, noteCall, noteHold, releaseHolds } from "./shutdown.mjs";
 import {
   AbortError,
   LockError,
@@ -33,6 +34,8 @@ import {
 
 // The error classes and the shared checks are the API's exports too.
 export * from "./errors.mjs";
+// Every shipped store's close() starts with releaseHolds() (see shutdown.mjs).
+export { DEFAULT_CLOSE_TIMEOUT_MS, closeOptions, releaseHolds } from "./shutdown.mjs";
 
 // Settled promises are immutable: the synchronous fast paths hand out these two.
 const RESOLVED_TRUE = Promise.resolve(true);
@@ -393,6 +396,17 @@ export class NativeStore {
   }
 }
 
+/** This copy's error classes, for the errors a store's close() makes for its handles. */
+const CLOSE_ERRORS = { InvalidArgumentError, StoreClosedError, StoreUnavailableError };
+
+/**
+ * The shutdown record of `store` (shutdown.mjs) when it can be closed (it has `close()`:
+ * every shipped store but the memory ones), else undefined.
+ */
+function closeRecord(store) {
+  return typeof store?.close === "function" ? holdsOf(store, CLOSE_ERRORS) : undefined;
+}
+
 /** Builds the public API over a binding. */
 export function makeApi(binding) {
   // -------------------------------------------------------------------------------
@@ -518,11 +532,17 @@ export function makeApi(binding) {
       return "file";
     }
 
-    /** Stops watching the file; later calls fail with StoreClosedError. Holds stay in the file until their TTL. */
-    async close() {
+    /**
+     * Releases the holds this process took through the store (within `timeoutMs`, 2 s by
+     * default; `keepHolds: true` leaves them to their TTL), then stops watching the file;
+     * later calls fail with StoreClosedError.
+     */
+    async close(options) {
+      const released = await releaseHolds(this, options, "FileLockStore");
       this.#watcher?.close();
       this.#watcher = null;
       this[NATIVE].close();
+      released.check();
     }
   }
 
@@ -538,6 +558,8 @@ export function makeApi(binding) {
       checkNumber("operationTimeoutMs", timeout);
       // onRelease subscriptions by id, each with the store's unsubscribe function.
       const subscriptions = new Map();
+      // A store that can be closed: its close() waits for the calls on their way.
+      const record = closeRecord(store);
       const tokens = typeof store[ACQUIRE_TOKEN] === "function";
       const permitTokens = typeof store[ACQUIRE_PERMIT_TOKEN] === "function";
       // Acquires still on their way at the store, by key and owner: the bridge stops
@@ -636,7 +658,6 @@ export function makeApi(binding) {
             case "permitRemainingTime":
               pending = store.permitRemainingTime(call.key, call.owner, call.kind);
               break;
-            case "acquireAll":
             // The keys come one per line; an array of tokens goes back as one string (see contract.rs).
             case "acquireAll": {
               const keys = call.key.split("\n");
@@ -646,7 +667,8 @@ export function makeApi(binding) {
             default:
               pending = store.remainingTime(call.key);
           }
-          return Promise.resolve(pending).then(normalizeAnswer, refusal);
+          const answer = Promise.resolve(pending).then(normalizeAnswer, refusal);
+          return record === undefined ? answer : noteCall(record, answer);
         } catch (err) {
           return Promise.reject(storeFailure(err));
         }
@@ -773,6 +795,16 @@ export function makeApi(binding) {
     #watch;
     /** `lock`, `semaphore`, `read` or `write`: only plain locks share pooled handles. */
     #kind = "lock";
+    /** The store's shutdown record (shutdown.mjs), when the store can be closed. */
+    #record;
+    /** This handle's entry in the record, made at its first acquire. */
+    #entry;
+    /** The last acquire's promise, for close() to wait for. */
+    #inflight;
+    /** `{ reason, hold }` once the store's close() ended hold number `hold`. */
+    #endedBy;
+    /** Whether the last acquire aborted had an attempt on its way (see #acquireAbortable). */
+    #abortMayRemain = false;
 
     // `store` has no default parameter: the restored and kinded paths below must not
     // touch the default store (getLockStore() makes one, and warns in a worker).
@@ -788,6 +820,9 @@ export function makeApi(binding) {
         this.#kind = native.kind;
         this.#holds = 1;
         if (lostWatched()) this.#watchLoss(native);
+        // A hold restored here is this process's: the store's close() releases it.
+        this.#record = closeRecord(store);
+        if (this.#record !== undefined && native.hasOwner) noteHold(this.#record, this.#closeEntry());
         return;
       }
       if (key === KINDED) {
@@ -810,6 +845,7 @@ export function makeApi(binding) {
         this.#native[USER] = this;
         this.#backend = backend;
         this.#store = spec.store;
+        this.#record = closeRecord(spec.store);
         // A lock on several keys goes by their list (`a, b`) in messages and diagnostics.
         this.#key = spec.kind === "multi" ? this.#native.key : spec.key;
         this.#ttlMs = spec.ttlMs;
@@ -828,6 +864,7 @@ export function makeApi(binding) {
       }
       this.#backend = backend;
       this.#store = store;
+      this.#record = closeRecord(store);
       this.#key = key;
       this.#ttlMs = ttlMs;
     }
@@ -931,6 +968,7 @@ export function makeApi(binding) {
       if (arguments.length > 2) checkArity(arguments, 2, "run(fn, options?)");
       if (typeof fn !== "function") throw invalid(`run() needs a function; got ${typeName(fn)}`);
       if (!(await this.acquire(options))) return [false, undefined];
+      const hold = this.#holds;
       let result;
       let failure;
       let failed = false;
@@ -942,6 +980,17 @@ export function makeApi(binding) {
       }
       // Auto-extend ends with the function, whether or not the release below succeeds.
       if (options?.autoExtend) this.#native?.stopAutoExtend();
+      // The store was closed while the function ran: its close() ended the hold.
+      if (this.#endedBy !== undefined && this.#endedBy.hold === hold) {
+        await this.release().catch(() => {});
+        const closed = new StoreClosedError(
+          `${this.#endedBy.closed.message} before run()'s function settled, and its close() ended the hold on ${JSON.stringify(this.#key)}: the work was not protected throughout`,
+        );
+        closed.key = this.#key;
+        if (failed) closed.cause = failure;
+        else closed.result = result;
+        throw closed;
+      }
       const lost = this.#lostDuringRun();
       if (failed || lost !== null) {
         // The callback's error (or the loss) is the one to see; a failed release leaves
@@ -987,6 +1036,99 @@ export function makeApi(binding) {
     acquire(options) {
       const refused = arguments.length > 1 ? arityRejection(arguments, 1, "acquire(options?)") : undefined;
       if (refused !== undefined) return refused;
+      if (this.#record !== undefined) return this.#acquireClosable(options);
+      return this.#acquireOpen(options);
+    }
+
+    /**
+     * `acquire()` on a store that can be closed: refused once its close() began; noted in
+     * the store's record, so close() ends it (a wait rejects with StoreClosedError) or
+     * releases what it takes; a grant that arrives after close() began is released and
+     * the acquire rejects with StoreClosedError.
+     */
+    #acquireClosable(options) {
+      const record = this.#record;
+      if (record.closed !== undefined)
+        return Promise.reject(this.#storeClosed(record.closed, `: the acquire of ${JSON.stringify(this.#key)} is refused; nothing is held`));
+      const entry = this.#closeEntry();
+      noteHold(record, entry);
+      const acquiring = this.#acquireOpen(options).then(
+        (taken) => {
+          if (taken && record.closed !== undefined) return this.#grantAfterClose(record.closed);
+          if (!taken && !entry.live()) record.holds.delete(entry);
+          return taken;
+        },
+        (err) => {
+          if (!entry.live()) record.holds.delete(entry);
+          throw err;
+        },
+      );
+      this.#inflight = acquiring;
+      return acquiring;
+    }
+
+    /** A StoreClosedError for this handle's acquire: `closed`'s words, then `tail`. */
+    #storeClosed(closed, tail, mayRemain = false) {
+      const err = new StoreClosedError(`${closed.message}${tail}`);
+      err.key = this.#key;
+      err.holdMayRemain = mayRemain;
+      return err;
+    }
+
+    /** An acquire granted after the store's close() began: released, and StoreClosedError. */
+    async #grantAfterClose(closed) {
+      let unreleased;
+      try {
+        await this.#release();
+      } catch (err) {
+        unreleased = toLockError(err, this.#key);
+      }
+      const err = new StoreClosedError(
+        `${closed.message} while the acquire of ${JSON.stringify(this.#key)} was on its way; ${
+          unreleased === undefined
+            ? "its grant was released"
+            : `its grant could not be released (${unreleased.message.replace(/^locksmith: /, "")}): it is held until its TTL passes`
+        }`,
+        unreleased === undefined ? undefined : { cause: unreleased },
+      );
+      err.key = this.#key;
+      err.holdMayRemain = unreleased !== undefined;
+      throw err;
+    }
+
+    /** This handle's entry in its store's shutdown record (see shutdown.mjs). */
+    #closeEntry() {
+      this.#entry ??= {
+        key: this.#key,
+        live: () => this.#busy > 0 || (this.#native !== undefined && this.#native.holdGeneration !== null),
+        end: (closed) => this.#endForClose(closed),
+      };
+      return this.#entry;
+    }
+
+    /**
+     * The store's close(): the hold's signal aborts with a StoreClosedError, an acquire
+     * on its way settles (a grant then is released by #acquireClosable), and the hold is
+     * released. Rejects when the release fails.
+     */
+    async #endForClose(closed) {
+      const reason = new StoreClosedError(`${closed.message}, which ended the hold on ${JSON.stringify(this.#key)}`);
+      reason.key = this.#key;
+      const end = () => {
+        const native = this.#native;
+        if (native === undefined || !native.hasOwner) return false;
+        if (this.#endedBy?.hold !== this.#holds) this.#endedBy = { reason, hold: this.#holds, closed };
+        const watch = this.#watch;
+        if (watch !== undefined && watch.native === native && !watch.controller.signal.aborted) watch.controller.abort(this.#endedBy.reason);
+        return true;
+      };
+      end();
+      await this.#inflight?.catch(() => {});
+      if (!end()) return;
+      await this.#releaseOpen();
+    }
+
+    #acquireOpen(options) {
       if (acquireChannel !== undefined && traced(acquireChannel)) return this.#tracedAcquire(options);
       // The fast path: no options, a synchronous store — one native call, and an
       // already-settled promise.
@@ -1138,11 +1280,13 @@ export function makeApi(binding) {
           this.#permits = permits;
         }
         const now = native.tryAcquireNow(timeout, retryDelay);
+        // A wait on a store that can be closed ends when its close() begins.
+        const closing = timeout > 0 ? this.#record?.signal : undefined;
         let taken;
         if (now === true || (now === false && !(timeout > 0))) taken = now;
-        else if (signal === undefined) taken = await native.acquire(timeout, retryDelay);
+        else if (signal === undefined && closing === undefined) taken = await native.acquire(timeout, retryDelay);
         else {
-          taken = await this.#acquireAbortable(native, timeout, retryDelay, signal);
+          taken = await this.#acquireAbortable(native, timeout, retryDelay, signal, closing);
           if (taken === ABORTED) return ABORTED;
         }
         // A grant that raced the abort (the signal fired before its answer arrived) is given back.
@@ -1161,26 +1305,48 @@ export function makeApi(binding) {
         }
         return taken;
       });
-      if (taken === ABORTED) throw abortedBy(signal, this.#key, unreleased);
+      if (taken === ABORTED) {
+        if (signal?.aborted || this.#record?.closed === undefined) throw abortedBy(signal, this.#key, unreleased);
+        throw this.#storeClosed(
+          this.#record.closed,
+          ` while the acquire of ${JSON.stringify(this.#key)} waited${
+            this.#abortMayRemain
+              ? ", with an attempt on its way: a hold it takes is released once it settles, or stays until its TTL passes"
+              : "; nothing is held"
+          }`,
+          this.#abortMayRemain,
+        );
+      }
       return taken;
     }
 
-    /** The store's acquire, ended by `signal` (ABORTED then, with nothing held). */
-    async #acquireAbortable(native, timeout, retryDelay, signal) {
+    /**
+     * The store's acquire, ended by `signal` or by `closing` (the store's close()):
+     * ABORTED then (`#abortMayRemain` says whether an attempt was on its way).
+     */
+    async #acquireAbortable(native, timeout, retryDelay, signal, closing) {
       const token = new binding.AbortToken();
       const onAbort = () => {
         token.abort();
         binding.afterAbort?.();
       };
-      signal.addEventListener("abort", onAbort, { once: true });
+      signal?.addEventListener("abort", onAbort, { once: true });
+      closing?.addEventListener("abort", onAbort, { once: true });
+      if (closing?.aborted) onAbort();
+      this.#abortMayRemain = false;
       try {
         return await native.acquireAbortable(timeout, retryDelay, token);
       } catch (err) {
-        if (toLockError(err, this.#key).code === "ABORTED") return ABORTED;
+        const error = toLockError(err, this.#key);
+        if (error.code === "ABORTED") {
+          this.#abortMayRemain = error.holdMayRemain === true;
+          return ABORTED;
+        }
         throw err;
       } finally {
         try {
-          signal.removeEventListener("abort", onAbort);
+          signal?.removeEventListener("abort", onAbort);
+          closing?.removeEventListener("abort", onAbort);
         } catch {
           // The acquire's answer stands; the token only outlives it.
         }
@@ -1197,6 +1363,13 @@ export function makeApi(binding) {
       const native = this.#native;
       const generation = native === undefined ? null : native.holdGeneration;
       const watch = this.#watch;
+      // Ended by the store's close() (StoreClosedError), even while its release is on its way.
+      const ended = this.#endedBy;
+      if (ended !== undefined && ended.hold === this.#holds) {
+        if (watch === undefined) return AbortSignal.abort(ended.reason);
+        if (!watch.controller.signal.aborted) watch.controller.abort(ended.reason);
+        return watch.controller.signal;
+      }
       if (generation === null) {
         // Nothing certainly held: released, never taken, or (an owner still recorded)
         // past its deadline — lost, and the signal says so at once.
@@ -1257,6 +1430,18 @@ export function makeApi(binding) {
     release() {
       const refused = arguments.length > 0 ? arityRejection(arguments, 0, "release()") : undefined;
       if (refused !== undefined) return refused;
+      if (this.#entry !== undefined) {
+        // Released (or found not held): out of the store's shutdown record.
+        const entry = this.#entry;
+        return this.#releaseOpen().then((released) => {
+          if (!entry.live()) this.#record.holds.delete(entry);
+          return released;
+        });
+      }
+      return this.#releaseOpen();
+    }
+
+    #releaseOpen() {
       if (releaseChannel !== undefined && traced(releaseChannel)) return this.#traced(releaseChannel, this.#ttlMs, releaseOutcome, this.#release);
       return this.#release();
     }
@@ -1344,7 +1529,10 @@ export function makeApi(binding) {
     serialize() {
       checkArity(arguments, 0, "serialize()");
       try {
-        return this.#handle().serialize();
+        const serialized = this.#handle().serialize();
+        // Handed to another process (or kept for one): the store's close() leaves it alone.
+        if (this.#entry !== undefined) this.#record.holds.delete(this.#entry);
+        return serialized;
       } catch (err) {
         throw toLockError(err, this.#key);
       } finally {

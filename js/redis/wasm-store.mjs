@@ -15,6 +15,7 @@ import { StoreClosedError, UnsupportedError, checkString, invalid, noteSharedSto
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "../api/symbols.mjs";
 import { Calls } from "../api/calls.mjs";
 import { limitMessage } from "../api/defaults.mjs";
+import { releaseHolds } from "../api/shutdown.mjs";
 import { checkConnectOptions, connectEngine } from "./driver.mjs";
 
 let runtime;
@@ -270,8 +271,14 @@ export class RedisLockStore {
     };
   }
 
-  /** Closes the connections; later calls fail with StoreClosedError. */
-  async close() {
+  /**
+   * Releases the holds this isolate took through the store (within `timeoutMs`, 2 s by
+   * default; `keepHolds: true` leaves them to their TTL), then closes the connections;
+   * later calls fail with StoreClosedError.
+   */
+  async close(options) {
+    const released = await releaseHolds(this, options, "RedisLockStore");
     this.#connection.close();
+    released.check();
   }
 }

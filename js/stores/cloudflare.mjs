@@ -10,7 +10,7 @@
 // millisecond; an alarm at the next expiry clears expired holds and wakes waiters.
 import { DurableObject } from "cloudflare:workers";
 
-import { checkOptionKeys, invalid, noteSharedStore } from "../api/api.mjs";
+import { checkOptionKeys, invalid, noteSharedStore, releaseHolds } from "../api/api.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 
 // How long a waiter's call may stay pending in the object before it returns anyway
@@ -565,6 +565,15 @@ export class DurableObjectLockStore {
     // Without wake-ups waiters only retry at their retryDelay.
     if (!notifyReleases) this.onRelease = undefined;
     noteSharedStore(this);
+  }
+
+  /**
+   * Releases the holds this isolate took through the store (within `timeoutMs`, 2 s by
+   * default; `keepHolds: true` leaves them to their TTL); later acquires through it are
+   * refused with StoreClosedError. The store has no connection of its own to close.
+   */
+  async close(options) {
+    (await releaseHolds(this, options, "DurableObjectLockStore")).check();
   }
 
   /** The stub of the object that owns `key`. A stub serves one request, so one per call. */

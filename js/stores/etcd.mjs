@@ -33,6 +33,7 @@ import { InvalidArgumentError, LockStoreError, StoreClosedError, StoreUnavailabl
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 import { MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
 import { noteSharedStore } from "../api/errors.mjs";
+import { releaseHolds } from "../api/shutdown.mjs";
 
 /** Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
 export const ETCD_ADMIN_LIST = Symbol("locksmith.etcdAdminList");
@@ -1455,13 +1456,19 @@ export class EtcdLockStore {
 
   // -----------------------------------------------------------------------------------
 
-  /** Stops the watch; later calls fail with StoreClosedError. Holds stay in etcd until released elsewhere or their leases run out. */
-  async close() {
+  /**
+   * Releases the holds this process took through the store (within `timeoutMs`, 2 s by
+   * default; `keepHolds: true` leaves them to their leases), then stops the watch; later
+   * calls fail with StoreClosedError.
+   */
+  async close(options) {
+    const released = await releaseHolds(this, options, "EtcdLockStore");
     if (this.#closed) return;
     this.#closed = true;
     clearTimeout(this.#lingerTimer);
     this.#stopWatch();
     this.#listeners.clear();
     await Promise.all([...this.#revoking]);
+    released.check();
   }
 }

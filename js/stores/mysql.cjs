@@ -5,7 +5,16 @@
 // from an AUTO_INCREMENT column; waiters poll (at the acquire's retryDelay): MySQL has no
 // LISTEN/NOTIFY, and GET_LOCK's session locks do not mix well with pooled connections.
 
-const { LockStoreError, StoreClosedError, StoreUnavailableError, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
+const {
+  LockStoreError,
+  StoreClosedError,
+  StoreUnavailableError,
+  invalid,
+  typeName,
+  ACQUIRE_TOKEN,
+  ACQUIRE_PERMIT_TOKEN,
+  releaseHolds,
+} = require("../gen/api.cjs");
 const {
   HOLDING,
   SWEEP_INTERVAL_MS,
@@ -686,12 +695,16 @@ class MySqlLockStore extends SqlLockStore {
   // -------------------------------------------------------------------------------
 
   /**
-   * Later calls fail with StoreClosedError at once. Waits for the calls under way and the
-   * pending cleanups after uncertain acquires (each tried once more, now), at most about
-   * twice operationTimeoutMs; then ends the pool if the store made it (a pool you passed
-   * in stays open, without the store's `connection` listener).
+   * Releases the holds this process took through the store first (within `timeoutMs`, 2 s
+   * by default; `keepHolds: true` leaves them to their TTL; over a pool you passed in,
+   * close() comes before its end()). Later calls fail with StoreClosedError at once.
+   * Waits for the calls under way and the pending cleanups after uncertain acquires (each
+   * tried once more, now), at most about twice operationTimeoutMs; then ends the pool if
+   * the store made it (a pool you passed in stays open, without the store's `connection`
+   * listener).
    */
-  async close() {
+  async close(options) {
+    const released = await releaseHolds(this, options, "MySqlLockStore");
     this.#closing ??= closing(async () => {
       this.#closed = true;
       this.#cleanups.stopTimers();
@@ -710,7 +723,8 @@ class MySqlLockStore extends SqlLockStore {
       events.removeListener?.("connection", guard);
       if (this.#ownsPool) await this.#pool.end();
     });
-    return this.#closing;
+    await this.#closing;
+    released.check();
   }
 }
 

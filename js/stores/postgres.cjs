@@ -4,7 +4,16 @@
 // fencing tokens come from a sequence; releases are announced with NOTIFY and heard on
 // one LISTEN connection per store, so waiters wake at once instead of polling.
 
-const { LockStoreError, StoreClosedError, StoreUnavailableError, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
+const {
+  LockStoreError,
+  StoreClosedError,
+  StoreUnavailableError,
+  invalid,
+  typeName,
+  ACQUIRE_TOKEN,
+  ACQUIRE_PERMIT_TOKEN,
+  releaseHolds,
+} = require("../gen/api.cjs");
 const {
   HOLDING,
   SWEEP_INTERVAL_MS,
@@ -723,12 +732,16 @@ class PostgresLockStore extends SqlLockStore {
   // -------------------------------------------------------------------------------
 
   /**
-   * Closes the LISTEN connection and, for a store from `connect()`, its pool. A pool you
-   * passed in stays open. Later calls fail with StoreClosedError.
+   * Releases the holds this process took through the store (within `timeoutMs`, 2 s by
+   * default; `keepHolds: true` leaves them to their TTL), then closes the LISTEN
+   * connection and, for a store from `connect()`, its pool. A pool you passed in stays
+   * open (close() comes before its end()). Later calls fail with StoreClosedError.
    */
-  async close() {
+  async close(options) {
+    const released = await releaseHolds(this, options, "PostgresLockStore");
     this.#closing ??= closing(() => this.#close());
-    return this.#closing;
+    await this.#closing;
+    released.check();
   }
 
   async #close() {

@@ -8,6 +8,7 @@ import { InvalidArgumentError, LockStoreError } from "locksmith-js";
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
 import { noteSharedStore } from "../api/errors.mjs";
+import { releaseHolds } from "../api/shutdown.mjs";
 import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
 
 /** How long a channel stays subscribed after its last waiter left, in case another comes. */
@@ -326,10 +327,18 @@ export class RedisClientStore {
   }
 
   /**
-   * Stops the wake-ups (closes the subscriber connection this store opened). The user's
-   * client stays open: it is theirs.
+   * Releases the holds this process took through the store (within `timeoutMs`, 2 s by
+   * default; `keepHolds: true` leaves them to their TTL), then stops the wake-ups (closes
+   * the subscriber connection this store opened). The user's client stays open: it is
+   * theirs, and close() comes before its quit().
    */
-  async close() {
+  async close(options) {
+    const released = await releaseHolds(this, options, this.constructor.name);
+    await this.#closeSubscriber();
+    released.check();
+  }
+
+  async #closeSubscriber() {
     this.#closed = true;
     for (const entry of this.#channels.values()) clearTimeout(entry.linger);
     this.#channels.clear();
