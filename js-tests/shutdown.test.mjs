@@ -196,6 +196,20 @@ describe(`RedisLockStore (${TARGET})`, () => {
   it("close({ keepHolds: true }) keeps them; unknown options are refused", () => keepsHolds(open, observer));
   it("a hold restored in this process is released; a serialized one is not", () => releasesRestored(open, observer));
 
+  it("a hundred holds on one store, their signals watched: every one is released, promptly", async () => {
+    const store = await open();
+    const locks = Array.from({ length: 100 }, (_, i) => lock(uniqueKey(`shutdown-many-${i}`), 60_000, store));
+    await Promise.all(locks.map((l) => l.acquire()));
+    const signals = locks.map((l) => l.signal);
+    const t0 = performance.now();
+    await store.close();
+    const took = performance.now() - t0;
+    assert.ok(took < 1_000, `close() took ${Math.round(took)} ms`);
+    signals.forEach((signal, i) => assertClosedSignal(signal, `hold ${i}`));
+    const still = (await Promise.all(locks.map((l) => locked(l.key, observer)))).filter(Boolean).length;
+    assert.equal(still, 0, "holds left on the server");
+  });
+
   it("the key is gone at once: no TTL left on the server (PTTL -2)", async () => {
     const store = await open();
     const key = uniqueKey("shutdown-pttl");

@@ -218,10 +218,15 @@ class RedisLockStore extends NativeStore {
    * later calls fail with StoreClosedError.
    */
   async close(options) {
-    const backend = this[NATIVE];
-    // The engine's commands still on their way (an acquire's clean-up release) go out first.
-    const released = await releaseHolds(this, options, "RedisLockStore", () => !backend.connection.closed && backend.native.pending > 0);
-    backend.close();
+    const { connection, native: engine } = this[NATIVE];
+    // The engine's commands still on their way (an acquire's clean-up release) go out
+    // first: requests unanswered or unwritten on any connection (not its timers).
+    const released = await releaseHolds(this, options, "RedisLockStore", () => {
+      if (connection.closed) return false;
+      for (let conn = 0; conn < engine.connections; conn++) if (engine.busy(conn)) return true;
+      return false;
+    });
+    this[NATIVE].close();
     released.check();
   }
 }

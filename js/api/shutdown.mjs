@@ -55,10 +55,12 @@ export function holdsOf(store, errors) {
 export function noteHold(record, entry) {
   const holds = record.holds;
   if (holds.has(entry)) return;
+  // Swept before `entry` joins: its acquire has not started, so it would not look live.
+  if (holds.size + 1 >= record.sweepAt) {
+    for (const e of holds) if (!e.live()) holds.delete(e);
+    record.sweepAt = Math.max(64, 2 * (holds.size + 1));
+  }
   holds.add(entry);
-  if (holds.size < record.sweepAt) return;
-  for (const e of holds) if (!e.live()) holds.delete(e);
-  record.sweepAt = Math.max(64, 2 * holds.size);
 }
 
 /** Notes a store call on its way (a JS store's): close() waits for it before the connection closes. */
