@@ -30,7 +30,15 @@ const {
   serverTimeoutMs,
   toToken: sqlToken,
 } = require("./sql-core.cjs");
-const { DIALECT, PostgresListener, isConnectionError, missingColumnMessage, missingTableMessage, storeError, warnUnwatchedPool } = require("./sql-postgres.cjs");
+const {
+  DIALECT,
+  PostgresListener,
+  isConnectionError,
+  missingColumnMessage,
+  missingTableMessage,
+  storeError,
+  warnUnwatchedPool,
+} = require("./sql-postgres.cjs");
 
 // The URL schemes of PostgreSQL connection strings.
 const URL_SCHEME = /^postgres(?:ql)?:\/\//i;
