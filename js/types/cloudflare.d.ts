@@ -2,7 +2,7 @@
 // The runtime's types ("cloudflare:workers") come from @cloudflare/workers-types or the
 // file `wrangler types` writes, as in every Workers project.
 import { DurableObject } from "cloudflare:workers";
-import type { LockStore } from "./index.js";
+import type { CloseOptions, LockStore } from "./index.js";
 
 /**
  * The Durable Object class that holds the locks of one key: its plain lock, semaphore
@@ -78,4 +78,14 @@ export declare class DurableObjectLockStore implements LockStore {
   permitRemainingTime(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<number | null>;
   /** Calls `listener` when `key` may have been freed; returns the unsubscribe function. */
   onRelease?(key: string, listener: () => void, kind?: "semaphore" | "read" | "write"): () => void;
+  /**
+   * Releases the holds this process took through the store — locks, permits, read and
+   * write holds, lockAll, holds restored here; not those handed off with `serialize()` —
+   * within `timeoutMs` (default 2000), aborting each hold's `signal` with a
+   * StoreClosedError; waits on the store reject with StoreClosedError; then refuses acquires through it (it has no connection of its own).
+   * Later calls fail with StoreClosedError. Rejects with StoreUnavailableError
+   * (`holdMayRemain`, `keys`) when a hold could not be released in time (the store is
+   * closed all the same); `{ keepHolds: true }` leaves the holds to their TTL.
+   */
+  close(options?: CloseOptions): Promise<void>;
 }

@@ -46,8 +46,16 @@ export declare class EtcdLockStore {
   lockKey(key: string): string;
   /** The prefix of the etcd keys of the semaphore (`"semaphore"`) or read-write lock (`"read"`, `"write"`) on `key`. */
   permitPrefix(key: string, kind: "semaphore" | "read" | "write"): string;
-  /** Stops the watch; later calls fail with StoreClosedError. */
-  close(): Promise<void>;
+  /**
+   * Releases the holds this process took through the store — locks, permits, read and
+   * write holds, lockAll, holds restored here; not those handed off with `serialize()` —
+   * within `timeoutMs` (default 2000), aborting each hold's `signal` with a
+   * StoreClosedError; waits on the store reject with StoreClosedError; then stops the watch.
+   * Later calls fail with StoreClosedError. Rejects with StoreUnavailableError
+   * (`holdMayRemain`, `keys`) when a hold could not be released in time (the store is
+   * closed all the same); `{ keepHolds: true }` leaves the holds to their TTL.
+   */
+  close(options?: { keepHolds?: boolean; timeoutMs?: number }): Promise<void>;
   /** Takes `key` if it is free: true, or false (locks get the fencing token by their own path). */
   acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
   release(key: string, owner: string): Promise<boolean>;

@@ -233,7 +233,8 @@ export declare class Lock {
    * An AbortSignal for the current hold. It aborts when the hold ends: released (an
    * `AbortError`), or lost — the TTL passed without an extend, an extend found the key
    * gone or someone else's (LockNotHeldError), or the store was out of reach until the
-   * hold expired (StoreUnavailableError). Already aborted when nothing is held.
+   * hold expired (StoreUnavailableError) — or ended by the store's `close()`
+   * (StoreClosedError). Already aborted when nothing is held.
    */
   readonly signal: AbortSignal;
   /** Releases a held lock; harmless when nothing is held. `await using l = lock("k")`. */
@@ -388,8 +389,16 @@ export declare class FileLockStore implements LockStore {
   remainingTime(key: string): Promise<number | null>;
   /** Semaphore holds may take several permits. */
   readonly permitWeights: true;
-  /** Stops watching the file; later calls fail with `StoreClosedError`. Holds stay in the file until their TTL. */
-  close(): Promise<void>;
+  /**
+   * Releases the holds this process took through the store — locks, permits, read and
+   * write holds, lockAll, holds restored here; not those handed off with `serialize()` —
+   * within `timeoutMs` (default 2000), aborting each hold's `signal` with a
+   * StoreClosedError; waits on the store reject with StoreClosedError; then stops watching the file.
+   * Later calls fail with StoreClosedError. Rejects with StoreUnavailableError
+   * (`holdMayRemain`, `keys`) when a hold could not be released in time (the store is
+   * closed all the same); `{ keepHolds: true }` leaves the holds to their TTL.
+   */
+  close(options?: CloseOptions): Promise<void>;
 }
 
 /** Options of `RedisLockStore.connect()`. */
@@ -464,8 +473,16 @@ export declare class RedisLockStore implements LockStore {
   readonly keyPrefix: string;
   /** Semaphore holds may take several permits. */
   readonly permitWeights: true;
-  /** Closes the connections; later calls fail with StoreClosedError. */
-  close(): Promise<void>;
+  /**
+   * Releases the holds this process took through the store — locks, permits, read and
+   * write holds, lockAll, holds restored here; not those handed off with `serialize()` —
+   * within `timeoutMs` (default 2000), aborting each hold's `signal` with a
+   * StoreClosedError; waits on the store reject with StoreClosedError; then closes the connections.
+   * Later calls fail with StoreClosedError. Rejects with StoreUnavailableError
+   * (`holdMayRemain`, `keys`) when a hold could not be released in time (the store is
+   * closed all the same); `{ keepHolds: true }` leaves the holds to their TTL.
+   */
+  close(options?: CloseOptions): Promise<void>;
   /** `true` when taken, `false` when someone holds it (the lock gets its fencing token by its own path). */
   acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
   release(key: string, owner: string): Promise<boolean>;
@@ -567,6 +584,10 @@ export declare class InvalidSerializedLockError extends LockError {
 /** The store could not be reached, failed, or did not answer in time. */
 export declare class StoreUnavailableError extends LockError {
   readonly code: "STORE_UNAVAILABLE";
+  /** An attempt got no answer (or a release did not finish): a hold may remain until its TTL. */
+  readonly holdMayRemain: boolean;
+  /** From `close()`: the keys whose holds it could not release in time. */
+  readonly keys?: string[];
 }
 /** The store answered something the LockStore contract does not allow. */
 export declare class StoreContractViolationError extends LockError {
@@ -576,9 +597,32 @@ export declare class StoreContractViolationError extends LockError {
 export declare class LockStoreError extends LockError {
   readonly code: "STORE_ERROR";
 }
-/** The store was closed. */
+/**
+ * The store was closed (`store.close()`): a call through it, a wait on it, or a hold it
+ * ended — a hold's `signal` aborts with one, and `run()` rejects with one (the function's
+ * value in `result`, its rejection in `cause`) when the store closed while it ran.
+ */
 export declare class StoreClosedError extends LockError {
   readonly code: "STORE_CLOSED";
+  /** The key of the hold or acquire it ended, where there is one. */
+  readonly key?: string;
+  /** From an acquire on its way when the store closed: a grant it got may stay until its TTL. */
+  readonly holdMayRemain?: boolean;
+}
+
+/** Options of a store's `close()`. */
+export interface CloseOptions {
+  /**
+   * Leave the holds this process took through the store in place, until their TTL,
+   * instead of releasing them (waits on the store end all the same). Default false.
+   */
+  keepHolds?: boolean;
+  /**
+   * How long close() tries to release the holds, in milliseconds (default 2000). Past it
+   * the store closes all the same and close() rejects with StoreUnavailableError
+   * (`holdMayRemain: true`, `keys`: the keys that may stay until their TTL).
+   */
+  timeoutMs?: number;
 }
 /** `LOCKSMITH_REQUIRE_STORE=1`, and a lock named no store before `setLockStore()`: call it, or pass the store. */
 export declare class StoreNotSetError extends LockError {

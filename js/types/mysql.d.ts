@@ -48,8 +48,16 @@ export declare class MySqlLockStore {
   readonly operationTimeoutMs: number;
   /** True: `acquirePermit()` takes a semaphore holder's number of permits. */
   readonly permitWeights: true;
-  /** Later calls fail with StoreClosedError; waits (bounded) for calls under way and pending cleanups, then ends the pool if the store made it. */
-  close(): Promise<void>;
+  /**
+   * Releases the holds this process took through the store — locks, permits, read and
+   * write holds, lockAll, holds restored here; not those handed off with `serialize()` —
+   * within `timeoutMs` (default 2000), aborting each hold's `signal` with a
+   * StoreClosedError; waits on the store reject with StoreClosedError; then waits (bounded) for calls under way and pending cleanups, and ends the pool if the store made it (over your pool, call close() before the pool's end()).
+   * Later calls fail with StoreClosedError. Rejects with StoreUnavailableError
+   * (`holdMayRemain`, `keys`) when a hold could not be released in time (the store is
+   * closed all the same); `{ keepHolds: true }` leaves the holds to their TTL.
+   */
+  close(options?: { keepHolds?: boolean; timeoutMs?: number }): Promise<void>;
   /** Takes `key` if it is free: true, or false (locks get the fencing token by their own path). */
   acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
   release(key: string, owner: string): Promise<boolean>;

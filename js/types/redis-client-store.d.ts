@@ -1,4 +1,4 @@
-import type { LockStore, PermitKind } from "locksmith-js";
+import type { CloseOptions, LockStore, PermitKind } from "locksmith-js";
 
 /** Options of the stores over users' own Redis clients. */
 export interface RedisClientStoreOptions {
@@ -26,6 +26,14 @@ export declare class RedisClientStore implements LockStore {
   isHeldBy(key: string, owner: string): Promise<boolean>;
   ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   onRelease?(key: string, listener: () => void, kind?: PermitKind): () => void;
-  /** Closes the subscriber connection the store opened for wake-ups; the client stays open. */
-  close(): Promise<void>;
+  /**
+   * Releases the holds this process took through the store — locks, permits, read and
+   * write holds, lockAll, holds restored here; not those handed off with `serialize()` —
+   * within `timeoutMs` (default 2000), aborting each hold's `signal` with a
+   * StoreClosedError; waits on the store reject with StoreClosedError; then closes the subscriber connection the store opened for wake-ups; your client stays open (call close() before its quit()).
+   * Later calls fail with StoreClosedError. Rejects with StoreUnavailableError
+   * (`holdMayRemain`, `keys`) when a hold could not be released in time (the store is
+   * closed all the same); `{ keepHolds: true }` leaves the holds to their TTL.
+   */
+  close(options?: CloseOptions): Promise<void>;
 }
