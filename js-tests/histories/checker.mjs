@@ -310,9 +310,12 @@ export function checkOrphans(listed, holds, { listedAt, before = [], slackMs = 5
     }
     const latest = Math.max(...open.map((h) => (h.release?.reply ?? h.endAt ?? Infinity) + h.ttl + slackMs));
     if (row.remainingMs === null || listedAt + row.remainingMs > latest) {
+      // An auto-extended hold whose release failed: extended after its release answered.
+      const extendedAfter = open.some((h) => h.auto && h.release?.ok === false);
       orphans.push({
+        holds: open.map((h) => ({ client: h.client, kind: h.kind, auto: h.auto, release: h.release, extends: h.extends?.length ?? 0, signal: h.signal })),
         ...row,
-        why: `it runs ${row.remainingMs === null ? "forever" : `until ${Math.round(listedAt + row.remainingMs - latest)} ms past`} the latest expiry its owner's unreleased holds could have set`,
+        why: `it runs ${row.remainingMs === null ? "forever" : `until ${Math.round(listedAt + row.remainingMs - latest)} ms past`} the latest expiry its owner's unreleased holds could have set${extendedAfter ? " (an auto-extended hold whose release failed: extended after that)" : ""}`,
       });
     }
   }

@@ -234,6 +234,13 @@ export async function runHistory({
   return { seed, ...checked, pauses, kills: [...killedAt.entries()], faults: applied, orphans };
 }
 
+/** The errors the client processes of `run` counted, summed. */
+function errorTotals(run) {
+  const out = {};
+  for (const s of run.summaries) for (const [name, n] of Object.entries(s.errors)) out[name] = (out[name] ?? 0) + n;
+  return out;
+}
+
 /** The last line of each hold of a killed process's records, its observation ending at `at`. */
 function lastLines(records, at) {
   const holds = new Map();
@@ -571,8 +578,11 @@ async function listed(s, name, make) {
 /** A FileLockStore row on a fresh lock file, its holds listed at the end. */
 async function fileRow(rest) {
   const { pathToFileURL: fileUrl } = await import("node:url");
+  const { existsSync } = await import("node:fs");
   const file = await lockFile();
-  return { store: { file }, list: cliLister(fileUrl(file).href), ...rest };
+  const list = cliLister(fileUrl(file).href);
+  // The first process makes the file: before that, nothing is held.
+  return { store: { file }, list: async () => (existsSync(file) ? list() : []), ...rest };
 }
 
 // The faults that make an outcome uncertain and late. Holds of these rows: a fifth with a
@@ -1034,6 +1044,11 @@ async function main() {
           orphans: opened.list ?? null,
         });
         console.log(row(setup, processes, clients, run, Boolean(opened.fault?.apply)));
+        // What the faults did: acquires aborted and failed, stalls (not in the table).
+        const outcome = (o) => run.attempts.filter((a) => a.outcome === o).length;
+        console.error(
+          `${name}: acquires aborted ${outcome("aborted")}, failed ${outcome("error")}; ${run.stalls.length} stalls; errors ${JSON.stringify(errorTotals(run))}`,
+        );
         if (run.result.violations.length > 0) {
           if (setup.mayViolate) console.error(`${name}: ${JSON.stringify(run.result.byType)} (not promised by this store; not a failure)`);
           else failed = true;
