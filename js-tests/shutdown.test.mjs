@@ -11,16 +11,19 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 
+import { Redis as Upstash } from "@upstash/redis";
 import { Redis } from "ioredis";
 
 import { EtcdLockStore } from "../js/stores/etcd.mjs";
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { MySqlLockStore } from "../js/stores/mysql.mjs";
 import { PostgresLockStore } from "../js/stores/postgres.mjs";
+import { UpstashLockStore } from "../js/stores/upstash.mjs";
 import { requireEtcd, startEtcd } from "./support/etcd-server.mjs";
 import { requireMysql, startMysql } from "./support/mysql-server.mjs";
 import { requirePostgres, startPostgres } from "./support/postgres-server.mjs";
 import { startRedis } from "./support/redis-server.mjs";
+import { startUpstashRest } from "./support/upstash-rest.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
 
 const { lock, lockAll, semaphore, readWriteLock, restoreLock, RedisLockStore, FileLockStore, StoreClosedError } = ls;
@@ -205,7 +208,7 @@ describe(`RedisLockStore (${TARGET})`, () => {
     await store.close();
     const took = performance.now() - t0;
     assert.ok(took < 1_000, `close() took ${Math.round(took)} ms`);
-    signals.forEach((signal, i) => assertClosedSignal(signal, `hold ${i}`));
+    for (const [i, signal] of signals.entries()) assertClosedSignal(signal, `hold ${i}`);
     const still = (await Promise.all(locks.map((l) => locked(l.key, observer)))).filter(Boolean).length;
     assert.equal(still, 0, "holds left on the server");
   });
@@ -373,4 +376,24 @@ describe("IoRedisLockStore, over the application's client", () => {
     return new IoRedisLockStore(client);
   }
   it("close() releases every hold before the client's quit(), aborts every signal, and ends waits and run()", () => closesAndFrees(open, observer));
+});
+
+describe("UpstashLockStore, over REST", () => {
+  let server;
+  let rest;
+  let observer;
+  before(async () => {
+    server = await startRedis();
+    rest = await startUpstashRest(server.url);
+    observer = open();
+  });
+  after(async () => {
+    await observer?.close();
+    await rest?.close();
+    await server?.stop();
+  });
+  function open() {
+    return new UpstashLockStore(new Upstash({ url: rest.url, token: rest.token, enableTelemetry: false }));
+  }
+  it("close() releases every hold, aborts every signal, and ends waits and run()", () => closesAndFrees(open, observer));
 });
