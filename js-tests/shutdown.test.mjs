@@ -213,6 +213,15 @@ describe(`RedisLockStore (${TARGET})`, () => {
     assert.equal(still, 0, "holds left on the server");
   });
 
+  it("two close() calls at once: the second waits for the first's releases", async () => {
+    const store = await open();
+    const locks = Array.from({ length: 5 }, (_, i) => lock(uniqueKey(`shutdown-twice-${i}`), 60_000, store));
+    await Promise.all(locks.map((l) => l.acquire()));
+    await Promise.all([store.close(), store.close()]);
+    const still = (await Promise.all(locks.map((l) => locked(l.key, observer)))).filter(Boolean).length;
+    assert.equal(still, 0, "holds left on the server");
+  });
+
   it("the key is gone at once: no TTL left on the server (PTTL -2)", async () => {
     const store = await open();
     const key = uniqueKey("shutdown-pttl");

@@ -107,16 +107,29 @@ const DONE = Object.freeze({ remaining: Object.freeze([]), check() {} });
  * answer, which throws a StoreUnavailableError (`holdMayRemain`, `keys`) when a hold
  * could not be released in time: it stays until its TTL passes.
  */
-export async function releaseHolds(store, options, name, busy) {
+export function releaseHolds(store, options, name, busy) {
   const known = stores().get(store);
-  const { keepHolds, timeoutMs } = closeOptions(options, `${name}.close()`, known?.errors);
+  let checked;
+  try {
+    checked = closeOptions(options, `${name}.close()`, known?.errors);
+  } catch (err) {
+    return Promise.reject(err);
+  }
   const record = known ?? holdsOf(store);
-  if (record.closed !== undefined) return DONE;
-  const errors = record.errors;
-  const closed = new errors.StoreClosedError(`locksmith: the ${name} was closed`);
+  // A close() while an earlier one still releases waits for it (what it could not
+  // release is the earlier call's to report).
+  if (record.closed !== undefined) return (record.releasing ?? Promise.resolve()).then(() => DONE);
+  const closed = new record.errors.StoreClosedError(`locksmith: the ${name} was closed`);
   record.closed = closed;
   record.controller.abort(closed);
-  if (keepHolds) return DONE;
+  if (checked.keepHolds) return Promise.resolve(DONE);
+  record.releasing = release(record, closed, checked.timeoutMs, name, busy);
+  return record.releasing;
+}
+
+/** releaseHolds()'s releases, within `timeoutMs`. */
+async function release(record, closed, timeoutMs, name, busy) {
+  const errors = record.errors;
   const started = performance.now();
   const entries = [...record.holds];
   record.holds.clear();
@@ -126,15 +139,20 @@ export async function releaseHolds(store, options, name, busy) {
   });
   // Whether each entry's hold is certainly gone (true), or its release failed (false).
   const outcomes = new Map();
+  let failure;
   const ended = entries.map((entry) =>
     Promise.resolve()
       .then(() => entry.end(closed))
       .then(
         () => outcomes.set(entry, true),
-        () => outcomes.set(entry, false),
+        (err) => {
+          failure ??= err;
+          outcomes.set(entry, false);
+        },
       ),
   );
-  let settled = await Promise.race([Promise.all(ended).then(() => true), timedOut]);
+  const inTime = ended.length === 0 || (await Promise.race([Promise.all(ended).then(() => true), timedOut]));
+  let settled = inTime;
   // Clean-ups on their way (an acquire's release, sent once the acquire settles) reach
   // the store before its connection closes; a few quiet milliseconds tell that none is
   // left to start.
@@ -153,18 +171,21 @@ export async function releaseHolds(store, options, name, busy) {
   // A key held through several handles is listed once.
   const keys = [...new Set(entries.filter((entry) => outcomes.get(entry) !== true).map((entry) => entry.key))];
   if (keys.length === 0 && settled) return DONE;
+  const listed = `(${keys
+    .slice(0, 5)
+    .map((k) => JSON.stringify(k))
+    .join(", ")}${keys.length > 5 ? ", …" : ""})`;
+  const holds = keys.length === 1 ? "a hold" : `${keys.length} holds`;
   const what =
-    keys.length > 0
-      ? `${keys.length === 1 ? "a hold" : `${keys.length} holds`} (${keys
-          .slice(0, 5)
-          .map((k) => JSON.stringify(k))
-          .join(", ")}${keys.length > 5 ? ", …" : ""}) could not be released within ${timeoutMs} ms`
-      : `a store call (an acquire's clean-up) was still on its way after ${timeoutMs} ms`;
-  const err = new errors.StoreUnavailableError(
-    `locksmith: the ${name} was closed, but ${what}: ${keys.length > 1 ? "each stays" : "it stays"} until its TTL passes (close({ timeoutMs }) sets how long to try)`,
-  );
+    keys.length === 0
+      ? `a store call (an acquire's clean-up) was still on its way after ${timeoutMs} ms: a hold it took stays until its TTL passes`
+      : inTime && failure !== undefined
+        ? `${holds} ${listed} could not be released (${String(failure?.message ?? failure).replace(/^locksmith: /, "")}): ${keys.length > 1 ? "each stays" : "it stays"} until its TTL passes`
+        : `${holds} ${listed} could not be released within ${timeoutMs} ms (close({ timeoutMs }) sets how long to try): ${keys.length > 1 ? "each stays" : "it stays"} until its TTL passes`;
+  const err = new errors.StoreUnavailableError(`locksmith: the ${name} was closed, but ${what}`);
   err.holdMayRemain = true;
   err.keys = keys;
+  if (failure !== undefined) err.cause = failure;
   return {
     remaining: keys,
     check() {
