@@ -456,19 +456,19 @@ describe("keys whose Redis key has an empty hash tag, on a Cluster", () => {
     }
   });
 
-  for (const version of ["v4", "v5", "v6"]) {
-    it(`NodeRedisLockStore over a node-redis ${version} cluster refuses them too`, { ...ONLY_NATIVE }, async () => {
-      const { createCluster } = await import({ v4: "redis4", v5: "redis", v6: "redis6" }[version]);
-      const client = createCluster({ rootNodes: cluster.urls.map((url) => ({ url })) });
-      client.on("error", () => {});
-      await client.connect();
-      const store = new NodeRedisLockStore(client);
-      try {
-        await assertRefused(store);
-      } finally {
-        await store.close();
-        await (client.close?.() ?? client.disconnect());
-      }
-    });
-  }
+  // node-redis v5, as the conformance suite over this cluster (every version from v4 to v6
+  // has getMasters() on its cluster, which is how the store knows one).
+  it("NodeRedisLockStore over a node-redis cluster refuses them too", { ...ONLY_NATIVE }, async () => {
+    const { createCluster } = await import("redis");
+    const client = createCluster({ rootNodes: cluster.urls.map((url) => ({ url })) });
+    client.on("error", () => {});
+    await client.connect();
+    const store = new NodeRedisLockStore(client);
+    try {
+      await assertRefused(store);
+    } finally {
+      await store.close();
+      await (client.close?.() ?? client.disconnect());
+    }
+  });
 });

@@ -104,7 +104,7 @@ export class RedisClientStore {
     return this.#cluster && typeof key === "string" && key.startsWith("}");
   }
 
-  /** `lockKey(key)`, or the refusal of a key the Cluster cannot serve (RedisLockStore's words). */
+  /** `lockKey(key)`, or the refusal of a key the Cluster cannot serve (as RedisLockStore refuses it). */
   #key(key) {
     const lockKey = this.lockKey(key);
     if (this.#refused(key)) {

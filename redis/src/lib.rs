@@ -106,13 +106,8 @@ pub fn check_cluster_key(prefix: &str, key: &str) -> Result<()> {
     if !lock_key[open + 1..].starts_with('}') {
         return Ok(());
     }
-    let fix = if open < prefix.len() {
-        "use a keyPrefix without \"{}\"".to_owned()
-    } else {
-        "use a key that does not start with \"}\" (on a single server it works as it is)".to_owned()
-    };
     Err(LockError::InvalidArgument(format!(
-        "on a Redis Cluster, key {} cannot be locked: its Redis key {lock_key} has an empty hash tag (\"{{}}\"), so the lock's keys would fall in different hash slots; {fix}",
+        "on a Redis Cluster, key {} cannot be locked: its Redis key {lock_key} has an empty hash tag (\"{{}}\"), so the lock's keys would fall in different hash slots; use a key that does not start with \"}}\" and a keyPrefix without \"{{}}\" (on a single server it works as it is)",
         locksmith_core::validate::quote(key)
     )))
 }

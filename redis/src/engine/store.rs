@@ -80,6 +80,13 @@ impl Shared {
         }
     }
 
+    /// A request that is not sent: settled at once with `error`, under an id of its own.
+    fn refuse(&mut self, error: LockError) -> RequestId {
+        let id = self.cluster.as_ref().map_or(0, |c| c.ids.fetch_add(1, Ordering::Relaxed));
+        self.slots.insert(id, Slot::Done(Err(error)));
+        id
+    }
+
     /// Whether one script can take all of `keys`: on one server always, on a cluster
     /// when they share a hash slot (a refused key takes its own turn, to be refused).
     fn one_slot(&self, keys: &[String]) -> bool {
@@ -212,28 +219,34 @@ impl EngineStore {
     /// A request about `key`, on the connection of its slot; refused, with nothing sent,
     /// for a key a cluster cannot serve.
     fn request(&self, key: &str, make: impl FnOnce(&mut Engine, u64) -> RequestId) -> ReplyFuture<'_> {
-        let conn = {
-            let shared = self.shared();
-            if let Err(err) = shared.check_key(key) {
-                return ReplyFuture { store: self, id: Err(Some(err)) };
-            }
-            shared.route(key)
-        };
-        self.request_on(conn, make)
+        match self.connection_for(key) {
+            Ok(conn) => self.request_on(conn, make),
+            Err(refused) => ReplyFuture { store: self, id: Some(refused) },
+        }
+    }
+
+    /// The connection of `key`'s slot, or the id of its request refused at once.
+    #[inline(never)]
+    fn connection_for(&self, key: &str) -> std::result::Result<usize, RequestId> {
+        let mut shared = self.shared();
+        match shared.check_key(key) {
+            Ok(()) => Ok(shared.route(key)),
+            Err(err) => Err(shared.refuse(err)),
+        }
     }
 
     fn request_on(&self, conn: usize, make: impl FnOnce(&mut Engine, u64) -> RequestId) -> ReplyFuture<'_> {
         if self.closed.load(Ordering::Relaxed) {
-            return ReplyFuture { store: self, id: Err(None) };
+            return ReplyFuture { store: self, id: None };
         }
         let now = self.clock.now_ms();
         let mut shared = self.shared();
         let Some(engine) = shared.engines.get_mut(conn) else {
-            return ReplyFuture { store: self, id: Ok(0) };
+            return ReplyFuture { store: self, id: Some(0) };
         };
         let id = make(engine, now);
         shared.slots.insert(id, Slot::Waiting(None));
-        ReplyFuture { store: self, id: Ok(id) }
+        ReplyFuture { store: self, id: Some(id) }
     }
 
     /// Queues the handshake of a new connection in front of everything else (see
@@ -514,20 +527,16 @@ impl EngineStore {
 /// The reply to one request.
 struct ReplyFuture<'a> {
     store: &'a EngineStore,
-    /// The request, or why none was sent: the key refused, or (`None`) the store closed.
-    id: std::result::Result<RequestId, Option<LockError>>,
+    /// `None` when the store was closed.
+    id: Option<RequestId>,
 }
 
 impl Future for ReplyFuture<'_> {
     type Output = Result<Value>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Value>> {
-        let this = self.get_mut();
-        let id = match &mut this.id {
-            Ok(id) => *id,
-            Err(refused) => return Poll::Ready(Err(refused.take().unwrap_or(LockError::StoreClosed))),
-        };
-        let mut shared = this.store.shared();
+        let Some(id) = self.id else { return Poll::Ready(Err(LockError::StoreClosed)) };
+        let mut shared = self.store.shared();
         match shared.slots.get_mut(&id) {
             Some(Slot::Waiting(waker)) => {
                 *waker = Some(cx.waker().clone());
@@ -544,7 +553,7 @@ impl Future for ReplyFuture<'_> {
 
 impl Drop for ReplyFuture<'_> {
     fn drop(&mut self) {
-        if let Ok(id) = self.id {
+        if let Some(id) = self.id {
             self.store.shared().slots.remove(&id);
         }
     }
@@ -816,14 +825,14 @@ mod tests {
 
     #[test]
     fn a_cluster_refuses_a_key_with_an_empty_hash_tag_and_sends_nothing() {
-        let (_, store) = cluster();
-        store.set_slots(&[(0, 16_383, "a:1".into())]);
         fn refused<T: std::fmt::Debug>(result: Poll<Result<T>>) -> String {
             match result {
                 Poll::Ready(Err(err @ LockError::InvalidArgument(_))) => err.to_string(),
                 other => panic!("{other:?}"),
             }
         }
+        let (_, store) = cluster();
+        store.set_slots(&[(0, 16_383, "a:1".into())]);
         let mut acquire = store.acquire_with_grant("}k", "o", 1_000);
         assert!(refused(poll(&mut acquire)).contains("p:{}k} has an empty hash tag"));
         let mut permit = store.acquire_permit("}k", "o", 1_000, HoldKind::Write);
