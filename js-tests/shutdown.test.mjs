@@ -13,6 +13,7 @@ import { after, before, describe, it } from "node:test";
 
 import { Redis as Upstash } from "@upstash/redis";
 import { Redis } from "ioredis";
+import pg from "pg";
 
 import { EtcdLockStore } from "../js/stores/etcd.mjs";
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
@@ -334,6 +335,33 @@ describe("PostgresLockStore", await requirePostgres(), () => {
   const open = () => PostgresLockStore.connect(server.url);
   it("close() releases every hold in the table, aborts every signal, and ends waits and run()", () => closesAndFrees(open, observer));
   it("close({ keepHolds: true }) keeps them", () => keepsHolds(open, observer));
+
+  it("a wait whose attempt is held up on the server when close() begins: the attempt's clean-up reaches the server before close() ends", async () => {
+    const admin = new pg.Client({ connectionString: server.url });
+    await admin.connect();
+    const store = await PostgresLockStore.connect(server.url, { listen: false });
+    try {
+      const key = uniqueKey("shutdown-late");
+      // Another session holds the key's advisory lock (as the store names it): the attempt waits behind it.
+      await admin.query("BEGIN");
+      await admin.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", ["locksmith:locksmith_locks", `lock:${key}`]);
+      const acquiring = lock(key, 60_000, store)
+        .acquire({ timeout: 10_000 })
+        .catch((err) => err);
+      await sleep(150);
+      const closing = store.close();
+      const err = await acquiring;
+      assert.equal(err?.code, "STORE_CLOSED", String(err?.message ?? err));
+      assert.equal(err.holdMayRemain, true, "an attempt was on its way");
+      await sleep(300);
+      await admin.query("COMMIT"); // the attempt goes through now, during close()
+      await closing;
+      const { rows } = await admin.query("SELECT count(*)::int AS n FROM locksmith_locks WHERE key = $1 AND expires_at > clock_timestamp()", [key]);
+      assert.equal(rows[0].n, 0, "a hold nobody owns was left on the server");
+    } finally {
+      await admin.end();
+    }
+  });
 });
 
 describe("MySqlLockStore", await requireMysql(), () => {

@@ -175,8 +175,10 @@ function parseSignal(value) {
 /**
  * What an acquire ended by `signal` rejects with: the signal's reason when the caller
  * gave one, else an AbortError (the platform's default reason becomes its `cause`).
+ * `mayRemain`: an attempt was on its way, released once it settles: then always an
+ * AbortError with `holdMayRemain` (the signal's reason as its `reason`), which says so.
  */
-function abortedBy(signal, key, unreleased) {
+function abortedBy(signal, key, unreleased, mayRemain = false) {
   const reason = signal.reason;
   const defaultReason = reason === undefined || (typeof DOMException === "function" && reason instanceof DOMException && reason.name === "AbortError");
   // A grant that raced the abort and could not be given back stays until its TTL: said
@@ -188,6 +190,16 @@ function abortedBy(signal, key, unreleased) {
     );
     err.key = key;
     err.reason = reason;
+    return err;
+  }
+  if (mayRemain) {
+    const err = new AbortError(
+      `locksmith: the acquire of ${JSON.stringify(key)} was aborted with an attempt on its way: a hold it takes is released once it settles, or stays until its TTL passes`,
+      reason === undefined ? undefined : { cause: reason },
+    );
+    err.key = key;
+    err.reason = reason;
+    err.holdMayRemain = true;
     return err;
   }
   if (!defaultReason) return reason;
@@ -801,7 +813,7 @@ export function makeApi(binding) {
     #entry;
     /** The last acquire's promise, for close() to wait for. */
     #inflight;
-    /** `{ reason, hold }` once the store's close() ended hold number `hold`. */
+    /** `{ reason, hold, closed }` once the store's close() (`closed`, its StoreClosedError) ended hold number `hold`. */
     #endedBy;
     /** Whether the last acquire aborted had an attempt on its way (see #acquireAbortable). */
     #abortMayRemain = false;
@@ -1306,7 +1318,7 @@ export function makeApi(binding) {
         return taken;
       });
       if (taken === ABORTED) {
-        if (signal?.aborted || this.#record?.closed === undefined) throw abortedBy(signal, this.#key, unreleased);
+        if (signal?.aborted || this.#record?.closed === undefined) throw abortedBy(signal, this.#key, unreleased, this.#abortMayRemain);
         throw this.#storeClosed(
           this.#record.closed,
           ` while the acquire of ${JSON.stringify(this.#key)} waited${

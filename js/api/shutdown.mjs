@@ -12,8 +12,12 @@ const REGISTRY = Symbol.for("locksmith.holds");
 /** How long close() tries to release the holds before it gives up. */
 export const DEFAULT_CLOSE_TIMEOUT_MS = 2_000;
 const CLOSE_OPTIONS = ["keepHolds", "timeoutMs"];
-/** After the holds ended, how long close() watches for a clean-up still on its way to the store. */
+/**
+ * After the holds ended, how long close() watches for a clean-up still on its way to the
+ * store: longer once a call settled meanwhile (an acquire whose release follows it).
+ */
 const QUIET_MS = 10;
+const QUIET_AFTER_CALL_MS = 50;
 
 const stores = () => (globalThis[REGISTRY] ??= new WeakMap());
 
@@ -153,6 +157,7 @@ async function release(record, closed, timeoutMs, name, busy) {
   );
   const inTime = ended.length === 0 || (await Promise.race([Promise.all(ended).then(() => true), timedOut]));
   let settled = inTime;
+  let quietMs = QUIET_MS;
   // Clean-ups on their way (an acquire's release, sent once the acquire settles) reach
   // the store before its connection closes; a few quiet milliseconds tell that none is
   // left to start.
@@ -162,8 +167,9 @@ async function release(record, closed, timeoutMs, name, busy) {
       settled = false;
     } else if (record.calls.size > 0) {
       await Promise.race([Promise.all([...record.calls]), timedOut]);
+      quietMs = QUIET_AFTER_CALL_MS;
     } else {
-      await Promise.race([sleep(Math.min(QUIET_MS, left)), timedOut]);
+      await Promise.race([sleep(Math.min(quietMs, left)), timedOut]);
       if (record.calls.size === 0 && !busy?.()) break;
     }
   }
