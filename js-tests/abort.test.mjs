@@ -180,6 +180,49 @@ describe("an acquire's signal on a store of the user's own", () => {
     for (let i = 0; i < 50 && (await inner.isLocked(key)); i++) await sleep(20);
     assert.equal(await inner.isLocked(key), false, "the grant that raced the abort was released");
   });
+
+  it("says a hold may remain when the abort came while an attempt was on its way, and frees it once it settles", async () => {
+    // A store that applies an acquire 200 ms after it was sent: a release sent at the abort
+    // would find nothing and the late grant would stay for its TTL.
+    const inner = new ls.MemoryLockStore();
+    const late = {
+      acquire: async (key, owner, ttl) => {
+        await sleep(200);
+        return inner.acquire(key, owner, ttl);
+      },
+      release: (key, owner) => inner.release(key, owner),
+      extend: (key, owner, ttl) => inner.extend(key, owner, ttl),
+      isLocked: (key) => inner.isLocked(key),
+      remainingTime: (key) => inner.remainingTime(key),
+    };
+    for (const reason of [undefined, new Error("request gone")]) {
+      const key = uniqueKey("abort-late");
+      const controller = new AbortController();
+      const acquiring = ls.lock(key, 10_000, late).acquire({ timeout: 5_000, signal: controller.signal });
+      await sleep(50);
+      const started = performance.now();
+      controller.abort(reason);
+      const err = await acquiring.catch((e) => e);
+      assert.ok(performance.now() - started < 100, "answered at the abort");
+      assert.equal(err.code, "ABORTED");
+      assert.equal(err.holdMayRemain, true, "an attempt was on its way");
+      assert.match(err.message, /released once it settles/);
+      if (reason) assert.equal(err.reason, reason, "the signal's own reason rides along");
+      await sleep(300);
+      for (let i = 0; i < 50 && (await inner.isLocked(key)); i++) await sleep(20);
+      assert.equal(await inner.isLocked(key), false, "the late grant was released once the attempt settled");
+    }
+    // An abort between attempts: nothing may remain, and a reason of one's own is the rejection.
+    const holder = ls.lock(uniqueKey("abort-between"), 10_000, inner);
+    await holder.acquire();
+    const reason = new Error("gone");
+    const controller = new AbortController();
+    const waiting = ls.lock(holder.key, 10_000, inner).acquire({ timeout: 5_000, retryDelay: 1_000, signal: controller.signal });
+    await sleep(50);
+    controller.abort(reason);
+    await assert.rejects(waiting, (err) => err === reason);
+    await holder.release();
+  });
 });
 
 describe("on Redis", () => {
