@@ -549,8 +549,14 @@ describe(`history checker (${TARGET})`, () => {
         processes: 2,
         clients: 3,
         // Every hold with a 4 s TTL (released within a few ms): a hold left by a late
-        // acquire outlives the run. Stalls of 150–500 ms every 100–400 ms.
-        client: { kinds: { lock: 1 }, stalls: { everyMs: [100, 400], ms: [150, 500] }, longTtl: { share: 1, ms: 4_000 } },
+        // acquire outlives the run. Stalls of 150–500 ms every 50–150 ms; six keys, so
+        // that a late acquire finds its key free (a key holds one orphan at most).
+        client: {
+          kinds: { lock: 1 },
+          keys: ["h0", "h1", "h2", "h3", "h4", "h5"],
+          stalls: { everyMs: [50, 150], ms: [150, 500] },
+          longTtl: { share: 1, ms: 4_000 },
+        },
         orphans: list,
       });
       t.diagnostic(
