@@ -1,0 +1,376 @@
+//! The memory store's state: the plain locks, the semaphores' and read-write locks' holds,
+//! the waiters, the fencing counter and the sweep, and the operations on them at a given
+//! `now` (the memory store's, under its lock, and a file store's, on the state it read
+//! under its file lock).
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+
+use super::holds::Holds;
+use super::waiters::Waiters;
+use crate::error::Result;
+use crate::store::{AllGrant, BoxFuture, Grant, HoldKind};
+
+/// Below this many entries the map is never swept in passing.
+const SWEEP_MIN_ENTRIES: usize = 256;
+/// With at least [`SWEEP_MIN_ENTRIES`], an insert sweeps when this long has passed
+/// since the last sweep, or when the map has doubled since then.
+const SWEEP_INTERVAL_MS: u64 = 1_000;
+
+/// The standard library's `SipHash`-1-3 with a per-map random key. Lock keys often come
+/// from user input (`invoice:{id}`), and a hasher without a keyed, collision-resistant
+/// design lets crafted keys pile into one bucket; `SipHash` is built to prevent that,
+/// at some cost per hash over an unkeyed hasher.
+pub(super) type Map<V> = HashMap<Box<str>, V, RandomState>;
+
+pub(crate) struct State {
+    pub(super) entries: Map<Entry>,
+    /// Semaphores and read-write locks, apart from the plain locks and from each other.
+    pub(super) semaphores: Map<Holds>,
+    pub(super) rwlocks: Map<Holds>,
+    pub(super) waiters: Waiters,
+    pub(super) last_fencing_token: u64,
+    pub(super) last_sweep_ms: u64,
+    pub(super) len_after_sweep: usize,
+}
+
+/// An owner, inline when it has the length of locksmith's own tokens (no allocation on
+/// the hot path), boxed otherwise (any string a caller of the plain interface passes).
+pub(super) enum Owner {
+    Inline([u8; 32]),
+    Boxed(Box<str>),
+}
+
+impl Owner {
+    pub(super) fn new(owner: &str) -> Self {
+        match <[u8; 32]>::try_from(owner.as_bytes()) {
+            Ok(bytes) => Self::Inline(bytes),
+            Err(_) => Self::Boxed(owner.into()),
+        }
+    }
+
+    #[cfg(not(target_arch = "wasm32"))] // the file store's
+    pub(super) fn as_str(&self) -> &str {
+        match self {
+            Self::Inline(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
+            Self::Boxed(boxed) => boxed,
+        }
+    }
+
+    pub(super) fn is(&self, owner: &str) -> bool {
+        match self {
+            Self::Inline(bytes) => bytes == owner.as_bytes(),
+            Self::Boxed(boxed) => **boxed == *owner,
+        }
+    }
+}
+
+pub(super) struct Entry {
+    pub(super) owner: Owner,
+    pub(super) expires_at: u64,
+    /// The hold's fencing token (kept for a file store's readers; not in the wasm build).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) token: u64,
+}
+
+impl Entry {
+    pub(super) fn live(&self, now: u64) -> bool {
+        self.expires_at > now
+    }
+
+    pub(super) fn held_by(&self, owner: &str, now: u64) -> bool {
+        self.live(now) && self.owner.is(owner)
+    }
+}
+
+impl State {
+    pub(crate) fn new() -> Self {
+        Self {
+            entries: Map::default(),
+            semaphores: Map::default(),
+            rwlocks: Map::default(),
+            waiters: Waiters::default(),
+            last_fencing_token: 0,
+            last_sweep_ms: 0,
+            len_after_sweep: 0,
+        }
+    }
+
+    /// Everything the store keeps per key.
+    pub(super) fn len(&self) -> usize {
+        self.entries.len() + self.semaphores.len() + self.rwlocks.len() + self.waiters.len()
+    }
+
+    pub(super) fn holds_of(&mut self, kind: HoldKind) -> &mut Map<Holds> {
+        match kind {
+            HoldKind::Permit { .. } => &mut self.semaphores,
+            _ => &mut self.rwlocks,
+        }
+    }
+
+    /// Wakes every waiter of a semaphore or read-write lock: a release can admit
+    /// several (readers), and each checks for itself.
+    pub(super) fn wake_permit_waiters(&mut self, key: &str, kind: HoldKind) {
+        self.waiters.wake(key, Some(kind), usize::MAX);
+    }
+
+    /// Wakes one waiter of `key`: a woken waiter that gives up passes the wake-up on.
+    pub(super) fn wake_one_waiter(&mut self, key: &str) {
+        self.waiters.wake(key, None, 1);
+    }
+
+    pub(super) fn sweep(&mut self, now: u64) {
+        let waiters = &self.waiters;
+        self.entries.retain(|key, entry| {
+            let live = entry.live(now);
+            if !live {
+                waiters.nudge(key, None, 1);
+            }
+            live
+        });
+        for (map, kind) in
+            [(&mut self.semaphores, HoldKind::Permit { limit: 1 }), (&mut self.rwlocks, HoldKind::Read)]
+        {
+            map.retain(|key, holds| {
+                if holds.prune(now) {
+                    waiters.nudge(key, Some(kind), usize::MAX);
+                }
+                !holds.is_empty()
+            });
+        }
+        self.waiters.forget_unheard();
+        // Give memory back after a burst of keys has expired.
+        if self.entries.capacity() > 1024 && self.entries.capacity() > 4 * self.entries.len() {
+            self.entries.shrink_to_fit();
+        }
+        self.last_sweep_ms = now;
+        self.len_after_sweep = self.len();
+    }
+
+    fn sweep_in_passing(&mut self, now: u64) {
+        let len = self.len();
+        if len >= SWEEP_MIN_ENTRIES
+            && (len >= 2 * self.len_after_sweep.max(1)
+                || now.saturating_sub(self.last_sweep_ms) >= SWEEP_INTERVAL_MS)
+        {
+            self.sweep(now);
+        }
+    }
+
+    fn live_entry(&self, key: &str, now: u64) -> Option<&Entry> {
+        self.entries.get(key).filter(|e| e.live(now))
+    }
+
+    fn next_fencing_token(&mut self) -> u64 {
+        self.last_fencing_token += 1;
+        self.last_fencing_token
+    }
+}
+
+/// The operations, on the state as it is at `now` (the memory store's lock held, or a
+/// file store's state read under its file lock). A release wakes this process's waiters.
+impl State {
+    pub(crate) fn acquire(&mut self, key: &str, owner: &str, ttl_ms: u64, now: u64) -> Option<Grant> {
+        let expires_at = now.saturating_add(ttl_ms);
+        let token = match self.entries.get_mut(key) {
+            Some(entry) if entry.live(now) => return None,
+            Some(_) => {
+                let token = self.next_fencing_token();
+                let entry = self.entries.get_mut(key)?;
+                entry.owner = Owner::new(owner);
+                entry.expires_at = expires_at;
+                #[cfg(not(target_arch = "wasm32"))]
+                {
+                    entry.token = token;
+                }
+                token
+            }
+            None => {
+                self.sweep_in_passing(now);
+                let token = self.next_fencing_token();
+                self.entries.insert(
+                    key.into(),
+                    Entry {
+                        owner: Owner::new(owner),
+                        expires_at,
+                        #[cfg(not(target_arch = "wasm32"))]
+                        token,
+                    },
+                );
+                token
+            }
+        };
+        Some(Grant::with_fencing_token(token))
+    }
+
+    pub(crate) fn release(&mut self, key: &str, owner: &str, now: u64) -> bool {
+        // One lookup on the common path (the holder releases); the entry goes back in
+        // when someone else holds the key.
+        match self.entries.remove_entry(key) {
+            Some((_, entry)) if entry.held_by(owner, now) => {
+                self.wake_one_waiter(key);
+                true
+            }
+            Some((key, entry)) => {
+                self.entries.insert(key, entry);
+                false
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn extend(&mut self, key: &str, owner: &str, ttl_ms: u64, now: u64) -> bool {
+        match self.entries.get_mut(key) {
+            Some(entry) if entry.held_by(owner, now) => {
+                entry.expires_at = now.saturating_add(ttl_ms);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn is_locked(&self, key: &str, now: u64) -> bool {
+        self.live_entry(key, now).is_some()
+    }
+
+    pub(crate) fn remaining_time(&self, key: &str, now: u64) -> Option<u64> {
+        self.live_entry(key, now).map(|e| e.expires_at - now)
+    }
+
+    pub(crate) fn is_held_by(&self, key: &str, owner: &str, now: u64) -> bool {
+        self.entries.get(key).is_some_and(|e| e.held_by(owner, now))
+    }
+
+    /// Takes every one of `keys` for `owner`, or, if any is held, none.
+    pub(crate) fn acquire_all(&mut self, keys: &[String], owner: &str, ttl_ms: u64, now: u64) -> AllGrant {
+        if let Some(held) = keys.iter().position(|key| self.is_locked(key, now)) {
+            // A release of one of the free keys may have woken this attempt: its wake-up
+            // goes on to that key's next waiter, which may need nothing else.
+            for key in keys {
+                if !self.is_locked(key, now) {
+                    self.waiters.nudge(key, None, 1);
+                }
+            }
+            return AllGrant::Busy(Some(held));
+        }
+        AllGrant::Granted(
+            keys.iter().map(|key| self.acquire(key, owner, ttl_ms, now).unwrap_or_default()).collect(),
+        )
+    }
+
+    /// The listener of `key`'s next release; ready at once when the key is free.
+    pub(crate) fn release_signal(&mut self, key: &str, now: u64) -> BoxFuture<'static, ()> {
+        if self.live_entry(key, now).is_none() {
+            // Free already: the next attempt should not wait.
+            return Box::pin(std::future::ready(()));
+        }
+        self.waiters.listen(key, None)
+    }
+
+    pub(crate) fn acquire_permits(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        now: u64,
+    ) -> Result<Option<Grant>> {
+        crate::validate::kind(kind)?;
+        let permits = crate::validate::permits(kind, permits)?;
+        if !self.holds_of(kind).contains_key(key) {
+            self.sweep_in_passing(now);
+        }
+        let holds = self.holds_of(kind).entry(key.into()).or_default();
+        holds.prune(now);
+        if holds.position(owner).is_some() {
+            return Ok(None);
+        }
+        if let HoldKind::Permit { limit } = kind {
+            match holds.limit {
+                Some(held) if held != limit && !holds.holders.is_empty() => {
+                    return Err(crate::error::LockError::InvalidArgument(format!(
+                        "semaphore {} is held with limit {held}; this handle asks for {limit}: every handle of a semaphore must use the same limit",
+                        crate::validate::quote(key)
+                    )));
+                }
+                _ => holds.limit = Some(limit),
+            }
+        }
+        if !holds.admit(owner, now.saturating_add(ttl_ms), kind, permits) {
+            return Ok(None);
+        }
+        let token = self.next_fencing_token();
+        // Admitted holders go last.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(holder) = self.holds_of(kind).get_mut(key).and_then(|h| h.holders.last_mut()) {
+            holder.token = token;
+        }
+        Ok(Some(Grant::with_fencing_token(token)))
+    }
+
+    pub(crate) fn release_permit(&mut self, key: &str, owner: &str, kind: HoldKind, now: u64) -> bool {
+        let Some(holds) = self.holds_of(kind).get_mut(key) else {
+            return false;
+        };
+        holds.prune(now);
+        if holds.writer_waiting.as_ref().is_some_and(|(claimant, _)| claimant.is(owner)) {
+            holds.writer_waiting = None;
+        }
+        holds.forget_reader(owner);
+        let gone = holds.position(owner).map(|i| holds.holders.swap_remove(i));
+        if gone.as_ref().is_some_and(|h| h.writer) {
+            holds.readers_take_their_turn();
+        }
+        let released = gone.is_some();
+        if holds.is_empty() {
+            self.holds_of(kind).remove(key);
+        }
+        self.wake_permit_waiters(key, kind);
+        released
+    }
+
+    pub(crate) fn extend_permit(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        now: u64,
+    ) -> bool {
+        let Some(holds) = self.holds_of(kind).get_mut(key) else {
+            return false;
+        };
+        holds.prune(now);
+        match holds.position(owner) {
+            Some(i) => {
+                holds.holders[i].expires_at = now.saturating_add(ttl_ms);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn permit_count(&mut self, key: &str, kind: HoldKind, now: u64) -> u64 {
+        self.holds_of(kind).get(key).map_or(0, |holds| {
+            holds.holders.iter().filter(|h| h.expires_at > now).map(|h| u64::from(h.permits)).sum()
+        })
+    }
+
+    pub(crate) fn permit_remaining_time(
+        &mut self,
+        key: &str,
+        owner: &str,
+        kind: HoldKind,
+        now: u64,
+    ) -> Option<u64> {
+        self.holds_of(kind).get(key).and_then(|holds| {
+            holds.holders.iter().find(|h| h.owner.is(owner) && h.expires_at > now).map(|h| h.expires_at - now)
+        })
+    }
+
+    /// The listener of the next release among `key`'s holds of `kind`.
+    pub(crate) fn permit_release_signal(&mut self, key: &str, kind: HoldKind) -> BoxFuture<'static, ()> {
+        self.waiters.listen(key, Some(kind))
+    }
+}
