@@ -875,9 +875,10 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
       assert.equal(freed.stdout.trim().split("\n").length, 2, freed.stdout);
       for (const h of held) assert.equal(await h.isExpired(), true);
     } finally {
+      // The store first: its close() releases what it still holds, in the tables dropped next.
+      await old.close();
       await pg.query(`DROP TABLE IF EXISTS "${table}", "${table}_permits"; DROP SEQUENCE IF EXISTS "${table}_fencing"`).catch(() => {});
       await pg.end();
-      await old.close();
     }
   });
 

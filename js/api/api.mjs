@@ -1121,14 +1121,16 @@ export function makeApi(binding) {
     /**
      * The store's close(): the hold's signal aborts with a StoreClosedError, an acquire
      * on its way settles (a grant then is released by #acquireClosable), and the hold is
-     * released. Rejects when the release fails.
+     * released. Rejects when the release fails. A hold already lost (its TTL passed, or
+     * the store found it gone or someone else's) is left as it is.
      */
     async #endForClose(closed) {
       const reason = new StoreClosedError(`${closed.message}, which ended the hold on ${JSON.stringify(this.#key)}`);
       reason.key = this.#key;
       const end = () => {
         const native = this.#native;
-        if (native === undefined || !native.hasOwner) return false;
+        // Only a hold still certainly held: a lost one (its signal says so) is not released.
+        if (native === undefined || native.holdGeneration === null) return false;
         if (this.#endedBy?.hold !== this.#holds) this.#endedBy = { reason, hold: this.#holds, closed };
         const watch = this.#watch;
         if (watch !== undefined && watch.native === native && !watch.controller.signal.aborted) watch.controller.abort(this.#endedBy.reason);
