@@ -412,7 +412,7 @@ export async function openStore(ls, spec) {
   if (spec && typeof spec === "object" && (typeof spec.redis === "string" || (spec.redis && typeof spec.redis === "object"))) {
     const { redis, ...options } = spec;
     const store = await ls.RedisLockStore.connect({ ...(typeof redis === "string" ? { url: redis } : redis), ...options });
-    return { store, close: () => store.close() };
+    return { store, close: (options) => store.close(options) };
   }
   if (spec && typeof spec === "object" && typeof spec.upstash === "string") {
     const { upstash, token, ...options } = spec;
@@ -420,7 +420,7 @@ export async function openStore(ls, spec) {
     const { UpstashLockStore } = await import("locksmith-js/upstash");
     const client = new Redis({ url: upstash, token, enableTelemetry: false });
     const store = new UpstashLockStore(client, options);
-    return { store, raw: client, close: () => store.close() };
+    return { store, raw: client, close: (options) => store.close(options) };
   }
   if (spec && typeof spec === "object" && typeof spec.durableObject === "string") {
     const { fetch } = await import("miniflare");
@@ -444,19 +444,19 @@ export async function openStore(ls, spec) {
       for (const key of HISTORY_KEYS) await raw.forceRelease(key);
       raw.close();
     }
-    return { store, close: () => store.close() };
+    return { store, close: (options) => store.close(options) };
   }
   if (spec && typeof spec === "object" && typeof spec.postgres === "string") {
     const { postgres, options, module, ...storeOptions } = spec;
     const { PostgresLockStore } = await storeModule(module, "locksmith-js/postgres");
     const store = await PostgresLockStore.connect({ connectionString: postgres, ...(options ? { options } : {}) }, storeOptions);
-    return { store, close: () => store.close() };
+    return { store, close: (options) => store.close(options) };
   }
   if (spec && typeof spec === "object" && typeof spec.mysql === "string") {
     const { mysql, module, ...storeOptions } = spec;
     const { MySqlLockStore } = await storeModule(module, "locksmith-js/mysql");
     const store = await MySqlLockStore.connect(mysql, storeOptions);
-    return { store, close: () => store.close() };
+    return { store, close: (options) => store.close(options) };
   }
   if (spec && typeof spec === "object" && typeof spec.ioredis === "string") {
     const { ioredis, ...options } = spec;
@@ -468,8 +468,8 @@ export async function openStore(ls, spec) {
     return {
       store,
       raw: client,
-      close: async () => {
-        await store.close();
+      close: async (options) => {
+        await store.close(options);
         client.disconnect();
       },
     };
@@ -484,8 +484,8 @@ export async function openStore(ls, spec) {
     const store = new NodeRedisLockStore(client, options);
     return {
       store,
-      close: async () => {
-        await store.close();
+      close: async (options) => {
+        await store.close(options);
         await (typeof client.destroy === "function" ? client.destroy() : client.disconnect());
       },
     };
@@ -494,7 +494,7 @@ export async function openStore(ls, spec) {
     const { etcd, late, module, ...options } = spec;
     const { EtcdLockStore } = await storeModule(module, "locksmith-js/etcd");
     const store = await EtcdLockStore.connect({ endpoints: etcd, ...options, ...(late && { fetch: lateFetch(late) }) });
-    return { store, close: () => store.close() };
+    return { store, close: (options) => store.close(options) };
   }
   if (spec && typeof spec === "object" && typeof spec.broken === "string") {
     const inner = await openStore(ls, spec.store);
@@ -775,7 +775,9 @@ async function main() {
   // Processes of one run start together: at `startAt` on the run's clock.
   if (config.startAt) await sleep(Math.max(0, config.startAt - now()));
   const { holds, summary, attempts, stalls } = await runClients(ls, store, config);
-  await close();
+  // With the orphaned-hold check (config.keepHolds), close() leaves what is still held to
+  // its TTL, as a process that keeps running would: the check then sees it.
+  await close(config.keepHolds ? { keepHolds: true } : undefined);
   if (config.syncClock !== false) summary.clock = await syncClock({ check: true });
   // A streaming process wrote its stalls as they came.
   const lines = [...holds, ...attempts, ...(config.stream ? [] : stalls)].map((r) => JSON.stringify(r));

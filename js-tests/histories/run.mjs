@@ -127,7 +127,8 @@ export function checkRecords(records, check = {}) {
  * returns a promise is not started again until it settles; `times`, if given, is how
  * often it is applied at most. `orphans`, if given, lists the store's holds of the run's
  * keys (cliLister): before the run and once every process has exited, when each has
- * released all it held; the holds left that nobody owns are `orphans` (checkOrphans;
+ * released all it held (and closed its store leaving the rest to their TTLs, as a process
+ * that keeps running would); the holds left that nobody owns are `orphans` (checkOrphans;
  * null when not checked, or when a process was killed: its holds are nobody's by
  * then). Resolves to
  * `{ seed, result: checkHistory(...), summaries, holds, clockErrorMs, pauses, faults, orphans, stalls, attempts }`.
@@ -210,7 +211,7 @@ export async function runHistory({
   };
   try {
     for (let i = 0; i < processes; i++)
-      start({ ...client, store, clients, durationMs, seed, process: i, startAt, stream: client.stream ?? fault?.kills === true });
+      start({ ...client, store, clients, durationMs, seed, process: i, startAt, stream: client.stream ?? fault?.kills === true, keepHolds: list !== null });
     // Processes started meanwhile (in place of killed ones) are waited for too.
     for (let awaited = 0; awaited < running.length; ) {
       const n = running.length;
