@@ -5,11 +5,16 @@
 // `napi pre-publish` adds at release). The release workflow and npm test run this same
 // script.
 //
-//   node scripts/packages.mjs [--out DIR] [--binaries DIR]   stage and pack; prints JSON
+//   node scripts/packages.mjs [--out DIR] [--binaries DIR] [--ignore-scripts]
+//                                                            stage and pack; prints JSON
 //   node scripts/packages.mjs --matrix                       the release build matrix (JSON)
 //
-// DIR/npm/<triple>/ holds each platform's package, DIR/*.tgz the packed ones (the main
-// package, and each platform package that has its binary).
+// DIR (default target/packages) /npm/<triple>/ holds each platform's package, DIR/*.tgz
+// the packed ones (the main package, and each platform package that has its binary),
+// DIR/main/ the main package unpacked. --binaries: where the built .node files are
+// (default js/native/). --ignore-scripts: no prepack build first (the tree is built).
+// The main package.json loses the repository's scripts and devDependencies. See
+// docs/contributing.md ("Packing").
 import { execFileSync } from "node:child_process";
 import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -56,6 +61,8 @@ function pack(dir, out, ignoreScripts) {
   return join(out, run("npm", args, dir).trim().split("\n").pop());
 }
 
+let stagings = 0;
+
 /**
  * Stages and packs every package into `out`. `binaries` is where the built `.node`
  * files are (js/native/ here; the release's downloaded artifacts there).
@@ -68,7 +75,9 @@ export function stagePackages({ out = join(root, "target/packages"), binaries = 
   const npmDir = join(out, "npm");
   // The napi-rs CLI writes only inside the project: it makes the folders there, and they
   // are copied to `out`.
-  const made = join(root, "target/npm-dirs");
+  // A folder of this call's own: two stagings at once (test files run in parallel) must
+  // not share it.
+  const made = join(root, `target/npm-dirs-${process.pid}-${stagings++}`);
   rmSync(made, { recursive: true, force: true });
   run(napi, ["create-npm-dirs", "--cwd", root, "--package-json-path", "package.json", "--npm-dir", made]);
   cpSync(made, npmDir, { recursive: true });
@@ -114,6 +123,11 @@ export function stagePackages({ out = join(root, "target/packages"), binaries = 
   rmSync(first);
   const manifest = JSON.parse(readFileSync(join(main, "package.json"), "utf8"));
   manifest.optionalDependencies = Object.fromEntries(TRIPLES.map((t) => [packageOf(t), pkg.version]));
+  // Nothing of the repository's own workflow: its scripts (prepack would build from Rust
+  // sources the package does not hold; test, bench and the rest run its tooling) and its
+  // devDependencies are not a consumer's.
+  delete manifest.scripts;
+  delete manifest.devDependencies;
   writeFileSync(join(main, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
   const tarball = pack(main, out, true);
   return { main: tarball, mainDir: main, platforms };
