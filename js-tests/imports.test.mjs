@@ -1,6 +1,6 @@
 // Imports run one way (docs/ARCHITECTURE.md): the leaf modules of js/api import nothing
 // of the project's, the Redis driver and its sockets never reach the API, and the API
-// never imports a store or the driver.
+// never imports a store or the driver; and every file under js/ is in the folder table.
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import { dirname, join, normalize, relative } from "node:path";
@@ -68,4 +68,36 @@ it("every relative import names a file that exists", () => {
     for (const target of imports)
       assert.ok(all.includes(target) || /\/(gen|native|wasm)\//.test(target) || target.endsWith(".json"), `${file} imports ${target}, which is not there`);
   }
+});
+
+/** docs/ARCHITECTURE.md's folder table: each row's folder and the names and globs its "what" column has in backticks. */
+function folderTable() {
+  const text = readFileSync(join(root, "docs/ARCHITECTURE.md"), "utf8");
+  const start = text.indexOf("\n## Folders\n");
+  const section = text.slice(start, text.indexOf("\n## ", start + 1));
+  return [...section.matchAll(/^\| `([^`]+)` \| (.*) \|$/gm)].map(([, folder, what]) => ({ folder, names: [...what.matchAll(/`([^`]+)`/g)].map((m) => m[1]) }));
+}
+
+/** Whether `name` (a file name, a path below the row's folder, or a glob of either with `*`) names `path`. */
+function names(name, path) {
+  const pattern = new RegExp(`^${name.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replaceAll("*", "[^/]*")}$`);
+  return pattern.test(path) || pattern.test(path.split("/").pop());
+}
+
+it("every file under js/ is in docs/ARCHITECTURE.md's folder table, by name or by a glob the table states", () => {
+  const rows = folderTable().filter((row) => row.folder.startsWith("js/"));
+  assert.ok(rows.length >= 5, "the table has its js/ rows");
+  /** Every file below `dir`, build outputs (js/gen, js/native, js/wasm, the .d.cts copies) aside. */
+  const files = (dir) =>
+    readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) => {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) return ["js/gen", "js/native", "js/wasm"].includes(path) ? [] : files(path);
+      return path.endsWith(".d.cts") ? [] : [path];
+    });
+  const missing = files("js").filter((file) => {
+    // The row of the file's nearest folder.
+    const row = rows.filter((r) => file.startsWith(r.folder)).sort((a, b) => b.folder.length - a.folder.length)[0];
+    return !row?.names.some((name) => names(name, file.slice(row.folder.length)));
+  });
+  assert.deepEqual(missing, [], "files the folder table does not name: add them to their folder's row");
 });
