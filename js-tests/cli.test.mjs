@@ -39,10 +39,15 @@ const CLI = join(ROOT, "js/cli/cli.mjs");
 const { Client } = pg;
 
 const ENV = { ...process.env, ...(TARGET === "wasm" ? { LOCKSMITH_FORCE_WASM: "1" } : {}) };
+// The store URL the command reads from the environment: set only by the tests about it.
+delete ENV.LOCKSMITH_STORE_URL;
 
-/** Runs the command (`cli` is its file); resolves to { code, stdout, stderr } whatever its exit code. */
-async function run(cli, args) {
-  const env = ENV;
+/**
+ * Runs the command (`cli` is its file), with `env` added to its environment; resolves to
+ * { code, stdout, stderr } whatever its exit code.
+ */
+async function run(cli, args, extraEnv = {}) {
+  const env = { ...ENV, ...extraEnv };
   try {
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [cli, ...args], { env, timeout: 30_000 });
     return { code: 0, stdout, stderr };
@@ -52,6 +57,18 @@ async function run(cli, args) {
   }
 }
 const cli = (...args) => run(CLI, args);
+/** The command with LOCKSMITH_STORE_URL set to `url`. */
+const cliWithUrl = (url, ...args) => run(CLI, args, { LOCKSMITH_STORE_URL: url });
+
+// The warning of a password given on the command line, where ps and the shell's history show it.
+const PASSWORD_WARNING = /^locksmith: warning: the store URL argument holds a password/;
+/** `stderr` of a run given a password in its URL argument: the warning (once, first), then the rest. */
+function afterPasswordWarning(stderr) {
+  const [first, ...rest] = stderr.split("\n");
+  assert.match(first, PASSWORD_WARNING, stderr);
+  assert.equal(rest.filter((line) => PASSWORD_WARNING.test(line)).length, 0, `one warning:\n${stderr}`);
+  return rest.join("\n");
+}
 
 const fingerprint = (owner) => createHash("sha256").update(owner).digest("hex").slice(0, 8);
 const ownerOf = (lock) => JSON.parse(lock.serialize()).owner;
@@ -440,11 +457,104 @@ describe("locksmith on Redis", () => {
     assert.equal(version.stdout, `locksmith-js ${JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version}\n`);
   });
 
+  it("a mistyped command gets the nearest one: did you mean list?", async () => {
+    for (const [typed, meant] of [
+      ["lsit", "list"],
+      ["lst", "list"],
+      ["inpsect", "inspect"],
+      ["wacth", "watch"],
+      ["relase", "release"],
+      ["List", "list"],
+    ]) {
+      const { code, stdout, stderr } = await cli(typed, server.url);
+      assert.equal(code, 2, `${typed}: ${stderr}`);
+      assert.equal(stdout, "");
+      assert.match(stderr, new RegExp(`^locksmith: unknown command "${typed}": did you mean ${meant}\\?`), typed);
+    }
+    const far = await cli("frobnicate", server.url);
+    assert.doesNotMatch(far.stderr, /did you mean/);
+    // The store URL where the command goes: the order is the hint.
+    const swapped = await cli(server.url, "list");
+    assert.equal(swapped.code, 2);
+    assert.match(swapped.stderr, /^locksmith: unknown command "redis:\/\/127\.0\.0\.1:\d+": the command comes first: locksmith list <store-url>/);
+    const option = await cli("list", server.url, "--jsno");
+    assert.match(option.stderr, /^locksmith: unknown option --jsno: did you mean --json\?/);
+  });
+
+  it("--help shows both ways to run it, npx locksmith-js and locksmith, once, and names LOCKSMITH_STORE_URL", async () => {
+    const { code, stdout } = await cli("--help");
+    assert.equal(code, 0);
+    assert.equal(stdout.split("npx locksmith-js <command>").length - 1, 1, stdout);
+    assert.match(stdout, /npx locksmith-js <command> ….*locksmith <command> …/s);
+    assert.match(stdout, /usage:\n\s+locksmith list <store-url>/);
+    assert.match(stdout, /LOCKSMITH_STORE_URL +the store URL when the command is given none/);
+  });
+
+  it("takes the store URL from LOCKSMITH_STORE_URL when the arguments give none; an argument URL wins", async () => {
+    const base = uniqueKey("cli-env");
+    const held = new ls.Lock(`${base}:a`, 30_000, native);
+    assert.equal(await held.acquire(), true);
+    const listedByEnv = await cliWithUrl(server.url, "list", `${base}:*`, "--json");
+    assert.equal(listedByEnv.code, 0, listedByEnv.stderr);
+    assert.equal(listedByEnv.stderr, "");
+    assert.deepEqual(
+      listed(listedByEnv.stdout).map((l) => [l.key, l.owner]),
+      [[`${base}:a`, fingerprint(ownerOf(held))]],
+    );
+    const everything = await cliWithUrl(server.url, "list", "--json");
+    assert.equal(everything.code, 0, everything.stderr);
+    assert.ok(listed(everything.stdout).some((l) => l.key === `${base}:a`));
+    const inspected = await cliWithUrl(server.url, "inspect", `${base}:a`, "--json");
+    assert.equal(inspected.code, 0, inspected.stderr);
+    assert.equal(JSON.parse(inspected.stdout).key, `${base}:a`);
+    // An argument URL wins over the variable (here: a port nobody listens on).
+    const unreachable = `redis://127.0.0.1:${await freePort()}`;
+    const explicit = await cliWithUrl(unreachable, "list", server.url, `${base}:*`, "--json");
+    assert.equal(explicit.code, 0, explicit.stderr);
+    const viaEnvDown = await cliWithUrl(unreachable, "list", `${base}:*`);
+    assert.equal(viaEnvDown.code, 2);
+    assert.match(viaEnvDown.stderr, /^locksmith: could not reach Redis at 127\.0\.0\.1:/);
+    const freed = await cliWithUrl(server.url, "release", `${base}:a`, "--force");
+    assert.equal(freed.code, 0, freed.stderr);
+    assert.equal(await held.isExpired(), true);
+    // Neither: the usage error says where a URL may come from.
+    const none = await cli("list", `${base}:*`);
+    assert.equal(none.code, 2);
+    assert.match(none.stderr, /not a store URL: .*: give the store URL after the command, or set LOCKSMITH_STORE_URL/);
+    const nothing = await cli("list");
+    assert.equal(nothing.code, 2);
+    assert.match(nothing.stderr, /usage: locksmith list <store-url> \[pattern\] \(or set LOCKSMITH_STORE_URL\)/);
+  });
+
+  it("warns once when a password arrives in a command-line argument, never with the password; not from LOCKSMITH_STORE_URL", async () => {
+    const guarded = await startRedis(["--requirepass", "pw-in-args"]);
+    try {
+      const url = `redis://:pw-in-args@127.0.0.1:${guarded.port}`;
+      const argument = await cli("list", url);
+      assert.equal(argument.code, 1, argument.stderr);
+      assert.equal(argument.stdout, "no locks held\n");
+      assert.equal(afterPasswordWarning(argument.stderr), "");
+      assert.match(argument.stderr, /ps and the shell's history show it.*LOCKSMITH_STORE_URL/);
+      assert.ok(!argument.stderr.includes("pw-in-args"), "the warning never shows the password");
+      const fromEnv = await cliWithUrl(url, "list");
+      assert.equal(fromEnv.code, 1, fromEnv.stderr);
+      assert.equal(fromEnv.stderr, "");
+      const user = await cli("list", `postgres://someone:pw@127.0.0.1:${await freePort()}/db?sslmode=disable`);
+      afterPasswordWarning(user.stderr);
+      const query = await cli("list", `postgres://someone@127.0.0.1:${await freePort()}/db?password=pw`);
+      afterPasswordWarning(query.stderr);
+      const noPassword = await cli("list", `redis://someone@127.0.0.1:${guarded.port}`);
+      assert.doesNotMatch(noPassword.stderr, /warning/);
+    } finally {
+      await guarded.stop();
+    }
+  });
+
   it("an unreachable server is an error that names the address (exit 2), never the password", async () => {
     const port = await freePort();
     const down = await cli("list", `redis://:secret@127.0.0.1:${port}`);
     assert.equal(down.code, 2, down.stderr);
-    assert.match(down.stderr, new RegExp(`^locksmith: could not reach Redis at 127\\.0\\.0\\.1:${port}`));
+    assert.match(afterPasswordWarning(down.stderr), new RegExp(`^locksmith: could not reach Redis at 127\\.0\\.0\\.1:${port}`));
     assert.ok(!down.stderr.includes("secret"));
     const release = await cli("release", `redis://127.0.0.1:${port}`, "k", "--force");
     assert.equal(release.code, 2);
@@ -481,7 +591,7 @@ describe("locksmith on Redis", () => {
       const wrong = await cli("list", `redis://:wrong-password@127.0.0.1:${guarded.port}`);
       assert.equal(wrong.code, 2, wrong.stdout);
       assert.equal(wrong.stdout, "");
-      assert.match(wrong.stderr, new RegExp(`^locksmith: Redis at 127\\.0\\.0\\.1:${guarded.port} refused the login: WRONGPASS`));
+      assert.match(afterPasswordWarning(wrong.stderr), new RegExp(`^locksmith: Redis at 127\\.0\\.0\\.1:${guarded.port} refused the login: WRONGPASS`));
       assert.ok(!wrong.stderr.includes("wrong-password"));
       const missing = await cli("list", guarded.url);
       assert.equal(missing.code, 2);
@@ -724,7 +834,7 @@ describe("locksmith on Redis", () => {
     ]) {
       const down = await cli(...args);
       assert.equal(down.code, 2, `${args[0]}: ${down.stderr}`);
-      assert.match(down.stderr, new RegExp(`^locksmith: could not reach Redis at 127\\.0\\.0\\.1:${port}`));
+      assert.match(afterPasswordWarning(down.stderr), new RegExp(`^locksmith: could not reach Redis at 127\\.0\\.0\\.1:${port}`));
       assert.ok(!down.stderr.includes("secret"));
     }
   });
@@ -886,7 +996,7 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
     const port = await freePort();
     const down = await cli("list", `postgres://someone:secret@127.0.0.1:${port}/db`);
     assert.equal(down.code, 2, down.stderr);
-    assert.match(down.stderr, new RegExp(`^locksmith: could not reach PostgreSQL at 127\\.0\\.0\\.1:${port}`));
+    assert.match(afterPasswordWarning(down.stderr), new RegExp(`^locksmith: could not reach PostgreSQL at 127\\.0\\.0\\.1:${port}`));
     assert.ok(!down.stderr.includes("secret"));
   });
 });
@@ -1017,11 +1127,11 @@ describe("locksmith on MySQL (MariaDB)", await requireMysql(), () => {
     const port = await freePort();
     const down = await cli("list", `mysql://someone:secret@127.0.0.1:${port}/db`);
     assert.equal(down.code, 2, down.stderr);
-    assert.match(down.stderr, new RegExp(`^locksmith: could not reach MySQL at 127\\.0\\.0\\.1:${port}`));
+    assert.match(afterPasswordWarning(down.stderr), new RegExp(`^locksmith: could not reach MySQL at 127\\.0\\.0\\.1:${port}`));
     assert.ok(!down.stderr.includes("secret"));
     const refused = await cli("list", `mysql://someone:secret@127.0.0.1:${server.port}/locksmith`);
     assert.equal(refused.code, 2, refused.stderr);
-    assert.match(refused.stderr, new RegExp(`^locksmith: MySQL at 127\\.0\\.0\\.1:${server.port} refused the connection: Access denied`));
+    assert.match(afterPasswordWarning(refused.stderr), new RegExp(`^locksmith: MySQL at 127\\.0\\.0\\.1:${server.port} refused the connection: Access denied`));
     assert.ok(!refused.stderr.includes("secret"));
   });
 });

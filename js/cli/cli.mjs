@@ -8,6 +8,10 @@
 //   locksmith watch <store-url> [pattern] [--interval MS] [--prefix P | --table T] [--json]
 //   locksmith release <store-url> <key> --force [--prefix P | --table T]
 //
+// The store URL may come from LOCKSMITH_STORE_URL instead (the arguments then start after
+// the command with the pattern or key), which keeps a password out of `ps` and the shell's
+// history; a password in an argument gets a warning.
+//
 // It prints a short fingerprint of each owner token, never the token itself: the token is
 // a bearer secret (whoever has it can release or extend the lock).
 //
@@ -36,7 +40,9 @@ import { authCommands, parseRedisUrl } from "../redis/topology.mjs";
 const ETCD_KEY_PREFIX = "locksmith/";
 const DEFAULT_INTERVAL_MS = 1_000;
 
-const USAGE = `usage:
+const USAGE = `run it as npx locksmith-js <command> …, or where locksmith-js is installed as locksmith <command> … (below)
+
+usage:
   locksmith list <store-url> [pattern] [options]          the held locks, semaphore permits and read-write holds
                                                           (pattern: a glob on lock names, default *)
   locksmith inspect <store-url> <key> [options]           who holds <key>: kind, owners, fencing token, time left, waiters
@@ -50,6 +56,11 @@ store URLs:
   mysql://user:password@host:port/database              MySQL or MariaDB (needs mysql2 installed)
   etcd://[user:password@]host:port[,host:port…], etcds://… (TLS)
   file:///path/to/lock-file                             a FileLockStore's file (needs the native addon)
+
+environment:
+  LOCKSMITH_STORE_URL   the store URL when the command is given none (locksmith list [pattern]):
+                        a password there stays out of ps and the shell's history, where an
+                        argument's shows (which gets a warning). A URL argument wins over it.
 
 options:
   --prefix <p>     key prefix (Redis: default "${DEFAULT_KEY_PREFIX}"; etcd: "${ETCD_KEY_PREFIX}")
@@ -1229,6 +1240,62 @@ function table(holds) {
   ]);
 }
 
+const COMMANDS = ["list", "inspect", "watch", "release", "help"];
+const STORE_URL_VARIABLE = "LOCKSMITH_STORE_URL";
+
+/** The edit distance of `a` and `b` (insertions, deletions, substitutions, swaps of neighbours). */
+function distance(a, b) {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.length][b.length];
+}
+
+/** ": did you mean X?" for the one of `known` nearest to `typed` (at most 2 edits, fewer than half its letters), else "". */
+function didYouMean(typed, known, show = (k) => k) {
+  const lower = typed.toLowerCase();
+  let best;
+  let bestDistance = Math.min(2, Math.floor((lower.length - 1) / 2)) + 1;
+  for (const k of known) {
+    const d = distance(lower, k);
+    if (d < bestDistance) [best, bestDistance] = [k, d];
+  }
+  return best === undefined ? "" : `: did you mean ${show(best)}?`;
+}
+
+/** Whether an argument is a store URL (a scheme and //, or file:), not a key or a pattern. */
+const isUrlArgument = (arg) => /^[a-z][a-z0-9+.-]*:\/\//i.test(arg) || /^file:/i.test(arg);
+
+/** Whether a store URL carries a password: in its user part (user:password@), or as ?password=. */
+const hasPassword = (url) => /^[a-z][a-z0-9+.-]*:\/\/[^/@]*:[^/@]+@/i.test(url) || /[?&]password=[^&]/i.test(url);
+
+/**
+ * The positionals with the store URL second: the argument's, or LOCKSMITH_STORE_URL's
+ * when the argument after the command is no URL (a key, a pattern) or missing. A password
+ * in the argument is warned of (the command runs once per process: once).
+ */
+function withStoreUrl(positionals, err) {
+  const [command, first, ...rest] = positionals;
+  if (first !== undefined && isUrlArgument(first)) {
+    if (hasPassword(first)) {
+      err.write(
+        "locksmith: warning: the store URL argument holds a password, and ps and the shell's history show it: " +
+          `set ${STORE_URL_VARIABLE} to the URL instead and leave it out of the arguments\n`,
+      );
+    }
+    return { positionals, fromEnvironment: false };
+  }
+  const fromEnvironment = process.env[STORE_URL_VARIABLE];
+  if (fromEnvironment === undefined || fromEnvironment === "") return { positionals, fromEnvironment: false };
+  return { positionals: [command, fromEnvironment, ...(first === undefined ? [] : [first]), ...rest], fromEnvironment: true };
+}
+
 /** The command line parsed, or a UsageError that says which argument is wrong. */
 function parse(argv) {
   try {
@@ -1238,7 +1305,10 @@ function parse(argv) {
     // is for programmers: say which flag, and show the usage.
     const flag = /'(-[^' ]*)/.exec(err.message)?.[1];
     const name = flag?.replace(/^-+/, "").split("=")[0];
-    if (err.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") throw new UsageError(`unknown option ${flag ?? err.message}`, { usage: true });
+    if (err.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+      const hint = flag?.startsWith("--") ? didYouMean(name, Object.keys(OPTIONS), (o) => `--${o}`) : "";
+      throw new UsageError(`unknown option ${flag ?? err.message}${hint}`, { usage: true });
+    }
     if (err.code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE" && OPTIONS[name]?.type === "string") {
       throw new UsageError(`--${name} needs a value`, { usage: true });
     }
@@ -1441,8 +1511,10 @@ async function watch(url, pattern, values, out) {
 
 // ---------------------------------------------------------------------------------
 
-async function main(argv, out = process.stdout) {
-  const { values, positionals } = parse(argv);
+async function main(argv, out = process.stdout, err = process.stderr) {
+  const parsed = parse(argv);
+  const { values } = parsed;
+  const { positionals, fromEnvironment } = withStoreUrl(parsed.positionals, err);
   const [command, url, arg] = positionals;
   if (values.help || command === "help") {
     out.write(`locksmith — see, watch and free locks\n\n${USAGE}`);
@@ -1454,6 +1526,14 @@ async function main(argv, out = process.stdout) {
     return 0;
   }
   if (command === undefined) throw new UsageError("a command is needed: list, inspect, watch or release", { usage: true });
+  if (!COMMANDS.includes(command)) {
+    const hint = isUrlArgument(command) ? ": the command comes first: locksmith list <store-url>" : didYouMean(command, COMMANDS);
+    throw new UsageError(`unknown command ${JSON.stringify(command)}${hint || ": use list, inspect, watch or release"}`, { usage: true });
+  }
+  // A first argument that is no URL, with no LOCKSMITH_STORE_URL to stand for it.
+  if (url !== undefined && !fromEnvironment && !isUrlArgument(url)) {
+    throw new UsageError(`not a store URL: ${redact(url)}: give the store URL after the command, or set ${STORE_URL_VARIABLE}`, { usage: true });
+  }
   // The default prefix is the store's: etcd's differs from Redis's.
   const etcd = /^etcds?:/i.test(url ?? "");
   values.prefix ??= etcd ? ETCD_KEY_PREFIX : DEFAULT_KEY_PREFIX;
@@ -1461,18 +1541,21 @@ async function main(argv, out = process.stdout) {
   if (!TABLE.test(values.table)) throw new UsageError("--table must be a table name (letters, digits, _), optionally schema.table");
   if (values.interval !== undefined && command !== "watch") throw new UsageError("--interval goes with watch", { usage: true });
   if (command === "list") {
-    if (url === undefined || positionals.length > 3) throw new UsageError("usage: locksmith list <store-url> [pattern]", { usage: true });
+    if (url === undefined || positionals.length > 3)
+      throw new UsageError(`usage: locksmith list <store-url> [pattern] (or set ${STORE_URL_VARIABLE})`, { usage: true });
     const holds = sortHolds(await withStore(url, values, (store) => store.list(arg ?? "*")));
     if (values.json) for (const h of holds) out.write(`${JSON.stringify(h)}\n`);
     else out.write(holds.length === 0 ? "no locks held\n" : `${table(holds)}\n`);
     return holds.length === 0 ? 1 : 0;
   }
   if (command === "inspect") {
-    if (url === undefined || arg === undefined || positionals.length > 3) throw new UsageError("usage: locksmith inspect <store-url> <key>", { usage: true });
+    if (url === undefined || arg === undefined || positionals.length > 3)
+      throw new UsageError(`usage: locksmith inspect <store-url> <key> (or set ${STORE_URL_VARIABLE})`, { usage: true });
     return inspect(url, arg, values, out);
   }
   if (command === "watch") {
-    if (url === undefined || positionals.length > 3) throw new UsageError("usage: locksmith watch <store-url> [pattern]", { usage: true });
+    if (url === undefined || positionals.length > 3)
+      throw new UsageError(`usage: locksmith watch <store-url> [pattern] (or set ${STORE_URL_VARIABLE})`, { usage: true });
     const ms = values.interval === undefined ? DEFAULT_INTERVAL_MS : Number(values.interval);
     if (!Number.isInteger(ms) || ms < 10 || ms > 3_600_000)
       throw new UsageError(`--interval must be whole milliseconds from 10 to 3600000; got ${values.interval}`);
@@ -1480,7 +1563,7 @@ async function main(argv, out = process.stdout) {
   }
   if (command === "release") {
     if (url === undefined || arg === undefined || positionals.length > 3) {
-      throw new UsageError("usage: locksmith release <store-url> <key> --force", { usage: true });
+      throw new UsageError(`usage: locksmith release <store-url> <key> --force (or set ${STORE_URL_VARIABLE})`, { usage: true });
     }
     if (!values.force) {
       throw new UsageError(`release frees ${JSON.stringify(arg)} whoever holds it; its holder will find it lost. Add --force to do it`);
