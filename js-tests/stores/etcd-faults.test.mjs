@@ -594,7 +594,8 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
         const inUrl = await EtcdLockStore.connect(${JSON.stringify(url.replace("https://", "https://app:app-secret@"))});
         const again = await new Lock("tls-auth", 5_000, inUrl).acquire();
         const short = await new Lock("tls-short", "300ms", inUrl).acquire();
-        await inUrl.close();
+        // Kept, for its lease to be read below.
+        await inUrl.close({ keepHolds: true });
         console.log(JSON.stringify({ taken, permit, released, again, short, token, logins }));
       `);
       assert.deepEqual(out, { taken: true, permit: true, released: true, again: true, short: true, token: "number", logins: 2 });

@@ -408,6 +408,9 @@ export class NativeStore {
   }
 }
 
+/** A JS store's calls that can take or free a hold: a store's close() waits for them. */
+const HOLD_CALLS = new Set(["acquire", "release", "acquirePermit", "releasePermit", "acquireAll"]);
+
 /** This copy's error classes, for the errors a store's close() makes for its handles. */
 const CLOSE_ERRORS = { InvalidArgumentError, StoreClosedError, StoreUnavailableError };
 
@@ -570,7 +573,8 @@ export function makeApi(binding) {
       checkNumber("operationTimeoutMs", timeout);
       // onRelease subscriptions by id, each with the store's unsubscribe function.
       const subscriptions = new Map();
-      // A store that can be closed: its close() waits for the calls on their way.
+      // A store that can be closed: its close() waits for the calls on their way that can
+      // take or free a hold (an acquire, and the release that cleans up after it).
       const record = closeRecord(store);
       const tokens = typeof store[ACQUIRE_TOKEN] === "function";
       const permitTokens = typeof store[ACQUIRE_PERMIT_TOKEN] === "function";
@@ -680,7 +684,7 @@ export function makeApi(binding) {
               pending = store.remainingTime(call.key);
           }
           const answer = Promise.resolve(pending).then(normalizeAnswer, refusal);
-          return record === undefined ? answer : noteCall(record, answer);
+          return record === undefined || !HOLD_CALLS.has(call.op) ? answer : noteCall(record, answer);
         } catch (err) {
           return Promise.reject(storeFailure(err));
         }

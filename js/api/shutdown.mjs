@@ -158,6 +158,9 @@ async function release(record, closed, timeoutMs, name, busy) {
   const inTime = ended.length === 0 || (await Promise.race([Promise.all(ended).then(() => true), timedOut]));
   let settled = inTime;
   let quietMs = QUIET_MS;
+  // The store's own calls on their way count only where this process held or took
+  // something through it (a lookup that waits on an unreachable server is no clean-up).
+  const storeBusy = entries.length > 0 ? busy : undefined;
   // Clean-ups on their way (an acquire's release, sent once the acquire settles) reach
   // the store before its connection closes; a few quiet milliseconds tell that none is
   // left to start.
@@ -170,7 +173,7 @@ async function release(record, closed, timeoutMs, name, busy) {
       quietMs = QUIET_AFTER_CALL_MS;
     } else {
       await Promise.race([sleep(Math.min(quietMs, left)), timedOut]);
-      if (record.calls.size === 0 && !busy?.()) break;
+      if (record.calls.size === 0 && !storeBusy?.()) break;
     }
   }
   clearTimeout(timer);
