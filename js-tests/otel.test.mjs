@@ -6,6 +6,8 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import dc from "node:diagnostics_channel";
 import { readdirSync, readFileSync } from "node:fs";
+import { copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import { join, relative } from "node:path";
 import { after, afterEach, before, describe, it } from "node:test";
@@ -131,8 +133,9 @@ function scenarios(name, getStore) {
     assert.equal(acquireSpan.attributes["locksmith.kind"], "lock");
     assert.equal(acquireSpan.attributes["locksmith.store"], name);
     assert.equal(acquireSpan.attributes["locksmith.attempts"], 1);
-    assert.equal(acquireSpan.attributes["locksmith.fencing_token"], String(token));
-    assert.equal(holdSpan.attributes["locksmith.fencing_token"], String(token));
+    // A number, as lock.fencingToken is (every store's tokens are safe integers).
+    assert.equal(acquireSpan.attributes["locksmith.fencing_token"], token);
+    assert.equal(holdSpan.attributes["locksmith.fencing_token"], token);
     assert.equal(acquireSpan.status.code, SpanStatusCode.UNSET);
     assert.equal(holdSpan.attributes["locksmith.outcome"], "released");
     assert.equal(holdSpan.status.code, SpanStatusCode.UNSET);
@@ -142,6 +145,27 @@ function scenarios(name, getStore) {
       "the hold links to its acquire",
     );
     for (const span of spans) assert.equal(span.attributes["locksmith.key"], undefined, "no key without recordKeys");
+  });
+
+  it("puts a lockAll() hold's fencing tokens on its spans, in the order of its keys", async () => {
+    otel = instrumented({ recordKeys: true });
+    const base = uniqueKey("otel-all");
+    const all = ls.lockAll([`${base}:b`, `${base}:a`], 5_000, getStore());
+    assert.equal(await all.acquire(), true);
+    const tokens = all.keys.map((key) => all.fencingTokens[key]);
+    assert.ok(
+      tokens.every((t) => typeof t === "number"),
+      JSON.stringify(all.fencingTokens),
+    );
+    assert.equal(await all.release(), true);
+    const [acquireSpan] = spansNamed(otel.spans(), "locksmith acquire");
+    const [holdSpan] = spansNamed(otel.spans(), "locksmith hold");
+    for (const span of [acquireSpan, holdSpan]) {
+      assert.equal(span.attributes["locksmith.kind"], "multi");
+      assert.deepEqual(span.attributes["locksmith.fencing_tokens"], tokens, span.name);
+      assert.deepEqual(span.attributes["locksmith.keys"], [...all.keys], span.name);
+      assert.equal(span.attributes["locksmith.fencing_token"], undefined, "one token has no meaning for several keys");
+    }
   });
 
   it("records busy and timeout, with a timeout's attempts and wait", async () => {
@@ -639,6 +663,55 @@ describe("the otel entry's packaging", () => {
     assert.ok(!manifest.dependencies?.["@opentelemetry/api"], "not a dependency");
     for (const [name, version] of Object.entries(manifest.devDependencies)) {
       if (name.startsWith("@opentelemetry/")) assert.match(version, /^\d+\.\d+\.\d+$/, `${name} is pinned exactly`);
+    }
+  });
+
+  it("type-checks where @opentelemetry/api is not installed (skipLibCheck: false): its types stand alone", async () => {
+    // A project of its own outside this repository, so no node_modules above it holds the API.
+    const dir = await mkdtemp(join(tmpdir(), "locksmith-otel-types-"));
+    try {
+      await mkdir(join(dir, "types"));
+      await copyFile(join(root, "js/types/otel.d.ts"), join(dir, "types/otel.d.ts"));
+      await writeFile(
+        join(dir, "use.ts"),
+        [
+          'import { instrument, VERSION, type InstrumentOptions } from "locksmith-js/otel";',
+          "const options: InstrumentOptions = { recordKeys: true };",
+          "const stop: () => void = instrument(options);",
+          "// A provider is anything with getMeter / getTracer, as OpenTelemetry's are.",
+          "instrument({ meterProvider: { getMeter: (name: string, version?: string) => ({ name, version }) } });",
+          "// @ts-expect-error recordKeys is a boolean",
+          'instrument({ recordKeys: "yes" });',
+          "stop();",
+          "export const version: string = VERSION;",
+          "",
+        ].join("\n"),
+      );
+      await writeFile(
+        join(dir, "tsconfig.json"),
+        JSON.stringify({
+          compilerOptions: {
+            strict: true,
+            noEmit: true,
+            skipLibCheck: false,
+            target: "ES2022",
+            module: "ESNext",
+            moduleResolution: "bundler",
+            types: [],
+            lib: ["ES2022"],
+            paths: { "locksmith-js/otel": ["./types/otel.d.ts"] },
+          },
+          files: ["use.ts"],
+        }),
+      );
+      const tsc = join(root, "node_modules/typescript/bin/tsc");
+      const checked = await run(process.execPath, [tsc, "-p", join(dir, "tsconfig.json")]).then(
+        () => ({ code: 0, stdout: "" }),
+        (err) => ({ code: err.code, stdout: `${err.stdout}${err.stderr}` }),
+      );
+      assert.equal(checked.code, 0, checked.stdout);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 

@@ -107,10 +107,27 @@ function extendOutcome(ctx) {
   return "extended";
 }
 
-/** The grant's fencing token as a string attribute (tokens can outgrow a double), if it has one. */
+/**
+ * The grant's fencing token as an attribute, if it has one: a number, as `lock.fencingToken`
+ * is (every store's tokens are safe integers; the stores refuse others).
+ */
 function fencingToken(ctx) {
   const token = ctx.fencingToken;
-  return typeof token === "string" || typeof token === "number" || typeof token === "bigint" ? String(token) : undefined;
+  return typeof token === "number" && Number.isFinite(token) ? token : undefined;
+}
+
+/**
+ * A lockAll() grant's keys and each key's fencing token, in the order the handle gives its
+ * keys (read from the handle as the acquire settles, when the hold is the one just granted);
+ * undefined for other kinds, or where a key has no token.
+ */
+function multiTokens(ctx) {
+  if (ctx.kind !== "multi" || ctx.lock === null || typeof ctx.lock !== "object") return undefined;
+  const keys = ctx.lock.keys;
+  const byKey = ctx.lock.fencingTokens;
+  if (!Array.isArray(keys) || byKey === null || typeof byKey !== "object") return undefined;
+  const tokens = keys.map((key) => byKey[key]);
+  return tokens.every((t) => typeof t === "number" && Number.isFinite(t)) ? { keys: [...keys], tokens } : undefined;
 }
 
 const errorMessage = (err) => (typeof err?.message === "string" ? err.message : String(err));
@@ -164,6 +181,13 @@ export function instrument(options) {
     if (recordKeys && typeof ctx.key === "string") attributes["locksmith.key"] = ctx.key;
     return attributes;
   };
+  /** A grant's fencing token(s) on `span`: one lock's token, or a lockAll() hold's tokens (and, with recordKeys, its keys). */
+  const setTokens = (span, token, multi) => {
+    if (token !== undefined) span.setAttribute("locksmith.fencing_token", token);
+    if (multi === undefined) return;
+    span.setAttribute("locksmith.fencing_tokens", multi.tokens);
+    if (recordKeys) span.setAttribute("locksmith.keys", multi.keys);
+  };
 
   /** Ends a hold: `outcome` is "released" or "lost" (with the reason and error), or undefined when instrumentation stops. */
   function endHold(hold, outcome, reason, error) {
@@ -188,7 +212,7 @@ export function instrument(options) {
     hold.span.end();
   }
 
-  function startHold(ctx, acquire) {
+  function startHold(ctx, acquire, token, multi) {
     const handle = ctx.lock;
     if (handle === null || (typeof handle !== "object" && typeof handle !== "function") || typeof ctx.hold !== "number") return;
     let record = holds.get(handle);
@@ -209,8 +233,7 @@ export function instrument(options) {
       },
       acquire.parent,
     );
-    const token = fencingToken(ctx);
-    if (token !== undefined) span.setAttribute("locksmith.fencing_token", token);
+    setTokens(span, token, multi);
     const hold = { start: now(), span, attributes, done: false };
     record.open.set(ctx.hold, hold);
     openHolds.add(hold);
@@ -232,13 +255,14 @@ export function instrument(options) {
       if (typeof ctx.attempts === "number") span.setAttribute("locksmith.attempts", ctx.attempts);
       if (typeof ctx.waitedMs === "number") span.setAttribute("locksmith.waited_ms", ctx.waitedMs);
       const token = fencingToken(ctx);
-      if (token !== undefined) span.setAttribute("locksmith.fencing_token", token);
+      const multi = outcome === "acquired" ? multiTokens(ctx) : undefined;
+      setTokens(span, token, multi);
       if (outcome === "error") {
         if (ctx.error !== undefined) span.recordException(ctx.error);
         span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(ctx.error) });
       }
       span.end();
-      if (outcome === "acquired") startHold(ctx, acquire);
+      if (outcome === "acquired") startHold(ctx, acquire, token, multi);
     },
     (ctx) => {
       const parent = context.active();

@@ -1,14 +1,24 @@
 // The public types of `locksmith-js/otel`: OpenTelemetry metrics and spans for locksmith's
-// locks, over its diagnostics channels. Needs `@opentelemetry/api` (an optional peer
-// dependency of locksmith-js).
-import type { MeterProvider, TracerProvider } from "@opentelemetry/api";
+// locks, over its diagnostics channels. The module needs `@opentelemetry/api` at run time
+// (an optional peer dependency of locksmith-js); these types stand alone, so a project
+// type-checks them (skipLibCheck: false) before it installs the API.
+
+/** An OpenTelemetry `MeterProvider` (from `@opentelemetry/api` or an SDK): what `instrument()` uses of it. */
+export interface MeterProviderLike {
+  getMeter(name: string, version?: string): unknown;
+}
+
+/** An OpenTelemetry `TracerProvider` (from `@opentelemetry/api` or an SDK): what `instrument()` uses of it. */
+export interface TracerProviderLike {
+  getTracer(name: string, version?: string): unknown;
+}
 
 /** Options of `instrument()`. */
 export interface InstrumentOptions {
   /** Where the metrics go. Default: the global one (`metrics.getMeterProvider()`), as registered when `instrument()` runs. */
-  meterProvider?: MeterProvider;
+  meterProvider?: MeterProviderLike;
   /** Where the spans go. Default: the global one (`trace.getTracerProvider()`). */
-  tracerProvider?: TracerProvider;
+  tracerProvider?: TracerProviderLike;
   /**
    * Put each lock's key on its spans as `locksmith.key`. Default false: keys often hold
    * user or tenant ids. Metrics never carry keys.
