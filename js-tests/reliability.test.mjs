@@ -2,19 +2,16 @@
 // promises locksmith makes, checked against real processes and a real redis-server.
 // LOCKSMITH_SOAK_SECONDS=N turns the load tests into N-second soaks.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { promisify } from "node:util";
 import { Worker } from "node:worker_threads";
 import { Redis } from "ioredis";
 
 import { assertAtMost, assertNoOverlap, assertReadersShareWritersAlone, contender } from "./support/load.mjs";
 import { freePort, startRedis } from "./support/redis-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
+import { opensslInstalled, testCertificates } from "./support/tls.mjs";
+import { eventually, settle } from "./support/wait.mjs";
 
 const { Lock, RedisLockStore, LockNotHeldError } = ls;
 const SOAK = Number(process.env.LOCKSMITH_SOAK_SECONDS ?? 0);
@@ -22,29 +19,6 @@ const native = TARGET === "native";
 const fast = { connectTimeoutMs: 300, commandTimeoutMs: 300, reconnectRetries: 1, reconnectMaxDelayMs: 100 };
 
 await failOnUnhandledRejections();
-
-/** Retries `fn` until it stops throwing (the store reconnecting), up to `ms`. */
-async function eventually(fn, ms = 5_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(50);
-    }
-  }
-}
-
-/** Awaits `promise`, returning `{ value }` or `{ error }`, and how long it took. */
-async function settle(promise) {
-  const start = performance.now();
-  try {
-    return { value: await promise, ms: performance.now() - start };
-  } catch (error) {
-    return { error, ms: performance.now() - start };
-  }
-}
 
 describe("mutual exclusion under load", () => {
   it("8 OS processes on one Redis key: exact counter, no overlap", { skip: !native && "native only", timeout: 120_000 + SOAK * 2_000 }, async () => {
@@ -240,78 +214,23 @@ describe("TLS to Redis", () => {
   }
 
   it("connects with rediss:// to a server with a self-signed certificate", async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), "locksmith-tls-"));
+    if (!(await opensslInstalled())) {
+      missing(t, "the openssl command is not installed; it makes the test certificates");
+      return;
+    }
+    // A CA, and a server certificate it signs (webpki refuses a CA as the end entity).
+    const certs = await testCertificates("locksmith-tls-");
     try {
-      // A CA, and a server certificate it signs (webpki refuses a CA as the end entity).
-      const openssl = (...args) => promisify(execFile)("openssl", args, { cwd: dir });
-      if (
-        await openssl("version").then(
-          () => false,
-          () => true,
-        )
-      ) {
-        missing(t, "the openssl command is not installed; it makes the test certificates");
-        return;
-      }
-      await writeFile(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-      await openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=locksmith test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-      );
-      await openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "key.pem", "-out", "server.csr");
-      await openssl(
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "san.ext",
-        "-out",
-        "cert.pem",
-      );
       const tlsPort = await freePort();
       let server;
       try {
-        server = await startRedis([
-          "--tls-port",
-          String(tlsPort),
-          "--tls-cert-file",
-          join(dir, "cert.pem"),
-          "--tls-key-file",
-          join(dir, "key.pem"),
-          "--tls-ca-cert-file",
-          join(dir, "ca.pem"),
-          "--tls-auth-clients",
-          "no",
-        ]);
+        server = await startRedis(certs.redisArgs(tlsPort));
       } catch (err) {
         missing(t, `this redis-server has no TLS support: ${err.message}`);
         return;
       }
       try {
-        const ca = await readFile(join(dir, "ca.pem"), "utf8");
+        const { ca } = certs;
         const secure = await RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}`, tlsCaCert: ca, ...fast });
         const l = new Lock(uniqueKey("tls"), 5_000, secure);
         assert.equal(await l.acquire(), true);
@@ -340,7 +259,7 @@ describe("TLS to Redis", () => {
         await server.stop();
       }
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await certs.dispose();
     }
   });
 });

@@ -6,11 +6,6 @@
 // SENTINEL FAILOVER mid-run with minReplicas 1 is clean; without it the checker sees
 // the two holders that asynchronous replication allows.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 
 import { Redis } from "ioredis";
@@ -22,6 +17,7 @@ import { FAILOVER_TTL_MS, sentinelFailovers, sentinelStore, sentinelsSettled } f
 import { conformance } from "../conformance/conformance.mjs";
 import { startRedis } from "../support/redis-server.mjs";
 import { command, startSentinels, until } from "../support/redis-topology.mjs";
+import { testCertificates } from "../support/tls.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "../support/target.mjs";
 
 const { Lock, RedisLockStore } = ls;
@@ -383,54 +379,15 @@ describe("RedisLockStore over Sentinel", () => {
 describe("RedisLockStore over Sentinel with TLS", ONLY_NATIVE, () => {
   let secure;
   let ca;
-  let dir;
+  let certs;
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), "locksmith-sentinel-tls-"));
-    const openssl = (...args) => promisify(execFile)("openssl", args, { cwd: dir });
-    await writeFile(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-    await openssl(
-      "req",
-      "-x509",
-      "-newkey",
-      "rsa:2048",
-      "-nodes",
-      "-days",
-      "1",
-      "-subj",
-      "/CN=locksmith test CA",
-      "-addext",
-      "basicConstraints=critical,CA:TRUE",
-      "-addext",
-      "keyUsage=critical,keyCertSign",
-      "-keyout",
-      "ca.key",
-      "-out",
-      "ca.pem",
-    );
-    await openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "key.pem", "-out", "server.csr");
-    await openssl(
-      "x509",
-      "-req",
-      "-in",
-      "server.csr",
-      "-CA",
-      "ca.pem",
-      "-CAkey",
-      "ca.key",
-      "-CAcreateserial",
-      "-days",
-      "1",
-      "-extfile",
-      "san.ext",
-      "-out",
-      "cert.pem",
-    );
-    ca = await readFile(join(dir, "ca.pem"), "utf8");
-    secure = await startSentinels({ tls: { cert: join(dir, "cert.pem"), key: join(dir, "key.pem"), ca: join(dir, "ca.pem") } });
+    certs = await testCertificates("locksmith-sentinel-tls-");
+    ca = certs.ca;
+    secure = await startSentinels({ tls: certs.files });
   });
   after(async () => {
     await secure?.stop();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await certs?.dispose();
   });
 
   it("finds and uses the master over TLS, with the CA given; refuses without it", async () => {

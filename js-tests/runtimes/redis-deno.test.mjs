@@ -4,15 +4,15 @@
 // npm:locksmith-js, is in js-tests/install.test.mjs.)
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { promisify } from "node:util";
 
 import { freePort, startRedis } from "../support/redis-server.mjs";
 import { TARGET } from "../support/target.mjs";
+import { opensslInstalled, testCertificates } from "../support/tls.mjs";
 
 const run = promisify(execFile);
 const require = createRequire(import.meta.url);
@@ -25,77 +25,23 @@ function missing(t, why) {
 
 describe("RedisLockStore on Deno", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
   it("connects with rediss:// through Deno.connectTls, trusting a private CA", { timeout: 60_000 }, async (t) => {
-    const dir = await mkdtemp(join(tmpdir(), "locksmith-deno-tls-"));
+    if (!(await opensslInstalled())) {
+      missing(t, "the openssl command is not installed; it makes the test certificates");
+      return;
+    }
+    const certs = await testCertificates("locksmith-deno-tls-");
+    const { dir } = certs;
     try {
-      const openssl = (...args) => run("openssl", args, { cwd: dir });
-      if (
-        await openssl("version").then(
-          () => false,
-          () => true,
-        )
-      ) {
-        missing(t, "the openssl command is not installed; it makes the test certificates");
-        return;
-      }
-      await writeFile(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-      await openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=locksmith test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-      );
-      await openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "key.pem", "-out", "server.csr");
-      await openssl(
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "san.ext",
-        "-out",
-        "cert.pem",
-      );
       const tlsPort = await freePort();
       let server;
       try {
-        server = await startRedis([
-          "--tls-port",
-          String(tlsPort),
-          "--tls-cert-file",
-          join(dir, "cert.pem"),
-          "--tls-key-file",
-          join(dir, "key.pem"),
-          "--tls-ca-cert-file",
-          join(dir, "ca.pem"),
-          "--tls-auth-clients",
-          "no",
-        ]);
+        server = await startRedis(certs.redisArgs(tlsPort));
       } catch (err) {
         missing(t, `this redis-server has no TLS support: ${err.message}`);
         return;
       }
       try {
-        const ca = await readFile(join(dir, "ca.pem"), "utf8");
+        const { ca } = certs;
         const entry = new URL("../../js/wasm.mjs", import.meta.url).href;
         const url = `rediss://localhost:${tlsPort}`;
         const fast = { connectTimeoutMs: 1_000, commandTimeoutMs: 1_000, reconnectRetries: 0 };
@@ -130,7 +76,7 @@ describe("RedisLockStore on Deno", { skip: TARGET !== "native" && "runs once, wi
         await server.stop();
       }
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await certs.dispose();
     }
   });
 });

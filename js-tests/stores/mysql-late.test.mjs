@@ -10,6 +10,7 @@ import mysql from "mysql2/promise";
 import { MySqlLockStore } from "../../js/stores/mysql.mjs";
 import { requireMysql, startMysql } from "../support/mysql-server.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+import { settle } from "../support/wait.mjs";
 
 const { Lock, readWriteLock } = ls;
 
@@ -20,13 +21,6 @@ function busy(ms) {
   const until = performance.now() + ms;
   while (performance.now() < until);
 }
-
-/** Awaits `promise` as `{ value }` or `{ error }`. */
-const settle = (promise) =>
-  promise.then(
-    (value) => ({ value }),
-    (error) => ({ error }),
-  );
 
 const NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(3)) DIV 1000)";
 

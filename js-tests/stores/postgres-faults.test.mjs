@@ -11,6 +11,7 @@ import pg from "pg";
 import { PostgresLockStore } from "../../js/stores/postgres.mjs";
 import { requirePostgres, startPostgres } from "../support/postgres-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+import { eventually } from "../support/wait.mjs";
 
 const { Lock } = ls;
 
@@ -24,19 +25,6 @@ const COMMIT_LATENCY = "-c synchronous_commit=on -c commit_delay=100000 -c commi
 function busy(ms) {
   const until = performance.now() + ms;
   while (performance.now() < until);
-}
-
-/** Retries `fn` until it stops throwing (the store reconnecting), up to `ms`. */
-async function eventually(fn, ms = 10_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(50);
-    }
-  }
 }
 
 /** Runs `code` in a child Node process in the repository; resolves `{ status, ms, stdout }`, killing it after `killAfterMs`. */
@@ -165,10 +153,10 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
             if (s.error) assert.equal(s.error.code, "STORE_UNAVAILABLE", String(s.error));
           }
           await terminating;
-          await eventually(() => store.release(key, `o${round}`));
+          await eventually(() => store.release(key, `o${round}`), 10_000);
         }
         const lock = new Lock(key, 10_000, store);
-        assert.equal(await eventually(() => lock.acquire()), true);
+        assert.equal(await eventually(() => lock.acquire(), 10_000), true);
         assert.equal(await lock.release(), true);
       } finally {
         await terminator.end();
@@ -215,7 +203,7 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
           "only typed failures",
         );
         const lock = new Lock(uniqueKey("after-kill"), 5_000, store);
-        assert.equal(await eventually(() => lock.acquire()), true);
+        assert.equal(await eventually(() => lock.acquire(), 10_000), true);
         assert.equal(await lock.release(), true);
       } finally {
         await store.close();
@@ -250,7 +238,7 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
           await server.start();
         }
         const lock = new Lock(uniqueKey("after-restart"), 5_000, store);
-        assert.equal(await eventually(() => lock.acquire()), true);
+        assert.equal(await eventually(() => lock.acquire(), 10_000), true);
         assert.equal(await lock.release(), true);
         stop = true;
         await Promise.all(workers);

@@ -10,6 +10,7 @@ import pg from "pg";
 import { PostgresLockStore } from "../../js/stores/postgres.mjs";
 import { requirePostgres, startPostgres } from "../support/postgres-server.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+import { settle } from "../support/wait.mjs";
 
 const { Lock, readWriteLock } = ls;
 
@@ -20,13 +21,6 @@ function busy(ms) {
   const until = performance.now() + ms;
   while (performance.now() < until);
 }
-
-/** Awaits `promise` as `{ value }` or `{ error }`. */
-const settle = (promise) =>
-  promise.then(
-    (value) => ({ value }),
-    (error) => ({ error }),
-  );
 
 describe("PostgresLockStore: outcomes that come late", await requirePostgres(), () => {
   let server;

@@ -7,27 +7,15 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 
 import { freePort, startRedis } from "./redis-server.mjs";
+import { until } from "./wait.mjs";
 
 const run = promisify(execFile);
 
-/** Polls `check` (async, truthy when done) every 50 ms for up to `ms`. */
-export async function until(what, check, ms = 20_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    let last;
-    try {
-      if (await check()) return;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ""}`);
-    await sleep(50);
-  }
-}
+// The poller the topologies wait with, for the tests that use them.
+export { until };
 
 /** One command on a short-lived ioredis connection to `port`. */
 export async function command(port, ...args) {
