@@ -1,44 +1,21 @@
 // MySqlLockStore beyond the conformance suite, on a real MariaDB server: options, the
 // tables it creates, the server's clock, exact keys, cleanup, weighted semaphore permits,
-// limits that must agree, mutual exclusion across processes, error mapping, a frozen
-// server and a restart mid-use.
+// server-side bounds, error mapping, close(), deadlocks and a restart mid-use. The
+// scenarios it shares with PostgresLockStore are in sql-stores.test.mjs.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 import mysql from "mysql2/promise";
 
 import { MySqlLockStore } from "../../js/stores/mysql.mjs";
-import { assertNoOverlap } from "../support/load.mjs";
 import { requireMysql, startMysql } from "../support/mysql-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+import { eventually, settle } from "../support/wait.mjs";
 
-const { Lock, semaphore, readWriteLock } = ls;
+const { Lock } = ls;
 const ROOT = new URL("../..", import.meta.url).pathname;
 
 await failOnUnhandledRejections();
-
-/** Retries `fn` until it stops throwing (the store reconnecting), up to `ms`. */
-async function eventually(fn, ms = 5_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(50);
-    }
-  }
-}
-
-/** Awaits `promise`, returning `{ value }` or `{ error }`, and how long it took. */
-async function settle(promise) {
-  const start = performance.now();
-  try {
-    return { value: await promise, ms: performance.now() - start };
-  } catch (error) {
-    return { error, ms: performance.now() - start };
-  }
-}
 
 const invalidArgument = (pattern) => (err) => {
   assert.equal(err.code, "INVALID_ARGUMENT");
@@ -341,74 +318,6 @@ describe("MySqlLockStore", await requireMysql(), () => {
         store.acquirePermit(key, "o", 5_000, "semaphore", 3, 4),
         invalidArgument(/^locksmith: permits must be a whole number from 1 to the semaphore's limit \(3\); got 4$/),
       );
-    });
-
-    it("refuses a handle whose limit differs from the held semaphore's, taking nothing", async () => {
-      const key = uniqueKey("sem-limit");
-      const held = semaphore(key, 2, 5_000, store);
-      assert.equal(await held.acquire(), true);
-      const other = semaphore(key, 3, 5_000, store);
-      await assert.rejects(other.acquire(), invalidArgument(/held with limit 2; this handle asks for 3/));
-      await assert.rejects(store.acquirePermit(key, "o", 1_000, "semaphore", 3), { code: "INVALID_ARGUMENT" });
-      assert.equal(await held.count(), 1, "nothing taken");
-      assert.equal(await held.release(), true);
-      assert.equal(await other.acquire(), true, "free again: any limit");
-      await other.release();
-    });
-
-    it("a permit expires on its own, and is extended by its holder only", async () => {
-      const key = uniqueKey("sem-ttl");
-      const crashed = semaphore(key, 1, 150, store);
-      assert.equal(await crashed.acquire(), true);
-      const next = semaphore(key, 1, 5_000, store);
-      assert.equal(await next.acquire(), false);
-      assert.equal(await next.acquire({ timeout: 2_000, retryDelay: 20 }), true);
-      assert.equal(await crashed.isExpired(), true);
-      await assert.rejects(crashed.extend(), { code: "LOCK_NOT_HELD" });
-      await next.extend(8_000);
-      assert.ok((await next.getRemainingTime()) > 5_000);
-      assert.equal(await next.release(), true);
-      assert.equal(await next.release(), false);
-    });
-
-    it("a writer that gives up lets readers in again; a writer's hold that runs out gives the waiting readers their turn", async () => {
-      const rw = readWriteLock(uniqueKey("rw-giveup"), 5_000, store);
-      const reader = rw.readLock();
-      assert.equal(await reader.acquire(), true);
-      assert.equal(await rw.writeLock().acquire({ timeout: 100, retryDelay: 20 }), false);
-      const late = rw.readLock();
-      assert.equal(await late.acquire(), true, "the claim went with the writer");
-      await late.release();
-      await reader.release();
-
-      const expiring = uniqueKey("rw-expired");
-      // The waiting reader's row lives as long as its handle's TTL past each attempt: on a
-      // loaded machine attempts 200 ms apart let it lapse, and then the writer went first.
-      const crashed = readWriteLock(expiring, 1_000, store);
-      assert.equal(await crashed.writeLock().acquire(), true);
-      const waiting = crashed.readLock();
-      const entered = waiting.acquire({ timeout: 3_000, retryDelay: 20 });
-      await sleep(50);
-      const writer = readWriteLock(expiring, 5_000, store).writeLock();
-      const writerIn = writer.acquire({ timeout: 3_000, retryDelay: 20 });
-      assert.equal(await entered, true, "the reader that waited got in when the writer's hold ran out");
-      await sleep(50);
-      assert.equal(await writer.isLocked(), true);
-      await waiting.release();
-      assert.equal(await writerIn, true);
-      await writer.release();
-    });
-
-    it("fencing tokens of permits grow", async () => {
-      const key = uniqueKey("sem-fence");
-      const tokens = [];
-      for (let i = 0; i < 3; i++) {
-        const s = semaphore(key, 2, 5_000, store);
-        await s.acquire();
-        tokens.push(s.fencingToken);
-        await s.release();
-      }
-      assert.ok(tokens[0] < tokens[1] && tokens[1] < tokens[2], `tokens ${tokens}`);
     });
   });
 
@@ -729,53 +638,7 @@ describe("MySqlLockStore", await requireMysql(), () => {
     });
   });
 
-  describe("mutual exclusion under load", () => {
-    it("8 OS processes on one key: exact counter, no overlap, growing fencing tokens", { timeout: 60_000 }, async () => {
-      const key = uniqueKey("load");
-      await admin.query("CREATE TABLE IF NOT EXISTS load_log (id BIGINT AUTO_INCREMENT PRIMARY KEY, `key` VARCHAR(200), entry VARCHAR(64), token BIGINT)");
-      await admin.query("CREATE TABLE IF NOT EXISTS load_counter (`key` VARCHAR(200) PRIMARY KEY, n INT NOT NULL)");
-      await admin.query("INSERT INTO load_counter (`key`, n) VALUES (?, 0)", [key]);
-      // The tables exist before the processes start, so all of them contend on the lock only.
-      await (await MySqlLockStore.connect(server.url)).close();
-      const ROUNDS = 20;
-      const runs = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, key, ROUNDS)));
-      assert.deepEqual(runs, Array(8).fill(ROUNDS));
-      const [counter] = await admin.query("SELECT n FROM load_counter WHERE `key` = ?", [key]);
-      assert.equal(counter[0].n, 8 * ROUNDS, "the counter equals the successful runs");
-      const [log] = await admin.query("SELECT entry, token FROM load_log WHERE `key` = ? ORDER BY id", [key]);
-      assertNoOverlap(log.map((r) => r.entry));
-      const tokens = log.filter((r) => r.entry.startsWith("in:")).map((r) => Number(r.token));
-      for (let i = 1; i < tokens.length; i++) assert.ok(tokens[i] > tokens[i - 1], `token ${tokens[i]} after ${tokens[i - 1]}`);
-      console.log(`# load: 8 processes, ${8 * ROUNDS} critical sections on one MySQL key, 0 overlaps, 0 lost updates`);
-    });
-  });
-
   describe("server outages", () => {
-    it("a frozen server (SIGSTOP): calls fail with STORE_UNAVAILABLE at operationTimeoutMs, then work again", { timeout: 30_000 }, async () => {
-      const store = await MySqlLockStore.connect(server.url, { operationTimeoutMs: 500 });
-      const key = uniqueKey("frozen");
-      const holder = new Lock(key, 10_000, store);
-      try {
-        assert.equal(await holder.acquire(), true);
-        await server.signalAll("SIGSTOP");
-        try {
-          const direct = await settle(store.isLocked(key));
-          assert.equal(direct.error?.code, "STORE_UNAVAILABLE");
-          assert.match(direct.error.message, /^locksmith: MySQL did not answer isLocked within 500 ms/);
-          assert.ok(direct.ms >= 450 && direct.ms < 1_500, `failed after ${direct.ms} ms`);
-          const waiter = await settle(new Lock(key, 1_000, store).acquire({ timeout: 1_500, retryDelay: 50 }));
-          assert.equal(waiter.error?.code, "STORE_UNAVAILABLE");
-          assert.ok(waiter.ms >= 1_400 && waiter.ms < 3_000, `the waiter gave up after ${waiter.ms} ms`);
-        } finally {
-          await server.signalAll("SIGCONT");
-        }
-        await eventually(() => holder.extend());
-        assert.equal(await holder.release(), true);
-      } finally {
-        await store.close();
-      }
-    });
-
     it("a restart: calls fail with STORE_UNAVAILABLE while down, nothing crashes, and locks work afterwards", { timeout: 30_000 }, async () => {
       // Over the caller's pool (idle connections the server ends must not crash Node) and its own.
       const pool = mysql.createPool({ uri: server.url, connectionLimit: 4 });
@@ -817,14 +680,3 @@ describe("MySqlLockStore", await requireMysql(), () => {
     });
   });
 });
-
-/** Runs one mysql-contender.mjs process; resolves with how many critical sections it ran. */
-function contender(url, key, rounds) {
-  return new Promise((resolve, reject) => {
-    const args = [new URL("../support/mysql-contender.mjs", import.meta.url).pathname, url, key, String(rounds)];
-    const p = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    p.stdout.on("data", (d) => (out += d));
-    p.once("exit", (code) => (code === 0 ? resolve(Number(out)) : reject(new Error(`contender exited ${code}`))));
-  });
-}

@@ -1,7 +1,7 @@
 // PostgresLockStore beyond the conformance suite, on a real PostgreSQL server: options,
 // the table it creates, cleanup, LISTEN/NOTIFY wake-ups, semaphores and read-write
-// locks, mutual exclusion across processes, `npx locksmith-js` on its table, a frozen server
-// and a restart mid-use.
+// locks, `npx locksmith-js` on its table, a read-only server and a restart mid-use. The
+// scenarios it shares with MySqlLockStore are in sql-stores.test.mjs.
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -10,36 +10,13 @@ import { promisify } from "node:util";
 import pg from "pg";
 
 import { PostgresLockStore } from "../../js/stores/postgres.mjs";
-import { assertNoOverlap } from "../support/load.mjs";
 import { requirePostgres, startPostgres } from "../support/postgres-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+import { eventually, settle } from "../support/wait.mjs";
 
 const { Lock, semaphore, readWriteLock } = ls;
 
 await failOnUnhandledRejections();
-
-/** Retries `fn` until it stops throwing (the store reconnecting), up to `ms`. */
-async function eventually(fn, ms = 5_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await sleep(50);
-    }
-  }
-}
-
-/** Awaits `promise`, returning `{ value }` or `{ error }`, and how long it took. */
-async function settle(promise) {
-  const start = performance.now();
-  try {
-    return { value: await promise, ms: performance.now() - start };
-  } catch (error) {
-    return { error, ms: performance.now() - start };
-  }
-}
 
 /** Resolves once the store's LISTEN connection is up (its application_name shows in pg_stat_activity). */
 async function listening(admin, count = 1) {
@@ -500,19 +477,6 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       assert.equal(await semaphore(key, 3, 5_000, store).count(), 0);
     });
 
-    it("refuses a handle whose limit differs from the held semaphore's, taking nothing", async () => {
-      const key = uniqueKey("sem-limit");
-      const held = semaphore(key, 2, 5_000, store);
-      assert.equal(await held.acquire(), true);
-      const other = semaphore(key, 3, 5_000, store);
-      await assert.rejects(other.acquire(), (err) => err.code === "INVALID_ARGUMENT" && /held with limit 2; this handle asks for 3/.test(err.message));
-      await assert.rejects(store.acquirePermit(key, "o", 1_000, "semaphore", 3), { code: "INVALID_ARGUMENT" });
-      assert.equal(await held.count(), 1, "nothing taken");
-      assert.equal(await held.release(), true);
-      assert.equal(await other.acquire(), true, "free again: any limit");
-      await other.release();
-    });
-
     it("weighs holds by the 6th argument of acquirePermit (default 1), and wakes a weighted waiter when enough are free", async () => {
       assert.equal(store.permitWeights, true);
       const key = uniqueKey("sem-weights");
@@ -552,23 +516,6 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       assert.equal(await store.releasePermit(key, "c", "semaphore"), true);
     });
 
-    it("a permit expires on its own, and is extended by its holder only", async () => {
-      const key = uniqueKey("sem-ttl");
-      const crashed = semaphore(key, 1, 150, store);
-      assert.equal(await crashed.acquire(), true);
-      const left = await crashed.getRemainingTime();
-      assert.ok(left > 0 && left <= 150, `remaining ${left}`);
-      const next = semaphore(key, 1, 5_000, store);
-      assert.equal(await next.acquire(), false);
-      assert.equal(await next.acquire({ timeout: 2_000, retryDelay: 20 }), true);
-      assert.equal(await crashed.isExpired(), true);
-      await assert.rejects(crashed.extend(), { code: "LOCK_NOT_HELD" });
-      await next.extend(8_000);
-      assert.ok((await next.getRemainingTime()) > 5_000);
-      assert.equal(await next.release(), true);
-      assert.equal(await next.release(), false);
-    });
-
     it("readers share, a writer is alone, and a waiting writer keeps new readers out", async () => {
       const rw = readWriteLock(uniqueKey("rw"), 5_000, store);
       const [r1, r2, w] = [rw.readLock(), rw.readLock(), rw.writeLock()];
@@ -589,52 +536,6 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       assert.equal(await r3.acquire(), true);
       await r3.release();
     });
-
-    it("a writer that gives up lets readers in again", async () => {
-      const rw = readWriteLock(uniqueKey("rw-giveup"), 5_000, store);
-      const reader = rw.readLock();
-      assert.equal(await reader.acquire(), true);
-      assert.equal(await rw.writeLock().acquire({ timeout: 100, retryDelay: 20 }), false);
-      const late = rw.readLock();
-      assert.equal(await late.acquire(), true, "the claim went with the writer");
-      await late.release();
-      await reader.release();
-    });
-
-    it("fencing tokens of permits grow", async () => {
-      const key = uniqueKey("sem-fence");
-      const tokens = [];
-      for (let i = 0; i < 3; i++) {
-        const s = semaphore(key, 2, 5_000, store);
-        await s.acquire();
-        tokens.push(s.fencingToken);
-        await s.release();
-      }
-      if (tokens[0] !== null) assert.ok(tokens[0] < tokens[1] && tokens[1] < tokens[2], `tokens ${tokens}`);
-    });
-  });
-
-  describe("mutual exclusion under load", () => {
-    it("8 OS processes on one key: exact counter, no overlap, growing fencing tokens", { timeout: 60_000 }, async () => {
-      const key = uniqueKey("load");
-      await admin.query("CREATE TABLE IF NOT EXISTS load_log (id bigserial PRIMARY KEY, key text, entry text, token bigint)");
-      await admin.query("CREATE TABLE IF NOT EXISTS load_counter (key text PRIMARY KEY, n int NOT NULL)");
-      await admin.query("INSERT INTO load_counter (key, n) VALUES ($1, 0)", [key]);
-      // The table exists before the processes start, so all of them contend on the lock only.
-      await (await PostgresLockStore.connect(server.url, { listen: false })).close();
-      const ROUNDS = 20;
-      const runs = await Promise.all(Array.from({ length: 8 }, () => contender(server.url, key, ROUNDS)));
-      assert.deepEqual(runs, Array(8).fill(ROUNDS));
-      const { rows: counter } = await admin.query("SELECT n FROM load_counter WHERE key = $1", [key]);
-      assert.equal(counter[0].n, 8 * ROUNDS, "the counter equals the successful runs");
-      const { rows: log } = await admin.query("SELECT entry, token FROM load_log WHERE key = $1 ORDER BY id", [key]);
-      assertNoOverlap(log.map((r) => r.entry));
-      const tokens = log.filter((r) => r.entry.startsWith("in:")).map((r) => r.token);
-      if (tokens[0] !== null) {
-        for (let i = 1; i < tokens.length; i++) assert.ok(BigInt(tokens[i]) > BigInt(tokens[i - 1]), `token ${tokens[i]} after ${tokens[i - 1]}`);
-      }
-      console.log(`# load: 8 processes, ${8 * ROUNDS} critical sections on one PostgreSQL key, 0 overlaps, 0 lost updates`);
-    });
   });
 
   describe("server outages", () => {
@@ -647,35 +548,6 @@ describe("PostgresLockStore", await requirePostgres(), () => {
         assert.equal(waited.error?.code, "STORE_UNAVAILABLE", `settled with ${waited.error ?? waited.value}`);
         assert.match(waited.error.message, /read-only transaction/);
         assert.ok(waited.ms >= 550, `the wait gave up after ${waited.ms} ms: it rides a read-only server out until its deadline`);
-      } finally {
-        await store.close();
-      }
-    });
-
-    it("a frozen server (SIGSTOP): calls fail with STORE_UNAVAILABLE at operationTimeoutMs, then work again", { timeout: 30_000 }, async () => {
-      const store = await PostgresLockStore.connect(server.url, { operationTimeoutMs: 500 });
-      const key = uniqueKey("frozen");
-      const holder = new Lock(key, 10_000, store);
-      try {
-        assert.equal(await holder.acquire(), true);
-        await server.signalAll("SIGSTOP");
-        try {
-          const direct = await settle(store.isLocked(key));
-          assert.equal(direct.error?.code, "STORE_UNAVAILABLE");
-          assert.match(direct.error.message, /^locksmith: PostgreSQL did not answer isLocked within 500 ms/);
-          assert.ok(direct.ms >= 450 && direct.ms < 1_500, `failed after ${direct.ms} ms`);
-          const extend = await settle(holder.extend());
-          assert.equal(extend.error?.code, "STORE_UNAVAILABLE");
-          assert.ok(extend.ms < 1_500, `extend failed after ${extend.ms} ms`);
-          // A wait rides the outage out until its deadline, then fails with the last error.
-          const waiter = await settle(new Lock(key, 1_000, store).acquire({ timeout: 2_000, retryDelay: 50 }));
-          assert.equal(waiter.error?.code, "STORE_UNAVAILABLE");
-          assert.ok(waiter.ms >= 1_900 && waiter.ms < 3_500, `the waiter gave up after ${waiter.ms} ms`);
-        } finally {
-          await server.signalAll("SIGCONT");
-        }
-        await eventually(() => holder.extend());
-        assert.equal(await holder.release(), true);
       } finally {
         await store.close();
       }
@@ -735,15 +607,4 @@ async function cli(...args) {
     if (typeof err.code !== "number") throw err;
     return { code: err.code, stdout: err.stdout, stderr: err.stderr };
   }
-}
-
-/** Runs one postgres-contender.mjs process; resolves with how many critical sections it ran. */
-function contender(url, key, rounds) {
-  return new Promise((resolve, reject) => {
-    const args = [new URL("../support/postgres-contender.mjs", import.meta.url).pathname, url, key, String(rounds)];
-    const p = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    p.stdout.on("data", (d) => (out += d));
-    p.once("exit", (code) => (code === 0 ? resolve(Number(out)) : reject(new Error(`contender exited ${code}`))));
-  });
 }
