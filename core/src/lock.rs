@@ -935,6 +935,10 @@ impl Lock {
         let Some(mut on_its_way) = Releasing::start(self) else {
             return Ok(false);
         };
+        // A hold being released is not extended any more, whatever the release's answer:
+        // one that fails leaves the hold to run out at its TTL (or to a later release),
+        // not to auto-extend, which kept it alive with nobody wanting it.
+        self.extend_stopped.store(on_its_way.generation, std::sync::atomic::Ordering::SeqCst);
         let released = self.store_release(on_its_way.owner).await?;
         // Applied as it is dropped: released, or (if no other release of the hold says
         // otherwise) lost now, without waiting for the deadline.

@@ -368,3 +368,31 @@ fn an_abort_that_comes_with_a_release_passes_the_wake_up_on() {
     assert_eq!(waited.unwrap_err().code(), "ABORTED");
     assert_eq!(taken_at, 100, "c was woken by the release b gave back");
 }
+
+#[test]
+fn a_release_that_fails_stops_auto_extend_so_the_hold_runs_out_at_its_ttl() {
+    // An auto-extended hold's release fails (the store out of reach for a moment). The
+    // hold is not extended any more: it ends at its TTL, as the caller wanted it gone,
+    // rather than being kept alive by auto-extend until the process exits.
+    let timer = FakeTimer::new();
+    let store = Lagging::new(&timer);
+    let l = Lock::new("k", 1_000, store.clone(), Arc::new(timer.clone())).unwrap();
+    assert!(timer.run(l.acquire(AcquireOptions::default())).unwrap());
+    let end = timer.run(async {
+        // (At most 5 s of it: a release that let it go on would extend forever.)
+        let extending = locksmith_core::AutoExtend::for_ttl_ms(1_000).with_max_hold_ms(5_000);
+        let extending = l.keep_extending(extending);
+        let work = async {
+            timer.sleep_for_test(500).await;
+            store.failed_releases.store(1, Ordering::SeqCst);
+            assert_eq!(l.release().await.unwrap_err().code(), "STORE_UNAVAILABLE");
+            let end = l.hold_ended().await;
+            (end, timer.now())
+        };
+        futures_util::join!(extending, work).1
+    });
+    assert!(matches!(end.0, HoldEnd::Lost(_)), "{:?}", end.0);
+    assert!(end.1 < 2_000, "ran out at its TTL after the last extend, not kept alive: at {} ms", end.1);
+    timer.run(timer.sleep_for_test(1_000));
+    assert!(!store.inner.is_locked_now("k"), "and the store let it go");
+}
