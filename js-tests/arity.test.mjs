@@ -7,21 +7,14 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
+import { invalidArgument as isInvalidArgument } from "./support/errors.mjs";
 
 const { lock, lockAll, semaphore, readWriteLock, restoreLock, setLockStore, getLockStore, Lock, MultiLock, MemoryLockStore, LockError } = ls;
 
 await failOnUnhandledRejections();
 
-function invalidArgument(pattern) {
-  return (err) => {
-    assert.ok(err instanceof LockError, `a LockError, got ${err?.stack ?? err}`);
-    assert.equal(err.code, "INVALID_ARGUMENT");
-    assert.equal(err.name, "InvalidArgumentError");
-    assert.match(err.message, /^locksmith: /);
-    assert.match(err.message, pattern);
-    return true;
-  };
-}
+/** An InvalidArgumentError of this build (a LockError) whose message matches `pattern`. */
+const invalidArgument = (pattern) => isInvalidArgument(pattern, LockError);
 
 const store = new MemoryLockStore();
 

@@ -8,9 +8,9 @@ import { Worker } from "node:worker_threads";
 import { Redis } from "ioredis";
 
 import { assertAtMost, assertNoOverlap, assertReadersShareWritersAlone, contender } from "./support/load.mjs";
-import { freePort, startRedis } from "./support/redis-server.mjs";
+import { startRedis } from "./support/redis-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
-import { opensslInstalled, testCertificates } from "./support/tls.mjs";
+import { tlsRedis } from "./support/tls.mjs";
 import { eventually, settle } from "./support/wait.mjs";
 
 const { Lock, RedisLockStore, LockNotHeldError } = ls;
@@ -207,59 +207,38 @@ describe("Redis faults", () => {
 });
 
 describe("TLS to Redis", () => {
-  /** Skips for a missing prerequisite, except under CI=true, where it fails the run. */
-  function missing(t, why) {
-    if (process.env.CI === "true") assert.fail(`${why} (CI=true: a missing prerequisite fails the run)`);
-    t.skip(why);
-  }
-
   it("connects with rediss:// to a server with a self-signed certificate", async (t) => {
-    if (!(await opensslInstalled())) {
-      missing(t, "the openssl command is not installed; it makes the test certificates");
-      return;
-    }
     // A CA, and a server certificate it signs (webpki refuses a CA as the end entity).
-    const certs = await testCertificates("locksmith-tls-");
+    const tls = await tlsRedis(t, "locksmith-tls-");
+    if (!tls) return;
+    const { ca, server, tlsPort } = tls;
     try {
-      const tlsPort = await freePort();
-      let server;
-      try {
-        server = await startRedis(certs.redisArgs(tlsPort));
-      } catch (err) {
-        missing(t, `this redis-server has no TLS support: ${err.message}`);
-        return;
-      }
-      try {
-        const { ca } = certs;
-        const secure = await RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}`, tlsCaCert: ca, ...fast });
-        const l = new Lock(uniqueKey("tls"), 5_000, secure);
-        assert.equal(await l.acquire(), true);
-        assert.equal(await l.release(), true);
-        await secure.close();
-        // By host name: sent as SNI and checked against the certificate's names.
-        const named = await RedisLockStore.connect({ url: `rediss://localhost:${tlsPort}`, tlsCaCert: ca, ...fast });
-        assert.equal(await new Lock(uniqueKey("tls"), 1_000, named).acquire(), true);
-        await named.close();
-        // Without the CA, the certificate is refused.
-        await assert.rejects(RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}`, ...fast }), (err) =>
-          ["STORE_UNAVAILABLE", "STORE_ERROR"].includes(err.code),
-        );
-        // Skipping verification, for development, takes an option by name; redis-rs'
-        // `#insecure` URL fragment is refused rather than honoured.
-        await assert.rejects(RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}/#insecure`, ...fast }), (err) => {
-          assert.equal(err.code, "INVALID_ARGUMENT");
-          assert.match(err.message, /tlsInsecure: true/);
-          return true;
-        });
-        await assert.rejects(RedisLockStore.connect({ url: server.url, tlsInsecure: true, ...fast }), { code: "INVALID_ARGUMENT" });
-        const insecure = await RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}`, tlsInsecure: true, ...fast });
-        assert.equal(await new Lock(uniqueKey("tls"), 1_000, insecure).acquire(), true);
-        await insecure.close();
-      } finally {
-        await server.stop();
-      }
+      const secure = await RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}`, tlsCaCert: ca, ...fast });
+      const l = new Lock(uniqueKey("tls"), 5_000, secure);
+      assert.equal(await l.acquire(), true);
+      assert.equal(await l.release(), true);
+      await secure.close();
+      // By host name: sent as SNI and checked against the certificate's names.
+      const named = await RedisLockStore.connect({ url: `rediss://localhost:${tlsPort}`, tlsCaCert: ca, ...fast });
+      assert.equal(await new Lock(uniqueKey("tls"), 1_000, named).acquire(), true);
+      await named.close();
+      // Without the CA, the certificate is refused.
+      await assert.rejects(RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}`, ...fast }), (err) =>
+        ["STORE_UNAVAILABLE", "STORE_ERROR"].includes(err.code),
+      );
+      // Skipping verification, for development, takes an option by name; redis-rs'
+      // `#insecure` URL fragment is refused rather than honoured.
+      await assert.rejects(RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}/#insecure`, ...fast }), (err) => {
+        assert.equal(err.code, "INVALID_ARGUMENT");
+        assert.match(err.message, /tlsInsecure: true/);
+        return true;
+      });
+      await assert.rejects(RedisLockStore.connect({ url: server.url, tlsInsecure: true, ...fast }), { code: "INVALID_ARGUMENT" });
+      const insecure = await RedisLockStore.connect({ url: `rediss://127.0.0.1:${tlsPort}`, tlsInsecure: true, ...fast });
+      assert.equal(await new Lock(uniqueKey("tls"), 1_000, insecure).acquire(), true);
+      await insecure.close();
     } finally {
-      await certs.dispose();
+      await tls.dispose();
     }
   });
 });

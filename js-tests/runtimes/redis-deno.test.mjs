@@ -10,73 +10,51 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { promisify } from "node:util";
 
-import { freePort, startRedis } from "../support/redis-server.mjs";
 import { TARGET } from "../support/target.mjs";
-import { opensslInstalled, testCertificates } from "../support/tls.mjs";
+import { tlsRedis } from "../support/tls.mjs";
 
 const run = promisify(execFile);
 const require = createRequire(import.meta.url);
 
-/** Skips for a missing prerequisite, except under CI=true, where it fails the run. */
-function missing(t, why) {
-  if (process.env.CI === "true") assert.fail(`${why} (CI=true: a missing prerequisite fails the run)`);
-  t.skip(why);
-}
-
 describe("RedisLockStore on Deno", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
   it("connects with rediss:// through Deno.connectTls, trusting a private CA", { timeout: 60_000 }, async (t) => {
-    if (!(await opensslInstalled())) {
-      missing(t, "the openssl command is not installed; it makes the test certificates");
-      return;
-    }
-    const certs = await testCertificates("locksmith-deno-tls-");
-    const { dir } = certs;
+    const tls = await tlsRedis(t, "locksmith-deno-tls-");
+    if (!tls) return;
+    const { ca, tlsPort } = tls;
+    const { dir } = tls.certs;
     try {
-      const tlsPort = await freePort();
-      let server;
-      try {
-        server = await startRedis(certs.redisArgs(tlsPort));
-      } catch (err) {
-        missing(t, `this redis-server has no TLS support: ${err.message}`);
-        return;
-      }
-      try {
-        const { ca } = certs;
-        const entry = new URL("../../js/wasm.mjs", import.meta.url).href;
-        const url = `rediss://localhost:${tlsPort}`;
-        const fast = { connectTimeoutMs: 1_000, commandTimeoutMs: 1_000, reconnectRetries: 0 };
-        await writeFile(
-          join(dir, "tls.mjs"),
-          `import * as ls from ${JSON.stringify(entry)};
-           const url = ${JSON.stringify(url)};
-           const fast = ${JSON.stringify(fast)};
-           const store = await ls.RedisLockStore.connect({ url, tlsCaCert: ${JSON.stringify(ca)}, ...fast });
-           const lock = new ls.Lock("deno-tls", 5_000, store);
-           const taken = await lock.acquire();
-           const token = typeof lock.fencingToken;
-           const released = await lock.release();
-           await store.close();
-           const untrusted = await ls.RedisLockStore.connect({ url, ...fast }).then(() => "connected", (e) => e.code);
-           const insecure = await ls.RedisLockStore.connect({ url, tlsInsecure: true, ...fast }).then(() => "connected", (e) => [e.code, e.message]);
-           console.log(JSON.stringify({ taken, token, released, untrusted, insecure }));`,
-        );
-        const deno = require.resolve("deno/bin.cjs");
-        const { stdout } = await run(process.execPath, [deno, "run", "--allow-read", "--allow-net=localhost,127.0.0.1", "--no-prompt", "tls.mjs"], {
-          cwd: dir,
-          env: { ...process.env, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
-        });
-        const out = JSON.parse(stdout.trim().split("\n").pop());
-        assert.deepEqual(out.taken, true);
-        assert.equal(out.token, "number");
-        assert.equal(out.released, true);
-        assert.equal(out.untrusted, "STORE_UNAVAILABLE", "a server certificate from an unknown CA is refused");
-        assert.equal(out.insecure[0], "UNSUPPORTED");
-        assert.match(out.insecure[1], /^locksmith: tlsInsecure is not available on Deno/);
-      } finally {
-        await server.stop();
-      }
+      const entry = new URL("../../js/wasm.mjs", import.meta.url).href;
+      const url = `rediss://localhost:${tlsPort}`;
+      const fast = { connectTimeoutMs: 1_000, commandTimeoutMs: 1_000, reconnectRetries: 0 };
+      await writeFile(
+        join(dir, "tls.mjs"),
+        `import * as ls from ${JSON.stringify(entry)};
+         const url = ${JSON.stringify(url)};
+         const fast = ${JSON.stringify(fast)};
+         const store = await ls.RedisLockStore.connect({ url, tlsCaCert: ${JSON.stringify(ca)}, ...fast });
+         const lock = new ls.Lock("deno-tls", 5_000, store);
+         const taken = await lock.acquire();
+         const token = typeof lock.fencingToken;
+         const released = await lock.release();
+         await store.close();
+         const untrusted = await ls.RedisLockStore.connect({ url, ...fast }).then(() => "connected", (e) => e.code);
+         const insecure = await ls.RedisLockStore.connect({ url, tlsInsecure: true, ...fast }).then(() => "connected", (e) => [e.code, e.message]);
+         console.log(JSON.stringify({ taken, token, released, untrusted, insecure }));`,
+      );
+      const deno = require.resolve("deno/bin.cjs");
+      const { stdout } = await run(process.execPath, [deno, "run", "--allow-read", "--allow-net=localhost,127.0.0.1", "--no-prompt", "tls.mjs"], {
+        cwd: dir,
+        env: { ...process.env, DENO_NO_UPDATE_CHECK: "1", NO_COLOR: "1" },
+      });
+      const out = JSON.parse(stdout.trim().split("\n").pop());
+      assert.deepEqual(out.taken, true);
+      assert.equal(out.token, "number");
+      assert.equal(out.released, true);
+      assert.equal(out.untrusted, "STORE_UNAVAILABLE", "a server certificate from an unknown CA is refused");
+      assert.equal(out.insecure[0], "UNSUPPORTED");
+      assert.match(out.insecure[1], /^locksmith: tlsInsecure is not available on Deno/);
     } finally {
-      await certs.dispose();
+      await tls.dispose();
     }
   });
 });

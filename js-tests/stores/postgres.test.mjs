@@ -12,6 +12,7 @@ import pg from "pg";
 import { PostgresLockStore } from "../../js/stores/postgres.mjs";
 import { requirePostgres, startPostgres } from "../support/postgres-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+import { invalidArgument } from "../support/errors.mjs";
 import { eventually, settle } from "../support/wait.mjs";
 
 const { Lock, semaphore, readWriteLock } = ls;
@@ -30,14 +31,6 @@ async function listening(admin, count = 1) {
     await sleep(20);
   }
 }
-
-const invalidArgument = (pattern) => (err) => {
-  assert.equal(err.code, "INVALID_ARGUMENT");
-  assert.equal(err.name, "InvalidArgumentError");
-  assert.match(err.message, /^locksmith: /);
-  if (pattern) assert.match(err.message, pattern);
-  return true;
-};
 
 describe("PostgresLockStore", await requirePostgres(), () => {
   let server;

@@ -13,19 +13,12 @@ import { assertNoOverlap } from "../support/load.mjs";
 import { requireMysql, startMysql } from "../support/mysql-server.mjs";
 import { requirePostgres, startPostgres } from "../support/postgres-server.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+import { invalidArgument } from "../support/errors.mjs";
 import { eventually, settle } from "../support/wait.mjs";
 
 const { Lock, semaphore, readWriteLock } = ls;
 
 await failOnUnhandledRejections();
-
-const invalidArgument = (pattern) => (err) => {
-  assert.equal(err.code, "INVALID_ARGUMENT");
-  assert.equal(err.name, "InvalidArgumentError");
-  assert.match(err.message, /^locksmith: /);
-  if (pattern) assert.match(err.message, pattern);
-  return true;
-};
 
 /** Each store, its server, and the SQL its load test reads and writes with. */
 const STORES = [

@@ -1,11 +1,14 @@
 // TLS material for tests: a private CA and a server certificate it signs for 127.0.0.1
 // and localhost (webpki refuses a CA as the end entity), made by the openssl command in a
-// new temporary folder.
+// new temporary folder; and a redis-server that listens with them.
+import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+
+import { freePort, startRedis } from "./redis-server.mjs";
 
 const run = promisify(execFile);
 
@@ -55,4 +58,40 @@ export async function testCertificates(prefix = "locksmith-tls-") {
     ],
     dispose: () => rm(dir, { recursive: true, force: true }),
   };
+}
+
+/** Skips `t` for a missing prerequisite, except under CI=true, where it fails the run. */
+export function missing(t, why) {
+  if (process.env.CI === "true") assert.fail(`${why} (CI=true: a missing prerequisite fails the run)`);
+  t.skip(why);
+}
+
+/**
+ * A redis-server of the test's own listening with TLS on a free port, with certificates
+ * from testCertificates(prefix): `{ ca, certs, server, tlsPort, dispose() }`; undefined,
+ * with `t` skipped, where openssl or the server's TLS support is missing (missing()).
+ */
+export async function tlsRedis(t, prefix) {
+  if (!(await opensslInstalled())) {
+    missing(t, "the openssl command is not installed; it makes the test certificates");
+    return undefined;
+  }
+  const certs = await testCertificates(prefix);
+  const tlsPort = await freePort();
+  let server;
+  try {
+    server = await startRedis(certs.redisArgs(tlsPort));
+  } catch (err) {
+    await certs.dispose();
+    missing(t, `this redis-server has no TLS support: ${err.message}`);
+    return undefined;
+  }
+  const dispose = async () => {
+    try {
+      await server.stop();
+    } finally {
+      await certs.dispose();
+    }
+  };
+  return { ca: certs.ca, certs, server, tlsPort, dispose };
 }
