@@ -811,24 +811,23 @@ impl Lock {
         }))
     }
 
-    /// `owner`'s release as a clean-up, owning what it needs: tried (at once if `now`,
-    /// else after a pause) and again while the store does not answer, backing off up to
-    /// a second, for at most the lock's TTL (after which nothing it could free is left).
-    fn release_call(&self, owner: OwnerToken, now: bool) -> impl std::future::Future<Output = ()> + 'static {
+    /// `owner`'s release as a clean-up, owning what it needs: tried at once and again
+    /// while the store does not answer, backing off up to a second, at most
+    /// `CLEAN_UP_TRIES` times and for at most the lock's TTL (after which nothing it
+    /// could free is left), so an outage is not met with a growing crowd of clean-ups.
+    fn release_call(&self, owner: OwnerToken) -> impl std::future::Future<Output = ()> + 'static {
         let (timer, ttl_ms) = (self.timer.clone(), self.ttl_ms);
         let (store, key, keys, kind) = (self.store.clone(), self.key.clone(), self.keys.clone(), self.kind);
         async move {
             let give_up_at = timer.now_ms().saturating_add(ttl_ms);
-            let mut pause = if now { 0 } else { CLEAN_UP_RETRY_MS };
-            loop {
-                if pause > 0 {
-                    timer.sleep(pause).await;
-                }
-                if release_in(&*store, &key, &keys, owner, kind).await.is_ok() || timer.now_ms() >= give_up_at
-                {
-                    return;
-                }
-                pause = pause.max(CLEAN_UP_RETRY_MS / 2).saturating_mul(2).min(OUTAGE_BACKOFF_MAX_MS);
+            let (mut pause, mut tries) = (CLEAN_UP_RETRY_MS, 1);
+            while release_in(&*store, &key, &keys, owner, kind).await.is_err()
+                && tries < CLEAN_UP_TRIES
+                && timer.now_ms() < give_up_at
+            {
+                timer.sleep(pause).await;
+                pause = pause.saturating_mul(2).min(OUTAGE_BACKOFF_MAX_MS);
+                tries += 1;
             }
         }
     }
@@ -838,7 +837,7 @@ impl Lock {
     /// may hide one; a refused reader's or writer's place in the queue too). Where the
     /// runtime cannot spawn, the handle keeps the token, so `release()` frees it.
     fn clean_up_after(&self, owner: OwnerToken, call: BoxFuture<'static, Result<AcquireAnswer>>) {
-        let release = self.release_call(owner, true);
+        let release = self.release_call(owner);
         let queued = matches!(self.kind, HoldKind::Write | HoldKind::Read);
         let settle = Box::pin(async move {
             let answer = call.await;
@@ -868,7 +867,7 @@ impl Lock {
 
     /// Frees what an attempt cancelled mid-flight may hold (see [`InFlightAttempt`]).
     fn abandon_attempt(&self, owner: OwnerToken, started_generation: u64) {
-        if !self.timer.spawn(Box::pin(self.release_call(owner, true))) {
+        if !self.timer.spawn(Box::pin(self.release_call(owner))) {
             // No way to run the release now: keep the token, so `release()` frees it.
             // Only if no other call on this handle took the key meanwhile; the attempt
             // ran because any earlier hold was gone. Unconfirmed, it counts as expired.
@@ -1164,6 +1163,9 @@ fn remaining_if_held(store: &dyn SyncLockStore, key: &str, owner: OwnerToken) ->
 
 /// The first pause before a clean-up release is tried again.
 const CLEAN_UP_RETRY_MS: u64 = 50;
+/// How many times a clean-up release is tried, at most (pauses of 50 ms doubling to 1 s
+/// between them: about 4.5 s of an outage).
+const CLEAN_UP_TRIES: u32 = 8;
 
 /// An acquire's answer: for one key, the grant if any; for several, all or none.
 enum AcquireAnswer {
