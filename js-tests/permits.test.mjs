@@ -93,3 +93,29 @@ describe("weighted permits on a store that does not carry them", () => {
     await assert.rejects(sem.acquire({ permits: 2 }), { code: "UNSUPPORTED", message: /^locksmith: this store takes one permit per semaphore hold/ });
   });
 });
+
+describe("a hold whose release failed, then a wait while the store cannot tell", () => {
+  it("does not take a second permit beside it (it would count twice, and the first would be nobody's)", async () => {
+    const store = mapStore({ withPermits: true });
+    const failNext = new Set();
+    for (const method of ["releasePermit", "permitRemainingTime"]) {
+      const real = store[method];
+      store[method] = async (...args) => {
+        if (failNext.delete(method)) throw new Error("ECONNRESET");
+        return real(...args);
+      };
+    }
+    const key = uniqueKey("release-failed");
+    const s = ls.semaphore(key, 2, 5_000, store);
+    assert.equal(await s.acquire(), true);
+    failNext.add("releasePermit");
+    await assert.rejects(s.release(), { code: "STORE_UNAVAILABLE" });
+    failNext.add("permitRemainingTime"); // the wait's first check of the old hold fails
+    const started = performance.now();
+    assert.equal(await s.acquire({ timeout: 2_000, retryDelay: 50 }), false, "it still holds its permit: not re-entrant");
+    assert.ok(performance.now() - started < 1_000, "answered once the store could tell, not at the deadline");
+    assert.equal(await store.countPermits(key, "semaphore"), 1);
+    assert.equal(await s.release(), true);
+    assert.equal(await store.countPermits(key, "semaphore"), 0, "no permit left that nobody owns");
+  });
+});

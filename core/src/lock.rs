@@ -586,15 +586,16 @@ impl Lock {
         // the last error. Only `STORE_UNAVAILABLE` is ridden out: a configuration or
         // contract error fails at once, as does any error of an acquire that does not wait.
         let mut outage: Option<crate::error::LockError> = None;
-        match self.still_holds().await {
-            Ok(true) => return Ok(false),
-            Ok(false) => {}
-            // Whether the last hold is still in place cannot be told now: a wait rides
-            // that out as it rides out a failed attempt (its attempts are refused while
-            // that hold lasts).
-            Err(err @ LockError::StoreUnavailable(_)) if options.timeout_ms > 0 => outage = Some(err),
-            Err(err) => return Err(err),
-        }
+        // Whether this handle's last hold is known to be over. When that cannot be told
+        // now, a wait rides it out as it rides out a failed attempt, asking again at each
+        // retry and sending no attempt until it knows: a new grant beside a hold still in
+        // place would count twice against a semaphore's limit and leave the old one to
+        // nobody (and a lock does not wait for itself).
+        let mut checked = match self.last_hold(options.timeout_ms > 0, &mut outage).await? {
+            Some(held) if held => return Ok(false),
+            answer => answer.is_some(),
+        };
+        let mut first = true;
         // One token per attempt whose calls are all answered: an attempt refused in an
         // answer keeps its token (a read-write claim keeps its place with it), but after
         // an attempt whose answer did not come, which the store may still apply, the next
@@ -628,12 +629,19 @@ impl Lock {
                 return Err(self.aborted(owner, false));
             }
             woken = false;
+            if !checked && !std::mem::take(&mut first) {
+                match self.last_hold(true, &mut outage).await? {
+                    Some(held) if held => return Ok(false),
+                    Some(_) => checked = true,
+                    None => backoff = outage_backoff(backoff, options.retry_delay_ms),
+                }
+            }
             // A lock on several keys listens once an attempt has said which key is held.
             if signal.is_none() && options.timeout_ms > 0 && self.keys.is_empty() {
                 signal = self.store_release_signal();
             }
             let queued = std::mem::take(&mut queue_first);
-            if !queued {
+            if !queued && checked {
                 let Some(answer) = self.attempt(owner, permits, abort).await else {
                     return Err(self.aborted(owner, true));
                 };
@@ -650,9 +658,7 @@ impl Lock {
                     }
                     Err(err) if options.timeout_ms > 0 && err.code() == "STORE_UNAVAILABLE" => {
                         if outage.is_some() {
-                            backoff = backoff
-                                .saturating_mul(2)
-                                .min(OUTAGE_BACKOFF_MAX_MS.max(options.retry_delay_ms));
+                            backoff = outage_backoff(backoff, options.retry_delay_ms);
                         }
                         outage = Some(err);
                         owner = OwnerToken::generate()?;
@@ -665,16 +671,7 @@ impl Lock {
                 if queued {
                     continue; // the attempt at the deadline
                 }
-                if matches!(self.kind, HoldKind::Write | HoldKind::Read) {
-                    // Give up the claim a refused writer leaves, so readers get in again,
-                    // and a refused reader's place in the next readers' turn: before
-                    // answering, unless the store is out of reach (then in the background).
-                    if outage.is_some() {
-                        self.abandon_attempt(owner, self.hold().generation);
-                    } else {
-                        let _ = self.store_release(owner).await;
-                    }
-                }
+                self.give_up_place(owner, outage.is_some()).await;
                 return outage.map_or(Ok(false), Err);
             }
             let sleep = self.timer.sleep(backoff.min(deadline - now));
@@ -701,6 +698,32 @@ impl Lock {
                 Either::Left((fired, _)) => woken = fired,
                 Either::Right(_) => return Err(self.aborted(owner, false)),
             }
+        }
+    }
+
+    /// Gives up the claim a refused writer leaves, so readers get in again, and a refused
+    /// reader's place in the next readers' turn: before answering, unless the store is
+    /// `out_of_reach` (then in the background).
+    async fn give_up_place(&self, owner: OwnerToken, out_of_reach: bool) {
+        if matches!(self.kind, HoldKind::Write | HoldKind::Read) {
+            if out_of_reach {
+                self.abandon_attempt(owner, self.hold().generation);
+            } else {
+                let _ = self.store_release(owner).await;
+            }
+        }
+    }
+
+    /// Whether this handle's last hold is still in place (`Some`), or `None` with `outage`
+    /// set when the store cannot tell now and the acquire `waits` (it asks again later).
+    async fn last_hold(&self, waits: bool, outage: &mut Option<LockError>) -> Result<Option<bool>> {
+        match self.still_holds().await {
+            Ok(held) => Ok(Some(held)),
+            Err(err @ LockError::StoreUnavailable(_)) if waits => {
+                *outage = Some(err);
+                Ok(None)
+            }
+            Err(err) => Err(err),
         }
     }
 
@@ -1159,6 +1182,12 @@ fn remaining_if_held(store: &dyn SyncLockStore, key: &str, owner: OwnerToken) ->
     } else {
         0
     }
+}
+
+/// A wait's next pause while the store is out of reach: doubled, up to
+/// `OUTAGE_BACKOFF_MAX_MS` (or the retry delay, if longer).
+fn outage_backoff(backoff: u64, retry_delay_ms: u64) -> u64 {
+    backoff.saturating_mul(2).min(OUTAGE_BACKOFF_MAX_MS.max(retry_delay_ms))
 }
 
 /// The first pause before a clean-up release is tried again.
