@@ -214,6 +214,30 @@ describe(`RedisLockStore (${TARGET})`, () => {
     assert.equal(still, 0, "holds left on the server");
   });
 
+  it("twenty waits on one store: no leak warning, and close() ends every one", async () => {
+    const store = await open();
+    const warnings = [];
+    const onWarning = (w) => warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    try {
+      const key = uniqueKey("shutdown-waits");
+      const holder = lock(key, 60_000, store);
+      await holder.acquire();
+      const waits = Array.from({ length: 20 }, () => lock(key, 60_000, store).acquire({ timeout: 30_000 }).catch((e) => e));
+      await sleep(100);
+      await store.close();
+      const ended = await Promise.all(waits);
+      assert.ok(
+        ended.every((e) => e?.code === "STORE_CLOSED"),
+        JSON.stringify(ended.map((e) => e?.code ?? e)),
+      );
+      await sleep(10); // a warning is emitted on the next tick
+      assert.deepEqual(warnings, [], "no MaxListenersExceededWarning");
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
+
   it("two close() calls at once: the second waits for the first's releases", async () => {
     const store = await open();
     const locks = Array.from({ length: 5 }, (_, i) => lock(uniqueKey(`shutdown-twice-${i}`), 60_000, store));

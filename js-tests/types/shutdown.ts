@@ -1,5 +1,6 @@
 // close() on every store, type-checked with `tsc --noEmit`. Not run.
 import {
+  AbortError,
   type CloseOptions,
   FileLockStore,
   lock,
@@ -45,6 +46,16 @@ export async function shutdown(): Promise<void> {
       const keys: string[] | undefined = err.keys;
       const mayRemain: boolean = err.holdMayRemain;
       void [keys, mayRemain];
+    }
+  }
+  // An aborted wait says whether a hold may remain, and carries the signal's own reason.
+  try {
+    await lock("k", "30s", redis).acquire({ timeout: "5s", signal: AbortSignal.timeout(10) });
+  } catch (err) {
+    if (err instanceof AbortError) {
+      const mayRemain: boolean = err.holdMayRemain;
+      const why: unknown = err.reason;
+      void [mayRemain, why];
     }
   }
 }

@@ -190,6 +190,7 @@ function abortedBy(signal, key, unreleased, mayRemain = false) {
     );
     err.key = key;
     err.reason = reason;
+    err.holdMayRemain = true;
     return err;
   }
   if (mayRemain) {
@@ -1299,7 +1300,7 @@ export function makeApi(binding) {
         }
         const now = native.tryAcquireNow(timeout, retryDelay);
         // A wait on a store that can be closed ends when its close() begins.
-        const closing = timeout > 0 ? this.#record?.signal : undefined;
+        const closing = timeout > 0 ? this.#record : undefined;
         let taken;
         if (now === true || (now === false && !(timeout > 0))) taken = now;
         else if (signal === undefined && closing === undefined) taken = await native.acquire(timeout, retryDelay);
@@ -1339,8 +1340,10 @@ export function makeApi(binding) {
     }
 
     /**
-     * The store's acquire, ended by `signal` or by `closing` (the store's close()):
-     * ABORTED then (`#abortMayRemain` says whether an attempt was on its way).
+     * The store's acquire, ended by `signal` or by `closing` (the store's record: its
+     * close()): ABORTED then (`#abortMayRemain` says whether an attempt was on its way).
+     * A wait joins the record's `waits`, which one listener of its signal ends, rather
+     * than listening itself (eleven listeners on one signal make Node warn of a leak).
      */
     async #acquireAbortable(native, timeout, retryDelay, signal, closing) {
       const token = new binding.AbortToken();
@@ -1349,8 +1352,8 @@ export function makeApi(binding) {
         binding.afterAbort?.();
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      closing?.addEventListener("abort", onAbort, { once: true });
-      if (closing?.aborted) onAbort();
+      closing?.waits.add(onAbort);
+      if (closing?.signal.aborted) onAbort();
       this.#abortMayRemain = false;
       try {
         return await native.acquireAbortable(timeout, retryDelay, token);
@@ -1364,7 +1367,7 @@ export function makeApi(binding) {
       } finally {
         try {
           signal?.removeEventListener("abort", onAbort);
-          closing?.removeEventListener("abort", onAbort);
+          closing?.waits.delete(onAbort);
         } catch {
           // The acquire's answer stands; the token only outlives it.
         }

@@ -28,6 +28,7 @@ const stores = () => (globalThis[REGISTRY] ??= new WeakMap());
  *   aborts its signal, waits for its acquire in flight and releases (a promise of
  *   whether nothing remains; rejected when the release failed);
  * - `calls`: the store calls on their way (a JS store's, through the API's bridge);
+ * - `waits`: a function per wait on the store, each ending its wait at close();
  * - `closed`: the StoreClosedError once close() began; `signal` aborts with it then;
  * - `errors`: the error classes of the API copy that made the record (its handles'
  *   classes), for the errors close() makes.
@@ -40,12 +41,18 @@ export function holdsOf(store, errors) {
     record = {
       holds: new Set(),
       calls: new Set(),
+      waits: new Set(),
       closed: undefined,
       controller,
       signal: controller.signal,
       sweepAt: 64,
       errors: errors ?? { InvalidArgumentError, StoreClosedError, StoreUnavailableError },
     };
+    // One listener ends every wait on the store (see `waits`).
+    const waits = record.waits;
+    controller.signal.addEventListener("abort", () => {
+      for (const end of [...waits]) end();
+    });
     registry.set(store, record);
   }
   return record;

@@ -451,6 +451,15 @@ export interface RedisConnectOptions {
    * free what it took. Narrows, does not close, what a failover can lose. Default 0 (off).
    */
   minReplicas?: number;
+  /**
+   * `false`: a lock's acquire is one plain `SET key owner NX PX ttl` (no script, no fencing
+   * counter) and its hold has no fencing token (`fencingToken` is `null`), for locks taken
+   * for efficiency rather than correctness. Ownership, release, extend, waits and
+   * wake-ups are unchanged; lockAll, semaphores and read-write locks keep their scripts and
+   * tokens. Fenced and unfenced stores on one key exclude each other, and the fenced ones'
+   * tokens still grow. Default true.
+   */
+  fencing?: boolean;
 }
 
 /**
@@ -633,10 +642,18 @@ export declare class UnsupportedError extends LockError {
   readonly code: "UNSUPPORTED";
 }
 
-/** An acquire ended by its `signal`, which gave no reason of its own. `name` is `"AbortError"`. */
+/** An acquire ended by its `signal` when it gave no reason of its own, or with an attempt on its way (`holdMayRemain`). `name` is `"AbortError"`. */
 export declare class AbortError extends LockError {
   readonly code: "ABORTED";
   readonly name: "AbortError";
   /** The key whose acquire was aborted. */
   readonly key: string;
+  /**
+   * Whether a hold nobody owns may remain: an attempt was on its way when the wait was
+   * aborted (it is released once it settles), or a grant that raced the abort could not
+   * be released. Until then, or at worst its TTL, the key may stay held.
+   */
+  readonly holdMayRemain: boolean;
+  /** The signal's own reason, when this error stands in for it (see `holdMayRemain`). */
+  readonly reason?: unknown;
 }
