@@ -61,6 +61,18 @@ describe("the short-TTL warning", () => {
     assert.match(stderr, /LOCKSMITH_SHORT_TTL\] Warning: locksmith: a lock's TTL of 30 ms is under a second/);
     assert.match(stderr, /TTLs are in milliseconds/);
     assert.match(stderr, /"30s"/);
+    // Its advice silences this warning alone, not the one about a forgotten store.
+    assert.match(stderr, /--disable-warning=LOCKSMITH_SHORT_TTL/);
+  });
+
+  it("a fractional TTL is refused without advice first (the advice would be about a TTL not taken)", async () => {
+    const { code, stderr } = await child(`
+      try { ls.lock("k", 1.5); } catch (err) { console.log(err.code); }
+      ls.lock("k", 30);
+    `);
+    assert.equal(code, 0, stderr);
+    assert.equal(count(stderr, SHORT_TTL), 1, stderr);
+    assert.match(stderr, /TTL of 30 ms/, "the later real one is warned of");
   });
 
   it("extend(ms) under a second warns too", async () => {

@@ -84,7 +84,8 @@ function optionalDurationMs(name, value) {
  */
 function ttlDurationMs(value) {
   if (typeof value === "number") {
-    if (value < 1_000 && value > 0) warnShortTtl(value);
+    // (A fraction is refused next: no advice about a TTL that is not taken.)
+    if (value < 1_000 && value > 0 && Number.isInteger(value)) warnShortTtl(value);
     return value;
   }
   return durationMs("ttlMs", value);
@@ -102,7 +103,8 @@ function warnShortTtl(ttlMs) {
     "LOCKSMITH_SHORT_TTL",
     `locksmith: a lock's TTL of ${ttlMs} ms is under a second. TTLs are in milliseconds: for seconds, ` +
       `write a string like "30s" (or 30_000); a hold whose TTL passes before the work is done lets a second holder in. ` +
-      `For a TTL this short on purpose, write it as a string ("${ttlMs}ms") or set LOCKSMITH_WARNINGS=0.`,
+      `For a TTL this short on purpose, write it as a string ("${ttlMs}ms"), or start Node with --disable-warning=LOCKSMITH_SHORT_TTL ` +
+      `(LOCKSMITH_WARNINGS=0 silences every locksmith warning, the one about a forgotten setLockStore() too).`,
   );
 }
 
