@@ -241,3 +241,20 @@ describe("LOCKSMITH_REQUIRE_STORE=1", () => {
     assert.equal(stdout.trim(), `${"STORE_NOT_SET ".repeat(6)}true`);
   });
 });
+
+describe("LOCKSMITH_REQUIRE_STORE's values", () => {
+  it("takes TRUE, yes and on as 1, and an unknown value as 1 with a warning (it fails closed)", async () => {
+    const code = `try { ls.lock("k"); console.log("allowed"); } catch (err) { console.log(err.code); }`;
+    for (const value of ["TRUE", "yes", "on", " 1 "]) {
+      const { stdout, stderr } = await child(code, { env: { LOCKSMITH_REQUIRE_STORE: value } });
+      assert.equal(stdout.trim(), "STORE_NOT_SET", `${JSON.stringify(value)}: ${stderr}`);
+    }
+    for (const value of ["0", "false", "off", ""]) {
+      const { stdout } = await child(code, { env: { LOCKSMITH_REQUIRE_STORE: value } });
+      assert.equal(stdout.trim(), "allowed", JSON.stringify(value));
+    }
+    const { stdout, stderr } = await child(code, { env: { LOCKSMITH_REQUIRE_STORE: "maybe" } });
+    assert.equal(stdout.trim(), "STORE_NOT_SET");
+    assert.match(stderr, /\[LOCKSMITH_REQUIRE_STORE\] Warning: locksmith: LOCKSMITH_REQUIRE_STORE="maybe" is not 1 or 0/);
+  });
+});

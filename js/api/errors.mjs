@@ -310,10 +310,21 @@ function warnDefaultStore(shared) {
   );
 }
 
-/** Whether `LOCKSMITH_REQUIRE_STORE` asks that every lock name its store (1 or true). */
+/**
+ * Whether `LOCKSMITH_REQUIRE_STORE` asks that every lock name its store (1, true, yes,
+ * on; 0, false, no, off or unset do not). Any other value is taken as asking, with a
+ * warning: a setting meant to protect production fails closed, not silently open.
+ */
 function storeRequired() {
-  const value = envVar("LOCKSMITH_REQUIRE_STORE");
-  return value === "1" || value === "true";
+  const value = envVar("LOCKSMITH_REQUIRE_STORE")?.trim().toLowerCase();
+  if (value === undefined || ["", "0", "false", "no", "off"].includes(value)) return false;
+  if (!["1", "true", "yes", "on"].includes(value)) {
+    warnOnce(
+      "LOCKSMITH_REQUIRE_STORE",
+      `locksmith: LOCKSMITH_REQUIRE_STORE=${JSON.stringify(value)} is not 1 or 0; taken as 1 (every lock must name its store)`,
+    );
+  }
+  return true;
 }
 
 export {
