@@ -46,6 +46,8 @@ export const DEFAULTS = Object.freeze({
   tlsCaCert: null,
   tlsInsecure: false,
   minReplicas: 0,
+  // false: a lock's acquire is one plain SET NX PX, its hold without a fencing token.
+  fencing: true,
 });
 
 /** A duration option: a whole number of milliseconds from 1 to 2^31 - 1. */
@@ -84,6 +86,7 @@ export function checkConnectOptions(urlOrOptions) {
     notifyReleases: options.notifyReleases ?? DEFAULTS.notifyReleases,
     tlsCaCert: options.tlsCaCert ?? DEFAULTS.tlsCaCert,
     tlsInsecure: options.tlsInsecure ?? DEFAULTS.tlsInsecure,
+    fencing: options.fencing ?? DEFAULTS.fencing,
   };
 }
 
@@ -809,7 +812,7 @@ export async function connectEngine(binding, sockets, options) {
   for (const target of [parseRedisUrl(options.url), ...(options.sentinels ?? []), ...(options.cluster ?? [])]) sockets.check?.(target, options);
   let engine;
   try {
-    engine = new binding.Engine(options.keyPrefix, options.commandTimeoutMs, options.notifyReleases);
+    engine = new binding.Engine(options.keyPrefix, options.commandTimeoutMs, options.notifyReleases, options.fencing);
   } catch (err) {
     throw toLockError(err);
   }

@@ -46,6 +46,7 @@ export const CONNECT_OPTIONS = {
   tlsCaCert: "string",
   tlsInsecure: "boolean",
   minReplicas: "number",
+  fencing: "boolean",
 };
 
 /** Every key RedisLockStore.connect() takes: where the servers are, and the options. */

@@ -87,7 +87,8 @@ function checkedMs(value) {
 
 /**
  * Locks in Redis, over the runtime's own TCP socket. A plain `LockStore` object with
- * fencing tokens, exact ownership and release wake-ups.
+ * fencing tokens (unless `fencing: false`: then a lock's acquire answers `true`, taken
+ * without a token), exact ownership and release wake-ups.
  */
 export class RedisLockStore {
   #engine;
@@ -102,7 +103,7 @@ export class RedisLockStore {
   /**
    * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
    * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,
-   * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure, minReplicas }`, with
+   * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure, minReplicas, fencing }`, with
    * `sentinels` and `masterName` (`username`, `password`, `db`) or `cluster` instead of
    * `url`, as in Node.
    */

@@ -15,7 +15,7 @@ export class IoRedisLockStore extends RedisClientStore {
 
   /**
    * @param client an ioredis `Redis` or `Cluster`; it stays the application's (close() does not quit it)
-   * @param options `{ keyPrefix, operationTimeoutMs, notifyReleases }`
+   * @param options `{ keyPrefix, operationTimeoutMs, notifyReleases, fencing }`
    */
   constructor(client, options) {
     const checked = storeOptions(options, "IoRedisLockStore");
@@ -37,6 +37,7 @@ export class IoRedisLockStore extends RedisClientStore {
         exists: (key) => client.exists(key),
         pttl: (key) => client.pttl(key),
         get: (key) => client.get(key),
+        setNx: (key, value, ttlMs) => client.set(key, value, "PX", ttlMs, "NX"),
         cluster: client.isCluster === true,
         subscriber: () => {
           // A connection of its own: a subscribed connection can run nothing else.

@@ -16,7 +16,7 @@ export class NodeRedisLockStore extends RedisClientStore {
 
   /**
    * @param client a connected node-redis client or cluster; it stays the application's
-   * @param options `{ keyPrefix, operationTimeoutMs, notifyReleases }`
+   * @param options `{ keyPrefix, operationTimeoutMs, notifyReleases, fencing }`
    */
   constructor(client, options) {
     const checked = storeOptions(options, "NodeRedisLockStore");
@@ -30,6 +30,8 @@ export class NodeRedisLockStore extends RedisClientStore {
         exists: (key) => client.exists(key),
         pttl: (key) => client.pTTL(key),
         get: (key) => client.get(key),
+        // v4 to v6 all read these flags (v5 and v6 also take `condition`/`expiration`).
+        setNx: (key, value, ttlMs) => client.set(key, value, { PX: ttlMs, NX: true }),
         // A cluster (createCluster(), v4 to v6) lists its masters.
         cluster: typeof client.getMasters === "function",
         subscriber: () => {

@@ -14,7 +14,7 @@ import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
 /** How long a channel stays subscribed after its last waiter left, in case another comes. */
 const LINGER_MS = 5_000;
 
-const OPTIONS = ["keyPrefix", "operationTimeoutMs", "notifyReleases"];
+const OPTIONS = ["keyPrefix", "operationTimeoutMs", "notifyReleases", "fencing"];
 
 export function typeName(value) {
   if (value === null) return "null";
@@ -37,7 +37,7 @@ export function storeOptions(options, where, extra = []) {
       throw invalid(`unknown option \`${name}\` for ${where}; ${near ? `did you mean \`${near}\`? ` : ""}the options are ${known.join(", ")}`);
     }
   }
-  const { keyPrefix = DEFAULT_KEY_PREFIX, operationTimeoutMs = 10_000, notifyReleases = true } = options;
+  const { keyPrefix = DEFAULT_KEY_PREFIX, operationTimeoutMs = 10_000, notifyReleases = true, fencing = true } = options;
   if (typeof keyPrefix !== "string") throw invalid(`keyPrefix must be a string; got ${typeName(keyPrefix)}`);
   if (/[{}]/.test(keyPrefix)) throw invalid("keyPrefix must not contain { or }: the key's hash tag follows it");
   if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0) || !Number.isFinite(operationTimeoutMs)) {
@@ -46,7 +46,8 @@ export function storeOptions(options, where, extra = []) {
     );
   }
   if (typeof notifyReleases !== "boolean") throw invalid(`notifyReleases must be a boolean; got ${typeName(notifyReleases)}`);
-  return { ...options, keyPrefix, operationTimeoutMs, notifyReleases };
+  if (typeof fencing !== "boolean") throw invalid(`fencing must be a boolean; got ${typeName(fencing)}`);
+  return { ...options, keyPrefix, operationTimeoutMs, notifyReleases, fencing };
 }
 
 /** Whether a client error is Redis saying it does not have the script cached. */
@@ -56,6 +57,8 @@ const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
  * One store over a driver:
  * - `evalsha(sha, keys, args)` / `eval(source, keys, args)`: run a script, resolve to its reply;
  * - `exists(key)` → 0/1, `pttl(key)` → ms / -1 / -2, optional `get(key)` → string | null;
+ * - `setNx(key, value, ttlMs)`: `SET key value NX PX ttlMs`, resolving to null when not set
+ *   (the acquire of a store with `fencing: false`);
  * - optional `subscriber()` → `{ subscribe(channel, onMessage), unsubscribe(channel), close() }`
  *   (both may return promises), for release wake-ups;
  * - `cluster`: true when the client is a Redis Cluster client.
@@ -67,6 +70,7 @@ export class RedisClientStore {
   #subscriber;
   #notify;
   #cluster;
+  #fencing;
   #closed = false;
 
   /** A semaphore hold may take several permits (the JS store contract's `permitWeights`). */
@@ -79,6 +83,7 @@ export class RedisClientStore {
     this.#driver = driver;
     this.#prefix = options.keyPrefix;
     this.#cluster = driver.cluster === true;
+    this.#fencing = options.fencing !== false;
     this.#notify = options.notifyReleases && typeof driver.subscriber === "function";
     this.operationTimeoutMs = options.operationTimeoutMs;
     if (!this.#notify) this.onRelease = undefined;
@@ -129,9 +134,17 @@ export class RedisClientStore {
     return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
   }
 
-  /** `acquire()` answering the hold's fencing token (how locks get it), or `false`. */
+  /**
+   * `acquire()` answering the hold's fencing token (how locks get it), or `false`. With
+   * `fencing: false`, one plain `SET NX PX` (the same key and value, no script, no
+   * counter): `true` when taken, a hold without a token.
+   */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const lockKey = this.#key(key);
+    if (!this.#fencing) {
+      const reply = await this.#driver.setNx(lockKey, owner, ttlMs);
+      return reply !== null && reply !== undefined;
+    }
     const token = Number(await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
     return token > 0 ? token : false;
   }

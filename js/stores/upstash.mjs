@@ -16,7 +16,7 @@ export class UpstashLockStore extends RedisClientStore {
 
   /**
    * @param client an `@upstash/redis` `Redis`
-   * @param options `{ keyPrefix, operationTimeoutMs }`
+   * @param options `{ keyPrefix, operationTimeoutMs, fencing }`
    */
   constructor(client, options) {
     if (options?.notifyReleases !== undefined) {
@@ -31,6 +31,7 @@ export class UpstashLockStore extends RedisClientStore {
       eval: (source, keys, args) => client.eval(source, keys, args),
       exists: (key) => client.exists(key),
       pttl: (key) => client.pttl(key),
+      setNx: (key, value, ttlMs) => client.set(key, value, { nx: true, px: ttlMs }),
     };
     // No `get`: the client may parse a GET reply as JSON (an owner token of digits would
     // come back a number), so ownership is compared on the server.

@@ -8,6 +8,11 @@ export interface RedisClientStoreOptions {
   operationTimeoutMs?: number;
   /** Wake waiters on release over a subscriber connection of the store's own (default true). */
   notifyReleases?: boolean;
+  /**
+   * `false`: a lock's acquire is one plain `SET key owner NX PX ttl` (no script) and its
+   * hold has no fencing token, as RedisLockStore's `fencing: false` (default true).
+   */
+  fencing?: boolean;
 }
 
 /** A lock store over a Redis client the application already has. */

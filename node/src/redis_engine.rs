@@ -42,11 +42,18 @@ pub struct NativeEngineStore {
 #[napi]
 impl NativeEngineStore {
     #[napi(constructor)]
-    pub fn new(key_prefix: String, command_timeout_ms: f64, notify_releases: bool) -> napi::Result<Self> {
+    /// `fencing` false: a lock's acquire is one plain `SET NX PX` and its hold has no
+    /// fencing token (see `EngineOptions::fencing`); absent: true.
+    pub fn new(
+        key_prefix: String,
+        command_timeout_ms: f64,
+        notify_releases: bool,
+        fencing: Option<bool>,
+    ) -> napi::Result<Self> {
         let command_timeout_ms = validate::js::positive_ms("commandTimeoutMs", command_timeout_ms).napi()?;
         let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
         let subscriber = notify_releases.then(|| Subscriber::new(command_timeout_ms));
-        let options = EngineOptions { key_prefix, command_timeout_ms };
+        let options = EngineOptions { key_prefix, command_timeout_ms, fencing: fencing.unwrap_or(true) };
         Ok(Self {
             store: Arc::new(EngineStore::new(options, clock.clone(), subscriber)),
             timer: Arc::new(LocalTimer::new(clock)),

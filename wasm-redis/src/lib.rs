@@ -149,18 +149,20 @@ pub struct WasmRedisEngine {
 
 #[wasm_bindgen]
 impl WasmRedisEngine {
-    /// An engine with nothing pending; `notify_releases` gives it a subscriber.
+    /// An engine with nothing pending; `notify_releases` gives it a subscriber; `fencing`
+    /// false makes a lock's acquire one plain `SET NX PX`, its hold without a token.
     #[wasm_bindgen(constructor)]
     pub fn new(
         key_prefix: String,
         command_timeout_ms: f64,
         notify_releases: bool,
+        fencing: Option<bool>,
     ) -> std::result::Result<WasmRedisEngine, JsError> {
         let command_timeout_ms =
             validate::js::positive_ms("commandTimeoutMs", command_timeout_ms).map_err(|e| js_error(&e))?;
         let clock = Arc::new(JsClock);
         let subscriber = notify_releases.then(|| Subscriber::new(command_timeout_ms));
-        let options = EngineOptions { key_prefix, command_timeout_ms };
+        let options = EngineOptions { key_prefix, command_timeout_ms, fencing: fencing.unwrap_or(true) };
         Ok(Self {
             store: Arc::new(EngineStore::new(options, clock.clone(), subscriber)),
             clock,

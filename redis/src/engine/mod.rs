@@ -62,6 +62,8 @@ pub type RequestId = u32;
 pub enum Value {
     /// `acquire`: the fencing token when taken, `None` when someone holds the key.
     Acquired(Option<u64>),
+    /// `acquire` without fencing (see [`EngineOptions::fencing`]): taken or not, no token.
+    Taken(bool),
     /// `acquire_all`: each key's fencing token when every key was taken, or the index of
     /// a key that is held (then none was taken).
     AcquiredAll(std::result::Result<Vec<u64>, usize>),
@@ -92,6 +94,12 @@ pub struct EngineOptions {
     pub key_prefix: String,
     /// How long a request may wait for its reply, in milliseconds.
     pub command_timeout_ms: u64,
+    /// Whether a lock's acquire mints a fencing token (`acquire.lua`). Without, it is one
+    /// plain `SET key owner NX PX ttl`: no script, no `TIME`, no counter, and the hold
+    /// has no token ([`Value::Taken`]). Nothing else changes: the key and its value are
+    /// the same, so fenced and unfenced acquires on one key exclude each other, and the
+    /// fenced ones' tokens still grow (the counter is theirs alone).
+    pub fencing: bool,
 }
 
 /// How to log in and which database to use, from the URL.
@@ -400,6 +408,14 @@ impl Engine {
         let publish: &[&[u8]] = if self.cluster { &[b"SPUBLISH"] } else { &[] };
         let out = &mut self.output;
         match op {
+            Op::Acquire { key, owner, ttl_ms } if !self.options.fencing => {
+                let lock_key = crate::lock_key(prefix, key);
+                let ttl = ttl_ms.to_string();
+                resp::command(
+                    out,
+                    &[b"SET", lock_key.as_bytes(), owner.as_bytes(), b"NX", b"PX", ttl.as_bytes()],
+                );
+            }
             Op::Acquire { key, owner, ttl_ms } => {
                 let ttl = ttl_ms.to_string();
                 let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
@@ -816,6 +832,8 @@ impl Engine {
             return;
         }
         let result = match op {
+            // Unfenced: `+OK` when set, nil when the key exists (of any type).
+            Op::Acquire { .. } if !self.options.fencing => reply.bulk().map(|set| Value::Taken(set.is_some())),
             Op::Acquire { .. } => {
                 reply.integer().map(|t| Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0)))
             }
@@ -945,8 +963,10 @@ impl Engine {
     /// replicas than asked acknowledged fails.
     fn replicated(&self, result: Result<Value>, reply: &Reply<'_>) -> Result<Value> {
         let (wanted, timeout) = self.min_replicas.unwrap_or((0, 0));
-        let granted =
-            matches!(result, Ok(Value::Acquired(Some(_)) | Value::AcquiredAll(Ok(_)) | Value::Flag(true)));
+        let granted = matches!(
+            result,
+            Ok(Value::Acquired(Some(_)) | Value::Taken(true) | Value::AcquiredAll(Ok(_)) | Value::Flag(true))
+        );
         // WAIT refused (a master demoted under the write: "ERR WAIT cannot be used with
         // replica instances"): nobody can say the write will survive. Like a lost
         // connection, that is the store being out of reach, which a waiting acquire rides out.

@@ -584,6 +584,7 @@ impl LockStore for EngineStore {
     async fn acquire_with_grant(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<Option<Grant>> {
         match self.request(key, |e, now| e.acquire(key, owner, ttl_ms, now)).await? {
             Value::Acquired(token) => Ok(token.map(Grant::with_fencing_token)),
+            Value::Taken(taken) => Ok(taken.then(Grant::default)),
             other => Err(unexpected("acquire", &other)),
         }
     }
@@ -764,7 +765,7 @@ mod tests {
 
     fn cluster() -> (Arc<TestClock>, EngineStore) {
         let clock = Arc::new(TestClock(AtomicU64::new(0)));
-        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000 };
+        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000, fencing: true };
         let store = EngineStore::new(options, clock.clone(), None);
         store.enable_cluster("a:1");
         (clock, store)
@@ -843,7 +844,7 @@ mod tests {
         assert!(store.acquire_all(&keys, "o", 1_000).is_none(), "taken key by key, each refused");
         assert_eq!((output(&store, 0), store.pending()), (String::new(), 0), "nothing sent");
         // One server keeps the layout every release used.
-        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000 };
+        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000, fencing: true };
         let single = EngineStore::new(options, Arc::new(TestClock(AtomicU64::new(0))), None);
         let mut acquire = single.acquire_with_grant("}k", "o", 1_000);
         assert!(poll(&mut acquire).is_pending());
@@ -853,7 +854,7 @@ mod tests {
     #[test]
     fn a_plain_server_fails_a_redirect() {
         let clock = Arc::new(TestClock(AtomicU64::new(0)));
-        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000 };
+        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000, fencing: true };
         let store = EngineStore::new(options, clock, None);
         let mut locked = store.is_locked("k");
         assert!(poll(&mut locked).is_pending());

@@ -3,7 +3,7 @@
 use super::*;
 
 fn engine() -> Engine {
-    Engine::new(EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 100 })
+    Engine::new(EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 100, fencing: true })
 }
 
 fn feed(engine: &mut Engine, bytes: &[u8]) -> Vec<Completion> {
@@ -207,4 +207,38 @@ fn min_replicas_waits_after_grants_and_fails_those_too_few_replicas_acknowledged
     assert!(out.starts_with("*8\r\n$4\r\nEVAL\r\n") && out.contains("WAIT"), "{out}");
     let done = feed(&mut e, b":1\r\n:1\r\n");
     assert!(matches!(&done[..], [Completion { id, result: Ok(Value::Flag(true)) }] if *id == d));
+}
+
+#[test]
+fn an_unfenced_acquire_is_one_plain_set_and_its_hold_has_no_token() {
+    let mut e =
+        Engine::new(EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 100, fencing: false });
+    let taken = e.acquire("k", "owner", 500, 0);
+    let held = e.acquire("k", "other", 500, 0);
+    let out = String::from_utf8(e.take_output()).unwrap();
+    let set = "*6\r\n$3\r\nSET\r\n$5\r\np:{k}\r\n$5\r\nowner\r\n$2\r\nNX\r\n$2\r\nPX\r\n$3\r\n500\r\n";
+    assert!(out.starts_with(set), "{out}");
+    assert!(!out.contains("EVALSHA") && !out.contains("fence"), "{out}");
+    let got: Vec<_> =
+        feed(&mut e, b"+OK\r\n$-1\r\n").into_iter().map(|c| (c.id, c.result.unwrap())).collect();
+    assert_eq!(got, vec![(taken, Value::Taken(true)), (held, Value::Taken(false))]);
+    // Release and extend keep their scripts (and extend keeps the counter alive).
+    e.release("k", "owner", 0);
+    e.extend("k", "owner", 500, 0);
+    let out = String::from_utf8(e.take_output()).unwrap();
+    assert!(out.contains(RELEASE.sha()) && out.contains(EXTEND.sha()), "{out}");
+}
+
+#[test]
+fn an_unfenced_acquire_that_min_replicas_did_not_reach_fails() {
+    let mut e =
+        Engine::new(EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 100, fencing: false });
+    e.set_min_replicas(1, 50);
+    let id = e.acquire("k", "owner", 500, 0);
+    let out = String::from_utf8(e.take_output()).unwrap();
+    assert!(out.contains("SET") && out.contains("WAIT"), "{out}");
+    let done = feed(&mut e, b"+OK\r\n:0\r\n");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].id, id);
+    assert!(matches!(done[0].result, Err(LockError::StoreUnavailable(_))), "{:?}", done[0].result);
 }

@@ -73,6 +73,8 @@ pub struct Settings {
     pub subscriber_port: Option<u16>,
     /// Held back before each write of the subscriber connection (a slow connection).
     pub subscriber_delay_ms: u64,
+    /// Acquire without fencing tokens (`EngineOptions::fencing` false).
+    pub unfenced: bool,
 }
 
 /// A store on `port`, with release notifications when `notify`.
@@ -85,7 +87,11 @@ pub fn connect(port: u16, notify: bool) -> Arc<EngineStore> {
 pub fn connect_with(port: u16, settings: &Settings) -> Result<Arc<EngineStore>> {
     let clock: Arc<dyn Clock> = Arc::new(MonotonicClock::new());
     let subscriber = settings.notify.then(|| Subscriber::new(COMMAND_TIMEOUT_MS));
-    let options = EngineOptions { key_prefix: "locksmith:".into(), command_timeout_ms: COMMAND_TIMEOUT_MS };
+    let options = EngineOptions {
+        key_prefix: "locksmith:".into(),
+        command_timeout_ms: COMMAND_TIMEOUT_MS,
+        fencing: !settings.unfenced,
+    };
     let store = Arc::new(EngineStore::new(options, clock.clone(), subscriber.clone()));
     let socket = runtime().block_on(TcpStream::connect(("127.0.0.1", port))).expect("connect");
     runtime().spawn(drive(Arc::downgrade(&store), socket));
