@@ -148,6 +148,8 @@ export async function runHistory({
   const startAt = now() + 600; // every process connected and waiting by then
   const durationMs = seconds * 1_000;
   const children = [];
+  // A list of store specs: process i opens the (i mod length)-th (stores of one server, told apart by options).
+  const storeOf = (i) => (Array.isArray(store) ? store[i % store.length] : store);
   const pauses = [];
   // Processes killed with SIGKILL (a `kills` fault), and when.
   const killedAt = new Map();
@@ -194,7 +196,7 @@ export async function runHistory({
   const start = (config) => {
     const i = config.process;
     running.push(
-      runProcess(config, { timeoutMs: durationMs + 30_000, onSpawn: (child) => (children[i] = child), killed: () => killedAt.has(i) }).then((out) =>
+      runProcess({ ...config, store: storeOf(i) }, { timeoutMs: durationMs + 30_000, onSpawn: (child) => (children[i] = child), killed: () => killedAt.has(i) }).then((out) =>
         // A streamed hold's last line counts; a killed process's holds were seen until it died.
         config.stream ? lastLines(out, killedAt.get(i) ?? now()) : out,
       ),
@@ -645,6 +647,18 @@ export const SETUPS = {
     open: async () => ({ store: { laggyJs: 60 } }),
   },
   redis: { store: "RedisLockStore", fault: "none", open: async (s) => listed(s, "redis", (server) => ({ store: { redis: server.url } })) },
+  // fencing: false: acquire is one plain SET NX PX, holds carry no token.
+  "redis-unfenced": {
+    store: "RedisLockStore, fencing: false",
+    fault: "none",
+    open: async (s) => listed(s, "redis", (server) => ({ store: { redis: server.url, fencing: false } })),
+  },
+  // Processes with and without fencing on the same keys: token-order holds among the fenced.
+  "redis-mixed-fencing": {
+    store: "RedisLockStore, fencing on and off by process",
+    fault: "none",
+    open: async (s) => listed(s, "redis", (server) => ({ store: [{ redis: server.url }, { redis: server.url, fencing: false }] })),
+  },
   "redis-proxy": {
     store: "RedisLockStore",
     fault: "proxy latency 0–20 ms",
