@@ -1,6 +1,7 @@
 // c=1 latency and c=64 throughput for locksmith's RedisLockStore against redis-semaphore,
 // with the CPU each side spends per pair: Node's (process.cpuUsage) and the server's
-// (INFO cpu). Tells whether a workload is bound by the client or by the server.
+// (INFO cpu). Tells whether a workload is bound by the client or by the server. The
+// store runs fenced (the default) and with `fencing: false`.
 // A benchmark, not a test: `node bench/c64-probe.mjs` (ROUNDS, PER, N1 to change sizes).
 import { createRequire } from "node:module";
 import Redis from "ioredis";
@@ -16,6 +17,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const server = await startRedis();
 const store = await native.RedisLockStore.connect(server.url);
+const unfenced = await native.RedisLockStore.connect({ url: server.url, fencing: false });
 const client = new Redis(server.url);
 const admin = new Redis(server.url);
 const serverCpu = async () => {
@@ -26,6 +28,12 @@ const serverCpu = async () => {
 const contenders = {
   locksmith: async (key) => {
     const l = new native.Lock(key, 30_000, store);
+    if (!(await l.acquire())) throw new Error("not acquired");
+    await l.release();
+  },
+  // One plain SET NX PX per acquire, holds without fencing tokens.
+  "locksmith (fencing: false)": async (key) => {
+    const l = new native.Lock(key, 30_000, unfenced);
     if (!(await l.acquire())) throw new Error("not acquired");
     await l.release();
   },
@@ -64,10 +72,11 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 for (const [name, r] of Object.entries(rows)) {
   console.log(
-    `${name.padEnd(16)} c=1 p50 ${median(r.c1).toFixed(1)} µs | c=64 ${Math.round(median(r.c64))} pairs/s [${r.c64.map(Math.round).join(" ")}] | CPU µs/pair at c=64: node ${median(r.node).toFixed(1)}, redis ${median(r.redis).toFixed(1)}`,
+    `${name.padEnd(26)} c=1 p50 ${median(r.c1).toFixed(1)} µs | c=64 ${Math.round(median(r.c64))} pairs/s [${r.c64.map(Math.round).join(" ")}] | CPU µs/pair at c=64: node ${median(r.node).toFixed(1)}, redis ${median(r.redis).toFixed(1)}`,
   );
 }
 await store.close();
+await unfenced.close();
 client.disconnect();
 admin.disconnect();
 await server.stop();
