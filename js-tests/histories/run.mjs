@@ -707,6 +707,20 @@ export const SETUPS = {
       }));
     },
   },
+  "redis-mixed-fencing-restart": {
+    store: "RedisLockStore, fencing on and off by process",
+    fault: RESTART_REDIS,
+    open: async (s) => {
+      return listed(s, "redis-aof", (server) => ({
+        store: [
+          { redis: server.url, commandTimeoutMs: 300 },
+          { redis: server.url, commandTimeoutMs: 300, fencing: false },
+        ],
+        client: { ttlMs: 600 },
+        fault: restarts(server, { every: 1_000, downMs: 100 }),
+      }));
+    },
+  },
   ioredis: { store: "IoRedisLockStore (ioredis)", fault: "none", open: async (s) => listed(s, "redis", (server) => ({ store: { ioredis: server.url } })) },
   "ioredis-restart": {
     store: "IoRedisLockStore (ioredis)",
