@@ -223,7 +223,11 @@ describe(`RedisLockStore (${TARGET})`, () => {
       const key = uniqueKey("shutdown-waits");
       const holder = lock(key, 60_000, store);
       await holder.acquire();
-      const waits = Array.from({ length: 20 }, () => lock(key, 60_000, store).acquire({ timeout: 30_000 }).catch((e) => e));
+      const waits = Array.from({ length: 20 }, () =>
+        lock(key, 60_000, store)
+          .acquire({ timeout: 30_000 })
+          .catch((e) => e),
+      );
       await sleep(100);
       await store.close();
       const ended = await Promise.all(waits);

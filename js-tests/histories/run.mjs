@@ -196,7 +196,10 @@ export async function runHistory({
   const start = (config) => {
     const i = config.process;
     running.push(
-      runProcess({ ...config, store: storeOf(i) }, { timeoutMs: durationMs + 30_000, onSpawn: (child) => (children[i] = child), killed: () => killedAt.has(i) }).then((out) =>
+      runProcess(
+        { ...config, store: storeOf(i) },
+        { timeoutMs: durationMs + 30_000, onSpawn: (child) => (children[i] = child), killed: () => killedAt.has(i) },
+      ).then((out) =>
         // A streamed hold's last line counts; a killed process's holds were seen until it died.
         config.stream ? lastLines(out, killedAt.get(i) ?? now()) : out,
       ),
