@@ -549,7 +549,9 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
         env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") },
       }).catch((e) => e);
       assert.equal(wrong.code, 2);
-      assert.match(wrong.stderr, /^locksmith: etcd at 127\.0\.0\.1:\d+: etcd refused the login of user "app"/);
+      // (After the CLI's warning that the URL argument holds a password.)
+      assert.match(wrong.stderr, /^locksmith: warning: the store URL argument holds a password/);
+      assert.match(wrong.stderr, /\nlocksmith: etcd at 127\.0\.0\.1:\d+: etcd refused the login of user "app"/);
       const right = await run(
         process.execPath,
         [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:app-secret@${new URL(secure.endpoints[0]).host}`, "--json"],
