@@ -160,6 +160,8 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
   // member; js-tests/support/etcd-late-fetch.mjs holds one back), and aborts that come
   // while an attempt is on its way: no second holder, and nothing left held that nobody owns.
   describe("uncertain outcomes", () => {
+    // The store called directly runs the same JS in both builds: once is enough.
+    const STORE_ALONE = { skip: TARGET === "wasm" ? "the store's own code, the same in both builds (run natively)" : false };
     /** A handle on `key` with a 20 s TTL: a "lock", a "semaphore" of one permit, or a "write lock". */
     const handle = (kind, key, store) => {
       if (kind === "lock") return new Lock(key, 20_000, store);
@@ -213,7 +215,7 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       assert.equal(await holder.release(), true);
     });
 
-    it("the store on its own: a late attempt of the same owner moves no entry to its lease", async () => {
+    it("the store on its own: a late attempt of the same owner moves no entry to its lease", STORE_ALONE, async () => {
       const late = lateFetch();
       const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
       const key = uniqueKey("late-permit-store");
@@ -234,7 +236,7 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       }
     });
 
-    it("the store on its own: an extend applied late leaves the hold under the lease of the extend after it", async () => {
+    it("the store on its own: an extend applied late leaves the hold under the lease of the extend after it", STORE_ALONE, async () => {
       const late = lateFetch();
       const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
       const key = uniqueKey("late-extend");
@@ -250,25 +252,29 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       assert.equal(await a.release(key, "owner-1"), true);
     });
 
-    it("the store on its own: a release sent while an acquire of the same owner is on its way (slow) waits for it, so nothing stays held", async () => {
-      const b = await connect();
-      for (const path of ["/v3/lease/grant", "/v3/kv/txn"]) {
-        for (const kind of ["lock", "semaphore", "write"]) {
-          const slow = lateFetch();
-          const a = await connect({ fetch: slow.fetch });
-          const key = uniqueKey(`release-waits-${kind}`);
-          slow.hold(path, { delayMs: 800 });
-          const acquiring = kind === "lock" ? a.acquire(key, "owner-1", 20_000) : a.acquirePermit(key, "owner-1", 20_000, kind, 1);
-          // As a release sent on an abort: while the acquire is on its way.
-          await sleep(200);
-          const releasing = kind === "lock" ? a.release(key, "owner-1") : a.releasePermit(key, "owner-1", kind);
-          assert.equal(await acquiring, true, `${kind}, slow ${path}: the acquire took it`);
-          assert.equal(await releasing, true, `${kind}, slow ${path}: the release freed what the acquire took`);
-          const held = kind === "lock" ? await b.isLocked(key) : (await b.countPermits(key, kind)) > 0;
-          assert.equal(held, false, `${kind}, slow ${path}: nothing stays held`);
+    it(
+      "the store on its own: a release sent while an acquire of the same owner is on its way (slow) waits for it, so nothing stays held",
+      STORE_ALONE,
+      async () => {
+        const b = await connect();
+        for (const path of ["/v3/lease/grant", "/v3/kv/txn"]) {
+          for (const kind of ["lock", "semaphore", "write"]) {
+            const slow = lateFetch();
+            const a = await connect({ fetch: slow.fetch });
+            const key = uniqueKey(`release-waits-${kind}`);
+            slow.hold(path, { delayMs: 800 });
+            const acquiring = kind === "lock" ? a.acquire(key, "owner-1", 20_000) : a.acquirePermit(key, "owner-1", 20_000, kind, 1);
+            // As a release sent on an abort: while the acquire is on its way.
+            await sleep(200);
+            const releasing = kind === "lock" ? a.release(key, "owner-1") : a.releasePermit(key, "owner-1", kind);
+            assert.equal(await acquiring, true, `${kind}, slow ${path}: the acquire took it`);
+            assert.equal(await releasing, true, `${kind}, slow ${path}: the release freed what the acquire took`);
+            const held = kind === "lock" ? await b.isLocked(key) : (await b.countPermits(key, kind)) > 0;
+            assert.equal(held, false, `${kind}, slow ${path}: nothing stays held`);
+          }
         }
-      }
-    });
+      },
+    );
 
     for (const kind of ["lock", "semaphore", "write lock"]) {
       it(`a ${kind} acquire applied after it failed leaves nothing held: another store gets in well before the TTL`, async () => {
