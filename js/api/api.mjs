@@ -183,22 +183,15 @@ function parseSignal(value) {
 function abortedBy(signal, key, unreleased, mayRemain = false) {
   const reason = signal.reason;
   const defaultReason = reason === undefined || (typeof DOMException === "function" && reason instanceof DOMException && reason.name === "AbortError");
-  // A grant that raced the abort and could not be given back stays until its TTL: said
-  // so (with the release's error as the cause) rather than "nothing is held".
-  if (unreleased !== undefined) {
+  // A grant that raced the abort and could not be given back stays until its TTL, and an
+  // attempt on its way may still be granted: said so (the release's error, or the
+  // signal's reason, as the cause) rather than "nothing is held".
+  if (unreleased !== undefined || mayRemain) {
     const err = new AbortError(
-      `locksmith: the acquire of ${JSON.stringify(key)} was aborted, but the grant that raced the abort could not be released (${unreleased.message.replace(/^locksmith: /, "")}): it is held until its TTL passes`,
-      { cause: unreleased },
-    );
-    err.key = key;
-    err.reason = reason;
-    err.holdMayRemain = true;
-    return err;
-  }
-  if (mayRemain) {
-    const err = new AbortError(
-      `locksmith: the acquire of ${JSON.stringify(key)} was aborted with an attempt on its way: a hold it takes is released once it settles, or stays until its TTL passes`,
-      reason === undefined ? undefined : { cause: reason },
+      unreleased !== undefined
+        ? `locksmith: the acquire of ${JSON.stringify(key)} was aborted, but the grant that raced the abort could not be released (${unreleased.message.replace(/^locksmith: /, "")}): it is held until its TTL passes`
+        : `locksmith: the acquire of ${JSON.stringify(key)} was aborted with an attempt on its way: a hold it takes is released once it settles, or stays until its TTL passes`,
+      unreleased !== undefined ? { cause: unreleased } : reason === undefined ? undefined : { cause: reason },
     );
     err.key = key;
     err.reason = reason;
@@ -791,6 +784,8 @@ export function makeApi(binding) {
 
   /** What an aborted acquire's inner steps return, for the caller to reject with the signal's reason. */
   const ABORTED = Symbol("locksmith.aborted");
+  // Aborted with an attempt on its way (released once it settles: a hold may remain).
+  const ABORTED_IN_FLIGHT = Symbol("locksmith.aborted-in-flight");
 
   const releaseOutcome = (released) => (released ? "released" : "not-held");
   const extendOutcome = () => "extended";
@@ -822,8 +817,6 @@ export function makeApi(binding) {
     #inflight;
     /** `{ reason, hold, closed }` once the store's close() (`closed`, its StoreClosedError) ended hold number `hold`. */
     #endedBy;
-    /** Whether the last acquire aborted had an attempt on its way (see #acquireAbortable). */
-    #abortMayRemain = false;
 
     // `store` has no default parameter: the restored and kinded paths below must not
     // touch the default store (getLockStore() makes one, and warns in a worker).
@@ -1308,7 +1301,7 @@ export function makeApi(binding) {
         else if (signal === undefined && closing === undefined) taken = await native.acquire(timeout, retryDelay);
         else {
           taken = await this.#acquireAbortable(native, timeout, retryDelay, signal, closing);
-          if (taken === ABORTED) return ABORTED;
+          if (taken === ABORTED || taken === ABORTED_IN_FLIGHT) return taken;
         }
         // A grant that raced the abort (the signal fired before its answer arrived) is given back.
         if (taken && signal?.aborted) {
@@ -1326,16 +1319,15 @@ export function makeApi(binding) {
         }
         return taken;
       });
-      if (taken === ABORTED) {
-        if (signal?.aborted || this.#record?.closed === undefined) throw abortedBy(signal, this.#key, unreleased, this.#abortMayRemain);
+      if (taken === ABORTED || taken === ABORTED_IN_FLIGHT) {
+        const mayRemain = taken === ABORTED_IN_FLIGHT;
+        if (signal?.aborted || this.#record?.closed === undefined) throw abortedBy(signal, this.#key, unreleased, mayRemain);
         throw this.#storeClosed(
           this.#record.closed,
           ` while the acquire of ${JSON.stringify(this.#key)} waited${
-            this.#abortMayRemain
-              ? ", with an attempt on its way: a hold it takes is released once it settles, or stays until its TTL passes"
-              : "; nothing is held"
+            mayRemain ? ", with an attempt on its way: a hold it takes is released once it settles, or stays until its TTL passes" : "; nothing is held"
           }`,
-          this.#abortMayRemain,
+          mayRemain,
         );
       }
       return taken;
@@ -1343,7 +1335,7 @@ export function makeApi(binding) {
 
     /**
      * The store's acquire, ended by `signal` or by `closing` (the store's record: its
-     * close()): ABORTED then (`#abortMayRemain` says whether an attempt was on its way).
+     * close()): ABORTED then, or ABORTED_IN_FLIGHT when an attempt was on its way.
      * A wait joins the record's `waits`, which one listener of its signal ends, rather
      * than listening itself (eleven listeners on one signal make Node warn of a leak).
      */
@@ -1356,14 +1348,12 @@ export function makeApi(binding) {
       signal?.addEventListener("abort", onAbort, { once: true });
       closing?.waits.add(onAbort);
       if (closing?.signal.aborted) onAbort();
-      this.#abortMayRemain = false;
       try {
         return await native.acquireAbortable(timeout, retryDelay, token);
       } catch (err) {
         const error = toLockError(err, this.#key);
         if (error.code === "ABORTED") {
-          this.#abortMayRemain = error.holdMayRemain === true;
-          return ABORTED;
+          return error.holdMayRemain === true ? ABORTED_IN_FLIGHT : ABORTED;
         }
         throw err;
       } finally {
