@@ -2,6 +2,15 @@
 // shares (the API, the Redis driver, the stores). Imports nothing: the modules below the
 // API use it without importing the API.
 
+// Each error class answers `instanceof` by a brand (see the loop below the classes)
+// rather than by its prototype chain, as undici's errors do: the package has more than
+// one copy of these classes (its ES modules, its CommonJS build, a bundle, a test
+// runner's realm per file), and an error from any copy is an instance of the same class
+// of every other. The hierarchy holds: a `StoreClosedError` is a `LockError` and not a
+// `StoreUnavailableError`. A class of the user's that extends one of these answers by
+// its prototype chain, as any class does.
+const BRAND = Symbol.for("locksmith.brand");
+
 /** Base class of every error locksmith throws. `code` is stable. */
 export class LockError extends Error {
   constructor(message, code, options) {
@@ -9,6 +18,14 @@ export class LockError extends Error {
     this.code = code;
   }
 }
+
+// Inherited by every subclass; `this` is the class asked.
+Object.defineProperty(LockError, Symbol.hasInstance, {
+  value: function hasBrand(value) {
+    if (!Object.hasOwn(this, BRAND)) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return (typeof value === "object" || typeof value === "function") && value !== null && value[this[BRAND]] === true;
+  },
+});
 
 /** `extend()` (or `serialize()`) on a lock that is not held: lost, released or never taken. */
 export class LockNotHeldError extends LockError {
@@ -105,6 +122,11 @@ for (const cls of [
   UnsupportedError,
 ]) {
   Object.defineProperty(cls.prototype, "name", { value: cls.name, writable: true, configurable: true });
+  // The brand: a registered symbol per class, set on its prototype, so an instance carries
+  // the brands of its class and of every class above it.
+  const brand = Symbol.for(`locksmith.${cls.name}`);
+  Object.defineProperty(cls, BRAND, { value: brand });
+  Object.defineProperty(cls.prototype, brand, { value: true });
 }
 
 const BY_CODE = {
