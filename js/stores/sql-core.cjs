@@ -414,6 +414,7 @@ async function closing(close) {
 }
 
 module.exports = {
+  DEFAULT_TABLE,
   HOLDING,
   HOLDING_ROLES,
   MAX_MS,
