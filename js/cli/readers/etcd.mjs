@@ -1,0 +1,91 @@
+// The etcd reader: what `locksmith` sees of EtcdLockStore's keys, through the store itself
+// (its requests, login and member failover) and its admin listing and release
+// (`ETCD_ADMIN_LIST`, `ETCD_ADMIN_RELEASE` in js/stores/etcd.mjs), under the store's own
+// key prefix unless --prefix names another.
+import { CONNECT_TIMEOUT_MS, globRegExp, hold, redact, StoreError, storeCall, UsageError } from "../common.mjs";
+
+/** `etcd://[user:password@]host:port[,host:port…]` (etcds:// for TLS) as EtcdLockStore's options. */
+function parseEtcdUrl(url) {
+  const match = /^(etcds?):\/\/(?:([^@/]*)@)?([^/?#@]+)\/?$/.exec(url);
+  if (!match) throw new UsageError(`an etcd URL is etcd://[user:password@]host:port[,host:port…] (etcds:// for TLS); got ${redact(url)}`);
+  const [, scheme, login, hosts] = match;
+  const endpoints = hosts.split(",").map((host) => `${scheme === "etcds" ? "https" : "http"}://${host}`);
+  if (login === undefined) return { endpoints, hosts };
+  const colon = login.indexOf(":");
+  return {
+    endpoints,
+    hosts,
+    username: decodeURIComponent(colon < 0 ? login : login.slice(0, colon)),
+    password: colon < 0 ? "" : decodeURIComponent(login.slice(colon + 1)),
+  };
+}
+
+const etcdPlain = (err) => String(err?.message ?? err).replace(/^locksmith: (etcd: )?/, "");
+// A semaphore entry's permits, when the store's listing reports them (`permits`); else 1.
+const etcdHold = (h) => hold(h.key, h.kind, h.remainingMs, h.fencingToken, h.owner, h.permits);
+
+export class EtcdReader {
+  #store;
+  #where;
+  #admin;
+
+  static async open(url, { prefix }) {
+    const { endpoints, hosts, username, password } = parseEtcdUrl(url);
+    const { EtcdLockStore, ETCD_ADMIN_LIST, ETCD_ADMIN_RELEASE } = await import("../../stores/etcd.mjs");
+    let store;
+    try {
+      store = await EtcdLockStore.connect({ endpoints, keyPrefix: prefix, username, password, operationTimeoutMs: CONNECT_TIMEOUT_MS, notifyReleases: false });
+    } catch (err) {
+      if (err?.code === "INVALID_ARGUMENT") throw new UsageError(etcdPlain(err));
+      throw new StoreError(`etcd at ${hosts}: ${etcdPlain(err)}`);
+    }
+    return new EtcdReader(store, hosts, { list: ETCD_ADMIN_LIST, release: ETCD_ADMIN_RELEASE });
+  }
+
+  constructor(store, hosts, admin) {
+    this.#store = store;
+    this.#where = `etcd at ${hosts}`;
+    this.#admin = admin;
+  }
+
+  #call(work) {
+    return storeCall(this.#where, async () => {
+      try {
+        return await work();
+      } catch (err) {
+        if (err instanceof UsageError || err instanceof StoreError) throw err;
+        throw new StoreError(`${this.#where}: ${etcdPlain(err)}`);
+      }
+    });
+  }
+
+  list(pattern) {
+    const names = globRegExp(pattern);
+    return this.#call(async () => (await this.#store[this.#admin.list]((name) => names.test(name))).map(etcdHold));
+  }
+
+  // etcd keeps a waiting reader's or writer's place in the key's queue, but the store's
+  // listing gives only the admitted entries, and a plain lock's or a semaphore's waiters
+  // leave no key: the waiters are not known.
+  async snapshot(pattern) {
+    return { holds: await this.list(pattern), waiters: new Map(), absentWaiters: null };
+  }
+
+  inspect(key) {
+    return this.#call(async () => ({
+      holders: (await this.#store[this.#admin.list]((name) => name === key)).map(etcdHold),
+      limit: null,
+      waiting: [],
+      waiters: null,
+    }));
+  }
+
+  // One transaction deletes them all; the store's watches wake the waiters.
+  release(key) {
+    return this.#call(async () => (await this.#store[this.#admin.release](key)).map(etcdHold));
+  }
+
+  async close() {
+    await this.#store.close();
+  }
+}

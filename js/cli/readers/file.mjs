@@ -1,0 +1,87 @@
+// The lock file reader: what `locksmith` sees of a FileLockStore's file (core/src/file.rs),
+// opened through the native addon's `NativeFileStore.openExisting`, which reads a file
+// that is there and never makes one.
+import { stat } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
+
+import { fingerprint, globRegExp, hold, StoreError, storeCall, UsageError } from "../common.mjs";
+
+const fileHold = (h) => hold(h.key, h.kind, h.remainingMs, h.fencingToken, h.owner, h.permits);
+
+export class FileReader {
+  #store;
+  #where;
+
+  static async open(url) {
+    let path;
+    try {
+      path = fileURLToPath(url);
+    } catch (err) {
+      throw new UsageError(`not a file URL: ${url} (${err.message}); write file:///absolute/path`);
+    }
+    // The store makes a missing file; the command only reads what is there.
+    try {
+      if (!(await stat(path)).isFile()) throw new StoreError(`${path} is not a lock file (not a regular file)`);
+    } catch (err) {
+      if (err instanceof StoreError) throw err;
+      throw new StoreError(`no lock file at ${path}: ${err.message}`);
+    }
+    let addon;
+    try {
+      addon = createRequire(import.meta.url)("../../native-loader.cjs").loadAddon();
+    } catch (err) {
+      throw new StoreError(`lock files need the native addon, which did not load here: ${err.message}`);
+    }
+    try {
+      return new FileReader(addon.NativeFileStore.openExisting(path), path);
+    } catch (err) {
+      throw new StoreError(`the lock file ${path}: ${err.message}`);
+    }
+  }
+
+  constructor(store, path) {
+    this.#store = store;
+    this.#where = `the lock file ${path}`;
+  }
+
+  async #all() {
+    return storeCall(this.#where, () => this.#store.holds());
+  }
+
+  async list(pattern) {
+    const names = globRegExp(pattern);
+    return (await this.#all()).filter((h) => !h.waiting && names.test(h.key)).map(fileHold);
+  }
+
+  async snapshot(pattern) {
+    const names = globRegExp(pattern);
+    const all = (await this.#all()).filter((h) => names.test(h.key));
+    const waiters = new Map();
+    for (const h of all.filter((x) => x.waiting)) waiters.set(h.key, (waiters.get(h.key) ?? 0) + 1);
+    // A plain lock's or a semaphore's waiters leave nothing in the file; a read-write lock's do.
+    return { holds: all.filter((h) => !h.waiting).map(fileHold), waiters, absentWaiters: null };
+  }
+
+  async inspect(key) {
+    const all = (await this.#all()).filter((h) => h.key === key);
+    const holders = all.filter((h) => !h.waiting);
+    const waiting = all.filter((h) => h.waiting).map((h) => ({ kind: h.kind, owner: fingerprint(h.owner), remainingMs: h.remainingMs }));
+    const semaphore = holders.find((h) => h.kind === "semaphore");
+    return {
+      holders: holders.map(fileHold),
+      limit: semaphore?.limit ?? null,
+      waiting,
+      waiters: all.some((h) => h.kind === "read" || h.kind === "write") ? waiting.length : null,
+    };
+  }
+
+  // The waiters of other processes wake on their watch of the file.
+  release(key) {
+    return storeCall(this.#where, async () => (await this.#store.forceRelease(key)).map(fileHold));
+  }
+
+  async close() {
+    this.#store.close();
+  }
+}

@@ -1,0 +1,156 @@
+// The PostgreSQL reader: what `locksmith` sees of PostgresLockStore's tables
+// (js/stores/postgres.cjs), through `pg` when it is installed. Its release takes the
+// advisory locks the store changes holds under and sends the store's NOTIFY, so an
+// acquire in flight sees the holds all there or all gone, and the waiters wake.
+import { address, CONNECT_TIMEOUT_MS, fingerprint, hold, StoreError, storeCall, UsageError } from "../common.mjs";
+import { HOLDING, likeOf, optionalImport, tablesOf, waits } from "./sql.mjs";
+
+const quote = (identifier) => `"${identifier}"`;
+const REMAINING_MS = "ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint";
+
+// A permits row's `permits` (a semaphore hold's weight): tables made before holds had
+// weights have no such column, so the rows are read whole (`p.*`) and a row without it holds 1.
+const pgHold = (r, kind) => hold(r.key, kind, Number(r.remaining_ms), r.fencing_token === null ? null : Number(r.fencing_token), r.owner, r.permits);
+
+export class PostgresReader {
+  #client;
+  #table;
+  #tables;
+  #where;
+
+  static async open(url, { table }) {
+    const pg = await optionalImport("pg", "PostgreSQL");
+    if (!pg) throw new UsageError("PostgreSQL URLs need pg: npm install pg");
+    const Client = pg.default?.Client ?? pg.Client;
+    const parsed = new URL(url);
+    const where = address(parsed.hostname.replace(/^\[(.*)\]$/, "$1") || "localhost", parsed.port || 5432);
+    const client = new Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, query_timeout: CONNECT_TIMEOUT_MS });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+    } catch (err) {
+      // A server that answered and refused (SQLSTATE 28xxx: the login; 3D000: no such database).
+      if (typeof err?.code === "string" && /^[0-9A-Z]{5}$/.test(err.code)) {
+        throw new StoreError(`PostgreSQL at ${where} refused the connection: ${err.message}`);
+      }
+      throw new StoreError(`could not reach PostgreSQL at ${where}: ${err.message}`);
+    }
+    return new PostgresReader(client, table, where);
+  }
+
+  constructor(client, table, where) {
+    this.#client = client;
+    this.#table = table;
+    this.#tables = tablesOf(table, quote);
+    this.#where = `PostgreSQL at ${where}`;
+  }
+
+  #holdsWhere(condition, value) {
+    const client = this.#client;
+    return Promise.all([
+      client.query(
+        `SELECT key, owner, fencing_token, ${REMAINING_MS} AS remaining_ms
+           FROM ${this.#tables.locks}
+          WHERE expires_at > clock_timestamp() AND key ${condition} $1
+          ORDER BY key`,
+        [value],
+      ),
+      // role: semaphore, read or write; a waiting writer's claim holds nothing.
+      client.query(
+        `SELECT p.*, ${REMAINING_MS} AS remaining_ms
+           FROM ${this.#tables.permits} AS p
+          WHERE expires_at > clock_timestamp() AND role IN ${HOLDING} AND key ${condition} $1
+          ORDER BY key, role, owner`,
+        [value],
+      ),
+    ]).then(([locks, permits]) => ({ locks: locks.rows, permits: permits.rows }));
+  }
+
+  list(pattern) {
+    return storeCall(this.#where, async () => {
+      const { locks, permits } = await this.#holdsWhere("LIKE", likeOf(pattern));
+      return [...locks.map((r) => pgHold(r, "lock")), ...permits.map((r) => pgHold(r, r.role))];
+    });
+  }
+
+  snapshot(pattern) {
+    return storeCall(this.#where, async () => {
+      const [holds, counts] = await Promise.all([
+        this.list(pattern),
+        this.#client.query(
+          `SELECT key, count(*) FILTER (WHERE role NOT IN ${HOLDING}) AS waiting FROM ${this.#tables.permits}
+            WHERE kind = 'rw' AND expires_at > clock_timestamp() AND key LIKE $1
+            GROUP BY key`,
+          [likeOf(pattern)],
+        ),
+      ]);
+      // Read-write locks only: a plain lock's or a semaphore's waiters leave no rows.
+      return { holds, waiters: new Map(counts.rows.map((r) => [r.key, Number(r.waiting)])), absentWaiters: null };
+    });
+  }
+
+  inspect(key) {
+    return storeCall(this.#where, async () => {
+      const [{ locks, permits }, rw] = await Promise.all([
+        this.#holdsWhere("=", key),
+        this.#client.query(
+          `SELECT role, owner, ${REMAINING_MS} AS remaining_ms FROM ${this.#tables.permits}
+            WHERE kind = 'rw' AND key = $1 AND expires_at > clock_timestamp() ORDER BY role, owner`,
+          [key],
+        ),
+      ]);
+      const waiting = rw.rows
+        .filter(waits)
+        .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(r.owner), remainingMs: Number(r.remaining_ms) }));
+      const semaphore = permits.find((r) => r.role === "semaphore");
+      return {
+        holders: [...locks.map((r) => pgHold(r, "lock")), ...permits.map((r) => pgHold(r, r.role))],
+        limit: semaphore?.semaphore_limit ?? null,
+        waiting,
+        // Only a read-write lock's waiters leave rows (readers, and the first waiting writer's
+        // claim); a plain lock's or a semaphore's leave none.
+        waiters: rw.rows.length > 0 ? waiting.length : null,
+      };
+    });
+  }
+
+  release(key) {
+    const client = this.#client;
+    const { locks: locksTable, permits: permitsTable, name } = this.#tables;
+    return storeCall(this.#where, async () => {
+      // Under the advisory locks the store decides each kind of hold under (js/stores/postgres.cjs),
+      // so an acquire or extend in flight sees the holds either all there or all gone.
+      const lockspace = `locksmith:${this.#table}`;
+      await client.query("BEGIN");
+      try {
+        for (const set of ["lock", "semaphore", "rw"]) {
+          await client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [lockspace, `${set}:${key}`]);
+        }
+        const locks = await client.query(
+          `DELETE FROM ${locksTable} WHERE key = $1 AND expires_at > clock_timestamp()
+           RETURNING key, owner, fencing_token, ${REMAINING_MS} AS remaining_ms`,
+          [key],
+        );
+        const permits = await client.query(
+          `DELETE FROM ${permitsTable} WHERE key = $1 AND role IN ${HOLDING} AND expires_at > clock_timestamp()
+           RETURNING *, ${REMAINING_MS} AS remaining_ms`,
+          [key],
+        );
+        // Waiters listen on the channel named like the table (without its schema), for
+        // `<lock|semaphore|rw>:<key>`; notifications go out at commit.
+        const sets = new Set(permits.rows.map((r) => r.kind));
+        if (locks.rows.length > 0) sets.add("lock");
+        for (const set of sets) await client.query("SELECT pg_notify($1, $2)", [name, `${set}:${key}`]);
+        await client.query("COMMIT");
+        return [...locks.rows.map((r) => pgHold(r, "lock")), ...permits.rows.sort((a, b) => a.owner.localeCompare(b.owner)).map((r) => pgHold(r, r.role))];
+      } catch (err) {
+        await client.query("ROLLBACK").catch(() => {});
+        throw err;
+      }
+    });
+  }
+
+  async close() {
+    await this.#client.end().catch(() => {});
+  }
+}

@@ -1,0 +1,40 @@
+// What the PostgreSQL and MySQL readers share, with the SQL stores' own schema from their
+// core (js/stores/sql-core.cjs): the table they default to, and the roles of a permits row
+// that hold a key (`HOLDING`, as SQL); a row in any other role waits (a read-write lock's
+// waiting writer's 'claim', its readers 'waiting' for their turn and those whose 'turn' it is).
+import { DEFAULT_TABLE, HOLDING, HOLDING_ROLES } from "../../stores/sql-core.cjs";
+
+export { DEFAULT_TABLE, HOLDING };
+
+/** Whether a permits row (`{ role }`) waits rather than holds. */
+export const waits = (row) => !HOLDING_ROLES.includes(row.role);
+
+/**
+ * The tables of the store whose --table is `table`, quoted by `quote` as the store quotes
+ * each name: its locks table, and beside it (in the same schema or database) the permits
+ * table `<table>_permits` and MySQL's key rows `<table>_keys`; `name` is the table's own
+ * name, without its schema.
+ */
+export function tablesOf(table, quote) {
+  const parts = table.split(".");
+  const name = parts.pop();
+  const qualify = (n) => [...parts, n].map(quote).join(".");
+  return { locks: qualify(name), permits: qualify(`${name}_permits`), keys: qualify(`${name}_keys`), name };
+}
+
+/** The module `name`, or undefined when it is not installed. */
+export async function optionalImport(name, forWhat) {
+  try {
+    return await import(name);
+  } catch (err) {
+    if (err?.code === "ERR_MODULE_NOT_FOUND") return undefined;
+    throw new Error(`could not load ${name} for ${forWhat}: ${err.message}`);
+  }
+}
+
+/** The glob as LIKE: * → %, ? → _, and LIKE's own characters escaped. */
+export const likeOf = (pattern) =>
+  pattern
+    .replace(/[\\%_]/g, "\\$&")
+    .replace(/\*/g, "%")
+    .replace(/\?/g, "_");
