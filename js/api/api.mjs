@@ -22,7 +22,6 @@ import {
   checkArity,
   checkOptionKeys,
   checkString,
-  envVar,
   invalid,
   noteDefaultStore,
   noteSharedStore,
@@ -31,6 +30,8 @@ import {
   typeName,
   warnOnce,
 } from "./errors.mjs";
+import { checkNumber, durationMs, optionalDurationMs, ttlDurationMs } from "./durations.mjs";
+import { warnIfProcessLocal } from "./warnings.mjs";
 
 // The error classes and the shared checks are the API's exports too.
 export * from "./errors.mjs";
@@ -41,104 +42,6 @@ export { DEFAULT_CLOSE_TIMEOUT_MS, closeOptions, releaseHolds } from "./shutdown
 const RESOLVED_TRUE = Promise.resolve(true);
 const RESOLVED_FALSE = Promise.resolve(false);
 const DEFAULT_OPERATION_TIMEOUT_MS = 10_000;
-
-function checkNumber(name, value) {
-  if (typeof value !== "number") throw invalid(`${name} must be a number of milliseconds; got ${typeName(value)}`);
-}
-
-// ---------------------------------------------------------------------------------
-// Durations: every TTL and time of the API is milliseconds (a number) or a string with
-// its unit, parsed here, once, before it reaches a binding (which takes numbers only and
-// checks their range).
-
-const DURATION = /^(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h)$/;
-const DURATION_UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-const DURATION_FORMS = 'a number of milliseconds or a string with a unit: "250ms", "30s", "5m" or "1h" (ms, s, m, h; fractions like "1.5s" too)';
-
-/**
- * `value` (option `name`) in milliseconds: a number as it is, a duration string
- * converted. Anything else is an InvalidArgumentError naming the option and the forms.
- */
-function durationMs(name, value) {
-  if (typeof value === "number") return value;
-  const match = typeof value === "string" ? DURATION.exec(value) : null;
-  if (match === null) {
-    const got = typeof value === "string" ? JSON.stringify(value) : typeName(value);
-    throw invalid(`${name} must be ${DURATION_FORMS}; got ${got}`);
-  }
-  const ms = Number(match[1]) * DURATION_UNIT_MS[match[2]];
-  // "1.1s" is 1100 ms, not 1100.0000000000002: decimal input, whole milliseconds out.
-  const whole = Math.round(ms);
-  return Math.abs(ms - whole) < 1e-6 ? whole : ms;
-}
-
-function optionalDurationMs(name, value) {
-  return value === undefined ? undefined : durationMs(name, value);
-}
-
-/**
- * A lock's TTL (`lock()`, `new Lock()`, `semaphore()`, `readWriteLock()`, `extend()`) in
- * milliseconds. A bare number under a second is most likely seconds meant as
- * milliseconds (`lock(key, 30)`): it lets a second holder in after 30 ms, so the process
- * is warned once. A string states its unit and is taken as meant.
- */
-function ttlDurationMs(value) {
-  if (typeof value === "number") {
-    // (A fraction is refused next: no advice about a TTL that is not taken.)
-    if (value < 1_000 && value > 0 && Number.isInteger(value)) warnShortTtl(value);
-    return value;
-  }
-  return durationMs("ttlMs", value);
-}
-
-// ---------------------------------------------------------------------------------
-// Process warnings, once per process (warnOnce in errors.mjs keeps the flags on
-// globalThis, for every copy of this module).
-
-const WARNED = Symbol.for("locksmith.warned");
-
-function warnShortTtl(ttlMs) {
-  if (globalThis[WARNED]?.has("LOCKSMITH_SHORT_TTL")) return;
-  warnOnce(
-    "LOCKSMITH_SHORT_TTL",
-    `locksmith: a lock's TTL of ${ttlMs} ms is under a second. TTLs are in milliseconds: for seconds, ` +
-      `write a string like "30s" (or 30_000); a hold whose TTL passes before the work is done lets a second holder in. ` +
-      `For a TTL this short on purpose, write it as a string ("${ttlMs}ms"), or start Node with --disable-warning=LOCKSMITH_SHORT_TTL ` +
-      `(LOCKSMITH_WARNINGS=0 silences every locksmith warning, the one about a forgotten setLockStore() too).`,
-  );
-}
-
-/** A Node built-in module, or undefined outside Node (no static node: imports here: this file runs on workerd and in browsers too). */
-function nodeBuiltin(name) {
-  try {
-    return globalThis.process?.getBuiltinModule?.(name);
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Warns when the default memory store starts being used in a process that is one of
- * several, where each would have its own locks: a cluster worker, a PM2 instance, a
- * worker thread.
- */
-function warnIfProcessLocal() {
-  const proc = globalThis.process;
-  if (typeof proc?.emitWarning !== "function" || globalThis[WARNED]?.has("LOCKSMITH_PROCESS_LOCAL_STORE")) return;
-  let where;
-  if (nodeBuiltin("node:cluster")?.isWorker === true) where = "a cluster worker";
-  else if (envVar("NODE_APP_INSTANCE") !== undefined || envVar("pm_id") !== undefined) where = "a PM2 instance";
-  else if (nodeBuiltin("node:worker_threads")?.isMainThread === false) where = "a worker thread";
-  if (where === undefined) return;
-  warnOnce(
-    "LOCKSMITH_PROCESS_LOCAL_STORE",
-    `locksmith: locks are being taken on the default store, this ${where === "a worker thread" ? "thread" : "process"}'s own memory, and this is ${where}: ` +
-      `the other ${where === "a worker thread" ? "threads" : "processes"} do not see these locks, so each can hold the same key at once. ` +
-      `For locks they share, call setLockStore() with a shared store (RedisLockStore, PostgresLockStore` +
-      `${where === "a worker thread" ? ", or MemoryLockStore.shared(name) between worker threads" : ""}); ` +
-      `to keep per-${where === "a worker thread" ? "thread" : "process"} locks, setLockStore(new MemoryLockStore()) says so.`,
-  );
-}
 
 const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend", "signal", "permits"];
 /** A handle other than a semaphore's: `permits` is refused in words of its own, not listed. */
