@@ -108,23 +108,25 @@ export class AbortError extends LockError {
   }
 }
 
-for (const cls of [
-  LockError,
-  AbortError,
-  LockNotHeldError,
-  InvalidArgumentError,
-  InvalidSerializedLockError,
-  StoreUnavailableError,
-  StoreContractViolationError,
-  LockStoreError,
-  StoreClosedError,
-  StoreNotSetError,
-  UnsupportedError,
+// Names written out, not read from `cls.name`: a bundler that meets two copies of this
+// module renames the second copy's classes (`LockError2`), and a minifier renames both.
+for (const [cls, name] of [
+  [LockError, "LockError"],
+  [AbortError, "AbortError"],
+  [LockNotHeldError, "LockNotHeldError"],
+  [InvalidArgumentError, "InvalidArgumentError"],
+  [InvalidSerializedLockError, "InvalidSerializedLockError"],
+  [StoreUnavailableError, "StoreUnavailableError"],
+  [StoreContractViolationError, "StoreContractViolationError"],
+  [LockStoreError, "LockStoreError"],
+  [StoreClosedError, "StoreClosedError"],
+  [StoreNotSetError, "StoreNotSetError"],
+  [UnsupportedError, "UnsupportedError"],
 ]) {
-  Object.defineProperty(cls.prototype, "name", { value: cls.name, writable: true, configurable: true });
+  Object.defineProperty(cls.prototype, "name", { value: name, writable: true, configurable: true });
   // The brand: a registered symbol per class, set on its prototype, so an instance carries
   // the brands of its class and of every class above it.
-  const brand = Symbol.for(`locksmith.${cls.name}`);
+  const brand = Symbol.for(`locksmith.${name}`);
   Object.defineProperty(cls, BRAND, { value: brand });
   Object.defineProperty(cls.prototype, brand, { value: true });
 }
