@@ -3,22 +3,16 @@
 // password. As root, the directory belongs to and the server runs as the `mysql` user
 // (--user=mysql). The server runs under a small shell that stops it when its stdin
 // closes, so it never outlives the test process.
-import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { chown, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 
-import { freePort } from "./redis-server.mjs";
+import { freePort, required, serverProcess, started, untilAnswers, userIds } from "./server-process.mjs";
 
 const run = promisify(execFile);
-
-// The shell prints the server's pid, then waits for stdin to close and asks the server
-// (SIGTERM: a clean shutdown) to stop.
-const WATCHDOG = '"$@" >"$LOG" 2>&1 & pid=$!; echo "$pid"; read -r _; kill "$pid" 2>/dev/null; wait "$pid"';
 
 /** Where mariadbd and mariadb-install-db are: MYSQL_BIN, else PATH (mariadbd is in /usr/sbin on Debian). */
 async function binaries() {
@@ -44,7 +38,7 @@ export async function mysqlMissing() {
   } catch {
     return "the mysql2 package is not installed (npm install)";
   }
-  if (process.getuid?.() === 0 && !(await mysqlIds().catch(() => undefined))) {
+  if (process.getuid?.() === 0 && !(await userIds("mysql").catch(() => undefined))) {
     return "running as root, and there is no `mysql` user to run MariaDB as";
   }
   return undefined;
@@ -52,9 +46,7 @@ export async function mysqlMissing() {
 
 /** Options for `describe`/`it`: skips without MariaDB, except under CI=true, where the suite fails. */
 export async function requireMysql() {
-  const why = await mysqlMissing();
-  if (why && process.env.CI === "true") assert.fail(`${why} (CI=true: a missing prerequisite fails the run)`);
-  return { skip: why ?? false };
+  return required(await mysqlMissing());
 }
 
 /**
@@ -70,7 +62,7 @@ export async function startMysql() {
   const dir = await mkdtemp(join(tmpdir(), "locksmith-mysql-"));
   const data = join(dir, "data");
   try {
-    if (asRoot) await chown(dir, ...(await mysqlIds()));
+    if (asRoot) await chown(dir, ...(await userIds("mysql")));
     await run(bins.install, [
       "--no-defaults",
       ...(asRoot ? ["--user=mysql"] : []),
@@ -88,15 +80,8 @@ export async function startMysql() {
     throw err;
   }
   const port = await freePort();
-  let child;
-  const server = {
-    port,
-    url: `mysql://root@127.0.0.1:${port}/locksmith`,
-    /** The server's pid while it runs. */
-    async pid() {
-      return Number((await readFile(join(dir, "pid"), "utf8")).trim());
-    },
-    async start() {
+  const server = serverProcess({
+    async launch(watch) {
       const args = [
         "--no-defaults",
         ...(asRoot ? ["--user=mysql"] : []),
@@ -111,31 +96,41 @@ export async function startMysql() {
         "--innodb-buffer-pool-size=32M",
         "--max-connections=500",
       ];
-      child = spawn("sh", ["-c", WATCHDOG, "sh", bins.server, ...args], {
-        stdio: ["pipe", "pipe", "inherit"],
-        env: { ...process.env, LOG: join(dir, "server.log") },
-      });
-      child.on("error", () => {});
-      await new Promise((resolve) => child.stdout.once("data", resolve));
+      // Stopped by SIGTERM once the watchdog's stdin closes: a clean shutdown.
+      const { child } = await watch([bins.server, ...args], { output: '>"$LOG" 2>&1', env: { LOG: join(dir, "server.log") } });
       const mysql = (await import("mysql2/promise")).default;
-      const deadline = Date.now() + 20_000;
-      for (;;) {
-        let connection;
-        try {
-          connection = await mysql.createConnection({ host: "127.0.0.1", port, user: "root", connectTimeout: 1_000 });
-          connection.on("error", () => {});
-          await connection.query("CREATE DATABASE IF NOT EXISTS locksmith");
-          await connection.end();
-          return;
-        } catch (err) {
-          connection?.destroy();
-          if (child.exitCode !== null || Date.now() > deadline) {
-            const log = await readFile(join(dir, "server.log"), "utf8").catch(() => "");
-            throw new Error(`MariaDB did not start on port ${port}: ${err.message}\n${log}`);
+      await untilAnswers(
+        child,
+        async () => {
+          let connection;
+          try {
+            connection = await mysql.createConnection({ host: "127.0.0.1", port, user: "root", connectTimeout: 1_000 });
+            connection.on("error", () => {});
+            await connection.query("CREATE DATABASE IF NOT EXISTS locksmith");
+            await connection.end();
+            return true;
+          } catch (err) {
+            connection?.destroy();
+            throw err;
           }
-          await sleep(50);
-        }
-      }
+        },
+        {
+          ms: 20_000,
+          failed: async (err) => {
+            const log = await readFile(join(dir, "server.log"), "utf8").catch(() => "");
+            return new Error(`MariaDB did not start on port ${port}: ${err?.message}\n${log}`);
+          },
+        },
+      );
+    },
+    remove: () => rm(dir, { recursive: true, force: true }),
+  });
+  Object.assign(server, {
+    port,
+    url: `mysql://root@127.0.0.1:${port}/locksmith`,
+    /** The server's pid while it runs. */
+    async pid() {
+      return Number((await readFile(join(dir, "pid"), "utf8")).trim());
     },
     /** Sends `signal` (SIGSTOP, SIGCONT) to the server. */
     async signalAll(signal) {
@@ -143,34 +138,6 @@ export async function startMysql() {
         process.kill(await server.pid(), signal);
       } catch {}
     },
-    /** A clean shutdown: connections end, the data stays. */
-    async stop() {
-      if (!child || child.exitCode !== null) return;
-      const exited = new Promise((resolve) => child.once("exit", resolve));
-      child.stdin.end();
-      await exited;
-    },
-    async restart() {
-      await server.stop();
-      await server.start();
-    },
-    /** Stops the server and deletes its data. */
-    async dispose() {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-  try {
-    await server.start();
-  } catch (err) {
-    await server.dispose();
-    throw err;
-  }
-  return server;
-}
-
-async function mysqlIds() {
-  const { stdout } = await run("id", ["-u", "mysql"]);
-  const { stdout: gid } = await run("id", ["-g", "mysql"]);
-  return [Number(stdout), Number(gid)];
+  });
+  return started(server);
 }

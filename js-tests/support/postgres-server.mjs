@@ -3,26 +3,22 @@
 // cluster belongs to, and the server runs as, the `postgres` user (runuser). The server
 // runs under a small shell that stops it when its stdin closes, so it never outlives
 // the test process.
-import assert from "node:assert/strict";
-import { execFile, spawn } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { chown, mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import pg from "pg";
 
-import { freePort } from "./redis-server.mjs";
+import { freePort, required, serverProcess, started, untilAnswers, userIds } from "./server-process.mjs";
 
 const run = promisify(execFile);
 const USER = "locksmith";
 
-// The shell prints the server's pid, then waits for stdin to close and asks the
-// postmaster (its pid is the first line of postmaster.pid) for a fast shutdown.
-const WATCHDOG =
-  'data="$1"; shift; "$@" >"$data/../server.log" 2>&1 & pid=$!; echo "$pid"; read -r _; ' +
-  'kill -INT "$(head -1 "$data/postmaster.pid" 2>/dev/null)" 2>/dev/null || kill "$pid" 2>/dev/null; wait "$pid"';
+// Once the watchdog's stdin closes, it asks the postmaster (its pid is the first line of
+// postmaster.pid) for a fast shutdown.
+const FAST_SHUTDOWN = 'kill -INT "$(head -1 "$DATA/postmaster.pid" 2>/dev/null)" 2>/dev/null || kill "$pid" 2>/dev/null';
 
 /** The directory with initdb and postgres: PATH first, else Debian's /usr/lib/postgresql/<version>/bin. */
 async function binDir() {
@@ -51,7 +47,7 @@ export async function postgresMissing() {
   }
   if (
     process.getuid?.() === 0 &&
-    !(await postgresIds().then(
+    !(await userIds("postgres").then(
       () => true,
       () => false,
     ))
@@ -63,9 +59,7 @@ export async function postgresMissing() {
 
 /** Options for `describe`/`it`: skips without PostgreSQL, except under CI=true, where the suite fails. */
 export async function requirePostgres() {
-  const why = await postgresMissing();
-  if (why && process.env.CI === "true") assert.fail(`${why} (CI=true: a missing prerequisite fails the run)`);
-  return { skip: why ?? false };
+  return required(await postgresMissing());
 }
 
 // The server's settings unless a test asks for others: fast and not durable.
@@ -84,23 +78,17 @@ export async function startPostgres({ settings = {} } = {}) {
   const data = join(dir, "data");
   const as = (cmd, args) => (asRoot ? ["runuser", ["-u", "postgres", "--", cmd, ...args]] : [cmd, args]);
   try {
-    if (asRoot) await chown(dir, ...(await postgresIds()));
+    if (asRoot) await chown(dir, ...(await userIds("postgres")));
     await run(...as(join(bin, "initdb"), ["-D", data, "-A", "trust", "-U", USER, "-E", "UTF8", "--no-sync", "--no-instructions"]));
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
   const port = await freePort();
-  let child;
   let launcher; // the pid of what the watchdog started: runuser as root, else postgres itself
-  const server = {
-    port,
-    url: `postgres://${USER}@127.0.0.1:${port}/postgres`,
-    /** The postmaster's pid while it runs. */
-    async pid() {
-      return Number((await readFile(join(data, "postmaster.pid"), "utf8")).split("\n")[0]);
-    },
-    async start() {
+  const url = `postgres://${USER}@127.0.0.1:${port}/postgres`;
+  const server = serverProcess({
+    async launch(watch) {
       const [cmd, args] = as(join(bin, "postgres"), [
         "-D",
         data,
@@ -112,27 +100,40 @@ export async function startPostgres({ settings = {} } = {}) {
         "listen_addresses=127.0.0.1",
         ...Object.entries({ ...DEFAULT_SETTINGS, ...settings }).flatMap(([name, value]) => ["-c", `${name}=${value}`]),
       ]);
-      child = spawn("sh", ["-c", WATCHDOG, "sh", data, cmd, ...args], { stdio: ["pipe", "pipe", "inherit"] });
-      child.on("error", () => {});
-      launcher = Number(await new Promise((resolve) => child.stdout.once("data", (d) => resolve(d.toString().split("\n")[0].trim()))));
-      const deadline = Date.now() + 20_000;
-      for (;;) {
-        const client = new pg.Client({ connectionString: server.url, connectionTimeoutMillis: 1_000 });
-        client.on("error", () => {});
-        try {
-          await client.connect();
-          await client.query("SELECT 1");
-          await client.end();
-          return;
-        } catch (err) {
-          await client.end().catch(() => {});
-          if (child.exitCode !== null || Date.now() > deadline) {
-            const log = await readFile(join(dir, "server.log"), "utf8").catch(() => "");
-            throw new Error(`PostgreSQL did not start on port ${port}: ${err.message}\n${log}`);
+      const watchdog = await watch([cmd, ...args], { output: '>"$DATA/../server.log" 2>&1', stop: FAST_SHUTDOWN, env: { DATA: data } });
+      launcher = watchdog.pid;
+      await untilAnswers(
+        watchdog.child,
+        async () => {
+          const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+          client.on("error", () => {});
+          try {
+            await client.connect();
+            await client.query("SELECT 1");
+            await client.end();
+            return true;
+          } catch (err) {
+            await client.end().catch(() => {});
+            throw err;
           }
-          await sleep(50);
-        }
-      }
+        },
+        {
+          ms: 20_000,
+          failed: async (err) => {
+            const log = await readFile(join(dir, "server.log"), "utf8").catch(() => "");
+            return new Error(`PostgreSQL did not start on port ${port}: ${err?.message}\n${log}`);
+          },
+        },
+      );
+    },
+    remove: () => rm(dir, { recursive: true, force: true }),
+  });
+  Object.assign(server, {
+    port,
+    url,
+    /** The postmaster's pid while it runs. */
+    async pid() {
+      return Number((await readFile(join(data, "postmaster.pid"), "utf8")).split("\n")[0]);
     },
     /** Sends `signal` to the postmaster and every process it started (its sessions too). */
     async signalAll(signal) {
@@ -153,34 +154,6 @@ export async function startPostgres({ settings = {} } = {}) {
         } catch {}
       }
     },
-    /** Fast shutdown: sessions end, the data stays. */
-    async stop() {
-      if (!child || child.exitCode !== null) return;
-      const exited = new Promise((resolve) => child.once("exit", resolve));
-      child.stdin.end();
-      await exited;
-    },
-    async restart() {
-      await server.stop();
-      await server.start();
-    },
-    /** Stops the server and deletes its cluster. */
-    async dispose() {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-  try {
-    await server.start();
-  } catch (err) {
-    await server.dispose();
-    throw err;
-  }
-  return server;
-}
-
-async function postgresIds() {
-  const { stdout } = await run("id", ["-u", "postgres"]);
-  const { stdout: gid } = await run("id", ["-g", "postgres"]);
-  return [Number(stdout), Number(gid)];
+  });
+  return started(server);
 }
