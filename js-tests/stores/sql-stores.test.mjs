@@ -1,80 +1,23 @@
 // PostgresLockStore and MySqlLockStore (on MariaDB): the scenarios the two SQL stores share
 // beyond the conformance suite and the primitives' scenarios, run against each on a real
 // server: semaphore and read-write holds (a limit that differs, expiry, a writer that gives
-// up, growing tokens), mutual exclusion across processes, and a frozen server. What only
-// one of them does is in postgres.test.mjs and mysql.test.mjs.
+// up, growing tokens), mutual exclusion across processes, a frozen server, and outcomes
+// that come late. What only one of them does is in postgres.test.mjs and mysql.test.mjs.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 
-import { MySqlLockStore } from "../../js/stores/mysql.mjs";
-import { PostgresLockStore } from "../../js/stores/postgres.mjs";
 import { assertNoOverlap } from "../support/load.mjs";
-import { requireMysql, startMysql } from "../support/mysql-server.mjs";
-import { requirePostgres, startPostgres } from "../support/postgres-server.mjs";
+import { SQL_STORES } from "../support/sql-stores.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 import { invalidArgument } from "../support/errors.mjs";
-import { eventually, settle } from "../support/wait.mjs";
+import { busy, eventually, settle } from "../support/wait.mjs";
 
 const { Lock, semaphore, readWriteLock } = ls;
 
 await failOnUnhandledRejections();
 
-/** Each store, its server, and the SQL its load test reads and writes with. */
-const STORES = [
-  {
-    name: "PostgresLockStore",
-    database: "PostgreSQL",
-    required: requirePostgres,
-    start: startPostgres,
-    connect: (url, options) => PostgresLockStore.connect(url, options),
-    // Its own tables, made before the contenders start (no LISTEN connection needed for that).
-    prepare: (url) => PostgresLockStore.connect(url, { listen: false }),
-    admin: async (url) => {
-      const pg = (await import("pg")).default;
-      const pool = new pg.Pool({ connectionString: url });
-      pool.on("error", () => {});
-      return { query: async (sql, params) => (await pool.query(sql, params)).rows, end: () => pool.end() };
-    },
-    loadTables: [
-      "CREATE TABLE IF NOT EXISTS load_log (id bigserial PRIMARY KEY, key text, entry text, token bigint)",
-      "CREATE TABLE IF NOT EXISTS load_counter (key text PRIMARY KEY, n int NOT NULL)",
-    ],
-    counterStart: "INSERT INTO load_counter (key, n) VALUES ($1, 0)",
-    counter: "SELECT n FROM load_counter WHERE key = $1",
-    log: "SELECT entry, token FROM load_log WHERE key = $1 ORDER BY id",
-    contender: "postgres-contender.mjs",
-    // Its tokens may be null (a store without fencing); then their order is not checked.
-    tokensMayBeNull: true,
-    // How long a waiter waits through the frozen server, and the bounds of its failure.
-    frozenWait: { timeout: 2_000, atLeast: 1_900, below: 3_500 },
-  },
-  {
-    name: "MySqlLockStore",
-    database: "MySQL",
-    required: requireMysql,
-    start: startMysql,
-    connect: (url, options) => MySqlLockStore.connect(url, options),
-    prepare: (url) => MySqlLockStore.connect(url),
-    admin: async (url) => {
-      const mysql = (await import("mysql2/promise")).default;
-      const pool = mysql.createPool({ uri: url, connectionLimit: 4 });
-      return { query: async (sql, params) => (await pool.query(sql, params))[0], end: () => pool.end() };
-    },
-    loadTables: [
-      "CREATE TABLE IF NOT EXISTS load_log (id BIGINT AUTO_INCREMENT PRIMARY KEY, `key` VARCHAR(200), entry VARCHAR(64), token BIGINT)",
-      "CREATE TABLE IF NOT EXISTS load_counter (`key` VARCHAR(200) PRIMARY KEY, n INT NOT NULL)",
-    ],
-    counterStart: "INSERT INTO load_counter (`key`, n) VALUES (?, 0)",
-    counter: "SELECT n FROM load_counter WHERE `key` = ?",
-    log: "SELECT entry, token FROM load_log WHERE `key` = ? ORDER BY id",
-    contender: "mysql-contender.mjs",
-    tokensMayBeNull: false,
-    frozenWait: { timeout: 1_500, atLeast: 1_400, below: 3_000 },
-  },
-];
-
-for (const sql of STORES) {
+for (const sql of SQL_STORES) {
   describe(`${sql.name}: the SQL stores' shared scenarios`, await sql.required(), () => {
     let server;
     let admin;
@@ -175,7 +118,7 @@ for (const sql of STORES) {
         // The tables exist before the processes start, so all of them contend on the lock only.
         await (await sql.prepare(server.url)).close();
         const ROUNDS = 20;
-        const runs = await Promise.all(Array.from({ length: 8 }, () => contender(sql.contender, server.url, key, ROUNDS)));
+        const runs = await Promise.all(Array.from({ length: 8 }, () => contender(sql.dialect, server.url, key, ROUNDS)));
         assert.deepEqual(runs, Array(8).fill(ROUNDS));
         const counter = await admin.query(sql.counter, [key]);
         assert.equal(counter[0].n, 8 * ROUNDS, "the counter equals the successful runs");
@@ -220,13 +163,112 @@ for (const sql of STORES) {
         }
       });
     });
+
+    // An acquire's outcome that comes late: an attempt held up behind another session's lock
+    // on the key (as a slow or busy server would hold it) while its caller stops waiting: a
+    // stalled event loop makes the bridge give up on it before the store does, a signal
+    // aborts it, or the acquire times out. Whatever is late, there is never a second
+    // holder, and no hold is left that nobody owns.
+    describe("outcomes that come late", () => {
+      before(async () => {
+        // The default tables, made once up front.
+        await (await sql.prepare(server.url)).close();
+      });
+      const connect = (options = {}) => sql.connect(server.url, { ...options, ...sql.quiet });
+      const liveRows = (key) => sql.liveRows(admin, key);
+
+      it("a waiting acquire whose first attempt the stalled event loop left behind: no second holder", { timeout: 30_000 }, async () => {
+        const storeA = await connect({ operationTimeoutMs: 1_000 });
+        const storeB = await connect();
+        try {
+          const key = uniqueKey("two-holders");
+          const contender = await sql.contend(server.url, "lock", key, 1_250);
+          const started = performance.now();
+          const a = new Lock(key, 30_000, storeA);
+          const acquiring = settle(a.acquire({ timeout: 5_000, retryDelay: 50 }));
+          busy(300);
+          const got = await acquiring;
+          await contender.done;
+          assert.equal(got.value, true, `A acquired (${got.error ?? got.value} after ${(performance.now() - started).toFixed(0)} ms)`);
+          // Whatever A's earlier attempt left to do is done by now.
+          await sleep(1_500);
+          const b = new Lock(key, 30_000, storeB);
+          assert.equal(await b.acquire(), false, "B got in while A holds the key");
+          assert.equal(await liveRows(key), 1, "A's hold is on the server");
+          assert.equal(await a.release(), true, "A released its hold");
+        } finally {
+          await Promise.all([storeA.close(), storeB.close()]);
+        }
+      });
+
+      for (const [what, kind, handle] of [
+        ["a lock", "lock", (key, store) => new Lock(key, 30_000, store)],
+        ["a write lock", "rw", (key, store) => readWriteLock(key, 30_000, store).writeLock()],
+      ]) {
+        it(`an abort while ${what}'s attempt waits on the server leaves nothing held once the attempt settles`, { timeout: 30_000 }, async () => {
+          const storeA = await connect();
+          const storeB = await connect();
+          try {
+            const key = uniqueKey("aborted");
+            const contender = await sql.contend(server.url, kind, key, 600);
+            const a = handle(key, storeA);
+            const controller = new AbortController();
+            const acquiring = settle(a.acquire({ signal: controller.signal, timeout: 5_000 }));
+            await sleep(200);
+            controller.abort();
+            const got = await acquiring;
+            assert.equal(got.error?.name, "AbortError", `the acquire settled with ${got.error ?? got.value}`);
+            await contender.done;
+            // The attempt has settled on the server by now, and whatever follows it too.
+            await sleep(800);
+            assert.equal(await liveRows(key), 0, "a hold nobody owns is left on the server");
+            const b = handle(key, storeB);
+            assert.equal(await b.acquire(), true, "B got in");
+            assert.equal(await a.release(), false, "A holds nothing");
+            await b.release();
+          } finally {
+            await Promise.all([storeA.close(), storeB.close()]);
+          }
+        });
+      }
+
+      it("an acquire (no wait) that times out while its attempt waits on the server: the late grant is not left held for its TTL", {
+        timeout: 30_000,
+      }, async () => {
+        const storeA = await connect({ operationTimeoutMs: 1_000 });
+        const storeB = await connect();
+        try {
+          const key = uniqueKey("timed-out");
+          // The attempt starts once the event loop is free (~500 ms), the bridge gives up at
+          // ~1000 ms (it counts from the call), the statement would be cancelled at ~1300 ms:
+          // the key's lock comes free at 1150 ms, in between.
+          const contender = await sql.contend(server.url, "lock", key, 1_150);
+          const a = new Lock(key, 30_000, storeA);
+          const acquiring = settle(a.acquire());
+          busy(500);
+          const got = await acquiring;
+          await contender.done;
+          await sleep(800);
+          if (got.value === true) {
+            // The bridge waited for the answer (the WebAssembly build counts from the JS thread): A holds it.
+            assert.equal(await a.release(), true, "A released its hold");
+          } else {
+            assert.ok(got.error !== undefined || got.value === false, `the acquire settled with ${got.value}`);
+            assert.equal(await liveRows(key), 0, `a hold nobody owns is left on the server (the acquire settled with ${got.error?.code ?? got.value})`);
+            assert.equal(await new Lock(key, 30_000, storeB).acquire(), true, "B got in");
+          }
+        } finally {
+          await Promise.all([storeA.close(), storeB.close()]);
+        }
+      });
+    });
   });
 }
 
-/** Runs one contender process (`support/<script>`); resolves with how many critical sections it ran. */
-function contender(script, url, key, rounds) {
+/** Runs one contender process (support/sql-contender.mjs) on `dialect`'s store; resolves with how many critical sections it ran. */
+function contender(dialect, url, key, rounds) {
   return new Promise((resolve, reject) => {
-    const args = [new URL(`../support/${script}`, import.meta.url).pathname, url, key, String(rounds)];
+    const args = [new URL("../support/sql-contender.mjs", import.meta.url).pathname, dialect, url, key, String(rounds)];
     const p = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
     p.stdout.on("data", (d) => (out += d));

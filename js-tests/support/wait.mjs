@@ -1,5 +1,5 @@
 // Waiting in tests: retrying a call until it works, polling a condition until it holds,
-// and settling a promise into a value or an error with the time it took.
+// holding the thread, and settling a promise into a value or an error with the time it took.
 import { setTimeout as sleep } from "node:timers/promises";
 
 /** Retries `fn` every 50 ms until it stops throwing (a store reconnecting), up to `ms`; its value, or its last error. */
@@ -25,6 +25,12 @@ export async function until(what, check, ms = 20_000) {
   } catch (err) {
     throw new Error(`timed out waiting for ${what}${err === notYet ? "" : `: ${err.message}`}`);
   }
+}
+
+/** Holds the JS thread for `ms`, as a long GC pause or synchronous work would (and what a busy process does to its sockets). */
+export function busy(ms) {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
 }
 
 /** Awaits `promise`, returning `{ value }` or `{ error }`, and how long it took (`ms`). */
