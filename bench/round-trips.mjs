@@ -12,6 +12,27 @@ import net from "node:net";
 // `+1796057241.723967 [0 127.0.0.1:51336] "HELLO" "3"`; an IPv6 source is `[::1]:port`.
 const LINE = /^\+\d+\.\d+ \[\d+ (.+?)\] "/;
 
+const ESCAPES = { n: "\n", r: "\r", t: "\t", a: "\x07", b: "\b", '"': '"', "\\": "\\" };
+
+/**
+ * A MONITOR line's source (`127.0.0.1:51336`, or `lua` for a script's commands) and its
+ * arguments, unquoted as the server quoted them (`\"`, `\\`, `\n`, `\xHH`, ...): each
+ * argument's bytes as a latin1 string. `null` for a line that is not a command.
+ */
+export function monitorArgs(line) {
+  const m = LINE.exec(line);
+  if (!m) return null;
+  const args = [];
+  for (const [, quoted] of line.slice(m[0].length - 1).matchAll(/"((?:[^"\\]|\\.)*)"/g)) {
+    args.push(
+      quoted.replace(/\\(x[0-9a-fA-F]{2}|.)/g, (_, e) =>
+        e[0] === "x" && e.length === 3 ? String.fromCharCode(Number.parseInt(e.slice(1), 16)) : (ESCAPES[e] ?? e),
+      ),
+    );
+  }
+  return { source: m[1], args };
+}
+
 /** A MONITOR connection to `port` on loopback; resolves once the server confirmed it. */
 function openMonitor(port) {
   return new Promise((resolve, reject) => {
@@ -65,9 +86,11 @@ async function serverCounters(admin) {
  * that `admin` sends. Resolves with `run()`'s result, `requests` (the new connections'
  * commands), `scripted` (the commands their scripts ran), `connections` (how many new
  * connections sent any) and `others` (commands from connections that were already open).
+ * With `keep`, also `lines`: the new connections' commands in order, `{ source, args }`
+ * (`source` is `lua` for a script's commands).
  * Throws when MONITOR missed anything the server counted or the server rejected a call.
  */
-export async function countRequests(admin, port, prepare, run) {
+export async function countRequests(admin, port, prepare, run, { keep = false } = {}) {
   const monitor = await openMonitor(port);
   try {
     const known = await clientAddresses(admin);
@@ -77,6 +100,7 @@ export async function countRequests(admin, port, prepare, run) {
     const bySource = new Map();
     let phase = "before";
     let lines = 0;
+    const kept = [];
     let scriptOwner = null;
     let wake = () => {};
     const reached = (want) =>
@@ -103,6 +127,7 @@ export async function countRequests(admin, port, prepare, run) {
             // A script's commands follow its EVAL/EVALSHA/FCALL line: they are its client's.
             const scripted = m[1] === "lua";
             if (!scripted) scriptOwner = m[1];
+            if (keep) kept.push({ owner: scriptOwner, line });
             const counts = bySource.get(scriptOwner) ?? { requests: 0, scripted: 0 };
             if (scripted) counts.scripted += 1;
             else counts.requests += 1;
@@ -145,7 +170,8 @@ export async function countRequests(admin, port, prepare, run) {
       }
     }
     if (totals.requests === 0) throw new Error("locksmith bench: MONITOR saw no command from the measured client: the round-trip count would be zero");
-    return { result, ...totals };
+    if (!keep) return { result, ...totals };
+    return { result, ...totals, lines: kept.filter(({ owner }) => !known.has(owner)).map(({ line }) => monitorArgs(line)) };
   } finally {
     monitor.close();
   }
