@@ -83,16 +83,17 @@ const api = makeApi({
   // engine's next turn, which this asks for.
   afterAbort: () => callStarted(),
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, _hasWaiters, hasOwnerRemainingTime, hasPermitWeights, hasAcquireAll) =>
+  // `capabilities`: what the JS store offers beyond the required methods (js/api/bridge.mjs).
+  bridge: (dispatch, timeoutMs, capabilities) =>
     new addon.JsStoreBridge(
       (_err, call) => dispatch(call),
       timeoutMs,
-      hasIsHeldBy,
-      hasPermits,
-      hasOnRelease,
-      hasOwnerRemainingTime,
-      hasPermitWeights,
-      hasAcquireAll,
+      capabilities.isHeldBy,
+      capabilities.permits,
+      capabilities.onRelease,
+      capabilities.ownerRemainingTime,
+      capabilities.permitWeights,
+      capabilities.acquireAll,
     ),
 });
 

@@ -1,12 +1,12 @@
 // The JS surface of locksmith, the same in every runtime. A binding (the native addon
 // in Node, the wasm build elsewhere) supplies the native pieces; all lock logic lives
-// in the Rust core behind them. This file converts arguments, maps errors to classes,
-// and bridges JS stores.
+// in the Rust core behind them. This file converts arguments and maps errors to
+// classes; the stores are in stores.mjs, the bridge to JS stores in bridge.mjs.
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "./symbols.mjs";
 import { acquireChannel, extendChannel, lostChannel, lostWatched, releaseChannel, traced } from "./diagnostics.mjs";
 import { DEFAULT_TTL_MS, limitMessage } from "./defaults.mjs";
 import { serializedFields } from "./serialized.mjs";
-import { holdsOf, noteCall, noteHold, releaseHolds } from "./shutdown.mjs";
+import { noteHold } from "./shutdown.mjs";
 import {
   AbortError,
   LockError,
@@ -24,14 +24,14 @@ import {
   checkString,
   invalid,
   noteDefaultStore,
-  noteSharedStore,
   storeRequired,
   toLockError,
   typeName,
-  warnOnce,
 } from "./errors.mjs";
-import { checkNumber, durationMs, optionalDurationMs, ttlDurationMs } from "./durations.mjs";
+import { durationMs, optionalDurationMs, ttlDurationMs } from "./durations.mjs";
 import { warnIfProcessLocal } from "./warnings.mjs";
+import { NATIVE, closeRecord, nativeStores } from "./stores.mjs";
+import { jsStoreBridges } from "./bridge.mjs";
 
 // The error classes and the shared checks are the API's exports too.
 export * from "./errors.mjs";
@@ -41,7 +41,6 @@ export { DEFAULT_CLOSE_TIMEOUT_MS, closeOptions, releaseHolds } from "./shutdown
 // Settled promises are immutable: the synchronous fast paths hand out these two.
 const RESOLVED_TRUE = Promise.resolve(true);
 const RESOLVED_FALSE = Promise.resolve(false);
-const DEFAULT_OPERATION_TIMEOUT_MS = 10_000;
 
 const ACQUIRE_OPTIONS = ["timeout", "retryDelay", "autoExtend", "signal", "permits"];
 /** A handle other than a semaphore's: `permits` is refused in words of its own, not listed. */
@@ -120,18 +119,6 @@ function immediateOptions(options, where, semaphore) {
   return { timeout: 0, signal: options.signal, permits: options.permits };
 }
 
-/**
- * A store's `acquireAll` answer for the bridge: an array as `tokens ` and its entries,
- * space-separated (`-` for null, `?` for what is not a number), a string as `text ` and
- * the string (so no string of the store's own reads as tokens); anything else as it
- * came. Core checks it (contract.rs `expect_all`).
- */
-function tokensText(value) {
-  if (typeof value === "string") return `text ${value}`;
-  if (!Array.isArray(value)) return value;
-  return `tokens ${value.map((t) => (t === null ? "-" : typeof t === "number" ? String(t) : "?")).join(" ")}`;
-}
-
 /** lockAll()'s keys, checked, one per line for the native handle (core checks the rest). */
 function multiKeys(keys) {
   if (!Array.isArray(keys)) throw invalid(`lockAll() needs an array of keys; got ${typeName(keys)}`);
@@ -177,436 +164,14 @@ function releasedReason(key) {
   return typeof DOMException === "function" ? new DOMException(message, "AbortError") : Object.assign(new Error(message), { name: "AbortError" });
 }
 
-const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
+// A store written in Rust keeps its native half under NATIVE (runtime entries set it).
+export { NATIVE, NativeStore } from "./stores.mjs";
 export { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME };
-/** Optional: a store with all of these has semaphores and read-write locks. */
-const PERMIT_METHODS = ["acquirePermit", "releasePermit", "extendPermit", "countPermits", "permitRemainingTime"];
-
-function checkStore(store) {
-  if (store === null || typeof store !== "object") {
-    throw invalid(`a lock store must be an object with ${STORE_METHODS.join(", ")}; got ${typeName(store)}`);
-  }
-  if (typeof store.then === "function" && typeof store.acquire !== "function") {
-    throw invalid("the lock store is a promise: did you forget `await`? (`setLockStore(await RedisLockStore.connect(url))`)");
-  }
-  const missing = STORE_METHODS.filter((m) => typeof store[m] !== "function");
-  if (missing.length > 0) throw invalid(`the lock store has no ${missing.join(", ")} method`);
-}
-
-// A waiter's subscription to a JS store's `onRelease(key, listener, kind)`: a promise
-// that resolves when the listener is called. A store that throws gives no wake-up (the
-// waiter's retry delay stands), so the promise then never resolves.
-function subscribe(store, subscriptions, call) {
-  let wake;
-  const woken = new Promise((resolve) => {
-    wake = resolve;
-  });
-  try {
-    const unsubscribe = store.onRelease(call.key, () => wake(null), call.kind ?? undefined);
-    subscriptions.set(call.id, unsubscribe);
-  } catch {
-    // No wake-up for this wait.
-  }
-  return woken;
-}
-
-// A store that rejects with an INVALID_ARGUMENT error refuses the request itself (a
-// semaphore limit that differs from its holders'): that reaches the caller as such, as
-// does a STORE_ERROR (reached, and refused: a missing privilege, a key of the wrong
-// type), which a wait does not ride out. Any other rejection is the store failing
-// (STORE_UNAVAILABLE).
-function refusal(err) {
-  if (err?.code === "INVALID_ARGUMENT") return { invalidArgument: String(err.message) };
-  // Closed is final: a waiting acquire stops rather than riding it out as an outage.
-  if (err?.code === "STORE_CLOSED") return { storeClosed: true };
-  if (err?.code === "STORE_ERROR") return { storeError: String(err.message) };
-  throw storeFailure(err);
-}
-
-/**
- * A JS store's failure as core words it ("store.acquire() failed: <reason>"): an Error
- * whose message is the reason and whose name is empty, so the addon (which shows
- * `name: message`) and WebAssembly (the message) say the same. The reason drops what
- * the caller's error says already: a `locksmith:` prefix (with "store unavailable: ")
- * and then the class of a locksmith error; a class of the store's own (a TypeError) is
- * kept, a plain Error's is not. A rejection that is no Error is shown as text.
- */
-function storeFailure(err) {
-  let reason;
-  if (err instanceof Error || typeof err?.message === "string") {
-    const message = String(err.message);
-    reason = message.replace(/^locksmith: (?:store unavailable: )?/, "");
-    const name = typeof err.name === "string" ? err.name : "";
-    if (reason === message && name !== "" && name !== "Error") reason = `${name}: ${reason}`;
-  } else {
-    try {
-      reason = String(err);
-    } catch {
-      reason = typeName(err);
-    }
-  }
-  const failure = new Error(reason);
-  failure.name = "";
-  return failure;
-}
-
-// What a JS store's promise resolved to, in a form every binding can carry.
-function normalizeAnswer(value) {
-  if (value === undefined) return null;
-  const type = typeof value;
-  // NaN and ±Infinity have no JSON form: they cross as { nonFinite: "NaN" } so the
-  // binding reports what the store said instead of failing to convert it.
-  if (type === "number" && !Number.isFinite(value)) return { nonFinite: String(value) };
-  if (value === null || type === "boolean" || type === "number" || type === "string") return value;
-  return Array.isArray(value) ? [] : {};
-}
-
-/** Where a store written in Rust keeps its native half. Runtime entries set it. */
-export const NATIVE = Symbol("locksmith.native");
-
-/** One call of a native store's plain `LockStore` interface: arguments checked, errors typed. */
-async function storeCall(op, key, owner, ttlMs) {
-  checkString("key", key);
-  if (owner !== undefined) checkString("owner", owner);
-  if (ttlMs !== undefined) checkNumber("ttlMs", ttlMs);
-  try {
-    return await op();
-  } catch (err) {
-    throw toLockError(err);
-  }
-}
-
-/**
- * The plain `LockStore` interface of a store implemented natively (the memory stores,
- * Redis): arguments checked, errors typed, answers as promises.
- */
-export class NativeStore {
-  constructor() {
-    // Every native store but the memory ones is shared by other processes (a file, Redis).
-    if (this[STORE_NAME] !== "memory") noteSharedStore(this);
-  }
-
-  async acquire(key, owner, ttlMs) {
-    return storeCall(() => this[NATIVE].acquire(key, owner, ttlMs), key, owner, ttlMs);
-  }
-
-  async release(key, owner) {
-    return storeCall(() => this[NATIVE].release(key, owner), key, owner);
-  }
-
-  async extend(key, owner, ttlMs) {
-    return storeCall(() => this[NATIVE].extend(key, owner, ttlMs), key, owner, ttlMs);
-  }
-
-  async isLocked(key) {
-    return storeCall(() => this[NATIVE].isLocked(key), key);
-  }
-
-  async remainingTime(key) {
-    return storeCall(() => this[NATIVE].remainingTime(key), key);
-  }
-}
-
-/** A JS store's calls that can take or free a hold: a store's close() waits for them. */
-const HOLD_CALLS = new Set(["acquire", "release", "acquirePermit", "releasePermit", "acquireAll"]);
-
-/** This copy's error classes, for the errors a store's close() makes for its handles. */
-const CLOSE_ERRORS = { InvalidArgumentError, StoreClosedError, StoreUnavailableError };
-
-/**
- * The shutdown record of `store` (shutdown.mjs) when it can be closed (it has `close()`:
- * every shipped store but the memory ones), else undefined.
- */
-function closeRecord(store) {
-  return typeof store?.close === "function" ? holdsOf(store, CLOSE_ERRORS) : undefined;
-}
 
 /** Builds the public API over a binding. */
 export function makeApi(binding) {
-  // -------------------------------------------------------------------------------
-  // Stores
-
-  /**
-   * Locks in this isolate's memory: native in Node, wasm on the edge. Also a plain
-   * `LockStore` object.
-   */
-  class MemoryLockStore extends NativeStore {
-    constructor(...args) {
-      // It has no options: one given anyway (a TTL, a name meant for shared()) would
-      // otherwise be ignored without a word.
-      if (args.some((a) => a !== undefined)) {
-        throw invalid(
-          `new MemoryLockStore() takes no arguments; got ${args.map(typeName).join(", ")} (a store for every worker thread is MemoryLockStore.shared(name))`,
-        );
-      }
-      super();
-      this[NATIVE] = new binding.MemoryStore();
-    }
-
-    /**
-     * The process-wide store called `name`: every worker thread that asks for it gets
-     * the same locks. Node only.
-     */
-    static shared(name) {
-      if (arguments.length > 1) checkArity(arguments, 1, "MemoryLockStore.shared(name)");
-      checkString("name", name);
-      if (!binding.MemoryStore.shared) {
-        throw new UnsupportedError(
-          "locksmith: MemoryLockStore.shared() is the native addon's (Node's worker threads share its memory); the WebAssembly build has none: in Node, install this platform's package, or use a store all threads reach (RedisLockStore, PostgresLockStore)",
-        );
-      }
-      const store = Object.create(MemoryLockStore.prototype);
-      store[NATIVE] = binding.MemoryStore.shared(name);
-      return store;
-    }
-
-    /** Drops every hold in this store. */
-    clear() {
-      if (arguments.length > 0) checkArity(arguments, 0, "clear()");
-      this[NATIVE].clear();
-    }
-
-    get [STORE_NAME]() {
-      return "memory";
-    }
-
-    /** A semaphore hold may take several permits (`{ permits }`). */
-    get permitWeights() {
-      return true;
-    }
-  }
-
-  const FILE_OPTIONS = ["busyTimeoutMs"];
-  const FILE_ACCESS = Symbol("locksmith.fileStore");
-
-  /**
-   * Locks in a file every process of this host opens: no server. The native addon's
-   * (FileStore in core); the WebAssembly build has no shared files.
-   */
-  class FileLockStore extends NativeStore {
-    #watcher = null;
-    #path;
-
-    /**
-     * Opens (or makes) the lock file at `path`. `busyTimeoutMs`: how long an operation
-     * waits for another process to let go of the file (default 2000).
-     */
-    static async open(path, options = {}) {
-      if (arguments.length > 2) checkArity(arguments, 2, "FileLockStore.open(path, options?)");
-      checkString("path", path);
-      if (options === null || typeof options !== "object") throw invalid(`FileLockStore.open() options must be an object; got ${typeName(options)}`);
-      checkOptionKeys(options, FILE_OPTIONS, "FileLockStore.open()");
-      const busy = options.busyTimeoutMs;
-      if (busy !== undefined && !(Number.isSafeInteger(busy) && busy >= 0)) {
-        throw invalid(`busyTimeoutMs must be a whole number of milliseconds, 0 or more; got ${typeof busy === "number" ? busy : typeName(busy)}`);
-      }
-      if (!binding.FileStore) {
-        throw new UnsupportedError(
-          "locksmith: FileLockStore needs the native addon (a lock file shared by the processes of one host); the WebAssembly build has no shared files: in Node, install this platform's package (locksmith-js-<platform>), or use a store with a server (RedisLockStore, PostgresLockStore)",
-        );
-      }
-      const store = new FileLockStore(FILE_ACCESS);
-      try {
-        store[NATIVE] = binding.FileStore.open(path, options.busyTimeoutMs);
-      } catch (err) {
-        throw toLockError(err);
-      }
-      store.#path = path;
-      // Another process's write wakes this process's waiters; without a watcher they
-      // try again at their retry delay.
-      const unwatched = (err) =>
-        warnOnce(
-          "LOCKSMITH_FILE_UNWATCHED",
-          `locksmith: cannot watch the lock file ${path} (${err?.message ?? err}); waiters of this process try again at their retryDelay instead of waking at a release`,
-        );
-      try {
-        store.#watcher = binding.watchFile(path, () => store[NATIVE].changed(), unwatched);
-      } catch (err) {
-        unwatched(err);
-      }
-      return store;
-    }
-
-    constructor(access) {
-      if (access !== FILE_ACCESS) throw invalid("use `await FileLockStore.open(path)` to make a FileLockStore");
-      super();
-    }
-
-    /** The lock file's path. */
-    get path() {
-      return this.#path;
-    }
-
-    /** A semaphore hold may take several permits (`{ permits }`). */
-    get permitWeights() {
-      return true;
-    }
-
-    get [STORE_NAME]() {
-      return "file";
-    }
-
-    /**
-     * Releases the holds this process took through the store (within `timeoutMs`, 2 s by
-     * default; `keepHolds: true` leaves them to their TTL), then stops watching the file;
-     * later calls fail with StoreClosedError.
-     */
-    async close(options) {
-      const released = await releaseHolds(this, options, "FileLockStore");
-      this.#watcher?.close();
-      this.#watcher = null;
-      this[NATIVE].close();
-      released.check();
-    }
-  }
-
-  const bridges = new WeakMap();
-
-  function bridgeFor(store) {
-    let bridge = bridges.get(store);
-    if (bridge === undefined) {
-      checkStore(store);
-      // A store of the user's own counts as shared: it is not this process's memory store.
-      noteSharedStore(store);
-      const timeout = store.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
-      checkNumber("operationTimeoutMs", timeout);
-      // onRelease subscriptions by id, each with the store's unsubscribe function.
-      const subscriptions = new Map();
-      // A store that can be closed: its close() waits for the calls on their way that can
-      // take or free a hold (an acquire, and the release that cleans up after it).
-      const record = closeRecord(store);
-      const tokens = typeof store[ACQUIRE_TOKEN] === "function";
-      const permitTokens = typeof store[ACQUIRE_PERMIT_TOKEN] === "function";
-      // Acquires still on their way at the store, by key and owner: the bridge stops
-      // waiting at operationTimeoutMs, but the store may still grant one later. A release
-      // of the same key and owner (core's clean-up of that attempt: each attempt has its
-      // own token) goes to the store only once the acquire has settled, so it cannot
-      // overtake it and leave a hold nobody owns.
-      const acquiring = new Map();
-      const settling = (keys, owner, pending) => {
-        const settled = Promise.resolve(pending).then(
-          () => {},
-          () => {},
-        );
-        for (const key of keys) {
-          const id = `${key}\u0000${owner}`;
-          acquiring.set(id, settled);
-          settled.then(() => acquiring.get(id) === settled && acquiring.delete(id));
-        }
-        return pending;
-      };
-      const afterAcquire = (key, owner, release) => {
-        const before = acquiring.get(`${key}\u0000${owner}`);
-        return before === undefined ? release() : before.then(release);
-      };
-      const dispatch = (call) => {
-        try {
-          let pending;
-          switch (call.op) {
-            case "onRelease":
-              return subscribe(store, subscriptions, call);
-            case "hasWaiters":
-              // Answered at once, never a promise: see HAS_WAITERS.
-              try {
-                return store[HAS_WAITERS](call.key) === true;
-              } catch {
-                return false;
-              }
-            case "offRelease": {
-              const unsubscribe = subscriptions.get(call.id);
-              subscriptions.delete(call.id);
-              if (typeof unsubscribe === "function") {
-                try {
-                  unsubscribe();
-                } catch {
-                  // The wait is over either way.
-                }
-              }
-              return Promise.resolve(null);
-            }
-            case "acquire":
-              // A shipped store hands its fencing token by its own path (see symbols.mjs).
-              pending = settling(
-                [call.key],
-                call.owner,
-                tokens ? store[ACQUIRE_TOKEN](call.key, call.owner, call.ttlMs) : store.acquire(call.key, call.owner, call.ttlMs),
-              );
-              break;
-            case "release":
-              pending = afterAcquire(call.key, call.owner, () => store.release(call.key, call.owner));
-              break;
-            case "extend":
-              pending = store.extend(call.key, call.owner, call.ttlMs);
-              break;
-            case "isLocked":
-              pending = store.isLocked(call.key);
-              break;
-            case "isHeldBy":
-              pending = store.isHeldBy(call.key, call.owner);
-              break;
-            case "ownerRemainingTime":
-              pending = store.ownerRemainingTime(call.key, call.owner);
-              break;
-            case "acquirePermit":
-              // `permits` only for a store with permitWeights, and only above 1.
-              pending = settling(
-                [call.key],
-                call.owner,
-                call.permits === undefined || call.permits === null
-                  ? permitTokens
-                    ? store[ACQUIRE_PERMIT_TOKEN](call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined)
-                    : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined)
-                  : permitTokens
-                    ? store[ACQUIRE_PERMIT_TOKEN](call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits)
-                    : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits),
-              );
-              break;
-            case "releasePermit":
-              pending = afterAcquire(call.key, call.owner, () => store.releasePermit(call.key, call.owner, call.kind));
-              break;
-            case "extendPermit":
-              pending = store.extendPermit(call.key, call.owner, call.ttlMs, call.kind);
-              break;
-            case "countPermits":
-              pending = store.countPermits(call.key, call.kind);
-              break;
-            case "permitRemainingTime":
-              pending = store.permitRemainingTime(call.key, call.owner, call.kind);
-              break;
-            // The keys come one per line; an array of tokens goes back as one string (see contract.rs).
-            case "acquireAll": {
-              const keys = call.key.split("\n");
-              pending = Promise.resolve(settling(keys, call.owner, store.acquireAll(keys, call.owner, call.ttlMs))).then(tokensText);
-              break;
-            }
-            default:
-              pending = store.remainingTime(call.key);
-          }
-          const answer = Promise.resolve(pending).then(normalizeAnswer, refusal);
-          return record === undefined || !HOLD_CALLS.has(call.op) ? answer : noteCall(record, answer);
-        } catch (err) {
-          return Promise.reject(storeFailure(err));
-        }
-      };
-      try {
-        bridge = binding.bridge(
-          dispatch,
-          timeout,
-          typeof store.isHeldBy === "function",
-          PERMIT_METHODS.every((m) => typeof store[m] === "function"),
-          typeof store.onRelease === "function",
-          typeof store[HAS_WAITERS] === "function",
-          typeof store.ownerRemainingTime === "function",
-          store.permitWeights === true,
-          typeof store.acquireAll === "function",
-        );
-      } catch (err) {
-        throw toLockError(err);
-      }
-      bridges.set(store, bridge);
-    }
-    return bridge;
-  }
+  const { MemoryLockStore, FileLockStore } = nativeStores(binding);
+  const bridgeFor = jsStoreBridges(binding);
 
   /** The native side of `store`: its own for a native store, a bridge for any other. */
   function backendOf(store) {

@@ -24,16 +24,17 @@ export const api = makeApi({
   get AbortToken() {
     return wasm().AbortToken;
   },
-  bridge: (dispatch, timeoutMs, hasIsHeldBy, hasPermits, hasOnRelease, hasWaiters, hasOwnerRemainingTime, hasPermitWeights, hasAcquireAll) =>
+  // `capabilities`: what the JS store offers beyond the required methods (bridge.mjs).
+  bridge: (dispatch, timeoutMs, capabilities) =>
     new (wasm().WasmJsStoreBridge)(
       dispatch,
       timeoutMs,
-      hasIsHeldBy,
-      hasPermits,
-      hasOnRelease,
-      hasWaiters,
-      hasOwnerRemainingTime,
-      hasPermitWeights,
-      hasAcquireAll,
+      capabilities.isHeldBy,
+      capabilities.permits,
+      capabilities.onRelease,
+      capabilities.hasWaiters,
+      capabilities.ownerRemainingTime,
+      capabilities.permitWeights,
+      capabilities.acquireAll,
     ),
 });
