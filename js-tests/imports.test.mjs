@@ -51,6 +51,22 @@ it("errors, defaults, symbols, the call table and the diagnostics channels impor
   }
 });
 
+it("the stores' argument checks import only errors and defaults", () => {
+  assert.deepEqual(graph.get("js/api/checks.mjs").sort(), ["js/api/defaults.mjs", "js/api/errors.mjs"]);
+});
+
+it("defines MAX_MS, checkPermits, checkKind and typeName once, in js/api", () => {
+  const found = all.flatMap((file) =>
+    [...readFileSync(join(root, file), "utf8").matchAll(/\b(?:const|function) (MAX_MS|checkPermits|checkKind|typeName)\b/g)].map((m) => `${m[1]} in ${file}`),
+  );
+  assert.deepEqual(found.sort(), [
+    "MAX_MS in js/api/defaults.mjs",
+    "checkKind in js/api/checks.mjs",
+    "checkPermits in js/api/checks.mjs",
+    "typeName in js/api/errors.mjs",
+  ]);
+});
+
 it("the Redis driver, its sockets and the WebAssembly store never reach the API", () => {
   for (const file of all.filter((f) => f.startsWith("js/redis/"))) {
     assert.ok(!reach(file).has("js/api/api.mjs"), `${file} reaches js/api/api.mjs`);

@@ -13,7 +13,7 @@
 // `locksmith.held` and `locksmith.lost` move exactly once per hold.
 import diagnosticsChannel from "node:diagnostics_channel";
 import { context, diag, metrics, SpanKind, SpanStatusCode, trace, ValueType } from "@opentelemetry/api";
-import { InvalidArgumentError } from "locksmith-js";
+import { checkOptionKeys, invalid, typeName } from "./api/errors.mjs";
 
 /** The instrumentation scope's version: the package's (js-tests/otel.test.mjs checks it against package.json). */
 export const VERSION = "0.1.0";
@@ -25,25 +25,12 @@ const BUCKETS = [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 
 const now = () => performance.now();
 
-function typeName(value) {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "an array";
-  return typeof value === "object" ? "an object" : typeof value;
-}
-
-const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
-
 function checkOptions(options) {
   if (options === undefined) return {};
   if (options === null || typeof options !== "object" || Array.isArray(options)) {
     throw invalid(`instrument() takes an options object; got ${typeName(options)}`);
   }
-  for (const name of Object.keys(options)) {
-    if (OPTIONS.includes(name)) continue;
-    const lower = name.toLowerCase();
-    const near = OPTIONS.find((k) => k.toLowerCase().includes(lower) || lower.includes(k.toLowerCase().replace(/provider$/, "")));
-    throw invalid(`unknown option \`${name}\` for instrument(); ${near ? `did you mean \`${near}\`? ` : ""}the options are ${OPTIONS.join(", ")}`);
-  }
+  checkOptionKeys(options, OPTIONS, "instrument()");
   const { meterProvider, tracerProvider, recordKeys } = options;
   if (meterProvider !== undefined && typeof meterProvider?.getMeter !== "function") {
     throw invalid(`meterProvider must be an OpenTelemetry MeterProvider (an object with getMeter()); got ${typeName(meterProvider)}`);

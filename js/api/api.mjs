@@ -35,6 +35,8 @@ import { jsStoreBridges } from "./bridge.mjs";
 
 // The error classes and the shared checks are the API's exports too.
 export * from "./errors.mjs";
+// The stores' argument checks, for the CommonJS stores through js/gen/api.cjs.
+export { checkKind, checkMs, checkPermits } from "./checks.mjs";
 // Every shipped store's close() starts with releaseHolds() (see shutdown.mjs).
 export { DEFAULT_CLOSE_TIMEOUT_MS, closeOptions, releaseHolds } from "./shutdown.mjs";
 

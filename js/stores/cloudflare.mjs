@@ -10,7 +10,9 @@
 // millisecond; an alarm at the next expiry clears expired holds and wakes waiters.
 import { DurableObject } from "cloudflare:workers";
 
-import { checkOptionKeys, invalid, noteSharedStore, releaseHolds } from "../api/api.mjs";
+import { checkPermits } from "../api/checks.mjs";
+import { checkOptionKeys, invalid, noteSharedStore } from "../api/errors.mjs";
+import { releaseHolds } from "../api/shutdown.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 
 // How long a waiter's call may stay pending in the object before it returns anyway
@@ -47,20 +49,15 @@ function checkHold(owner, ttlMs) {
 }
 
 /**
- * A hold's permits: a semaphore's `permits` of its `limit` (undefined: 1); a reader's or
- * writer's hold is 1. Refused as TypeError, which the store turns into INVALID_ARGUMENT.
+ * A hold's permits (`checkPermits` of js/api/checks.mjs), refused as TypeError, which
+ * the store turns into INVALID_ARGUMENT: an error of a class of its own would not cross RPC.
  */
-function checkPermits(kind, limit, permits) {
-  if (permits === undefined) return 1;
-  const most = kind === "semaphore" ? limit : 1;
-  if (!(Number.isSafeInteger(permits) && permits >= 1 && permits <= most)) {
-    throw new TypeError(
-      kind === "semaphore"
-        ? `locksmith: permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${String(permits)}`
-        : `locksmith: permits is a semaphore's option; a ${kind} hold takes one; got ${String(permits)}`,
-    );
+function permitsOf(kind, limit, permits) {
+  try {
+    return checkPermits(kind, limit, permits);
+  } catch (err) {
+    throw new TypeError(err.message);
   }
-  return permits;
 }
 
 /** The permits a semaphore's holders hold (each its `permits`; holds stored before weights, 1). */
@@ -199,7 +196,7 @@ export class LockDurableObject extends DurableObject {
     if (kind === "semaphore" && !(Number.isSafeInteger(limit) && limit > 0)) {
       throw new TypeError("locksmith: a semaphore's limit must be a positive whole number");
     }
-    const weight = checkPermits(kind, limit, permits);
+    const weight = permitsOf(kind, limit, permits);
     const now = this.#expire();
     this.#nameWaits(waitId, group);
     const set = this.#setOf(group);

@@ -28,11 +28,12 @@
 //   alone (see the permits section), so contenders never wait on one another's commits.
 // - Wake-ups: one watch over the prefix (streamed, DELETE events only), opened while
 //   anyone waits; polling at the waiters' retryDelay when it is down.
-import { InvalidArgumentError, LockStoreError, StoreClosedError, StoreUnavailableError } from "locksmith-js";
+import { LockStoreError, StoreClosedError, StoreUnavailableError } from "locksmith-js";
 
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
-import { MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
-import { noteSharedStore } from "../api/errors.mjs";
+import { MAX_LIMIT, MAX_MS, limitMessage } from "../api/defaults.mjs";
+import { checkOptionKeys, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
+import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 
 /** Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
@@ -42,7 +43,6 @@ export const ETCD_ADMIN_RELEASE = Symbol("locksmith.etcdAdminRelease");
 const OPTIONS = ["endpoints", "keyPrefix", "username", "password", "operationTimeoutMs", "notifyReleases", "fetch"];
 const DEFAULT_PREFIX = "locksmith/";
 const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
-const MAX_MS = 2_147_483_647;
 // One HTTP attempt on one member gets at most this share of a call's time, so a member
 // that accepts and never answers (stopped, partitioned) leaves time for another.
 const ATTEMPT_SHARE = 3;
@@ -84,24 +84,6 @@ const unref = (timer) => {
   return timer;
 };
 
-function typeName(value) {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "an array";
-  return typeof value === "object" ? "an object" : typeof value;
-}
-
-const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
-
-/** Refuses unknown option keys, naming a close known one. */
-function checkOptionKeys(options, known, where) {
-  for (const name of Object.keys(options)) {
-    if (known.includes(name)) continue;
-    const lower = name.toLowerCase();
-    const near = known.find((k) => k.toLowerCase().includes(lower) || lower.includes(k.toLowerCase())) ?? (lower === "user" ? "username" : undefined);
-    throw invalid(`unknown option \`${name}\` for ${where}; ${near ? `did you mean \`${near}\`? ` : ""}the options are ${known.join(", ")}`);
-  }
-}
-
 // -------------------------------------------------------------------------------------
 // Bytes: etcd's JSON gateway carries keys and values as base64.
 
@@ -135,21 +117,6 @@ function prefixEnd(prefix) {
     }
   }
   return bytesToBase64(new Uint8Array([0]));
-}
-
-/** A hold's permits: a semaphore's `permits` of its `limit` (undefined: 1); a reader's or writer's hold is 1. */
-function checkPermits(kind, limit, permits) {
-  if (permits === undefined) return 1;
-  const most = kind === "semaphore" ? limit : 1;
-  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || !(permits <= most)) {
-    const got = typeof permits === "number" ? permits : typeName(permits);
-    throw invalid(
-      kind === "semaphore"
-        ? `permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${got}`
-        : `permits is a semaphore's option; a ${kind} hold takes one; got ${got}`,
-    );
-  }
-  return permits;
 }
 
 /** A key or owner as one path segment: `%` and `/` escaped, so prefixes cannot collide. */
@@ -297,12 +264,7 @@ function parseOptions(urlOrOptions) {
       `keyPrefix must be a non-empty string without control characters; got ${typeof keyPrefix === "string" ? JSON.stringify(keyPrefix) : typeName(keyPrefix)}`,
     );
   }
-  const operationTimeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
-  if (typeof operationTimeoutMs !== "number" || !Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > MAX_MS) {
-    throw invalid(
-      `operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
-    );
-  }
+  const operationTimeoutMs = checkMs("operationTimeoutMs", options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
   const notifyReleases = options.notifyReleases ?? true;
   if (typeof notifyReleases !== "boolean") throw invalid(`notifyReleases must be a boolean; got ${typeName(notifyReleases)}`);
   const fetchFn = options.fetch ?? globalThis.fetch;
@@ -321,19 +283,6 @@ function parseOptions(urlOrOptions) {
 
 function checkString(name, value) {
   if (typeof value !== "string") throw invalid(`${name} must be a string; got ${typeName(value)}`);
-}
-
-function checkTtl(ttlMs) {
-  if (typeof ttlMs !== "number" || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_MS) {
-    throw invalid(`ttlMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof ttlMs === "number" ? ttlMs : typeName(ttlMs)}`);
-  }
-}
-
-function checkKind(kind) {
-  if (kind !== "semaphore" && kind !== "read" && kind !== "write") {
-    throw invalid(`kind must be "semaphore", "read" or "write"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
-  }
-  return kind === "semaphore" ? "semaphore" : "rw";
 }
 
 /** A lease's TTL in whole seconds for a hold of `ttlMs`: rounded up (the server may raise it to its minimum). */
@@ -730,7 +679,7 @@ export class EtcdLockStore {
   /** `acquire()` answering the hold's fencing token (the key's create revision), or false. */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     checkString("owner", owner);
-    checkTtl(ttlMs);
+    checkMs("ttlMs", ttlMs);
     const name = this.lockKey(key);
     return this.#pending(name, owner, (after) => this.#acquireLock(name, owner, ttlMs, after));
   }
@@ -845,7 +794,7 @@ export class EtcdLockStore {
    */
   async extend(key, owner, ttlMs) {
     checkString("owner", owner);
-    checkTtl(ttlMs);
+    checkMs("ttlMs", ttlMs);
     const name = this.lockKey(key);
     const sentAt = now();
     const deadline = sentAt + this.#options.operationTimeoutMs;
@@ -1015,7 +964,7 @@ export class EtcdLockStore {
    */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
     checkString("owner", owner);
-    checkTtl(ttlMs);
+    checkMs("ttlMs", ttlMs);
     checkKind(kind);
     if (kind === "semaphore" && !(Number.isInteger(limit) && limit >= 1 && limit <= MAX_LIMIT)) {
       throw invalid(limitMessage(typeof limit === "number" ? limit : typeName(limit)));
@@ -1165,7 +1114,7 @@ export class EtcdLockStore {
   /** Re-puts `owner`'s admitted, live entry under a new lease of `ttlMs`: its place (create revision) stays. */
   async extendPermit(key, owner, ttlMs, kind) {
     checkString("owner", owner);
-    checkTtl(ttlMs);
+    checkMs("ttlMs", ttlMs);
     checkKind(kind);
     const base = this.permitPrefix(key, kind);
     const entryKey = `${base}${segment(owner)}`;

@@ -22,7 +22,7 @@ const {
   Cleanups,
   SqlLockStore,
   checkKind,
-  checkPermits,
+  checkWeight,
   closing,
   decidePermit,
   limitMismatch,
@@ -571,7 +571,7 @@ class MySqlLockStore extends SqlLockStore {
    */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
     const set = checkKind(kind);
-    const weight = checkPermits(kind, limit, permits);
+    const weight = checkWeight(kind, limit, permits);
     const admitted = this.#admit();
     return this.#cleanups.inTurn(set, key, owner, () => this.#acquirePermit(key, owner, ttlMs, kind, set, limit, weight, admitted));
   }

@@ -21,7 +21,7 @@ const {
   Cleanups,
   SqlLockStore,
   checkKind,
-  checkPermits,
+  checkWeight,
   closing,
   decidePermit,
   limitMismatch,
@@ -33,20 +33,17 @@ const {
 const {
   DIALECT,
   PostgresListener,
+  createSchema,
+  inTransaction,
   isConnectionError,
-  missingColumnMessage,
-  missingTableMessage,
+  quote,
+  schemaNames,
   storeError,
   warnUnwatchedPool,
 } = require("./sql-postgres.cjs");
 
 // The URL schemes of PostgreSQL connection strings.
 const URL_SCHEME = /^postgres(?:ql)?:\/\//i;
-
-const quote = (identifier) => `"${identifier}"`;
-// Pooled connections inside a transaction of ours: one that fails there is destroyed
-// (which rolls the transaction back) rather than returned to the pool.
-const inTransaction = new WeakSet();
 
 // The milliseconds of `$n` from now, on the server's clock.
 const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisecond'`;
@@ -136,17 +133,8 @@ class PostgresLockStore extends SqlLockStore {
     this.#options = parsed;
     this.#pool = pool;
     this.#ownsPool = false;
-    const { qualifier, name } = this.#options;
-    const qualify = (n) => (qualifier ? `${quote(qualifier)}.${quote(n)}` : quote(n));
-    this.#sql = {
-      locks: qualify(name),
-      permits: qualify(`${name}_permits`),
-      sequence: qualify(`${name}_fencing`),
-      // to_regclass() takes the name as text, quoted as in SQL.
-      regclasses: [qualify(name), qualify(`${name}_permits`), qualify(`${name}_fencing`)],
-      channel: name,
-      lockspace: `locksmith:${this.#options.table}`,
-    };
+    this.#sql = schemaNames(parsed);
+    const { name } = parsed;
     this.#listener = new PostgresListener(pool, { enabled: parsed.listen, timeoutMs: parsed.operationTimeoutMs, channel: name, quoted: quote(name) });
     warnUnwatchedPool(pool);
   }
@@ -255,7 +243,7 @@ class PostgresLockStore extends SqlLockStore {
 
   /** Creates the table, its permits table and its sequence if any is missing. */
   async #ensureSchema(client) {
-    this.#schemaReady ??= this.#createSchema(client).then(
+    this.#schemaReady ??= createSchema(client, this.#sql, this.#options).then(
       () => this.#listener.start(),
       (err) => {
         this.#schemaReady = undefined;
@@ -263,56 +251,6 @@ class PostgresLockStore extends SqlLockStore {
       },
     );
     return this.#schemaReady;
-  }
-
-  async #createSchema(client) {
-    const { locks, permits, sequence, regclasses, lockspace } = this.#sql;
-    // One look: the three exist, and the permits table has its `permits` column (tables
-    // made before semaphore holds had weights do not; they get it below).
-    const { rows } = await client.query(
-      `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL AS ok,
-         EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'permits' AND NOT attisdropped) AS weighted`,
-      regclasses,
-    );
-    if (rows[0].ok === true && rows[0].weighted === true) return;
-    if (!this.#options.createTable) {
-      throw new LockStoreError(rows[0].ok === true ? missingColumnMessage(permits) : missingTableMessage(this.#options.table));
-    }
-    const { name } = this.#options;
-    // Several processes may start at once: an advisory lock makes them create in turn
-    // (CREATE ... IF NOT EXISTS alone can still fail on a concurrent creation).
-    inTransaction.add(client);
-    await client.query(`BEGIN; SET LOCAL statement_timeout = ${serverTimeoutMs(this.#options.operationTimeoutMs)}`);
-    await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [lockspace]);
-    await client.query(`CREATE SEQUENCE IF NOT EXISTS ${sequence} AS bigint MINVALUE 1`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${locks} (
-        key text PRIMARY KEY,
-        owner text NOT NULL,
-        expires_at timestamptz NOT NULL,
-        fencing_token bigint
-      )`,
-    );
-    await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_expires_at`)} ON ${locks} (expires_at)`);
-    await client.query(
-      `CREATE TABLE IF NOT EXISTS ${permits} (
-        kind text NOT NULL,
-        key text NOT NULL,
-        owner text NOT NULL,
-        role text NOT NULL,
-        expires_at timestamptz NOT NULL,
-        fencing_token bigint,
-        semaphore_limit integer,
-        permits integer NOT NULL DEFAULT 1,
-        PRIMARY KEY (kind, key, owner)
-      )`,
-    );
-    // A permits table made by an earlier version: its holders each held 1. (With a
-    // constant default, PostgreSQL 11+ adds the column without rewriting the table.)
-    await client.query(`ALTER TABLE ${permits} ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1`);
-    await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_permits_expires_at`)} ON ${permits} (expires_at)`);
-    await client.query("COMMIT");
-    inTransaction.delete(client);
   }
 
   /**
@@ -594,7 +532,7 @@ class PostgresLockStore extends SqlLockStore {
    */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, weight) {
     const set = checkKind(kind);
-    weight = checkPermits(kind, limit, weight);
+    weight = checkWeight(kind, limit, weight);
     return this.#cleanups.inTurn(set, key, owner, () => this.#acquirePermit(key, owner, ttlMs, kind, set, limit, weight));
   }
 

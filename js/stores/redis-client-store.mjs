@@ -3,11 +3,12 @@
 // redis/src/lua, which the native engine compiles in) and the same fencing counter as
 // RedisLockStore, so a lock taken through any of them can be released or extended through
 // any other. Each client's module supplies a small driver; everything else lives here.
-import { InvalidArgumentError, LockStoreError } from "locksmith-js";
+import { LockStoreError } from "locksmith-js";
 
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
-import { noteSharedStore } from "../api/errors.mjs";
+import { checkOptionKeys, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
+import { checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
 
@@ -16,13 +17,8 @@ const LINGER_MS = 5_000;
 
 const OPTIONS = ["keyPrefix", "operationTimeoutMs", "notifyReleases", "fencing"];
 
-export function typeName(value) {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "an array";
-  return typeof value === "object" ? "an object" : typeof value;
-}
-
-export const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
+// The client stores' modules check their arguments with these too.
+export { invalid, typeName };
 
 /** Checks the options every client store takes; returns them with defaults. */
 export function storeOptions(options, where, extra = []) {
@@ -30,13 +26,7 @@ export function storeOptions(options, where, extra = []) {
   if (options === null || typeof options !== "object" || Array.isArray(options)) {
     throw invalid(`${where} options must be an object; got ${typeName(options)}`);
   }
-  const known = [...OPTIONS, ...extra];
-  for (const name of Object.keys(options)) {
-    if (!known.includes(name)) {
-      const near = known.find((k) => k.toLowerCase().includes(name.toLowerCase()) || name.toLowerCase().includes(k.toLowerCase()));
-      throw invalid(`unknown option \`${name}\` for ${where}; ${near ? `did you mean \`${near}\`? ` : ""}the options are ${known.join(", ")}`);
-    }
-  }
+  checkOptionKeys(options, [...OPTIONS, ...extra], where);
   const { keyPrefix = DEFAULT_KEY_PREFIX, operationTimeoutMs = 10_000, notifyReleases = true, fencing = true } = options;
   if (typeof keyPrefix !== "string") throw invalid(`keyPrefix must be a string; got ${typeName(keyPrefix)}`);
   if (/[{}]/.test(keyPrefix)) throw invalid("keyPrefix must not contain { or }: the key's hash tag follows it");
@@ -205,10 +195,8 @@ export class RedisClientStore {
     const holders = this.#holders(key, kind);
     const grace = String(FENCE_GRACE_MS);
     let token;
+    checkPermits(kind, limit, permits);
     if (kind === "semaphore") {
-      if (!Number.isInteger(permits) || permits < 1 || permits > limit) {
-        throw invalid(`permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${permits}`);
-      }
       token = Number(
         await this.#script(
           SCRIPTS.semaphoreAcquire,

@@ -13,6 +13,9 @@ const {
   invalid,
   noteSharedStore,
   typeName,
+  checkKind,
+  checkMs,
+  checkPermits,
   ACQUIRE_TOKEN,
   ACQUIRE_PERMIT_TOKEN,
   STORE_NAME,
@@ -25,7 +28,6 @@ const HOLDING = `(${HOLDING_ROLES.map((r) => `'${r}'`).join(", ")})`;
 
 const DEFAULT_TABLE = "locksmith_locks";
 const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
-const MAX_MS = 2_147_483_647;
 // Opportunistic cleanup of expired rows: at most this often per store, this many rows.
 const SWEEP_INTERVAL_MS = 5_000;
 const SWEEP_ROWS = 500;
@@ -64,12 +66,7 @@ function parseOptions(options, dialect) {
       }`,
     );
   }
-  const operationTimeoutMs = options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
-  if (typeof operationTimeoutMs !== "number" || !Number.isInteger(operationTimeoutMs) || operationTimeoutMs < 1 || operationTimeoutMs > MAX_MS) {
-    throw invalid(
-      `operationTimeoutMs must be a whole number of milliseconds from 1 to ${MAX_MS}; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
-    );
-  }
+  const operationTimeoutMs = checkMs("operationTimeoutMs", options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
   const parsed = { table, operationTimeoutMs };
   for (const [name, fallback] of Object.entries(dialect.booleans)) {
     if (options[name] !== undefined && typeof options[name] !== "boolean") {
@@ -99,32 +96,15 @@ function toToken(value, source) {
   return token;
 }
 
-/** The permits table's `kind` of a permit kind: "semaphore", or "rw" for "read" and "write". */
-function checkKind(kind) {
-  if (kind !== "semaphore" && kind !== "read" && kind !== "write") {
-    throw invalid(`kind must be "semaphore", "read" or "write"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
-  }
-  return kind === "semaphore" ? "semaphore" : "rw";
-}
-
 /**
- * A hold's weight: a semaphore's `permits` of its `limit` (undefined: 1); a read or write
- * hold is 1, and asking it for more is refused (the core's messages).
+ * A hold's weight: a semaphore's `permits` of its `limit` (undefined: 1), once the limit
+ * is a whole number; a read or write hold is 1 (js/api/checks.mjs's `checkPermits`).
  */
-function checkPermits(kind, limit, permits) {
+function checkWeight(kind, limit, permits) {
   if (kind === "semaphore" && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1)) {
     throw invalid(`limit must be a whole number of permits, at least 1; got ${typeof limit === "number" ? limit : typeName(limit)}`);
   }
-  if (permits === undefined) return 1;
-  const most = kind === "semaphore" ? limit : 1;
-  if (typeof permits !== "number" || !Number.isInteger(permits) || permits < 1 || permits > most) {
-    throw invalid(
-      kind === "semaphore"
-        ? `permits must be a whole number from 1 to the semaphore's limit (${limit}); got ${typeof permits === "number" ? permits : typeName(permits)}`
-        : `permits is a semaphore's option; a ${kind} handle takes one hold`,
-    );
-  }
-  return permits;
+  return checkPermits(kind, limit, permits);
 }
 
 /**
@@ -417,13 +397,12 @@ module.exports = {
   DEFAULT_TABLE,
   HOLDING,
   HOLDING_ROLES,
-  MAX_MS,
   SWEEP_INTERVAL_MS,
   SWEEP_ROWS,
   Cleanups,
   SqlLockStore,
   checkKind,
-  checkPermits,
+  checkWeight,
   closing,
   decidePermit,
   limitMismatch,

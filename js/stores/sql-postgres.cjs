@@ -1,12 +1,13 @@
 "use strict";
 // PostgresLockStore's dialect beside the SQL core: which failures are STORE_UNAVAILABLE,
+// its schema (the names of its table, permits table and sequence, and their creation),
 // the messages of a missing schema, and release wake-ups: one LISTEN connection per store,
 // outside its pool, on which the NOTIFY of every release arrives; waiters of the released
 // key are called at once instead of polling. It reconnects with a backoff and checks the
 // connection now and then; a pool without pg's Client and options gets no LISTEN.
 
-const { warnOnce } = require("../gen/api.cjs");
-const { checkKind, noop, storeError: sqlStoreError } = require("./sql-core.cjs");
+const { LockStoreError, warnOnce } = require("../gen/api.cjs");
+const { checkKind, noop, serverTimeoutMs, storeError: sqlStoreError } = require("./sql-core.cjs");
 
 /**
  * Warns, once per process, when `pool` (a user's pg.Pool given to new PostgresLockStore)
@@ -49,6 +50,83 @@ function missingTableMessage(table) {
     "and createTable is false: create them by connecting once with createTable: true " +
     "(as a role that may create tables, e.g. in a migration), then connect with createTable: false"
   );
+}
+
+// -------------------------------------------------------------------------------
+// The schema
+
+const quote = (identifier) => `"${identifier}"`;
+// Pooled connections inside a transaction of ours: one that fails there is destroyed
+// (which rolls the transaction back) rather than returned to the pool.
+const inTransaction = new WeakSet();
+
+/** The quoted names of a store's table, permits table and sequence, its NOTIFY channel and its advisory lockspace, from its parsed options. */
+function schemaNames({ qualifier, name, table }) {
+  const qualify = (n) => (qualifier ? `${quote(qualifier)}.${quote(n)}` : quote(n));
+  return {
+    locks: qualify(name),
+    permits: qualify(`${name}_permits`),
+    sequence: qualify(`${name}_fencing`),
+    // to_regclass() takes the name as text, quoted as in SQL.
+    regclasses: [qualify(name), qualify(`${name}_permits`), qualify(`${name}_fencing`)],
+    channel: name,
+    lockspace: `locksmith:${table}`,
+  };
+}
+
+/**
+ * Creates the table, its permits table and its sequence (`sql`: schemaNames()) if any is
+ * missing, and the permits column of a permits table made by an earlier version; with
+ * `createTable: false` in `options`, says what is missing instead.
+ */
+async function createSchema(client, sql, options) {
+  const { locks, permits, sequence, regclasses, lockspace } = sql;
+  // One look: the three exist, and the permits table has its `permits` column (tables
+  // made before semaphore holds had weights do not; they get it below).
+  const { rows } = await client.query(
+    `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL AS ok,
+       EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'permits' AND NOT attisdropped) AS weighted`,
+    regclasses,
+  );
+  if (rows[0].ok === true && rows[0].weighted === true) return;
+  if (!options.createTable) {
+    throw new LockStoreError(rows[0].ok === true ? missingColumnMessage(permits) : missingTableMessage(options.table));
+  }
+  const { name } = options;
+  // Several processes may start at once: an advisory lock makes them create in turn
+  // (CREATE ... IF NOT EXISTS alone can still fail on a concurrent creation).
+  inTransaction.add(client);
+  await client.query(`BEGIN; SET LOCAL statement_timeout = ${serverTimeoutMs(options.operationTimeoutMs)}`);
+  await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [lockspace]);
+  await client.query(`CREATE SEQUENCE IF NOT EXISTS ${sequence} AS bigint MINVALUE 1`);
+  await client.query(
+    `CREATE TABLE IF NOT EXISTS ${locks} (
+      key text PRIMARY KEY,
+      owner text NOT NULL,
+      expires_at timestamptz NOT NULL,
+      fencing_token bigint
+    )`,
+  );
+  await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_expires_at`)} ON ${locks} (expires_at)`);
+  await client.query(
+    `CREATE TABLE IF NOT EXISTS ${permits} (
+      kind text NOT NULL,
+      key text NOT NULL,
+      owner text NOT NULL,
+      role text NOT NULL,
+      expires_at timestamptz NOT NULL,
+      fencing_token bigint,
+      semaphore_limit integer,
+      permits integer NOT NULL DEFAULT 1,
+      PRIMARY KEY (kind, key, owner)
+    )`,
+  );
+  // A permits table made by an earlier version: its holders each held 1. (With a
+  // constant default, PostgreSQL 11+ adds the column without rewriting the table.)
+  await client.query(`ALTER TABLE ${permits} ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1`);
+  await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_permits_expires_at`)} ON ${permits} (expires_at)`);
+  await client.query("COMMIT");
+  inTransaction.delete(client);
 }
 
 /** A failure of PostgreSQL, typed: unreachable or overloaded is STORE_UNAVAILABLE, a refusal STORE_ERROR. */
@@ -255,4 +333,16 @@ class PostgresListener {
   }
 }
 
-module.exports = { DIALECT, PostgresListener, isConnectionError, missingColumnMessage, missingTableMessage, storeError, warnUnwatchedPool };
+module.exports = {
+  DIALECT,
+  PostgresListener,
+  createSchema,
+  inTransaction,
+  isConnectionError,
+  missingColumnMessage,
+  missingTableMessage,
+  quote,
+  schemaNames,
+  storeError,
+  warnUnwatchedPool,
+};
