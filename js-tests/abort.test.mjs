@@ -4,12 +4,10 @@
 // memory store, a user's own asynchronous store, a real redis-server (standalone and
 // Cluster) and PostgreSQL, every handle kind, in the build under test.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 
-import { startRedis } from "./support/redis-server.mjs";
-import { startCluster } from "./support/redis-topology.mjs";
-import { requirePostgres, startPostgres } from "./support/postgres-server.mjs";
-import { PostgresLockStore } from "../js/stores/postgres.mjs";
+import { requirePostgres } from "./support/postgres-server.mjs";
+import { clusterStore, postgresStore, redisStore } from "./support/server-stores.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
 
 failOnUnhandledRejections();
@@ -226,43 +224,13 @@ describe("an acquire's signal on a store of the user's own", () => {
 });
 
 describe("on Redis", () => {
-  let redis;
-  let store;
-  before(async () => {
-    redis = await startRedis();
-    store = await ls.RedisLockStore.connect(redis.url);
-  });
-  after(async () => {
-    await store?.close();
-    await redis?.stop();
-  });
-  abortCases("a real redis-server", () => store);
+  abortCases("a real redis-server", redisStore());
 });
 
 describe("on a Redis Cluster", () => {
-  let cluster;
-  let store;
-  before(async () => {
-    cluster = await startCluster();
-    store = await ls.RedisLockStore.connect({ cluster: cluster.urls });
-  });
-  after(async () => {
-    await store?.close();
-    await cluster?.stop();
-  });
-  abortCases("a Redis Cluster", () => store);
+  abortCases("a Redis Cluster", clusterStore());
 });
 
 describe("on PostgreSQL", await requirePostgres(), () => {
-  let pg;
-  let store;
-  before(async () => {
-    pg = await startPostgres();
-    store = await PostgresLockStore.connect(pg.url);
-  });
-  after(async () => {
-    await store?.close();
-    await pg?.dispose();
-  });
-  abortCases("PostgreSQL", () => store);
+  abortCases("PostgreSQL", postgresStore());
 });

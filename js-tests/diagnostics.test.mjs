@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import dc from "node:diagnostics_channel";
 import { after, before, describe, it } from "node:test";
 
-import { startRedis } from "./support/redis-server.mjs";
+import { failingStore } from "./support/js-stores.mjs";
+import { redisStore } from "./support/server-stores.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
 
 failOnUnhandledRejections();
@@ -196,15 +197,7 @@ describe("diagnostics channels", () => {
   });
 
   it("publish a failing store's acquire as an error, naming a user's own store custom", async () => {
-    const broken = {
-      acquire: async () => {
-        throw new Error("disk on fire");
-      },
-      release: async () => false,
-      extend: async () => false,
-      isLocked: async () => false,
-      remainingTime: async () => null,
-    };
+    const broken = failingStore();
     recorder = record(["acquire"]);
     await assert.rejects(ls.lock(uniqueKey("dc-broken"), 5_000, broken).acquire());
     recorder.stop();
@@ -271,18 +264,10 @@ describe("diagnostics channels", () => {
 });
 
 describe("diagnostics channels on a real redis-server", () => {
-  let redis;
-  let store;
-  before(async () => {
-    redis = await startRedis();
-    store = await ls.RedisLockStore.connect(redis.url);
-  });
-  after(async () => {
-    await store?.close();
-    await redis?.stop();
-  });
+  const storeOf = redisStore();
 
   it("name the store redis and count the attempts of a wait woken by a release", async () => {
+    const store = storeOf();
     const key = uniqueKey("dc-redis");
     const holder = ls.lock(key, 5_000, store);
     await holder.acquire();

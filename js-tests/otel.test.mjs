@@ -10,7 +10,7 @@ import { copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { createRequire } from "node:module";
 import { join, relative } from "node:path";
-import { after, afterEach, before, describe, it } from "node:test";
+import { afterEach, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { context, trace, SpanStatusCode } from "@opentelemetry/api";
@@ -20,8 +20,10 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "
 import * as packageApi from "locksmith-js";
 import { instrument, VERSION } from "locksmith-js/otel";
 
-import { startRedis } from "./support/redis-server.mjs";
+import { failingStore } from "./support/js-stores.mjs";
+import { redisStore } from "./support/server-stores.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./support/target.mjs";
+import { until } from "./support/wait.mjs";
 
 await failOnUnhandledRejections();
 
@@ -73,24 +75,7 @@ const total = (metrics, name, match) => points(metrics, name, match).reduce((sum
 const count = (metrics, name, match) => points(metrics, name, match).reduce((sum, p) => sum + p.value.count, 0);
 const spansNamed = (spans, name) => spans.filter((s) => s.name === name);
 
-/** Waits (holding the event loop open: locksmith's hold timers do not) until `check()` is true. */
-async function until(check, what, ms = 3_000) {
-  const deadline = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-const failing = {
-  acquire: async () => {
-    throw new Error("disk on fire");
-  },
-  release: async () => false,
-  extend: async () => false,
-  isLocked: async () => false,
-  remainingTime: async () => null,
-};
+const failing = failingStore();
 
 /** The scenarios every store runs: `name` as the channels report it. */
 function scenarios(name, getStore) {
@@ -195,7 +180,7 @@ function scenarios(name, getStore) {
     const lock = new ls.Lock(uniqueKey("otel-lost"), "100ms", getStore());
     assert.equal(await lock.acquire(), true);
     const where = { "locksmith.kind": "lock", "locksmith.store": name };
-    await until(async () => total(await otel.metrics(), "locksmith.lost", where) > 0, "the loss");
+    await until("the loss", async () => total(await otel.metrics(), "locksmith.lost", where) > 0, 3_000);
     let metrics = await otel.metrics();
     assert.equal(total(metrics, "locksmith.lost", { ...where, "locksmith.reason": "LOCK_NOT_HELD" }), 1);
     assert.equal(total(metrics, "locksmith.held", where), 0, "held back to 0 on the loss");
@@ -424,7 +409,7 @@ describe("locksmith-js/otel on the memory store", () => {
       await lock.acquire();
       await assert.rejects(lock.release(), /network down/);
       assert.equal(total(await otel.metrics(), "locksmith.held", { "locksmith.store": "custom" }), 1, "still held as far as anyone knows");
-      await until(async () => total(await otel.metrics(), "locksmith.lost", { "locksmith.store": "custom" }) === 1, "the loss");
+      await until("the loss", async () => total(await otel.metrics(), "locksmith.lost", { "locksmith.store": "custom" }) === 1, 3_000);
       const metrics = await otel.metrics();
       assert.equal(total(metrics, "locksmith.held", { "locksmith.store": "custom" }), 0);
       assert.equal(count(metrics, "locksmith.hold.duration", { "locksmith.outcome": "lost", "locksmith.store": "custom" }), 1);
@@ -441,7 +426,7 @@ describe("locksmith-js/otel on the memory store", () => {
     await lock.acquire();
     const otel = instrumented();
     try {
-      await until(async () => total(await otel.metrics(), "locksmith.lost", { "locksmith.store": "memory" }) === 1, "the loss");
+      await until("the loss", async () => total(await otel.metrics(), "locksmith.lost", { "locksmith.store": "memory" }) === 1, 3_000);
       await lock.release();
       const metrics = await otel.metrics();
       assert.equal(total(metrics, "locksmith.held"), 0, "never below 0");
@@ -584,17 +569,7 @@ describe("locksmith-js/otel on the memory store", () => {
 });
 
 describe("locksmith-js/otel on a real redis-server", () => {
-  let redis;
-  let store;
-  before(async () => {
-    redis = await startRedis();
-    store = await ls.RedisLockStore.connect(redis.url);
-  });
-  after(async () => {
-    await store?.close();
-    await redis?.stop();
-  });
-  scenarios("redis", () => store);
+  scenarios("redis", redisStore());
 });
 
 describe("instrument()'s options", () => {

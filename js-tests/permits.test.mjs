@@ -5,10 +5,10 @@
 // slot) and a JS store, in the build under test. (Every store's own weights:
 // js-tests/conformance/primitives.test.mjs.)
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 
 import { mapStore } from "./support/js-stores.mjs";
-import { startCluster } from "./support/redis-topology.mjs";
+import { clusterStore } from "./support/server-stores.mjs";
 import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
 
 failOnUnhandledRejections();
@@ -71,17 +71,7 @@ before(() => {
 weightCases("the memory store", () => memory);
 
 describe("on a Redis Cluster", () => {
-  let cluster;
-  let store;
-  before(async () => {
-    cluster = await startCluster();
-    store = await ls.RedisLockStore.connect({ cluster: cluster.urls });
-  });
-  after(async () => {
-    await store?.close();
-    await cluster?.stop();
-  });
-  weightCases("a Redis Cluster", () => store);
+  weightCases("a Redis Cluster", clusterStore());
 });
 
 describe("weighted permits on a store that does not carry them", () => {

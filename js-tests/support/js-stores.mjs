@@ -1,6 +1,30 @@
 // Stores written in plain JS, as users write them: the conformance suite runs against
 // them to prove that any object with the five async methods is a store.
 
+/** A broken store of the user's own: it grants every acquire, whoever holds the key. */
+export function grantsAllStore() {
+  return {
+    acquire: async () => true,
+    release: async () => true,
+    extend: async () => true,
+    isLocked: async () => true,
+    remainingTime: async () => null,
+  };
+}
+
+/** A store of the user's own whose acquire always rejects ("disk on fire"); its other calls find nothing held. */
+export function failingStore() {
+  return {
+    acquire: async () => {
+      throw new Error("disk on fire");
+    },
+    release: async () => false,
+    extend: async () => false,
+    isLocked: async () => false,
+    remainingTime: async () => null,
+  };
+}
+
 /**
  * A Map with expiry times: the smallest correct store; optionally with `isHeldBy`, with
  * the permit methods that give it semaphores and read-write locks, with fencing tokens
