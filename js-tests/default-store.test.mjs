@@ -5,18 +5,12 @@
 // LOCKSMITH_REQUIRE_STORE=1 makes a lock without a store an error (STORE_NOT_SET). Each
 // case runs in child processes over a real redis-server; their stderr is read.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { promisify } from "node:util";
 
+import { ENTRY, countLines as count, runModule } from "./support/child.mjs";
 import { startEtcd } from "./support/etcd-server.mjs";
 import { startRedis } from "./support/redis-server.mjs";
-import { TARGET } from "./support/target.mjs";
 
-const ENTRY = new URL(TARGET === "wasm" ? "../js/wasm.mjs" : "../js/node.mjs", import.meta.url).href;
 // The other copy of the package in one process: the CommonJS bundle of the build not
 // loaded as ES modules (the native entry's ES modules are its CommonJS instance itself).
 const OTHER_COPY = new URL("../js/wasm.cjs", import.meta.url).pathname;
@@ -32,27 +26,12 @@ after(async () => {
 });
 
 /** Runs `code` (an ES module importing the build under test as `ls`, with `url` the server's); resolves to { code, stdout, stderr }. */
-async function child(code, { env = {} } = {}) {
+function child(code, { env = {} } = {}) {
   const source = `import * as ls from ${JSON.stringify(ENTRY)};\nconst url = ${JSON.stringify(redis.url)};\n${code}`;
-  const environment = { ...process.env, ...env };
-  for (const name of ["LOCKSMITH_WARNINGS", "LOCKSMITH_REQUIRE_STORE", "NODE_APP_INSTANCE", "pm_id", "NODE_OPTIONS"]) {
-    if (!(name in env)) delete environment[name];
-  }
-  const dir = await mkdtemp(join(tmpdir(), "locksmith-default-store-"));
-  const file = join(dir, "child.mjs");
-  await writeFile(file, source);
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [file], { env: environment, timeout: 30_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    if (typeof err.code !== "number") throw err;
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  const unset = ["LOCKSMITH_WARNINGS", "LOCKSMITH_REQUIRE_STORE", "NODE_APP_INSTANCE", "pm_id", "NODE_OPTIONS"];
+  return runModule(source, { env, unset, prefix: "locksmith-default-store-" });
 }
 
-const count = (text, pattern) => text.split("\n").filter((line) => pattern.test(line)).length;
 const WARNING = /\[LOCKSMITH_DEFAULT_STORE\] Warning: locksmith: /;
 
 // The user's mistake: a shared store connected, and never set or passed. Each process

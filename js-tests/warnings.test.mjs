@@ -5,41 +5,17 @@
 // process whose stderr is read. LOCKSMITH_WARNINGS=0 turns them off, and so does Node's
 // --disable-warning=<code>.
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import { promisify } from "node:util";
 
-import { TARGET } from "./support/target.mjs";
-
-const ENTRY = new URL(TARGET === "wasm" ? "../js/wasm.mjs" : "../js/node.mjs", import.meta.url).href;
+import { ENTRY, countLines as count, runModule } from "./support/child.mjs";
 
 /** Runs `code` (an ES module that imports the build under test as `ls`); resolves to { code, stdout, stderr }. */
-async function child(code, { env = {}, execArgv = [] } = {}) {
-  const source = `import * as ls from ${JSON.stringify(ENTRY)};\n${code}`;
-  const environment = { ...process.env, ...env };
+function child(code, { env = {}, execArgv = [] } = {}) {
   // The parent's own settings must not decide the child's warnings.
-  for (const name of ["LOCKSMITH_WARNINGS", "NODE_APP_INSTANCE", "pm_id", "NODE_OPTIONS"]) {
-    if (!(name in env)) delete environment[name];
-  }
-  // A file, not -e: a cluster primary forks its own script.
-  const dir = await mkdtemp(join(tmpdir(), "locksmith-warnings-"));
-  const file = join(dir, "child.mjs");
-  await writeFile(file, source);
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [...execArgv, file], { env: environment, timeout: 30_000 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    if (typeof err.code !== "number") throw err;
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  const unset = ["LOCKSMITH_WARNINGS", "NODE_APP_INSTANCE", "pm_id", "NODE_OPTIONS"];
+  return runModule(`import * as ls from ${JSON.stringify(ENTRY)};\n${code}`, { env, execArgv, unset, prefix: "locksmith-warnings-" });
 }
 
-const count = (text, pattern) => text.split("\n").filter((line) => pattern.test(line)).length;
 const SHORT_TTL = /\(node:\d+\) \[LOCKSMITH_SHORT_TTL\] Warning: locksmith: /;
 const PROCESS_LOCAL = /\[LOCKSMITH_PROCESS_LOCAL_STORE\] Warning: locksmith: /;
 
