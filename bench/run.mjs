@@ -3,6 +3,12 @@
 // bench/results/<timestamp>.json (one file per run), BENCHMARKS.md and bench/results/chart.svg.
 // BENCH_ROUNDS (default 5) and BENCH_QUICK=1 (smaller runs) tune the effort; a quick run
 // writes to bench/results/tmp/ instead (see the end of this file).
+// The native RedisLockStore runs in both modes, fenced and `fencing: false`, as does the
+// store over users' ioredis clients; every figure of theirs names its mode. For each Redis
+// workload the bench also takes the server's CPU and each command type's time per pair
+// (INFO cpu, INFO commandstats) and, at concurrency 1, the bare floor: each contender's
+// pair replayed from a minimal RESP client (bench/server-cost.mjs), so BENCHMARKS.md says
+// where the Redis time goes from this run's figures.
 // Every critical section is checked for mutual exclusion (bench/exclusion.mjs); a run that
 // sees an overlap still writes its results, then exits non-zero.
 // `node bench/run.mjs --self-test` shows the check failing on a lock that is not one, and
@@ -28,7 +34,9 @@ import { startCluster } from "../js-tests/support/redis-topology.mjs";
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { PlainLock } from "./baseline.mjs";
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
+import { FENCED, pingsName, UNFENCED } from "./report.mjs";
 import { countRequests, knownTraffic } from "./round-trips.mjs";
+import { capturePair, replay, respClient, SCRIPT_COMMANDS, sampleServer, serverCost } from "./server-cost.mjs";
 import { jainIndex, median, percentile, summarize } from "./stats.mjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -142,6 +150,7 @@ async function fileBench(server) {
   const dir = mkdtempSync(join(os.tmpdir(), "locksmith-bench-file-"));
   const store = await native.FileLockStore.open(join(dir, "locks"));
   const redisStore = await native.RedisLockStore.connect(server.url);
+  const unfencedStore = await native.RedisLockStore.connect({ url: server.url, fencing: false });
   const lockfile = (await import("proper-lockfile")).default;
   // proper-lockfile locks a file path (a directory beside it, with its mtime refreshed).
   const resources = Array.from({ length: 100 }, (_, i) => join(dir, `resource-${i}`));
@@ -160,9 +169,15 @@ async function fileBench(server) {
           const release = await lockfile.lock(resources[i % 100], { realpath: false, retries: 0 });
           await release();
         }, n),
-      "RedisLockStore on loopback": () =>
+      "RedisLockStore on loopback (fenced)": () =>
         pairP50(async (i) => {
           const l = new native.Lock(`file-bench:${i % 100}`, 30_000, redisStore);
+          if (!(await l.acquire())) throw new Error("locksmith bench: a free key was refused");
+          await l.release();
+        }, n),
+      "RedisLockStore on loopback (fencing: false)": () =>
+        pairP50(async (i) => {
+          const l = new native.Lock(`file-bench-unfenced:${i % 100}`, 30_000, unfencedStore);
           if (!(await l.acquire())) throw new Error("locksmith bench: a free key was refused");
           await l.release();
         }, n),
@@ -171,6 +186,7 @@ async function fileBench(server) {
   } finally {
     await store.close();
     await redisStore.close();
+    await unfencedStore.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -181,26 +197,16 @@ async function fileBench(server) {
 /**
  * The Redis contenders, by name: each makes its own clients and returns `once(key)` (one
  * acquire + release that must succeed), `wait(key, fn)` (wait for the lock, run `fn`,
- * release) and `close()`. All peers run on ioredis; the waiting ones poll every 20 ms.
+ * release) and `close()`. locksmith runs in both modes: fenced (the default: every hold
+ * gets a fencing token from the acquire script) and `fencing: false` (one plain
+ * `SET NX PX` per acquire, holds without tokens), natively and over the users' own ioredis
+ * client (locksmith-js/ioredis). All peers run on ioredis; the waiting ones poll every 20 ms.
  */
 const redisContenders = {
-  locksmith: async (url) => {
-    const store = await native.RedisLockStore.connect(url);
-    return {
-      once: async (key) => {
-        const l = new native.Lock(key, 30_000, store);
-        if (!(await l.acquire())) throw new Error("not acquired");
-        await l.release();
-      },
-      wait: async (key, fn) => {
-        const l = new native.Lock(key, 30_000, store);
-        if (!(await l.acquire({ timeout: 60_000, retryDelay: 20 }))) throw new Error("timed out");
-        await fn();
-        await l.release();
-      },
-      close: () => store.close(),
-    };
-  },
+  [FENCED]: async (url) => storeContender(await native.RedisLockStore.connect(url)),
+  [UNFENCED]: async (url) => storeContender(await native.RedisLockStore.connect({ url, fencing: false })),
+  "locksmith-js/ioredis (fenced)": async (url) => clientStoreContender(new Redis(url), {}),
+  "locksmith-js/ioredis (fencing: false)": async (url) => clientStoreContender(new Redis(url), { fencing: false }),
   redlock: async (url) => redlockContender(Redlock, url),
   "@sesamecare-oss/redlock": async (url) => redlockContender(SesameRedlock, url),
   "redis-semaphore": async (url) => semaphoreContender(new Redis(url)),
@@ -208,6 +214,31 @@ const redisContenders = {
   // pipeline.
   "redis-semaphore (auto-pipelining)": async (url) => semaphoreContender(new Redis(url, { enableAutoPipelining: true })),
 };
+
+function storeContender(store, close = () => store.close()) {
+  return {
+    once: async (key) => {
+      const l = new native.Lock(key, 30_000, store);
+      if (!(await l.acquire())) throw new Error("not acquired");
+      await l.release();
+    },
+    wait: async (key, fn) => {
+      const l = new native.Lock(key, 30_000, store);
+      if (!(await l.acquire({ timeout: 60_000, retryDelay: 20 }))) throw new Error("timed out");
+      await fn();
+      await l.release();
+    },
+    close,
+  };
+}
+
+function clientStoreContender(client, options) {
+  const store = new IoRedisLockStore(client, options);
+  return storeContender(store, async () => {
+    await store.close();
+    await client.quit();
+  });
+}
 
 function redlockContender(Kind, url) {
   const clients = [new Redis(url), new Redis(url)];
@@ -291,17 +322,100 @@ async function roundTrips(server, admin, ms) {
   return out;
 }
 
-/** The server's CPU time so far (user + system), in seconds, from INFO cpu. */
-async function serverCpuSeconds(admin) {
-  const info = await admin.info("cpu");
-  const field = (name) => Number(new RegExp(`^${name}:([0-9.]+)`, "m").exec(info)?.[1] ?? NaN);
-  return field("used_cpu_user") + field("used_cpu_sys");
+/** The medians over rounds of `serverCost()`s: CPU and scripts' µs per unit, each command type's calls and µs. */
+function medianCost(list) {
+  const names = [...new Set(list.flatMap((c) => Object.keys(c.commands)))];
+  const commands = Object.fromEntries(
+    names.map((n) => [n, { calls: median(list.map((c) => c.commands[n]?.calls ?? 0)), usec: median(list.map((c) => c.commands[n]?.usec ?? 0)) }]),
+  );
+  return { cpuUs: summarize(list.map((c) => c.cpuUs)), scriptsUs: median(list.map((c) => c.scriptsUs)), commands };
+}
+
+/** `evalsha 2× 8.1 µs, set 2× 1.2 µs, ...`: a cost's command types, most time first. */
+const commandList = (commands) =>
+  Object.entries(commands)
+    .filter(([, v]) => v.calls >= 0.005)
+    .sort((a, b) => b[1].usec - a[1].usec)
+    .map(([n, v]) => `${n} ${v.calls.toFixed(v.calls % 1 ? 2 : 0)}× ${v.usec.toFixed(2)} µs`)
+    .join(", ");
+
+function logCosts(what, costs, unit = "pair") {
+  for (const [name, c] of Object.entries(costs))
+    log(`  server ${what} | ${name}: CPU ${c.cpuUs.median.toFixed(2)} µs per ${unit}, scripts ${c.scriptsUs.toFixed(2)} µs (${commandList(c.commands)})`);
+}
+
+/**
+ * Measures `run()` (which makes `units` pairs or critical sections) and pushes what the
+ * server spent per unit to `costs[name]`, and this process's CPU per unit to `node[name]`.
+ */
+async function costed(admin, costs, node, name, units, run) {
+  const before = await sampleServer(admin);
+  const cpu = process.cpuUsage();
+  const out = await run();
+  const used = process.cpuUsage(cpu);
+  (node[name] ??= []).push((used.user + used.system) / (typeof units === "function" ? units(out) : units));
+  (costs[name] ??= []).push(serverCost(before, await sampleServer(admin), typeof units === "function" ? units(out) : units));
+  return out;
+}
+
+/**
+ * The commands one pair of each contender sends, seen by MONITOR: a fresh instance, warmed
+ * up on its key, then one pair. The bare floor replays them.
+ */
+async function capturePairs(server, admin) {
+  const out = {};
+  for (const [name, make] of Object.entries(redisContenders)) {
+    const key = `floor:${name}`;
+    let peer;
+    try {
+      const captured = await capturePair(
+        admin,
+        server.port,
+        async () => {
+          peer = await make(server.url);
+          for (let i = 0; i < 20; i++) await peer.once(key);
+        },
+        () => peer.once(key),
+      );
+      out[name] = captured;
+      const scripted = captured.scripted.length ? ` (its scripts run ${captured.scripted.join(", ")})` : "";
+      log(`  a pair of ${name}: ${captured.commands.map((c) => c[0].toUpperCase()).join(", ")}${scripted}`);
+    } finally {
+      await peer?.close();
+    }
+  }
+  return out;
+}
+
+/**
+ * Whether two costs ran the same command types about as many times per unit (a client that
+ * sends a script's source once, EVAL, before its hash, EVALSHA, runs the same script).
+ */
+function sameCalls(a, b) {
+  const calls = (cost) => {
+    const out = {};
+    for (const [n, v] of Object.entries(cost.commands)) {
+      const family = SCRIPT_COMMANDS.includes(n) ? "scripts" : n;
+      out[family] = (out[family] ?? 0) + v.calls;
+    }
+    return out;
+  };
+  const [x, y] = [calls(a), calls(b)];
+  return [...new Set([...Object.keys(x), ...Object.keys(y)])].every((n) => Math.abs((x[n] ?? 0) - (y[n] ?? 0)) < 0.05);
 }
 
 async function redisBench(server) {
   log("redis");
-  const { peers, close } = await redisPeers(server.url);
   const admin = new Redis(server.url);
+  log("  the commands of one pair (MONITOR)");
+  const captured = await capturePairs(server, admin).catch(async (err) => {
+    await admin.quit();
+    throw err;
+  });
+  const { peers, close } = await redisPeers(server.url);
+  const raw = await respClient(server.port);
+  const costs = { c1: {}, floor: {}, c64: {}, contended: {} };
+  const nodeCpu = { c1: {}, floor: {}, c64: {}, contended: {} };
   try {
     // Concurrency 1: pair latency.
     const n1 = scale(2_000);
@@ -311,47 +425,68 @@ async function redisBench(server) {
       Object.fromEntries(
         Object.entries(peers).map(([name, p]) => [
           name,
-          async () => {
-            const times = [];
-            for (let i = 0; i < n1; i++) {
-              const t = now();
-              await p.once(`c1:${name}:${i % 100}`);
-              times.push((now() - t) * 1000);
-            }
-            (latency[name] ??= []).push(percentile(times, 99));
-            return median(times);
-          },
+          () =>
+            costed(admin, costs.c1, nodeCpu.c1, name, n1, async () => {
+              const times = [];
+              for (let i = 0; i < n1; i++) {
+                const t = now();
+                await p.once(`c1:${name}:${i % 100}`);
+                times.push((now() - t) * 1000);
+              }
+              (latency[name] ??= []).push(percentile(times, 99));
+              return median(times);
+            }),
         ]),
       ),
     );
     const p99 = Object.fromEntries(Object.entries(latency).map(([k, v]) => [k, summarize(v)]));
-    // Concurrency 64, distinct keys: pairs/s.
+    // The bare floor at concurrency 1: each contender's pair (the commands MONITOR showed)
+    // from a minimal RESP client, each command after the previous reply; and as many PINGs
+    // as locksmith's pair has commands: the round trips alone.
+    const floorRuns = Object.fromEntries(Object.entries(captured).map(([name, c]) => [name, () => replay(raw, c.commands)]));
+    const pings = Array.from({ length: captured[FENCED].commands.length }, () => ["PING"]);
+    floorRuns[pingsName(pings.length)] = () => replay(raw, pings);
+    for (const pair of Object.values(floorRuns)) for (let i = 0; i < 100; i++) await pair(); // warm-up
+    const floor = await interleaved(
+      "concurrency 1, the same commands from a bare RESP client, pair p50 µs",
+      Object.fromEntries(
+        Object.entries(floorRuns).map(([name, pair]) => [
+          name,
+          () =>
+            costed(admin, costs.floor, nodeCpu.floor, name, n1, async () => {
+              const times = [];
+              for (let i = 0; i < n1; i++) {
+                const t = now();
+                await pair();
+                times.push((now() - t) * 1000);
+              }
+              return median(times);
+            }),
+        ]),
+      ),
+    );
+    // Concurrency 64, distinct keys: pairs/s, and the CPU each side spends per pair (the
+    // server's from INFO, this process's from process.cpuUsage()): the two take turns, so
+    // whichever spends more per pair bounds the rate.
     const per = scale(400);
-    // The server's CPU per pair (INFO cpu, user + system, over the run): what a pair costs
-    // the one thread every client of the server shares.
-    const serverCpu = {};
     const c64 = await interleaved(
       "concurrency 64 distinct keys, pairs/s",
       Object.fromEntries(
         Object.entries(peers).map(([name, p]) => [
           name,
-          async () => {
-            const cpuBefore = await serverCpuSeconds(admin);
-            const t = now();
-            await Promise.all(
-              Array.from({ length: 64 }, async (_, j) => {
-                for (let i = 0; i < per; i++) await p.once(`c64:${name}:${j}`);
-              }),
-            );
-            const pairsPerSec = (64 * per) / ((now() - t) / 1000);
-            (serverCpu[name] ??= []).push((((await serverCpuSeconds(admin)) - cpuBefore) * 1e6) / (64 * per));
-            return pairsPerSec;
-          },
+          () =>
+            costed(admin, costs.c64, nodeCpu.c64, name, 64 * per, async () => {
+              const t = now();
+              await Promise.all(
+                Array.from({ length: 64 }, async (_, j) => {
+                  for (let i = 0; i < per; i++) await p.once(`c64:${name}:${j}`);
+                }),
+              );
+              return (64 * per) / ((now() - t) / 1000);
+            }),
         ]),
       ),
     );
-    const serverCpuPerPair = Object.fromEntries(Object.entries(serverCpu).map(([k, v]) => [k, summarize(v)]));
-    for (const [k, v] of Object.entries(serverCpuPerPair)) log(`  server CPU per pair at c=64 | ${k}: ${fmt(v.median)} µs`);
     // Contended: 16 workers on one key; each critical section yields a turn while held.
     const seconds = QUICK ? 1 : 3;
     const gaps = {};
@@ -365,7 +500,14 @@ async function redisBench(server) {
           async () => {
             const key = `contended:${name}`;
             const before = await totalCommands(admin);
-            const { events, sections, overlaps, perWorker } = await contendOnOneKey(p.wait, { key, workers: 16, ms: seconds * 1000 });
+            const { events, sections, overlaps, perWorker } = await costed(
+              admin,
+              costs.contended,
+              nodeCpu.contended,
+              name,
+              (r) => r.sections,
+              () => contendOnOneKey(p.wait, { key, workers: 16, ms: seconds * 1000 }),
+            );
             recordExclusion("Redis contended", name, { sections, overlaps });
             (fairness[name] ??= []).push(jainIndex(perWorker));
             const criticals = sections;
@@ -373,7 +515,8 @@ async function redisBench(server) {
             for (let i = 1; i + 1 < events.length; i += 2) gapList.push((events[i + 1][1] - events[i][1]) * 1000);
             (gaps[name] ??= { p50: [], p99: [] }).p50.push(percentile(gapList, 50));
             gaps[name].p99.push(percentile(gapList, 99));
-            const used = (await totalCommands(admin)) - before - 1;
+            // Less the two INFO calls of the cost's samples and the one of this count.
+            const used = (await totalCommands(admin)) - before - 3;
             (commands[name] ??= []).push(used / criticals);
             return criticals / seconds;
           },
@@ -389,14 +532,40 @@ async function redisBench(server) {
     const jain = Object.fromEntries(Object.entries(fairness).map(([k, v]) => [k, summarize(v)]));
     log("  client round trips per critical (one pass each under MONITOR)");
     const trips = await roundTrips(server, admin, 1000);
+
+    const serverCosts = Object.fromEntries(
+      Object.entries(costs).map(([w, byName]) => [w, Object.fromEntries(Object.entries(byName).map(([k, v]) => [k, medianCost(v)]))]),
+    );
+    const nodeCpuPer = Object.fromEntries(
+      Object.entries(nodeCpu).map(([w, byName]) => [w, Object.fromEntries(Object.entries(byName).map(([k, v]) => [k, summarize(v)]))]),
+    );
+    // A floor that did not make the server do what the client's pair does is not its floor.
+    const sameCommands = Object.fromEntries(Object.keys(captured).map((k) => [k, sameCalls(serverCosts.floor[k], serverCosts.c1[k])]));
+    logCosts("at c=1", serverCosts.c1);
+    logCosts("at c=1, the bare floor", serverCosts.floor);
+    for (const [k, same] of Object.entries(sameCommands))
+      if (!same) log(`  !! the bare floor of ${k} did not run the same commands per pair as its client (the keys' state differs?)`);
+    logCosts("at c=64", serverCosts.c64);
+    for (const [k, v] of Object.entries(nodeCpuPer.c64)) log(`  node CPU at c=64 | ${k}: ${v.median.toFixed(2)} µs per pair`);
+    logCosts("contended", serverCosts.contended, "critical");
     return {
       c1,
       c1p99: p99,
+      floor: {
+        p50: floor,
+        commands: Object.fromEntries(
+          Object.entries(captured).map(([k, v]) => [k, { commands: v.commands.map((c) => c[0].toUpperCase()), scripted: v.scripted }]),
+        ),
+        sameCommands,
+      },
       c64,
-      serverCpuPerPair,
+      serverCpuPerPair: Object.fromEntries(Object.entries(serverCosts.c64).map(([k, v]) => [k, v.cpuUs])),
+      serverCost: serverCosts,
+      nodeCpuPerPair: nodeCpuPer,
       contended: { criticals: contended, handoff, commandsPerCritical: perCritical, fairness: jain, roundTrips: trips },
     };
   } finally {
+    raw.close();
     await close();
     await admin.quit();
   }
@@ -417,6 +586,7 @@ async function clusterBench() {
     return c;
   };
   const store = await native.RedisLockStore.connect({ cluster: cluster.urls });
+  const unfenced = await native.RedisLockStore.connect({ cluster: cluster.urls, fencing: false });
   const theirs = new IoRedisLockStore(ioCluster());
   const semClient = ioCluster();
   const pair = (s) => async (key) => {
@@ -425,8 +595,9 @@ async function clusterBench() {
     await l.release();
   };
   const peers = {
-    "locksmith (cluster)": pair(store),
-    "locksmith-js/ioredis on an ioredis Cluster": pair(theirs),
+    "locksmith (cluster, fenced)": pair(store),
+    "locksmith (cluster, fencing: false)": pair(unfenced),
+    "locksmith-js/ioredis on an ioredis Cluster (fenced)": pair(theirs),
     "redis-semaphore on an ioredis Cluster": async (key) => {
       const m = new SemaphoreMutex(semClient, key, { lockTimeout: 30_000, acquireAttemptsLimit: 1 });
       await m.acquire();
@@ -455,6 +626,7 @@ async function clusterBench() {
     return { masters: (await cluster.masters()).length, c64 };
   } finally {
     await store.close();
+    await unfenced.close();
     await theirs.close();
     for (const c of clients) c.disconnect();
     await cluster.stop();
