@@ -345,7 +345,7 @@ function bounds(r) {
   const modes = [FENCED, UNFENCED, best1Name].filter((k) => red.c1[k]);
   const c1 =
     cost && pings
-      ? `- **Concurrency 1.** Two round trips on a bare socket (${pings.replace(/ \(.*/, "")}) take ${fmt(floor[pings].median)} µs here. ${modes
+      ? `- **Concurrency 1.** ${pings.replace(/ \(.*/, "")} on a bare socket (the round trips alone) take ${fmt(floor[pings].median)} µs here. ${modes
           .filter((k) => floor[k])
           .map(
             (k) =>

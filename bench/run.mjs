@@ -13,7 +13,8 @@
 // sees an overlap still writes its results, then exits non-zero.
 // `node bench/run.mjs --self-test` shows the check failing on a lock that is not one, and
 // the contended workload's round-trip count (bench/round-trips.mjs) counting known traffic
-// exactly and refusing counts it cannot trust.
+// exactly and refusing counts it cannot trust, and the bare floor making the server run
+// what a locksmith pair of each mode does.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -768,6 +769,54 @@ async function selfTest() {
   }
   log("self-test passed: the check caught the broken lock and passed the real one");
   await roundTripSelfTest();
+  await floorSelfTest();
+}
+
+/**
+ * The bare floor must make the server do what locksmith's own pair does: a pair of each
+ * mode, captured and replayed from the minimal client, runs the same commands per pair
+ * on the server (INFO commandstats) as the store's pairs.
+ */
+async function floorSelfTest() {
+  const server = await startRedis();
+  const admin = new Redis(server.url);
+  const raw = await respClient(server.port);
+  const failures = [];
+  try {
+    for (const name of [FENCED, UNFENCED]) {
+      let peer;
+      const key = `self-test-floor:${name}`;
+      const captured = await capturePair(
+        admin,
+        server.port,
+        async () => {
+          peer = await redisContenders[name](server.url);
+          await peer.once(key);
+        },
+        () => peer.once(key),
+      );
+      const costOf = async (pair) => {
+        const before = await sampleServer(admin);
+        for (let i = 0; i < 50; i++) await pair();
+        return serverCost(before, await sampleServer(admin), 50);
+      };
+      const theirs = await costOf(() => peer.once(key));
+      const ours = await costOf(() => replay(raw, captured.commands));
+      await peer.close();
+      const calls = (c) => JSON.stringify(Object.fromEntries(Object.entries(c.commands).map(([k, v]) => [k, v.calls])));
+      log(`  ${name}: its pair ${calls(theirs)}, the bare floor's ${calls(ours)}`);
+      if (!sameCalls(theirs, ours)) failures.push(`${name}: the bare floor ran ${calls(ours)} per pair, the store ${calls(theirs)}`);
+    }
+  } finally {
+    raw.close();
+    await admin.quit();
+    await server.stop();
+  }
+  if (failures.length) {
+    console.error(`self-test failed: ${failures.join("; ")}`);
+    process.exit(1);
+  }
+  log("self-test passed: the bare floor makes the server run what a locksmith pair does, in both modes");
 }
 
 /**
