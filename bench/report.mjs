@@ -349,7 +349,7 @@ function bounds(r) {
           .filter((k) => floor[k])
           .map(
             (k) =>
-              `${k}'s pair (${red.floor.commands[k].commands.join(", ")}) takes ${fmt(floor[k].median)} µs from the bare client, ${us(floor[k].median - floor[pings].median)} µs more than the round trips alone (the server's CPU per pair: ${us(cost.c1[k]?.cpuUs.median)} µs, ${us(cost.c1[k]?.scriptsUs)} µs of it timed in scripts), and ${fmt(red.c1[k].median)} µs from its own client, which adds ${us(red.c1[k].median - floor[k].median)} µs.`,
+              `${k}'s pair (${red.floor.commands[k].commands.join(", ")}) takes ${fmt(floor[k].median)} µs from the bare client (the server's CPU per pair: ${us(cost.c1[k]?.cpuUs.median)} µs, ${us(cost.c1[k]?.scriptsUs)} µs of it timed in scripts), and ${fmt(red.c1[k].median)} µs from its own client, which adds ${us(red.c1[k].median - floor[k].median)} µs.`,
           )
           .join(" ")} \`node bench/c1-probe.mjs\` splits the client's part of a fenced pair further (marks around the socket's writes and \`data\` events).`
       : `- **Concurrency 1.** This run did not measure the bare floor.`;
