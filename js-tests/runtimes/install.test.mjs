@@ -16,12 +16,12 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { build } from "esbuild";
 import { EdgeRuntime } from "edge-runtime";
-import { Miniflare } from "miniflare";
 
 import { EXPECTED } from "../edge/smoke.mjs";
 import { wasmModules } from "../edge/wasm-module-plugin.mjs";
 import { startRedis, freePort } from "../support/redis-server.mjs";
 import { TARGET, ls } from "../support/target.mjs";
+import { miniflareFor } from "../support/workerd-harness.mjs";
 import { stagePackages } from "../../scripts/packages.mjs";
 
 const run = promisify(execFile);
@@ -433,17 +433,7 @@ describe("the packed package", { skip: TARGET !== "native" && "runs once, with t
     // workerd loads them as compiled modules.
     const wasmFiles = (await readdir(out)).filter((f) => f.endsWith(".wasm"));
     assert.equal(wasmFiles.length, 2, `the two .wasm modules beside the bundle: ${wasmFiles}`);
-    const mf = new Miniflare({
-      modules: true,
-      scriptPath: join(out, "worker.js"),
-      modulesRoot: out,
-      modulesRules: [
-        { type: "ESModule", include: ["**/*.js"] },
-        { type: "CompiledWasm", include: ["**/*.wasm"] },
-      ],
-      durableObjects: { LOCKS: { className: "LockDurableObject", useSQLite: true } },
-      compatibilityDate: "2025-01-01",
-    });
+    const mf = miniflareFor(out, { durableObjects: { LOCKS: { className: "LockDurableObject", useSQLite: true } } });
     try {
       const res = await mf.dispatchFetch("http://worker/");
       assert.deepEqual(await res.json(), [[true, "charged"], true, "number", "INVALID_ARGUMENT"]);

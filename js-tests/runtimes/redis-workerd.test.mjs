@@ -3,55 +3,25 @@
 // native RedisLockStore in this Node process: one key layout, one set of scripts, one
 // fencing counter, so a lock taken by either is the other's to release, both ways.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
-import { freePort, startRedis } from "../support/redis-server.mjs";
-import { startWorker } from "../support/workerd-harness.mjs";
+import { freePort } from "../support/redis-server.mjs";
+import { nodeBesideWorker, takenInNodeReleasedInWorker, takenInWorkerReleasedInNode } from "../support/workerd-harness.mjs";
 import { ls, TARGET, uniqueKey } from "../support/target.mjs";
 
 describe("Node (native RedisLockStore) and workerd (RedisLockStore over connect()) share locks", {
   skip: TARGET !== "native" && "runs once, with the native pass",
 }, () => {
-  let server;
-  let native;
-  let mf;
-  let worker;
-  const call = async (path, init) => (await mf.dispatchFetch(`http://worker${path}`, init)).json();
-
-  before(async () => {
-    server = await startRedis();
-    native = await ls.RedisLockStore.connect(server.url);
-    worker = await startWorker("redis-worker/worker.mjs", { bindings: { REDIS_URL: server.url } });
-    mf = worker.mf;
-  });
-  after(async () => {
-    await worker?.dispose();
-    await native?.close();
-    await server?.stop();
-  });
+  const side = nodeBesideWorker("redis-worker/worker.mjs", (server) => ({ bindings: { REDIS_URL: server.url } }));
 
   it("taken in Node, seen and released in the worker", async () => {
-    const key = uniqueKey("node-to-worker");
-    const lock = new ls.Lock(key, 10_000, native);
-    assert.equal(await lock.acquire(), true);
-    assert.deepEqual(await call(`/held?key=${encodeURIComponent(key)}`), { held: true });
-    assert.equal((await call(`/take?key=${encodeURIComponent(key)}`)).taken, false);
-    assert.deepEqual(await call("/release", { method: "POST", body: lock.serialize() }), { released: true });
-    assert.equal(await lock.isExpired(), true);
+    const lock = await takenInNodeReleasedInWorker(side);
     assert.equal(await lock.isLocked(), false);
   });
 
   it("taken in the worker, released in Node, with fencing tokens from one counter", async () => {
-    const key = uniqueKey("worker-to-node");
-    const first = new ls.Lock(key, 10_000, native);
-    await first.acquire();
-    await first.release();
-    const taken = await call(`/take?key=${encodeURIComponent(key)}`);
-    assert.equal(taken.taken, true, JSON.stringify(taken));
-    assert.ok(taken.token > first.fencingToken, `${taken.token} > ${first.fencingToken}`);
-    assert.equal(await new ls.Lock(key, 10_000, native).acquireImmediately(), false);
-    assert.equal(await ls.restoreLock(taken.serialized, native).release(), true);
-    assert.deepEqual(await call(`/held?key=${encodeURIComponent(key)}`), { held: false });
+    const { native } = side;
+    const { key, taken } = await takenInWorkerReleasedInNode(side);
     const again = new ls.Lock(key, 10_000, native);
     assert.equal(await again.acquire(), true);
     assert.ok(again.fencingToken > taken.token, `${again.fencingToken} > ${taken.token}`);
@@ -59,6 +29,7 @@ describe("Node (native RedisLockStore) and workerd (RedisLockStore over connect(
   });
 
   it("a worker waiting on a lock held in Node wakes on its release, long before its retry delay", async () => {
+    const { native, call } = side;
     const key = uniqueKey("wake");
     const lock = new ls.Lock(key, 10_000, native);
     await lock.acquire();
@@ -73,6 +44,7 @@ describe("Node (native RedisLockStore) and workerd (RedisLockStore over connect(
   });
 
   it("refuses bad options and an unreachable server with typed errors, without hanging", async () => {
+    const { server, call } = side;
     const bad = await call("/connect", { method: "POST", body: JSON.stringify({ url: server.url, comandTimeoutMs: 5 }) });
     assert.equal(bad.code, "INVALID_ARGUMENT");
     assert.match(bad.message, /^locksmith: unknown option `comandTimeoutMs`/);
