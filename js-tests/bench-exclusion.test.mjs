@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict, yieldTurn } from "../bench/exclusion.mjs";
+import { grantsAllStore } from "./support/js-stores.mjs";
 import { ls, uniqueKey } from "./support/target.mjs";
 
 const { Lock, MemoryLockStore } = ls;
@@ -29,13 +30,7 @@ describe("the benchmark's exclusion check", () => {
   });
 
   it("sees a store that grants every acquire, and fails the run", async () => {
-    const grantsAll = {
-      acquire: async () => true,
-      release: async () => true,
-      extend: async () => true,
-      isLocked: async () => true,
-      remainingTime: async () => null,
-    };
+    const grantsAll = grantsAllStore();
     const r = await contendOnOneKey(over(grantsAll), { key: uniqueKey("grants-all"), workers: 8, ms: 200 });
     assert.ok(r.overlaps > 0, `${r.sections} sections, no overlap seen`);
     const verdict = exclusionVerdict({ contended: { broken: r } });
@@ -44,13 +39,7 @@ describe("the benchmark's exclusion check", () => {
   });
 
   it("sees overlaps in the memory run() workload when the lock is not one, and none when it is", async () => {
-    const grantsAll = {
-      acquire: async () => true,
-      release: async () => true,
-      extend: async () => true,
-      isLocked: async () => true,
-      remainingTime: async () => null,
-    };
+    const grantsAll = grantsAllStore();
     const runOn = (store) => (key, fn) => new Lock(key, 30_000, store).runImmediately(fn);
     const broken = await concurrentSections(runOn(grantsAll), { loops: 64, perLoop: 20, check: exclusionCheck() });
     assert.ok(broken.overlaps > 0, `${broken.sections} sections of 64 loops, no overlap seen`);

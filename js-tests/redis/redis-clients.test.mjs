@@ -39,6 +39,19 @@ after(async () => {
 });
 
 // Each kind of client, as an application would make it; `close` ends store and client.
+/** `holder` holds its key while `waiter` waits on it with a 5 s retry delay: the release wakes it at once. */
+async function wokenByRelease(holder, waiter) {
+  await holder.acquire();
+  const start = performance.now();
+  const got = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 }).then((ok) => [ok, performance.now() - start]);
+  await sleep(300);
+  await holder.release();
+  const [ok, at] = await got;
+  assert.equal(ok, true);
+  assert.ok(at < 2_500, `acquired after ${Math.round(at)} ms; the retry delay is 5 s`);
+  await waiter.release();
+}
+
 const CLIENTS = {
   ioredis: async () => {
     const client = new Redis(server.url);
@@ -167,33 +180,13 @@ describe("one key layout with RedisLockStore", () => {
     it(`${name}: a semaphore permit given back through RedisLockStore wakes a waiter on the client store`, async () => {
       const { store } = made[name];
       const key = uniqueKey(`sem-wake-${name}`);
-      const holder = ls.semaphore(key, 1, 10_000, native);
-      await holder.acquire();
-      const start = performance.now();
-      const waiter = ls.semaphore(key, 1, 10_000, store);
-      const got = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 }).then((ok) => [ok, performance.now() - start]);
-      await sleep(300);
-      await holder.release();
-      const [ok, at] = await got;
-      assert.equal(ok, true);
-      assert.ok(at < 2_500, `acquired after ${Math.round(at)} ms; the retry delay is 5 s`);
-      await waiter.release();
+      await wokenByRelease(ls.semaphore(key, 1, 10_000, native), ls.semaphore(key, 1, 10_000, store));
     });
 
     it(`${name}: a release through RedisLockStore wakes a waiter on the client store at once`, async () => {
       const { store } = made[name];
       const key = uniqueKey(`wake-${name}`);
-      const holder = new Lock(key, 10_000, native);
-      await holder.acquire();
-      const start = performance.now();
-      const waiter = new Lock(key, 10_000, store);
-      const got = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 }).then((ok) => [ok, performance.now() - start]);
-      await sleep(300);
-      await holder.release();
-      const [ok, at] = await got;
-      assert.equal(ok, true);
-      assert.ok(at < 2_500, `acquired after ${Math.round(at)} ms; the retry delay is 5 s`);
-      await waiter.release();
+      await wokenByRelease(new Lock(key, 10_000, native), new Lock(key, 10_000, store));
     });
   }
 });
