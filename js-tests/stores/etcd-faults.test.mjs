@@ -16,7 +16,7 @@ import { promisify } from "node:util";
 import { EtcdLockStore } from "locksmith-js/etcd";
 
 import { lateFetch } from "../support/etcd-late-fetch.mjs";
-import { enableAuth, etcdCall, requireEtcd, selfSignedCertificate, startEtcd } from "../support/etcd-server.mjs";
+import { enableAuth, etcdCall, etcdStores, requireEtcd, selfSignedCertificate, startEtcd } from "../support/etcd-server.mjs";
 import { checkRecords, runProcess } from "../histories/run.mjs";
 import { now } from "../histories/client.mjs";
 import { newSeed } from "../histories/random.mjs";
@@ -54,26 +54,19 @@ async function startSecure() {
 }
 
 describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), () => {
-  let cluster;
-  const stores = [];
-  const connect = async (options = {}) => {
-    const store = await EtcdLockStore.connect({ endpoints: cluster.endpoints, ...options });
-    stores.push(store);
-    return store;
-  };
-
   // The TLS member (native pass only) starts beside the cluster, not after it.
   let secureReady;
-  before(async () => {
+  before(() => {
     if (TARGET === "native") {
       secureReady = startSecure();
       secureReady.catch(() => {});
     }
-    cluster = await startEtcd();
+  });
+  let cluster;
+  const connect = etcdStores((started) => {
+    cluster = started;
   });
   after(async () => {
-    for (const store of stores) await store.close();
-    await cluster?.dispose();
     const started = await secureReady?.catch(() => undefined);
     await started?.secure.dispose();
     if (started) await rm(started.dir, { recursive: true, force: true });

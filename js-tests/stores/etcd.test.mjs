@@ -6,13 +6,13 @@
 // processes, runtimes, TLS and authentication: js-tests/etcd-faults.test.mjs.
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 
 import * as pkg from "locksmith-js";
 import { EtcdLockStore } from "locksmith-js/etcd";
 
 import { conformance } from "../conformance/conformance.mjs";
-import { etcdCall, requireEtcd, startEtcd } from "../support/etcd-server.mjs";
+import { etcdCall, etcdStores, requireEtcd } from "../support/etcd-server.mjs";
 import { freePort } from "../support/redis-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
@@ -32,19 +32,8 @@ const ownerOf = (l) => JSON.parse(l.serialize()).owner;
 
 describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
   let cluster;
-  const stores = [];
-  const connect = async (options = {}) => {
-    const store = await EtcdLockStore.connect({ endpoints: cluster.endpoints, ...options });
-    stores.push(store);
-    return store;
-  };
-
-  before(async () => {
-    cluster = await startEtcd();
-  });
-  after(async () => {
-    for (const store of stores) await store.close();
-    await cluster?.dispose();
+  const connect = etcdStores((started) => {
+    cluster = started;
   });
 
   conformance("EtcdLockStore, three members, watch wake-ups", {

@@ -10,7 +10,9 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { after, before } from "node:test";
 import { promisify } from "node:util";
+import { EtcdLockStore } from "locksmith-js/etcd";
 
 import { freePort, required, watched } from "./server-process.mjs";
 
@@ -204,6 +206,29 @@ export async function startEtcd({ size = 3, tls, args: extra = [], fastElections
     throw err;
   }
   return cluster;
+}
+
+/**
+ * For the enclosing describe(): before() starts an etcd cluster (startEtcd()) and hands it
+ * to `started`; after() closes every store that the returned `connect(options)` made on
+ * it (EtcdLockStore.connect() over its endpoints), then disposes of the cluster.
+ */
+export function etcdStores(started) {
+  let cluster;
+  const stores = [];
+  before(async () => {
+    cluster = await startEtcd();
+    started(cluster);
+  });
+  after(async () => {
+    for (const store of stores) await store.close();
+    await cluster?.dispose();
+  });
+  return async (options = {}) => {
+    const store = await EtcdLockStore.connect({ endpoints: cluster.endpoints, ...options });
+    stores.push(store);
+    return store;
+  };
 }
 
 /**
