@@ -16,7 +16,7 @@ import { mysqlMissing, startMysql } from "../support/mysql-server.mjs";
 import { startPostgres } from "../support/postgres-server.mjs";
 import { startWorker } from "../support/workerd-harness.mjs";
 import { remoteStore } from "../support/workerd-remote-store.mjs";
-import { assertPhaseFair } from "./rw-scenarios.mjs";
+import { assertPhaseFair, assertReadersShareWriterAlone, assertSemaphoreLimit } from "./rw-scenarios.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
 const { lock, lockAll, MultiLock, semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
@@ -358,30 +358,7 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
   describe(`on ${storeName}`, () => {
     describe("semaphore()", () => {
       it("lets at most `limit` in at once, and everyone through in time", async () => {
-        const store = await makeStore();
-        const key = uniqueKey("sem");
-        let inside = 0;
-        let most = 0;
-        const results = await Promise.all(
-          Array.from({ length: 12 }, () =>
-            semaphore(key, 3, 5_000, store).run(
-              async () => {
-                most = Math.max(most, ++inside);
-                // Long enough that holders overlap on a loaded machine.
-                await sleep(100);
-                inside--;
-              },
-              { timeout: 10_000 },
-            ),
-          ),
-        );
-        assert.ok(
-          results.every(([ran]) => ran),
-          "all 12 got a permit",
-        );
-        assert.ok(most <= 3, `never more than three at once (${most})`);
-        assert.ok(most >= 2, `several at once, not one by one (${most})`);
-        assert.equal(await semaphore(key, 3, 5_000, store).count(), 0);
+        await assertSemaphoreLimit(ls, await makeStore());
       });
 
       it("frees the permit of a holder that never releases once its TTL passes", async () => {
@@ -445,25 +422,7 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
 
     describe("readWriteLock()", () => {
       it("readers share, a writer is alone, and a waiting writer keeps new readers out", async () => {
-        const store = await makeStore();
-        const rw = readWriteLock(uniqueKey("rw"), 5_000, store);
-        const [r1, r2, w] = [rw.readLock(), rw.readLock(), rw.writeLock()];
-        assert.equal(await r1.acquire(), true);
-        assert.equal(await r2.acquire(), true, "readers share");
-        assert.equal(await r1.count(), 2);
-        assert.equal(await w.acquire(), false, "no writer while read");
-        const writer = w.acquire({ timeout: 5_000, retryDelay: 5_000 });
-        await sleep(50);
-        assert.equal(await rw.readLock().acquire(), false, "a new reader waits behind the writer");
-        await r1.release();
-        await r2.release();
-        assert.equal(await writer, true, "the writer gets in once the last reader leaves");
-        assert.equal(await rw.readLock().acquire(), false, "no reader while written");
-        assert.equal(await rw.writeLock().acquire(), false, "no second writer");
-        await w.release();
-        const r3 = rw.readLock();
-        assert.equal(await r3.acquire(), true);
-        await r3.release();
+        await assertReadersShareWriterAlone(ls, await makeStore());
       });
 
       it("is phase-fair: the readers waiting when a writer leaves enter before the next writer, and new readers wait behind a waiting writer", async () => {

@@ -11,6 +11,7 @@ import { MySqlLockStore } from "../../js/stores/mysql.mjs";
 import { requireMysql, startMysql } from "../support/mysql-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 import { invalidArgument } from "../support/errors.mjs";
+import { closeLeavesPoolOpen, closedWaitFailsAtOnce, refusesBadTableAndTimeout, sixStoresOneHold, storeDuring } from "../support/sql-checks.mjs";
 import { eventually, settle } from "../support/wait.mjs";
 
 const { Lock } = ls;
@@ -89,12 +90,7 @@ describe("MySqlLockStore", await requireMysql(), () => {
     it("refuses unknown and bad options with INVALID_ARGUMENT, before connecting", async () => {
       await assert.rejects(MySqlLockStore.connect(server.url, { tabel: "locks" }), invalidArgument(/unknown option `tabel`.*did you mean `table`/));
       await assert.rejects(MySqlLockStore.connect(server.url, { listen: false }), invalidArgument(/unknown option `listen`/));
-      for (const table of ["drop table x;", "a.b.c", "x".repeat(41), "1locks", "", 5]) {
-        await assert.rejects(MySqlLockStore.connect(server.url, { table }), invalidArgument(/^locksmith: table must be/), String(table));
-      }
-      for (const operationTimeoutMs of [0, -1, 1.5, "1000", Number.NaN, 2 ** 31]) {
-        await assert.rejects(MySqlLockStore.connect(server.url, { operationTimeoutMs }), invalidArgument(/operationTimeoutMs/));
-      }
+      await refusesBadTableAndTimeout((options) => MySqlLockStore.connect(server.url, options));
       await assert.rejects(MySqlLockStore.connect(server.url, { createTable: "yes" }), invalidArgument(/createTable must be a boolean/));
       await assert.rejects(MySqlLockStore.connect(server.url, null), invalidArgument(/options must be an object/));
       await assert.rejects(MySqlLockStore.connect(42), invalidArgument(/mysql:\/\/ URL/));
@@ -141,29 +137,15 @@ describe("MySqlLockStore", await requireMysql(), () => {
 
     it("close() leaves the caller's pool open, and later calls fail with STORE_CLOSED at once", async () => {
       const store = new MySqlLockStore(admin);
-      assert.equal(await store.acquire(uniqueKey("close"), "o", 1_000), true, "acquire() called directly answers a boolean");
-      await store.close();
-      await store.close();
-      assert.deepEqual((await admin.query("SELECT 1 AS one"))[0], [{ one: 1 }]);
-      await assert.rejects(store.isLocked("k"), { code: "STORE_CLOSED" });
-      const started = performance.now();
-      await assert.rejects(new Lock("k", 1_000, store).acquire({ timeout: 5_000 }), { code: "STORE_CLOSED" });
-      assert.ok(performance.now() - started < 1_000, "a wait on a closed store fails at once");
+      await closeLeavesPoolOpen(store, async () => (await admin.query("SELECT 1 AS one"))[0]);
+      await closedWaitFailsAtOnce(store);
     });
   });
 
   describe("the tables", () => {
     it("are created once by several stores starting at the same time; a hold is a row with the server's expiry and a token", async () => {
       const table = "created_together";
-      const stores = await Promise.all(Array.from({ length: 6 }, () => MySqlLockStore.connect(server.url, { table })));
-      const key = uniqueKey("schema");
-      const l = new Lock(key, 60_000, stores[0]);
-      assert.equal(await l.acquire(), true);
-      const token = l.fencingToken;
-      assert.ok(Number.isSafeInteger(token) && token > 0);
-      const owner = JSON.parse(l.serialize()).owner;
-      assert.ok((await stores[0].ownerRemainingTime(key, owner)) > 59_000, "the owner's own time left, in one statement");
-      assert.equal(await stores[0].ownerRemainingTime(key, "someone-else"), null);
+      const { stores, key, owner, token } = await sixStoresOneHold(() => MySqlLockStore.connect(server.url, { table }));
       const [rows] = await admin.query(
         `SELECT CAST(\`key\` AS CHAR) AS k, CAST(owner AS CHAR) AS owner, fencing_token,
            expires_at - (TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(3)) DIV 1000) BETWEEN 59000 AND 60000 AS in60s FROM ${table}`,
@@ -262,12 +244,12 @@ describe("MySqlLockStore", await requireMysql(), () => {
 
   describe("semaphores and read-write locks", () => {
     let store;
-    before(async () => {
-      store = await MySqlLockStore.connect(server.url);
-    });
-    after(async () => {
-      await store?.close();
-    });
+    storeDuring(
+      () => MySqlLockStore.connect(server.url),
+      (opened) => {
+        store = opened;
+      },
+    );
 
     it("a semaphore holder of n permits counts n toward the limit (permitWeights)", async () => {
       const key = uniqueKey("weights");

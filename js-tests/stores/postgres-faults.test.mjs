@@ -11,7 +11,7 @@ import pg from "pg";
 import { PostgresLockStore } from "../../js/stores/postgres.mjs";
 import { requirePostgres, startPostgres } from "../support/postgres-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
-import { eventually } from "../support/wait.mjs";
+import { busy, eventually } from "../support/wait.mjs";
 
 const { Lock } = ls;
 
@@ -20,12 +20,6 @@ await failOnUnhandledRejections();
 const ROOT = new URL("../..", import.meta.url).pathname;
 // PostgreSQL's maximum commit_delay (microseconds): each durable commit waits 100 ms.
 const COMMIT_LATENCY = "-c synchronous_commit=on -c commit_delay=100000 -c commit_siblings=0";
-
-/** Blocks this process's event loop for `ms` (what a busy process does to its sockets). */
-function busy(ms) {
-  const until = performance.now() + ms;
-  while (performance.now() < until);
-}
 
 /** Runs `code` in a child Node process in the repository; resolves `{ status, ms, stdout }`, killing it after `killAfterMs`. */
 function child(code, killAfterMs, flags = []) {

@@ -13,9 +13,11 @@ import { PostgresLockStore } from "../../js/stores/postgres.mjs";
 import { requirePostgres, startPostgres } from "../support/postgres-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 import { invalidArgument } from "../support/errors.mjs";
+import { closeLeavesPoolOpen, closedWaitFailsAtOnce, refusesBadTableAndTimeout, sixStoresOneHold, storeDuring } from "../support/sql-checks.mjs";
+import { assertReadersShareWriterAlone, assertSemaphoreLimit } from "../conformance/rw-scenarios.mjs";
 import { eventually, settle } from "../support/wait.mjs";
 
-const { Lock, semaphore, readWriteLock } = ls;
+const { Lock, semaphore } = ls;
 
 await failOnUnhandledRejections();
 
@@ -111,12 +113,7 @@ describe("PostgresLockStore", await requirePostgres(), () => {
 
     it("refuses unknown and bad options with INVALID_ARGUMENT, before connecting", async () => {
       await assert.rejects(PostgresLockStore.connect(server.url, { tabel: "locks" }), invalidArgument(/unknown option `tabel`.*did you mean `table`/));
-      for (const table of ["drop table x;", "a.b.c", "x".repeat(41), "1locks", "", 5]) {
-        await assert.rejects(PostgresLockStore.connect(server.url, { table }), invalidArgument(/^locksmith: table must be/), String(table));
-      }
-      for (const operationTimeoutMs of [0, -1, 1.5, "1000", Number.NaN, 2 ** 31]) {
-        await assert.rejects(PostgresLockStore.connect(server.url, { operationTimeoutMs }), invalidArgument(/operationTimeoutMs/));
-      }
+      await refusesBadTableAndTimeout((options) => PostgresLockStore.connect(server.url, options));
       await assert.rejects(PostgresLockStore.connect(server.url, { listen: "yes" }), invalidArgument(/listen must be a boolean/));
       await assert.rejects(PostgresLockStore.connect(server.url, null), invalidArgument(/options must be an object/));
       await assert.rejects(PostgresLockStore.connect(42), invalidArgument(/postgres:\/\/ URL/));
@@ -142,31 +139,17 @@ describe("PostgresLockStore", await requirePostgres(), () => {
 
     it("close() leaves the caller's pool open, and later calls fail with STORE_CLOSED", async () => {
       const store = new PostgresLockStore(admin);
-      assert.equal(await store.acquire(uniqueKey("close"), "o", 1_000), true, "acquire() called directly answers a boolean");
-      await store.close();
-      await store.close();
-      assert.deepEqual((await admin.query("SELECT 1 AS one")).rows, [{ one: 1 }]);
-      await assert.rejects(store.isLocked("k"), { code: "STORE_CLOSED" });
+      await closeLeavesPoolOpen(store, async () => (await admin.query("SELECT 1 AS one")).rows);
       await assert.rejects(new Lock("k", 1_000, store).acquire(), { code: "STORE_CLOSED" });
       // Closed is final: a wait does not ride it out.
-      const started = performance.now();
-      await assert.rejects(new Lock("k", 1_000, store).acquire({ timeout: 5_000 }), { code: "STORE_CLOSED" });
-      assert.ok(performance.now() - started < 1_000, "a wait on a closed store fails at once");
+      await closedWaitFailsAtOnce(store);
     });
   });
 
   describe("the table", () => {
     it("is created once by several stores starting at the same time, with the documented columns", async () => {
       const table = "created_together";
-      const stores = await Promise.all(Array.from({ length: 6 }, () => PostgresLockStore.connect(server.url, { table, listen: false })));
-      const key = uniqueKey("schema");
-      const l = new Lock(key, 60_000, stores[0]);
-      assert.equal(await l.acquire(), true);
-      const token = l.fencingToken;
-      assert.ok(Number.isSafeInteger(token) && token > 0);
-      const owner = JSON.parse(l.serialize()).owner;
-      assert.ok((await stores[0].ownerRemainingTime(key, owner)) > 59_000, "the owner's own time left, in one statement");
-      assert.equal(await stores[0].ownerRemainingTime(key, "someone-else"), null);
+      const { stores, key, owner, token } = await sixStoresOneHold(() => PostgresLockStore.connect(server.url, { table, listen: false }));
       const { rows } = await admin.query(
         `SELECT key, owner, fencing_token, expires_at > clock_timestamp() + interval '59 seconds' AS later, expires_at <= clock_timestamp() + interval '60 seconds' AS bounded FROM ${table}`,
       );
@@ -438,36 +421,15 @@ describe("PostgresLockStore", await requirePostgres(), () => {
 
   describe("semaphores and read-write locks", () => {
     let store;
-    before(async () => {
-      store = await PostgresLockStore.connect(server.url);
-    });
-    after(async () => {
-      await store?.close();
-    });
+    storeDuring(
+      () => PostgresLockStore.connect(server.url),
+      (opened) => {
+        store = opened;
+      },
+    );
 
     it("a semaphore lets at most `limit` in at once, and everyone through in time", async () => {
-      const key = uniqueKey("sem");
-      let inside = 0;
-      let most = 0;
-      const results = await Promise.all(
-        Array.from({ length: 9 }, () =>
-          semaphore(key, 3, 5_000, store).run(
-            async () => {
-              most = Math.max(most, ++inside);
-              await sleep(100); // long enough that holders overlap on a loaded machine
-              inside--;
-            },
-            { timeout: 10_000, retryDelay: 20 },
-          ),
-        ),
-      );
-      assert.ok(
-        results.every(([ran]) => ran),
-        "all 9 got a permit",
-      );
-      assert.ok(most <= 3, `never more than three at once (${most})`);
-      assert.ok(most >= 2, `several at once, not one by one (${most})`);
-      assert.equal(await semaphore(key, 3, 5_000, store).count(), 0);
+      await assertSemaphoreLimit(ls, store, { holders: 9, retryDelay: 20 });
     });
 
     it("weighs holds by the 6th argument of acquirePermit (default 1), and wakes a weighted waiter when enough are free", async () => {
@@ -510,24 +472,7 @@ describe("PostgresLockStore", await requirePostgres(), () => {
     });
 
     it("readers share, a writer is alone, and a waiting writer keeps new readers out", async () => {
-      const rw = readWriteLock(uniqueKey("rw"), 5_000, store);
-      const [r1, r2, w] = [rw.readLock(), rw.readLock(), rw.writeLock()];
-      assert.equal(await r1.acquire(), true);
-      assert.equal(await r2.acquire(), true, "readers share");
-      assert.equal(await r1.count(), 2);
-      assert.equal(await w.acquire(), false, "no writer while read");
-      const writer = w.acquire({ timeout: 5_000, retryDelay: 5_000 });
-      await sleep(100);
-      assert.equal(await rw.readLock().acquire(), false, "a new reader waits behind the writer");
-      await r1.release();
-      await r2.release();
-      assert.equal(await writer, true, "the writer gets in once the last reader leaves (woken, not at its 5 s retry)");
-      assert.equal(await rw.readLock().acquire(), false, "no reader while written");
-      assert.equal(await rw.writeLock().acquire(), false, "no second writer");
-      await w.release();
-      const r3 = rw.readLock();
-      assert.equal(await r3.acquire(), true);
-      await r3.release();
+      await assertReadersShareWriterAlone(ls, store, { pause: 100, woken: " (woken, not at its 5 s retry)" });
     });
   });
 

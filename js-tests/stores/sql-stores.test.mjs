@@ -8,6 +8,7 @@ import { spawn } from "node:child_process";
 import { after, before, describe, it } from "node:test";
 
 import { assertNoOverlap } from "../support/load.mjs";
+import { storeDuring } from "../support/sql-checks.mjs";
 import { SQL_STORES } from "../support/sql-stores.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 import { invalidArgument } from "../support/errors.mjs";
@@ -32,12 +33,12 @@ for (const sql of SQL_STORES) {
 
     describe("semaphores and read-write locks", () => {
       let store;
-      before(async () => {
-        store = await sql.connect(server.url);
-      });
-      after(async () => {
-        await store?.close();
-      });
+      storeDuring(
+        () => sql.connect(server.url),
+        (opened) => {
+          store = opened;
+        },
+      );
 
       it("refuses a handle whose limit differs from the held semaphore's, taking nothing", async () => {
         const key = uniqueKey("sem-limit");
