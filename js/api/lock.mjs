@@ -1,7 +1,7 @@
 // The lock handle: `Lock`, over a native handle (`NativeLock`) made by its store's
-// backend. The handle keeps what JS must (its promise fast paths, the pool of native
-// handles, the store's shutdown record, the hold's signal, the diagnostics); the lock
-// logic is core's.
+// backend (and pooled: pool.mjs). The handle keeps what JS must (its promise fast paths,
+// the store's shutdown record, the hold's signal, the diagnostics); the lock logic is
+// core's.
 import { acquireChannel, extendChannel, lostChannel, lostWatched, releaseChannel, traced } from "./diagnostics.mjs";
 import { DEFAULT_TTL_MS, limitMessage } from "./defaults.mjs";
 import { noteHold } from "./shutdown.mjs";
@@ -11,6 +11,7 @@ import { OPTIONS_GO, acquireOptions, arityRejection, immediateOptions } from "./
 import { abortedBy, closedDuringRun, closedWhileWaiting, endedByClose, grantAfterClose, lostDuringRun, storeClosed } from "./lock-errors.mjs";
 import { extendOutcome, releaseOutcome, storeName, traceCall, waits } from "./lock-tracing.mjs";
 import { HoldSignal } from "./hold-signal.mjs";
+import { giveBack, ownNative, takeBack, takeNative } from "./pool.mjs";
 import { closeRecord } from "./stores.mjs";
 
 // Settled promises are immutable: the synchronous fast paths hand out these two.
@@ -26,27 +27,6 @@ export const NATIVE_HANDLE = Symbol("locksmith.nativeHandle");
 // `Symbol.asyncDispose` where the runtime has it; the well-known fallback elsewhere
 // (what TypeScript's `await using` looks up when the runtime lacks the symbol).
 const ASYNC_DISPOSE = Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose");
-
-// Native lock handles cost far more to create than to reuse. A handle with nothing to
-// remember (never acquired, or released) goes back to its backend's pool, and the
-// next Lock on that backend resets it to its own key and TTL.
-const POOL_LIMIT = 256;
-const POOL = Symbol("locksmith.pool");
-
-const USER = Symbol("locksmith.user");
-
-function takeNative(backend, key, ttlMs, user) {
-  let native = backend[POOL]?.pop();
-  if (native === undefined) native = backend.lock(key, ttlMs);
-  else native.reset(key, ttlMs);
-  native[USER] = user;
-  return native;
-}
-
-function giveBack(backend, native) {
-  const pool = (backend[POOL] ??= []);
-  if (pool.length < POOL_LIMIT) pool.push(native);
-}
 
 const acquireAsync = (native) => native.acquire(undefined, undefined);
 const releaseAsync = (native) => native.release();
@@ -94,7 +74,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
     constructor(key, ttlMs = DEFAULT_TTL_MS, store = undefined) {
       if (key === RESTORED) {
         const [backend, native, store] = ttlMs;
-        native[USER] = this;
+        ownNative(native, this);
         this.#backend = backend;
         this.#native = native;
         this.#store = store;
@@ -125,7 +105,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
         } catch (err) {
           throw toLockError(err, spec.kind === "multi" ? undefined : spec.key);
         }
-        this.#native[USER] = this;
+        ownNative(this.#native, this);
         this.#backend = backend;
         this.#store = spec.store;
         this.#record = closeRecord(spec.store);
@@ -161,11 +141,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       const returned = this.#returned;
       if (returned !== undefined) {
         this.#returned = undefined;
-        const pool = this.#backend[POOL];
-        if (returned[USER] === this && pool[pool.length - 1] === returned) {
-          pool.pop();
-          return (this.#native = returned);
-        }
+        if (takeBack(this.#backend, returned, this) !== undefined) return (this.#native = returned);
       }
       return (this.#native = takeNative(this.#backend, this.#key, this.#ttlMs, this));
     }
