@@ -115,7 +115,7 @@ const binding = {
   scratch: (n) => Buffer.allocUnsafeSlow(n),
 };
 
-/** The native side of a RedisLockStore on the engine, as api.mjs uses a backend. */
+/** The native side of a RedisLockStore on the engine, as js/api uses a backend (lock.mjs, handles.mjs, stores.mjs). */
 class EngineBackend {
   constructor(connection) {
     this.connection = connection;
