@@ -6,7 +6,10 @@ import { createRequire } from "node:module";
 import { it } from "node:test";
 
 const require = createRequire(import.meta.url);
-const names = (module) => Object.keys(module).filter((k) => k !== "default").sort();
+const names = (module) =>
+  Object.keys(module)
+    .filter((k) => k !== "default")
+    .sort();
 
 it("the ES module and CommonJS entries of both builds export the same names", async () => {
   const nativeCjs = require("../js/index.cjs");
