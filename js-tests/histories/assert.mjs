@@ -2,7 +2,8 @@
 // and the Sentinel and Cluster files, which run theirs on the topologies they start).
 import assert from "node:assert/strict";
 
-import { runHistory } from "./run.mjs";
+import { now } from "./client.mjs";
+import { FAILOVER_TTL_MS, runHistory } from "./run.mjs";
 
 /** Seconds a bounded run takes (LOCKSMITH_HISTORY_SECONDS, 3 unless set). */
 export const SECONDS = Number(process.env.LOCKSMITH_HISTORY_SECONDS ?? 3);
@@ -60,4 +61,25 @@ export function assertHoldsAfter(t, run, at, min = 20) {
   t.diagnostic(`${run.faults} failover(s); ${after} holds granted after the switch; errors ${JSON.stringify(errorCounts(run))}`);
   assert.equal(run.faults, 1, `the failover happened (seed ${run.seed})`);
   assert.ok(after > min, `holds after the failover (${after}); seed ${run.seed}`);
+}
+
+/**
+ * A clean history (assertClean) of 2 processes × 6 clients over `store` for 4 s, every
+ * primitive with a TTL of FAILOVER_TTL_MS, with one failover 0.8 s in from
+ * `failovers(options)` (run.mjs's clusterFailovers or sentinelFailovers, bound to their
+ * topology); then holds granted after the switch (assertHoldsAfter). `options` adds to the
+ * run's (minHolds).
+ */
+export async function assertCleanAcrossFailover(t, store, failovers, options = {}) {
+  let switched = Infinity;
+  const run = await assertClean(t, {
+    store,
+    processes: 2,
+    clients: 6,
+    seconds: 4,
+    ...options,
+    client: { ttlMs: FAILOVER_TTL_MS },
+    fault: failovers({ every: 800, times: 1, afterSwitch: () => (switched = now()) }),
+  });
+  assertHoldsAfter(t, run, switched);
 }

@@ -13,11 +13,11 @@ import { Cluster } from "ioredis";
 import { IoRedisLockStore } from "../../js/stores/ioredis.mjs";
 import { NodeRedisLockStore } from "../../js/stores/node-redis.mjs";
 import { conformance } from "../conformance/conformance.mjs";
-import { assertCaught, assertClean, assertHoldsAfter } from "../histories/assert.mjs";
-import { HISTORY_KEYS, now } from "../histories/client.mjs";
+import { assertCaught, assertCleanAcrossFailover } from "../histories/assert.mjs";
+import { HISTORY_KEYS } from "../histories/client.mjs";
 import { FAILOVER_TTL_MS, clusterFailovers, clusterStore } from "../histories/run.mjs";
 import { assertNoOverlap, contender } from "../support/load.mjs";
-import { clusterSlots, command, startCluster, until } from "../support/redis-topology.mjs";
+import { clusterSlots, command, connectAnswer, startCluster, until } from "../support/redis-topology.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "../support/target.mjs";
 
 const { Lock, RedisLockStore, lockAll } = ls;
@@ -90,14 +90,7 @@ if (native) {
 
 describe("RedisLockStore over Redis Cluster", () => {
   it("checks its options", async () => {
-    const code = async (options) => {
-      try {
-        await RedisLockStore.connect(options);
-      } catch (err) {
-        return `${err.code} ${err.message}`;
-      }
-      return "connected";
-    };
+    const code = connectAnswer;
     assert.match(
       await code({ cluster: cluster.urls, url: cluster.urls[0] }),
       /^INVALID_ARGUMENT locksmith: .*one of url, sentinels or cluster; got url and cluster/,
@@ -326,16 +319,7 @@ describe("RedisLockStore over Redis Cluster", () => {
   // master stops taking writes, the replica catches up, then takes over): no
   // acknowledged write is lost, so no hold either.
   it("history: CLUSTER FAILOVER mid-run: 2 processes × 6 clients, no violation", { timeout: 90_000 }, async (t) => {
-    let switched = Infinity;
-    const run = await assertClean(t, {
-      store: clusterStore(cluster),
-      processes: 2,
-      clients: 6,
-      seconds: 4,
-      client: { ttlMs: FAILOVER_TTL_MS },
-      fault: clusterFailovers(cluster, { every: 800, times: 1, afterSwitch: () => (switched = now()) }),
-    });
-    assertHoldsAfter(t, run, switched);
+    await assertCleanAcrossFailover(t, clusterStore(cluster), (options) => clusterFailovers(cluster, options));
   });
 
   // The guard: the new master has the holds. One that lost them (its keys flushed as it

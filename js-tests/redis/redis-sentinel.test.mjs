@@ -11,12 +11,11 @@ import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 
 import { IoRedisLockStore } from "../../js/stores/ioredis.mjs";
-import { assertCaught, assertClean, assertHoldsAfter } from "../histories/assert.mjs";
-import { now } from "../histories/client.mjs";
+import { assertCaught, assertCleanAcrossFailover } from "../histories/assert.mjs";
 import { FAILOVER_TTL_MS, sentinelFailovers, sentinelStore, sentinelsSettled } from "../histories/run.mjs";
 import { conformance } from "../conformance/conformance.mjs";
 import { startRedis } from "../support/redis-server.mjs";
-import { command, startSentinels, until } from "../support/redis-topology.mjs";
+import { command, connectAnswer, startSentinels, until } from "../support/redis-topology.mjs";
 import { testCertificates } from "../support/tls.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "../support/target.mjs";
 
@@ -66,14 +65,7 @@ if (native) {
 
 describe("RedisLockStore over Sentinel", () => {
   it("checks its options", async () => {
-    const code = async (options) => {
-      try {
-        await RedisLockStore.connect(options);
-      } catch (err) {
-        return `${err.code} ${err.message}`;
-      }
-      return "connected";
-    };
+    const code = connectAnswer;
     const { urls, masterName } = topology;
     assert.match(await code({ sentinels: urls, masterName, url: "redis://127.0.0.1" }), /^INVALID_ARGUMENT locksmith: .*one of url, sentinels or cluster/);
     assert.match(await code({ sentinels: urls }), /^INVALID_ARGUMENT locksmith: masterName/);
@@ -162,17 +154,7 @@ describe("RedisLockStore over Sentinel", () => {
   // counts once the replica has it, so the new master has every hold that counted.
   it("history: SENTINEL FAILOVER mid-run, minReplicas 1: 2 processes × 6 clients, no violation", { timeout: 90_000 }, async (t) => {
     await sentinelsSettled(topology);
-    let switched = Infinity;
-    const run = await assertClean(t, {
-      store: sentinelStore(topology),
-      processes: 2,
-      clients: 6,
-      seconds: 4,
-      minHolds: 40,
-      client: { ttlMs: FAILOVER_TTL_MS },
-      fault: sentinelFailovers(topology, { every: 800, times: 1, afterSwitch: () => (switched = now()) }),
-    });
-    assertHoldsAfter(t, run, switched);
+    await assertCleanAcrossFailover(t, sentinelStore(topology), (options) => sentinelFailovers(topology, options), { minHolds: 40 });
   });
 
   // The same failover without minReplicas: the old master takes writes until the

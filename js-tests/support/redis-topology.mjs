@@ -17,6 +17,18 @@ const run = promisify(execFile);
 // The poller the topologies wait with, for the tests that use them.
 export { until };
 
+/** What RedisLockStore.connect(options) answers: "CODE message" for the error it rejects with, or "connected". */
+export async function connectAnswer(options) {
+  // The build under test, loaded only here: the history runner's processes use this module too.
+  const { ls } = await import("./target.mjs");
+  try {
+    await ls.RedisLockStore.connect(options);
+  } catch (err) {
+    return `${err.code} ${err.message}`;
+  }
+  return "connected";
+}
+
 /** One command on a short-lived ioredis connection to `port`. */
 export async function command(port, ...args) {
   const client = new Redis({ port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false });
