@@ -1,0 +1,228 @@
+// EtcdLockStore's semaphores and read-write locks, as functions over the store's state
+// `s` (made once by the store): `s.gateway` (requests, leases, background work, see
+// js/stores/etcd-gateway.mjs), `s.writes` (the writes it sent, js/stores/etcd-codec.mjs),
+// `s.contended` (the semaphores found full at the last look), `s.watch` (wake-ups) and
+// `s.options`. The store checks the arguments, names the keys (`base`, the key's prefix;
+// `entryKey`, the owner's entry under it) and orders an owner's calls on a key; these do
+// the rest.
+//
+// One key per contender, `<prefix><semaphore|rw>/<key>/<owner>`, ordered by its create
+// revision: a queue. Whether an entry is admitted depends only on the entries ahead of
+// it (semaphore: their permits and its own fit in `limit`; reader: no writer; writer:
+// none at all), and those only ever leave, so once admitted an entry stays admitted,
+// and every observer that sees the entries ahead agrees. A contender puts its entry and
+// reads the queue in one transaction; no admission waits for another. A refused
+// semaphore contender takes its entry out again (so it keeps no place: a larger request
+// can be overtaken by smaller ones that fit, as on every store); a refused reader or
+// writer keeps its place (and so keeps later readers behind a waiting writer) until it
+// gives up, when locksmith releases it.
+//
+// A semaphore entry counts its `permits` (in its value; 1 when absent) whether admitted
+// or not: a refused entry still in the queue, for the moment before its contender takes
+// it out, can refuse an entry behind it that would fit. Counting only the admitted ones
+// ahead would not keep admissions stable (an entry could lose its admission when one
+// ahead of it left and let a refused one in).
+import { invalid } from "../api/errors.mjs";
+import { absent, b64, contend, del, holdOf, now, parseValue, put, range, unb64, unsegment, valueIs } from "./etcd-codec.mjs";
+import { GRPC, unavailable } from "./etcd-gateway.mjs";
+
+/** The key's queue, read in a transaction's range response: entries in revision order, with whether each is admitted. */
+export function queueOf(s, kvs, base, kind, limit) {
+  const entries = [];
+  const stale = [];
+  for (const kv of kvs) {
+    const entry = { ...holdOf(s.writes, kv), owner: unsegment(unb64(kv.key).slice(base.length)), kv, revision: BigInt(kv.create_revision) };
+    (entry.state === "expired" ? stale : entries).push(entry);
+  }
+  entries.sort((a, b) => (a.revision < b.revision ? -1 : a.revision > b.revision ? 1 : 0));
+  let writerAhead = false;
+  let permitsAhead = 0;
+  entries.forEach((entry, i) => {
+    entry.admitted =
+      kind === "semaphore"
+        ? permitsAhead + entry.permits <= (typeof entry.limit === "number" ? entry.limit : (limit ?? Infinity))
+        : entry.role === "write"
+          ? i === 0
+          : !writerAhead;
+    writerAhead ||= entry.role === "write";
+    permitsAhead += entry.permits;
+  });
+  // Holds this store set and timed out: over by their holders' own reckoning. Taken out
+  // (exactly those writes), so other processes need not wait for their leases.
+  for (const entry of stale) {
+    const name = unb64(entry.kv.key);
+    s.gateway.background(
+      s.gateway.txn({ compare: [valueIs(name, entry.kv)], success: [del(name)] }, s.gateway.deadline(), "a cleanup").then(({ reply }) => {
+        if (reply.succeeded) {
+          s.gateway.revokeReplaced(reply);
+          s.writes.forget(s.writes.get(entry.w));
+        }
+      }),
+    );
+  }
+  return entries;
+}
+
+/**
+ * One acquirePermit, under a lease of its own. Its transaction puts the entry only where
+ * it finds what this call expects there (nothing, or the exact entry an earlier attempt
+ * of this owner left waiting), so a transaction applied late, after its caller gave up,
+ * finds something else and changes nothing: it cannot move another attempt's entry to
+ * its own, older lease (whose end would delete that entry before its holder's deadline).
+ * When the call fails, its lease is revoked (`after.cleanup`): that deletes an entry it
+ * put, and a transaction of it applied later fails, its lease gone.
+ */
+export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, base, entryKey, after) {
+  const sentAt = now();
+  const deadline = sentAt + s.options.operationTimeoutMs;
+  // A semaphore entry of one permit is written as before weights, so earlier versions read it alike.
+  const value = (w) =>
+    JSON.stringify(kind === "semaphore" ? { role: kind, ttl: ttlMs, limit, ...(weight > 1 && { permits: weight }), w } : { role: kind, ttl: ttlMs, w });
+  // A waiting entry this store put for this owner (an earlier attempt of the same wait)
+  // keeps its place (a put keeps a key's create revision), and every attempt puts it
+  // again under a lease granted in this call: an attempt that admits it answers for a
+  // hold the server keeps at least the TTL from now, which is what the holder's own
+  // deadline counts from. (Keeping the earlier lease let a hold admitted on it expire
+  // up to half a TTL before that deadline.) The put compares the entry's exact value
+  // (its write id): first the last one this store wrote for it, then the one it finds.
+  if (kind === "semaphore" && s.contended.has(base)) {
+    // Full at the last look: one read, and no entry (which others would count) while it still is.
+    const { kvs } = await s.gateway.list(base, deadline, "acquirePermit");
+    const queue = queueOf(s, kvs, base, kind, limit);
+    // An entry put now would be last: admitted if every entry's permits and its own fit.
+    if (queue.reduce((sum, e) => sum + e.permits, 0) + weight > limit && !queue.some((e) => e.owner === owner)) return false;
+  }
+  // A semaphore's entries are taken out when refused: expect none. A reader's or writer's waits in the queue.
+  const previous = kind === "semaphore" ? undefined : s.writes.latest(entryKey, owner);
+  const write = s.writes.add(entryKey, owner, ttlMs, sentAt, value);
+  let lease;
+  let outcome; // "taken", "refused" (entry out again) or "waiting" (entry kept); undefined: failed
+  try {
+    lease = await s.gateway.grant(ttlMs, deadline);
+    const readQueue = range(base);
+    let expected = previous === undefined ? undefined : b64(previous.value);
+    // Four rounds at most: each that changes nothing found something else, and says what.
+    for (let round = 0; round < 4; round++) {
+      const compare = expected === undefined ? absent(entryKey) : { key: b64(entryKey), target: "VALUE", result: "EQUAL", value: expected };
+      const { reply } = await s.gateway.txn(
+        { compare: [compare], success: [put(entryKey, write.value, lease), readQueue], failure: [readQueue] },
+        deadline,
+        "acquirePermit",
+      );
+      const kvs = reply.responses?.at(-1)?.response_range?.kvs ?? [];
+      if (reply.succeeded) {
+        s.gateway.revokeReplaced(reply, lease);
+      } else {
+        // Not what this call expected: nothing written. Unless it is this call's own
+        // entry (an unanswered earlier try of it, applied), expect what is there now.
+        const found = kvs.find((kv) => unb64(kv.key) === entryKey);
+        if (found === undefined || parseValue(found).w !== write.id) {
+          expected = found?.value;
+          continue;
+        }
+      }
+      const queue = queueOf(s, kvs, base, kind, limit);
+      const mine = queue.find((e) => e.owner === owner);
+      if (mine === undefined) continue; // gone meanwhile: put it again
+      if (kind === "semaphore") {
+        const other = queue.find((e) => e !== mine && typeof e.limit === "number" && e.limit !== limit && e.revision < mine.revision);
+        if (other) {
+          outcome = "refused";
+          await drop(s, entryKey, mine.kv, deadline);
+          throw invalid(
+            `semaphore ${JSON.stringify(key)} is held with limit ${other.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+          );
+        }
+      }
+      if (mine.admitted) {
+        outcome = "taken";
+        return Number(mine.kv.create_revision);
+      }
+      if (kind === "semaphore") {
+        outcome = "refused";
+        await drop(s, entryKey, mine.kv, deadline);
+      } else {
+        outcome = "waiting";
+      }
+      return false;
+    }
+    throw unavailable(`acquirePermit on ${JSON.stringify(key)}: its entry kept changing before the queue could be read`);
+  } catch (err) {
+    if (err?.cause?.grpc === GRPC.NOT_FOUND) throw unavailable("the lease of this acquirePermit ran out before its transaction was applied", err);
+    throw err;
+  } finally {
+    if (kind === "semaphore" && outcome === "taken") s.contended.delete(base);
+    if (kind === "semaphore" && outcome === "refused") contend(s.contended, base);
+    if (outcome === "refused") {
+      s.writes.forget(write);
+      if (lease !== undefined) after.cleanup = s.gateway.revoke(lease);
+    } else if (outcome === undefined && lease !== undefined) {
+      // Failed: whatever it did or will do goes with its lease.
+      after.cleanup = s.gateway.revoke(lease).then(() => s.writes.forget(write));
+    }
+  }
+}
+
+/** Deletes the entry `entryKey` (this owner's) if it is still exactly `kv`, and revokes its lease. */
+async function drop(s, entryKey, kv, deadline) {
+  const { reply } = await s.gateway.txn({ compare: [valueIs(entryKey, kv)], success: [del(entryKey)] }, deadline, "acquirePermit");
+  s.gateway.revokeReplaced(reply);
+}
+
+/** Drops `owner`'s entry `entryKey` under `base` (a hold, or a place in the queue): whether it was a live hold. */
+export async function releaseEntry(s, key, owner, kind, base, entryKey) {
+  const { reply, uncertain } = await s.gateway.txn({ success: [range(base), del(entryKey)] }, s.gateway.deadline(), "releasePermit");
+  const kvs = reply.responses?.[0]?.response_range?.kvs ?? [];
+  const deleted = reply.responses?.[1]?.response_delete_range?.prev_kvs?.[0];
+  s.gateway.revokeReplaced(reply);
+  const latest = s.writes.latest(entryKey, owner);
+  if (deleted) {
+    s.watch.wake(`${kind === "semaphore" ? "semaphore" : "rw"}:${key}`);
+    s.writes.forget(latest);
+    return queueOf(s, kvs, base, kind).find((e) => e.owner === owner)?.admitted === true;
+  }
+  // An earlier, unanswered attempt may have deleted the hold this store knows is live.
+  if (uncertain && latest && s.writes.status(latest.id).state === "live") {
+    s.writes.forget(latest);
+    return true;
+  }
+  return false;
+}
+
+/** Re-puts `owner`'s admitted, live entry under a new lease of `ttlMs`: its place (create revision) stays. */
+export async function extendEntry(s, owner, ttlMs, kind, base, entryKey) {
+  const sentAt = now();
+  const deadline = sentAt + s.options.operationTimeoutMs;
+  const [first, lease] = await Promise.all([s.gateway.list(base, deadline, "extendPermit"), s.gateway.grant(ttlMs, deadline)]);
+  let kvs = first.kvs;
+  // Twice at most: a concurrent extend of the same hold changes it between read and write.
+  for (let round = 0; round < 2; round++) {
+    const mine = queueOf(s, kvs, base, kind).find((e) => e.owner === owner);
+    if (!mine?.admitted) break;
+    const value = parseValue(mine.kv);
+    const write = s.writes.add(entryKey, owner, ttlMs, sentAt, (w) => JSON.stringify({ ...value, ttl: ttlMs, w }));
+    const { reply } = await s.gateway.txn({ compare: [valueIs(entryKey, mine.kv)], success: [put(entryKey, write.value, lease)] }, deadline, "extendPermit");
+    if (reply.succeeded) {
+      s.gateway.revokeReplaced(reply, lease);
+      return true;
+    }
+    s.writes.forget(write);
+    ({ kvs } = await s.gateway.list(base, deadline, "extendPermit"));
+  }
+  s.gateway.revoke(lease);
+  return false;
+}
+
+/** How many permits the queue under `base` holds (a semaphore's admitted entries' permits; readers, or one writer). */
+export async function countEntries(s, kind, base) {
+  const { kvs } = await s.gateway.list(base, s.gateway.deadline(), "countPermits");
+  return queueOf(s, kvs, base, kind).reduce((sum, e) => (e.admitted ? sum + e.permits : sum), 0);
+}
+
+/** Milliseconds left of `owner`'s permit under `base`, or null (1 for a permit set elsewhere: held, no time vouched for). */
+export async function entryRemainingTime(s, owner, kind, base) {
+  const { kvs } = await s.gateway.list(base, s.gateway.deadline(), "permitRemainingTime");
+  const mine = queueOf(s, kvs, base, kind).find((e) => e.owner === owner);
+  if (!mine?.admitted) return null;
+  return mine.state === "live" ? Math.max(1, Math.floor(mine.left)) : 1;
+}
