@@ -1,0 +1,246 @@
+// DurableObjectLockStore (`locksmith-js/cloudflare`): the locksmith store over a namespace
+// of LockDurableObjects (js/stores/cloudflare.mjs), one object per key, reached over
+// Durable Object RPC. The objects keep the holds and wake waiters from inside; this side
+// names each object, passes the calls on, and keeps the waits it started.
+import { checkOptionKeys, invalid, noteSharedStore } from "../api/errors.mjs";
+import { releaseHolds } from "../api/shutdown.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
+
+const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];
+
+/** Whether a wait of `kind` is named by the attempt after it: a permit's (see `acquirePermit`). */
+const waitNamed = (kind) => kind === "semaphore" || kind === "read" || kind === "write";
+
+/**
+ * A locksmith `LockStore` over a namespace of `LockDurableObject`s: one object per
+ * key (`idFromName(key)`), reached over Durable Object RPC. Fencing tokens, semaphores
+ * and read-write locks, and waiters woken from inside the object on release or expiry.
+ */
+export class DurableObjectLockStore {
+  get [STORE_NAME]() {
+    return "durable-object";
+  }
+
+  /** A semaphore hold may take several permits (acquirePermit's 6th argument, passed on to the object). */
+  get permitWeights() {
+    return true;
+  }
+
+  #namespace;
+  #locationHint;
+  /** Waits whose listener left in this turn, kept for a waiter that asks again at once. */
+  #spare = new Map();
+  /**
+   * Permit waits not yet named by the attempt that follows each (see `acquirePermit`),
+   * by name, oldest first.
+   */
+  #unnamed = new Map();
+
+  constructor(namespace, options = {}) {
+    if (namespace === null || typeof namespace !== "object" || typeof namespace.idFromName !== "function" || typeof namespace.get !== "function") {
+      throw invalid("DurableObjectLockStore needs a Durable Object namespace binding (env.LOCKS, with idFromName and get)");
+    }
+    if (options === null || typeof options !== "object" || Array.isArray(options)) {
+      throw invalid("DurableObjectLockStore options must be an object");
+    }
+    checkOptionKeys(options, OPTIONS, "DurableObjectLockStore");
+    const { operationTimeoutMs, locationHint, notifyReleases = true } = options;
+    if (operationTimeoutMs !== undefined) {
+      if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0)) {
+        throw invalid(`operationTimeoutMs must be a positive number of milliseconds; got ${String(operationTimeoutMs)}`);
+      }
+      this.operationTimeoutMs = operationTimeoutMs;
+    }
+    if (locationHint !== undefined && typeof locationHint !== "string") {
+      throw invalid('locationHint must be a string such as "weur"');
+    }
+    if (typeof notifyReleases !== "boolean") throw invalid("notifyReleases must be true or false");
+    this.#namespace = namespace;
+    this.#locationHint = locationHint;
+    // Without wake-ups waiters only retry at their retryDelay.
+    if (!notifyReleases) this.onRelease = undefined;
+    noteSharedStore(this);
+  }
+
+  /**
+   * Releases the holds this isolate took through the store (within `timeoutMs`, 2 s by
+   * default; `keepHolds: true` leaves them to their TTL); later acquires through it are
+   * refused with StoreClosedError. The store has no connection of its own to close.
+   */
+  async close(options) {
+    (await releaseHolds(this, options, "DurableObjectLockStore")).check();
+  }
+
+  /** The stub of the object that owns `key`. A stub serves one request, so one per call. */
+  #object(key) {
+    const ns = this.#namespace;
+    const id = ns.idFromName(key);
+    return this.#locationHint === undefined ? ns.get(id) : ns.get(id, { locationHint: this.#locationHint });
+  }
+
+  /** Takes `key` for `owner` if it is free: `true`, or `false` when someone holds it. */
+  async acquire(key, owner, ttlMs) {
+    return (await this[ACQUIRE_TOKEN](key, owner, ttlMs)) !== false;
+  }
+
+  /** `acquire()` answering the hold's fencing token (how locks get it), or `false`. */
+  async [ACQUIRE_TOKEN](key, owner, ttlMs) {
+    return await this.#object(key).acquire(owner, ttlMs);
+  }
+
+  async release(key, owner) {
+    return await this.#object(key).release(owner);
+  }
+
+  async extend(key, owner, ttlMs) {
+    return await this.#object(key).extend(owner, ttlMs);
+  }
+
+  async isLocked(key) {
+    return await this.#object(key).isLocked();
+  }
+
+  async isHeldBy(key, owner) {
+    return await this.#object(key).isHeldBy(owner);
+  }
+
+  async ownerRemainingTime(key, owner) {
+    return await this.#object(key).ownerRemainingTime(owner);
+  }
+
+  async remainingTime(key) {
+    return await this.#object(key).remainingTime();
+  }
+
+  /**
+   * Takes a hold of `key` of `kind` (a semaphore's `permits` of its permits, default 1):
+   * `true`, or `false` when the key admits no more.
+   */
+  async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
+    return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
+  }
+
+  /**
+   * `acquirePermit()` answering the hold's fencing token, or `false`. An attempt names
+   * every wait of its key and kind subscribed before it and not named yet (locksmith
+   * subscribes, then tries; two waiters' calls may cross), so that a wait that reaches
+   * the object after the attempt still hears of a release after it.
+   */
+  async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
+    const waitId = waitNamed(kind) ? this.#takeUnnamed(`${kind}\u0000${key}`) : undefined;
+    try {
+      return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit, waitId, permits);
+    } catch (err) {
+      // The object refused the request itself (it crossed RPC as a plain error): say so
+      // as the InvalidArgumentError it is, not as the store failing.
+      const message = String(err?.message ?? "");
+      if ((err?.name === "RangeError" || err?.name === "TypeError") && message.startsWith("locksmith: ")) {
+        throw invalid(message.slice("locksmith: ".length));
+      }
+      throw err;
+    }
+  }
+
+  async releasePermit(key, owner, kind) {
+    return await this.#object(key).releasePermit(owner, kind);
+  }
+
+  async extendPermit(key, owner, ttlMs, kind) {
+    return await this.#object(key).extendPermit(owner, ttlMs, kind);
+  }
+
+  async countPermits(key, kind) {
+    return await this.#object(key).countPermits(kind);
+  }
+
+  async permitRemainingTime(key, owner, kind) {
+    return await this.#object(key).permitRemainingTime(owner, kind);
+  }
+
+  /**
+   * Calls `listener` when `key` may have been freed, from a call that waits inside the
+   * object. The returned function unsubscribes; a waiter that unsubscribes and
+   * subscribes again in the same turn (a retry) keeps the call already waiting.
+   */
+  onRelease(key, listener, kind) {
+    const name = `${kind ?? "lock"}\u0000${key}`;
+    let wait = this.#spare.get(name);
+    this.#spare.delete(name);
+    if (!wait || wait.done) {
+      try {
+        wait = this.#startWait(key, kind);
+      } catch {
+        return () => {};
+      }
+    }
+    const subscription = { listener };
+    wait.subscription = subscription;
+    if (waitNamed(kind)) {
+      const unnamed = this.#unnamed.get(name) ?? [];
+      if (!unnamed.includes(wait)) unnamed.push(wait);
+      this.#unnamed.set(name, unnamed);
+    }
+    return () => {
+      if (wait.subscription !== subscription) return;
+      wait.subscription = undefined;
+      if (wait.done || this.#spare.has(name)) return this.#cancel(key, wait);
+      this.#spare.set(name, wait);
+      queueMicrotask(() => {
+        if (this.#spare.get(name) !== wait) return;
+        this.#spare.delete(name);
+        this.#cancel(key, wait);
+      });
+    };
+  }
+
+  /**
+   * The ids of the waits of `name` still to be named (one id alone, as objects before
+   * lists of them took it), if any: all of them, since which is the caller's is not
+   * known, and each is named by the first attempt after it, at or before its own waiter's.
+   */
+  #takeUnnamed(name) {
+    const ids = (this.#unnamed.get(name) ?? []).filter((wait) => !wait.done).map((wait) => wait.id);
+    this.#unnamed.delete(name);
+    return ids.length > 1 ? ids : ids[0];
+  }
+
+  /** A wait is over: it needs no name. */
+  #settled(wait) {
+    wait.done = true;
+    const unnamed = this.#unnamed.get(wait.name);
+    const at = unnamed?.indexOf(wait) ?? -1;
+    if (at < 0) return;
+    unnamed.splice(at, 1);
+    if (unnamed.length === 0) this.#unnamed.delete(wait.name);
+  }
+
+  #startWait(key, kind) {
+    const wait = { id: crypto.randomUUID(), name: `${kind ?? "lock"}\u0000${key}`, subscription: undefined, done: false };
+    Promise.resolve(this.#object(key).waitForRelease(wait.id, kind ?? "lock")).then(
+      (outcome) => {
+        this.#settled(wait);
+        if (outcome === "cancelled") return;
+        try {
+          wait.subscription?.listener();
+        } catch {
+          // A listener must not throw; one that does only loses this wake-up.
+        }
+      },
+      () => {
+        // The object could not be reached: the waiter's retries will say so.
+        this.#settled(wait);
+      },
+    );
+    return wait;
+  }
+
+  #cancel(key, wait) {
+    if (wait.done) return;
+    this.#settled(wait);
+    try {
+      Promise.resolve(this.#object(key).cancelWait(wait.id)).catch(() => {});
+    } catch {
+      // A cancel that cannot be sent ends at the object's cap.
+    }
+  }
+}
