@@ -87,21 +87,36 @@ async function assertWaitRidesOut(store, server, { downMs }) {
   assert.equal(await waiter.release(), true);
 }
 
+/** A lock hold as the checker reads it: held from 0 to 21 ms of its 100 ms TTL, released, its signal at the release; `over` replaces fields. */
+const checkedHold = (over) => ({
+  client: "0.0",
+  kind: "lock",
+  key: "k",
+  ttl: 100,
+  auto: false,
+  acquire: { send: 0, reply: 1, token: 1 },
+  extends: [],
+  release: { send: 20, reply: 21, ok: true, code: null },
+  signal: { at: 21, reason: "released", code: 20 },
+  endAt: 1_000,
+  ...over,
+});
+
+/** For the enclosing describe(): before() starts the servers `names` (run.mjs's servers()) and hands them to `got`, in that order; after() stops them. */
+function serversDuring(names, got) {
+  let running;
+  before(async () => {
+    running = servers();
+    got(...(await Promise.all(names.map((name) => running.get(name)))));
+  });
+  after(async () => {
+    await running?.stop();
+  });
+}
+
 describe(`history checker (${TARGET})`, () => {
   describe("the checker itself", () => {
-    const hold = (over) => ({
-      client: "0.0",
-      kind: "lock",
-      key: "k",
-      ttl: 100,
-      auto: false,
-      acquire: { send: 0, reply: 1, token: 1 },
-      extends: [],
-      release: { send: 20, reply: 21, ok: true, code: null },
-      signal: { at: 21, reason: "released", code: 20 },
-      endAt: 1_000,
-      ...over,
-    });
+    const hold = checkedHold;
     const types = (holds) => Object.keys(checkHistory(holds).byType).sort();
 
     it("passes a clean history", () => {
@@ -226,18 +241,7 @@ describe(`history checker (${TARGET})`, () => {
   it("the checker: a stall of the client's event loop moves the late-signal bound, as a stop does", () => {
     // Released at 21 ms, its signal at 400 ms: late, unless the process's event loop was
     // held from 10 to 300 ms (then due by 550 ms).
-    const hold = {
-      client: "1.0",
-      kind: "lock",
-      key: "k",
-      ttl: 100,
-      auto: false,
-      acquire: { send: 0, reply: 1, token: 1 },
-      extends: [],
-      release: { send: 20, reply: 21, ok: true, code: null },
-      signal: { at: 400, reason: "released" },
-      endAt: 1_000,
-    };
+    const hold = checkedHold({ client: "1.0", signal: { at: 400, reason: "released" } });
     assert.deepEqual(Object.keys(checkHistory([hold]).byType), ["late-signal"]);
     assert.deepEqual(Object.keys(checkHistory([hold], { stalls: [{ process: 1, from: 10, to: 300 }] }).byType), []);
     assert.deepEqual(Object.keys(checkHistory([hold], { stalls: [{ process: 0, from: 10, to: 300 }] }).byType), ["late-signal"], "another process's stall");
@@ -604,15 +608,10 @@ describe(`history checker (${TARGET})`, () => {
   });
 
   describe("faults on Redis: a client process stopped past its TTL, redis-server restarted", () => {
-    let running;
     let plain;
     let aof;
-    before(async () => {
-      running = servers();
-      [plain, aof] = await Promise.all([running.get("redis"), running.get("redis-aof")]);
-    });
-    after(async () => {
-      await running?.stop();
+    serversDuring(["redis", "redis-aof"], (...started) => {
+      [plain, aof] = started;
     });
 
     it("RedisLockStore, a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms: 2 processes × 6 clients", async (t) => {
@@ -691,14 +690,9 @@ describe(`history checker (${TARGET})`, () => {
   // so the locks run in the process under test and every request and reply is timed on
   // the host clock (a worker's own clock only moves between its I/O).
   describe("DurableObjectLockStore (workerd)", () => {
-    let running;
     let worker;
-    before(async () => {
-      running = servers();
-      worker = await running.get("workerd");
-    });
-    after(async () => {
-      await running?.stop();
+    serversDuring(["workerd"], (started) => {
+      worker = started;
     });
 
     it("direct: 2 processes × 6 clients", async (t) => {
@@ -767,14 +761,9 @@ describe(`history checker (${TARGET})`, () => {
   });
 
   describe("PostgresLockStore", POSTGRES, () => {
-    let running;
     let server;
-    before(async () => {
-      running = servers();
-      server = await running.get("postgres");
-    });
-    after(async () => {
-      await running?.stop();
+    serversDuring(["postgres"], (started) => {
+      server = started;
     });
 
     it("direct: 2 processes × 6 clients", async (t) => {
@@ -891,14 +880,9 @@ describe(`history checker (${TARGET})`, () => {
   });
 
   describe("MySqlLockStore (MariaDB)", MYSQL, () => {
-    let running;
     let server;
-    before(async () => {
-      running = servers();
-      server = await running.get("mysql");
-    });
-    after(async () => {
-      await running?.stop();
+    serversDuring(["mysql"], (started) => {
+      server = started;
     });
 
     it("direct: 2 processes × 6 clients", async (t) => {
