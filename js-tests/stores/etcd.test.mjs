@@ -502,6 +502,20 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       await assert.rejects(store.acquirePermit("k", "o", 1_000, "semaphore", 0), (err) => err.code === "INVALID_ARGUMENT" && /limit must be/.test(err.message));
     });
 
+    it("called directly, refuses a key or owner with a lone surrogate, as the API does (it would reach etcd as U+FFFD: two keys one lock)", async () => {
+      const store = await connect();
+      const refused = (what) => (err) =>
+        err instanceof pkg.InvalidArgumentError && err.code === "INVALID_ARGUMENT" && new RegExp(`^locksmith: ${what} has a lone surrogate`).test(err.message);
+      await assert.rejects(store.acquire("a\ud800", "o", 1_000), refused("key"));
+      await assert.rejects(store.release("a\udc00", "o"), refused("key"));
+      await assert.rejects(store.acquire("k", "o\ud800", 1_000), refused("owner"));
+      await assert.rejects(store.acquirePermit("a\ud800", "o", 1_000, "semaphore", 2), refused("key"));
+      // A pair is one astral code point: taken.
+      const key = `${uniqueKey("surrogate")}\ud83d\udd12`;
+      assert.equal(await store.acquire(key, "o", 1_000), true);
+      assert.equal(await store.release(key, "o"), true);
+    });
+
     it("no member reachable: connect() fails with StoreUnavailableError within operationTimeoutMs", async () => {
       const started = performance.now();
       const err = await EtcdLockStore.connect({

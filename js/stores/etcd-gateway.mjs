@@ -99,10 +99,6 @@ export function parseOptions(urlOrOptions) {
   };
 }
 
-export function checkString(name, value) {
-  if (typeof value !== "string") throw invalid(`${name} must be a string; got ${typeName(value)}`);
-}
-
 /** An etcd error reply as a typed error: `grpc` is its gRPC status code. */
 class EtcdError extends Error {
   constructor(message, grpc) {

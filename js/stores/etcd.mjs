@@ -35,7 +35,7 @@
 // store's state) and etcd-watch.mjs (release wake-ups).
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 import { MAX_LIMIT, MAX_MS, limitMessage } from "../api/defaults.mjs";
-import { invalid, noteSharedStore, typeName } from "../api/errors.mjs";
+import { checkString, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 import {
@@ -59,7 +59,7 @@ import {
   b64,
   Writes,
 } from "./etcd-codec.mjs";
-import { checkString, EtcdGateway, GRPC, parseOptions, unavailable } from "./etcd-gateway.mjs";
+import { EtcdGateway, GRPC, parseOptions, unavailable } from "./etcd-gateway.mjs";
 import { acquireEntry, countEntries, entryRemainingTime, extendEntry, queueOf, releaseEntry } from "./etcd-permits.mjs";
 import { ReleaseWatch } from "./etcd-watch.mjs";
 
