@@ -16,7 +16,8 @@ import { promisify } from "node:util";
 import { EtcdLockStore } from "locksmith-js/etcd";
 
 import { lateFetch } from "../support/etcd-late-fetch.mjs";
-import { enableAuth, etcdCall, etcdStores, requireEtcd, selfSignedCertificate, startEtcd } from "../support/etcd-server.mjs";
+import { enableAuth, etcdCall, etcdStores, requireEtcd, startEtcd } from "../support/etcd-server.mjs";
+import { testCertificates } from "../support/tls.mjs";
 import { checkRecords, runProcess } from "../histories/run.mjs";
 import { now } from "../histories/client.mjs";
 import { newSeed } from "../histories/random.mjs";
@@ -37,18 +38,22 @@ const rawGet = async (url, key) => (await etcdCall(url, "kv/range", { key: b64(k
 /** Resolves when `promise` settles or rejects after `ms`, with what it settled to. */
 const within = (promise, ms, what) => Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`${what} did not settle within ${ms} ms`)))]);
 
-/** One etcd member over https:// (a self-signed certificate) with authentication on: `{ secure, dir }`. */
+/**
+ * One etcd member over https:// (the test CA's certificate, support/tls.mjs) with
+ * authentication on: `{ secure, dir, ca }`, `ca` the CA's file (for NODE_EXTRA_CA_CERTS),
+ * `dir` its folder in js-tests/ (scripts there import the package by its name).
+ */
 async function startSecure() {
-  const dir = await mkdtemp(join(ROOT, "js-tests", ".etcd-tls-"));
+  const certs = await testCertificates(".etcd-tls-", { within: join(ROOT, "js-tests") });
   try {
-    const tls = await selfSignedCertificate(dir);
+    const tls = { cert: certs.files.cert, key: certs.files.key };
     // A simple token the server forgets after 1 s of disuse, so a test sees the store log
     // in again; etcd's default timings, so its lease minimum is etcd's default one (2 s).
     const secure = await startEtcd({ size: 1, tls, fastElections: false, args: ["--auth-token", "simple", "--auth-token-ttl", "1"] });
     await enableAuth(secure.members[0].adminUrl, { password: "root-secret", user: "app", userPassword: "app-secret", prefix: "locksmith/" });
-    return { secure, dir };
+    return { secure, dir: certs.dir, ca: certs.files.ca };
   } catch (err) {
-    await rm(dir, { recursive: true, force: true });
+    await certs.dispose();
     throw err;
   }
 }
@@ -545,7 +550,7 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       const { secure } = await secureReady;
       const wrong = await run(process.execPath, [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:nope@${new URL(secure.endpoints[0]).host}`], {
         cwd: ROOT,
-        env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") },
+        env: { ...process.env, NODE_EXTRA_CA_CERTS: (await secureReady).ca },
       }).catch((e) => e);
       assert.equal(wrong.code, 2);
       // (After the CLI's warning that the URL argument holds a password.)
@@ -554,7 +559,7 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       const right = await run(
         process.execPath,
         [join(ROOT, "js/cli/cli.mjs"), "list", `etcds://app:app-secret@${new URL(secure.endpoints[0]).host}`, "--json"],
-        { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join((await secureReady).dir, "cert.pem") } },
+        { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: (await secureReady).ca } },
       ).catch((e) => e);
       assert.ok(right.code === undefined || right.code === 1, `over TLS with a login: listed or nothing held (${right.code}: ${right.stderr})`);
     });
@@ -563,15 +568,16 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
   describe("TLS and authentication", { skip: TARGET !== "native" && "runs once, with the native pass" }, () => {
     let secure;
     let dir;
+    let ca;
     before(async () => {
-      ({ secure, dir } = await secureReady);
+      ({ secure, dir, ca } = await secureReady);
     });
 
     /** Runs an ES module body in a Node process that trusts the test's certificate. */
     async function runNode(body) {
       const file = join(dir, `script-${Math.random().toString(36).slice(2)}.mjs`);
       await writeFile(file, body);
-      const { stdout } = await run(process.execPath, [file], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: join(dir, "cert.pem") } });
+      const { stdout } = await run(process.execPath, [file], { cwd: ROOT, env: { ...process.env, NODE_EXTRA_CA_CERTS: ca } });
       return stdout.trim() ? JSON.parse(stdout.trim().split("\n").pop()) : undefined;
     }
 

@@ -6,7 +6,7 @@
 // death. From Debian's etcd-server package (or ETCD_BIN).
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -229,22 +229,6 @@ export function etcdStores(started) {
     stores.push(store);
     return store;
   };
-}
-
-/**
- * A self-signed certificate for 127.0.0.1 (openssl), in `dir`: `{ cert, key }` paths; the
- * certificate is its own CA.
- */
-export async function selfSignedCertificate(dir) {
-  const cert = join(dir, "cert.pem");
-  const key = join(dir, "key.pem");
-  const config = join(dir, "openssl.cnf");
-  await writeFile(
-    config,
-    "[req]\ndistinguished_name=dn\nx509_extensions=ext\nprompt=no\n[dn]\nCN=127.0.0.1\n[ext]\nsubjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:TRUE\nkeyUsage=digitalSignature,keyEncipherment,keyCertSign\nextendedKeyUsage=serverAuth\n",
-  );
-  await run("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-keyout", key, "-out", cert, "-config", config]);
-  return { cert, key };
 }
 
 /** Turns on etcd's authentication with a `root` user of password `password` (and `user`, if given, with read-write access to `prefix`). */

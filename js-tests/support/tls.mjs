@@ -20,13 +20,14 @@ export const opensslInstalled = () =>
   );
 
 /**
- * Makes a CA and a server certificate in a new folder named from `prefix`. Resolves
+ * Makes a CA and a server certificate in a new folder named from `prefix` (in the system's
+ * temporary directory, or in `within`). Resolves
  * `{ dir, ca, files: { ca, cert, key }, redisArgs(tlsPort), dispose() }`: `ca` is the CA's
  * PEM text, `files` the paths, `redisArgs` a redis-server's arguments to listen with TLS
  * on `tlsPort`; `dispose()` removes the folder.
  */
-export async function testCertificates(prefix = "locksmith-tls-") {
-  const dir = await mkdtemp(join(tmpdir(), prefix));
+export async function testCertificates(prefix = "locksmith-tls-", { within = tmpdir() } = {}) {
+  const dir = await mkdtemp(join(within, prefix));
   const openssl = (...args) => run("openssl", args, { cwd: dir });
   try {
     await writeFile(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
