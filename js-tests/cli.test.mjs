@@ -31,6 +31,7 @@ import { requireMysql, startMysql } from "./support/mysql-server.mjs";
 import { requirePostgres, startPostgres } from "./support/postgres-server.mjs";
 import { freePort, startRedis } from "./support/redis-server.mjs";
 import { clusterSlots, command, startCluster } from "./support/redis-topology.mjs";
+import { storeOnServer } from "./support/server-stores.mjs";
 import { ls, sleep, TARGET, uniqueKey } from "./support/target.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -246,6 +247,86 @@ async function weightedPermits(store, url, base, { args = [], released = async (
   } finally {
     watching.child.kill("SIGKILL");
   }
+}
+
+/**
+ * A lock, both permits of a semaphore of limit 2 and a `rwKind` ("read" or "write") hold of
+ * a read-write lock, under `base` (`:lock`, `:sem`, `:rw`) through `store`, all taken:
+ * `{ l, permits, rw }`.
+ */
+async function holdEveryKind(store, base, rwKind) {
+  const l = new ls.Lock(`${base}:lock`, 30_000, store);
+  const permits = [ls.semaphore(`${base}:sem`, 2, 30_000, store), ls.semaphore(`${base}:sem`, 2, 30_000, store)];
+  const rwLock = ls.readWriteLock(`${base}:rw`, 30_000, store);
+  const rw = rwKind === "read" ? rwLock.readLock() : rwLock.writeLock();
+  for (const h of [l, ...permits, rw]) assert.equal(await h.acquire(), true);
+  return { l, permits, rw };
+}
+
+/** The key, kind, owner and fencing token of each listed hold. */
+const listedFields = (holds) => holds.map(({ key, kind, owner, fencingToken }) => ({ key, kind, owner, fencingToken }));
+
+/** What `list --json` shows of holdEveryKind()'s holds, in its order. */
+const everyKindListed = (base, { l, permits, rw }, rwKind) => [
+  { key: `${base}:lock`, kind: "lock", owner: fingerprint(ownerOf(l)), fencingToken: l.fencingToken },
+  { key: `${base}:rw`, kind: rwKind, owner: fingerprint(ownerOf(rw)), fencingToken: rw.fencingToken },
+  ...permits.map((h) => ({ key: `${base}:sem`, kind: "semaphore", owner: fingerprint(ownerOf(h)), fencingToken: h.fencingToken })).sort(byOwner),
+];
+
+/**
+ * `inspect` of `base`'s read-write lock while a reader (through `readers`) holds it and a
+ * writer (through `writers`, retrying every `retryDelay` ms) waits: the reader holds, the
+ * writer waits (and holds nothing), and `watching` (a `watch` of `base`'s keys) sees both
+ * and the reader's end; `checkReport(got, reader)` checks more of inspect's answer before
+ * the reader leaves.
+ */
+async function inspectWaitingWriter(watching, url, base, { readers, writers, retryDelay, checkReport = () => {} }) {
+  const reader = ls.readWriteLock(`${base}:rw`, 30_000, readers).readLock();
+  assert.equal(await reader.acquire(), true);
+  const readerOwner = fingerprint(ownerOf(reader));
+  await watching.until("for the reader", appeared({ key: `${base}:rw`, kind: "read", owner: readerOwner }));
+  const writer = ls.readWriteLock(`${base}:rw`, 30_000, writers).writeLock();
+  const writing = writer.acquire({ timeout: 20_000, retryDelay });
+  await watching.until("for the waiting writer", eventLike({ event: "waiters", key: `${base}:rw`, waiters: 1, previousWaiters: 0 }));
+
+  const got = await cli("inspect", url, `${base}:rw`, "--json");
+  assert.equal(got.code, 0, got.stderr);
+  const report = JSON.parse(got.stdout);
+  assert.deepEqual([report.key, report.held, report.kind, report.waiters], [`${base}:rw`, true, "read", 1]);
+  assert.deepEqual(
+    report.holders.map((h) => [h.kind, h.owner, h.fencingToken]),
+    [["read", readerOwner, reader.fencingToken]],
+    "the waiting writer holds nothing",
+  );
+  assert.deepEqual(
+    report.waiting.map((w) => w.kind),
+    ["write"],
+  );
+  checkReport(got, reader);
+  await reader.release();
+  assert.equal(await writing, true);
+  assert.equal(report.waiting[0].owner, fingerprint(ownerOf(writer)));
+  await watching.until("for the reader's end", eventLike({ event: "ended", key: `${base}:rw`, kind: "read", owner: readerOwner }));
+  await writer.release();
+}
+
+/** `inspect` of a plain lock under `base` held through `store`: its holder, its waiters unknown (null); free once released, as `watching` sees. */
+async function inspectPlainLock(watching, url, base, store) {
+  const l = new ls.Lock(`${base}:lock`, 30_000, store);
+  assert.equal(await l.acquire(), true);
+  const plain = await cli("inspect", url, `${base}:lock`, "--json");
+  assert.equal(plain.code, 0, plain.stderr);
+  const held = JSON.parse(plain.stdout);
+  assert.deepEqual(
+    [held.held, held.kind, held.waiters, held.holders[0].owner, held.holders[0].fencingToken],
+    [true, "lock", null, fingerprint(ownerOf(l)), l.fencingToken],
+  );
+  assert.match((await cli("inspect", url, `${base}:lock`)).stdout, /^waiters: unknown \(/m);
+  await l.release();
+  const free = await cli("inspect", url, `${base}:lock`, "--json");
+  assert.equal(free.code, 1, free.stderr);
+  assert.equal(JSON.parse(free.stdout).held, false);
+  await watching.until("for the lock's end", eventLike({ event: "ended", key: `${base}:lock`, kind: "lock" }));
 }
 
 describe("locksmith on Redis", () => {
@@ -843,32 +924,21 @@ describe("locksmith on Redis", () => {
 describe("locksmith on PostgreSQL", await requirePostgres(), () => {
   let server;
   let store;
-  before(async () => {
-    server = await startPostgres();
-    store = await PostgresLockStore.connect(server.url);
-  });
-  after(async () => {
-    await store?.close();
-    await server?.stop();
-  });
+  storeOnServer(
+    startPostgres,
+    (postgres) => PostgresLockStore.connect(postgres.url),
+    (opened, started) => {
+      [store, server] = [opened, started];
+    },
+  );
 
   it("lists and frees semaphore permits and read-write holds beside locks", async () => {
     const base = uniqueKey("cli-pg");
-    const l = new ls.Lock(`${base}:lock`, 30_000, store);
-    const permits = [ls.semaphore(`${base}:sem`, 2, 30_000, store), ls.semaphore(`${base}:sem`, 2, 30_000, store)];
-    const reader = ls.readWriteLock(`${base}:rw`, 30_000, store).readLock();
-    for (const h of [l, ...permits, reader]) assert.equal(await h.acquire(), true);
+    const { l, permits, rw: reader } = await holdEveryKind(store, base, "read");
     const { code, stdout, stderr } = await cli("list", server.url, `${base}:*`, "--json");
     assert.equal(code, 0, stderr);
     const got = listed(stdout);
-    assert.deepEqual(
-      got.map(({ key, kind, owner, fencingToken }) => ({ key, kind, owner, fencingToken })),
-      [
-        { key: `${base}:lock`, kind: "lock", owner: fingerprint(ownerOf(l)), fencingToken: l.fencingToken },
-        { key: `${base}:rw`, kind: "read", owner: fingerprint(ownerOf(reader)), fencingToken: reader.fencingToken },
-        ...permits.map((h) => ({ key: `${base}:sem`, kind: "semaphore", owner: fingerprint(ownerOf(h)), fencingToken: h.fencingToken })).sort(byOwner),
-      ],
-    );
+    assert.deepEqual(listedFields(got), everyKindListed(base, { l, permits, rw: reader }, "read"));
 
     const waiter = ls.semaphore(`${base}:sem`, 2, 30_000, store);
     const waiting = waiter.acquire({ timeout: 20_000, retryDelay: 5_000 });
@@ -903,49 +973,14 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
     const watching = started(["watch", server.url, `${base}:*`, "--json", "--interval", "100"]);
     try {
       await sleep(500);
-      const reader = ls.readWriteLock(`${base}:rw`, 30_000, store).readLock();
-      assert.equal(await reader.acquire(), true);
-      const readerOwner = fingerprint(ownerOf(reader));
-      await watching.until("for the reader", appeared({ key: `${base}:rw`, kind: "read", owner: readerOwner }));
-      const writer = ls.readWriteLock(`${base}:rw`, 30_000, other).writeLock();
-      const writing = writer.acquire({ timeout: 20_000, retryDelay: 5_000 });
-      await watching.until("for the waiting writer", eventLike({ event: "waiters", key: `${base}:rw`, waiters: 1, previousWaiters: 0 }));
+      await inspectWaitingWriter(watching, server.url, base, {
+        readers: store,
+        writers: other,
+        retryDelay: 5_000,
+        checkReport: (got, reader) => assert.ok(!got.stdout.includes(ownerOf(reader))),
+      });
 
-      const got = await cli("inspect", server.url, `${base}:rw`, "--json");
-      assert.equal(got.code, 0, got.stderr);
-      const report = JSON.parse(got.stdout);
-      assert.deepEqual([report.key, report.held, report.kind, report.waiters], [`${base}:rw`, true, "read", 1]);
-      assert.deepEqual(
-        report.holders.map((h) => [h.kind, h.owner, h.fencingToken]),
-        [["read", readerOwner, reader.fencingToken]],
-        "the waiting writer holds nothing",
-      );
-      assert.deepEqual(
-        report.waiting.map((w) => w.kind),
-        ["write"],
-      );
-      assert.ok(!got.stdout.includes(ownerOf(reader)));
-      await reader.release();
-      assert.equal(await writing, true);
-      assert.equal(report.waiting[0].owner, fingerprint(ownerOf(writer)));
-      await watching.until("for the reader's end", eventLike({ event: "ended", key: `${base}:rw`, kind: "read", owner: readerOwner }));
-      await writer.release();
-
-      const l = new ls.Lock(`${base}:lock`, 30_000, store);
-      assert.equal(await l.acquire(), true);
-      const plain = await cli("inspect", server.url, `${base}:lock`, "--json");
-      assert.equal(plain.code, 0, plain.stderr);
-      const held = JSON.parse(plain.stdout);
-      assert.deepEqual(
-        [held.held, held.kind, held.waiters, held.holders[0].owner, held.holders[0].fencingToken],
-        [true, "lock", null, fingerprint(ownerOf(l)), l.fencingToken],
-      );
-      assert.match((await cli("inspect", server.url, `${base}:lock`)).stdout, /^waiters: unknown \(/m);
-      await l.release();
-      const free = await cli("inspect", server.url, `${base}:lock`, "--json");
-      assert.equal(free.code, 1, free.stderr);
-      assert.equal(JSON.parse(free.stdout).held, false);
-      await watching.until("for the lock's end", eventLike({ event: "ended", key: `${base}:lock`, kind: "lock" }));
+      await inspectPlainLock(watching, server.url, base, store);
       watching.child.kill("SIGINT");
       assert.equal((await watching.exit).code, 0);
     } finally {
@@ -1004,31 +1039,20 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
 describe("locksmith on MySQL (MariaDB)", await requireMysql(), () => {
   let server;
   let store;
-  before(async () => {
-    server = await startMysql();
-    store = await MySqlLockStore.connect(server.url);
-  });
-  after(async () => {
-    await store?.close();
-    await server?.dispose();
-  });
+  storeOnServer(
+    startMysql,
+    (mysql) => MySqlLockStore.connect(mysql.url),
+    (opened, started) => {
+      [store, server] = [opened, started];
+    },
+  );
 
   it("lists and frees locks, semaphore permits and read-write holds; a freed permit goes to a waiter", async () => {
     const base = uniqueKey("cli-mysql");
-    const l = new ls.Lock(`${base}:lock`, 30_000, store);
-    const permits = [ls.semaphore(`${base}:sem`, 2, 30_000, store), ls.semaphore(`${base}:sem`, 2, 30_000, store)];
-    const writer = ls.readWriteLock(`${base}:rw`, 30_000, store).writeLock();
-    for (const h of [l, ...permits, writer]) assert.equal(await h.acquire(), true);
+    const { l, permits, rw: writer } = await holdEveryKind(store, base, "write");
     const { code, stdout, stderr } = await cli("list", server.url, `${base}:*`, "--json");
     assert.equal(code, 0, stderr);
-    assert.deepEqual(
-      listed(stdout).map(({ key, kind, owner, fencingToken }) => ({ key, kind, owner, fencingToken })),
-      [
-        { key: `${base}:lock`, kind: "lock", owner: fingerprint(ownerOf(l)), fencingToken: l.fencingToken },
-        { key: `${base}:rw`, kind: "write", owner: fingerprint(ownerOf(writer)), fencingToken: writer.fencingToken },
-        ...permits.map((h) => ({ key: `${base}:sem`, kind: "semaphore", owner: fingerprint(ownerOf(h)), fencingToken: h.fencingToken })).sort(byOwner),
-      ],
-    );
+    assert.deepEqual(listedFields(listed(stdout)), everyKindListed(base, { l, permits, rw: writer }, "write"));
     assert.ok(listed(stdout).every((h) => h.remainingMs > 25_000 && h.remainingMs <= 30_000));
 
     const waiter = ls.semaphore(`${base}:sem`, 2, 30_000, store);
@@ -1064,32 +1088,7 @@ describe("locksmith on MySQL (MariaDB)", await requireMysql(), () => {
     const watching = started(["watch", server.url, `${base}:*`, "--json", "--interval", "100"]);
     try {
       await sleep(500);
-      const reader = ls.readWriteLock(`${base}:rw`, 30_000, store).readLock();
-      assert.equal(await reader.acquire(), true);
-      const readerOwner = fingerprint(ownerOf(reader));
-      await watching.until("for the reader", appeared({ key: `${base}:rw`, kind: "read", owner: readerOwner }));
-      const writer = ls.readWriteLock(`${base}:rw`, 30_000, store).writeLock();
-      const writing = writer.acquire({ timeout: 20_000, retryDelay: 50 });
-      await watching.until("for the waiting writer", eventLike({ event: "waiters", key: `${base}:rw`, waiters: 1, previousWaiters: 0 }));
-
-      const got = await cli("inspect", server.url, `${base}:rw`, "--json");
-      assert.equal(got.code, 0, got.stderr);
-      const report = JSON.parse(got.stdout);
-      assert.deepEqual([report.key, report.held, report.kind, report.waiters], [`${base}:rw`, true, "read", 1]);
-      assert.deepEqual(
-        report.holders.map((h) => [h.kind, h.owner, h.fencingToken]),
-        [["read", readerOwner, reader.fencingToken]],
-        "the waiting writer holds nothing",
-      );
-      assert.deepEqual(
-        report.waiting.map((w) => w.kind),
-        ["write"],
-      );
-      await reader.release();
-      assert.equal(await writing, true);
-      assert.equal(report.waiting[0].owner, fingerprint(ownerOf(writer)));
-      await watching.until("for the reader's end", eventLike({ event: "ended", key: `${base}:rw`, kind: "read", owner: readerOwner }));
-      await writer.release();
+      await inspectWaitingWriter(watching, server.url, base, { readers: store, writers: store, retryDelay: 50 });
 
       const s = ls.semaphore(`${base}:sem`, 3, 30_000, store);
       assert.equal(await s.acquire(), true);
@@ -1097,21 +1096,7 @@ describe("locksmith on MySQL (MariaDB)", await requireMysql(), () => {
       assert.deepEqual([sem.kind, sem.limit, sem.waiters], ["semaphore", 3, null]);
       await s.release();
 
-      const l = new ls.Lock(`${base}:lock`, 30_000, store);
-      assert.equal(await l.acquire(), true);
-      const plain = await cli("inspect", server.url, `${base}:lock`, "--json");
-      assert.equal(plain.code, 0, plain.stderr);
-      const held = JSON.parse(plain.stdout);
-      assert.deepEqual(
-        [held.held, held.kind, held.waiters, held.holders[0].owner, held.holders[0].fencingToken],
-        [true, "lock", null, fingerprint(ownerOf(l)), l.fencingToken],
-      );
-      assert.match((await cli("inspect", server.url, `${base}:lock`)).stdout, /^waiters: unknown \(/m);
-      await l.release();
-      const free = await cli("inspect", server.url, `${base}:lock`, "--json");
-      assert.equal(free.code, 1, free.stderr);
-      assert.equal(JSON.parse(free.stdout).held, false);
-      await watching.until("for the lock's end", eventLike({ event: "ended", key: `${base}:lock`, kind: "lock" }));
+      await inspectPlainLock(watching, server.url, base, store);
       watching.child.kill("SIGINT");
       assert.equal((await watching.exit).code, 0);
     } finally {

@@ -9,13 +9,17 @@ import { startRedis } from "./redis-server.mjs";
 import { startCluster } from "./redis-topology.mjs";
 import { ls } from "./target.mjs";
 
-/** The store `connect(server)` makes on the server `start()` starts; stopped with `server.dispose()` (or `stop()`). */
-export function storeOnServer(start, connect) {
+/**
+ * The store `connect(server)` makes on the server `start()` starts (handed to `opened(store,
+ * server)` too); the server stopped with `server.dispose()` (or `stop()`).
+ */
+export function storeOnServer(start, connect, opened = () => {}) {
   let server;
   let store;
   before(async () => {
     server = await start();
     store = await connect(server);
+    opened(store, server);
   });
   after(async () => {
     await store?.close();
