@@ -117,3 +117,70 @@ it("every file under js/ is in docs/ARCHITECTURE.md's folder table, by name or b
   });
   assert.deepEqual(missing, [], "files the folder table does not name: add them to their folder's row");
 });
+
+/** A module's text without its comments (a `//` after a `:` is a URL's, kept). */
+function code(file) {
+  return readFileSync(join(root, file), "utf8")
+    .replace(/\/\*[\s\S]*?\*\//g, "")
+    .replace(/(^|[^:\\])\/\/.*$/gm, "$1");
+}
+
+/** The names a module exports: its `export class|function|const X` and its `export { … }` lists. */
+function exportsOf(file) {
+  const text = code(file);
+  const declared = [...text.matchAll(/^export (?:class|function|const|let) (\w+)/gm)].map((m) => m[1]);
+  const listed = [...text.matchAll(/^export \{([^}]*)\}/gm)].flatMap((m) =>
+    m[1].split(",").map((n) =>
+      n
+        .trim()
+        .split(/\s+as\s+/)
+        .pop(),
+    ),
+  );
+  return [...declared, ...listed].filter(Boolean);
+}
+
+/** What a module takes and from where: each name it imports or requires, with the specifier it names. */
+function takenBy(file) {
+  const text = code(file);
+  const taken = [];
+  // "a", "b as c", "b: c" and "...rest" each name what is taken: a, b, b, rest.
+  const names = (list) => [...list.matchAll(/(?:^|,)\s*(?:\.\.\.)?(\w+)/g)].map((m) => m[1]);
+  // import { a, b as c } from "x" · const { a, b: c } = require("x") · const { a } = await import("x")
+  for (const m of text.matchAll(/\bimport\s*\{([^}]*)\}\s*from\s*["']([^"']+)["']/g)) for (const n of names(m[1])) taken.push({ name: n, spec: m[2] });
+  for (const m of text.matchAll(/\{([^}]*)\}\s*=\s*(?:require|await\s+import)\s*\(\s*["']([^"']+)["']\s*\)/g))
+    for (const n of names(m[1])) taken.push({ name: n, spec: m[2] });
+  // import * as ns from "x", import ns from "x", const ns = require("x"): every `ns.name` it reads.
+  const namespaces = [
+    ...text.matchAll(/\bimport\s+(?:\*\s+as\s+)?(\w+)\s+from\s*["']([^"']+)["']/g),
+    ...text.matchAll(/\b(?:const|let|var)\s+(\w+)\s*=\s*(?:require|await\s+import)\s*\(\s*["']([^"']+)["']\s*\)/g),
+  ];
+  for (const [, ns, spec] of namespaces) for (const m of text.matchAll(new RegExp(`\\b${ns}\\.(\\w+)`, "g"))) taken.push({ name: m[1], spec });
+  return taken;
+}
+
+/** Every module specifier a module names: static and dynamic imports, re-exports, requires. */
+function specifiersOf(file) {
+  return [...code(file).matchAll(/(?:\bfrom|\bimport|\brequire)\s*\(?\s*["']([^"']+)["']/g)].map((m) => m[1]);
+}
+
+it("every module takes the errors and the shared checks one way per module format, never by the package's name", () => {
+  const errors = exportsOf("js/api/errors.mjs");
+  const checks = exportsOf("js/api/checks.mjs");
+  assert.ok(errors.includes("LockStoreError") && errors.includes("invalid") && checks.includes("checkKind"), "finds what errors.mjs and checks.mjs export");
+  const wrong = [];
+  for (const file of all) {
+    for (const spec of specifiersOf(file)) {
+      if (/^locksmith-js(\/|$)/.test(spec)) wrong.push(`${file} imports "${spec}"`);
+    }
+    for (const { name, spec } of takenBy(file)) {
+      const home = errors.includes(name) ? "js/api/errors.mjs" : checks.includes(name) ? "js/api/checks.mjs" : undefined;
+      if (home === undefined || /^locksmith-js(\/|$)/.test(spec)) continue;
+      const from = spec.startsWith(".") ? normalize(join(dirname(file), spec)) : spec;
+      // ES modules: from the file itself, by a relative path; CommonJS: from the CommonJS API.
+      const want = file.endsWith(".cjs") ? "js/gen/api.cjs" : home;
+      if (from !== want) wrong.push(`${file} takes ${name} from "${spec}", not from ${want}`);
+    }
+  }
+  assert.deepEqual(wrong, []);
+});

@@ -80,9 +80,9 @@ copyFileSync(join(root, "js/types/postgres.d.ts"), join(root, "js/types/postgres
 copyFileSync(join(root, "js/types/mysql.d.ts"), join(root, "js/types/mysql.d.cts"));
 
 // Every other subpath's `require` condition: a CommonJS build of its ES module, and its
-// types as .d.cts (relative imports pointing at the .d.cts copies). A build takes the API
-// from require("locksmith-js"), never a copy of it, so its errors are the package's own
-// classes (`instanceof` holds across import and require). The client stores share one
+// types as .d.cts (relative imports pointing at the .d.cts copies). A build bundles what
+// its module imports of js/api, the error classes among it: their brands make `instanceof`
+// hold across this copy and the package's others (docs/ARCHITECTURE.md). The client stores share one
 // CommonJS copy of js/redis-client-store.mjs. locksmith-js/cloudflare gets the types only:
 // its `require` runs the ES module, which Workers bundlers take in (a CommonJS build's
 // require("cloudflare:workers") would throw in an ES module bundle). locksmith-js/otel

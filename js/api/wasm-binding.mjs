@@ -1,7 +1,8 @@
 // The API of the WebAssembly entries, over whichever module an entry initialised. The
 // binding looks the wasm exports up at call time, so the API exists before the module
 // is initialised, and a call made too early says so.
-import { LockError, makeApi } from "./api.mjs";
+import { makeApi } from "./api.mjs";
+import { LockError } from "./errors.mjs";
 
 let ready;
 

@@ -2,10 +2,8 @@
 // to use), and the gateway that POSTs requests to `/v3/…` on a member, moving to another
 // when one does not answer or has no leader, logs in, types etcd's refusals, and revokes
 // leases in the background. What the requests carry is built in js/stores/etcd-codec.mjs.
-import { LockStoreError, StoreClosedError, StoreUnavailableError } from "locksmith-js";
-
 import { checkMs } from "../api/checks.mjs";
-import { checkOptionKeys, invalid, typeName } from "../api/errors.mjs";
+import { LockStoreError, StoreClosedError, StoreUnavailableError, checkOptionKeys, invalid, typeName } from "../api/errors.mjs";
 import { b64, leaseSeconds, noop, now, prefixEnd, unref } from "./etcd-codec.mjs";
 
 const OPTIONS = ["endpoints", "keyPrefix", "username", "password", "operationTimeoutMs", "notifyReleases", "fetch"];

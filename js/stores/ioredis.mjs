@@ -1,7 +1,8 @@
 // locksmith-js/ioredis: the lock store over an ioredis client the application already has
 // (a `Redis`, a `Cluster`, or a `Redis` on Sentinels). Same keys and scripts as
 // RedisLockStore: locks taken through either can be released through the other.
-import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
+import { RedisClientStore, storeOptions } from "./redis-client-store.mjs";
+import { invalid, typeName } from "../api/errors.mjs";
 import { STORE_NAME } from "../api/symbols.mjs";
 
 function looksLikeIoredis(client) {

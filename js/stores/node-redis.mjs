@@ -2,7 +2,8 @@
 // `createClient()` or `createCluster()`) the application already has and has connected.
 // Same keys and scripts as RedisLockStore: locks taken through either can be released
 // through the other.
-import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
+import { RedisClientStore, storeOptions } from "./redis-client-store.mjs";
+import { invalid, typeName } from "../api/errors.mjs";
 import { STORE_NAME } from "../api/symbols.mjs";
 
 function looksLikeNodeRedis(client) {

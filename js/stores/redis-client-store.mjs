@@ -3,11 +3,9 @@
 // redis/src/lua, which the native engine compiles in) and the same fencing counter as
 // RedisLockStore, so a lock taken through any of them can be released or extended through
 // any other. Each client's module supplies a small driver; everything else lives here.
-import { LockStoreError } from "locksmith-js";
-
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
-import { checkOptionKeys, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
+import { LockStoreError, checkOptionKeys, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
@@ -15,10 +13,16 @@ import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
 /** How long a channel stays subscribed after its last waiter left, in case another comes. */
 const LINGER_MS = 5_000;
 
-const OPTIONS = ["keyPrefix", "operationTimeoutMs", "notifyReleases", "fencing"];
+/**
+ * How long after a woken waiter stops listening its wake-up is passed on, unless an
+ * acquire of the key came meanwhile. A waiter that uses its wake-up stops listening just
+ * before its attempt (in the addon, on another thread), so this only has to outlast
+ * that; a wake-up passed on needlessly costs one attempt, one never passed on a waiter
+ * its retry delay.
+ */
+const PASS_ON_MS = 5;
 
-// The client stores' modules check their arguments with these too.
-export { invalid, typeName };
+const OPTIONS = ["keyPrefix", "operationTimeoutMs", "notifyReleases", "fencing"];
 
 /** Checks the options every client store takes; returns them with defaults. */
 export function storeOptions(options, where, extra = []) {
@@ -56,7 +60,9 @@ const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
 export class RedisClientStore {
   #driver;
   #prefix;
-  #channels = new Map(); // channel -> { listeners: Set, subscribed: boolean, linger }
+  // channel -> { listeners: Set of { listener, woken, at }, subscribed: boolean, linger,
+  // all: whether a release wakes every listener, attempts: acquires of the lock key sent }
+  #channels = new Map();
   #subscriber;
   #notify;
   #cluster;
@@ -131,6 +137,11 @@ export class RedisClientStore {
    */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const lockKey = this.#key(key);
+    // An attempt on a key whose release woke a waiter here: the wake-up was used.
+    if (this.#channels.size > 0) {
+      const entry = this.#channels.get(`${lockKey}:released`);
+      if (entry !== undefined) entry.attempts++;
+    }
     if (!this.#fencing) {
       const reply = await this.#driver.setNx(lockKey, owner, ttlMs);
       return reply !== null && reply !== undefined;
@@ -250,7 +261,14 @@ export class RedisClientStore {
 
   /**
    * Wake-ups from the `…:released` messages that the release scripts publish (per lock, or
-   * per semaphore / read-write lock).
+   * per semaphore / read-write lock). As RedisLockStore's: a lock's release wakes one
+   * listener of this process, the one listening longest (it tries, and gets in or waits
+   * for the next release), so a release costs one attempt here rather than one per
+   * waiter; a semaphore's or read-write lock's wakes every one (one release can admit
+   * several, and each checks for itself). A woken listener that stops listening with no
+   * acquire of the key after its wake-up (its wait was aborted or timed out as the
+   * wake-up came, or it was a lock on several keys that found another key held) passes
+   * the wake-up on to the next.
    */
   onRelease(key, listener, kind) {
     // A key the Cluster cannot serve is never held: nothing to listen for.
@@ -258,33 +276,64 @@ export class RedisClientStore {
     const channel = `${kind === undefined ? this.lockKey(key) : this.#holders(key, kind)}:released`;
     let entry = this.#channels.get(channel);
     if (entry === undefined) {
-      entry = { listeners: new Set(), subscribed: false, linger: undefined };
+      entry = { listeners: new Set(), subscribed: false, linger: undefined, all: kind !== undefined, attempts: 0 };
       this.#channels.set(channel, entry);
       this.#subscribe(channel, entry);
     }
     clearTimeout(entry.linger);
     entry.linger = undefined;
-    const own = () => listener();
+    const own = { listener, woken: false, at: 0 };
     entry.listeners.add(own);
     return () => {
-      entry.listeners.delete(own);
-      if (entry.listeners.size === 0 && entry.linger === undefined && this.#channels.get(channel) === entry) {
-        entry.linger = setTimeout(() => this.#drop(channel, entry), LINGER_MS);
-        entry.linger.unref?.();
-      }
+      if (!entry.listeners.delete(own)) return;
+      if (own.woken && !entry.all) this.#passOnLater(channel, entry, own);
+      this.#idle(channel, entry);
     };
   }
 
+  /** Starts the linger of a channel nobody listens on any more. */
+  #idle(channel, entry) {
+    if (entry.listeners.size === 0 && entry.linger === undefined && this.#channels.get(channel) === entry) {
+      entry.linger = setTimeout(() => this.#drop(channel, entry), LINGER_MS);
+      entry.linger.unref?.();
+    }
+  }
+
+  /** Calls a listener and notes when (in the key's attempts) its wake-up came. */
+  static #wake(entry, own) {
+    own.woken = true;
+    own.at = entry.attempts;
+    try {
+      own.listener();
+    } catch {
+      // The listener's own affair: the others are still woken.
+    }
+  }
+
+  /** A release: one listener not woken yet (the longest listening), or every one. */
+  static #released(entry) {
+    for (const own of entry.listeners) {
+      if (entry.all) RedisClientStore.#wake(entry, own);
+      else if (!own.woken) return RedisClientStore.#wake(entry, own);
+    }
+  }
+
+  /** Wakes the next listener if no acquire of the key follows `own`'s wake-up soon. */
+  #passOnLater(channel, entry, own) {
+    if (entry.attempts !== own.at) return;
+    const timer = setTimeout(() => {
+      if (entry.attempts === own.at && this.#channels.get(channel) === entry) RedisClientStore.#released(entry);
+    }, PASS_ON_MS);
+    timer.unref?.();
+  }
+
   #subscribe(channel, entry) {
-    const wake = () => {
-      for (const listener of entry.listeners) listener();
-    };
     let subscriber;
     Promise.resolve()
       .then(() => {
         if (this.#closed) throw new Error("closed");
         subscriber = this.#subscriber ??= this.#driver.subscriber();
-        return subscriber.subscribe(channel, wake);
+        return subscriber.subscribe(channel, () => RedisClientStore.#released(entry));
       })
       .then(
         () => {
@@ -294,9 +343,9 @@ export class RedisClientStore {
             return;
           }
           entry.subscribed = true;
-          // A release between the waiter's attempt and the subscription taking effect
-          // sent its message to nobody: one more attempt covers it.
-          wake();
+          // A release between a waiter's attempt and the subscription taking effect
+          // sent its message to nobody: one more attempt each covers it.
+          for (const own of entry.listeners) RedisClientStore.#wake(entry, own);
         },
         () => {
           // No wake-ups for this channel: waiters fall back to their retry delay.

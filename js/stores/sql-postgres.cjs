@@ -6,8 +6,8 @@
 // key are called at once instead of polling. It reconnects with a backoff and checks the
 // connection now and then; a pool without pg's Client and options gets no LISTEN.
 
-const { LockStoreError, warnOnce } = require("../gen/api.cjs");
-const { checkKind, noop, serverTimeoutMs, storeError: sqlStoreError } = require("./sql-core.cjs");
+const { LockStoreError, checkKind, warnOnce } = require("../gen/api.cjs");
+const { noop, serverTimeoutMs, storeError: sqlStoreError } = require("./sql-core.cjs");
 
 /**
  * Warns, once per process, when `pool` (a user's pg.Pool given to new PostgresLockStore)

@@ -2,7 +2,8 @@
 // runtimes without TCP such as Vercel Edge. Same keys and scripts as RedisLockStore:
 // locks taken through either can be released through the other. REST has no pub/sub, so
 // waiters retry at their retryDelay.
-import { invalid, RedisClientStore, storeOptions, typeName } from "./redis-client-store.mjs";
+import { RedisClientStore, storeOptions } from "./redis-client-store.mjs";
+import { invalid, typeName } from "../api/errors.mjs";
 import { STORE_NAME } from "../api/symbols.mjs";
 
 function looksLikeUpstash(client) {
