@@ -2,34 +2,24 @@
 // client sends and refuses a count it cannot trust; its fairness index and per-worker
 // counts add up.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { Redis } from "ioredis";
+import { before, describe, it } from "node:test";
 
 import { contendOnOneKey } from "../bench/exclusion.mjs";
 import { countRequests, knownTraffic } from "../bench/round-trips.mjs";
 import { jainIndex } from "../bench/stats.mjs";
-import { startRedis } from "./support/redis-server.mjs";
+import { redisWithClients } from "./support/redis-clients.mjs";
 import { ls, uniqueKey } from "./support/target.mjs";
 
 describe("the benchmark's client round-trip count", () => {
   let server;
   let admin;
   let bystander;
-  const opened = [];
-  const client = () => {
-    const c = new Redis(server.url);
-    opened.push(c);
-    return c;
-  };
-  before(async () => {
-    server = await startRedis();
-    admin = new Redis(server.url);
-    bystander = new Redis(server.url);
-    await bystander.ping();
+  const client = redisWithClients((started, adminClient) => {
+    [server, admin] = [started, adminClient];
   });
-  after(async () => {
-    await Promise.all([admin, bystander, ...opened].map((c) => c.quit()));
-    await server.stop();
+  before(async () => {
+    bystander = client();
+    await bystander.ping();
   });
 
   it("counts each request of the new connections, not their scripts' commands nor older connections' requests", async () => {

@@ -3,31 +3,19 @@
 // pair sends as MONITOR shows them, and the bare floor that replays those commands from a
 // minimal RESP client. Each must report exactly what known traffic did.
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { Redis } from "ioredis";
+import { describe, it } from "node:test";
 
 import { countRequests, monitorArgs } from "../bench/round-trips.mjs";
 import { capturePair, replay, respClient, sampleServer, serverCost } from "../bench/server-cost.mjs";
-import { startRedis } from "./support/redis-server.mjs";
+import { redisWithClients } from "./support/redis-clients.mjs";
 
 const RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 
 describe("the benchmark's server cost per pair", () => {
   let server;
   let admin;
-  const opened = [];
-  const client = () => {
-    const c = new Redis(server.url);
-    opened.push(c);
-    return c;
-  };
-  before(async () => {
-    server = await startRedis();
-    admin = new Redis(server.url);
-  });
-  after(async () => {
-    await Promise.all([admin, ...opened].map((c) => c.quit()));
-    await server.stop();
+  const client = redisWithClients((started, adminClient) => {
+    [server, admin] = [started, adminClient];
   });
 
   it("counts each command type's calls per unit, a script's inner commands under their own names, not its own INFO", async () => {
