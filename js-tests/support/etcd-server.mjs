@@ -14,7 +14,7 @@ import { after, before } from "node:test";
 import { promisify } from "node:util";
 import { EtcdLockStore } from "locksmith-js/etcd";
 
-import { freePort, required, watched } from "./server-process.mjs";
+import { freePort, required, untilAnswers, watched } from "./server-process.mjs";
 
 const run = promisify(execFile);
 
@@ -186,19 +186,18 @@ export async function startEtcd({ size = 3, tls, args: extra = [], fastElections
     state = "existing";
     const deadline = Date.now() + 20_000;
     for (const m of members) {
-      for (;;) {
-        try {
-          const status = await etcdCall(m.adminUrl, "maintenance/status", {}, { timeoutMs: 500 });
-          m.id = status.header.member_id;
-          break;
-        } catch (err) {
-          if (m.child.exitCode !== null || Date.now() > deadline) {
-            const log = await readFile(join(dir, `${m.name}.log`), "utf8").catch(() => "");
-            throw new Error(`etcd member ${m.name} did not start on ${m.url}: ${err.message}\n${log.slice(-2_000)}`);
-          }
-          await sleep(50);
-        }
-      }
+      const answers = async () => {
+        const status = await etcdCall(m.adminUrl, "maintenance/status", {}, { timeoutMs: 500 });
+        m.id = status.header.member_id;
+        return true;
+      };
+      await untilAnswers(m.child, answers, {
+        ms: deadline - Date.now(),
+        failed: async (err) => {
+          const log = await readFile(join(dir, `${m.name}.log`), "utf8").catch(() => "");
+          return new Error(`etcd member ${m.name} did not start on ${m.url}: ${err?.message}\n${log.slice(-2_000)}`);
+        },
+      });
     }
     await cluster.waitForLeader();
   } catch (err) {
