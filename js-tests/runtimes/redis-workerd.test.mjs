@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { freePort } from "../support/redis-server.mjs";
-import { nodeBesideWorker, takenInNodeReleasedInWorker, takenInWorkerReleasedInNode } from "../support/workerd-harness.mjs";
+import { nodeBesideWorker, takenInNodeReleasedInWorker, takenInWorkerReleasedInNode } from "../support/workerd-handoff.mjs";
 import { ls, TARGET, uniqueKey } from "../support/target.mjs";
 
 describe("Node (native RedisLockStore) and workerd (RedisLockStore over connect()) share locks", {

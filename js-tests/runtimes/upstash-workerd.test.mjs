@@ -3,7 +3,7 @@
 // fencing counter, across runtimes.
 import { describe, it } from "node:test";
 
-import { nodeBesideWorker, takenInNodeReleasedInWorker, takenInWorkerReleasedInNode } from "../support/workerd-harness.mjs";
+import { nodeBesideWorker, takenInNodeReleasedInWorker, takenInWorkerReleasedInNode } from "../support/workerd-handoff.mjs";
 import { TARGET } from "../support/target.mjs";
 import { startUpstashRest } from "../support/upstash-rest.mjs";
 
