@@ -5,43 +5,13 @@
 // from an AUTO_INCREMENT column; waiters poll (at the acquire's retryDelay): MySQL has no
 // LISTEN/NOTIFY, and GET_LOCK's session locks do not mix well with pooled connections.
 
-const {
-  LockStoreError,
-  StoreClosedError,
-  StoreUnavailableError,
-  checkKind,
-  invalid,
-  typeName,
-  ACQUIRE_TOKEN,
-  ACQUIRE_PERMIT_TOKEN,
-  releaseHolds,
-} = require("../gen/api.cjs");
-const {
-  HOLDING,
-  SWEEP_INTERVAL_MS,
-  SWEEP_ROWS,
-  Cleanups,
-  SqlLockStore,
-  checkWeight,
-  closing,
-  decidePermit,
-  limitMismatch,
-  noop,
-  parseOptions: parseSqlOptions,
-  toToken: sqlToken,
-} = require("./sql-core.cjs");
-const {
-  DIALECT,
-  NOW_MS,
-  SESSION_VARIABLES,
-  isConnectionError,
-  missingTableMessage,
-  restore,
-  saveAndSet,
-  sessionSettings,
-  setSession,
-  storeError,
-} = require("./sql-mysql.cjs");
+const { LockStoreError, StoreClosedError, checkKind, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
+// What the SQL stores share, and MySQL's dialect of it.
+const core = require("./sql-core.cjs");
+const dialect = require("./sql-mysql.cjs");
+
+const { HOLDING, SWEEP_ROWS, noop } = core;
+const { NOW_MS } = dialect;
 
 // A plain lock's row is deleted this long after it expired or was released (see release()).
 const SWEEP_AFTER_MS = 60_000;
@@ -58,9 +28,9 @@ const quote = (identifier) => `\`${identifier}\``;
 // pooled connection (a restart) is no uncaught exception.
 const guarded = new WeakSet();
 
-const parseOptions = (options) => parseSqlOptions(options, DIALECT);
+const parseOptions = (options) => core.parseOptions(options, dialect.DIALECT);
 
-const toToken = (value) => sqlToken(value, "MySQL: the fencing counter");
+const toToken = (value) => core.toToken(value, "MySQL: the fencing counter");
 
 /** A VARBINARY column's value (a Buffer from mysql2) as text. */
 const text = (value) => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
@@ -76,21 +46,17 @@ function matchedRows(result) {
   return found ? Number(found[1]) : Number(result?.affectedRows ?? 0);
 }
 
-class MySqlLockStore extends SqlLockStore {
+class MySqlLockStore extends core.SqlLockStore {
   #pool;
   #ownsPool;
   #options;
   #sql;
   #schemaReady;
-  #closed = false;
-  #closing;
-  // Set once close() stopped waiting for calls, as it ends the pool: nothing runs after.
-  #ending;
   #lastSweep = 0;
   #sweeping;
   // Cleanups after acquires whose outcome is uncertain (see Cleanups): they may still run
   // while close() waits for them.
-  #cleanups = new Cleanups({
+  #cleanups = new core.Cleanups({
     operationTimeoutMs: this.operationTimeoutMs,
     closed: () => this.#closed,
     ending: () => this.#ending !== undefined,
@@ -99,6 +65,10 @@ class MySqlLockStore extends SqlLockStore {
   });
   // The calls under way (each settles within the operation timeout): close() waits for them.
   #calls = new Set();
+  // Set by close(); #ending once it stopped waiting for calls, as it ends the pool:
+  // nothing runs after.
+  #closed = false;
+  #ending;
   // What each connection (mysql2's core one) needs around a transaction: { enter, leave }
   // statements, after its steady settings are set (the store's own pool) or not (yours).
   #sessions = new WeakMap();
@@ -121,14 +91,7 @@ class MySqlLockStore extends SqlLockStore {
     if (!URL_SCHEME.test(urlOrPool)) {
       throw invalid(`MySqlLockStore.connect() takes a MySQL URL, starting mysql://; got ${JSON.stringify(urlOrPool.replace(/\/\/[^@/]*@/, "//…@"))}`);
     }
-    let mysql;
-    try {
-      mysql = require("mysql2/promise");
-    } catch (err) {
-      const error = new LockStoreError("locksmith: MySqlLockStore.connect() needs the `mysql2` package: npm install mysql2");
-      error.cause = err;
-      throw error;
-    }
+    const mysql = core.loadDriver(() => require("mysql2/promise"), "MySqlLockStore", "mysql2");
     const pool = mysql.createPool({
       uri: urlOrPool,
       // A connection attempt outlives the call that started it, which times out first (and
@@ -143,13 +106,7 @@ class MySqlLockStore extends SqlLockStore {
     pool.pool.on("connection", (connection) => connection.stream?.unref?.());
     const store = new MySqlLockStore(pool, options);
     store.#ownsPool = true;
-    try {
-      await store.#run("connect", noop);
-    } catch (err) {
-      await store.close().catch(noop);
-      throw err;
-    }
-    return store;
+    return core.opened(store, () => store.#run("connect", noop));
   }
 
   /**
@@ -165,7 +122,7 @@ class MySqlLockStore extends SqlLockStore {
       throw invalid(`new MySqlLockStore(pool) takes a mysql2/promise pool; got ${typeName(pool)}`);
     }
     const parsed = parseOptions(options);
-    super("mysql", parsed);
+    super("mysql", dialect.DIALECT.className, parsed, () => this.#shutDown());
     this.#options = parsed;
     this.#pool = pool;
     this.#ownsPool = false;
@@ -203,7 +160,7 @@ class MySqlLockStore extends SqlLockStore {
     return call;
   }
 
-  async #call(what, fn) {
+  #call(what, fn) {
     const ms = this.#options.operationTimeoutMs;
     let connection;
     let done = false;
@@ -232,26 +189,15 @@ class MySqlLockStore extends SqlLockStore {
         finish(false);
         return result;
       } catch (err) {
-        finish(connection.inTransaction === true || isConnectionError(err));
+        finish(connection.inTransaction === true || dialect.isConnectionError(err));
         throw err;
       }
     })();
-    let timer;
-    const timeout = new Promise((_, reject) => {
-      timer = setTimeout(() => {
-        timedOut = true;
-        finish(true);
-        reject(new StoreUnavailableError(`locksmith: MySQL did not answer ${what} within ${ms} ms`));
-      }, ms);
-    });
-    work.catch(noop);
-    try {
-      return await Promise.race([work, timeout]);
-    } catch (err) {
-      throw storeError(err);
-    } finally {
-      clearTimeout(timer);
-    }
+    const giveUp = () => {
+      timedOut = true;
+      finish(true);
+    };
+    return core.withinTimeout(work, { what, ms, label: "MySQL", giveUp, storeError: dialect.storeError });
   }
 
   /**
@@ -266,16 +212,16 @@ class MySqlLockStore extends SqlLockStore {
     if (known) return known;
     let has = serverVariables.get(target);
     if (has === undefined) {
-      const [rows] = await connection.query("SHOW SESSION VARIABLES WHERE Variable_name IN (?)", [SESSION_VARIABLES]);
+      const [rows] = await connection.query("SHOW SESSION VARIABLES WHERE Variable_name IN (?)", [dialect.SESSION_VARIABLES]);
       has = new Set(rows.map((r) => text(r.Variable_name ?? r.variable_name)));
       serverVariables.set(target, has);
     }
-    const { steady, transaction, isolated } = sessionSettings(has, this.#options.operationTimeoutMs);
+    const { steady, transaction, isolated } = dialect.sessionSettings(has, this.#options.operationTimeoutMs);
     const around = this.#ownsPool ? transaction : [...steady, ...transaction];
-    if (this.#ownsPool && steady.length > 0) await connection.query(setSession(steady));
+    if (this.#ownsPool && steady.length > 0) await connection.query(dialect.setSession(steady));
     const session = {
-      enter: [...(isolated ? [] : ["SET TRANSACTION ISOLATION LEVEL READ COMMITTED"]), ...(around.length > 0 ? [saveAndSet(around)] : [])],
-      leave: around.length > 0 ? [restore(around)] : [],
+      enter: [...(isolated ? [] : ["SET TRANSACTION ISOLATION LEVEL READ COMMITTED"]), ...(around.length > 0 ? [dialect.saveAndSet(around)] : [])],
+      leave: around.length > 0 ? [dialect.restore(around)] : [],
     };
     this.#sessions.set(target, session);
     return session;
@@ -326,50 +272,14 @@ class MySqlLockStore extends SqlLockStore {
   }
 
   async #createSchema(connection) {
-    const { locks, permits, keys, fencing, names } = this.#sql;
+    const { names } = this.#sql;
     const [rows] = await connection.query(
       "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name IN (?)",
       [this.#options.qualifier ?? null, names],
     );
     if (Number(rows[0].n) === names.length) return;
-    if (!this.#options.createTable) throw new LockStoreError(missingTableMessage(this.#options.table));
-    // Keys and owners are bytes (VARBINARY): compared exactly, without a collation's case
-    // folding or trailing-space padding. Expiry is milliseconds on the server's clock.
-    // CREATE TABLE IF NOT EXISTS is safe when several processes start at once.
-    await connection.query(
-      `CREATE TABLE IF NOT EXISTS ${locks} (
-        \`key\` VARBINARY(1024) NOT NULL PRIMARY KEY,
-        owner VARBINARY(255) NOT NULL,
-        expires_at BIGINT NOT NULL,
-        fencing_token BIGINT NULL,
-        INDEX expires_at (expires_at)
-      ) ENGINE=InnoDB`,
-    );
-    await connection.query(
-      `CREATE TABLE IF NOT EXISTS ${permits} (
-        kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-        \`key\` VARBINARY(1024) NOT NULL,
-        owner VARBINARY(255) NOT NULL,
-        role VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-        expires_at BIGINT NOT NULL,
-        fencing_token BIGINT NULL,
-        semaphore_limit INT NULL,
-        permits INT NOT NULL DEFAULT 1,
-        PRIMARY KEY (kind, \`key\`, owner),
-        INDEX expires_at (expires_at)
-      ) ENGINE=InnoDB`,
-    );
-    // One row per semaphore or read-write key: its lock, under which its permits change.
-    await connection.query(
-      `CREATE TABLE IF NOT EXISTS ${keys} (
-        kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-        \`key\` VARBINARY(1024) NOT NULL,
-        PRIMARY KEY (kind, \`key\`)
-      ) ENGINE=InnoDB`,
-    );
-    // Fencing tokens: each grant inserts a row; its AUTO_INCREMENT id is the token. The
-    // counter only grows (MySQL 8 and MariaDB keep it across restarts); old rows are swept.
-    await connection.query(`CREATE TABLE IF NOT EXISTS ${fencing} (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY) ENGINE=InnoDB`);
+    if (!this.#options.createTable) throw new LockStoreError(dialect.missingTableMessage(this.#options.table));
+    for (const statement of dialect.createTables(this.#sql)) await connection.query(statement);
   }
 
   /** A new fencing token: larger than every token drawn before. */
@@ -407,7 +317,7 @@ class MySqlLockStore extends SqlLockStore {
   /** Deletes a bounded number of expired rows, at most every few seconds, in the background. */
   #maybeSweep() {
     const now = Date.now();
-    if (this.#sweeping || this.#closed || now - this.#lastSweep < SWEEP_INTERVAL_MS) return;
+    if (this.#sweeping || this.#closed || now - this.#lastSweep < core.SWEEP_INTERVAL_MS) return;
     this.#lastSweep = now;
     const { locks, permits, keys, fencing } = this.#sql;
     const sweep = async () => {
@@ -571,7 +481,7 @@ class MySqlLockStore extends SqlLockStore {
    */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
     const set = checkKind(kind);
-    const weight = checkWeight(kind, limit, permits);
+    const weight = core.checkWeight(kind, limit, permits);
     const admitted = this.#admit();
     return this.#cleanups.inTurn(set, key, owner, () => this.#acquirePermit(key, owner, ttlMs, kind, set, limit, weight, admitted));
   }
@@ -598,7 +508,7 @@ class MySqlLockStore extends SqlLockStore {
             limit: r.semaphore_limit === null ? null : Number(r.semaphore_limit),
             permits: Number(r.permits),
           }));
-        const { admitted, held, heldLimit, wait } = decidePermit(rows, kind, owner, limit, weight);
+        const { admitted, held, heldLimit, wait } = core.decidePermit(rows, kind, owner, limit, weight);
         if (held) return false;
         if (heldLimit !== undefined) return { rollback: { heldLimit } };
         const upsert = (role, token) =>
@@ -623,7 +533,7 @@ class MySqlLockStore extends SqlLockStore {
       admitted,
     ).then(...this.#cleanups.settled(cleanup, set, key, owner, ttlMs));
     this.#maybeSweep();
-    if (token !== null && typeof token === "object") throw limitMismatch(key, token.heldLimit, limit);
+    if (token !== null && typeof token === "object") throw core.limitMismatch(key, token.heldLimit, limit);
     return token;
   }
 
@@ -695,36 +605,29 @@ class MySqlLockStore extends SqlLockStore {
   // -------------------------------------------------------------------------------
 
   /**
-   * Releases the holds this process took through the store first (within `timeoutMs`, 2 s
-   * by default; `keepHolds: true` leaves them to their TTL; over a pool you passed in,
-   * close() comes before its end()). Later calls fail with StoreClosedError at once.
-   * Waits for the calls under way and the pending cleanups after uncertain acquires (each
-   * tried once more, now), at most about twice operationTimeoutMs; then ends the pool if
-   * the store made it (a pool you passed in stays open, without the store's `connection`
-   * listener).
+   * close(), once the holds are released (see SqlLockStore): later calls fail with
+   * StoreClosedError at once. Waits for the calls under way and the pending cleanups
+   * after uncertain acquires (each tried once more, now), at most about twice
+   * operationTimeoutMs; then ends the pool if the store made it (a pool you passed in
+   * stays open, without the store's `connection` listener).
    */
-  async close(options) {
-    const released = await releaseHolds(this, options, "MySqlLockStore");
-    this.#closing ??= closing(async () => {
-      this.#closed = true;
-      this.#cleanups.stopTimers();
-      this.#cleanups.runPendingOnce();
-      const deadline = performance.now() + 2 * this.#options.operationTimeoutMs + 1_000;
-      while (this.#calls.size > 0 || this.#sweeping) {
-        const left = deadline - performance.now();
-        if (left <= 0) break;
-        let timer;
-        await Promise.race([Promise.all([...this.#calls, this.#sweeping]), new Promise((resolve) => (timer = setTimeout(resolve, left)))]);
-        clearTimeout(timer);
-      }
-      this.#ending = true;
-      this.#cleanups.clear();
-      const events = this.#pool.pool ?? this.#pool;
-      events.removeListener?.("connection", guard);
-      if (this.#ownsPool) await this.#pool.end();
-    });
-    await this.#closing;
-    released.check();
+  async #shutDown() {
+    this.#closed = true;
+    this.#cleanups.stopTimers();
+    this.#cleanups.runPendingOnce();
+    const deadline = performance.now() + 2 * this.#options.operationTimeoutMs + 1_000;
+    while (this.#calls.size > 0 || this.#sweeping) {
+      const left = deadline - performance.now();
+      if (left <= 0) break;
+      let timer;
+      await Promise.race([Promise.all([...this.#calls, this.#sweeping]), new Promise((resolve) => (timer = setTimeout(resolve, left)))]);
+      clearTimeout(timer);
+    }
+    this.#ending = true;
+    this.#cleanups.clear();
+    const events = this.#pool.pool ?? this.#pool;
+    events.removeListener?.("connection", guard);
+    if (this.#ownsPool) await this.#pool.end();
   }
 }
 

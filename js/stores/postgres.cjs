@@ -4,43 +4,13 @@
 // fencing tokens come from a sequence; releases are announced with NOTIFY and heard on
 // one LISTEN connection per store, so waiters wake at once instead of polling.
 
-const {
-  LockStoreError,
-  StoreClosedError,
-  StoreUnavailableError,
-  checkKind,
-  invalid,
-  typeName,
-  ACQUIRE_TOKEN,
-  ACQUIRE_PERMIT_TOKEN,
-  releaseHolds,
-} = require("../gen/api.cjs");
-const {
-  HOLDING,
-  SWEEP_INTERVAL_MS,
-  SWEEP_ROWS,
-  Cleanups,
-  SqlLockStore,
-  checkWeight,
-  closing,
-  decidePermit,
-  limitMismatch,
-  noop,
-  parseOptions: parseSqlOptions,
-  serverTimeoutMs,
-  toToken: sqlToken,
-} = require("./sql-core.cjs");
-const {
-  DIALECT,
-  PostgresListener,
-  createSchema,
-  inTransaction,
-  isConnectionError,
-  quote,
-  schemaNames,
-  storeError,
-  warnUnwatchedPool,
-} = require("./sql-postgres.cjs");
+const { StoreClosedError, StoreUnavailableError, checkKind, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
+// What the SQL stores share, and PostgreSQL's dialect of it.
+const core = require("./sql-core.cjs");
+const dialect = require("./sql-postgres.cjs");
+
+const { HOLDING, SWEEP_ROWS, noop, serverTimeoutMs } = core;
+const { inTransaction, quote } = dialect;
 
 // The URL schemes of PostgreSQL connection strings.
 const URL_SCHEME = /^postgres(?:ql)?:\/\//i;
@@ -48,23 +18,22 @@ const URL_SCHEME = /^postgres(?:ql)?:\/\//i;
 // The milliseconds of `$n` from now, on the server's clock.
 const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisecond'`;
 
-const parseOptions = (options) => parseSqlOptions(options, DIALECT);
+const parseOptions = (options) => core.parseOptions(options, dialect.DIALECT);
 
 /** `value`, a bigint as pg returns it, as a fencing token JS can carry. */
-const toToken = (value) => sqlToken(value, "PostgreSQL: the fencing sequence");
+const toToken = (value) => core.toToken(value, "PostgreSQL: the fencing sequence");
 
-class PostgresLockStore extends SqlLockStore {
+class PostgresLockStore extends core.SqlLockStore {
   #pool;
   #ownsPool;
   #options;
   #sql;
   #schemaReady;
   #closed = false;
-  #closing;
   #lastSweep = 0;
   #sweeping;
   // Cleanups after acquires whose outcome is uncertain (see Cleanups).
-  #cleanups = new Cleanups({
+  #cleanups = new core.Cleanups({
     operationTimeoutMs: this.operationTimeoutMs,
     closed: () => this.#closed,
     ending: () => this.#closed,
@@ -95,14 +64,7 @@ class PostgresLockStore extends SqlLockStore {
     config.statement_timeout ??= serverTimeoutMs(parsed.operationTimeoutMs);
     // The store's pool must not keep Node alive: the application's own work decides that.
     config.allowExitOnIdle ??= true;
-    let pg;
-    try {
-      pg = require("pg");
-    } catch (err) {
-      const error = new LockStoreError("locksmith: PostgresLockStore.connect() needs the `pg` package: npm install pg");
-      error.cause = err;
-      throw error;
-    }
+    const pg = core.loadDriver(() => require("pg"), "PostgresLockStore", "pg");
     const pool = new pg.Pool(config);
     // An idle connection that the server closes is dropped by the pool; without a
     // listener its error would be an uncaught exception. (Connections checked out get
@@ -110,12 +72,7 @@ class PostgresLockStore extends SqlLockStore {
     pool.on("error", noop);
     const store = new PostgresLockStore(pool, options);
     store.#ownsPool = true;
-    try {
-      await store.#run("connect", noop);
-    } catch (err) {
-      await store.close().catch(noop);
-      throw err;
-    }
+    await core.opened(store, () => store.#run("connect", noop));
     await store.#listener.ready();
     return store;
   }
@@ -129,14 +86,14 @@ class PostgresLockStore extends SqlLockStore {
       throw invalid(`new PostgresLockStore(pool) takes a pg.Pool; got ${typeName(pool)}`);
     }
     const parsed = parseOptions(options);
-    super("postgres", parsed);
+    super("postgres", dialect.DIALECT.className, parsed, () => this.#shutDown());
     this.#options = parsed;
     this.#pool = pool;
     this.#ownsPool = false;
-    this.#sql = schemaNames(parsed);
+    this.#sql = dialect.schemaNames(parsed);
     const { name } = parsed;
-    this.#listener = new PostgresListener(pool, { enabled: parsed.listen, timeoutMs: parsed.operationTimeoutMs, channel: name, quoted: quote(name) });
-    warnUnwatchedPool(pool);
+    this.#listener = new dialect.PostgresListener(pool, { enabled: parsed.listen, timeoutMs: parsed.operationTimeoutMs, channel: name, quoted: quote(name) });
+    dialect.warnUnwatchedPool(pool);
   }
 
   // -------------------------------------------------------------------------------
@@ -188,27 +145,16 @@ class PostgresLockStore extends SqlLockStore {
           // A failed transaction is rolled back by destroying the connection.
           release(err);
         } else {
-          release(isConnectionError(err) ? err : undefined);
+          release(dialect.isConnectionError(err) ? err : undefined);
         }
         throw err;
       }
     })();
-    let timer;
-    const timeout = new Promise((_, reject) => {
-      timer = setTimeout(() => {
-        timedOut = true;
-        release(new Error("timed out"));
-        reject(new StoreUnavailableError(`locksmith: PostgreSQL did not answer ${what} within ${ms} ms`));
-      }, ms);
-    });
-    work.catch(noop);
-    try {
-      return await Promise.race([work, timeout]);
-    } catch (err) {
-      throw storeError(err);
-    } finally {
-      clearTimeout(timer);
-    }
+    const giveUp = () => {
+      timedOut = true;
+      release(new Error("timed out"));
+    };
+    return core.withinTimeout(work, { what, ms, label: "PostgreSQL", giveUp, storeError: dialect.storeError });
   }
 
   /**
@@ -243,7 +189,7 @@ class PostgresLockStore extends SqlLockStore {
 
   /** Creates the table, its permits table and its sequence if any is missing. */
   async #ensureSchema(client) {
-    this.#schemaReady ??= createSchema(client, this.#sql, this.#options).then(
+    this.#schemaReady ??= dialect.createSchema(client, this.#sql, this.#options).then(
       () => this.#listener.start(),
       (err) => {
         this.#schemaReady = undefined;
@@ -306,7 +252,7 @@ class PostgresLockStore extends SqlLockStore {
   /** Deletes a bounded number of expired rows, at most every few seconds, in the background. */
   #maybeSweep() {
     const now = Date.now();
-    if (this.#sweeping || now - this.#lastSweep < SWEEP_INTERVAL_MS) return;
+    if (this.#sweeping || now - this.#lastSweep < core.SWEEP_INTERVAL_MS) return;
     this.#lastSweep = now;
     const { locks, permits } = this.#sql;
     this.#sweeping = this.#run("a cleanup", async (client) => {
@@ -532,7 +478,7 @@ class PostgresLockStore extends SqlLockStore {
    */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, weight) {
     const set = checkKind(kind);
-    weight = checkWeight(kind, limit, weight);
+    weight = core.checkWeight(kind, limit, weight);
     return this.#cleanups.inTurn(set, key, owner, () => this.#acquirePermit(key, owner, ttlMs, kind, set, limit, weight));
   }
 
@@ -556,7 +502,7 @@ class PostgresLockStore extends SqlLockStore {
         for (const r of all) if (r.role === "waiting") r.role = "turn";
       }
       const rows = all.filter((r) => r.live).map((r) => ({ owner: r.owner, role: r.role, limit: r.semaphore_limit, permits: r.permits }));
-      const { admitted, held, heldLimit, wait } = decidePermit(rows, kind, owner, limit, weight);
+      const { admitted, held, heldLimit, wait } = core.decidePermit(rows, kind, owner, limit, weight);
       if (held) return false;
       if (heldLimit !== undefined) return { heldLimit };
       if (admitted) {
@@ -592,7 +538,7 @@ class PostgresLockStore extends SqlLockStore {
       return false;
     }).then(...this.#cleanups.settled(cleanup, set, key, owner, ttlMs));
     this.#maybeSweep();
-    if (typeof token === "object") throw limitMismatch(key, token.heldLimit, limit);
+    if (typeof token === "object") throw core.limitMismatch(key, token.heldLimit, limit);
     return token;
   }
 
@@ -678,19 +624,11 @@ class PostgresLockStore extends SqlLockStore {
   // -------------------------------------------------------------------------------
 
   /**
-   * Releases the holds this process took through the store (within `timeoutMs`, 2 s by
-   * default; `keepHolds: true` leaves them to their TTL), then closes the LISTEN
-   * connection and, for a store from `connect()`, its pool. A pool you passed in stays
-   * open (close() comes before its end()). Later calls fail with StoreClosedError.
+   * close(), once the holds are released (see SqlLockStore): later calls fail with
+   * StoreClosedError; closes the LISTEN connection and, for a store from `connect()`,
+   * its pool.
    */
-  async close(options) {
-    const released = await releaseHolds(this, options, "PostgresLockStore");
-    this.#closing ??= closing(() => this.#close());
-    await this.#closing;
-    released.check();
-  }
-
-  async #close() {
+  async #shutDown() {
     this.#closed = true;
     this.#cleanups.stopTimers();
     await this.#listener.close();

@@ -18,6 +18,7 @@ const {
   ACQUIRE_TOKEN,
   ACQUIRE_PERMIT_TOKEN,
   STORE_NAME,
+  releaseHolds,
 } = require("../gen/api.cjs");
 
 // The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
@@ -330,15 +331,21 @@ class Cleanups {
 /**
  * What both stores' classes have alike: their name for diagnostics, weighted permits, the
  * table and timeout they were made with, the boolean answers of acquire and acquirePermit,
- * and close() that lets Node exit only once the store has closed.
+ * and close(), which releases the process's holds and then runs the store's own
+ * `shutDown()` once, keeping Node alive until it is done.
  */
 class SqlLockStore {
   #name;
+  #className;
   #options;
+  #shutDown;
+  #closing;
 
-  constructor(name, options) {
+  constructor(name, className, options, shutDown) {
     this.#name = name;
+    this.#className = className;
     this.#options = options;
+    this.#shutDown = shutDown;
     noteSharedStore(this);
   }
 
@@ -377,6 +384,70 @@ class SqlLockStore {
   async acquirePermit(key, owner, ttlMs, kind, limit, permits) {
     return (await this[ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits)) !== false;
   }
+
+  /**
+   * Releases the holds this process took through the store (within `timeoutMs`, 2 s by
+   * default; `keepHolds: true` leaves them to their TTL), then closes the store: later
+   * calls fail with StoreClosedError. A pool you passed in stays open (close() comes
+   * before its end()).
+   */
+  async close(options) {
+    const released = await releaseHolds(this, options, this.#className);
+    this.#closing ??= closing(this.#shutDown);
+    await this.#closing;
+    released.check();
+  }
+}
+
+/**
+ * The database's driver package (an optional peer dependency) as `load()` requires it, or
+ * the error that says to install it. The stores pass `() => require("pg")`, so bundlers see
+ * which package it is.
+ */
+function loadDriver(load, className, name) {
+  try {
+    return load();
+  } catch (err) {
+    const error = new LockStoreError(`locksmith: ${className}.connect() needs the \`${name}\` package: npm install ${name}`);
+    error.cause = err;
+    throw error;
+  }
+}
+
+/** A store that `connect()` made over a pool of its own, once its first call (`first()`) has run; closed if that fails. */
+async function opened(store, first) {
+  try {
+    await first();
+  } catch (err) {
+    await store.close().catch(noop);
+    throw err;
+  }
+  return store;
+}
+
+/**
+ * A call's answer, or STORE_UNAVAILABLE once `ms` have passed without one (`work`, the
+ * call's promise, may settle later: nobody waits for it then). At the timeout
+ * `giveUp()` runs first: the store gives the call's connection up, so a server that
+ * stopped answering cannot keep the pool's connections. Any failure is typed by the
+ * dialect's `storeError`; `label` names the database in the message.
+ */
+async function withinTimeout(work, { what, ms, label, giveUp, storeError }) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => {
+      giveUp();
+      reject(new StoreUnavailableError(`locksmith: ${label} did not answer ${what} within ${ms} ms`));
+    }, ms);
+  });
+  work.catch(noop);
+  try {
+    return await Promise.race([work, timeout]);
+  } catch (err) {
+    throw storeError(err);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -401,12 +472,14 @@ module.exports = {
   Cleanups,
   SqlLockStore,
   checkWeight,
-  closing,
   decidePermit,
   limitMismatch,
+  loadDriver,
   noop,
+  opened,
   parseOptions,
   serverTimeoutMs,
   storeError,
   toToken,
+  withinTimeout,
 };

@@ -16,6 +16,41 @@ const DIALECT = {
   qualifier: "database",
 };
 
+// The tables by their part (the store's names for them: locks, permits, keys, fencing).
+// Keys and owners are bytes (VARBINARY): compared exactly, without a collation's case
+// folding or trailing-space padding. Expiry is milliseconds on the server's clock.
+const KEY = "`key` VARBINARY(1024) NOT NULL";
+const OWNER = "owner VARBINARY(255) NOT NULL";
+const KIND = "kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL";
+const TABLES = {
+  locks: [`${KEY} PRIMARY KEY`, OWNER, "expires_at BIGINT NOT NULL", "fencing_token BIGINT NULL", "INDEX expires_at (expires_at)"],
+  permits: [
+    KIND,
+    KEY,
+    OWNER,
+    "role VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL",
+    "expires_at BIGINT NOT NULL",
+    "fencing_token BIGINT NULL",
+    "semaphore_limit INT NULL",
+    "permits INT NOT NULL DEFAULT 1",
+    "PRIMARY KEY (kind, `key`, owner)",
+    "INDEX expires_at (expires_at)",
+  ],
+  // One row per semaphore or read-write key: its lock, under which its permits change.
+  keys: [KIND, KEY, "PRIMARY KEY (kind, `key`)"],
+  // Fencing tokens: each grant inserts a row; its AUTO_INCREMENT id is the token. The
+  // counter only grows (MySQL 8 and MariaDB keep it across restarts); old rows are swept.
+  fencing: ["id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY"],
+};
+
+/**
+ * The statements that create the tables under the store's quoted `names` ({ locks,
+ * permits, keys, fencing }): CREATE TABLE IF NOT EXISTS is safe when several processes
+ * start at once.
+ */
+const createTables = (names) =>
+  Object.entries(TABLES).map(([part, columns]) => `CREATE TABLE IF NOT EXISTS ${names[part]} (${columns.join(", ")}) ENGINE=InnoDB`);
+
 // The server's clock in milliseconds since the epoch. UTC_TIMESTAMP does not depend on the
 // session's time zone (NOW() does: a DST change would move every expiry by an hour). It
 // is the time the statement started: every statement that decides on expiry runs after
@@ -100,6 +135,7 @@ const restore = (pairs) => `SET ${pairs.map(([n]) => `SESSION ${n} = @locksmith_
 
 module.exports = {
   DIALECT,
+  createTables,
   NOW_MS,
   SESSION_VARIABLES,
   isConnectionError,
