@@ -358,6 +358,7 @@ export {
   typeName,
   invalid,
   checkOptionKeys,
+  closest,
   checkArity,
   envVar,
   warnOnce,

@@ -32,6 +32,7 @@ import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 
 import { DEFAULT_KEY_PREFIX } from "../api/defaults.mjs";
+import { closest } from "../api/errors.mjs";
 import { redact, StoreError, UsageError } from "./common.mjs";
 import { withReader } from "./readers/open.mjs";
 import { DEFAULT_TABLE } from "./readers/sql.mjs";
@@ -92,30 +93,10 @@ const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$/;
 const COMMANDS = ["list", "inspect", "watch", "release", "help"];
 const STORE_URL_VARIABLE = "LOCKSMITH_STORE_URL";
 
-/** The edit distance of `a` and `b` (insertions, deletions, substitutions, swaps of neighbours). */
-function distance(a, b) {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
-  for (let j = 1; j <= b.length; j++) d[0][j] = j;
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.length][b.length];
-}
-
-/** ": did you mean X?" for the one of `known` nearest to `typed` (at most 2 edits, fewer than half its letters), else "". */
+/** ": did you mean X?" for the one of `known` that `typed` was probably meant to be (the API's rule for options), else "". */
 function didYouMean(typed, known, show = (k) => k) {
-  const lower = typed.toLowerCase();
-  let best;
-  let bestDistance = Math.min(2, Math.floor((lower.length - 1) / 2)) + 1;
-  for (const k of known) {
-    const d = distance(lower, k);
-    if (d < bestDistance) [best, bestDistance] = [k, d];
-  }
-  return best === undefined ? "" : `: did you mean ${show(best)}?`;
+  const near = closest(typed, known);
+  return near === undefined ? "" : `: did you mean ${show(near)}?`;
 }
 
 /** Whether an argument is a store URL (a scheme and //, or file:), not a key or a pattern. */
