@@ -11,6 +11,12 @@ export const MAX_MS = 2_147_483_647;
 /** How much longer than its lock a Redis fencing counter lives (see redis/src/lib.rs). */
 export const FENCE_GRACE_MS = 1_000;
 
+/**
+ * How long a call of a store over a database server (PostgreSQL, MySQL, etcd) may take
+ * before it fails with `STORE_UNAVAILABLE`, unless the store is given `operationTimeoutMs`.
+ */
+export const DATABASE_OPERATION_TIMEOUT_MS = 5_000;
+
 /** The prefix put before every Redis key unless a store is given another. */
 export const DEFAULT_KEY_PREFIX = "locksmith:";
 

@@ -3,12 +3,12 @@
 // when one does not answer or has no leader, logs in, types etcd's refusals, and revokes
 // leases in the background. What the requests carry is built in js/stores/etcd-codec.mjs.
 import { checkMs } from "../api/checks.mjs";
+import { DATABASE_OPERATION_TIMEOUT_MS } from "../api/defaults.mjs";
 import { LockStoreError, StoreClosedError, StoreUnavailableError, checkOptionKeys, invalid, typeName } from "../api/errors.mjs";
 import { b64, leaseSeconds, noop, now, prefixEnd, unref } from "./etcd-codec.mjs";
 
 const OPTIONS = ["endpoints", "keyPrefix", "username", "password", "operationTimeoutMs", "notifyReleases", "fetch"];
 const DEFAULT_PREFIX = "locksmith/";
-const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
 // One HTTP attempt on one member gets at most this share of a call's time, so a member
 // that accepts and never answers (stopped, partitioned) leaves time for another.
 const ATTEMPT_SHARE = 3;
@@ -80,7 +80,7 @@ export function parseOptions(urlOrOptions) {
       `keyPrefix must be a non-empty string without control characters; got ${typeof keyPrefix === "string" ? JSON.stringify(keyPrefix) : typeName(keyPrefix)}`,
     );
   }
-  const operationTimeoutMs = checkMs("operationTimeoutMs", options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
+  const operationTimeoutMs = checkMs("operationTimeoutMs", options.operationTimeoutMs ?? DATABASE_OPERATION_TIMEOUT_MS);
   const notifyReleases = options.notifyReleases ?? true;
   if (typeof notifyReleases !== "boolean") throw invalid(`notifyReleases must be a boolean; got ${typeName(notifyReleases)}`);
   const fetchFn = options.fetch ?? globalThis.fetch;

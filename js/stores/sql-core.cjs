@@ -15,6 +15,7 @@ const {
   typeName,
   checkMs,
   checkPermits,
+  DATABASE_OPERATION_TIMEOUT_MS,
   ACQUIRE_TOKEN,
   ACQUIRE_PERMIT_TOKEN,
   STORE_NAME,
@@ -27,7 +28,6 @@ const HOLDING_ROLES = ["semaphore", "read", "write"];
 const HOLDING = `(${HOLDING_ROLES.map((r) => `'${r}'`).join(", ")})`;
 
 const DEFAULT_TABLE = "locksmith_locks";
-const DEFAULT_OPERATION_TIMEOUT_MS = 5_000;
 // Opportunistic cleanup of expired rows: at most this often per store, this many rows.
 const SWEEP_INTERVAL_MS = 5_000;
 const SWEEP_ROWS = 500;
@@ -66,7 +66,7 @@ function parseOptions(options, dialect) {
       }`,
     );
   }
-  const operationTimeoutMs = checkMs("operationTimeoutMs", options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS);
+  const operationTimeoutMs = checkMs("operationTimeoutMs", options.operationTimeoutMs ?? DATABASE_OPERATION_TIMEOUT_MS);
   const parsed = { table, operationTimeoutMs };
   for (const [name, fallback] of Object.entries(dialect.booleans)) {
     if (options[name] !== undefined && typeof options[name] !== "boolean") {
