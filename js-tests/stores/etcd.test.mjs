@@ -17,8 +17,8 @@ import { freePort } from "../support/redis-server.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
 const { Lock, semaphore, readWriteLock, InvalidArgumentError } = ls;
-// What the store itself throws: the classes of `locksmith-js`, the package it imports (under
-// LOCKSMITH_TARGET=wasm the API under test is another copy, whose classes these are not).
+// What the store itself throws, checked against the package's classes: the store has its
+// own copy of them, and `instanceof` holds across copies (js-tests/error-brands.test.mjs).
 const { LockError, StoreUnavailableError, StoreClosedError } = pkg;
 
 await failOnUnhandledRejections();
