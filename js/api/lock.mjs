@@ -18,6 +18,10 @@ import { closeRecord } from "./stores.mjs";
 const RESOLVED_TRUE = Promise.resolve(true);
 const RESOLVED_FALSE = Promise.resolve(false);
 
+// The bits of the native `finishRunNow()` (node/src/lock.rs): released; lost before.
+const RUN_RELEASED = 1;
+const RUN_LOST = 2;
+
 /** What `new Lock()` takes first from restoreLock() (then `[backend, native, store]`) and from the kinded makers (then a spec). */
 export const RESTORED = Symbol("locksmith.restored");
 export const KINDED = Symbol("locksmith.kinded");
@@ -247,6 +251,16 @@ export function defineLock(binding, { backendOf, getLockStore }) {
         else closed.result = result;
         throw closed;
       }
+      const finished = this.#finishRunNow();
+      if (finished !== undefined) {
+        if (finished.lost !== null) {
+          if (failed) finished.lost.cause = failure;
+          else finished.lost.result = result;
+          throw finished.lost;
+        }
+        if (failed) throw failure;
+        return [true, result];
+      }
       const lost = this.#lostDuringRun();
       if (failed || lost !== null) {
         // The callback's error (or the loss) is the one to see; a failed release leaves
@@ -275,6 +289,29 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       // Released by the function itself, or still certainly held: not lost.
       if (native === undefined || native.holdGeneration !== null || !native.hasOwner) return null;
       return lostDuringRun(this.#key, this.#holdSignal?.reason(native));
+    }
+
+    /**
+     * run()'s end on a store that never waits: `#lostDuringRun()` and the release in
+     * one native call (`{ lost }`, the error or null), or undefined when that does not
+     * apply (an async store, a call in flight, the store's shutdown record or the
+     * release's tracing channel to keep) and run() takes the general path.
+     */
+    #finishRunNow() {
+      const native = this.#native;
+      if (native === undefined || this.#busy !== 0 || this.#entry !== undefined || native.finishRunNow === undefined) return undefined;
+      if (releaseChannel !== undefined && traced(releaseChannel)) return undefined;
+      const code = native.finishRunNow();
+      if (code === null) return undefined;
+      // Read before the release ends the hold's signal as released.
+      const lost = code & RUN_LOST ? lostDuringRun(this.#key, this.#holdSignal?.reason(native)) : null;
+      if (code & RUN_RELEASED) {
+        this.#holdSignal?.released(this.#key);
+        this.#giveBack(native);
+      } else {
+        this.#settle();
+      }
+      return { lost };
     }
 
     /** `run()` that never waits. */

@@ -37,6 +37,11 @@ pub const ON_TOKIO: u32 = 0;
 pub const QUEUED: u32 = 1;
 pub const SETTLED: u32 = 2;
 
+/// Bits of [`NativeLock::finish_run_now`]'s answer: the release freed the hold; the hold
+/// had been lost before it.
+pub const RUN_RELEASED: u32 = 1;
+pub const RUN_LOST: u32 = 2;
+
 impl Runner {
     fn tokio() -> Self {
         Self { timer: timer(), local: None, inline: false }
@@ -254,6 +259,22 @@ impl NativeLock {
     #[napi]
     pub fn release_now(&self) -> Option<bool> {
         self.inner.release_now()
+    }
+
+    /// `run()`'s end on a store that never waits, in one call: first whether the hold
+    /// was lost before the function settled (it has an owner but is no longer certainly
+    /// held: [`hold_generation`](Self::hold_generation) is `null`, and the loss is
+    /// recorded as that getter records it), then its release. [`RUN_RELEASED`] and/or
+    /// [`RUN_LOST`]; `null` when the store is async (nothing done).
+    #[napi]
+    pub fn finish_run_now(&self) -> Option<u32> {
+        // What `release_now` serves: a plain lock on a synchronous store.
+        if self.inner.kind_name() != "lock" || self.inner.store().as_sync().is_none() {
+            return None;
+        }
+        let lost = self.inner.has_owner() && self.inner.live_generation().is_none();
+        let released = self.inner.release_now()?;
+        Some(if released { RUN_RELEASED } else { 0 } | if lost { RUN_LOST } else { 0 })
     }
 
     /// `true` when extended synchronously, `false` when the store is async.

@@ -1,0 +1,87 @@
+// What a lock costs in calls into the native addon on the built-in memory store: run()
+// crosses no more often than acquire() + release() (its check that the hold lasted is
+// carried by the release), and a sequential pair crosses once each way. Native build
+// only: the WebAssembly module is at its size budget and keeps run()'s general path.
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import { describe, it } from "node:test";
+
+import { ls, TARGET, uniqueKey } from "./support/target.mjs";
+
+const { Lock, MemoryLockStore } = ls;
+
+/**
+ * Counts the calls made on native lock handles (methods and getters of the addon's
+ * NativeLock) while `work()` runs, by name.
+ */
+async function crossings(work) {
+  const { loadAddon } = createRequire(import.meta.url)("../js/native-loader.cjs");
+  const proto = loadAddon().NativeLock.prototype;
+  const seen = [];
+  const saved = [];
+  for (const name of Object.getOwnPropertyNames(proto)) {
+    if (name === "constructor") continue;
+    const d = Object.getOwnPropertyDescriptor(proto, name);
+    saved.push([name, d]);
+    if (typeof d.get === "function") {
+      const get = d.get;
+      Object.defineProperty(proto, name, {
+        ...d,
+        get() {
+          seen.push(name);
+          return get.call(this);
+        },
+      });
+    } else if (typeof d.value === "function") {
+      const method = d.value;
+      Object.defineProperty(proto, name, {
+        ...d,
+        value(...args) {
+          seen.push(name);
+          return method.apply(this, args);
+        },
+      });
+    }
+  }
+  try {
+    await work();
+  } finally {
+    for (const [name, d] of saved) Object.defineProperty(proto, name, d);
+  }
+  // The JS wrappers over the addon's methods (js/node.cjs) are not crossings themselves.
+  return seen.filter(
+    (name) => !["acquire", "release", "watch", "autoExtend", "extend", "isLocked", "count", "isExpired", "remainingTime", "acquireAbortable"].includes(name),
+  );
+}
+
+describe("calls into the addon per lock operation on the memory store", { skip: TARGET !== "native" && "the native build's hot paths" }, () => {
+  it("run() crosses as often as acquire() + release(): once to take, once to end", async () => {
+    const store = new MemoryLockStore();
+    const l = new Lock(uniqueKey("crossings"), 30_000, store);
+    // Warm: the handle is taken from the pool (its reset is a crossing of its own).
+    assert.deepEqual(await l.run(async () => "warm"), [true, "warm"]);
+    const pair = await crossings(async () => {
+      assert.equal(await l.acquire(), true);
+      assert.equal(await l.release(), true);
+    });
+    assert.deepEqual(pair, ["tryAcquire", "releaseNow"]);
+    const run = await crossings(async () => {
+      assert.deepEqual(await l.run(async () => "done"), [true, "done"]);
+    });
+    assert.equal(run.length, pair.length, `run() crossed ${run.join(", ")}`);
+  });
+
+  it("a hold lost before the function settled is found lost in the same one crossing", async () => {
+    const l = new Lock(uniqueKey("crossings-lost"), 50, new MemoryLockStore());
+    assert.deepEqual(await l.run(() => "warm"), [true, "warm"]);
+    let err;
+    const run = await crossings(async () => {
+      err = await l.run(() => new Promise((resolve) => setTimeout(() => resolve("late"), 120))).catch((e) => e);
+    });
+    assert.equal(err?.code, "LOCK_NOT_HELD", String(err));
+    assert.equal(err.result, "late");
+    assert.match(err.message, /was lost before run\(\)'s function settled, so the work was not protected throughout \(its TTL passed without an extend\)/);
+    // (Then the handle, still owning its lost hold, is not pooled: one more look.)
+    assert.deepEqual(run.slice(0, 2), ["tryAcquire", "finishRunNow"]);
+  });
+});
