@@ -11,8 +11,9 @@ import { createClient } from "redis";
 import { IoRedisLockStore } from "../../js/stores/ioredis.mjs";
 import { NodeRedisLockStore } from "../../js/stores/node-redis.mjs";
 import { SCRIPTS } from "../../js/gen/redis-scripts.mjs";
+import { HAS_WAITERS } from "../../js/api/symbols.mjs";
 import { startRedis } from "../support/redis-server.mjs";
-import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "../support/target.mjs";
 
 const { Lock } = ls;
 
@@ -137,6 +138,108 @@ describe("ioredis store: a wake-up its waiter cannot use", () => {
       assert.equal(ok, true);
       assert.ok(waited < 3_000, `the second waiter got in ${Math.round(waited)} ms after the release; its retry delay is ${RETRY_DELAY_MS} ms`);
       await second.release();
+    } finally {
+      await made.close();
+    }
+  });
+});
+
+/** Until `test()` holds, polling every 10 ms for up to `ms`. */
+async function until(test, ms = 5_000) {
+  for (const end = performance.now() + ms; !test(); await sleep(10)) {
+    if (performance.now() > end) throw new Error(`not within ${ms} ms: ${test}`);
+  }
+}
+
+for (const [name, make] of Object.entries(CLIENTS)) {
+  describe(`${name} store: waiters of this process, and the subscriber connection lost`, () => {
+    it("answers whether a waiter here listens on a live subscription (a newcomer queues behind it)", async () => {
+      const made = await make();
+      const admin = new Redis(server.url);
+      try {
+        const key = uniqueKey(`has-waiters-${name}`);
+        const holder = new Lock(key, 30_000, made.store);
+        assert.equal(made.store[HAS_WAITERS](key), false, "nobody waits");
+        assert.equal(await holder.acquire(), true);
+        const waiter = new Lock(key, 30_000, made.store);
+        const waited = waiter.acquire({ timeout: 25_000, retryDelay: RETRY_DELAY_MS });
+        waited.catch(() => {}); // awaited below; a failed check must not leave it unhandled
+        await until(() => made.store[HAS_WAITERS](key));
+        assert.equal(made.store[HAS_WAITERS](`${key}:other`), false, "another key has no waiter");
+        // The subscriber connection dropped: releases go unheard until it is back (ioredis
+        // reconnects after 50 ms; node-redis at once, too soon to see it away).
+        await admin.client("KILL", "TYPE", "pubsub");
+        if (name === "ioredis") await until(() => !made.store[HAS_WAITERS](key));
+        await until(() => made.store[HAS_WAITERS](key));
+        await holder.release();
+        assert.equal(await waited, true);
+        await waiter.release();
+        await until(() => !made.store[HAS_WAITERS](key));
+      } finally {
+        admin.disconnect();
+        await made.close();
+      }
+    });
+
+    it("wakes its waiters when the subscriber connection is back: a release meanwhile went unheard", async () => {
+      const made = await make();
+      const admin = new Redis(server.url);
+      try {
+        const key = uniqueKey(`reconnect-${name}`);
+        const holder = new Lock(key, 30_000, made.store);
+        assert.equal(await holder.acquire(), true);
+        const waiter = new Lock(key, 30_000, made.store);
+        const start = performance.now();
+        const waited = waiter.acquire({ timeout: 25_000, retryDelay: RETRY_DELAY_MS }).then((ok) => [ok, performance.now() - start]);
+        waited.catch(() => {}); // awaited below; a failed check must not leave it unhandled
+        await until(() => made.store[HAS_WAITERS](key));
+        await settled(made.counted);
+        // Released while the subscriber is away: its message reaches nobody.
+        await admin.client("KILL", "TYPE", "pubsub");
+        await holder.release();
+        const [ok, at] = await waited;
+        assert.equal(ok, true);
+        assert.ok(at < 5_000, `acquired after ${Math.round(at)} ms; the retry delay is ${RETRY_DELAY_MS} ms`);
+        await waiter.release();
+      } finally {
+        admin.disconnect();
+        await made.close();
+      }
+    });
+  });
+}
+
+describe("a newcomer behind this process's waiters", { skip: TARGET !== "wasm" && "the addon's JS-store bridge does not ask hasWaiters" }, () => {
+  it("waits its turn: the waiter woken by a release gets in first", async () => {
+    const made = await CLIENTS.ioredis();
+    try {
+      const key = uniqueKey("queue");
+      const holder = new Lock(key, 30_000, made.store);
+      assert.equal(await holder.acquire(), true);
+      const order = [];
+      const waiter = new Lock(key, 30_000, made.store);
+      const waited = waiter.acquire({ timeout: 25_000, retryDelay: RETRY_DELAY_MS }).then(async (ok) => {
+        order.push("waiter");
+        await sleep(50);
+        await waiter.release();
+        return ok;
+      });
+      waited.catch(() => {}); // awaited below; a failed check must not leave it unhandled
+      await until(() => made.store[HAS_WAITERS](key));
+      await settled(made.counted);
+      const before = made.counted.acquires;
+      await holder.release();
+      // The holder comes back at once, as a loop does.
+      const again = new Lock(key, 30_000, made.store);
+      const back = again.acquire({ timeout: 25_000, retryDelay: RETRY_DELAY_MS }).then(async (ok) => {
+        order.push("newcomer");
+        await sleep(50);
+        await again.release();
+        return ok;
+      });
+      assert.deepEqual(await Promise.all([waited, back]), [true, true]);
+      assert.deepEqual(order, ["waiter", "newcomer"]);
+      assert.ok(made.counted.acquires - before <= 2, `${made.counted.acquires - before} acquire scripts for two hand-offs`);
     } finally {
       await made.close();
     }

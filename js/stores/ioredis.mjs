@@ -40,7 +40,7 @@ export class IoRedisLockStore extends RedisClientStore {
         get: (key) => client.get(key),
         setNx: (key, value, ttlMs) => client.set(key, value, "PX", ttlMs, "NX"),
         cluster: client.isCluster === true,
-        subscriber: () => {
+        subscriber: (onBack) => {
           // A connection of its own: a subscribed connection can run nothing else.
           const sub = client.duplicate();
           const handlers = new Map();
@@ -48,7 +48,15 @@ export class IoRedisLockStore extends RedisClientStore {
           // The store's own connection must not keep Node alive.
           sub.on("connect", () => sub.stream?.unref?.());
           sub.on("error", () => {}); // ioredis reconnects by itself; wake-ups pause meanwhile
+          // Back after a lost connection: ioredis subscribes the channels again right after
+          // this event, so a PING answered after that says they are in place.
+          let readyBefore = false;
+          sub.on("ready", () => {
+            if (!readyBefore) readyBefore = true;
+            else Promise.resolve().then(() => sub.ping().then(onBack, () => {}));
+          });
           return {
+            live: () => sub.status === "ready",
             subscribe: async (channel, onMessage) => {
               handlers.set(channel, onMessage);
               await sub.subscribe(channel);

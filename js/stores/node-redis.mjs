@@ -35,10 +35,16 @@ export class NodeRedisLockStore extends RedisClientStore {
         setNx: (key, value, ttlMs) => client.set(key, value, { PX: ttlMs, NX: true }),
         // A cluster (createCluster(), v4 to v6) lists its masters.
         cluster: typeof client.getMasters === "function",
-        subscriber: () => {
+        subscriber: (onBack) => {
           // A connection of its own: a subscribed connection can run nothing else.
           const sub = client.duplicate();
           sub.on("error", () => {}); // node-redis reconnects by itself; wake-ups pause meanwhile
+          // Back after a lost connection (node-redis subscribes the channels again first).
+          let readyBefore = false;
+          sub.on("ready", () => {
+            if (!readyBefore) readyBefore = true;
+            else onBack();
+          });
           // The store's own connection must not keep Node alive.
           const connected = sub.connect().then(() => {
             try {
@@ -48,6 +54,8 @@ export class NodeRedisLockStore extends RedisClientStore {
             }
           });
           return {
+            // A client without isReady counts as up.
+            live: () => sub.isReady !== false,
             subscribe: async (channel, onMessage) => {
               await connected;
               await sub.subscribe(channel, () => onMessage());

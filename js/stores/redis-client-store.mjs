@@ -4,7 +4,7 @@
 // RedisLockStore, so a lock taken through any of them can be released or extended through
 // any other. Each client's module supplies a small driver; everything else lives here.
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN } from "../api/symbols.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "../api/symbols.mjs";
 import { LockStoreError, checkOptionKeys, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
@@ -53,8 +53,10 @@ const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
  * - `exists(key)` → 0/1, `pttl(key)` → ms / -1 / -2, optional `get(key)` → string | null;
  * - `setNx(key, value, ttlMs)`: `SET key value NX PX ttlMs`, resolving to null when not set
  *   (the acquire of a store with `fencing: false`);
- * - optional `subscriber()` → `{ subscribe(channel, onMessage), unsubscribe(channel), close() }`
- *   (both may return promises), for release wake-ups;
+ * - optional `subscriber(onBack)` → `{ subscribe(channel, onMessage), unsubscribe(channel),
+ *   close(), live() }` (the first three may return promises), for release wake-ups: `live()`
+ *   says whether the connection is up (messages can arrive), and the driver calls
+ *   `onBack()` when a lost connection is back with its channels subscribed again;
  * - `cluster`: true when the client is a Redis Cluster client.
  */
 export class RedisClientStore {
@@ -291,6 +293,17 @@ export class RedisClientStore {
     };
   }
 
+  /**
+   * Whether locks of this process wait for `key`'s release where a release would wake
+   * them (its channel subscribed, the connection up): a new waiting acquire then queues
+   * behind them (see HAS_WAITERS). Answered at once.
+   */
+  [HAS_WAITERS](key) {
+    if (this.#channels.size === 0 || typeof key !== "string") return false;
+    const entry = this.#channels.get(`${this.lockKey(key)}:released`);
+    return entry?.subscribed === true && entry.listeners.size > 0 && this.#subscriber?.live?.() !== false;
+  }
+
   /** Starts the linger of a channel nobody listens on any more. */
   #idle(channel, entry) {
     if (entry.listeners.size === 0 && entry.linger === undefined && this.#channels.get(channel) === entry) {
@@ -332,7 +345,7 @@ export class RedisClientStore {
     Promise.resolve()
       .then(() => {
         if (this.#closed) throw new Error("closed");
-        subscriber = this.#subscriber ??= this.#driver.subscriber();
+        subscriber = this.#subscriber ??= this.#driver.subscriber(() => this.#back(subscriber));
         return subscriber.subscribe(channel, () => RedisClientStore.#released(entry));
       })
       .then(
@@ -353,6 +366,17 @@ export class RedisClientStore {
           this.#closeIfIdle();
         },
       );
+  }
+
+  /**
+   * The subscriber connection is back: a release while it was away reached nobody, so
+   * every listener of a subscribed channel tries once more (as after subscribing).
+   */
+  #back(subscriber) {
+    if (this.#subscriber !== subscriber) return;
+    for (const entry of this.#channels.values()) {
+      if (entry.subscribed) for (const own of entry.listeners) RedisClientStore.#wake(entry, own);
+    }
   }
 
   #drop(channel, entry) {
