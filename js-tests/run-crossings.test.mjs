@@ -84,4 +84,36 @@ describe("calls into the addon per lock operation on the memory store", { skip: 
     // (Then the handle, still owning its lost hold, is not pooled: one more look.)
     assert.deepEqual(run.slice(0, 2), ["tryAcquire", "finishRunNow"]);
   });
+  it("an acquire with options that its first attempt settles makes no promise of its own", async () => {
+    const store = new MemoryLockStore();
+    const key = uniqueKey("settled");
+    const l = new Lock(key, 30_000, store);
+    // What acquire() and release() hand out on this store: promises settled once for all.
+    const taken = l.acquire();
+    const released = l.release();
+    assert.equal(await taken, true);
+    assert.equal(await released, true);
+    const withTimeout = await crossings(async () => {
+      const p = l.acquire({ timeout: 1_000 });
+      assert.equal(p, taken, "the settled promise acquire() hands out");
+      assert.equal(await p, true);
+      assert.equal(l.release(), released);
+    });
+    assert.deepEqual(withTimeout, ["tryAcquireNow", "releaseNow"]);
+    // Busy: not taken at once, no wait asked for.
+    const other = new Lock(key, 30_000, store);
+    assert.equal(await l.acquire(), true);
+    const busy = other.acquire({ timeout: 0 });
+    assert.equal(await busy, false);
+    assert.equal(busy, other.acquire({ timeout: 0, retryDelay: 5 }));
+    // Busy and a wait asked for: it waits, and gets the lock once released.
+    const waiting = other.acquire({ timeout: 2_000, retryDelay: 5 });
+    assert.notEqual(waiting, taken);
+    assert.equal(await l.release(), true);
+    assert.equal(await waiting, true);
+    assert.equal(await other.release(), true);
+    // Bad options still reject, typed.
+    await assert.rejects(l.acquire({ timeout: -1 }), (err) => err.code === "INVALID_ARGUMENT");
+    await assert.rejects(l.acquire({ tiemout: 5 }), (err) => err.code === "INVALID_ARGUMENT");
+  });
 });

@@ -422,7 +422,42 @@ export function defineLock(binding, { backendOf, getLockStore }) {
         // An asynchronous store: straight to the store, as `#acquireWaiting` would.
         return this.#started(native, acquireAsync, this.#granted);
       }
+      if (this.#busy === 0) return this.#acquireFirst(options);
       return this.#acquireWaiting(options);
+    }
+
+    /**
+     * An acquire with options whose first attempt, on a store that never waits, settles
+     * it (taken, or not taken and no wait asked for): no async frames, an already-settled
+     * promise. Otherwise `#acquireWaiting` goes on from that attempt.
+     */
+    #acquireFirst(options) {
+      let checked;
+      try {
+        checked = acquireOptions(options, this.#kind);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      const { timeout, retryDelay, autoExtend, signal, permits } = checked;
+      if (autoExtend !== undefined || signal !== undefined || permits !== this.#permits) return this.#acquireWaiting(options, checked);
+      const native = this.#handle();
+      let now;
+      try {
+        now = native.tryAcquireNow(timeout, retryDelay);
+      } catch (err) {
+        this.#settle();
+        return Promise.reject(toLockError(err, this.#key));
+      }
+      if (now === true) {
+        this.#holds += 1;
+        if (lostWatched()) this.#watchLoss(native);
+        return RESOLVED_TRUE;
+      }
+      if (now === false && !(timeout > 0)) {
+        this.#settle();
+        return RESOLVED_FALSE;
+      }
+      return this.#acquireWaiting(options, checked, now);
     }
 
     /** `acquire()` published on `locksmith:acquire`, with its outcome, attempts, wait and fencing token. */
@@ -490,8 +525,12 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       });
     }
 
-    async #acquireWaiting(options) {
-      const { timeout, retryDelay, autoExtend, signal, permits } = acquireOptions(options, this.#kind);
+    /**
+     * `acquire()` in full. `checked`: the options as acquireOptions() checked them;
+     * `first`: the outcome of the first attempt (tryAcquireNow()) when already made.
+     */
+    async #acquireWaiting(options, checked = acquireOptions(options, this.#kind), first = undefined) {
+      const { timeout, retryDelay, autoExtend, signal, permits } = checked;
       // Already aborted: nothing is tried (the options were checked all the same).
       if (signal?.aborted) throw abortedBy(signal, this.#key);
       // The error of a release that failed to give back a grant that raced the abort.
@@ -502,7 +541,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
           native.setPermits(permits);
           this.#permits = permits;
         }
-        const now = native.tryAcquireNow(timeout, retryDelay);
+        const now = first !== undefined ? first : native.tryAcquireNow(timeout, retryDelay);
         // A wait on a store that can be closed ends when its close() begins.
         const closing = timeout > 0 ? this.#record : undefined;
         let taken;
