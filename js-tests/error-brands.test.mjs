@@ -61,6 +61,9 @@ describe("error classes answer instanceof by brand", () => {
       assert.ok(!(value instanceof ls.LockError), typeof value);
       assert.ok(!(value instanceof copy.StoreClosedError), typeof value);
     }
+    // A class's own prototype is not an instance of it; a subclass's prototype is one of its parent.
+    for (const name of NAMES) assert.ok(!(ls[name].prototype instanceof copy[name]), `${name}.prototype`);
+    assert.ok(copy.StoreClosedError.prototype instanceof ls.LockError);
     // A look-alike object with a `code` and a `name` is not branded.
     assert.ok(!({ name: "LockError", code: "STORE_CLOSED" } instanceof ls.LockError));
   });

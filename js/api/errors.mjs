@@ -19,11 +19,14 @@ export class LockError extends Error {
   }
 }
 
-// Inherited by every subclass; `this` is the class asked.
+// Inherited by every subclass; `this` is the class asked. A class's own prototype carries
+// its brand as an own property and is not an instance of it, as with a plain class.
 Object.defineProperty(LockError, Symbol.hasInstance, {
   value: function hasBrand(value) {
     if (!Object.hasOwn(this, BRAND)) return Function.prototype[Symbol.hasInstance].call(this, value);
-    return (typeof value === "object" || typeof value === "function") && value !== null && value[this[BRAND]] === true;
+    if ((typeof value !== "object" && typeof value !== "function") || value === null) return false;
+    const brand = this[BRAND];
+    return value[brand] === true && !Object.hasOwn(value, brand);
   },
 });
 
