@@ -29,7 +29,7 @@ import { warnIfProcessLocal } from "./warnings.mjs";
 export * from "./errors.mjs";
 // The stores' argument checks, for the CommonJS stores through js/gen/api.cjs.
 export { checkKind, checkMs, checkPermits } from "./checks.mjs";
-export { DATABASE_OPERATION_TIMEOUT_MS } from "./defaults.mjs";
+export { DATABASE_OPERATION_TIMEOUT_MS, DEFAULT_SQL_TABLE } from "./defaults.mjs";
 // Every shipped store's close() starts with releaseHolds() (see shutdown.mjs).
 export { DEFAULT_CLOSE_TIMEOUT_MS, closeOptions, releaseHolds } from "./shutdown.mjs";
 export { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "./symbols.mjs";

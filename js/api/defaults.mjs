@@ -17,6 +17,9 @@ export const FENCE_GRACE_MS = 1_000;
  */
 export const DATABASE_OPERATION_TIMEOUT_MS = 5_000;
 
+/** The table of PostgresLockStore and MySqlLockStore unless a store is given another. */
+export const DEFAULT_SQL_TABLE = "locksmith_locks";
+
 /** The prefix put before every Redis key unless a store is given another. */
 export const DEFAULT_KEY_PREFIX = "locksmith:";
 

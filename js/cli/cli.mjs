@@ -31,11 +31,10 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 
-import { DEFAULT_KEY_PREFIX } from "../api/defaults.mjs";
+import { DEFAULT_KEY_PREFIX, DEFAULT_SQL_TABLE } from "../api/defaults.mjs";
 import { closest } from "../api/errors.mjs";
 import { redact, StoreError, UsageError } from "./common.mjs";
 import { withReader } from "./readers/open.mjs";
-import { DEFAULT_TABLE } from "./readers/sql.mjs";
 import { inspectReport, inspectText, kindText, seconds, sortHolds, table } from "./render.mjs";
 import { watch } from "./watch.mjs";
 
@@ -65,7 +64,7 @@ environment:
 
 options:
   --prefix <p>     key prefix (Redis: default "${DEFAULT_KEY_PREFIX}"; etcd: "locksmith/")
-  --table <t>      PostgreSQL or MySQL table (default "${DEFAULT_TABLE}")
+  --table <t>      PostgreSQL or MySQL table (default "${DEFAULT_SQL_TABLE}")
   --json           list: one object per hold; inspect: one object; watch: one object per change
   --interval <ms>  watch: how often to read the store (default ${DEFAULT_INTERVAL_MS})
   --force          required by release: it frees holds that other processes have
@@ -79,7 +78,7 @@ exit codes: 0 done (inspect: the key is held; watch: stopped by Ctrl-C or SIGTER
 
 const OPTIONS = {
   prefix: { type: "string" },
-  table: { type: "string", default: DEFAULT_TABLE },
+  table: { type: "string", default: DEFAULT_SQL_TABLE },
   json: { type: "boolean", default: false },
   interval: { type: "string" },
   force: { type: "boolean", default: false },

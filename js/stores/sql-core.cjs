@@ -16,6 +16,7 @@ const {
   checkMs,
   checkPermits,
   DATABASE_OPERATION_TIMEOUT_MS,
+  DEFAULT_SQL_TABLE,
   ACQUIRE_TOKEN,
   ACQUIRE_PERMIT_TOKEN,
   STORE_NAME,
@@ -27,7 +28,6 @@ const {
 const HOLDING_ROLES = ["semaphore", "read", "write"];
 const HOLDING = `(${HOLDING_ROLES.map((r) => `'${r}'`).join(", ")})`;
 
-const DEFAULT_TABLE = "locksmith_locks";
 // Opportunistic cleanup of expired rows: at most this often per store, this many rows.
 const SWEEP_INTERVAL_MS = 5_000;
 const SWEEP_ROWS = 500;
@@ -58,7 +58,7 @@ function parseOptions(options, dialect) {
     throw invalid(`${dialect.className} options must be an object; got ${typeName(options)}`);
   }
   checkOptionKeys(options, dialect.options, dialect.className);
-  const table = options.table ?? DEFAULT_TABLE;
+  const table = options.table ?? DEFAULT_SQL_TABLE;
   if (typeof table !== "string" || !dialect.tableName.test(table)) {
     throw invalid(
       `table must be a table name (letters, digits and _, at most 40 characters, optionally after "${dialect.qualifier}."); got ${
@@ -464,7 +464,6 @@ async function closing(close) {
 }
 
 module.exports = {
-  DEFAULT_TABLE,
   HOLDING,
   HOLDING_ROLES,
   SWEEP_INTERVAL_MS,

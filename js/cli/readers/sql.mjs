@@ -1,10 +1,10 @@
 // What the PostgreSQL and MySQL readers share, with the SQL stores' own schema from their
-// core (js/stores/sql-core.cjs): the table they default to, and the roles of a permits row
+// core (js/stores/sql-core.cjs): the roles of a permits row
 // that hold a key (`HOLDING`, as SQL); a row in any other role waits (a read-write lock's
 // waiting writer's 'claim', its readers 'waiting' for their turn and those whose 'turn' it is).
-import { DEFAULT_TABLE, HOLDING, HOLDING_ROLES } from "../../stores/sql-core.cjs";
+import { HOLDING, HOLDING_ROLES } from "../../stores/sql-core.cjs";
 
-export { DEFAULT_TABLE, HOLDING };
+export { HOLDING };
 
 /** Whether a permits row (`{ role }`) waits rather than holds. */
 export const waits = (row) => !HOLDING_ROLES.includes(row.role);
