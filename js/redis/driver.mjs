@@ -142,8 +142,8 @@ let flushQueued = false;
 // Calls started since the last write. A turn that starts many (64 loops woken by one
 // chunk of replies) writes every EARLY_WRITE of them at once rather than all at the
 // turn's end, so the server works on the first ones while the rest are made: one write
-// per turn left the server and this thread taking turns (measured at c=64 with
-// bench/c64-probe.mjs: about 1.4× the pairs/s; 8 to 16 measured alike).
+// per turn left the server and this thread taking turns (measured at c=64 with a probe
+// since folded into `npm run bench`: about 1.4× the pairs/s; 8 to 16 measured alike).
 const EARLY_WRITE = 16;
 let started = 0;
 
