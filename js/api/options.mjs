@@ -9,7 +9,6 @@ const LOCK_ACQUIRE_OPTIONS = ACQUIRE_OPTIONS.filter((o) => o !== "permits");
 const PERMITS = ["permits"];
 /** Where acquire options go, for a handle maker given more arguments than it takes. */
 export const OPTIONS_GO = "acquire options ({ timeout, signal, … }) go to acquire() or run(): lock(key, ttlMs, store).run(fn, { timeout })";
-/** Lock's hook for MultiLock's getters. */
 const IMMEDIATE_OPTIONS = ["signal", "permits"];
 
 /** `checkArity` for a method that answers with a promise: its refusal as a rejected promise, or undefined. */
@@ -46,11 +45,6 @@ export function immediateOptions(options, where, semaphore) {
   return { timeout: 0, signal: options.signal, permits: options.permits };
 }
 
-/**
- * A store's `acquireAll` answer for the bridge: an array as `tokens ` and its entries,
- * space-separated (`-` for null, `?` for what is not a number), a string as `text ` and
- * the string (so no string of the store's own reads as tokens); anything else as it
- * came. Core checks it (contract.rs `expect_all`).
 /** lockAll()'s keys, checked, one per line for the native handle (core checks the rest). */
 export function multiKeys(keys) {
   if (!Array.isArray(keys)) throw invalid(`lockAll() needs an array of keys; got ${typeName(keys)}`);
