@@ -86,6 +86,20 @@ impl Lock {
         ending.as_ref().filter(|(g, _)| *g == generation).map(|(_, end)| end.clone())
     }
 
+    /// Whether the end of hold `generation` is recorded.
+    pub(crate) fn has_ended(&self, generation: u64) -> bool {
+        let ending = self.ending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        ending.as_ref().is_some_and(|(g, _)| *g == generation)
+    }
+
+    /// Records hold `generation` as lost past its deadline, to what
+    /// [`live_generation`](Self::live_generation) gives.
+    pub(crate) fn end_past_deadline(&self, generation: u64) {
+        let reason =
+            self.failure_of(generation).unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
+        self.end_hold(generation, HoldEnd::Lost(reason));
+    }
+
     fn failure_of(&self, generation: u64) -> Option<LockError> {
         let failure = self.extend_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         failure.as_ref().filter(|(g, _)| *g == generation).map(|(_, err)| err.clone())

@@ -1001,6 +1001,29 @@ impl Lock {
         Some(released)
     }
 
+    /// [`release_now`](Self::release_now) that also says whether the hold had been lost
+    /// before it, as [`live_generation`](Self::live_generation) asked just before would
+    /// (its end recorded, or no longer held), and records such a loss as that does. A
+    /// synchronous store knows exactly: a release it accepts proves the hold was live,
+    /// so the store is asked once. `(released, lost)`; `None` when the store is not
+    /// synchronous. `run()`'s end in one call.
+    pub fn release_checked_now(&self) -> Option<(bool, bool)> {
+        let store = self.sync_store()?;
+        let Some(mut on_its_way) = Releasing::start(self) else {
+            return Some((false, false));
+        };
+        let generation = on_its_way.generation;
+        let ended = self.has_ended(generation);
+        let released = store.release_now(&self.key, on_its_way.owner.as_str());
+        if !released && !ended {
+            // Past its deadline: the loss live_generation would have recorded, before the
+            // release's own word on it (the first word on a hold's end stands).
+            self.end_past_deadline(generation);
+        }
+        on_its_way.answer = Some(released);
+        Some((released, ended || !released))
+    }
+
     /// Pushes the expiry to `ttl_ms` (default: the lock's TTL) from now.
     ///
     /// # Errors

@@ -261,19 +261,14 @@ impl NativeLock {
         self.inner.release_now()
     }
 
-    /// `run()`'s end on a store that never waits, in one call: first whether the hold
-    /// was lost before the function settled (it has an owner but is no longer certainly
-    /// held: [`hold_generation`](Self::hold_generation) is `null`, and the loss is
-    /// recorded as that getter records it), then its release. [`RUN_RELEASED`] and/or
-    /// [`RUN_LOST`]; `null` when the store is async (nothing done).
+    /// `run()`'s end on a store that never waits, in one call: its release, and whether
+    /// the hold was lost before the function settled (it has an owner but is no longer
+    /// certainly held: [`hold_generation`](Self::hold_generation) read just before would
+    /// be `null`; the loss is recorded as that getter records it). [`RUN_RELEASED`]
+    /// and/or [`RUN_LOST`]; `null` when the store is async (nothing done).
     #[napi]
     pub fn finish_run_now(&self) -> Option<u32> {
-        // What `release_now` serves: a plain lock on a synchronous store.
-        if self.inner.kind_name() != "lock" || self.inner.store().as_sync().is_none() {
-            return None;
-        }
-        let lost = self.inner.has_owner() && self.inner.live_generation().is_none();
-        let released = self.inner.release_now()?;
+        let (released, lost) = self.inner.release_checked_now()?;
         Some(if released { RUN_RELEASED } else { 0 } | if lost { RUN_LOST } else { 0 })
     }
 
