@@ -50,7 +50,7 @@ const CLIENTS = {
       return sub;
     };
     const store = new IoRedisLockStore(client);
-    return { store, counted, close: async () => (await store.close(), await client.quit()) };
+    return { store, client, counted, close: async () => (await store.close(), await client.quit()) };
   },
   "node-redis": async () => {
     const client = await createClient({ url: server.url }).connect();
@@ -138,6 +138,45 @@ describe("ioredis store: a wake-up its waiter cannot use", () => {
       assert.equal(ok, true);
       assert.ok(waited < 3_000, `the second waiter got in ${Math.round(waited)} ms after the release; its retry delay is ${RETRY_DELAY_MS} ms`);
       await second.release();
+    } finally {
+      await made.close();
+    }
+  });
+});
+
+describe("ioredis store: a woken waiter whose attempt fails", () => {
+  it("passes the wake-up on: the key does not stay free for a retry delay", async () => {
+    const made = await CLIENTS.ioredis();
+    try {
+      const key = uniqueKey("pass-on-failed");
+      const holder = new Lock(key, 30_000, made.store);
+      assert.equal(await holder.acquire(), true);
+      const start = performance.now();
+      const inAt = [];
+      const waiters = [0, 1].map(async () => {
+        const l = new Lock(key, 30_000, made.store);
+        assert.equal(await l.acquire({ timeout: 25_000, retryDelay: RETRY_DELAY_MS }), true);
+        inAt.push(performance.now() - start);
+        await l.release();
+      });
+      await settled(made.counted);
+      // The next acquire script fails (a reply lost to a broken connection, say).
+      const client = made.client;
+      let failNext = true;
+      const counting = client.evalsha;
+      client.evalsha = (sha, ...rest) => {
+        if (failNext && sha === SCRIPTS.acquire.sha) {
+          failNext = false;
+          return Promise.reject(new Error("connection lost"));
+        }
+        return counting(sha, ...rest);
+      };
+      const releasedAt = performance.now() - start;
+      await holder.release();
+      await Promise.all(waiters);
+      const first = Math.min(...inAt) - releasedAt;
+      assert.equal(failNext, false, "an acquire script failed");
+      assert.ok(first < 3_000, `the first waiter got in ${Math.round(first)} ms after the release; the retry delay is ${RETRY_DELAY_MS} ms`);
     } finally {
       await made.close();
     }

@@ -139,17 +139,21 @@ export class RedisClientStore {
    */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
     const lockKey = this.#key(key);
-    // An attempt on a key whose release woke a waiter here: the wake-up was used.
-    if (this.#channels.size > 0) {
-      const entry = this.#channels.get(`${lockKey}:released`);
-      if (entry !== undefined) entry.attempts++;
+    // An attempt on a key whose release woke a waiter here: the wake-up was used, unless
+    // the attempt fails (then the key may be free while the others sleep: pass it on).
+    const entry = this.#channels.size > 0 ? this.#channels.get(`${lockKey}:released`) : undefined;
+    if (entry !== undefined) entry.attempts++;
+    try {
+      if (!this.#fencing) {
+        const reply = await this.#driver.setNx(lockKey, owner, ttlMs);
+        return reply !== null && reply !== undefined;
+      }
+      const token = Number(await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
+      return token > 0 ? token : false;
+    } catch (err) {
+      if (entry !== undefined && !entry.all && this.#channels.get(`${lockKey}:released`) === entry) RedisClientStore.#released(entry);
+      throw err;
     }
-    if (!this.#fencing) {
-      const reply = await this.#driver.setNx(lockKey, owner, ttlMs);
-      return reply !== null && reply !== undefined;
-    }
-    const token = Number(await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
-    return token > 0 ? token : false;
   }
 
   async release(key, owner) {
