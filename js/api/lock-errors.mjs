@@ -1,6 +1,6 @@
 // The errors a lock's calls end with when a wait is aborted, the store is closed, or a
 // hold is lost while run()'s function works: each says what is held and what may remain.
-import { AbortError, LockNotHeldError, StoreClosedError } from "./errors.mjs";
+import { AbortError, LockNotHeldError, StoreClosedError, toLockError } from "./errors.mjs";
 
 /**
  * What an acquire ended by `signal` rejects with: the signal's reason when the caller
@@ -55,8 +55,22 @@ export function closedWhileWaiting(closed, key, mayRemain) {
   );
 }
 
+/**
+ * An acquire granted after its store's close() began: `release()`s the grant, then
+ * rejects with a StoreClosedError that says whether the grant could be released.
+ */
+export async function releaseGrantAfterClose(release, closed, key) {
+  let unreleased;
+  try {
+    await release();
+  } catch (err) {
+    unreleased = toLockError(err, key);
+  }
+  throw grantAfterClose(closed, key, unreleased);
+}
+
 /** A grant of `key` that arrived after the store's close() began: released, or `unreleased` (the release's error). */
-export function grantAfterClose(closed, key, unreleased) {
+function grantAfterClose(closed, key, unreleased) {
   const err = new StoreClosedError(
     `${closed.message} while the acquire of ${JSON.stringify(key)} was on its way; ${
       unreleased === undefined

@@ -45,3 +45,28 @@ export function traceCall(channel, context, outcome, call) {
     );
   }, context);
 }
+
+/**
+ * A lock's acquire as the acquire channel's context tells it: `acquire()` waits; the
+ * outcome, the attempts (the native handle's count since `native.attempts` now), the time
+ * waited since `started` and the fencing token go to `context`; `hold()` numbers a grant;
+ * `done()` runs last, whatever the outcome.
+ */
+export async function observeAcquire(context, native, options, started, { acquire, hold, done }) {
+  const before = native.attempts;
+  try {
+    const taken = await acquire();
+    context.outcome = taken ? "acquired" : waits(options) ? "timeout" : "busy";
+    if (taken) context.hold = hold();
+    return taken;
+  } catch (err) {
+    const signal = options?.signal;
+    context.outcome = signal?.aborted === true && (err === signal.reason || err?.code === "ABORTED") ? "aborted" : "error";
+    throw err;
+  } finally {
+    context.attempts = (native.attempts - before) >>> 0;
+    context.waitedMs = performance.now() - started;
+    context.fencingToken = native.fencingToken ?? null;
+    done();
+  }
+}

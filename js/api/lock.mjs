@@ -8,8 +8,8 @@ import { noteHold } from "./shutdown.mjs";
 import { UnsupportedError, checkArity, checkString, invalid, toLockError, typeName } from "./errors.mjs";
 import { durationMs, ttlDurationMs } from "./durations.mjs";
 import { OPTIONS_GO, acquireOptions, arityRejection, immediateOptions } from "./options.mjs";
-import { abortedBy, closedDuringRun, closedWhileWaiting, endedByClose, grantAfterClose, lostDuringRun, storeClosed } from "./lock-errors.mjs";
-import { extendOutcome, releaseOutcome, storeName, traceCall, waits } from "./lock-tracing.mjs";
+import { abortedBy, closedDuringRun, closedWhileWaiting, endedByClose, lostDuringRun, releaseGrantAfterClose, storeClosed } from "./lock-errors.mjs";
+import { extendOutcome, observeAcquire, releaseOutcome, storeName, traceCall } from "./lock-tracing.mjs";
 import { HoldSignal } from "./hold-signal.mjs";
 import { giveBack, ownNative, takeBack, takeNative } from "./pool.mjs";
 import { closeRecord } from "./stores.mjs";
@@ -342,7 +342,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       noteHold(record, entry);
       const acquiring = this.#acquireOpen(options).then(
         (taken) => {
-          if (taken && record.closed !== undefined) return this.#grantAfterClose(record.closed);
+          if (taken && record.closed !== undefined) return releaseGrantAfterClose(() => this.#release(), record.closed, this.#key);
           if (!taken && !entry.live()) record.holds.delete(entry);
           return taken;
         },
@@ -353,17 +353,6 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       );
       this.#inflight = acquiring;
       return acquiring;
-    }
-
-    /** An acquire granted after the store's close() began: released, and StoreClosedError. */
-    async #grantAfterClose(closed) {
-      let unreleased;
-      try {
-        await this.#release();
-      } catch (err) {
-        unreleased = toLockError(err, this.#key);
-      }
-      throw grantAfterClose(closed, this.#key, unreleased);
     }
 
     /** This handle's entry in its store's shutdown record (see shutdown.mjs). */
@@ -475,23 +464,14 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       const native = this.#handle();
       // Busy throughout, so the native handle (and its count of attempts) stays this lock's until read.
       this.#busy += 1;
-      const before = native.attempts;
-      try {
-        const taken = await this.#acquireWaiting(options);
-        context.outcome = taken ? "acquired" : waits(options) ? "timeout" : "busy";
-        if (taken) context.hold = this.#holds;
-        return taken;
-      } catch (err) {
-        const signal = options?.signal;
-        context.outcome = signal?.aborted === true && (err === signal.reason || err?.code === "ABORTED") ? "aborted" : "error";
-        throw err;
-      } finally {
-        context.attempts = (native.attempts - before) >>> 0;
-        context.waitedMs = performance.now() - started;
-        context.fencingToken = native.fencingToken ?? null;
-        this.#busy -= 1;
-        this.#settle();
-      }
+      return observeAcquire(context, native, options, started, {
+        acquire: () => this.#acquireWaiting(options),
+        hold: () => this.#holds,
+        done: () => {
+          this.#busy -= 1;
+          this.#settle();
+        },
+      });
     }
 
     /** `call(arg)` (a method of this lock) published on the tracing channel `channel` (see lock-tracing.mjs). */
