@@ -184,3 +184,11 @@ it("every module takes the errors and the shared checks one way per module forma
   }
   assert.deepEqual(wrong, []);
 });
+
+it("no module in js/api, js/cli or js/stores is over 750 lines (split along a seam, not squeezed)", () => {
+  const long = all
+    .filter((file) => /^js\/(api|cli|stores)\//.test(file))
+    .map((file) => [file, readFileSync(join(root, file), "utf8").split("\n").length - 1])
+    .filter(([, lines]) => lines > 750);
+  assert.deepEqual(long, [], "modules over 750 lines");
+});
