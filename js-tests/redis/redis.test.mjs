@@ -137,6 +137,24 @@ describe(`RedisLockStore (${TARGET})`, () => {
     assert.ok(performance.now() - start < 3_000);
   });
 
+  it("says when the port does not speak Redis, in one sentence", async () => {
+    const { createServer } = await import("node:http");
+    const http = createServer((_req, res) => res.end("hello")).listen(0, "127.0.0.1");
+    await new Promise((resolve) => http.once("listening", resolve));
+    try {
+      const err = await RedisLockStore.connect({ url: `redis://127.0.0.1:${http.address().port}`, ...fast }).then(
+        () => assert.fail("connected to an HTTP server"),
+        (e) => e,
+      );
+      assert.equal(err.code, "STORE_UNAVAILABLE");
+      assert.match(err.message, /^locksmith: store unavailable: redis: a reply that is not the Redis protocol \(is it a Redis port\?\)/);
+      assert.equal(err.message.match(/locksmith:/g).length, 1, err.message);
+      assert.ok(!err.message.includes("STORE_UNAVAILABLE"), err.message);
+    } finally {
+      http.close();
+    }
+  });
+
   it("keeps working across a server restart", async () => {
     const own = await startRedis();
     const store = await RedisLockStore.connect({ url: own.url, ...fast });

@@ -266,8 +266,10 @@ class Link {
         try {
           count = c.engine.feed(this.conn, chunk);
         } catch (err) {
-          // Out of step: the socket goes, and the engine learns it at once.
-          this.drop(`an unreadable reply (${err?.message ?? err})`);
+          // Out of step: the socket goes, and the engine learns it at once. The engine's
+          // words without its code and prefix (they would repeat in the error).
+          const detail = toLockError(err).message.replace(/^locksmith: (store unavailable: )?(redis: )?/, "");
+          this.drop(`a reply that is not the Redis protocol (is it a Redis port?): ${detail}`);
           return;
         }
         // A READONLY reply: the master was demoted. Ask the Sentinels again — once this
