@@ -51,7 +51,10 @@ describe("the default store beside a shared one", () => {
       // Both ran at once: each had its own memory lock (the bug the warning is about).
       assert.deepEqual(JSON.parse(stdout), { ran: true, store: "MemoryLockStore" });
       assert.equal(count(stderr, WARNING), 1, stderr);
-      assert.match(stderr, /a lock was taken on the default store \(this process's own memory\) while this process has a shared store \(RedisLockStore\)/);
+      assert.match(
+        stderr,
+        /the default store \(this process's own memory\) was used, by a lock made without a store or by getLockStore\(\), while this process has a shared store \(RedisLockStore\)/,
+      );
       assert.match(stderr, /setLockStore\(store\)/);
       assert.match(stderr, /lock\(key, ttlMs, store\)/);
       assert.match(stderr, /LOCKSMITH_REQUIRE_STORE=1/);

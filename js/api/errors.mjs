@@ -330,7 +330,7 @@ function noteDefaultStore() {
 function warnDefaultStore(shared) {
   warnOnce(
     "LOCKSMITH_DEFAULT_STORE",
-    `locksmith: a lock was taken on the default store (this process's own memory) while this process has a shared store (${shared}): ` +
+    `locksmith: the default store (this process's own memory) was used, by a lock made without a store or by getLockStore(), while this process has a shared store (${shared}): ` +
       "other processes do not see these locks, so each can hold the same key at once. " +
       "Call setLockStore(store) with the shared store before the first lock, or pass it: lock(key, ttlMs, store). " +
       "For memory locks on purpose, setLockStore(new MemoryLockStore()) says so; LOCKSMITH_REQUIRE_STORE=1 makes a lock without a store an error.",
