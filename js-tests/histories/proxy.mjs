@@ -2,8 +2,9 @@
 // checker's faults: per-chunk latency (a random 0–N ms per chunk, each direction
 // keeping its order), stalls (all traffic held for a while), late delivery (the
 // client's requests held back for a while, then delivered in order, also when the client
-// gave up and closed its connection meanwhile: the server still applies them) and cuts
-// (every connection through it dropped at once).
+// gave up and closed its connection meanwhile: the server still applies them), lost
+// answers (the server's replies dropped until the next cut) and cuts (every connection
+// through it dropped at once).
 import { createServer, connect, isIP } from "node:net";
 
 /** Whether `host` names this machine's loopback interface. */
@@ -26,10 +27,12 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
   let stalledUntil = 0;
   // Until when the client-to-server direction alone is held (holdBack).
   let heldUntil = 0;
+  // Whether the server's answers are dropped (loseAnswers, until the next cut).
+  let losingAnswers = false;
   const pairs = new Set();
   // Server sides still delivering what a closed client sent (see holdBack).
   const draining = new Set();
-  const stats = { connections: 0, chunks: 0, bytes: 0, cuts: 0, stalls: 0, holdBacks: 0, deliveredAfterClose: 0 };
+  const stats = { connections: 0, chunks: 0, bytes: 0, cuts: 0, stalls: 0, holdBacks: 0, deliveredAfterClose: 0, lostAnswers: 0 };
 
   /**
    * One direction of a connection: chunks from `from` are written to `to`, each at
@@ -64,6 +67,10 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
       timer = setTimeout(drain, Math.max(0, queue[0].at - performance.now()));
     };
     from.on("data", (chunk) => {
+      if (!up && losingAnswers) {
+        stats.lostAnswers += 1;
+        return;
+      }
       stats.chunks += 1;
       stats.bytes += chunk.length;
       const now = performance.now();
@@ -173,9 +180,18 @@ export async function startProxy({ targetPort, targetHost = "127.0.0.1", latency
       heldUntil = Math.max(heldUntil, performance.now() + ms);
       for (const pair of pairs) pair.directions[0].restall();
     },
+    /**
+     * Drops what the server answers from now until the next `cut()`: requests are applied
+     * and their answers lost (then `cut()`, and a client that sends unanswered requests
+     * again after reconnecting has the server apply them twice).
+     */
+    loseAnswers() {
+      losingAnswers = true;
+    },
     /** Drops every connection through the proxy now (both sides see it close). */
     cut() {
       stats.cuts += 1;
+      losingAnswers = false;
       for (const pair of [...pairs]) {
         pairs.delete(pair);
         for (const d of pair.directions) d.stop();

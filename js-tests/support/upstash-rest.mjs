@@ -15,14 +15,17 @@ const encode = (value, base64) => {
 };
 
 /**
- * Starts the REST endpoint for `redisUrl`; resolves to `{ url, token, holdBack(ms), close() }`.
+ * Starts the REST endpoint for `redisUrl`; resolves to `{ url, token, holdBack(ms), loseAnswers(n), close() }`.
  * `holdBack(ms)`: requests that arrive in the next `ms` are run when it ends, in the order
  * they came, whether or not their caller still waits (a request applied late).
+ * `loseAnswers(n)`: the next `n` requests are run and their connections then dropped
+ * unanswered (a client that retries a failed request has it applied twice).
  */
 export async function startUpstashRest(redisUrl, { token = "test-token" } = {}) {
   const redis = new Redis(redisUrl, { lazyConnect: false });
   let heldUntil = 0;
   let held = Promise.resolve();
+  let toLose = 0;
   const run = async (command, base64) => {
     try {
       const [name, ...args] = command.map(String);
@@ -52,6 +55,11 @@ export async function startUpstashRest(redisUrl, { token = "test-token" } = {}) 
       held = wait;
       await wait;
     }
+    if (toLose > 0) {
+      toLose -= 1;
+      for (const command of req.url === "/pipeline" ? body : [body]) await run(command, base64);
+      return res.socket.destroy();
+    }
     if (req.url === "/pipeline") {
       const results = [];
       for (const command of body) results.push(await run(command, base64));
@@ -66,6 +74,9 @@ export async function startUpstashRest(redisUrl, { token = "test-token" } = {}) 
     token,
     holdBack(ms) {
       heldUntil = Math.max(heldUntil, performance.now() + ms);
+    },
+    loseAnswers(n) {
+      toLose += n;
     },
     async close() {
       await new Promise((resolve) => server.close(resolve));

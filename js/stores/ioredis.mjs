@@ -9,6 +9,35 @@ function looksLikeIoredis(client) {
   return client !== null && typeof client === "object" && typeof client.evalsha === "function" && typeof client.duplicate === "function";
 }
 
+// How many connections each client lost, counted once per client however many stores
+// share it (ioredis warns past ten listeners of one event).
+const lost = new WeakMap();
+
+/**
+ * A counter of `client`'s lost connections. ioredis sends a command again when a lost
+ * connection left it unanswered: a Redis by default (autoResendUnfulfilledCommands), a
+ * Cluster when a node's connection closed under it (it retries on a node). The store
+ * reads the counter around a release, whose second sending answers "not held".
+ */
+function lostConnections(client) {
+  if (typeof client.on !== "function") return undefined;
+  let counter = lost.get(client);
+  if (counter === undefined) {
+    counter = { n: 0 };
+    lost.set(client, counter);
+    const count = () => {
+      counter.n++;
+    };
+    if (client.isCluster === true) {
+      for (const node of client.nodes?.("all") ?? []) node.on("close", count);
+      client.on("+node", (node) => node.on("close", count));
+    } else {
+      client.on("close", count);
+    }
+  }
+  return () => counter.n;
+}
+
 export class IoRedisLockStore extends RedisClientStore {
   get [STORE_NAME]() {
     return "ioredis";
@@ -38,7 +67,8 @@ export class IoRedisLockStore extends RedisClientStore {
         exists: (key) => client.exists(key),
         pttl: (key) => client.pttl(key),
         get: (key) => client.get(key),
-        setNx: (key, value, ttlMs) => client.set(key, value, "PX", ttlMs, "NX"),
+        setNx: (key, value, ttlMs) => client.set(key, value, "PX", ttlMs, "NX", "GET"),
+        lostConnections: lostConnections(client),
         cluster: client.isCluster === true,
         subscriber: (onBack) => {
           // A connection of its own: a subscribed connection can run nothing else.

@@ -32,7 +32,7 @@ export class NodeRedisLockStore extends RedisClientStore {
         pttl: (key) => client.pTTL(key),
         get: (key) => client.get(key),
         // v4 to v6 all read these flags (v5 and v6 also take `condition`/`expiration`).
-        setNx: (key, value, ttlMs) => client.set(key, value, { PX: ttlMs, NX: true }),
+        setNx: (key, value, ttlMs) => client.set(key, value, { PX: ttlMs, NX: true, GET: true }),
         // A cluster (createCluster(), v4 to v6) lists its masters.
         cluster: typeof client.getMasters === "function",
         subscriber: (onBack) => {

@@ -5,7 +5,7 @@
 // any other. Each client's module supplies a small driver; everything else lives here.
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "../api/symbols.mjs";
-import { LockStoreError, checkOptionKeys, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
+import { LockStoreError, StoreUnavailableError, checkOptionKeys, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
@@ -51,8 +51,12 @@ const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
  * One store over a driver:
  * - `evalsha(sha, keys, args)` / `eval(source, keys, args)`: run a script, resolve to its reply;
  * - `exists(key)` → 0/1, `pttl(key)` → ms / -1 / -2, optional `get(key)` → string | null;
- * - `setNx(key, value, ttlMs)`: `SET key value NX PX ttlMs`, resolving to null when not set
- *   (the acquire of a store with `fencing: false`);
+ * - `setNx(key, value, ttlMs)`: `SET key value NX PX ttlMs GET`, resolving to the value the
+ *   key held (null when it was free and is now set): the acquire of a store with
+ *   `fencing: false`;
+ * - optional `lostConnections()` → a number that grows each time the client lost a
+ *   connection, for a client that sends a command again when a lost connection left it
+ *   unanswered (ioredis): a release sent twice answers "not held" the second time;
  * - optional `subscriber(onBack)` → `{ subscribe(channel, onMessage), unsubscribe(channel),
  *   close(), live() }` (the first three may return promises), for release wake-ups: `live()`
  *   says whether the connection is up (messages can arrive), and the driver calls
@@ -145,8 +149,11 @@ export class RedisClientStore {
     if (entry !== undefined) entry.attempts++;
     try {
       if (!this.#fencing) {
-        const reply = await this.#driver.setNx(lockKey, owner, ttlMs);
-        return reply !== null && reply !== undefined;
+        // Taken when the key was free, or held by this very owner: owner tokens are fresh
+        // per acquire, so that is this SET applied twice (a client that sent it again
+        // after a lost connection), and its hold is this attempt's.
+        const held = await this.#driver.setNx(lockKey, owner, ttlMs);
+        return held === null || held === undefined || String(held) === owner;
       }
       const token = Number(await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
       return token > 0 ? token : false;
@@ -157,7 +164,25 @@ export class RedisClientStore {
   }
 
   async release(key, owner) {
-    return Number(await this.#script(SCRIPTS.release, [this.#key(key)], [owner])) === 1;
+    return this.#releaseAnswer(SCRIPTS.release, [this.#key(key)], [owner], key);
+  }
+
+  /**
+   * A release script's answer: `true` when it gave the hold back. A "not held" that came
+   * after the client lost a connection while the release was on its way is not trusted:
+   * a client that sends unanswered commands again (ioredis) may have had the first
+   * sending release the hold and the second find it gone. That is said as an outage,
+   * which leaves the hold to the handle (a second release asks again).
+   */
+  async #releaseAnswer(script, keys, args, key) {
+    const before = this.#driver.lostConnections?.();
+    const released = Number(await this.#script(script, keys, args)) === 1;
+    if (!released && before !== undefined && this.#driver.lostConnections() !== before) {
+      throw new StoreUnavailableError(
+        `locksmith: store unavailable: the connection to Redis was lost while the release of ${JSON.stringify(key)} was on its way and the client sent it again; the answer "not held" may be the second sending's, after the first released the hold, so whether this release took effect is not known`,
+      );
+    }
+    return released;
   }
 
   async extend(key, owner, ttlMs) {
@@ -240,11 +265,9 @@ export class RedisClientStore {
 
   async releasePermit(key, owner, kind) {
     const holders = this.#holders(key, kind);
-    const reply =
-      kind === "semaphore"
-        ? await this.#script(SCRIPTS.semaphoreRelease, [holders, `${holders}:limit`, `${holders}:weights`], [owner])
-        : await this.#script(SCRIPTS.rwlockRelease, [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:readers`, `${holders}:turn`], [owner]);
-    return Number(reply) === 1;
+    return kind === "semaphore"
+      ? this.#releaseAnswer(SCRIPTS.semaphoreRelease, [holders, `${holders}:limit`, `${holders}:weights`], [owner], key)
+      : this.#releaseAnswer(SCRIPTS.rwlockRelease, [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:readers`, `${holders}:turn`], [owner], key);
   }
 
   async extendPermit(key, owner, ttlMs, kind) {

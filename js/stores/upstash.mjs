@@ -32,7 +32,7 @@ export class UpstashLockStore extends RedisClientStore {
       eval: (source, keys, args) => client.eval(source, keys, args),
       exists: (key) => client.exists(key),
       pttl: (key) => client.pttl(key),
-      setNx: (key, value, ttlMs) => client.set(key, value, { nx: true, px: ttlMs }),
+      setNx: (key, value, ttlMs) => client.set(key, value, { nx: true, px: ttlMs, get: true }),
     };
     // No `get`: the client may parse a GET reply as JSON (an owner token of digits would
     // come back a number), so ownership is compared on the server.

@@ -7,7 +7,13 @@
 -- ARGV[3]  how long the fencing counter lives from now, in milliseconds: the TTL plus
 --          a small bound, so the counter goes soon after the lock
 --
--- Returns the fencing token (> 0) when taken, 0 when someone holds the key.
+-- Returns the fencing token (> 0) when taken, 0 when someone else holds the key.
+--
+-- A key this owner holds already is this call applied a second time: an owner token
+-- is fresh per acquire, so only a client that sent the script again (ioredis resends
+-- the commands a lost connection left unanswered) finds its own token there. It is
+-- answered as taken, with the TTL counted again and a new token, so the second answer
+-- is as good as the first that was lost, and the hold is not left to nobody.
 --
 -- SET ... NX GET takes the key only if it is free, answers who held it, and fails with
 -- WRONGTYPE on a key that is not a string, in one command (Redis 7).
@@ -21,7 +27,10 @@ if type(held) == 'table' and held.err then
   return held
 end
 if held then
-  return 0
+  if held ~= ARGV[1] then
+    return 0
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 end
 -- Tokens are the server's clock in microseconds (TIME), or one more than the key's last
 -- token when that is not smaller (two holds within a microsecond, a clock stepped back).

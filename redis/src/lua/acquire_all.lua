@@ -8,15 +8,21 @@
 -- ARGV[3]     how long each fencing counter lives from now, in milliseconds
 --
 -- Returns the tokens, space-separated, when every lock was taken; -i when lock i is
--- held (then nothing was taken). A key that is not a lock is an error, as acquire.lua's.
+-- held by someone else (then nothing was taken). A key that is not a lock is an error,
+-- as acquire.lua's. Keys this owner holds already are this call applied a second time
+-- (see acquire.lua): taken again, their TTLs counted again, new tokens.
 local n = #KEYS / 2
 for i = 1, n do
   local key = KEYS[2 * i - 1]
-  if redis.call('EXISTS', key) == 1 then
-    local kind = redis.call('TYPE', key)['ok']
-    if kind ~= 'string' then
+  local held = redis.pcall('GET', key)
+  if type(held) == 'table' and held.err then
+    if string.sub(held.err, 1, 10) == 'WRONGTYPE ' then
+      local kind = redis.call('TYPE', key)['ok']
       return redis.error_reply('WRONGTYPE key ' .. key .. ' holds a ' .. kind .. ', not a lock')
     end
+    return held
+  end
+  if held and held ~= ARGV[1] then
     return -i
   end
 end

@@ -21,7 +21,7 @@
 -- ARGV[3]  `read` or `write`
 -- ARGV[4]  how long the keys outlive the latest hold, in milliseconds (a small bound)
 --
--- Returns the fencing token (> 0) when taken; 0 when refused or the owner holds it already.
+-- Returns the fencing token (> 0) when taken; 0 when refused.
 --
 -- The clock is the server's (TIME), never the caller's.
 local time = redis.call('TIME')
@@ -42,37 +42,38 @@ if writer and not redis.call('ZSCORE', KEYS[1], writer) then
     redis.call('PEXPIRE', KEYS[6], string.format('%.0f', math.max(last - now, 1)))
   end
 end
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  return 0
-end
-local holders = redis.call('ZCARD', KEYS[1])
-local claimant = redis.call('GET', KEYS[3])
 local until_ms = string.format('%.0f', now + tonumber(ARGV[2]))
-if ARGV[3] == 'read' then
-  local in_turn = redis.call('ZSCORE', KEYS[6], ARGV[1])
-  if writer or (claimant and not in_turn) then
-    -- Waits for the next readers' turn (unless it is in this one already).
-    if not in_turn then
-      redis.call('ZADD', KEYS[5], until_ms, ARGV[1])
-      local last = tonumber(redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')[2])
-      redis.call('PEXPIRE', KEYS[5], string.format('%.0f', math.max(last - now, 1)))
+-- A holder that holds already is this call applied a second time (see acquire.lua):
+-- taken again, its expiry counted again, a new token.
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  local holders = redis.call('ZCARD', KEYS[1])
+  local claimant = redis.call('GET', KEYS[3])
+  if ARGV[3] == 'read' then
+    local in_turn = redis.call('ZSCORE', KEYS[6], ARGV[1])
+    if writer or (claimant and not in_turn) then
+      -- Waits for the next readers' turn (unless it is in this one already).
+      if not in_turn then
+        redis.call('ZADD', KEYS[5], until_ms, ARGV[1])
+        local last = tonumber(redis.call('ZRANGE', KEYS[5], -1, -1, 'WITHSCORES')[2])
+        redis.call('PEXPIRE', KEYS[5], string.format('%.0f', math.max(last - now, 1)))
+      end
+      return 0
     end
-    return 0
-  end
-  redis.call('ZREM', KEYS[5], ARGV[1])
-  redis.call('ZREM', KEYS[6], ARGV[1])
-elseif ARGV[3] == 'write' then
-  if holders > 0 or (claimant and claimant ~= ARGV[1]) or redis.call('EXISTS', KEYS[6]) == 1 then
-    -- Claimed, or the claim renewed by the claimant's next attempt.
-    if not claimant or claimant == ARGV[1] then
-      redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+    redis.call('ZREM', KEYS[5], ARGV[1])
+    redis.call('ZREM', KEYS[6], ARGV[1])
+  elseif ARGV[3] == 'write' then
+    if holders > 0 or (claimant and claimant ~= ARGV[1]) or redis.call('EXISTS', KEYS[6]) == 1 then
+      -- Claimed, or the claim renewed by the claimant's next attempt.
+      if not claimant or claimant == ARGV[1] then
+        redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+      end
+      return 0
     end
-    return 0
+    redis.call('DEL', KEYS[3])
+    redis.call('SET', KEYS[2], ARGV[1])
+  else
+    return redis.error_reply('ERR rwlock_acquire.lua: ARGV[3] must be read or write')
   end
-  redis.call('DEL', KEYS[3])
-  redis.call('SET', KEYS[2], ARGV[1])
-else
-  return redis.error_reply('ERR rwlock_acquire.lua: ARGV[3] must be read or write')
 end
 redis.call('ZADD', KEYS[1], until_ms, ARGV[1])
 -- Every key lives until the latest hold expires, plus the bound.

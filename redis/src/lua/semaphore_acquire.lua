@@ -15,40 +15,40 @@
 -- ARGV[5]  optional: how many permits (1 to the limit; default 1; more needs KEYS[4])
 --
 -- Returns the fencing token (> 0) when the permits were taken; 0 when fewer than
--- `permits` are free or the owner holds some already; -L when the semaphore is held
--- with another limit L (every handle of a semaphore must agree on it).
+-- `permits` are free; -L when the semaphore is held with another limit L (every handle
+-- of a semaphore must agree on it). An owner that holds permits already is this call
+-- applied a second time (see acquire.lua): taken, its expiry counted again, a new token.
 --
 -- The clock is the server's (TIME), never the caller's.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  return 0
-end
-local limit = tonumber(ARGV[3])
-local holders = redis.call('ZCARD', KEYS[1])
-if holders > 0 then
-  local held = tonumber(redis.call('GET', KEYS[2]))
-  if held and held ~= limit then
-    return -held
-  end
-end
 local permits = tonumber(ARGV[5] or '1')
--- The permits held: one per holder, plus what the weighted ones hold beyond one (their
--- entries go with their holds: an expired or released holder's is dropped here).
-local used = holders
-if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
-  local weights = redis.call('HGETALL', KEYS[4])
-  for i = 1, #weights, 2 do
-    if redis.call('ZSCORE', KEYS[1], weights[i]) then
-      used = used + tonumber(weights[i + 1]) - 1
-    else
-      redis.call('HDEL', KEYS[4], weights[i])
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  local limit = tonumber(ARGV[3])
+  local holders = redis.call('ZCARD', KEYS[1])
+  if holders > 0 then
+    local held = tonumber(redis.call('GET', KEYS[2]))
+    if held and held ~= limit then
+      return -held
     end
   end
-end
-if used + permits > limit then
-  return 0
+  -- The permits held: one per holder, plus what the weighted ones hold beyond one (their
+  -- entries go with their holds: an expired or released holder's is dropped here).
+  local used = holders
+  if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 1 then
+    local weights = redis.call('HGETALL', KEYS[4])
+    for i = 1, #weights, 2 do
+      if redis.call('ZSCORE', KEYS[1], weights[i]) then
+        used = used + tonumber(weights[i + 1]) - 1
+      else
+        redis.call('HDEL', KEYS[4], weights[i])
+      end
+    end
+  end
+  if used + permits > limit then
+    return 0
+  end
 end
 redis.call('ZADD', KEYS[1], string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
 if permits > 1 then
