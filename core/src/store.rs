@@ -131,6 +131,10 @@ pub(crate) fn no_permit_weights() -> crate::error::LockError {
 #[cfg_attr(target_arch = "wasm32", async_trait::async_trait(?Send))]
 pub trait LockStore: MaybeSendSync {
     /// Takes `key` for `owner` for `ttl_ms` if nobody holds it. `true` if taken.
+    ///
+    /// Core never asks with an owner that holds the key already (owner tokens are fresh
+    /// per acquire); a store may answer that either way. The Redis stores answer it as
+    /// taken, with the TTL counted again: that is one call a client sent twice.
     async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool>;
 
     /// Frees `key` if `owner` holds it. `true` if it did.

@@ -15,7 +15,7 @@ const encode = (value, base64) => {
 };
 
 /**
- * Starts the REST endpoint for `redisUrl`; resolves to `{ url, token, holdBack(ms), loseAnswers(n), close() }`.
+ * Starts the REST endpoint for `redisUrl`; resolves to `{ url, token, holdBack(ms), loseAnswers(n), answersToLose(), close() }`.
  * `holdBack(ms)`: requests that arrive in the next `ms` are run when it ends, in the order
  * they came, whether or not their caller still waits (a request applied late).
  * `loseAnswers(n)`: the next `n` requests are run and their connections then dropped
@@ -78,6 +78,8 @@ export async function startUpstashRest(redisUrl, { token = "test-token" } = {}) 
     loseAnswers(n) {
       toLose += n;
     },
+    /** How many of the answers `loseAnswers` asked for are still to be lost. */
+    answersToLose: () => toLose,
     async close() {
       await new Promise((resolve) => server.close(resolve));
       server.closeAllConnections?.();

@@ -14,13 +14,15 @@ function looksLikeIoredis(client) {
 const lost = new WeakMap();
 
 /**
- * A counter of `client`'s lost connections. ioredis sends a command again when a lost
- * connection left it unanswered: a Redis by default (autoResendUnfulfilledCommands), a
- * Cluster when a node's connection closed under it (it retries on a node). The store
- * reads the counter around a release, whose second sending answers "not held".
+ * A counter of `client`'s lost connections, when it sends a command again that a lost
+ * connection left unanswered: a Redis unless `autoResendUnfulfilledCommands` is off, a
+ * Cluster always (a command whose node's connection closed is retried on a node; a close
+ * of any node counts). The store reads the counter around a release, whose second
+ * sending answers "not held".
  */
 function lostConnections(client) {
   if (typeof client.on !== "function") return undefined;
+  if (client.isCluster !== true && client.options?.autoResendUnfulfilledCommands === false) return undefined;
   let counter = lost.get(client);
   if (counter === undefined) {
     counter = { n: 0 };

@@ -149,11 +149,20 @@ export class RedisClientStore {
     if (entry !== undefined) entry.attempts++;
     try {
       if (!this.#fencing) {
-        // Taken when the key was free, or held by this very owner: owner tokens are fresh
-        // per acquire, so that is this SET applied twice (a client that sent it again
-        // after a lost connection), and its hold is this attempt's.
-        const held = await this.#driver.setNx(lockKey, owner, ttlMs);
-        return held === null || held === undefined || String(held) === owner;
+        let held;
+        try {
+          held = await this.#driver.setNx(lockKey, owner, ttlMs);
+        } catch (err) {
+          // A key of another type reads as held, as RedisLockStore's plain SET NX sees it.
+          if (/WRONGTYPE/.test(String(err?.message ?? err))) return false;
+          throw err;
+        }
+        if (held === null || held === undefined) return true;
+        // Held by this very owner: owner tokens are fresh per acquire, so that is this SET
+        // applied twice (a client that sent it again after a lost connection). Taken, with
+        // its TTL counted again from now, as the fenced script does.
+        if (String(held) === owner) return this.extend(key, owner, ttlMs);
+        return false;
       }
       const token = Number(await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
       return token > 0 ? token : false;

@@ -9,8 +9,8 @@ export interface RedisClientStoreOptions {
   /** Wake waiters on release over a subscriber connection of the store's own (default true). */
   notifyReleases?: boolean;
   /**
-   * `false`: a lock's acquire is one plain `SET key owner NX PX ttl` (no script) and its
-   * hold has no fencing token, as RedisLockStore's `fencing: false` (default true).
+   * `false`: a lock's acquire is one plain `SET key owner NX PX ttl GET` (no script) and
+   * its hold has no fencing token, as with RedisLockStore's `fencing: false` (default true).
    */
   fencing?: boolean;
 }

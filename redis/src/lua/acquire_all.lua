@@ -8,9 +8,9 @@
 -- ARGV[3]     how long each fencing counter lives from now, in milliseconds
 --
 -- Returns the tokens, space-separated, when every lock was taken; -i when lock i is
--- held by someone else (then nothing was taken). A key that is not a lock is an error,
--- as acquire.lua's. Keys this owner holds already are this call applied a second time
--- (see acquire.lua): taken again, their TTLs counted again, new tokens.
+-- held by someone else (then this call took nothing). A key that is not a lock is an
+-- error, as acquire.lua's. Keys this owner holds already (this call applied a second
+-- time, see acquire.lua) are taken again, their TTLs counted again, with new tokens.
 local n = #KEYS / 2
 for i = 1, n do
   local key = KEYS[2 * i - 1]

@@ -43,9 +43,14 @@ if writer and not redis.call('ZSCORE', KEYS[1], writer) then
   end
 end
 local until_ms = string.format('%.0f', now + tonumber(ARGV[2]))
--- A holder that holds already is this call applied a second time (see acquire.lua):
--- taken again, its expiry counted again, a new token.
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+-- A holder that holds this kind of hold already is this call applied a second time (see
+-- acquire.lua): taken again, its expiry counted again, a new token. One that holds the
+-- other kind is refused.
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  if (writer == ARGV[1]) ~= (ARGV[3] == 'write') then
+    return 0
+  end
+else
   local holders = redis.call('ZCARD', KEYS[1])
   local claimant = redis.call('GET', KEYS[3])
   if ARGV[3] == 'read' then

@@ -16,16 +16,22 @@
 --
 -- Returns the fencing token (> 0) when the permits were taken; 0 when fewer than
 -- `permits` are free; -L when the semaphore is held with another limit L (every handle
--- of a semaphore must agree on it). An owner that holds permits already is this call
--- applied a second time (see acquire.lua): taken, its expiry counted again, a new token.
+-- of a semaphore must agree on it). An owner that holds these very permits already
+-- (as many, under this limit) is this call applied a second time (see acquire.lua):
+-- taken, its expiry counted again, a new token; an owner holding others is refused.
 --
 -- The clock is the server's (TIME), never the caller's.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now))
 local permits = tonumber(ARGV[5] or '1')
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  local limit = tonumber(ARGV[3])
+local limit = tonumber(ARGV[3])
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  local weight = KEYS[4] and tonumber(redis.call('HGET', KEYS[4], ARGV[1])) or 1
+  if weight ~= permits or tonumber(redis.call('GET', KEYS[2])) ~= limit then
+    return 0
+  end
+else
   local holders = redis.call('ZCARD', KEYS[1])
   if holders > 0 then
     local held = tonumber(redis.call('GET', KEYS[2]))
