@@ -126,12 +126,21 @@ export class Writes {
     return this.#latest.get(`${etcdKey}\u0000${owner}`);
   }
 
-  /** `{ state: "live", left }`, `{ state: "expired" }` (ours, TTL passed) or `{ state: "unknown" }` (not ours, or forgotten). */
+  /**
+   * `{ state: "live", left }`, `{ state: "expired" }` (ours, TTL passed) or `{ state: "unknown" }`
+   * (not ours, or forgotten). A write whose TTL passed is still live while a later write
+   * of the same key and owner is (an extend, or a waiting entry's next attempt, on its
+   * way): if it lands, the holder counts its hold from that one, so nobody may go past it.
+   */
   status(id) {
     const entry = this.get(id);
     if (!entry) return { state: "unknown" };
-    const left = entry.until - now();
-    return left > 0 ? { state: "live", left } : { state: "expired" };
+    const t = now();
+    const left = entry.until - t;
+    if (left > 0) return { state: "live", left };
+    const latest = this.#latest.get(`${entry.etcdKey}\u0000${entry.owner}`);
+    if (latest !== undefined && latest !== entry && latest.until > t) return { state: "live", left: latest.until - t };
+    return { state: "expired" };
   }
 
   #sweep() {

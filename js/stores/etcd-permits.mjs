@@ -93,7 +93,15 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
     if (queue.reduce((sum, e) => sum + e.permits, 0) + weight > limit && !queue.some((e) => e.owner === owner)) return false;
   }
   // A semaphore's entries are taken out when refused: expect none. A reader's or writer's waits in the queue.
-  const previous = kind === "semaphore" ? undefined : s.writes.latest(entryKey, owner);
+  let previous = kind === "semaphore" ? undefined : s.writes.latest(entryKey, owner);
+  // A waiting entry whose TTL ran out between attempts is over to this store, whose
+  // other handles went past it (and may hold behind it now): put back in its place it
+  // would stand ahead of them again. It goes to the back of the queue instead, taken out
+  // before this attempt's write is noted (while one is on its way, the entry counts as live).
+  if (previous !== undefined && s.writes.status(previous.id).state !== "live") {
+    await drop(s, entryKey, { value: b64(previous.value) }, deadline);
+    previous = undefined;
+  }
   const write = s.writes.add(entryKey, owner, ttlMs, sentAt, value);
   let lease;
   let outcome; // "taken", "refused" (entry out again) or "waiting" (entry kept); undefined: failed
@@ -118,6 +126,11 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
         const found = kvs.find((kv) => unb64(kv.key) === entryKey);
         if (found === undefined || parseValue(found).w !== write.id) {
           expected = found?.value;
+          // An earlier attempt's entry, applied late, that this store counts as over: out (as above).
+          if (found !== undefined && s.writes.status(parseValue(found).w).state !== "live") {
+            await drop(s, entryKey, found, deadline);
+            expected = undefined;
+          }
           continue;
         }
       }
