@@ -128,18 +128,23 @@ export class Writes {
 
   /**
    * `{ state: "live", left }`, `{ state: "expired" }` (ours, TTL passed) or `{ state: "unknown" }`
-   * (not ours, or forgotten). A write whose TTL passed is still live while a later write
-   * of the same key and owner is (an extend, or a waiting entry's next attempt, on its
-   * way): if it lands, the holder counts its hold from that one, so nobody may go past it.
+   * (not ours, or forgotten), as seen by `observer` (the owner asking; none for a question
+   * of nobody's). To anyone but its owner, a write whose TTL passed is still live while a
+   * later write of the same key and owner is (an extend, or a waiting entry's next
+   * attempt, on its way): if it lands, the holder counts its hold from that one, so nobody
+   * may go past it meanwhile. It vouches for no time (`left` 0): it may never land. (An
+   * owner's own calls on a key run in turn, so a later write it sees is its own call's.)
    */
-  status(id) {
+  status(id, observer) {
     const entry = this.get(id);
     if (!entry) return { state: "unknown" };
     const t = now();
     const left = entry.until - t;
     if (left > 0) return { state: "live", left };
-    const latest = this.#latest.get(`${entry.etcdKey}\u0000${entry.owner}`);
-    if (latest !== undefined && latest !== entry && latest.until > t) return { state: "live", left: latest.until - t };
+    if (observer !== entry.owner) {
+      const latest = this.#latest.get(`${entry.etcdKey}\u0000${entry.owner}`);
+      if (latest !== undefined && latest !== entry && latest.until > t) return { state: "live", left: 0 };
+    }
     return { state: "expired" };
   }
 
@@ -156,8 +161,8 @@ export class Writes {
   }
 }
 
-/** How a store sees a kv (a lock, a queue entry) given the writes it remembers: `{ owner, role, limit, permits, behind, w, state, left }`; state "live" / "expired" / "unknown". */
-export function holdOf(writes, kv) {
+/** How a store sees a kv (a lock, a queue entry) given the writes it remembers, asked by `observer` (see `status`): `{ owner, role, limit, permits, behind, w, state, left }`; state "live" / "expired" / "unknown". */
+export function holdOf(writes, kv, observer) {
   const value = parseValue(kv);
   return {
     owner: value.owner,
@@ -167,7 +172,7 @@ export function holdOf(writes, kv) {
     permits: Number.isSafeInteger(value.permits) && value.permits > 0 ? value.permits : 1,
     behind: value.behind,
     w: value.w,
-    ...writes.status(value.w),
+    ...writes.status(value.w, observer),
   };
 }
 

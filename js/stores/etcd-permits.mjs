@@ -26,12 +26,12 @@ import { invalid } from "../api/errors.mjs";
 import { absent, b64, contend, del, holdOf, now, parseValue, put, range, unb64, unsegment, valueIs } from "./etcd-codec.mjs";
 import { GRPC, unavailable } from "./etcd-gateway.mjs";
 
-/** The key's queue, read in a transaction's range response: entries in revision order, with whether each is admitted. */
-export function queueOf(s, kvs, base, kind, limit) {
+/** The key's queue, read in a transaction's range response, as `observer` (an owner, or none) sees it: entries in revision order, with whether each is admitted. */
+export function queueOf(s, kvs, base, kind, limit, observer) {
   const entries = [];
   const stale = [];
   for (const kv of kvs) {
-    const entry = { ...holdOf(s.writes, kv), owner: unsegment(unb64(kv.key).slice(base.length)), kv, revision: BigInt(kv.create_revision) };
+    const entry = { ...holdOf(s.writes, kv, observer), owner: unsegment(unb64(kv.key).slice(base.length)), kv, revision: BigInt(kv.create_revision) };
     (entry.state === "expired" ? stale : entries).push(entry);
   }
   entries.sort((a, b) => (a.revision < b.revision ? -1 : a.revision > b.revision ? 1 : 0));
@@ -88,7 +88,7 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
   if (kind === "semaphore" && s.contended.has(base)) {
     // Full at the last look: one read, and no entry (which others would count) while it still is.
     const { kvs } = await s.gateway.list(base, deadline, "acquirePermit");
-    const queue = queueOf(s, kvs, base, kind, limit);
+    const queue = queueOf(s, kvs, base, kind, limit, owner);
     // An entry put now would be last: admitted if every entry's permits and its own fit.
     if (queue.reduce((sum, e) => sum + e.permits, 0) + weight > limit && !queue.some((e) => e.owner === owner)) return false;
   }
@@ -98,7 +98,7 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
   // other handles went past it (and may hold behind it now): put back in its place it
   // would stand ahead of them again. It goes to the back of the queue instead, taken out
   // before this attempt's write is noted (while one is on its way, the entry counts as live).
-  if (previous !== undefined && s.writes.status(previous.id).state !== "live") {
+  if (previous !== undefined && s.writes.status(previous.id, owner).state !== "live") {
     await drop(s, entryKey, { value: b64(previous.value) }, deadline);
     previous = undefined;
   }
@@ -127,14 +127,14 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
         if (found === undefined || parseValue(found).w !== write.id) {
           expected = found?.value;
           // An earlier attempt's entry, applied late, that this store counts as over: out (as above).
-          if (found !== undefined && s.writes.status(parseValue(found).w).state !== "live") {
+          if (found !== undefined && s.writes.status(parseValue(found).w, owner).state !== "live") {
             await drop(s, entryKey, found, deadline);
             expected = undefined;
           }
           continue;
         }
       }
-      const queue = queueOf(s, kvs, base, kind, limit);
+      const queue = queueOf(s, kvs, base, kind, limit, owner);
       const mine = queue.find((e) => e.owner === owner);
       if (mine === undefined) continue; // gone meanwhile: put it again
       if (kind === "semaphore") {
@@ -192,10 +192,10 @@ export async function releaseEntry(s, key, owner, kind, base, entryKey) {
   if (deleted) {
     s.watch.wake(`${kind === "semaphore" ? "semaphore" : "rw"}:${key}`);
     s.writes.forget(latest);
-    return queueOf(s, kvs, base, kind).find((e) => e.owner === owner)?.admitted === true;
+    return queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner)?.admitted === true;
   }
   // An earlier, unanswered attempt may have deleted the hold this store knows is live.
-  if (uncertain && latest && s.writes.status(latest.id).state === "live") {
+  if (uncertain && latest && s.writes.status(latest.id, owner).state === "live") {
     s.writes.forget(latest);
     return true;
   }
@@ -210,7 +210,7 @@ export async function extendEntry(s, owner, ttlMs, kind, base, entryKey) {
   let kvs = first.kvs;
   // Twice at most: a concurrent extend of the same hold changes it between read and write.
   for (let round = 0; round < 2; round++) {
-    const mine = queueOf(s, kvs, base, kind).find((e) => e.owner === owner);
+    const mine = queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner);
     if (!mine?.admitted) break;
     const value = parseValue(mine.kv);
     const write = s.writes.add(entryKey, owner, ttlMs, sentAt, (w) => JSON.stringify({ ...value, ttl: ttlMs, w }));
@@ -235,7 +235,7 @@ export async function countEntries(s, kind, base) {
 /** Milliseconds left of `owner`'s permit under `base`, or null (1 for a permit set elsewhere: held, no time vouched for). */
 export async function entryRemainingTime(s, owner, kind, base) {
   const { kvs } = await s.gateway.list(base, s.gateway.deadline(), "permitRemainingTime");
-  const mine = queueOf(s, kvs, base, kind).find((e) => e.owner === owner);
+  const mine = queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner);
   if (!mine?.admitted) return null;
   return mine.state === "live" ? Math.max(1, Math.floor(mine.left)) : 1;
 }

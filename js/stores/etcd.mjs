@@ -168,7 +168,7 @@ export class EtcdLockStore {
     if (this.#contended.has(name)) {
       // Held at the last look: one read, no lease, while it still is.
       const kv = await this.#gateway.get(name, deadline, "acquire");
-      if (kv && holdOf(this.#writes, kv).state !== "expired") return false;
+      if (kv && holdOf(this.#writes, kv, owner).state !== "expired") return false;
     }
     const write = this.#writes.add(name, owner, ttlMs, sentAt, (w) => lockValue(owner, ttlMs, w));
     let lease;
@@ -187,7 +187,7 @@ export class EtcdLockStore {
         }
         const kv = firstKv(reply.responses?.[0]);
         if (kv === undefined) continue; // freed in between
-        const held = holdOf(this.#writes, kv);
+        const held = holdOf(this.#writes, kv, owner);
         if (held.w === write.id) {
           // An earlier, unanswered attempt of this call was applied after all.
           outcome = "taken";
@@ -239,16 +239,16 @@ export class EtcdLockStore {
       const prev = reply.responses?.[0]?.response_delete_range?.prev_kvs?.[0];
       this.#gateway.revokeReplaced(reply);
       this.#watch.wake(`lock:${key}`);
-      const live = prev !== undefined && holdOf(this.#writes, prev).state !== "expired";
+      const live = prev !== undefined && holdOf(this.#writes, prev, owner).state !== "expired";
       this.#writes.forget(this.#writes.latest(name, owner));
       return live;
     }
     // An earlier attempt went unanswered: if it deleted the hold this store knows is live,
     // this one finds the key gone (or someone else's).
     const latest = this.#writes.latest(name, owner);
-    if (uncertain && latest && this.#writes.status(latest.id).state === "live") {
+    if (uncertain && latest && this.#writes.status(latest.id, owner).state === "live") {
       const kv = firstKv(reply.responses?.[0]);
-      if (kv === undefined || holdOf(this.#writes, kv).owner !== owner) {
+      if (kv === undefined || holdOf(this.#writes, kv, owner).owner !== owner) {
         this.#writes.forget(latest);
         return true;
       }
@@ -275,7 +275,7 @@ export class EtcdLockStore {
     try {
       // A hold this store set and timed out is not extended (someone may be taking it over):
       // a read says whether the key holds that write still, or another of this owner's.
-      let expected = previous && this.#writes.status(previous.id).state !== "expired" ? b64(previous.value) : undefined;
+      let expected = previous && this.#writes.status(previous.id, owner).state !== "expired" ? b64(previous.value) : undefined;
       const [kv, granted] = await Promise.all([
         expected === undefined ? this.#gateway.get(name, deadline, "extend") : undefined,
         this.#gateway.grant(ttlMs, deadline),
@@ -285,7 +285,7 @@ export class EtcdLockStore {
       // Three rounds at most: each that changes nothing found another value of this owner's.
       for (let round = 0; round < 3; round++) {
         if (expected === undefined) {
-          const held = found && holdOf(this.#writes, found);
+          const held = found && holdOf(this.#writes, found, owner);
           if (held?.owner !== owner || held.state === "expired") return (extended = false);
           if (held.w === write.id) return (extended = true); // an unanswered earlier try of this call, applied
           expected = found.value;
@@ -326,7 +326,7 @@ export class EtcdLockStore {
     checkString("owner", owner);
     const kv = await this.#gateway.get(this.lockKey(key), this.#gateway.deadline(), "isHeldBy");
     if (kv === undefined) return false;
-    const held = holdOf(this.#writes, kv);
+    const held = holdOf(this.#writes, kv, owner);
     return held.owner === owner && held.state !== "expired";
   }
 
@@ -338,7 +338,7 @@ export class EtcdLockStore {
     checkString("owner", owner);
     const kv = await this.#gateway.get(this.lockKey(key), this.#gateway.deadline(), "ownerRemainingTime");
     if (kv === undefined) return null;
-    const held = holdOf(this.#writes, kv);
+    const held = holdOf(this.#writes, kv, owner);
     if (held.owner !== owner) return null;
     return held.state === "live" ? Math.max(1, Math.floor(held.left)) : held.state === "unknown" ? 1 : null;
   }
