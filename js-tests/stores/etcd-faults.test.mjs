@@ -274,6 +274,24 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       },
     );
 
+    it("the store on its own: a hold whose extend is on its way past its first TTL is not passed by another owner", STORE_ALONE, async () => {
+      for (const kind of ["lock", "write"]) {
+        const slow = lateFetch();
+        const a = await connect({ fetch: slow.fetch });
+        const key = uniqueKey(`extend-on-its-way-${kind}`);
+        const take = (owner, ttlMs) => (kind === "lock" ? a.acquire(key, owner, ttlMs) : a.acquirePermit(key, owner, ttlMs, kind, 1));
+        const free = (owner) => (kind === "lock" ? a.release(key, owner) : a.releasePermit(key, owner, kind));
+        assert.equal(await take("owner-1", 300), true);
+        slow.hold("/v3/kv/txn", { delayMs: 700 });
+        const extending = kind === "lock" ? a.extend(key, "owner-1", 5_000) : a.extendPermit(key, "owner-1", 5_000, kind);
+        await sleep(450); // past the first write's TTL; the extend is still on its way
+        assert.equal(await take("owner-2", 5_000), false, `${kind}: the hold being extended is not passed`);
+        assert.equal(await extending, true, `${kind}: the extend landed`);
+        if (kind === "write") await free("owner-2"); // its place in the queue
+        assert.equal(await free("owner-1"), true);
+      }
+    });
+
     for (const kind of ["lock", "semaphore", "write lock"]) {
       it(`a ${kind} acquire applied after it failed leaves nothing held: another store gets in well before the TTL`, async () => {
         const late = lateFetch();
