@@ -88,8 +88,7 @@ impl Lock {
 
     /// Whether the end of hold `generation` is recorded.
     pub(crate) fn has_ended(&self, generation: u64) -> bool {
-        let ending = self.ending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        ending.as_ref().is_some_and(|(g, _)| *g == generation)
+        self.ending_of(generation).is_some()
     }
 
     /// Records hold `generation` as lost past its deadline, to what
@@ -149,10 +148,7 @@ impl Lock {
         if self.time_left(&hold, owner) > 0 {
             return Some(hold.generation);
         }
-        let reason = self
-            .failure_of(hold.generation)
-            .unwrap_or_else(|| self.not_held("its TTL passed without an extend"));
-        self.end_hold(hold.generation, HoldEnd::Lost(reason));
+        self.end_past_deadline(hold.generation);
         None
     }
 

@@ -98,10 +98,7 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
   // other handles went past it (and may hold behind it now): put back in its place it
   // would stand ahead of them again. It goes to the back of the queue instead, taken out
   // before this attempt's write is noted (while one is on its way, the entry counts as live).
-  if (previous !== undefined && s.writes.status(previous.id, owner).state !== "live") {
-    await drop(s, entryKey, { value: b64(previous.value) }, deadline);
-    previous = undefined;
-  }
+  if (previous !== undefined && (await dropIfOver(s, owner, entryKey, previous.id, { value: b64(previous.value) }, deadline))) previous = undefined;
   const write = s.writes.add(entryKey, owner, ttlMs, sentAt, value);
   let lease;
   let outcome; // "taken", "refused" (entry out again) or "waiting" (entry kept); undefined: failed
@@ -127,10 +124,7 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
         if (found === undefined || parseValue(found).w !== write.id) {
           expected = found?.value;
           // An earlier attempt's entry, applied late, that this store counts as over: out (as above).
-          if (found !== undefined && s.writes.status(parseValue(found).w, owner).state !== "live") {
-            await drop(s, entryKey, found, deadline);
-            expected = undefined;
-          }
+          if (found !== undefined && (await dropIfOver(s, owner, entryKey, parseValue(found).w, found, deadline))) expected = undefined;
           continue;
         }
       }
@@ -174,6 +168,13 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
       after.cleanup = s.gateway.revoke(lease).then(() => s.writes.forget(write));
     }
   }
+}
+
+/** Drops `kv` (this owner's entry, put by write `w`) when this store counts that write as over: whether it did. */
+async function dropIfOver(s, owner, entryKey, w, kv, deadline) {
+  if (s.writes.status(w, owner).state === "live") return false;
+  await drop(s, entryKey, kv, deadline);
+  return true;
 }
 
 /** Deletes the entry `entryKey` (this owner's) if it is still exactly `kv`, and revokes its lease. */

@@ -158,8 +158,8 @@ export class RedisClientStore {
           throw err;
         }
         if (held === null || held === undefined) return true;
-        // Held by this very owner: owner tokens are fresh per acquire, so that is this SET
-        // applied twice (a client that sent it again after a lost connection). Taken, with
+        // Held by this very owner: core never sends an acquire with a token that holds the
+        // key, so that is this SET applied twice (a client that sent it again after a lost connection). Taken, with
         // its TTL counted again from now, as the fenced script does.
         if (String(held) === owner) return this.extend(key, owner, ttlMs);
         return false;
@@ -180,8 +180,9 @@ export class RedisClientStore {
    * A release script's answer: `true` when it gave the hold back. A "not held" that came
    * after the client lost a connection while the release was on its way is not trusted:
    * a client that sends unanswered commands again (ioredis) may have had the first
-   * sending release the hold and the second find it gone. That is said as an outage,
-   * which leaves the hold to the handle (a second release asks again).
+   * sending release the hold and the second find it gone. That is said as an outage:
+   * whether the hold was released is not known (a second release finds the key gone
+   * either way, and answers `false`).
    */
   async #releaseAnswer(script, keys, args, key) {
     const before = this.#driver.lostConnections?.();

@@ -9,9 +9,10 @@
 --
 -- Returns the fencing token (> 0) when taken, 0 when someone else holds the key.
 --
--- A key this owner holds already is this call applied a second time: an owner token
--- is fresh per acquire, so only a client that sent the script again (ioredis resends
--- the commands a lost connection left unanswered) finds its own token there. It is
+-- A key this owner holds already is this call applied a second time: core never sends
+-- an acquire with a token that holds the key (a token is fresh per acquire, and kept
+-- only after attempts answered "held"), so only a client that sent the script again
+-- (ioredis resends the commands a lost connection left unanswered) finds it there. It is
 -- answered as taken, with the TTL counted again and a new token, so the second answer
 -- is as good as the first that was lost, and the hold is not left to nobody.
 --
