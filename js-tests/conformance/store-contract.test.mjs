@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
+import { ENTRY, runModule } from "../support/child.mjs";
 import { mapStore } from "../support/js-stores.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
@@ -101,6 +102,48 @@ describe("a JS store's refusal", () => {
     assert.equal(err.code, "STORE_ERROR");
     assert.equal(err.message, "locksmith: store error: permission denied for table locks");
     assert.ok(performance.now() - started < 2_000, "the wait failed at once instead of retrying until its deadline");
+  });
+});
+
+describe("a JS store that fails on every call", () => {
+  // Each failure crosses from the JS thread to where core waits for it. In the native
+  // build that crossing once carried a reference into the JS heap, freed on another
+  // thread: a store failing often (an outage) crashed the process with SIGSEGV, far from
+  // the cause. Tens of thousands of failures, in a process of its own, must all reach
+  // their callers as STORE_UNAVAILABLE, and the process must exit normally.
+  it("20 000 failed acquires from 64 callers: each one STORE_UNAVAILABLE with the store's reason, no crash", async () => {
+    const { code, stdout, stderr } = await runModule(`
+      import { Lock } from ${JSON.stringify(ENTRY)};
+      const reasons = [
+        async () => { throw new Error("connection refused"); },
+        async () => { throw "connection refused"; },
+        () => { throw new Error("connection refused"); },
+      ];
+      const store = {
+        acquire: (...args) => reasons[args[2] % 3](),
+        release: async () => { throw new Error("connection refused"); },
+        extend: async () => { throw new Error("connection refused"); },
+        isLocked: async () => { throw new Error("connection refused"); },
+        remainingTime: async () => { throw new Error("connection refused"); },
+      };
+      const seen = new Map();
+      let garbage = [];
+      async function caller(c) {
+        for (let i = c; i < 20_000; i += 64) {
+          const err = await new Lock("k" + (i % 50), 5_000 + (i % 3), store).acquire().then(() => "acquired", (e) => e.code + " " + e.message.split(";")[0]);
+          seen.set(err, (seen.get(err) ?? 0) + 1);
+              // Work for the collector while the failures cross.
+          garbage.push({ i, text: String(i) });
+          if (garbage.length > 5_000) garbage = [];
+        }
+      }
+      await Promise.all(Array.from({ length: 64 }, (_, c) => caller(c)));
+      console.log(JSON.stringify([...seen]));
+    `);
+    assert.equal(code, 0, stderr);
+    const seen = new Map(JSON.parse(stdout));
+    assert.deepEqual([...seen.keys()], ["STORE_UNAVAILABLE locksmith: store unavailable: store.acquire() failed: connection refused"], stdout);
+    assert.equal([...seen.values()][0], 20_000);
   });
 });
 

@@ -16,7 +16,7 @@ export const ENTRY = new URL(TARGET === "wasm" ? "../../js/wasm.mjs" : "../../js
  * script) in a new Node process with `execArgv`, and this process's environment with `env`
  * over it, less the variables named in `unset` that `env` does not set (the parent's own
  * settings must not decide the child's). Resolves to { code, stdout, stderr } whatever
- * its exit code.
+ * its exit code (`code` is a signal's name, such as "SIGSEGV", when one ended it).
  */
 export async function runModule(source, { env = {}, execArgv = [], unset = [], prefix = "locksmith-child-" } = {}) {
   const environment = { ...process.env, ...env };
@@ -30,8 +30,9 @@ export async function runModule(source, { env = {}, execArgv = [], unset = [], p
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [...execArgv, file], { env: environment, timeout: 30_000 });
     return { code: 0, stdout, stderr };
   } catch (err) {
-    if (typeof err.code !== "number") throw err;
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+    // A child killed by a signal (a crash) answers with the signal's name as its code.
+    if (typeof err.code !== "number" && typeof err.signal !== "string") throw err;
+    return { code: err.code ?? err.signal, stdout: err.stdout, stderr: err.stderr };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -4,16 +4,19 @@
 //! in core. A call that throws, rejects, or does not settle within the store's
 //! operation timeout becomes a typed error.
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use locksmith_core::contract::{self, Answer, Call, ForeignLockStore, ForeignStore};
 use locksmith_core::{BoxFuture, HoldKind, LockStore, Result};
-use napi::bindgen_prelude::Promise;
+use napi::bindgen_prelude::{CallbackContext, PromiseRaw, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::Value;
+use tokio::sync::oneshot;
 
 use crate::lock::{new_handle, new_lock, restore_lock, NativeLock, SerializedArgs};
 
@@ -34,8 +37,46 @@ pub struct StoreCall {
     pub permits: Option<u32>,
 }
 
-/// Error-first (`CalleeHandled`), weak (does not keep Node alive).
-type Dispatch = ThreadsafeFunction<StoreCall, Promise<Value>, StoreCall, napi::Status, true, true>;
+/// Error-first (`CalleeHandled`), weak (does not keep Node alive). Its promise is read
+/// on the JS thread (see [`forward`]).
+type Dispatch =
+    ThreadsafeFunction<StoreCall, PromiseRaw<'static, Value>, StoreCall, napi::Status, true, true>;
+
+/// What a dispatched call's promise settled to: its value, or the reason it failed.
+/// Plain Rust on purpose. A `napi::Error` made from a JS value holds a reference into
+/// the JS heap, and dropping one on tokio's thread frees that reference off the JS
+/// thread, which corrupts V8's handles: the process crashes later, somewhere else
+/// (a store failing often, as during an outage, made it likely).
+type Settled = std::result::Result<Value, String>;
+
+/// Runs on the JS thread with what `dispatch` returned: sends what its promise settles
+/// to through `sent`, as plain Rust. Every JS value is read, and every `napi::Error`
+/// dropped, here on the JS thread.
+fn forward(returned: napi::Result<PromiseRaw<'_, Value>>, sent: oneshot::Sender<Settled>) {
+    let sent = Rc::new(Cell::new(Some(sent)));
+    let settle = |sent: &Cell<Option<oneshot::Sender<Settled>>>, outcome: Settled| {
+        if let Some(sent) = sent.take() {
+            // The caller may have stopped waiting (its timeout): nothing to do then.
+            let _ = sent.send(outcome);
+        }
+    };
+    let (on_value, on_failure) = (sent.clone(), sent.clone());
+    let attached = returned.and_then(|promise| {
+        promise
+            .then(move |ctx: CallbackContext<Value>| {
+                settle(&on_value, Ok(ctx.value));
+                Ok(())
+            })?
+            .catch(move |ctx: CallbackContext<Unknown<'_>>| {
+                settle(&on_failure, Err(napi::Error::from(ctx.value).reason.clone()));
+                Ok(())
+            })
+            .map(|_| ())
+    });
+    if let Err(err) = attached {
+        settle(&sent, Err(err.reason.clone()));
+    }
+}
 
 #[allow(clippy::struct_excessive_bools)] // which optional methods the store has: independent flags
 struct JsStore {
@@ -153,12 +194,30 @@ impl JsStore {
             permits,
         };
         let settled = tokio::time::timeout(Duration::from_millis(self.timeout_ms), async {
-            let promise = self.dispatch.call_async(Ok(call)).await?;
-            promise.await
+            self.send(call)?.await.unwrap_or_else(|_| Err("the JS side dropped the call".to_owned()))
         })
         .await
         .map_err(|_| contract::timed_out(op, self.timeout_ms))?;
-        settled.map(|v| describe(&v)).map_err(|e| contract::failed(op, &e.reason))
+        settled.map(|v| describe(&v)).map_err(|reason| contract::failed(op, &reason))
+    }
+
+    /// Queues `dispatch(call)` for the JS thread; the receiver gets what its promise
+    /// settles to.
+    fn send(&self, call: StoreCall) -> std::result::Result<oneshot::Receiver<Settled>, String> {
+        let (sent, settled) = oneshot::channel();
+        let status = self.dispatch.call_with_return_value(
+            Ok(call),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |returned, _env| {
+                forward(returned, sent);
+                Ok(())
+            },
+        );
+        if status == napi::Status::Ok {
+            Ok(settled)
+        } else {
+            Err(format!("the JS thread did not take the call ({status})"))
+        }
     }
 }
 
@@ -205,28 +264,14 @@ impl ForeignStore for JsStore {
         };
         // Queued now, ahead of the acquire attempt that follows, so a release between
         // that attempt and the wait is not missed.
-        let (sent, subscribed) = tokio::sync::oneshot::channel();
-        let status = self.dispatch.call_with_return_value(
-            Ok(call),
-            ThreadsafeFunctionCallMode::NonBlocking,
-            move |returned, _env| {
-                let _ = sent.send(returned);
-                Ok(())
-            },
-        );
-        if status != napi::Status::Ok {
-            return None;
-        }
+        let woken = self.send(call).ok()?;
         let unsubscribe = Unsubscribe { dispatch: self.dispatch.clone(), id };
         Some(Box::pin(async move {
             let _unsubscribe = unsubscribe;
-            match subscribed.await {
-                Ok(Ok(promise)) => {
-                    // Resolves when the listener is called; never rejects.
-                    let _ = promise.await;
-                }
-                // The store could not subscribe: no wake-up, the retry delay stands.
-                _ => std::future::pending::<()>().await,
+            // The promise resolves when the listener is called. A store that could not
+            // subscribe gives no wake-up: the retry delay stands.
+            if !matches!(woken.await, Ok(Ok(_))) {
+                std::future::pending::<()>().await;
             }
         }))
     }
