@@ -292,6 +292,36 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       }
     });
 
+    // The store takes out an entry of its own that it counts as over (its TTL passed) in
+    // the background; once that is done it forgets the entry's write, and an entry whose
+    // write it does not know counts as live. A read from before the deletion, answered
+    // after it, then showed that entry alive again, ahead of the hold that went past it.
+    it(
+      "the store on its own: a release or extend whose read is answered after the cleanup of an entry its hold went past still finds the hold",
+      STORE_ALONE,
+      async () => {
+        for (const call of ["release", "extend"]) {
+          for (const kind of ["write", "semaphore"]) {
+            const slow = lateFetch();
+            const a = await connect({ fetch: slow.fetch });
+            const key = uniqueKey(`${call}-after-cleanup-${kind}`);
+            assert.equal(await a.acquirePermit(key, "owner-1", 300, kind, 1), true);
+            await sleep(450); // owner-1's TTL passed: over to this store, still in etcd (its lease lasts a second at least)
+            slow.hold("/v3/kv/txn", {}); // owner-2's acquire, which goes past owner-1's entry
+            slow.hold("/v3/kv/txn", { delayMs: 300 }); // the cleanup of owner-1's entry it starts
+            // owner-2's release (its transaction reads the queue) or extend (it reads the
+            // queue first): applied before the cleanup, answered after it.
+            slow.hold(call === "release" ? "/v3/kv/txn" : "/v3/kv/range", { answerDelayMs: 600 });
+            assert.equal(await a.acquirePermit(key, "owner-2", 5_000, kind, 1), true, `${kind}: owner-2 went past the lapsed entry`);
+            if (call === "extend") assert.equal(await a.extendPermit(key, "owner-2", 5_000, kind), true, `${kind}: the extend kept a hold that was live`);
+            assert.equal(await a.releasePermit(key, "owner-2", kind), true, `${kind}, ${call}: the release freed a hold that was live`);
+            assert.equal(await a.countPermits(key, kind), 0, `${kind}, ${call}: nothing is left`);
+            await a.close();
+          }
+        }
+      },
+    );
+
     for (const kind of ["lock", "semaphore", "write lock"]) {
       it(`a ${kind} acquire applied after it failed leaves nothing held: another store gets in well before the TTL`, async () => {
         const late = lateFetch();

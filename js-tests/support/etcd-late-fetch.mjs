@@ -10,6 +10,9 @@
 //
 // `{ delayMs }` instead sends the request after `delayMs` and hands its answer to the
 // caller (a slow member that answers); the caller's abort still rejects at once.
+// `{ delayMs, answerDelayMs }` sends it after `delayMs` and hands the answer over
+// `answerDelayMs` after it came (a slow way back: etcd applied it long before its caller
+// reads the answer). `hold(path, {})` lets a request through as it is, keeping its turn.
 
 /**
  * Resolves with the server's JSON answer to a request sent now, whatever the caller does
@@ -30,12 +33,12 @@ export function lateFetch() {
   const plans = [];
 
   /** Holds the next request whose path ends with `path`; `{ delivered }` resolves with etcd's parsed answer once it was sent. */
-  function hold(path, { afterAbortMs, delayMs }) {
+  function hold(path, { afterAbortMs, delayMs = 0, answerDelayMs = 0 }) {
     let resolve;
     const delivered = new Promise((r) => {
       resolve = r;
     });
-    plans.push({ path, afterAbortMs, delayMs, resolve, sentAt: undefined });
+    plans.push({ path, afterAbortMs, delayMs, answerDelayMs, resolve, sentAt: undefined });
     return { delivered };
   }
 
@@ -76,7 +79,8 @@ export function lateFetch() {
         { once: true },
       );
       setTimeout(() => {
-        send().then((answer) => {
+        send().then(async (answer) => {
+          if (plan.answerDelayMs > 0) await new Promise((r) => setTimeout(r, plan.answerDelayMs));
           if (settled) return;
           settled = true;
           if (answer.failed !== undefined) reject(new TypeError("fetch failed", { cause: new Error(answer.failed) }));

@@ -143,6 +143,7 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
       }
       if (mine.admitted) {
         outcome = "taken";
+        write.taken = true;
         return Number(mine.kv.create_revision);
       }
       if (kind === "semaphore") {
@@ -192,8 +193,10 @@ export async function releaseEntry(s, key, owner, kind, base, entryKey) {
   const latest = s.writes.latest(entryKey, owner);
   if (deleted) {
     s.watch.wake(`${kind === "semaphore" ? "semaphore" : "rw"}:${key}`);
+    const held =
+      grantedAndLive(s, holdOf(s.writes, deleted, owner)) || queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner)?.admitted === true;
     s.writes.forget(latest);
-    return queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner)?.admitted === true;
+    return held;
   }
   // An earlier, unanswered attempt may have deleted the hold this store knows is live.
   if (uncertain && latest && s.writes.status(latest.id, owner).state === "live") {
@@ -201,6 +204,18 @@ export async function releaseEntry(s, key, owner, kind, base, entryKey) {
     return true;
   }
   return false;
+}
+
+/**
+ * Whether `entry` (this owner's, as holdOf or queueOf read it) was put by a write this
+ * store granted a hold (acquired or extended) and whose TTL has not passed. Such a hold
+ * stays held whatever the queue looks like now: an entry ahead of it that this store
+ * counted as over can count as live again while its owner's next write is on its way,
+ * but that write takes the entry out and puts it at the back before it lands. A release
+ * or extend of the hold answers from this, not from the queue read again.
+ */
+function grantedAndLive(s, entry) {
+  return entry?.state === "live" && s.writes.get(entry.w)?.taken === true;
 }
 
 /** Re-puts `owner`'s admitted, live entry under a new lease of `ttlMs`: its place (create revision) stays. */
@@ -212,12 +227,13 @@ export async function extendEntry(s, owner, ttlMs, kind, base, entryKey) {
   // Twice at most: a concurrent extend of the same hold changes it between read and write.
   for (let round = 0; round < 2; round++) {
     const mine = queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner);
-    if (!mine?.admitted) break;
+    if (!mine?.admitted && !grantedAndLive(s, mine)) break;
     const value = parseValue(mine.kv);
     const write = s.writes.add(entryKey, owner, ttlMs, sentAt, (w) => JSON.stringify({ ...value, ttl: ttlMs, w }));
     const { reply } = await s.gateway.txn({ compare: [valueIs(entryKey, mine.kv)], success: [put(entryKey, write.value, lease)] }, deadline, "extendPermit");
     if (reply.succeeded) {
       s.gateway.revokeReplaced(reply, lease);
+      write.taken = true;
       return true;
     }
     s.writes.forget(write);
