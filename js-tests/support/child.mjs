@@ -16,9 +16,10 @@ export const ENTRY = new URL(TARGET === "wasm" ? "../../js/wasm.mjs" : "../../js
  * script) in a new Node process with `execArgv`, and this process's environment with `env`
  * over it, less the variables named in `unset` that `env` does not set (the parent's own
  * settings must not decide the child's). Resolves to { code, stdout, stderr } whatever
- * its exit code (`code` is a signal's name, such as "SIGSEGV", when one ended it).
+ * its exit code. A child ended by a signal (a crash, or killed after `timeoutMs`) rejects
+ * (the error's `signal` says which).
  */
-export async function runModule(source, { env = {}, execArgv = [], unset = [], prefix = "locksmith-child-" } = {}) {
+export async function runModule(source, { env = {}, execArgv = [], unset = [], prefix = "locksmith-child-", timeoutMs = 30_000 } = {}) {
   const environment = { ...process.env, ...env };
   for (const name of unset) {
     if (!(name in env)) delete environment[name];
@@ -27,12 +28,11 @@ export async function runModule(source, { env = {}, execArgv = [], unset = [], p
   const file = join(dir, "child.mjs");
   await writeFile(file, source);
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [...execArgv, file], { env: environment, timeout: 30_000 });
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [...execArgv, file], { env: environment, timeout: timeoutMs });
     return { code: 0, stdout, stderr };
   } catch (err) {
-    // A child killed by a signal (a crash) answers with the signal's name as its code.
-    if (typeof err.code !== "number" && typeof err.signal !== "string") throw err;
-    return { code: err.code ?? err.signal, stdout: err.stdout, stderr: err.stderr };
+    if (typeof err.code !== "number") throw err;
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -106,14 +106,31 @@ export class Writes {
     return entry;
   }
 
-  /** Drops a write (void, or its hold gone); the one before it is the latest again. */
-  forget(entry) {
+  /**
+   * Marks a write over: what it put was deleted (released, cleaned up, revoked with its
+   * lease) or it never took effect. Its record stays until its TTL passes, so a read
+   * taken before the delete and answered after it still finds the write over. (A write
+   * this store no longer knows counts as live, as another process's does: dropped at
+   * once, its entry read late stood ahead of the holds that had gone past it.) The
+   * write before it of the same key and owner is the latest again.
+   */
+  over(entry) {
     if (!entry) return;
+    entry.over = true;
+    this.#unlink(entry);
+  }
+
+  /** Drops a write's record (the sweep); the one before it is the latest again. */
+  #forget(entry) {
     this.#byId.delete(entry.id);
+    this.#unlink(entry);
+  }
+
+  #unlink(entry) {
     const name = `${entry.etcdKey}\u0000${entry.owner}`;
     if (this.#latest.get(name) !== entry) return;
     let before = entry.before;
-    while (before && !this.#byId.has(before.id)) before = before.before;
+    while (before && (before.over || !this.#byId.has(before.id))) before = before.before;
     if (before) this.#latest.set(name, before);
     else this.#latest.delete(name);
   }
@@ -138,6 +155,7 @@ export class Writes {
   status(id, observer) {
     const entry = this.get(id);
     if (!entry) return { state: "unknown" };
+    if (entry.over) return { state: "expired" };
     const t = now();
     const left = entry.until - t;
     if (left > 0) return { state: "live", left };
@@ -151,12 +169,12 @@ export class Writes {
   #sweep() {
     const t = now();
     for (const entry of this.#byId.values()) {
-      if (entry.until <= t) this.forget(entry);
+      if (entry.until <= t) this.#forget(entry);
       entry.before = undefined; // no chains through what the sweep keeps
     }
     for (const entry of this.#byId.values()) {
       if (this.#byId.size <= WRITES_MAX) break;
-      this.forget(entry);
+      this.#forget(entry);
     }
   }
 }

@@ -55,7 +55,7 @@ export function queueOf(s, kvs, base, kind, limit, observer) {
       s.gateway.txn({ compare: [valueIs(name, entry.kv)], success: [del(name)] }, s.gateway.deadline(), "a cleanup").then(({ reply }) => {
         if (reply.succeeded) {
           s.gateway.revokeReplaced(reply);
-          s.writes.forget(s.writes.get(entry.w));
+          s.writes.over(s.writes.get(entry.w));
         }
       }),
     );
@@ -143,7 +143,6 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
       }
       if (mine.admitted) {
         outcome = "taken";
-        write.taken = true;
         return Number(mine.kv.create_revision);
       }
       if (kind === "semaphore") {
@@ -162,11 +161,11 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
     if (kind === "semaphore" && outcome === "taken") s.contended.delete(base);
     if (kind === "semaphore" && outcome === "refused") contend(s.contended, base);
     if (outcome === "refused") {
-      s.writes.forget(write);
+      s.writes.over(write);
       if (lease !== undefined) after.cleanup = s.gateway.revoke(lease);
     } else if (outcome === undefined && lease !== undefined) {
       // Failed: whatever it did or will do goes with its lease.
-      after.cleanup = s.gateway.revoke(lease).then(() => s.writes.forget(write));
+      after.cleanup = s.gateway.revoke(lease).then(() => s.writes.over(write));
     }
   }
 }
@@ -193,29 +192,15 @@ export async function releaseEntry(s, key, owner, kind, base, entryKey) {
   const latest = s.writes.latest(entryKey, owner);
   if (deleted) {
     s.watch.wake(`${kind === "semaphore" ? "semaphore" : "rw"}:${key}`);
-    const held =
-      grantedAndLive(s, holdOf(s.writes, deleted, owner)) || queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner)?.admitted === true;
-    s.writes.forget(latest);
-    return held;
+    s.writes.over(latest);
+    return queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner)?.admitted === true;
   }
   // An earlier, unanswered attempt may have deleted the hold this store knows is live.
   if (uncertain && latest && s.writes.status(latest.id, owner).state === "live") {
-    s.writes.forget(latest);
+    s.writes.over(latest);
     return true;
   }
   return false;
-}
-
-/**
- * Whether `entry` (this owner's, as holdOf or queueOf read it) was put by a write this
- * store granted a hold (acquired or extended) and whose TTL has not passed. Such a hold
- * stays held whatever the queue looks like now: an entry ahead of it that this store
- * counted as over can count as live again while its owner's next write is on its way,
- * but that write takes the entry out and puts it at the back before it lands. A release
- * or extend of the hold answers from this, not from the queue read again.
- */
-function grantedAndLive(s, entry) {
-  return entry?.state === "live" && s.writes.get(entry.w)?.taken === true;
 }
 
 /** Re-puts `owner`'s admitted, live entry under a new lease of `ttlMs`: its place (create revision) stays. */
@@ -227,16 +212,15 @@ export async function extendEntry(s, owner, ttlMs, kind, base, entryKey) {
   // Twice at most: a concurrent extend of the same hold changes it between read and write.
   for (let round = 0; round < 2; round++) {
     const mine = queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner);
-    if (!mine?.admitted && !grantedAndLive(s, mine)) break;
+    if (!mine?.admitted) break;
     const value = parseValue(mine.kv);
     const write = s.writes.add(entryKey, owner, ttlMs, sentAt, (w) => JSON.stringify({ ...value, ttl: ttlMs, w }));
     const { reply } = await s.gateway.txn({ compare: [valueIs(entryKey, mine.kv)], success: [put(entryKey, write.value, lease)] }, deadline, "extendPermit");
     if (reply.succeeded) {
       s.gateway.revokeReplaced(reply, lease);
-      write.taken = true;
       return true;
     }
-    s.writes.forget(write);
+    s.writes.over(write);
     ({ kvs } = await s.gateway.list(base, deadline, "extendPermit"));
   }
   s.gateway.revoke(lease);

@@ -202,7 +202,7 @@ export class EtcdLockStore {
         const { reply: gone } = await this.#gateway.txn({ compare: [valueIs(name, kv)], success: [del(name)] }, deadline, "acquire");
         if (gone.succeeded) {
           this.#gateway.revokeReplaced(gone);
-          this.#writes.forget(this.#writes.get(held.w));
+          this.#writes.over(this.#writes.get(held.w));
         }
       }
       outcome ??= "refused";
@@ -217,12 +217,12 @@ export class EtcdLockStore {
         this.#contended.delete(name);
       } else if (outcome === "refused") {
         // The write is void and its lease unused.
-        this.#writes.forget(write);
+        this.#writes.over(write);
         this.#gateway.revoke(lease);
         contend(this.#contended, name);
       } else if (lease !== undefined) {
         // Failed: whatever it did or will do goes with its lease.
-        after.cleanup = this.#gateway.revoke(lease).then(() => this.#writes.forget(write));
+        after.cleanup = this.#gateway.revoke(lease).then(() => this.#writes.over(write));
       }
     }
   }
@@ -240,7 +240,7 @@ export class EtcdLockStore {
       this.#gateway.revokeReplaced(reply);
       this.#watch.wake(`lock:${key}`);
       const live = prev !== undefined && holdOf(this.#writes, prev, owner).state !== "expired";
-      this.#writes.forget(this.#writes.latest(name, owner));
+      this.#writes.over(this.#writes.latest(name, owner));
       return live;
     }
     // An earlier attempt went unanswered: if it deleted the hold this store knows is live,
@@ -249,7 +249,7 @@ export class EtcdLockStore {
     if (uncertain && latest && this.#writes.status(latest.id, owner).state === "live") {
       const kv = firstKv(reply.responses?.[0]);
       if (kv === undefined || holdOf(this.#writes, kv, owner).owner !== owner) {
-        this.#writes.forget(latest);
+        this.#writes.over(latest);
         return true;
       }
     }
@@ -309,7 +309,7 @@ export class EtcdLockStore {
       throw err;
     } finally {
       if (extended === false) {
-        this.#writes.forget(write);
+        this.#writes.over(write);
         this.#gateway.revoke(lease);
       }
     }
