@@ -65,6 +65,16 @@ pub(crate) struct Hold {
     /// drift allowance, or a due check's send time + its answer − the drift allowance.
     /// Nothing else moves it later. Used when the store cannot say who holds a key.
     pub(crate) expires_by_ms: u64,
+    /// Extends sent on this hold, counted: each has its number, from 1.
+    pub(crate) extends_sent: u64,
+    /// The request whose answer last set `expires_by_ms` from a send time (see
+    /// [`Lock::finish_extend`]): its number (0: the acquire), that send time, the TTL
+    /// counted from it, and how many extends had been sent when its answer came. A
+    /// restored hold has only the TTL.
+    pub(crate) set_number: u64,
+    pub(crate) set_sent_ms: u64,
+    pub(crate) set_ttl_ms: u64,
+    pub(crate) set_answered_after: u64,
     /// Counts this handle's acquisitions: each hold has its own number, so whoever
     /// watches a hold can tell it from a later one.
     pub(crate) generation: u64,
@@ -303,6 +313,7 @@ impl Lock {
             owner: Some(s.owner),
             fencing_token: s.fencing_token,
             expires_by_ms: timer.now_ms().saturating_add(left_ms.saturating_sub(default_drift_ms(s.ttl_ms))),
+            set_ttl_ms: s.ttl_ms,
             generation: 1,
             ..Hold::default()
         };
@@ -541,6 +552,8 @@ impl Lock {
                 owner: Some(owner),
                 fencing_token: grant.fencing_token,
                 expires_by_ms: self.deadline_from(started_ms, self.ttl_ms),
+                set_sent_ms: started_ms,
+                set_ttl_ms: self.ttl_ms,
                 generation: previous.generation + 1,
                 ..Hold::default()
             };
@@ -900,6 +913,7 @@ impl Lock {
                     owner: Some(owner),
                     fencing_token: None,
                     expires_by_ms: self.timer.now_ms(),
+                    set_ttl_ms: self.ttl_ms,
                     generation: hold.generation + 1,
                     ..Hold::default()
                 };
@@ -1041,14 +1055,16 @@ impl Lock {
         // From its send on, the extend may take effect, answered or not: a shorter TTL
         // than the hold has left brings its deadline forward now, whatever the answer.
         let deadline = self.deadline_from(started, ttl_ms);
-        {
+        let number = {
             let mut hold = self.hold();
             if hold.owner == Some(owner) && deadline < hold.expires_by_ms {
                 hold.expires_by_ms = deadline;
             }
-        }
+            hold.extends_sent += 1;
+            hold.extends_sent
+        };
         let extended = self.store_extend(owner, ttl_ms).await?;
-        self.finish_extend(owner, extended, started, ttl_ms)
+        self.finish_extend(owner, extended, (number, started), ttl_ms)
     }
 
     /// [`extend`](Self::extend) for synchronous stores; `None` when the store is not.
@@ -1058,8 +1074,13 @@ impl Lock {
             let ttl_ms = ttl_ms.map_or(Ok(self.ttl_ms), validate::ttl_ms)?;
             let owner = self.owner_for_extend()?;
             let started = self.timer.now_ms();
+            let number = {
+                let mut hold = self.hold();
+                hold.extends_sent += 1;
+                hold.extends_sent
+            };
             let extended = store.extend_now(&self.key, owner.as_str(), ttl_ms);
-            self.finish_extend(owner, extended, started, ttl_ms)
+            self.finish_extend(owner, extended, (number, started), ttl_ms)
         })())
     }
 
@@ -1072,7 +1093,9 @@ impl Lock {
         Ok(owner)
     }
 
-    fn finish_extend(&self, owner: OwnerToken, extended: bool, started: u64, ttl_ms: u64) -> Result<()> {
+    /// Applies an extend's answer; `sent` is its number and send time.
+    fn finish_extend(&self, owner: OwnerToken, extended: bool, sent: (u64, u64), ttl_ms: u64) -> Result<()> {
+        let (number, started) = sent;
         let hold = {
             let mut hold = self.hold();
             if hold.owner == Some(owner) && self.lost(hold.generation) {
@@ -1080,7 +1103,27 @@ impl Lock {
                 return Err(self.not_held("it was lost (its signal says why)"));
             }
             if extended && hold.owner == Some(owner) {
-                hold.expires_by_ms = self.deadline_from(started, ttl_ms);
+                // Every request that succeeded was applied, and the one applied last set
+                // the expiry: it was applied after every other one was sent, but which
+                // one it was is known only when their times do not overlap. An extend
+                // answered after a later-sent one was (concurrent extends: auto-extend
+                // and a caller's own) counts from that later send; two whose times
+                // overlap count the shorter TTL. (Each counted from its own send, so an
+                // earlier-sent extend answered last moved the deadline back: the hold
+                // ended early.)
+                let overlapped = hold.set_answered_after >= number;
+                let (number, sent, ttl) = if number < hold.set_number {
+                    (hold.set_number, hold.set_sent_ms, ttl_ms.min(hold.set_ttl_ms))
+                } else if overlapped {
+                    (number, started, ttl_ms.min(hold.set_ttl_ms))
+                } else {
+                    (number, started, ttl_ms)
+                };
+                hold.expires_by_ms = self.deadline_from(sent, ttl);
+                hold.set_number = number;
+                hold.set_sent_ms = sent;
+                hold.set_ttl_ms = ttl;
+                hold.set_answered_after = hold.extends_sent;
             }
             *hold
         };

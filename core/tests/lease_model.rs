@@ -315,6 +315,69 @@ fn an_extend_still_unanswered_at_the_deadline_does_not_keep_the_hold() {
 }
 
 #[test]
+fn an_extend_answered_after_a_later_one_does_not_move_the_deadline_back() {
+    // Two extends in flight at once (auto-extend and a caller's own): the one sent at
+    // 100 ms is answered at 180 ms, after the one sent at 120 ms (answered at 140 ms).
+    // Both were applied, and whichever was applied last was applied after 120 ms: the
+    // deadline counts from 120 ms. (It counted from the last answer's own send, 100 ms:
+    // the hold ended 20 ms early.)
+    let timer = FakeTimer::new();
+    let mut r = Remote::new(&timer, memory(&timer));
+    r.answers_hold_checks = false;
+    let remote = Arc::new(r);
+    let l = Lock::new("k", 1_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let ended = timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        let first = async {
+            timer.sleep_for_test(100).await;
+            remote.delay_ms.store(80, Ordering::SeqCst);
+            l.extend(None).await
+        };
+        let second = async {
+            timer.sleep_for_test(120).await;
+            remote.delay_ms.store(20, Ordering::SeqCst);
+            l.extend(None).await
+        };
+        let watch = async { (l.hold_ended().await, timer.now()) };
+        let (a, b, ended) = futures_util::join!(first, second, watch);
+        a.unwrap();
+        b.unwrap();
+        ended
+    });
+    assert!(matches!(ended.0, HoldEnd::Lost(_)), "{:?}", ended.0);
+    assert_eq!(ended.1, 120 + 1_000 - default_drift_ms(1_000), "counted from the later send");
+
+    // Overlapping extends with different TTLs: whichever was applied last may be the
+    // shorter one, so the shorter TTL counts, from the later send.
+    let l = Lock::new("k2", 1_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let start = timer.now();
+    let ended = timer.run(async {
+        remote.delay_ms.store(0, Ordering::SeqCst);
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        let long = async {
+            timer.sleep_for_test(100).await;
+            remote.delay_ms.store(20, Ordering::SeqCst);
+            l.extend(Some(5_000)).await
+        };
+        let short = async {
+            timer.sleep_for_test(110).await;
+            remote.delay_ms.store(80, Ordering::SeqCst);
+            l.extend(Some(2_000)).await
+        };
+        let watch = async { (l.hold_ended().await, timer.now()) };
+        let (a, b, ended) = futures_util::join!(long, short, watch);
+        a.unwrap();
+        b.unwrap();
+        ended
+    });
+    assert_eq!(
+        ended.1 - start,
+        110 + 2_000 - default_drift_ms(2_000),
+        "the shorter TTL, from the later send"
+    );
+}
+
+#[test]
 fn a_signal_read_after_the_deadline_is_already_lost() {
     let timer = FakeTimer::new();
     let mut r = Remote::new(&timer, memory(&timer));
