@@ -21,9 +21,10 @@ import { gzipSync } from "node:zlib";
 // searcher or integer parser from the standard library, back within 49 KB. Uncertain
 // outcomes (a fresh owner token after an unanswered attempt, an aborted attempt left to
 // settle and then released, clean-up releases tried again in the background, the
-// `holdMayRemain` errors) took it to 50.6 KB: 51 KB until the size work of the speed
-// issue (40 KB).
-export const WASM_GZIP_BUDGET_BYTES = 51 * 1024;
+// `holdMayRemain` errors) took it to 50.6 KB; concurrent extends answered out of order
+// (a hold numbers its extends, so the deadline counts from the latest send) to 51.1 KB:
+// 51.5 KB until the size work of the speed issue (40 KB).
+export const WASM_GZIP_BUDGET_BYTES = 51.5 * 1024;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const wasmFile = join(root, "js/wasm/locksmith_wasm_bg.wasm");

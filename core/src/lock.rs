@@ -1111,14 +1111,14 @@ impl Lock {
                 // overlap count the shorter TTL. (Each counted from its own send, so an
                 // earlier-sent extend answered last moved the deadline back: the hold
                 // ended early.)
-                let overlapped = hold.set_answered_after >= number;
-                let (number, sent, ttl) = if number < hold.set_number {
-                    (hold.set_number, hold.set_sent_ms, ttl_ms.min(hold.set_ttl_ms))
-                } else if overlapped {
-                    (number, started, ttl_ms.min(hold.set_ttl_ms))
+                let later = number < hold.set_number;
+                let ttl = if later || hold.set_answered_after >= number {
+                    ttl_ms.min(hold.set_ttl_ms)
                 } else {
-                    (number, started, ttl_ms)
+                    ttl_ms
                 };
+                let (number, sent) =
+                    if later { (hold.set_number, hold.set_sent_ms) } else { (number, started) };
                 hold.expires_by_ms = self.deadline_from(sent, ttl);
                 hold.set_number = number;
                 hold.set_sent_ms = sent;
