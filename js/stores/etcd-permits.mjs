@@ -192,8 +192,10 @@ export async function releaseEntry(s, key, owner, kind, base, entryKey) {
   const latest = s.writes.latest(entryKey, owner);
   if (deleted) {
     s.watch.wake(`${kind === "semaphore" ? "semaphore" : "rw"}:${key}`);
+    // Read before the write is marked over, as that makes the entry read as over too.
+    const held = queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner)?.admitted === true;
     s.writes.over(latest);
-    return queueOf(s, kvs, base, kind, undefined, owner).find((e) => e.owner === owner)?.admitted === true;
+    return held;
   }
   // An earlier, unanswered attempt may have deleted the hold this store knows is live.
   if (uncertain && latest && s.writes.status(latest.id, owner).state === "live") {
