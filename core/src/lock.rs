@@ -67,11 +67,9 @@ pub(crate) struct Hold {
     pub(crate) expires_by_ms: u64,
     /// Extends sent on this hold, counted: each has its number, from 1.
     pub(crate) extends_sent: u64,
-    /// The request whose answer last set `expires_by_ms` from a send time (see
-    /// [`Lock::finish_extend`]): its number (0: the acquire), that send time, the TTL
-    /// counted from it, and how many extends had been sent when its answer came. A
-    /// restored hold has only the TTL.
-    pub(crate) set_number: u64,
+    /// The extend whose answer last set `expires_by_ms` (see [`Lock::finish_extend`]):
+    /// its send time, the TTL counted from it, and how many extends had been sent when
+    /// its answer came (0 until an extend succeeds).
     pub(crate) set_sent_ms: u64,
     pub(crate) set_ttl_ms: u64,
     pub(crate) set_answered_after: u64,
@@ -313,7 +311,6 @@ impl Lock {
             owner: Some(s.owner),
             fencing_token: s.fencing_token,
             expires_by_ms: timer.now_ms().saturating_add(left_ms.saturating_sub(default_drift_ms(s.ttl_ms))),
-            set_ttl_ms: s.ttl_ms,
             generation: 1,
             ..Hold::default()
         };
@@ -552,8 +549,6 @@ impl Lock {
                 owner: Some(owner),
                 fencing_token: grant.fencing_token,
                 expires_by_ms: self.deadline_from(started_ms, self.ttl_ms),
-                set_sent_ms: started_ms,
-                set_ttl_ms: self.ttl_ms,
                 generation: previous.generation + 1,
                 ..Hold::default()
             };
@@ -913,7 +908,6 @@ impl Lock {
                     owner: Some(owner),
                     fencing_token: None,
                     expires_by_ms: self.timer.now_ms(),
-                    set_ttl_ms: self.ttl_ms,
                     generation: hold.generation + 1,
                     ..Hold::default()
                 };
@@ -1111,16 +1105,12 @@ impl Lock {
                 // overlap count the shorter TTL. (Each counted from its own send, so an
                 // earlier-sent extend answered last moved the deadline back: the hold
                 // ended early.)
-                let later = number < hold.set_number;
-                let ttl = if later || hold.set_answered_after >= number {
-                    ttl_ms.min(hold.set_ttl_ms)
+                let (sent, ttl) = if hold.set_answered_after >= number {
+                    (started.max(hold.set_sent_ms), ttl_ms.min(hold.set_ttl_ms))
                 } else {
-                    ttl_ms
+                    (started, ttl_ms)
                 };
-                let (number, sent) =
-                    if later { (hold.set_number, hold.set_sent_ms) } else { (number, started) };
                 hold.expires_by_ms = self.deadline_from(sent, ttl);
-                hold.set_number = number;
                 hold.set_sent_ms = sent;
                 hold.set_ttl_ms = ttl;
                 hold.set_answered_after = hold.extends_sent;

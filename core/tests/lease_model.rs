@@ -354,14 +354,15 @@ fn an_extend_answered_after_a_later_one_does_not_move_the_deadline_back() {
     let ended = timer.run(async {
         remote.delay_ms.store(0, Ordering::SeqCst);
         assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        // The longer one, sent first, is answered last (it counted 5 s from 100 ms).
         let long = async {
             timer.sleep_for_test(100).await;
-            remote.delay_ms.store(20, Ordering::SeqCst);
+            remote.delay_ms.store(90, Ordering::SeqCst);
             l.extend(Some(5_000)).await
         };
         let short = async {
             timer.sleep_for_test(110).await;
-            remote.delay_ms.store(80, Ordering::SeqCst);
+            remote.delay_ms.store(10, Ordering::SeqCst);
             l.extend(Some(2_000)).await
         };
         let watch = async { (l.hold_ended().await, timer.now()) };

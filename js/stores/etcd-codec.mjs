@@ -149,8 +149,9 @@ export class Writes {
    * of nobody's). To anyone but its owner, a write whose TTL passed is still live while a
    * later write of the same key and owner is (an extend, or a waiting entry's next
    * attempt, on its way): if it lands, the holder counts its hold from that one, so nobody
-   * may go past it meanwhile. It vouches for no time (`left` 0): it may never land. (An
-   * owner's own calls on a key run in turn, so a later write it sees is its own call's.)
+   * may go past it meanwhile. It vouches for no time (`left` 0): it may never land. (To its
+   * owner, a write whose TTL passed is over: a later one of its own is its own call's
+   * business, and reading over sooner is the safe side.)
    */
   status(id, observer) {
     const entry = this.get(id);
