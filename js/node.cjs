@@ -84,7 +84,8 @@ const api = makeApi({
   afterAbort: () => callStarted(),
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
   // `capabilities`: what the JS store offers beyond the required methods (js/api/bridge.mjs).
-  bridge: (dispatch, timeoutMs, capabilities) =>
+  // `clock`: the test kit's clock (its VirtualClock below), for a TestStore.
+  bridge: (dispatch, timeoutMs, capabilities, clock) =>
     new addon.JsStoreBridge(
       (_err, call) => dispatch(call),
       timeoutMs,
@@ -94,7 +95,13 @@ const api = makeApi({
       capabilities.ownerRemainingTime,
       capabilities.permitWeights,
       capabilities.acquireAll,
+      clock,
     ),
+  // The test kit (locksmith-js/testing): the clock's native side, the count of its locks'
+  // work on the addon's thread, and a TestStore's memory store on the clock.
+  VirtualClock: addon.VirtualClock,
+  pendingWork: addon.pendingWork,
+  testMemory: (clock) => addon.NativeMemoryStore.onClock(clock),
 });
 
 // The Redis store: the sans-I/O engine in the addon under the one driver

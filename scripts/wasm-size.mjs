@@ -22,9 +22,11 @@ import { gzipSync } from "node:zlib";
 // outcomes (a fresh owner token after an unanswered attempt, an aborted attempt left to
 // settle and then released, clean-up releases tried again in the background, the
 // `holdMayRemain` errors) took it to 50.6 KB; concurrent extends answered out of order
-// (a hold numbers its extends, so the deadline counts from the latest send) to 51.1 KB:
-// 51.5 KB until the size work of the speed issue (40 KB).
-export const WASM_GZIP_BUDGET_BYTES = 51.5 * 1024;
+// (a hold numbers its extends, so the deadline counts from the latest send) to 51.1 KB;
+// the test kit's seam (a lock's timer given by its store: a TestClock's sleeps, and the
+// JS-store bridge's `useClock`; the TestStore's memory store lives in the second module)
+// to 51.9 KB: 52.25 KB until the size work of the speed issue (40 KB).
+export const WASM_GZIP_BUDGET_BYTES = 52.25 * 1024;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const wasmFile = join(root, "js/wasm/locksmith_wasm_bg.wasm");

@@ -445,6 +445,12 @@ impl Lock {
         &self.store
     }
 
+    /// The timer the lock sleeps on.
+    #[must_use]
+    pub fn timer(&self) -> &Arc<dyn Timer> {
+        &self.timer
+    }
+
     /// Whether this handle has an acquisition it has not released: held now, or lost to
     /// expiry without a release since. A handle without one carries no state beyond its
     /// key and TTL.

@@ -3,7 +3,7 @@
 // bridge calls the store and hands back its answer in a form every binding can carry,
 // or its refusal in core's words. A binding makes the bridge's native half with
 // `binding.bridge(dispatch, timeoutMs, capabilities)` (see capabilitiesOf).
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "./symbols.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, NATIVE_CLOCK, TEST_CLOCK } from "./symbols.mjs";
 import { noteCall } from "./shutdown.mjs";
 import { noteSharedStore, toLockError, typeName } from "./errors.mjs";
 import { checkNumber } from "./durations.mjs";
@@ -243,13 +243,16 @@ export function jsStoreBridges(binding) {
     let bridge = bridges.get(store);
     if (bridge === undefined) {
       checkStore(store);
-      // A store of the user's own counts as shared: it is not this process's memory store.
-      noteSharedStore(store);
+      // The test kit's store: its locks and its calls' timeout run on its clock.
+      const clock = store[TEST_CLOCK];
+      // A store of the user's own counts as shared: it is not this process's memory
+      // store (the test kit's store is, on a clock of its own).
+      if (clock === undefined) noteSharedStore(store);
       const timeout = store.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS;
       checkNumber("operationTimeoutMs", timeout);
       const dispatch = dispatcher(store);
       try {
-        bridge = binding.bridge(dispatch, timeout, capabilitiesOf(store));
+        bridge = binding.bridge(dispatch, timeout, capabilitiesOf(store), clock?.[NATIVE_CLOCK](binding));
       } catch (err) {
         throw toLockError(err);
       }

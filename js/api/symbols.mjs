@@ -16,3 +16,10 @@ export const ACQUIRE_PERMIT_TOKEN = Symbol.for("locksmith.acquirePermitToken");
 // A shipped store's short name, as the diagnostics channels report it (`store`):
 // "redis", "postgres", ... A store without one is "custom".
 export const STORE_NAME = Symbol.for("locksmith.storeName");
+
+// The test kit (locksmith-js/testing): a test store's clock, which the JS-store bridge puts
+// the store's locks on (`store[TEST_CLOCK][NATIVE_CLOCK](binding)`: the binding's side of
+// it), and where each loaded build of the API leaves its binding for the kit.
+export const TEST_CLOCK = Symbol.for("locksmith.testing.clock");
+export const NATIVE_CLOCK = Symbol.for("locksmith.testing.nativeClock");
+export const TEST_BINDINGS = Symbol.for("locksmith.testing.bindings");

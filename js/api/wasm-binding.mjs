@@ -3,6 +3,7 @@
 // is initialised, and a call made too early says so.
 import { makeApi } from "./api.mjs";
 import { LockError } from "./errors.mjs";
+import { loadEngine } from "../redis/wasm-store.mjs";
 
 let ready;
 
@@ -26,8 +27,9 @@ export const api = makeApi({
     return wasm().AbortToken;
   },
   // `capabilities`: what the JS store offers beyond the required methods (bridge.mjs).
-  bridge: (dispatch, timeoutMs, capabilities) =>
-    new (wasm().WasmJsStoreBridge)(
+  // `clock`: the test kit's clock (its VirtualClock below), for a TestStore.
+  bridge(dispatch, timeoutMs, capabilities, clock) {
+    const bridge = new (wasm().WasmJsStoreBridge)(
       dispatch,
       timeoutMs,
       capabilities.isHeldBy,
@@ -37,5 +39,18 @@ export const api = makeApi({
       capabilities.ownerRemainingTime,
       capabilities.permitWeights,
       capabilities.acquireAll,
-    ),
+    );
+    if (clock !== undefined) bridge.useClock(clock);
+    return bridge;
+  },
+  // The test kit (locksmith-js/testing): the clock's side in this module, and a
+  // TestStore's memory store, which lives in the second module (the Redis engine's) so
+  // that this one stays small. Everything runs on the JS thread: no work to count.
+  get VirtualClock() {
+    return wasm().WasmVirtualClock;
+  },
+  async testMemory(_clock, nowMs, unixStartMs) {
+    const engine = await loadEngine();
+    return new engine.WasmTestMemory(nowMs, unixStartMs);
+  },
 });

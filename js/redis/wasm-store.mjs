@@ -39,6 +39,19 @@ function loadRuntime() {
   return loading;
 }
 
+/**
+ * The engine module (wasm-redis/), loaded once: the test kit's TestStore keeps its memory
+ * store there. Where the runtime gave no loader (a browser), UnsupportedError.
+ */
+export async function loadEngine() {
+  if (runtime === undefined) {
+    throw new UnsupportedError(
+      "locksmith: the test kit's TestStore needs the second WebAssembly module, which this runtime does not load (a browser); run its tests in Node, Deno or workerd",
+    );
+  }
+  return (await loadRuntime()).engine;
+}
+
 // The engine module's calls in flight: one table for every store of this build.
 const calls = new Calls({ mapError: (message) => toLockError(new Error(message)), mapThrown: (err) => toLockError(err) });
 

@@ -84,15 +84,37 @@ impl Completions {
     }
 
     /// Runs `work` on tokio and delivers its outcome under `id`.
-    pub fn spawn<F>(&self, id: u32, work: F)
+    /// `tracked`: counted while awake, and its outcome until it reaches the JS thread
+    /// (a lock over a test kit clock, `virtual_clock.rs`).
+    pub fn spawn<F>(&self, id: u32, work: F, tracked: bool)
     where
         F: Future<Output = locksmith_core::Result<Outcome>> + Send + 'static,
     {
         let handler = self.handler.clone();
-        napi::bindgen_prelude::spawn(async move {
+        let task = async move {
             // A panic must still settle the caller's promise, or its process would wait forever.
             let outcome = AssertUnwindSafe(work).catch_unwind().await.map_err(|_| ());
-            handler.call(report(id, outcome), ThreadsafeFunctionCallMode::NonBlocking);
-        });
+            if tracked {
+                crate::virtual_clock::queued();
+                let status = handler.call_with_return_value(
+                    report(id, outcome),
+                    ThreadsafeFunctionCallMode::NonBlocking,
+                    |_, _| {
+                        crate::virtual_clock::arrived();
+                        Ok(())
+                    },
+                );
+                if status != Status::Ok {
+                    crate::virtual_clock::arrived();
+                }
+            } else {
+                handler.call(report(id, outcome), ThreadsafeFunctionCallMode::NonBlocking);
+            }
+        };
+        if tracked {
+            napi::bindgen_prelude::spawn(crate::virtual_clock::Tracked::new(task));
+        } else {
+            napi::bindgen_prelude::spawn(task);
+        }
     }
 }

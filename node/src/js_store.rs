@@ -8,17 +8,18 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
+use futures_util::future::{select, Either};
 use locksmith_core::contract::{self, Answer, Call, ForeignLockStore, ForeignStore};
-use locksmith_core::{BoxFuture, HoldKind, LockStore, Result};
+use locksmith_core::{BoxFuture, HoldKind, LockStore, Result, Timer};
 use napi::bindgen_prelude::{CallbackContext, PromiseRaw, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::lock::{new_handle, new_lock, restore_lock, NativeLock, SerializedArgs};
+use crate::lock::{new_handle_on, new_lock_on, restore_lock_on, NativeLock, Runner, SerializedArgs};
+use crate::virtual_clock::{arrived, queued, VirtualClock};
 
 /// One store call, as the JS dispatcher receives it.
 #[napi(object)]
@@ -52,7 +53,7 @@ type Settled = std::result::Result<Value, String>;
 /// Runs on the JS thread with what `dispatch` returned: sends what its promise settles
 /// to through `sent`, as plain Rust. Every JS value is read, and every `napi::Error`
 /// dropped, here on the JS thread.
-fn forward(returned: napi::Result<PromiseRaw<'_, Value>>, sent: oneshot::Sender<Settled>) {
+pub(crate) fn forward(returned: napi::Result<PromiseRaw<'_, Value>>, sent: oneshot::Sender<Settled>) {
     let sent = Rc::new(Cell::new(Some(sent)));
     let settle = |sent: &Cell<Option<oneshot::Sender<Settled>>>, outcome: Settled| {
         if let Some(sent) = sent.take() {
@@ -96,11 +97,17 @@ struct JsStore {
     has_acquire_all: bool,
     /// The id of the next `onRelease` subscription.
     next_subscription: AtomicU64,
+    /// What the operation timeout sleeps on: the locks' timer.
+    timer: Arc<dyn Timer>,
+    /// The store is on a test kit clock: its calls to the JS thread are counted (see
+    /// `virtual_clock.rs`).
+    counted: bool,
 }
 
 #[napi]
 pub struct JsStoreBridge {
     inner: Arc<ForeignLockStore<JsStore>>,
+    runner: Runner,
 }
 
 #[napi]
@@ -116,11 +123,13 @@ impl JsStoreBridge {
         has_owner_remaining_time: Option<bool>,
         has_permit_weights: Option<bool>,
         has_acquire_all: Option<bool>,
+        clock: Option<&VirtualClock>,
     ) -> napi::Result<Self> {
         let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::js::positive_ms(
             "operationTimeoutMs",
             operation_timeout_ms,
         ))?;
+        let runner = clock.map_or_else(Runner::tokio, |clock| Runner::on_clock(clock.timer()));
         Ok(Self {
             inner: Arc::new(ForeignLockStore(JsStore {
                 dispatch: Arc::new(dispatch),
@@ -132,13 +141,16 @@ impl JsStoreBridge {
                 has_permit_weights: has_permit_weights.unwrap_or(false),
                 has_acquire_all: has_acquire_all.unwrap_or(false),
                 next_subscription: AtomicU64::new(0),
+                timer: runner.timer.clone(),
+                counted: runner.tracked,
             })),
+            runner,
         })
     }
 
     #[napi]
     pub fn lock(&self, key: String, ttl_ms: f64) -> napi::Result<NativeLock> {
-        new_lock(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms)
+        new_lock_on(self.inner.clone() as Arc<dyn LockStore>, self.runner.clone(), &key, ttl_ms)
     }
 
     #[napi]
@@ -149,12 +161,19 @@ impl JsStoreBridge {
         kind: String,
         limit: Option<f64>,
     ) -> napi::Result<NativeLock> {
-        new_handle(self.inner.clone() as Arc<dyn LockStore>, &key, ttl_ms, &kind, limit)
+        new_handle_on(
+            self.inner.clone() as Arc<dyn LockStore>,
+            self.runner.clone(),
+            &key,
+            ttl_ms,
+            &kind,
+            limit,
+        )
     }
 
     #[napi]
     pub fn restore(&self, fields: SerializedArgs) -> napi::Result<NativeLock> {
-        restore_lock(self.inner.clone() as Arc<dyn LockStore>, fields)
+        restore_lock_on(self.inner.clone() as Arc<dyn LockStore>, self.runner.clone(), fields)
     }
 }
 
@@ -193,11 +212,13 @@ impl JsStore {
             id: None,
             permits,
         };
-        let settled = tokio::time::timeout(Duration::from_millis(self.timeout_ms), async {
+        let answered = Box::pin(async {
             self.send(call)?.await.unwrap_or_else(|_| Err("the JS side dropped the call".to_owned()))
-        })
-        .await
-        .map_err(|_| contract::timed_out(op, self.timeout_ms))?;
+        });
+        let settled = match select(answered, self.timer.sleep(self.timeout_ms)).await {
+            Either::Left((settled, _)) => settled,
+            Either::Right(_) => return Err(contract::timed_out(op, self.timeout_ms)),
+        };
         settled.map(|v| describe(&v)).map_err(|reason| contract::failed(op, &reason))
     }
 
@@ -205,14 +226,24 @@ impl JsStore {
     /// settles to.
     fn send(&self, call: StoreCall) -> std::result::Result<oneshot::Receiver<Settled>, String> {
         let (sent, settled) = oneshot::channel();
+        let counted = self.counted;
+        if counted {
+            queued();
+        }
         let status = self.dispatch.call_with_return_value(
             Ok(call),
             ThreadsafeFunctionCallMode::NonBlocking,
             move |returned, _env| {
+                if counted {
+                    arrived();
+                }
                 forward(returned, sent);
                 Ok(())
             },
         );
+        if status != napi::Status::Ok && counted {
+            arrived();
+        }
         if status == napi::Status::Ok {
             Ok(settled)
         } else {

@@ -12,6 +12,7 @@ mod lock;
 mod memory;
 mod redis_engine;
 mod timer;
+mod virtual_clock;
 
 /// One tokio worker thread: the work per lock call is tiny and I/O-bound, and every
 /// extra thread costs a cross-thread wake-up per call on a small machine.

@@ -28,6 +28,8 @@ pub struct Runner {
     pub local: Option<Arc<LocalTasks>>,
     /// Poll each call once on the JS thread; only what is still pending goes to tokio.
     pub inline: bool,
+    /// The tasks are counted while awake (a test kit clock's locks: `virtual_clock.rs`).
+    pub tracked: bool,
 }
 
 /// What a `*_start` method tells the JS side: the call runs on tokio (its outcome comes
@@ -43,13 +45,18 @@ pub const RUN_RELEASED: u32 = 1;
 pub const RUN_LOST: u32 = 2;
 
 impl Runner {
-    fn tokio() -> Self {
-        Self { timer: timer(), local: None, inline: false }
+    pub fn tokio() -> Self {
+        Self { timer: timer(), local: None, inline: false, tracked: false }
     }
 
     /// Calls polled once on the JS thread before they go to tokio.
     pub fn inline() -> Self {
-        Self { timer: timer(), local: None, inline: true }
+        Self { timer: timer(), local: None, inline: true, tracked: false }
+    }
+
+    /// Calls on tokio, timed by a test kit clock and counted while awake.
+    pub fn on_clock(timer: Arc<dyn Timer>) -> Self {
+        Self { timer, local: None, inline: false, tracked: true }
     }
 
     /// Starts `work` under call id `id`; see [`ON_TOKIO`], [`QUEUED`] and [`SETTLED`].
@@ -72,7 +79,7 @@ impl Runner {
                         SETTLED
                     }
                     Ok(std::task::Poll::Pending) => {
-                        done.spawn(id, work);
+                        done.spawn(id, work, self.tracked);
                         ON_TOKIO
                     }
                     Err(_) => {
@@ -82,7 +89,7 @@ impl Runner {
                 }
             }
             None => {
-                done.spawn(id, work);
+                done.spawn(id, work, self.tracked);
                 ON_TOKIO
             }
             Some(tasks) => {

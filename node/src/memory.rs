@@ -12,6 +12,8 @@ use napi_derive::napi;
 use crate::error::IntoNapi;
 use crate::lock::{new_handle, new_lock, restore_lock, NativeLock, SerializedArgs};
 use crate::timer::timer;
+use crate::virtual_clock::VirtualClock;
+use locksmith_core::contract::Answer;
 
 #[napi]
 pub struct NativeMemoryStore {
@@ -128,5 +130,63 @@ impl NativeMemoryStore {
     #[napi]
     pub fn clear(&self) {
         self.inner.clear();
+    }
+
+    /// A store on a test kit clock, answering calls one at a time (`answer`): the test
+    /// kit's store is a JS store over it. Its waiters poll; expired holds go when their
+    /// key is next touched.
+    #[napi(factory)]
+    pub fn on_clock(clock: &VirtualClock) -> Self {
+        Self { inner: Arc::new(MemoryStore::new(clock.clock()).without_release_signals()) }
+    }
+
+    /// The JS store contract's call `op`, answered now (`MemoryStore::answer`); absent
+    /// arguments are an empty owner or kind, a NaN TTL, 0 permits.
+    #[napi]
+    #[allow(clippy::too_many_arguments)] // the contract call's fields, as the JS side passes them
+    pub fn answer(
+        &self,
+        op: String,
+        key: String,
+        owner: String,
+        ttl_ms: f64,
+        kind: String,
+        limit: f64,
+        permits: u32,
+    ) -> napi::Result<serde_json::Value> {
+        let ttl_ms = if ttl_ms.is_nan() { None } else { Some(check_ttl(ttl_ms)?) };
+        let kind = if kind.is_empty() {
+            None
+        } else {
+            Some(locksmith_core::validate::js::kind(&kind, Some(limit)).napi()?)
+        };
+        let owner = (!owner.is_empty()).then_some(owner.as_str());
+        let answer =
+            self.inner.answer(&op, &key, owner, ttl_ms, kind, (permits > 0).then_some(permits)).napi()?;
+        Ok(match answer {
+            Answer::Bool(b) => serde_json::Value::Bool(b),
+            Answer::Number(n) => {
+                serde_json::Number::from_f64(n).map_or(serde_json::Value::Null, serde_json::Value::Number)
+            }
+            _ => serde_json::Value::Null,
+        })
+    }
+
+    /// `acquireAll(keys, owner, ttlMs)`, answered now: each key's token, or `null` when one is held.
+    #[napi]
+    pub fn answer_all(
+        &self,
+        keys: Vec<String>,
+        owner: String,
+        ttl_ms: f64,
+    ) -> napi::Result<Option<Vec<f64>>> {
+        let grants = self.inner.answer_all(&keys, &owner, check_ttl(ttl_ms)?);
+        Ok(grants.map(|tokens| tokens.into_iter().map(|t| t as f64).collect()))
+    }
+
+    /// Ends every hold of `key` now (a failover that lost them): `true` if there was one.
+    #[napi]
+    pub fn end_holds(&self, key: String) -> bool {
+        self.inner.end_holds(&key)
     }
 }

@@ -695,3 +695,98 @@ pub fn constants() -> js_sys::Array {
         &JsValue::from_str(locksmith_redis::engine::DEFAULT_KEY_PREFIX),
     )
 }
+
+/// The test kit's time (`locksmith-js/testing`), set by its JS clock.
+struct SetClock {
+    now: std::cell::Cell<u64>,
+    unix_start_ms: u64,
+}
+
+impl Clock for SetClock {
+    fn now_ms(&self) -> u64 {
+        self.now.get()
+    }
+
+    fn unix_time_ms(&self) -> Option<u64> {
+        Some(self.unix_start_ms + self.now.get())
+    }
+}
+
+/// The memory store of the test kit's `TestStore`, on the kit's clock: it answers the JS
+/// store contract's calls one at a time, and the `TestStore` (a JS store) injects its
+/// faults before them. It lives in this second module so that the main module, which
+/// every user loads, does not carry it.
+#[wasm_bindgen]
+pub struct WasmTestMemory {
+    inner: locksmith_core::MemoryStore,
+    clock: Arc<SetClock>,
+}
+
+#[wasm_bindgen]
+impl WasmTestMemory {
+    /// A store at time `now_ms`, whose wall clock reads `unix_start_ms` at time 0.
+    #[wasm_bindgen(constructor)]
+    #[must_use]
+    pub fn new(now_ms: f64, unix_start_ms: f64) -> Self {
+        let clock = Arc::new(SetClock {
+            now: std::cell::Cell::new(now_ms as u64),
+            unix_start_ms: unix_start_ms as u64,
+        });
+        Self { inner: locksmith_core::MemoryStore::new(clock.clone()).without_release_signals(), clock }
+    }
+
+    /// Sets the time (the JS clock only moves it forward).
+    pub fn set(&self, now_ms: f64) {
+        self.clock.now.set(now_ms as u64);
+    }
+
+    /// The JS store contract's call `op`, answered now (`MemoryStore::answer`); absent
+    /// arguments are an empty owner or kind, a NaN TTL, 0 permits.
+    #[allow(clippy::too_many_arguments)] // the contract call's fields, as the JS side passes them
+    pub fn answer(
+        &self,
+        op: &str,
+        key: &str,
+        owner: &str,
+        ttl_ms: f64,
+        kind: &str,
+        limit: f64,
+        permits: u32,
+    ) -> std::result::Result<JsValue, JsError> {
+        let answer = (|| {
+            let ttl_ms = if ttl_ms.is_nan() { None } else { Some(validate::js::ttl_ms(ttl_ms)?) };
+            let kind = if kind.is_empty() { None } else { Some(validate::js::kind(kind, Some(limit))?) };
+            let owner = (!owner.is_empty()).then_some(owner);
+            self.inner.answer(op, key, owner, ttl_ms, kind, (permits > 0).then_some(permits))
+        })()
+        .map_err(|err| js_error(&err))?;
+        Ok(match answer {
+            locksmith_core::contract::Answer::Bool(b) => JsValue::from_bool(b),
+            locksmith_core::contract::Answer::Number(n) => JsValue::from_f64(n),
+            _ => JsValue::NULL,
+        })
+    }
+
+    /// `acquireAll(keys, owner, ttlMs)`, answered now: each key's token, or `undefined`
+    /// when one is held.
+    #[wasm_bindgen(js_name = answerAll)]
+    #[allow(clippy::needless_pass_by_value)] // wasm-bindgen hands arrays over owned
+    pub fn answer_all(
+        &self,
+        keys: Vec<String>,
+        owner: &str,
+        ttl_ms: f64,
+    ) -> std::result::Result<Option<Vec<f64>>, JsError> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|err| js_error(&err))?;
+        Ok(self
+            .inner
+            .answer_all(&keys, owner, ttl_ms)
+            .map(|tokens| tokens.into_iter().map(|t| t as f64).collect()))
+    }
+
+    /// Ends every hold of `key` now (a failover that lost them): `true` if there was one.
+    #[wasm_bindgen(js_name = endHolds)]
+    pub fn end_holds(&self, key: &str) -> bool {
+        self.inner.end_holds(key)
+    }
+}

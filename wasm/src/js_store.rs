@@ -14,7 +14,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::lock::{new_handle, new_lock, restore_lock, WasmLock};
-use crate::timer::timer;
+use crate::timer::{timer, WasmVirtualClock};
 use crate::IntoJs;
 
 #[allow(clippy::struct_excessive_bools)] // which optional methods the store has: independent flags
@@ -76,8 +76,16 @@ impl WasmJsStoreBridge {
         })
     }
 
+    /// Puts the store's locks (made from now on) and its call timeout on a test kit clock.
+    #[wasm_bindgen(js_name = useClock)]
+    pub fn use_clock(&mut self, clock: &WasmVirtualClock) {
+        if let Some(store) = Arc::get_mut(&mut self.inner) {
+            store.0.timer = clock.timer();
+        }
+    }
+
     pub fn lock(&self, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
-        new_lock(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms)
+        new_lock(self.inner.clone() as Arc<dyn LockStore>, self.inner.0.timer.clone(), key, ttl_ms)
     }
 
     pub fn handle(
@@ -87,11 +95,18 @@ impl WasmJsStoreBridge {
         kind: &str,
         limit: Option<f64>,
     ) -> Result<WasmLock, JsValue> {
-        new_handle(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms, kind, limit)
+        new_handle(
+            self.inner.clone() as Arc<dyn LockStore>,
+            self.inner.0.timer.clone(),
+            key,
+            ttl_ms,
+            kind,
+            limit,
+        )
     }
 
     pub fn restore(&self, fields: &JsValue) -> Result<WasmLock, JsValue> {
-        restore_lock(self.inner.clone() as Arc<dyn LockStore>, fields)
+        restore_lock(self.inner.clone() as Arc<dyn LockStore>, self.inner.0.timer.clone(), fields)
     }
 }
 

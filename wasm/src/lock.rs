@@ -9,10 +9,9 @@ use std::sync::Arc;
 
 use js_sys::Promise;
 use locksmith_core::validate::js;
-use locksmith_core::{HoldEnd, Lock, LockStore, SerializedFields, SerializedLock};
+use locksmith_core::{HoldEnd, Lock, LockStore, SerializedFields, SerializedLock, Timer};
 use wasm_bindgen::prelude::*;
 
-use crate::timer::timer;
 use crate::IntoJs;
 
 #[wasm_bindgen]
@@ -20,13 +19,19 @@ pub struct WasmLock {
     inner: Rc<Lock>,
 }
 
-pub fn new_lock(store: Arc<dyn LockStore>, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
-    Lock::new(key, js::ttl_ms(ttl_ms).js()?, store, timer()).js().map(|l| WasmLock { inner: Rc::new(l) })
+pub fn new_lock(
+    store: Arc<dyn LockStore>,
+    timer: Arc<dyn Timer>,
+    key: &str,
+    ttl_ms: f64,
+) -> Result<WasmLock, JsValue> {
+    Lock::new(key, js::ttl_ms(ttl_ms).js()?, store, timer).js().map(|l| WasmLock { inner: Rc::new(l) })
 }
 
 /// A handle of the kind the JS surface names (`"semaphore"` with `limit`, `"read"`, `"write"`).
 pub fn new_handle(
     store: Arc<dyn LockStore>,
+    timer: Arc<dyn Timer>,
     key: &str,
     ttl_ms: f64,
     kind: &str,
@@ -35,9 +40,9 @@ pub fn new_handle(
     let ttl_ms = js::ttl_ms(ttl_ms).js()?;
     let lock = if kind == "multi" {
         // `lockAll()`: the keys, one per line (a key has no control characters).
-        Lock::all(lines(key), ttl_ms, store, timer())
+        Lock::all(lines(key), ttl_ms, store, timer)
     } else {
-        Lock::of_kind(key, ttl_ms, js::kind(kind, limit).js()?, store, timer())
+        Lock::of_kind(key, ttl_ms, js::kind(kind, limit).js()?, store, timer)
     };
     lock.js().map(|l| WasmLock { inner: Rc::new(l) })
 }
@@ -57,7 +62,11 @@ fn lines(text: &str) -> Vec<String> {
 
 /// `fields`: a serialized lock's fields as js/api/serialized.mjs read them from the text
 /// (strings, numbers, `undefined` when absent, a null entry of `fencingTokens` as NaN).
-pub fn restore_lock(store: Arc<dyn LockStore>, fields: &JsValue) -> Result<WasmLock, JsValue> {
+pub fn restore_lock(
+    store: Arc<dyn LockStore>,
+    timer: Arc<dyn Timer>,
+    fields: &JsValue,
+) -> Result<WasmLock, JsValue> {
     let get = |name: &str| {
         js_sys::Reflect::get(fields, &JsValue::from_str(name)).ok().filter(|v| !v.is_undefined())
     };
@@ -77,7 +86,7 @@ pub fn restore_lock(store: Arc<dyn LockStore>, fields: &JsValue) -> Result<WasmL
             .map(|tokens| tokens.iter().map(|t| t.as_f64().filter(|t| !t.is_nan())).collect()),
     };
     let serialized = SerializedLock::from_fields(fields).js()?;
-    Ok(WasmLock { inner: Rc::new(Lock::restore(serialized, store, timer())) })
+    Ok(WasmLock { inner: Rc::new(Lock::restore(serialized, store, timer)) })
 }
 
 /// One instance of the promise glue for every async method: each future is boxed, so
@@ -114,8 +123,8 @@ impl WasmLock {
         if let Some(lock) = Rc::get_mut(&mut self.inner) {
             return lock.reset(key, ttl_ms).js();
         }
-        let store = self.inner.store().clone();
-        self.inner = Rc::new(Lock::new(key, ttl_ms, store, timer()).js()?);
+        let (store, timer) = (self.inner.store().clone(), self.inner.timer().clone());
+        self.inner = Rc::new(Lock::new(key, ttl_ms, store, timer).js()?);
         Ok(())
     }
 
@@ -298,7 +307,9 @@ impl WasmLock {
         let plan = js::auto_extend(self.inner.ttl_ms(), interval_ms, max_hold_ms).js()?;
         let lock = self.inner.clone();
         if let Some(generation) = lock.held_generation() {
-            timer().spawn(Box::pin(async move { lock.keep_extending_of(generation, plan).await }));
+            lock.timer()
+                .clone()
+                .spawn(Box::pin(async move { lock.keep_extending_of(generation, plan).await }));
         }
         Ok(())
     }

@@ -25,7 +25,7 @@ impl WasmMemoryStore {
     }
 
     pub fn lock(&self, key: &str, ttl_ms: f64) -> Result<WasmLock, JsValue> {
-        new_lock(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms)
+        new_lock(self.inner.clone() as Arc<dyn LockStore>, timer(), key, ttl_ms)
     }
 
     pub fn handle(
@@ -35,11 +35,11 @@ impl WasmMemoryStore {
         kind: &str,
         limit: Option<f64>,
     ) -> Result<WasmLock, JsValue> {
-        new_handle(self.inner.clone() as Arc<dyn LockStore>, key, ttl_ms, kind, limit)
+        new_handle(self.inner.clone() as Arc<dyn LockStore>, timer(), key, ttl_ms, kind, limit)
     }
 
     pub fn restore(&self, fields: &JsValue) -> Result<WasmLock, JsValue> {
-        restore_lock(self.inner.clone() as Arc<dyn LockStore>, fields)
+        restore_lock(self.inner.clone() as Arc<dyn LockStore>, timer(), fields)
     }
 
     // The plain `LockStore` interface, synchronous here; the JS class wraps each in a promise.

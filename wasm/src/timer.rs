@@ -107,3 +107,71 @@ pub fn timer() -> Arc<dyn Timer> {
     }
     TIMER.with(Clone::clone)
 }
+
+/// The test kit's virtual clock (`locksmith-js/testing`) as a timer: its time is set
+/// from JS, and a sleep is the JS clock's promise for that time.
+struct ClockTimer {
+    now: std::cell::Cell<u64>,
+    unix_start_ms: u64,
+    sleep_until: js_sys::Function,
+}
+
+impl Clock for ClockTimer {
+    fn now_ms(&self) -> u64 {
+        self.now.get()
+    }
+
+    fn unix_time_ms(&self) -> Option<u64> {
+        Some(self.unix_start_ms + self.now.get())
+    }
+}
+
+impl Timer for ClockTimer {
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        let until = JsValue::from_f64(self.now.get().saturating_add(ms) as f64);
+        let slept = self.sleep_until.call1(&JsValue::NULL, &until).map(js_sys::Promise::from);
+        Box::pin(async move {
+            if let Ok(slept) = slept {
+                let _ = JsFuture::from(slept).await;
+            }
+        })
+    }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {
+        wasm_bindgen_futures::spawn_local(task);
+        true
+    }
+}
+
+/// The wasm side of a test kit clock: the time the JS clock sets, and its sleeps.
+#[wasm_bindgen]
+pub struct WasmVirtualClock {
+    timer: Arc<ClockTimer>,
+}
+
+#[wasm_bindgen]
+impl WasmVirtualClock {
+    /// A clock at `now_ms` whose wall clock reads `unix_start_ms` at time 0; a sleep
+    /// calls `sleep_until(ms)`, which returns a promise.
+    #[wasm_bindgen(constructor)]
+    pub fn new(sleep_until: js_sys::Function, now_ms: f64, unix_start_ms: f64) -> Self {
+        #[allow(clippy::arc_with_non_send_sync)] // wasm32: one thread
+        let timer = Arc::new(ClockTimer {
+            now: std::cell::Cell::new(now_ms as u64),
+            unix_start_ms: unix_start_ms as u64,
+            sleep_until,
+        });
+        Self { timer }
+    }
+
+    /// Sets the time (the JS clock only moves it forward).
+    pub fn set(&self, now_ms: f64) {
+        self.timer.now.set(now_ms as u64);
+    }
+}
+
+impl WasmVirtualClock {
+    pub fn timer(&self) -> Arc<dyn Timer> {
+        self.timer.clone()
+    }
+}

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::error::Result;
 use crate::store::{AllGrant, BoxFuture, Clock, Grant, HoldKind, LockStore, SyncLockStore};
 
+mod answer;
 #[cfg(not(target_arch = "wasm32"))]
 mod codec;
 mod holds;
