@@ -4,7 +4,7 @@ import * as wasm from "./wasm/locksmith_wasm.js";
 import * as redisEngine from "./wasm/locksmith_wasm_redis.js";
 import * as socket from "./redis/sockets/node.mjs";
 import { useWasm } from "./api/wasm-binding.mjs";
-import { useRedisRuntime } from "./redis/wasm-store.mjs";
+import { loadEngine, useRedisRuntime } from "./redis/wasm-store.mjs";
 
 export * from "./api/wasm-api.mjs";
 
@@ -14,7 +14,7 @@ export * from "./api/wasm-api.mjs";
  */
 export function start(bytes, redisBytes) {
   wasm.initSync({ module: bytes });
-  useWasm(wasm);
+  useWasm(wasm, loadEngine);
   useRedisRuntime(async () => {
     redisEngine.initSync({ module: await redisBytes() });
     return { engine: redisEngine, socket };

@@ -2,7 +2,7 @@
 // Deno, Bun, bundlers): the module initialises itself on import.
 import * as wasm from "./wasm/locksmith_wasm.js";
 import { useWasm } from "./api/wasm-binding.mjs";
-import { useRedisRuntime } from "./redis/wasm-store.mjs";
+import { loadEngine, useRedisRuntime } from "./redis/wasm-store.mjs";
 
 const isNode = typeof process === "object" && process.versions?.node;
 
@@ -17,7 +17,7 @@ async function instantiate(glue, url) {
 }
 
 await instantiate(wasm, new URL("./wasm/locksmith_wasm_bg.wasm", import.meta.url));
-useWasm(wasm);
+useWasm(wasm, loadEngine);
 
 // RedisLockStore: the Redis engine's own module, loaded at the first connect, over
 // Deno.connect on Deno and node:net elsewhere (Node, Bun).

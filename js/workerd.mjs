@@ -3,10 +3,10 @@
 import * as wasm from "./wasm/locksmith_wasm.js";
 import module from "./wasm/locksmith_wasm_bg.wasm";
 import { useWasm } from "./api/wasm-binding.mjs";
-import { useRedisRuntime } from "./redis/wasm-store.mjs";
+import { loadEngine, useRedisRuntime } from "./redis/wasm-store.mjs";
 
 wasm.initSync({ module });
-useWasm(wasm);
+useWasm(wasm, loadEngine);
 
 // RedisLockStore: the Redis engine's own module, imported at the first connect, over
 // connect() from cloudflare:sockets.

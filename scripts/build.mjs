@@ -86,10 +86,11 @@ copyFileSync(join(root, "js/types/mysql.d.ts"), join(root, "js/types/mysql.d.cts
 // CommonJS copy of js/redis-client-store.mjs. locksmith-js/cloudflare gets the types only:
 // its `require` runs the ES module, which Workers bundlers take in (a CommonJS build's
 // require("cloudflare:workers") would throw in an ES module bundle). locksmith-js/otel
-// (js/otel.mjs) is built the same way, with @opentelemetry/api left to the user's install.
+// (js/otel.mjs) is built the same way, with @opentelemetry/api left to the user's install,
+// and so is locksmith-js/testing (js/testing.mjs).
 {
-  const CJS_BUILDS = ["redis-client-store", "ioredis", "node-redis", "upstash", "etcd", "otel"];
-  const sourceOf = (name) => (name === "otel" ? "js/otel.mjs" : `js/stores/${name}.mjs`);
+  const CJS_BUILDS = ["redis-client-store", "ioredis", "node-redis", "upstash", "etcd", "otel", "testing"];
+  const sourceOf = (name) => (name === "otel" || name === "testing" ? `js/${name}.mjs` : `js/stores/${name}.mjs`);
   const CTS_TYPES = [...CJS_BUILDS, "cloudflare"];
   const oneClientStore = {
     name: "one-client-store",
@@ -279,7 +280,47 @@ function minifyNames(wasmFile, glueFile) {
   for (const used of glue.matchAll(/\bwasm\.([A-Za-z_$][\w$]*)/g)) {
     if (!exports.has(used[1])) throw new Error(`${glueFile}: wasm.${used[1]} after renaming is not an export`);
   }
-  writeFileSync(glueFile, glue);
+  writeFileSync(glueFile, hostTimers(glue, glueFile));
+}
+
+/**
+ * Points the glue's timers and clocks at the runtime's own, taken once as the glue loads:
+ * in Node, `node:timers` and `perf_hooks`, which a test runner's fake timers (installed
+ * on the globals: setTimeout, queueMicrotask, performance, Date) leave alone; elsewhere
+ * the globals. The module's task queue runs on promise reactions, which nothing fakes.
+ * So fake timers, on or off, change nothing in the WebAssembly build, as in the addon.
+ */
+function hostTimers(glue, glueFile) {
+  const host = `// The runtime's own timers and clocks, taken as this module loads (scripts/build.mjs, hostTimers).
+const host = (() => {
+  const node = typeof process === "object" && typeof process.getBuiltinModule === "function" ? process : undefined;
+  const timers = node?.getBuiltinModule("node:timers");
+  const perf = node?.getBuiltinModule("node:perf_hooks")?.performance ?? globalThis.performance;
+  const now = perf.now.bind(perf);
+  const origin = perf.timeOrigin;
+  const dateNow = Date.now;
+  return {
+    setTimeout: timers?.setTimeout ?? globalThis.setTimeout.bind(globalThis),
+    clearTimeout: timers?.clearTimeout ?? globalThis.clearTimeout.bind(globalThis),
+    now,
+    dateNow: timers ? () => origin + now() : dateNow,
+  };
+})();
+`;
+  const calls = [
+    [/(?<![.\w$])setTimeout\(/g, "host.setTimeout("],
+    [/(?<![.\w$])clearTimeout\(/g, "host.clearTimeout("],
+    [/(?<![.\w$])queueMicrotask\(/g, "Promise.resolve().then("],
+    [/(?<![.\w$])performance\.now\(\)/g, "host.now()"],
+    [/(?<![.\w$])Date\.now\(\)/g, "host.dateNow()"],
+  ];
+  for (const [pattern, to] of calls) glue = glue.replace(pattern, to);
+  // The main module's futures (wasm-bindgen-futures) queue on the global queueMicrotask,
+  // found only through `globalThis.queueMicrotask` now.
+  if (/(?<![.\w$])(?:setTimeout|clearTimeout|queueMicrotask)\(|(?<![.\w$])(?:performance|Date)\.now\(/.test(glue)) {
+    throw new Error(`${glueFile}: a timer or clock call is left on the globals`);
+  }
+  return host + glue;
 }
 
 const kb = (n) => `${(n / 1024).toFixed(1)} KB`;

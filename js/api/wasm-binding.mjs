@@ -2,14 +2,19 @@
 // binding looks the wasm exports up at call time, so the API exists before the module
 // is initialised, and a call made too early says so.
 import { makeApi } from "./api.mjs";
-import { LockError } from "./errors.mjs";
-import { loadEngine } from "../redis/wasm-store.mjs";
+import { LockError, UnsupportedError } from "./errors.mjs";
 
 let ready;
+let loadEngine;
 
-/** Called by an entry once its wasm module is initialised. */
-export function useWasm(exports) {
+/**
+ * Called by an entry once its wasm module is initialised; `engine()` loads the second
+ * module (the Redis engine's, which also holds the test kit's TestStore) where the
+ * runtime has it.
+ */
+export function useWasm(exports, engine = undefined) {
   ready = exports;
+  loadEngine = engine;
 }
 
 function wasm() {
@@ -50,6 +55,11 @@ export const api = makeApi({
     return wasm().WasmVirtualClock;
   },
   async testMemory(_clock, nowMs, unixStartMs) {
+    if (loadEngine === undefined) {
+      throw new UnsupportedError(
+        "locksmith: the test kit's TestStore needs the second WebAssembly module, which this entry does not load; run its tests in Node, Deno or workerd",
+      );
+    }
     const engine = await loadEngine();
     return new engine.WasmTestMemory(nowMs, unixStartMs);
   },

@@ -196,10 +196,7 @@ function wholeMs(name, value) {
 export function firstBinding() {
   const bindings = globalThis[TEST_BINDINGS];
   if (!Array.isArray(bindings) || bindings.length === 0) {
-    throw new LockError(
-      'locksmith: no build of locksmith-js is loaded: import it (`import { lock } from "locksmith-js"`) before making a TestStore',
-      "NOT_INITIALIZED",
-    );
+    throw new LockError("locksmith: no build of locksmith-js is loaded: import the package (its lock(), say) before making a TestStore", "NOT_INITIALIZED");
   }
   return bindings[0];
 }

@@ -45,7 +45,7 @@ function countOf(name, value) {
 }
 
 function callsOf(where, options, known) {
-  if (options === undefined) return {};
+  if (options === undefined) return { calls: null };
   if (options === null || typeof options !== "object") throw invalid(`${where}'s options must be an object; got ${typeName(options)}`);
   checkOptionKeys(options, known, where);
   const { calls } = options;
@@ -63,20 +63,21 @@ function callsOf(where, options, known) {
   return { ...options, calls: new Set(calls) };
 }
 
-const never = new Promise(() => {});
-
 /**
  * The faults armed on one store's calls. `now()` and `sleep(ms)` are the time they run on:
- * a TestClock's, or real time.
+ * a TestClock's, or real time; `lostAfterMs()` is how long a call whose answer is lost
+ * takes to fail (the store's operation timeout).
  */
 export class Faults {
   #rules = [];
   #now;
   #sleep;
+  #lostAfterMs;
 
-  constructor({ now, sleep }) {
+  constructor({ now, sleep, lostAfterMs }) {
     this.#now = now;
     this.#sleep = sleep;
+    this.#lostAfterMs = lostAfterMs;
   }
 
   /** The next `count` calls (of `calls`, if given) fail with StoreUnavailableError before they reach the store. */
@@ -113,8 +114,9 @@ export class Faults {
 
   /**
    * The next `count` calls (of `calls`, if given) reach the store and are applied, and
-   * their answers never come back: the caller gives up at the store's
-   * `operationTimeoutMs`, not knowing the outcome (an acquire may have been granted).
+   * their answers never come back: each fails with StoreUnavailableError at the store's
+   * `operationTimeoutMs` (as a client's command timeout would), its outcome unknown to
+   * the caller (an acquire may have been granted).
    */
   loseAnswers(count = 1, options = undefined) {
     checkArity(arguments, 2, "loseAnswers(count?, { calls }?)");
@@ -154,7 +156,8 @@ export class Faults {
     const sent = send();
     if (lost) {
       Promise.resolve(sent).catch(() => {});
-      return never;
+      await this.#sleep(this.#lostAfterMs());
+      throw new StoreUnavailableError(`locksmith: store unavailable: ${op}() got no answer: a fault the test injected (it was applied)`);
     }
     if (delayed?.answer === undefined) return sent;
     try {

@@ -83,7 +83,7 @@ export class TestStore {
     }
     this.#clock = clock;
     this.operationTimeoutMs = operationTimeoutMs;
-    this.#faults = new Faults({ now: () => clock.now(), sleep: (ms) => clock.sleep(ms) });
+    this.#faults = new Faults({ now: () => clock.now(), sleep: (ms) => clock.sleep(ms), lostAfterMs: () => this.operationTimeoutMs });
     // Made now, so that the clock waits for it (the WebAssembly build loads a module).
     const binding = firstBinding();
     this.#memory = clock[KEEP_BUSY](
@@ -305,6 +305,14 @@ export class TestStore {
   }
 }
 
+function hasNativeHalf(store) {
+  if (store[NATIVE] !== undefined) return true;
+  for (let o = store; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+    if (Object.getOwnPropertySymbols(o).some((s) => s.description === NATIVE.description)) return true;
+  }
+  return false;
+}
+
 /**
  * `store` with the test kit's faults on its calls (`failNext`, `failFor`, `delay`,
  * `loseAnswers`, on real time), for tests against a real server; `held()` and
@@ -312,13 +320,18 @@ export class TestStore {
  */
 export function withFaults(store) {
   checkArity(arguments, 1, "withFaults(store)");
-  if (store !== null && typeof store === "object" && store[NATIVE] !== undefined) {
+  // A store written in Rust keeps its native half under a symbol of its copy of the API.
+  if (store !== null && typeof store === "object" && hasNativeHalf(store)) {
     throw new UnsupportedError(
       "locksmith: withFaults() wraps a store whose calls are made in JS; this store's calls run inside the native addon (MemoryLockStore, FileLockStore and the native RedisLockStore): use a TestStore, the WebAssembly build's RedisLockStore, or a store over your own Redis client (locksmith-js/ioredis, locksmith-js/node-redis)",
     );
   }
   checkStore(store);
-  const faults = new Faults({ now: () => performance.now(), sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)) });
+  const faults = new Faults({
+    now: () => performance.now(),
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    lostAfterMs: () => store.operationTimeoutMs ?? 10_000,
+  });
   const granted = new Granted();
   const wrapper = {};
   for (let o = store; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
