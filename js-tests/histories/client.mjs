@@ -20,6 +20,7 @@ import { pathToFileURL } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import { seeded } from "./random.mjs";
+import { withFaults } from "../../js/testing.mjs";
 
 // A test's deliberate error in this process's own clock (config.clockSkewMs).
 let skewMs = 0;
@@ -247,32 +248,13 @@ export function checksFirstKeyOnly() {
  * A user's own store across a network: each call reaches `inner` late and its answer
  * (or error) comes back late, each way 0–`lagMs` / 6 ms, one time in eight up to `lagMs`
  * (a slow packet), so the calls of one hold overtake each other (a lockAll() release's
- * keys and what a due check sends, say). Every method, own or inherited, string- or
- * symbol-named, is called on `inner`; the ones a store answers at once (`onRelease`'s
- * registration, `hasWaiters`) pass through as they are, and so do other properties
- * (`permitWeights`).
+ * keys and what a due check sends, say). The delays are the test kit's store-call faults
+ * (locksmith-js/testing's withFaults()), the implementation users' tests get.
  */
 export function laggy(inner, lagMs) {
-  const lag = () => new Promise((resolve) => setTimeout(resolve, Math.random() * (Math.random() < 0.125 ? lagMs : lagMs / 6)));
-  const immediate = new Set(["onRelease", "subscriptions", Symbol.for("locksmith.hasWaiters"), Symbol.for("locksmith.storeName")]);
-  const store = {};
-  for (let o = inner; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
-    for (const name of Reflect.ownKeys(o)) {
-      if (name === "constructor" || Object.hasOwn(store, name)) continue;
-      const value = inner[name];
-      if (typeof value !== "function") store[name] = value;
-      else if (immediate.has(name)) store[name] = (...args) => value.apply(inner, args);
-      else
-        store[name] = async (...args) => {
-          await lag();
-          try {
-            return await value.apply(inner, args);
-          } finally {
-            await lag();
-          }
-        };
-    }
-  }
+  const lag = () => Math.random() * (Math.random() < 0.125 ? lagMs : lagMs / 6);
+  const store = withFaults(inner);
+  store.delay(lag, { answer: lag });
   return store;
 }
 
