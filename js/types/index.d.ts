@@ -569,6 +569,8 @@ export type LockErrorCode =
   | "ABORTED"
   | "NO_RANDOM_SOURCE"
   | "NOT_INITIALIZED"
+  | "HOLDS_REMAIN"
+  | "CLOCK_BUSY"
   | "INTERNAL_ERROR";
 
 /** Base class of every error locksmith throws. */
