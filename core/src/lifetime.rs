@@ -227,8 +227,10 @@ impl Lock {
                             // The drift allowance covers the time trusted: the TTL, or what
                             // the store says is left when that is more (after a long extend).
                             let drift = self.drift_ms(remaining_ms.max(self.ttl_ms));
-                            let later = now.saturating_add(remaining_ms.saturating_sub(drift));
                             let mut hold = self.hold();
+                            // A shorter extend unanswered or failed may land after this look.
+                            let remaining_ms = remaining_ms.min(hold.ttl_cap());
+                            let later = now.saturating_add(remaining_ms.saturating_sub(drift));
                             if hold.generation == generation && later > hold.expires_by_ms {
                                 hold.expires_by_ms = later;
                                 // Moved by no more than the request's own transit (the store set

@@ -73,6 +73,16 @@ pub(crate) struct Hold {
     pub(crate) set_sent_ms: u64,
     pub(crate) set_ttl_ms: u64,
     pub(crate) set_answered_after: u64,
+    /// Extends sent and not answered yet, and the shortest TTL among those sent while any
+    /// was unanswered: one of them may land after any answer or look that sets the
+    /// deadline, and then the key expires that TTL after it landed, so until all are
+    /// answered the deadline counts no more than that TTL from what set it.
+    /// (0: none; a TTL is never 0.)
+    pub(crate) extends_unanswered: u32,
+    pub(crate) unanswered_ttl_cap: u64,
+    /// The same for extends that failed (they may have been applied, and may still land):
+    /// for the rest of the hold.
+    pub(crate) failed_ttl_cap: u64,
     /// Counts this handle's acquisitions: each hold has its own number, so whoever
     /// watches a hold can tell it from a later one.
     pub(crate) generation: u64,
@@ -82,6 +92,26 @@ pub(crate) struct Hold {
     /// or an extend found a key gone (`gone`). Applied when the last one is done.
     pub(crate) refused: bool,
     pub(crate) gone: bool,
+}
+
+impl Hold {
+    /// The longest TTL an extend that may still land allows (see `unanswered_ttl_cap`).
+    pub(crate) fn ttl_cap(&self) -> u64 {
+        none_is_max(self.unanswered_ttl_cap).min(none_is_max(self.failed_ttl_cap))
+    }
+}
+
+const fn none_is_max(cap: u64) -> u64 {
+    if cap == 0 {
+        u64::MAX
+    } else {
+        cap
+    }
+}
+
+/// `cap` (0: none) lowered to `ttl_ms`.
+fn lower(cap: u64, ttl_ms: u64) -> u64 {
+    none_is_max(cap).min(ttl_ms)
 }
 
 /// A release of hold `generation` of `owner` on its way, from before it is sent until
@@ -1061,10 +1091,27 @@ impl Lock {
                 hold.expires_by_ms = deadline;
             }
             hold.extends_sent += 1;
+            hold.extends_unanswered += 1;
+            hold.unanswered_ttl_cap = lower(hold.unanswered_ttl_cap, ttl_ms);
             hold.extends_sent
         };
-        let extended = self.store_extend(owner, ttl_ms).await?;
-        self.finish_extend(owner, extended, (number, started), ttl_ms)
+        let extended = self.store_extend(owner, ttl_ms).await;
+        {
+            let mut hold = self.hold();
+            if hold.owner == Some(owner) {
+                if extended.is_err() {
+                    // It may have been applied, and may still land: for good.
+                    hold.failed_ttl_cap = lower(hold.failed_ttl_cap, ttl_ms);
+                }
+                hold.extends_unanswered = hold.extends_unanswered.saturating_sub(1);
+            }
+        }
+        let finished = self.finish_extend(owner, extended?, (number, started), ttl_ms);
+        let mut hold = self.hold();
+        if hold.owner == Some(owner) && hold.extends_unanswered == 0 {
+            hold.unanswered_ttl_cap = 0;
+        }
+        finished
     }
 
     /// [`extend`](Self::extend) for synchronous stores; `None` when the store is not.
@@ -1116,6 +1163,8 @@ impl Lock {
                 } else {
                     (started, ttl_ms)
                 };
+                // A shorter extend unanswered or failed may land after this one.
+                let ttl = ttl.min(hold.ttl_cap());
                 hold.expires_by_ms = self.deadline_from(sent, ttl);
                 hold.set_sent_ms = sent;
                 hold.set_ttl_ms = ttl;

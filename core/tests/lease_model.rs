@@ -32,6 +32,11 @@ struct Remote {
     down: AtomicBool,
     /// The next acquire takes the key and then fails to answer, as a reply lost in an outage.
     lose_next_grant: AtomicBool,
+    /// Milliseconds an extend spends on its way to the store before it is applied (read
+    /// when it is sent): a request that lands late.
+    extend_lands_ms: AtomicU64,
+    /// The next extend is applied and then fails to answer.
+    lose_next_extend_answer: AtomicBool,
     /// Run once right after the store answered `is_held_by` (a race the old two-question
     /// due check lost: the key changes hands between the questions).
     after_held_by: Mutex<Option<Box<dyn FnOnce() + Send>>>,
@@ -49,6 +54,8 @@ impl Remote {
             ttl_factor: 1,
             down: AtomicBool::new(false),
             lose_next_grant: AtomicBool::new(false),
+            extend_lands_ms: AtomicU64::new(0),
+            lose_next_extend_answer: AtomicBool::new(false),
             after_held_by: Mutex::new(None),
             calls: Mutex::new(Vec::new()),
         }
@@ -96,8 +103,22 @@ impl LockStore for Remote {
         if self.down.load(Ordering::SeqCst) {
             return self.reply("extend", false).await;
         }
+        // Read when it is sent: the request's own way there and back.
+        let lands = self.extend_lands_ms.load(Ordering::SeqCst);
+        let answer_ms = self.delay_ms.load(Ordering::SeqCst);
+        let lost = self.lose_next_extend_answer.swap(false, Ordering::SeqCst);
+        if lands > 0 {
+            self.timer.sleep(lands).await;
+        }
         let extended = self.inner.extend_now(key, owner, ttl_ms * self.ttl_factor);
-        self.reply("extend", extended).await
+        self.calls.lock().unwrap().push("extend");
+        if lost {
+            return Err(LockError::StoreUnavailable("no answer".into()));
+        }
+        if answer_ms > 0 {
+            self.timer.sleep(answer_ms).await;
+        }
+        Ok(extended)
     }
     async fn is_locked(&self, key: &str) -> Result<bool> {
         let locked = self.inner.is_locked_now(key);
@@ -376,6 +397,53 @@ fn an_extend_answered_after_a_later_one_does_not_move_the_deadline_back() {
         110 + 2_000 - default_drift_ms(2_000),
         "the shorter TTL, from the later send"
     );
+}
+
+#[test]
+fn a_shorter_extend_still_unanswered_or_failed_caps_the_deadline() {
+    // An extend of 500 ms sent at 100 ms lands at 400 ms (the key then expires at 900 ms)
+    // while one of 5 s, sent at 110 ms, landed and was answered at once. The short one
+    // may land after the long one, so until it is answered, and for good if it fails, the
+    // deadline counts no more than 500 ms from the long one's send. (The hold counted on
+    // 5 s while the key had expired at 900 ms.)
+    for fails in [false, true] {
+        let timer = FakeTimer::new();
+        let mut r = Remote::new(&timer, memory(&timer));
+        r.answers_hold_checks = false;
+        let remote = Arc::new(r);
+        let l = Lock::new("k", 1_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+        let ended = timer.run(async {
+            assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+            let short = async {
+                timer.sleep_for_test(100).await;
+                remote.extend_lands_ms.store(300, Ordering::SeqCst);
+                remote.delay_ms.store(1_600, Ordering::SeqCst);
+                remote.lose_next_extend_answer.store(fails, Ordering::SeqCst);
+                l.extend(Some(500)).await
+            };
+            let long = async {
+                timer.sleep_for_test(110).await;
+                remote.extend_lands_ms.store(0, Ordering::SeqCst);
+                remote.delay_ms.store(0, Ordering::SeqCst);
+                l.extend(Some(5_000)).await
+            };
+            let watch = async { (l.hold_ended().await, timer.now()) };
+            let (_, long, ended) = futures_util::join!(short, long, watch);
+            long.unwrap();
+            ended
+        });
+        assert!(matches!(ended.0, HoldEnd::Lost(_)), "{:?}", ended.0);
+        assert!(
+            ended.1 <= 900,
+            "the key expired at 900 ms; the hold counted on it until {} (fails: {fails})",
+            ended.1
+        );
+        assert_eq!(
+            ended.1,
+            110 + 500 - default_drift_ms(500),
+            "the short TTL, from the long extend's send (fails: {fails})"
+        );
+    }
 }
 
 #[test]
