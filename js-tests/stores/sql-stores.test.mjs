@@ -82,14 +82,16 @@ for (const sql of SQL_STORES) {
 
         const expiring = uniqueKey("rw-expired");
         // The waiting reader's row lives as long as its handle's TTL past each attempt: on a
-        // loaded machine attempts 200 ms apart let it lapse, and then the writer went first.
+        // loaded machine attempts 200 ms apart let it lapse, and then the writer went first;
+        // with a 1 s TTL, attempts slowed by the full suite's load (a MySQL deadlock's
+        // retries) still did. Its own handle has 3 s.
         const crashed = readWriteLock(expiring, 1_000, store);
         assert.equal(await crashed.writeLock().acquire(), true);
-        const waiting = crashed.readLock();
-        const entered = waiting.acquire({ timeout: 3_000, retryDelay: 20 });
+        const waiting = readWriteLock(expiring, 3_000, store).readLock();
+        const entered = waiting.acquire({ timeout: 6_000, retryDelay: 20 });
         await sleep(50);
         const writer = readWriteLock(expiring, 5_000, store).writeLock();
-        const writerIn = writer.acquire({ timeout: 3_000, retryDelay: 20 });
+        const writerIn = writer.acquire({ timeout: 8_000, retryDelay: 20 });
         assert.equal(await entered, true, "the reader that waited got in when the writer's hold ran out");
         await sleep(50);
         assert.equal(await writer.isLocked(), true);
