@@ -1,16 +1,18 @@
 // A hold's lifetime from JS: `lock.signal`, the `autoExtend` option, and async disposal,
-// on the built-in memory store and on plain JS stores, in both builds.
+// on the test kit's TestStore (the memory store's locks on a virtual clock: exact times,
+// no sleeping) and on plain JS stores (real time), in both builds.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
+import { TestStore } from "../js/testing.mjs";
 import { mapStore } from "./support/js-stores.mjs";
 import { startRedis } from "./support/redis-server.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "./support/target.mjs";
 
-const { lock, Lock, MemoryLockStore, restoreLock, LockNotHeldError, StoreUnavailableError } = ls;
+const { lock, Lock, restoreLock, LockNotHeldError, StoreUnavailableError } = ls;
 
 await failOnUnhandledRejections();
 
@@ -32,8 +34,173 @@ function aborted(signal) {
   });
 }
 
+/** A hold's local deadline after a TTL of `ttlMs`: the TTL less the drift allowance, 1 % of it + 2 ms (docs/guide.md). */
+const localDeadline = (ttlMs) => ttlMs - (Math.floor(ttlMs / 100) + 2);
+
+describe("lock.signal on the test store", () => {
+  it("is already aborted when nothing is held", async () => {
+    const l = new Lock(uniqueKey("signal"), 1_000, new TestStore());
+    assert.equal(l.signal.aborted, true);
+    assert.ok(l.signal.reason instanceof LockNotHeldError);
+  });
+
+  it("aborts as released when the holder releases", async () => {
+    const store = new TestStore();
+    const l = new Lock(uniqueKey("signal"), 5_000, store);
+    assert.equal(await l.acquire(), true);
+    const signal = l.signal;
+    assert.equal(signal.aborted, false);
+    assert.equal(l.signal, signal, "the same signal for the same hold");
+    assert.equal(await l.release(), true);
+    assert.equal(signal.aborted, true, "aborted by the time release() resolves");
+    assert.equal(signal.reason.name, "AbortError");
+    assert.match(signal.reason.message, /^locksmith: the lock on ".*" was released$/);
+    assert.equal(l.signal.aborted, true);
+    await store.assertNothingHeld();
+  });
+
+  it("aborts as lost when the TTL passes without an extend, at the hold's local deadline", async () => {
+    const store = new TestStore();
+    const l = new Lock(uniqueKey("signal"), 150, store);
+    assert.equal(await l.acquire(), true);
+    const signal = l.signal;
+    await store.clock.advance(localDeadline(150) - 1);
+    assert.equal(signal.aborted, false, `still live at ${store.clock.now()} ms`);
+    await store.clock.advance(1);
+    assert.equal(signal.aborted, true, `lost at ${store.clock.now()} ms for a 150 ms TTL`);
+    assert.ok(signal.reason instanceof LockNotHeldError, String(signal.reason));
+    assert.equal(signal.reason.code, "LOCK_NOT_HELD");
+  });
+
+  it("is already aborted when first read after the TTL passed", async () => {
+    const store = new TestStore();
+    const l = new Lock(uniqueKey("signal"), 100, store);
+    assert.equal(await l.acquire(), true);
+    await store.clock.advance(100);
+    const signal = l.signal;
+    assert.equal(signal.aborted, true, "a hold past its TTL is not live");
+    assert.ok(signal.reason instanceof LockNotHeldError, String(signal.reason));
+    await assert.rejects(l.extend(), (err) => err.code === "LOCK_NOT_HELD", "nothing succeeds on a lost hold");
+  });
+
+  it("run() rejects with LockNotHeldError carrying the function's outcome when the hold was lost before it settled", async () => {
+    const key = uniqueKey("run-lost");
+    const store = new TestStore();
+    const { clock } = store;
+    const lost = new Lock(key, 100, store).run(async () => (await clock.sleep(200), "work finished")).catch((e) => e);
+    await clock.advance(200);
+    const err = await lost;
+    assert.ok(err instanceof LockNotHeldError, String(err));
+    assert.equal(err.result, "work finished");
+    assert.match(err.message, /was lost before run\(\)'s function settled/);
+    const thrown = new Error("the work failed");
+    const failed = new Lock(key, 100, store)
+      .run(async () => {
+        await clock.sleep(200);
+        throw thrown;
+      })
+      .catch((e) => e);
+    await clock.advance(200);
+    const err2 = await failed;
+    assert.ok(err2 instanceof LockNotHeldError, String(err2));
+    assert.equal(err2.cause, thrown);
+    // A hold that lasts: the result as ever.
+    const lasting = new Lock(key, 5_000, store).run(async () => (await clock.sleep(20), "ok"));
+    await clock.advance(20);
+    assert.deepEqual(await lasting, [true, "ok"]);
+    await store.assertNothingHeld();
+  });
+
+  it("a new hold gets a new signal", async () => {
+    const l = new Lock(uniqueKey("signal"), 5_000, new TestStore());
+    assert.equal(await l.acquire(), true);
+    const first = l.signal;
+    await l.release();
+    assert.equal(await l.acquire(), true);
+    assert.notEqual(l.signal, first);
+    assert.equal(l.signal.aborted, false);
+    await l.release();
+  });
+});
+
+describe("autoExtend on the test store", () => {
+  it("keeps the hold through work that lasts many TTLs, then releases", async () => {
+    const store = new TestStore();
+    const { clock } = store;
+    const key = uniqueKey("auto");
+    const l = new Lock(key, 300, store);
+    const running = l.run(
+      async (held) => {
+        for (let i = 0; i < 10; i++) {
+          await clock.sleep(100);
+          assert.equal(held.signal.aborted, false, `still held at ${(i + 1) * 100} ms`);
+          assert.equal(await new Lock(key, 1_000, store).acquire(), false, "nobody else gets in");
+        }
+        return "done";
+      },
+      { autoExtend: true },
+    );
+    await clock.advance(1_000);
+    assert.deepEqual(await running, [true, "done"]);
+    assert.equal(clock.now(), 1_000, "ten TTLs and more of work, on the clock");
+    assert.equal(await new Lock(key, 1_000, store).isLocked(), false, "released at the end");
+    await store.assertNothingHeld();
+  });
+
+  it("stops at maxHoldMs; the hold then expires and the signal aborts", async () => {
+    const store = new TestStore();
+    const l = new Lock(uniqueKey("auto-cap"), 100, store);
+    assert.equal(await l.acquire({ autoExtend: { intervalMs: 30, maxHoldMs: 200 } }), true);
+    const signal = l.signal;
+    // Extended every 30 ms up to the cap: the last extend, at 180 ms, holds to 280 ms.
+    const lostAt = 180 + localDeadline(100);
+    await store.clock.advance(lostAt - 1);
+    assert.equal(signal.aborted, false, `past the cap, still live on the last extend at ${store.clock.now()} ms`);
+    await store.clock.advance(1);
+    assert.equal(signal.aborted, true, `lost at ${store.clock.now()} ms (cap 200 + TTL 100)`);
+    assert.equal(signal.reason.code, "LOCK_NOT_HELD");
+    await store.clock.advance(3);
+    await store.assertNothingHeld();
+  });
+
+  it("sees a hold taken away behind its back, at its next extend", async () => {
+    const store = new TestStore();
+    const key = uniqueKey("auto-theft");
+    const l = new Lock(key, 1_000, store);
+    assert.equal(await l.acquire({ autoExtend: { intervalMs: 40 } }), true);
+    const signal = l.signal;
+    const copy = restoreLock(l.serialize(), store);
+    assert.equal(await copy.release(), true);
+    const thief = new Lock(key, 5_000, store);
+    assert.equal(await thief.acquire(), true);
+    await store.clock.advance(39);
+    assert.equal(signal.aborted, false, "not yet: the next extend is at 40 ms");
+    await store.clock.advance(1);
+    assert.equal(signal.aborted, true, "noticed at the extend at 40 ms, long before the TTL ran out");
+    assert.equal(signal.reason.code, "LOCK_NOT_HELD");
+    assert.equal(await thief.isExpired(), false, "the thief's hold was left alone");
+    await thief.release();
+    await store.assertNothingHeld();
+  });
+
+  it("refuses a bad autoExtend without taking the lock", async () => {
+    const store = new TestStore();
+    const l = new Lock(uniqueKey("auto-bad"), 100, store);
+    const bad = [
+      [{ autoExtend: { intervalMs: 51 } }, /autoExtend\.intervalMs must be at most half the lock's TTL/],
+      [{ autoExtend: { interval: 10 } }, /unknown option `interval` for autoExtend; did you mean `intervalMs`\?/],
+      [{ autoExtend: "yes" }, /autoExtend must be true, false or/],
+      [{ autoExtend: { maxHoldMs: -1 } }, /autoExtend\.maxHoldMs must be/],
+    ];
+    for (const [options, message] of bad) {
+      await assert.rejects(l.acquire(options), (err) => err.code === "INVALID_ARGUMENT" && message.test(err.message));
+    }
+    assert.equal(await l.isLocked(), false);
+    await store.assertNothingHeld();
+  });
+});
+
 const stores = {
-  "the memory store": () => new MemoryLockStore(),
   "a plain JS store": () => mapStore(),
   "a plain JS store with isHeldBy": () => mapStore({ withIsHeldBy: true }),
   "a plain JS store with ownerRemainingTime": () => mapStore({ withOwnerRemainingTime: true }),
@@ -207,7 +374,7 @@ describe("the lease model on JS stores", () => {
 
 describe("autoExtend and signals stay with their own hold", () => {
   it("an auto-extend asked for one hold never adopts the next one", async () => {
-    const store = new MemoryLockStore();
+    const store = new TestStore();
     const key = uniqueKey("adopt");
     for (let i = 0; i < 200; i++) {
       const l = new Lock(`${key}:${i}`, 100, store);
@@ -215,7 +382,7 @@ describe("autoExtend and signals stay with their own hold", () => {
       l.release(); // not awaited: the next acquire may come before the extender first runs
       assert.equal(await l.acquire(), true);
     }
-    await sleep(400);
+    await store.clock.advance(400);
     const stillHeld = (await Promise.all(Array.from({ length: 200 }, (_, i) => new Lock(`${key}:${i}`, 1_000, store).isLocked()))).filter(Boolean).length;
     assert.equal(stillHeld, 0, "second holds without autoExtend ran out at their 100 ms TTL");
   });

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import dc from "node:diagnostics_channel";
 import { describe, it } from "node:test";
 
+import { TestStore } from "../js/testing.mjs";
 import { mapStore } from "./support/js-stores.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
 
@@ -110,7 +111,7 @@ describe(`lockAll() (${process.env.LOCKSMITH_TARGET ?? "native"})`, () => {
   });
 
   it("gives its other keys back once it finds one gone", async () => {
-    const store = new MemoryLockStore();
+    const store = new TestStore();
     const [a, b] = [uniqueKey("gone-a"), uniqueKey("gone-b")];
     const all = lockAll([a, b], 10_000, store);
     assert.equal(await all.acquire(), true);
@@ -118,20 +119,27 @@ describe(`lockAll() (${process.env.LOCKSMITH_TARGET ?? "native"})`, () => {
     assert.equal(await store.release(b, JSON.parse(all.serialize()).owner), true);
     assert.equal(await lock(b, 10_000, store).acquire(), true);
     await assert.rejects(all.extend(), (err) => err.code === "LOCK_NOT_HELD");
-    await sleep(20);
+    // The give-back runs on its own: let it settle, with no time passing (a's TTL is far off).
+    await store.clock.advance(0);
     assert.equal(await lock(a, 10_000, store).isLocked(), false, "a was given back");
     assert.equal(all.signal.aborted, true);
     assert.equal(await all.release(), false, "lost: release says so");
   });
 
   it("ends a wait at an abort, holding nothing", async () => {
-    const store = new MemoryLockStore();
+    const store = new TestStore();
     const [a, b] = [uniqueKey("abort-a"), uniqueKey("abort-b")];
     const holder = lock(b, 10_000, store);
     await holder.acquire();
     const controller = new AbortController();
     const waiting = lockAll([a, b], 5_000, store).acquire({ timeout: 10_000, signal: controller.signal });
-    await sleep(30);
+    let settled = false;
+    waiting.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    await store.clock.advance(30);
+    assert.equal(settled, false, "still waiting before the abort");
     controller.abort();
     await assert.rejects(waiting, (err) => err instanceof AbortError && err.code === "ABORTED");
     assert.equal(await lock(a, 5_000, store).isLocked(), false);
@@ -140,21 +148,24 @@ describe(`lockAll() (${process.env.LOCKSMITH_TARGET ?? "native"})`, () => {
   });
 
   it("keeps every key past its TTL with autoExtend, and its signal aborts at the release", async () => {
-    const store = new MemoryLockStore();
+    const store = new TestStore();
     const keys = [uniqueKey("auto-a"), uniqueKey("auto-b")];
     const all = lockAll(keys, 300, store);
-    const [ran] = await all.run(
+    const running = all.run(
       async (held) => {
         const signal = held.signal;
-        await sleep(700);
+        await store.clock.sleep(700);
         assert.equal(signal.aborted, false, "held throughout");
         for (const key of keys) assert.equal(await lock(key, 300, store).isLocked(), true);
       },
       { autoExtend: true },
     );
+    await store.clock.advance(700);
+    const [ran] = await running;
     assert.equal(ran, true);
     assert.equal(all.signal.aborted, true);
     for (const key of keys) assert.equal(await lock(key, 300, store).isLocked(), false);
+    await store.assertNothingHeld();
   });
 
   it("is kind multi on the diagnostics channels, named by its keys", async () => {

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
+import { TestStore } from "../../js/testing.mjs";
 import { mapStore } from "../support/js-stores.mjs";
 import { startRedis } from "../support/redis-server.mjs";
 import { etcdMissing, startEtcd } from "../support/etcd-server.mjs";
@@ -19,12 +20,13 @@ import { remoteStore } from "../support/workerd-remote-store.mjs";
 import { assertPhaseFair, assertReadersShareWriterAlone, assertSemaphoreLimit } from "./rw-scenarios.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
-const { lock, lockAll, MultiLock, semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
+const { lock, lockAll, MultiLock, semaphore, readWriteLock, restoreLock, UnsupportedError, LockError } = ls;
 
 await failOnUnhandledRejections();
 
 const stores = {
-  "the memory store": () => new MemoryLockStore(),
+  // The memory store's locks on the test kit's clock: its scenarios take no real time.
+  "the test store": () => new TestStore(),
   "a JS store with the permit methods": () => mapStore({ withPermits: true }),
 };
 // A lock file of its own for each scenario (the native addon's; the WebAssembly build refuses it).
@@ -175,7 +177,7 @@ const weightedOnly = {};
 // The stores that carry weights (`permitWeights`): a semaphore hold may take several
 // permits. The others take one per hold, and refuse more with UNSUPPORTED.
 const WEIGHTED = new Set([
-  "the memory store",
+  "the test store",
   "FileLockStore",
   "RedisLockStore",
   "IoRedisLockStore",
@@ -186,11 +188,33 @@ const WEIGHTED = new Set([
 ]);
 const carriesWeights = (storeName) => WEIGHTED.has(storeName);
 
+/**
+ * Runs `scenario(store, pause)` on a new store of `makeStore`'s. On a real store `pause`
+ * is a real sleep; on a TestStore it is the clock's, and the clock moves on in steps of
+ * 10 ms while the scenario runs (each step once what fell due has settled), so every
+ * TTL, retry delay and timeout of the scenario passes on the clock, the same way each run.
+ */
+async function onStore(makeStore, scenario) {
+  const store = await makeStore();
+  if (!(store instanceof TestStore)) return scenario(store, sleep);
+  const { clock } = store;
+  let settled = false;
+  const running = scenario(store, (ms) => clock.sleep(ms));
+  running.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  while (!settled) {
+    assert.ok(clock.now() < 600_000, "the scenario ended within 10 minutes of the test clock");
+    await clock.advance(10);
+  }
+  return running;
+}
+
 const WEIGHTED_TITLE = "takes weighted holds ({ permits }): a holder of n counts n, extend keeps it, expiry frees it all";
 
 /** The weighted scenario (or, on a store without weights, its UNSUPPORTED answer). */
-async function weightedHolds(storeName, makeStore) {
-  const store = await makeStore();
+async function weightedHolds(storeName, store) {
   if (!carriesWeights(storeName)) {
     // A store without permitWeights takes one permit per hold, and says so for more.
     assert.notEqual(store.permitWeights, true);
@@ -257,8 +281,7 @@ const LOCK_ALL_TITLE = "lockAll() takes every key or none, waits holding none, a
 const LOCK_ALL_OVERLAP_TITLE = "lockAll() handles over overlapping keys, in any order, all get through and never share a key";
 
 /** lockAll() on `store`: all or nothing, a wait that holds nothing, tokens, extend, restore. */
-async function allOrNothing(makeStore) {
-  const store = await makeStore();
+async function allOrNothing(store, pause) {
   const [a, b, c] = ["a", "b", "c"].map((k) => uniqueKey(`all-${k}`));
   const free = async (key) => !(await lock(key, 5_000, store).isLocked());
   const holder = lock(b, 5_000, store);
@@ -277,7 +300,7 @@ async function allOrNothing(makeStore) {
   // The check waits out the first attempt (a store of round trips in etcd's Raft log may
   // take tens of ms to give a key back on a busy machine) and comes long before the next.
   const waiting = all.acquire({ timeout: 8_000, retryDelay: 1_500 });
-  await sleep(500);
+  await pause(500);
   assert.equal(await free(a), true, "a is free while the lockAll waits");
   await holder.release();
   assert.equal(await waiting, true, "every key once b is released");
@@ -317,8 +340,7 @@ async function allOrNothing(makeStore) {
 }
 
 /** Handles over overlapping key sets, taking them over and over: never a key shared, never stuck. */
-async function overlapping(makeStore) {
-  const store = await makeStore();
+async function overlapping(store, pause) {
   const [a, b, c, d] = ["a", "b", "c", "d"].map((k) => uniqueKey(`overlap-${k}`));
   const sets = [
     [a, b],
@@ -336,7 +358,7 @@ async function overlapping(makeStore) {
               assert.equal(holders.get(key), undefined, `${key} held by ${holders.get(key)} and ${i}`);
               holders.set(key, i);
             }
-            await sleep(5);
+            await pause(5);
             for (const key of keys) holders.delete(key);
           },
           { timeout: 30_000, retryDelay: 10 },
@@ -349,29 +371,28 @@ async function overlapping(makeStore) {
 
 for (const [storeName, makeStore] of Object.entries(weightedOnly)) {
   describe(`on ${storeName}`, () => {
-    it(WEIGHTED_TITLE, () => weightedHolds(storeName, makeStore));
-    it(LOCK_ALL_TITLE, () => allOrNothing(makeStore));
+    it(WEIGHTED_TITLE, () => onStore(makeStore, (store) => weightedHolds(storeName, store)));
+    it(LOCK_ALL_TITLE, () => onStore(makeStore, allOrNothing));
   });
 }
 
 for (const [storeName, makeStore] of Object.entries(stores)) {
   describe(`on ${storeName}`, () => {
     describe("semaphore()", () => {
-      it("lets at most `limit` in at once, and everyone through in time", async () => {
-        await assertSemaphoreLimit(ls, await makeStore());
-      });
+      it("lets at most `limit` in at once, and everyone through in time", () =>
+        onStore(makeStore, (store, pause) => assertSemaphoreLimit(ls, store, { wait: pause })));
 
-      it("frees the permit of a holder that never releases once its TTL passes", async () => {
-        const store = await makeStore();
-        const key = uniqueKey("sem-ttl");
-        const crashed = semaphore(key, 1, 100, store);
-        assert.equal(await crashed.acquire(), true);
-        const next = semaphore(key, 1, 5_000, store);
-        assert.equal(await next.acquire(), false);
-        assert.equal(await next.acquire({ timeout: 2_000, retryDelay: 20 }), true);
-        assert.equal(await crashed.isExpired(), true);
-        await next.release();
-      });
+      it("frees the permit of a holder that never releases once its TTL passes", () =>
+        onStore(makeStore, async (store) => {
+          const key = uniqueKey("sem-ttl");
+          const crashed = semaphore(key, 1, 100, store);
+          assert.equal(await crashed.acquire(), true);
+          const next = semaphore(key, 1, 5_000, store);
+          assert.equal(await next.acquire(), false);
+          assert.equal(await next.acquire({ timeout: 2_000, retryDelay: 20 }), true);
+          assert.equal(await crashed.isExpired(), true);
+          await next.release();
+        }));
 
       it("serializes, restores as a semaphore permit, and releases that permit", async () => {
         const store = await makeStore();
@@ -386,23 +407,23 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
         assert.equal(await a.count(), 0);
       });
 
-      it("has the lock's lifetime: signal and autoExtend", async () => {
-        const store = await makeStore();
-        // A TTL a loaded machine's PostgreSQL or etcd extends in time (100 ms was not; 300 ms
-        // was not always, with both cores busy).
-        const s = semaphore(uniqueKey("sem-life"), 2, "600ms", store);
-        const [ran] = await s.run(
-          async (held) => {
-            await sleep(2_000);
-            assert.equal(held.signal.aborted, false, "extended past three TTLs");
-          },
-          { autoExtend: true },
-        );
-        assert.equal(ran, true);
-        assert.equal(s.signal.aborted, true);
-      });
+      it("has the lock's lifetime: signal and autoExtend", () =>
+        onStore(makeStore, async (store, pause) => {
+          // A TTL a loaded machine's PostgreSQL or etcd extends in time (100 ms was not; 300 ms
+          // was not always, with both cores busy).
+          const s = semaphore(uniqueKey("sem-life"), 2, "600ms", store);
+          const [ran] = await s.run(
+            async (held) => {
+              await pause(2_000);
+              assert.equal(held.signal.aborted, false, "extended past three TTLs");
+            },
+            { autoExtend: true },
+          );
+          assert.equal(ran, true);
+          assert.equal(s.signal.aborted, true);
+        }));
 
-      it(WEIGHTED_TITLE, () => weightedHolds(storeName, makeStore));
+      it(WEIGHTED_TITLE, () => onStore(makeStore, (store) => weightedHolds(storeName, store)));
 
       it("refuses a bad limit", () => {
         for (const limit of [0, -1, 1.5, Number.NaN, "3", undefined, 2 ** 32]) {
@@ -416,18 +437,16 @@ for (const [storeName, makeStore] of Object.entries(stores)) {
     });
 
     describe("lockAll()", () => {
-      it(LOCK_ALL_TITLE, () => allOrNothing(makeStore));
-      it(LOCK_ALL_OVERLAP_TITLE, () => overlapping(makeStore));
+      it(LOCK_ALL_TITLE, () => onStore(makeStore, allOrNothing));
+      it(LOCK_ALL_OVERLAP_TITLE, () => onStore(makeStore, overlapping));
     });
 
     describe("readWriteLock()", () => {
-      it("readers share, a writer is alone, and a waiting writer keeps new readers out", async () => {
-        await assertReadersShareWriterAlone(ls, await makeStore());
-      });
+      it("readers share, a writer is alone, and a waiting writer keeps new readers out", () =>
+        onStore(makeStore, (store, pause) => assertReadersShareWriterAlone(ls, store, { wait: pause })));
 
-      it("is phase-fair: the readers waiting when a writer leaves enter before the next writer, and new readers wait behind a waiting writer", async () => {
-        await assertPhaseFair(ls, await makeStore());
-      });
+      it("is phase-fair: the readers waiting when a writer leaves enter before the next writer, and new readers wait behind a waiting writer", () =>
+        onStore(makeStore, (store, pause) => assertPhaseFair(ls, store, { wait: pause })));
 
       it("restores each kind as itself", async () => {
         const store = await makeStore();

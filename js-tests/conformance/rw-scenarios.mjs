@@ -10,7 +10,7 @@ import { sleep, uniqueKey } from "../support/target.mjs";
  * enters alone once they are done; a reader arriving during their turn waits behind the
  * claimed writer.
  */
-export async function assertPhaseFair({ readWriteLock }, store) {
+export async function assertPhaseFair({ readWriteLock }, store, { wait = sleep } = {}) {
   const rw = readWriteLock(uniqueKey("rw-fair"), 5_000, store);
   const order = [];
   const w1 = rw.writeLock();
@@ -18,16 +18,16 @@ export async function assertPhaseFair({ readWriteLock }, store) {
   const take = async (name, l, holdMs) => {
     assert.equal(await l.acquire({ timeout: 5_000, retryDelay: 20 }), true, `${name} got in`);
     order.push(`${name} in`);
-    await sleep(holdMs);
+    await wait(holdMs);
     order.push(`${name} out`);
     await l.release();
   };
   const readers = [take("r1", rw.readLock(), 150), take("r2", rw.readLock(), 150)];
-  await sleep(60);
+  await wait(60);
   const writer = take("w2", rw.writeLock(), 50);
-  await sleep(60);
+  await wait(60);
   await w1.release();
-  await sleep(60);
+  await wait(60);
   const late = take("r3", rw.readLock(), 10);
   await Promise.all([...readers, writer, late]);
   const at = (e) => order.indexOf(e);
@@ -41,7 +41,7 @@ export async function assertPhaseFair({ readWriteLock }, store) {
  * `retryDelay` if given): at most three inside at a time, several at once, and all of
  * them through.
  */
-export async function assertSemaphoreLimit({ semaphore }, store, { holders = 12, retryDelay } = {}) {
+export async function assertSemaphoreLimit({ semaphore }, store, { holders = 12, retryDelay, wait = sleep } = {}) {
   const key = uniqueKey("sem");
   let inside = 0;
   let most = 0;
@@ -51,7 +51,7 @@ export async function assertSemaphoreLimit({ semaphore }, store, { holders = 12,
         async () => {
           most = Math.max(most, ++inside);
           // Long enough that holders overlap on a loaded machine.
-          await sleep(100);
+          await wait(100);
           inside--;
         },
         { timeout: 10_000, ...(retryDelay === undefined ? {} : { retryDelay }) },
@@ -70,9 +70,10 @@ export async function assertSemaphoreLimit({ semaphore }, store, { holders = 12,
 /**
  * Readers share, a writer is alone, and a writer waiting (with a 5 s retry delay) keeps a
  * new reader out `pause` ms after it started waiting; `woken` ends the message about the
- * writer getting in once the last reader leaves.
+ * writer getting in once the last reader leaves. `wait(ms)` is each scenario's pause (a
+ * real sleep unless given: a test store's clock.sleep).
  */
-export async function assertReadersShareWriterAlone({ readWriteLock }, store, { pause = 50, woken = "" } = {}) {
+export async function assertReadersShareWriterAlone({ readWriteLock }, store, { pause = 50, woken = "", wait = sleep } = {}) {
   const rw = readWriteLock(uniqueKey("rw"), 5_000, store);
   const [r1, r2, w] = [rw.readLock(), rw.readLock(), rw.writeLock()];
   assert.equal(await r1.acquire(), true);
@@ -80,7 +81,7 @@ export async function assertReadersShareWriterAlone({ readWriteLock }, store, { 
   assert.equal(await r1.count(), 2);
   assert.equal(await w.acquire(), false, "no writer while read");
   const writer = w.acquire({ timeout: 5_000, retryDelay: 5_000 });
-  await sleep(pause);
+  await wait(pause);
   assert.equal(await rw.readLock().acquire(), false, "a new reader waits behind the writer");
   await r1.release();
   await r2.release();
