@@ -7,6 +7,7 @@ import { setTimeout as realSleep } from "node:timers/promises";
 import { TestClock, TestStore, withFaults } from "../js/testing.mjs";
 import { TARGET, failOnUnhandledRejections, ls } from "./support/target.mjs";
 import { mapStore } from "./support/js-stores.mjs";
+import { ENTRY, runModule } from "./support/child.mjs";
 
 failOnUnhandledRejections();
 
@@ -312,6 +313,47 @@ describe("withFaults()", () => {
   it("refuses a store whose calls never leave the build's own code", () => {
     assert.throws(() => withFaults(new ls.MemoryLockStore()), { code: "UNSUPPORTED", message: /^locksmith: withFaults\(\)/ });
     assert.throws(() => withFaults({}), { code: "INVALID_ARGUMENT" });
+  });
+});
+
+describe("a process that ends with locks on the clock", () => {
+  const testing = new URL("../js/testing.mjs", import.meta.url).href;
+
+  it("exits when a lock still waits on the clock (it would never get in: the clock does not move)", async () => {
+    const { code, stdout, stderr } = await runModule(
+      `import { lock } from ${JSON.stringify(ENTRY)};
+       import { TestStore } from ${JSON.stringify(testing)};
+       const store = new TestStore();
+       await lock("k", "30s", store).acquire();
+       lock("k", "30s", store).acquire({ timeout: "10s" });
+       await store.clock.advance("1s");
+       console.log("done");`,
+      { timeoutMs: 15_000 },
+    );
+    assert.equal(code, 0, stderr);
+    assert.equal(stdout.trim(), "done");
+  });
+
+  it("exits cleanly with an autoExtend hold left held and its signal read last", async () => {
+    // The signal's first read starts the hold's watch, whose first sleep was on its way
+    // to the JS thread as the loop ran out of work; delivered during teardown, it
+    // aborted the native build's process (exit 134).
+    for (let i = 0; i < 3; i++) {
+      const { code, stdout, stderr } = await runModule(
+        `import { lock } from ${JSON.stringify(ENTRY)};
+         import { TestStore } from ${JSON.stringify(testing)};
+         const store = new TestStore();
+         const l = lock("report", "10s", store);
+         const taking = l.acquire({ autoExtend: true });
+         await store.clock.advance(0);
+         await taking;
+         await store.clock.advance("30s");
+         console.log(l.signal.aborted);`,
+        { timeoutMs: 15_000 },
+      );
+      assert.equal(code, 0, stderr);
+      assert.equal(stdout.trim(), "false");
+    }
   });
 });
 

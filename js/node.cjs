@@ -8,6 +8,13 @@ const { loadAddon } = require("./native-loader.cjs");
 
 const addon = loadAddon();
 
+// A call on its way from the addon's thread as the event loop runs out of work (a lock's
+// background task woke just then) would reach a torn-down environment, which aborts the
+// process (node/src/exit.rs): the loop gets another turn while one is on its way.
+process.on("beforeExit", () => {
+  if (addon.callsInTransit() > 0) setImmediate(() => {});
+});
+
 // Async calls resolve through one call table (js/api/calls.mjs): the promise lives there,
 // keyed by a call id, and the addon reports outcomes in bulk — through its completion
 // channel (see node/src/completion.rs) or, for calls that run as tasks of a Redis
@@ -26,20 +33,42 @@ const afterStart = (started) => {
 };
 
 /** Starts `start(id)` and returns the promise of its outcome. */
-function viaCompletions(start, number = false, background = false) {
+// A lock over a test kit store (locksmith-js/testing; the bridge below marks it) waits on
+// its TestClock, which only the test moves: its calls keep the process alive only while
+// the addon's thread has work of theirs (`pendingWork()`), as in the WebAssembly build,
+// so a test that leaves one waiting ends rather than hangs. Node's own timers: a test
+// runner's fake ones must not stand in.
+const ON_TEST_CLOCK = Symbol("locksmith.onTestClock");
+const hostTimers = require("node:timers");
+let clockWork;
+
+function whileClockWork() {
+  if (clockWork !== undefined) return;
+  clockWork = hostTimers.setInterval(() => {
+    if (addon.pendingWork() > 0) return;
+    hostTimers.clearInterval(clockWork);
+    clockWork = undefined;
+  }, 1);
+}
+
+function viaCompletions(start, number = false, background = false, onClock = false) {
+  if (onClock) {
+    whileClockWork();
+    return calls.start(start, number ? "number" : "flag", true, afterStart);
+  }
   return calls.start(start, number ? "number" : "flag", background, afterStart);
 }
 
 const NativeLock = addon.NativeLock.prototype;
 Object.assign(NativeLock, {
   acquire(timeout, retryDelay) {
-    return viaCompletions((id) => this.acquireStart(completions, id, timeout, retryDelay));
+    return viaCompletions((id) => this.acquireStart(completions, id, timeout, retryDelay), false, false, this[ON_TEST_CLOCK] === true);
   },
   acquireAbortable(timeout, retryDelay, abort) {
-    return viaCompletions((id) => this.acquireAbortableStart(completions, id, timeout, retryDelay, abort));
+    return viaCompletions((id) => this.acquireAbortableStart(completions, id, timeout, retryDelay, abort), false, false, this[ON_TEST_CLOCK] === true);
   },
   release() {
-    return viaCompletions((id) => this.releaseStart(completions, id));
+    return viaCompletions((id) => this.releaseStart(completions, id), false, false, this[ON_TEST_CLOCK] === true);
   },
   watch() {
     return viaCompletions((id) => this.watchStart(completions, id), false, true);
@@ -52,19 +81,19 @@ Object.assign(NativeLock, {
     return started;
   },
   extend(ttlMs) {
-    return viaCompletions((id) => this.extendStart(completions, id, ttlMs));
+    return viaCompletions((id) => this.extendStart(completions, id, ttlMs), false, false, this[ON_TEST_CLOCK] === true);
   },
   isLocked() {
-    return viaCompletions((id) => this.isLockedStart(completions, id));
+    return viaCompletions((id) => this.isLockedStart(completions, id), false, false, this[ON_TEST_CLOCK] === true);
   },
   count() {
-    return viaCompletions((id) => this.countStart(completions, id), true);
+    return viaCompletions((id) => this.countStart(completions, id), true, false, this[ON_TEST_CLOCK] === true);
   },
   isExpired() {
-    return viaCompletions((id) => this.isExpiredStart(completions, id));
+    return viaCompletions((id) => this.isExpiredStart(completions, id), false, false, this[ON_TEST_CLOCK] === true);
   },
   remainingTime() {
-    return viaCompletions((id) => this.remainingTimeStart(completions, id), true);
+    return viaCompletions((id) => this.remainingTimeStart(completions, id), true, false, this[ON_TEST_CLOCK] === true);
   },
 });
 
@@ -85,8 +114,8 @@ const api = makeApi({
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
   // `capabilities`: what the JS store offers beyond the required methods (js/api/bridge.mjs).
   // `clock`: the test kit's clock (its VirtualClock below), for a TestStore.
-  bridge: (dispatch, timeoutMs, capabilities, clock) =>
-    new addon.JsStoreBridge(
+  bridge(dispatch, timeoutMs, capabilities, clock) {
+    const bridge = new addon.JsStoreBridge(
       (_err, call) => dispatch(call),
       timeoutMs,
       capabilities.isHeldBy,
@@ -96,7 +125,19 @@ const api = makeApi({
       capabilities.permitWeights,
       capabilities.acquireAll,
       clock,
-    ),
+    );
+    if (clock !== undefined) {
+      for (const make of ["lock", "handle", "restore"]) {
+        const original = bridge[make];
+        bridge[make] = (...args) => {
+          const native = original.apply(bridge, args);
+          native[ON_TEST_CLOCK] = true;
+          return native;
+        };
+      }
+    }
+    return bridge;
+  },
   // The test kit (locksmith-js/testing): the clock's native side, the count of its locks'
   // work on the addon's thread, and a TestStore's memory store on the clock.
   VirtualClock: addon.VirtualClock,

@@ -64,7 +64,7 @@ export class TestClock {
     const { startMs, ...rest } = options;
     const unknown = Object.keys(rest);
     if (unknown.length > 0) throw new InvalidArgumentError(`locksmith: unknown TestClock option ${JSON.stringify(unknown[0])} (it takes startMs)`);
-    this.#unixStartMs = startMs === undefined ? 1_767_225_600_000 : wholeMs("startMs", startMs);
+    this.#unixStartMs = startMs === undefined ? 1_767_225_600_000 : epochMs(startMs);
   }
 
   /** Milliseconds since the clock was made. */
@@ -182,6 +182,17 @@ export class TestClock {
     }
     return native;
   }
+}
+
+/** `startMs`: milliseconds since 1970, or a Date. */
+function epochMs(value) {
+  const ms = value instanceof Date ? value.getTime() : value;
+  if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0) {
+    throw new InvalidArgumentError(
+      `locksmith: startMs must be a time as milliseconds since 1970 (a whole number, 0 or more) or a Date; got ${typeof ms === "number" ? ms : typeName(value)}`,
+    );
+  }
+  return ms;
 }
 
 function wholeMs(name, value) {

@@ -305,6 +305,13 @@ export class TestStore {
   }
 }
 
+// Real time for withFaults(), taken as the module loads: in Node from node:timers and
+// perf_hooks, which a test runner's fake timers leave alone; elsewhere the globals.
+const node = typeof process === "object" && typeof process.getBuiltinModule === "function" ? process : undefined;
+const realTimers = node?.getBuiltinModule("node:timers") ?? { setTimeout: globalThis.setTimeout.bind(globalThis) };
+const realPerformance = node?.getBuiltinModule("node:perf_hooks")?.performance ?? globalThis.performance;
+const realNow = realPerformance.now.bind(realPerformance);
+
 function hasNativeHalf(store) {
   if (store[NATIVE] !== undefined) return true;
   for (let o = store; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
@@ -328,8 +335,8 @@ export function withFaults(store) {
   }
   checkStore(store);
   const faults = new Faults({
-    now: () => performance.now(),
-    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    now: realNow,
+    sleep: (ms) => new Promise((resolve) => realTimers.setTimeout(resolve, ms)),
     lostAfterMs: () => store.operationTimeoutMs ?? 10_000,
   });
   const granted = new Granted();

@@ -4,8 +4,8 @@ import type { Duration, LockError, LockStore, PermitKind } from "./index.js";
 
 /** Options of `new TestClock()`. */
 export interface TestClockOptions {
-  /** What the clock's wall time (`unixTimeMs()`) reads at time 0, in ms since 1970. Default: 2026-01-01T00:00:00Z. */
-  startMs?: Duration;
+  /** What the clock's wall time (`unixTimeMs()`) reads at time 0: ms since 1970, or a Date. Default: 2026-01-01T00:00:00Z. */
+  startMs?: number | Date;
 }
 
 /**

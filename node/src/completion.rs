@@ -94,21 +94,22 @@ impl Completions {
         let task = async move {
             // A panic must still settle the caller's promise, or its process would wait forever.
             let outcome = AssertUnwindSafe(work).catch_unwind().await.map_err(|_| ());
-            if tracked {
-                crate::virtual_clock::queued();
-                let status = handler.call_with_return_value(
-                    report(id, outcome),
-                    ThreadsafeFunctionCallMode::NonBlocking,
-                    |_, _| {
-                        crate::virtual_clock::arrived();
-                        Ok(())
-                    },
-                );
-                if status != Status::Ok {
-                    crate::virtual_clock::arrived();
-                }
+            let (queued, arrived): (fn(), fn()) = if tracked {
+                (crate::virtual_clock::queued, crate::virtual_clock::arrived)
             } else {
-                handler.call(report(id, outcome), ThreadsafeFunctionCallMode::NonBlocking);
+                (crate::exit::sent, crate::exit::delivered)
+            };
+            queued();
+            let status = handler.call_with_return_value(
+                report(id, outcome),
+                ThreadsafeFunctionCallMode::NonBlocking,
+                move |_, _| {
+                    arrived();
+                    Ok(())
+                },
+            );
+            if status != Status::Ok {
+                arrived();
             }
         };
         if tracked {

@@ -213,7 +213,12 @@ impl JsStore {
             permits,
         };
         let answered = Box::pin(async {
-            self.send(call)?.await.unwrap_or_else(|_| Err("the JS side dropped the call".to_owned()))
+            match self.send(call)?.await {
+                Ok(settled) => settled,
+                // Its promise was dropped unsettled (the JS heap torn down at exit): no
+                // answer, as for a call that never settles; the timeout below ends it.
+                Err(_) => std::future::pending().await,
+            }
         });
         let settled = match select(answered, self.timer.sleep(self.timeout_ms)).await {
             Either::Left((settled, _)) => settled,
@@ -229,20 +234,27 @@ impl JsStore {
         let counted = self.counted;
         if counted {
             queued();
+        } else {
+            crate::exit::sent();
         }
+        let arrive = move || {
+            if counted {
+                arrived();
+            } else {
+                crate::exit::delivered();
+            }
+        };
         let status = self.dispatch.call_with_return_value(
             Ok(call),
             ThreadsafeFunctionCallMode::NonBlocking,
             move |returned, _env| {
-                if counted {
-                    arrived();
-                }
+                arrive();
                 forward(returned, sent);
                 Ok(())
             },
         );
-        if status != napi::Status::Ok && counted {
-            arrived();
+        if status != napi::Status::Ok {
+            arrive();
         }
         if status == napi::Status::Ok {
             Ok(settled)
@@ -326,6 +338,17 @@ impl Drop for Unsubscribe {
             id: Some(self.id),
             permits: None,
         };
-        let _ = self.dispatch.call(Ok(call), ThreadsafeFunctionCallMode::NonBlocking);
+        crate::exit::sent();
+        let status = self.dispatch.call_with_return_value(
+            Ok(call),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            |_, _| {
+                crate::exit::delivered();
+                Ok(())
+            },
+        );
+        if status != napi::Status::Ok {
+            crate::exit::delivered();
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 mod completion;
 mod error;
+mod exit;
 mod file;
 mod js_store;
 mod lock;

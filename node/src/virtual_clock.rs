@@ -29,11 +29,13 @@ static PENDING: AtomicUsize = AtomicUsize::new(0);
 /// One call queued for the JS thread: counted until it runs there.
 pub fn queued() {
     PENDING.fetch_add(1, Ordering::SeqCst);
+    crate::exit::sent();
 }
 
 /// The call counted by [`queued`] runs on the JS thread now.
 pub fn arrived() {
     PENDING.fetch_sub(1, Ordering::SeqCst);
+    crate::exit::delivered();
 }
 
 /// How many tasks of the locks over a virtual clock are awake, plus how many of their
@@ -156,7 +158,11 @@ impl Timer for ClockTimer {
                 // The JS thread is gone: nothing will move the clock again.
                 return std::future::pending().await;
             }
-            let _ = settled.await;
+            // A promise dropped unsettled (the JS heap torn down at exit) is not time
+            // that passed: going on would queue calls to a JS thread that is gone.
+            if settled.await.is_err() {
+                std::future::pending::<()>().await;
+            }
         })
     }
 
