@@ -2,7 +2,7 @@
 // withFaults() over a JS store, in the build under test (LOCKSMITH_TARGET). No test here
 // sleeps: time is the TestClock's.
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it, mock } from "node:test";
 import { setTimeout as realSleep } from "node:timers/promises";
 import { TestClock, TestStore, withFaults } from "../js/testing.mjs";
 import { TARGET, failOnUnhandledRejections, ls } from "./support/target.mjs";
@@ -358,6 +358,24 @@ describe("a process that ends with locks on the clock", () => {
 });
 
 describe("a test runner's fake timers", () => {
+  it("node:test's mock.timers, on: the kit and both builds run as without them", async () => {
+    // They replace setTimeout, setInterval, setImmediate and node:timers' functions too:
+    // the native build kept a waiting call's process alive on node:timers, and hung.
+    mock.timers.enable();
+    try {
+      const store = new TestStore();
+      const holder = ls.lock("k", "30s", store);
+      assert.equal(await holder.acquire(), true);
+      const waiter = watch(ls.lock("k", "30s", store).acquire({ timeout: "5s" }));
+      await store.clock.advance("5s");
+      assert.equal(waiter.now, false);
+      await holder.release();
+      await store.assertNothingHeld();
+    } finally {
+      mock.timers.reset();
+    }
+  });
+
   it("change nothing on real time either: a wait on a memory store still gives up at its timeout", async () => {
     const store = new ls.MemoryLockStore();
     const holder = ls.lock("k", "30s", store);

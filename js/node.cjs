@@ -12,8 +12,21 @@ const addon = loadAddon();
 // background task woke just then) would reach a torn-down environment, which aborts the
 // process (node/src/exit.rs): the loop gets another turn while one is on its way.
 process.on("beforeExit", () => {
-  if (addon.callsInTransit() > 0) setImmediate(() => {});
+  if (addon.callsInTransit() > 0) turn(() => {});
 });
+
+/**
+ * Calls `then` at the event loop's next turn, through a message port: a test runner's
+ * fake timers (which replace setImmediate and node:timers) must not stop it.
+ */
+function turn(then) {
+  const { port1, port2 } = new MessageChannel();
+  port1.onmessage = () => {
+    port1.close();
+    then();
+  };
+  port2.postMessage(null);
+}
 
 // Async calls resolve through one call table (js/api/calls.mjs): the promise lives there,
 // keyed by a call id, and the addon reports outcomes in bulk — through its completion
@@ -36,19 +49,18 @@ const afterStart = (started) => {
 // A lock over a test kit store (locksmith-js/testing; the bridge below marks it) waits on
 // its TestClock, which only the test moves: its calls keep the process alive only while
 // the addon's thread has work of theirs (`pendingWork()`), as in the WebAssembly build,
-// so a test that leaves one waiting ends rather than hangs. Node's own timers: a test
-// runner's fake ones must not stand in.
+// so a test that leaves one waiting ends rather than hangs.
 const ON_TEST_CLOCK = Symbol("locksmith.onTestClock");
-const hostTimers = require("node:timers");
-let clockWork;
+let clockWork = false;
 
 function whileClockWork() {
-  if (clockWork !== undefined) return;
-  clockWork = hostTimers.setInterval(() => {
-    if (addon.pendingWork() > 0) return;
-    hostTimers.clearInterval(clockWork);
-    clockWork = undefined;
-  }, 1);
+  if (clockWork) return;
+  clockWork = true;
+  const check = () => {
+    if (addon.pendingWork() > 0) turn(check);
+    else clockWork = false;
+  };
+  turn(check);
 }
 
 function viaCompletions(start, number = false, background = false, onClock = false) {

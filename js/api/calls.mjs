@@ -8,8 +8,18 @@ const MAX_CALL_ID = 0xffff_ffff;
 /** The value an engine reports for a release subscription that was cancelled. */
 export const CANCELLED = -1e300;
 
-/** A timer that keeps the process alive while calls wait, or lets it go. */
+/**
+ * What keeps the process alive while calls wait, or lets it go (`ref`/`unref`). In Node,
+ * a message port, which a test runner's fake timers do not replace (a faked interval
+ * keeps nothing alive); elsewhere a timer.
+ */
 function keepAliveTimer() {
+  if (typeof MessageChannel === "function" && typeof MessagePort?.prototype?.ref === "function") {
+    const { port1 } = new MessageChannel();
+    port1.on("message", () => {});
+    port1.ref();
+    return port1;
+  }
   return setInterval(() => {}, 1 << 30);
 }
 

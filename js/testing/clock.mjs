@@ -8,9 +8,9 @@ import { durationMs } from "../api/durations.mjs";
 import { NATIVE_CLOCK, TEST_BINDINGS } from "../api/symbols.mjs";
 
 /** `clock[FOLLOW](target)`: `target.set(ms)` is called each time the clock moves. */
-export const FOLLOW = Symbol("locksmith.testing.follow");
+export const FOLLOW = Symbol.for("locksmith.testing.follow");
 /** `clock[KEEP_BUSY](promise)`: the clock does not settle before `promise` does; returns it. */
-export const KEEP_BUSY = Symbol("locksmith.testing.keepBusy");
+export const KEEP_BUSY = Symbol.for("locksmith.testing.keepBusy");
 
 /**
  * One turn of the event loop, on a channel rather than a timer: a test runner's fake
@@ -79,9 +79,14 @@ export class TestClock {
 
   /** A promise that resolves when the clock reaches `ms` (`sleep`, on this clock). */
   sleepUntil(ms) {
+    if (typeof ms !== "number" || !Number.isFinite(ms)) {
+      throw new InvalidArgumentError(
+        `locksmith: sleepUntil() takes a time on the clock, in milliseconds (a finite number); got ${typeof ms === "number" ? ms : typeName(ms)}`,
+      );
+    }
     this.#activity++;
     return new Promise((wake) => {
-      if (ms <= this.#now) return wake(null);
+      if (ms <= this.#now) return wake();
       const sleeper = { at: ms, seq: this.#seq++, wake };
       // Earliest first; sleeps due at the same time in the order they were asked for.
       let lo = 0;
@@ -122,7 +127,7 @@ export class TestClock {
       await this.#settle();
       while (this.#sleepers.length > 0 && this.#sleepers[0].at <= target) {
         this.#set(Math.max(this.#now, this.#sleepers[0].at));
-        while (this.#sleepers.length > 0 && this.#sleepers[0].at <= this.#now) this.#sleepers.shift().wake(null);
+        while (this.#sleepers.length > 0 && this.#sleepers[0].at <= this.#now) this.#sleepers.shift().wake();
         this.#activity++;
         await this.#settle();
       }
@@ -176,7 +181,8 @@ export class TestClock {
   [NATIVE_CLOCK](binding) {
     let native = this.#natives.get(binding.VirtualClock);
     if (native === undefined) {
-      native = new binding.VirtualClock((ms) => this.sleepUntil(ms), this.#now, this.#unixStartMs);
+      // The addon reads what the promise resolves to: null, not undefined.
+      native = new binding.VirtualClock((ms) => this.sleepUntil(ms).then(() => null), this.#now, this.#unixStartMs);
       this.#natives.set(binding.VirtualClock, native);
       if (typeof binding.pendingWork === "function") this.#pendingWork.add(binding.pendingWork);
     }

@@ -147,25 +147,32 @@ export class Faults {
 
   /** Makes store call `op` (`send()` makes it on the store) through the armed faults. */
   async run(op, send) {
-    if (this.#take("fail", op) !== undefined) {
-      throw new StoreUnavailableError(`locksmith: store unavailable: ${op}() failed: a fault the test injected`);
+    const failed = this.#take("fail", op);
+    if (failed !== undefined) {
+      throw new StoreUnavailableError(`locksmith: store unavailable: a fault the test injected (${failed.until === undefined ? "failNext" : "failFor"})`);
     }
     const delayed = this.#take("delay", op);
-    if (delayed !== undefined) await this.#sleep(delayed.request(op));
+    if (delayed !== undefined) await this.#sleep(msOf("delay()", delayed.request(op)));
     const lost = this.#take("lose", op) !== undefined;
     const sent = send();
     if (lost) {
       Promise.resolve(sent).catch(() => {});
       await this.#sleep(this.#lostAfterMs());
-      throw new StoreUnavailableError(`locksmith: store unavailable: ${op}() got no answer: a fault the test injected (it was applied)`);
+      throw new StoreUnavailableError("locksmith: store unavailable: no answer, a fault the test injected (loseAnswers: the call was applied)");
     }
     if (delayed?.answer === undefined) return sent;
     try {
       return await sent;
     } finally {
-      await this.#sleep(delayed.answer(op));
+      await this.#sleep(msOf("delay()'s answer", delayed.answer(op)));
     }
   }
+}
+
+/** What a delay function answered, checked: its mistakes are named as its own. */
+function msOf(where, ms) {
+  if (typeof ms === "number" && Number.isFinite(ms) && ms >= 0) return ms;
+  throw invalid(`${where}: the delay function must answer milliseconds (a finite number, 0 or more); got ${typeof ms === "number" ? ms : typeName(ms)}`);
 }
 
 /** The control methods of Faults, as a store's own (TestStore, withFaults()). */

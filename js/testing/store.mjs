@@ -47,6 +47,12 @@ function assertNone(held, where) {
   throw error;
 }
 
+/** A key as lock() takes one: a string that is not empty. */
+function checkKey(key) {
+  checkString("key", key);
+  if (key === "") throw invalid("key must not be empty");
+}
+
 function optionsObject(options, where) {
   if (options === undefined) return {};
   if (options === null || typeof options !== "object") throw invalid(`${where} takes an options object; got ${typeName(options)}`);
@@ -73,9 +79,11 @@ export class TestStore {
 
   constructor(options = undefined) {
     checkArity(arguments, 1, "new TestStore(options?)");
-    const { clock = new TestClock(), operationTimeoutMs = 10_000, ...rest } = optionsObject(options, "new TestStore()");
-    checkOptionKeys(rest, [], "new TestStore()", []);
-    if (!(clock instanceof TestClock)) throw invalid(`new TestStore()'s clock must be a TestClock; got ${typeName(clock)}`);
+    const given = optionsObject(options, "new TestStore()");
+    checkOptionKeys(given, ["clock", "operationTimeoutMs"], "new TestStore()");
+    const { clock = new TestClock(), operationTimeoutMs = 10_000 } = given;
+    // By its native side, not its class: the ES module's and the CommonJS copy's clocks mix.
+    if (typeof clock?.[NATIVE_CLOCK] !== "function") throw invalid(`new TestStore()'s clock must be a TestClock; got ${typeName(clock)}`);
     if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0)) {
       throw invalid(
         `operationTimeoutMs must be a number of milliseconds above 0; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
@@ -233,7 +241,7 @@ export class TestStore {
    */
   async endHold(key) {
     checkArity(arguments, 1, "endHold(key)");
-    checkString("key", key);
+    checkKey(key);
     const ended = (await this.#memory).endHolds(key);
     this.#clock.touch();
     this.#released(key, undefined);
@@ -246,9 +254,10 @@ export class TestStore {
    */
   async takeKey(key, options = undefined) {
     checkArity(arguments, 2, "takeKey(key, { owner, ttl }?)");
-    checkString("key", key);
-    const { owner = "another-owner", ttl = 30_000, ...rest } = optionsObject(options, "takeKey()");
-    checkOptionKeys(rest, [], "takeKey()", []);
+    checkKey(key);
+    const given = optionsObject(options, "takeKey()");
+    checkOptionKeys(given, ["owner", "ttl"], "takeKey()");
+    const { owner = "another-owner", ttl = 30_000 } = given;
     checkString("owner", owner);
     const ttlMs = ttlDurationMs(ttl);
     await this.endHold(key);
@@ -330,14 +339,15 @@ export function withFaults(store) {
   // A store written in Rust keeps its native half under a symbol of its copy of the API.
   if (store !== null && typeof store === "object" && hasNativeHalf(store)) {
     throw new UnsupportedError(
-      "locksmith: withFaults() wraps a store whose calls are made in JS; this store's calls run inside the native addon (MemoryLockStore, FileLockStore and the native RedisLockStore): use a TestStore, the WebAssembly build's RedisLockStore, or a store over your own Redis client (locksmith-js/ioredis, locksmith-js/node-redis)",
+      "locksmith: withFaults() wraps a store whose calls are made in JS; this store's calls never leave locksmith's own code (MemoryLockStore, FileLockStore, and the native build's RedisLockStore): use a TestStore, the WebAssembly build's RedisLockStore, or a store over your own Redis client (locksmith-js/ioredis, locksmith-js/node-redis)",
     );
   }
   checkStore(store);
   const faults = new Faults({
     now: realNow,
     sleep: (ms) => new Promise((resolve) => realTimers.setTimeout(resolve, ms)),
-    lostAfterMs: () => store.operationTimeoutMs ?? 10_000,
+    // The bridge's timeout is the wrapper's (copied from the store, or set on it).
+    lostAfterMs: () => wrapper.operationTimeoutMs ?? 10_000,
   });
   const granted = new Granted();
   const wrapper = {};
