@@ -14,7 +14,8 @@ export const CANCELLED = -1e300;
  * keeps nothing alive); elsewhere a timer.
  */
 function keepAliveTimer() {
-  if (typeof MessageChannel === "function" && typeof MessagePort?.prototype?.ref === "function") {
+  const node = typeof process === "object" && process.release?.name === "node" && globalThis.Deno === undefined && globalThis.Bun === undefined;
+  if (node && typeof MessageChannel === "function" && typeof MessagePort?.prototype?.ref === "function") {
     const { port1 } = new MessageChannel();
     port1.on("message", () => {});
     port1.ref();
