@@ -201,6 +201,8 @@ describe("autoExtend on the test store", () => {
 });
 
 const stores = {
+  // The built-in memory store's own path (synchronous, release signals), on real time.
+  "the memory store": () => new ls.MemoryLockStore(),
   "a plain JS store": () => mapStore(),
   "a plain JS store with isHeldBy": () => mapStore({ withIsHeldBy: true }),
   "a plain JS store with ownerRemainingTime": () => mapStore({ withOwnerRemainingTime: true }),

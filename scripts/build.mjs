@@ -286,8 +286,8 @@ function minifyNames(wasmFile, glueFile) {
 /**
  * Points the glue's timers and clocks at the runtime's own, taken once as the glue loads:
  * in Node, `node:timers` and `perf_hooks`, which a test runner's fake timers (installed
- * on the globals: setTimeout, queueMicrotask, performance, Date) leave alone; elsewhere
- * the globals. The module's task queue runs on promise reactions, which nothing fakes.
+ * on the globals: setTimeout, queueMicrotask, performance) leave alone; elsewhere the
+ * globals. The wall clock is `Date.now` as the glue loads. The module's task queue runs on promise reactions, which nothing fakes.
  * So fake timers, on or off, change nothing in the WebAssembly build, as in the addon.
  */
 function hostTimers(glue, glueFile) {
@@ -296,14 +296,14 @@ const host = (() => {
   const node = typeof process === "object" && typeof process.getBuiltinModule === "function" ? process : undefined;
   const timers = node?.getBuiltinModule("node:timers");
   const perf = node?.getBuiltinModule("node:perf_hooks")?.performance ?? globalThis.performance;
-  const now = perf.now.bind(perf);
-  const origin = perf.timeOrigin;
   const dateNow = Date.now;
   return {
     setTimeout: timers?.setTimeout ?? globalThis.setTimeout.bind(globalThis),
     clearTimeout: timers?.clearTimeout ?? globalThis.clearTimeout.bind(globalThis),
-    now,
-    dateNow: timers ? () => origin + now() : dateNow,
+    now: perf.now.bind(perf),
+    // The wall clock itself (serialize() and restoreLock() compare it across hosts), as
+    // the module loads: a clock derived from performance falls behind after a suspend.
+    dateNow: () => dateNow.call(Date),
   };
 })();
 `;

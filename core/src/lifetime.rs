@@ -213,6 +213,10 @@ impl Lock {
                     // extended elsewhere (a restored copy)? The answer counts from the
                     // question's send time, never from the reply's arrival.
                     checked = Some(hold.expires_by_ms);
+                    // The extends of this hold sent so far, and the shortest TTL of those
+                    // that may still land: one sent while the question is on its way may
+                    // land after the store answered it.
+                    let (extends_before, cap_before) = (hold.extends_sent, hold.ttl_cap());
                     let answer =
                         match select(Box::pin(self.check_hold(owner)), self.timer.sleep_in_background(left))
                             .await
@@ -228,8 +232,14 @@ impl Lock {
                             // the store says is left when that is more (after a long extend).
                             let drift = self.drift_ms(remaining_ms.max(self.ttl_ms));
                             let mut hold = self.hold();
-                            // A shorter extend unanswered or failed may land after this look.
-                            let remaining_ms = remaining_ms.min(hold.ttl_cap());
+                            // A shorter extend unanswered or failed may land after this look,
+                            // and one sent meanwhile may have landed after it: its own answer
+                            // sets the deadline then, not this look.
+                            let remaining_ms = if hold.extends_sent == extends_before {
+                                remaining_ms.min(cap_before).min(hold.ttl_cap())
+                            } else {
+                                0
+                            };
                             let later = now.saturating_add(remaining_ms.saturating_sub(drift));
                             if hold.generation == generation && later > hold.expires_by_ms {
                                 hold.expires_by_ms = later;

@@ -1104,14 +1104,14 @@ impl Lock {
                     hold.failed_ttl_cap = lower(hold.failed_ttl_cap, ttl_ms);
                 }
                 hold.extends_unanswered = hold.extends_unanswered.saturating_sub(1);
+                if hold.extends_unanswered == 0 {
+                    // Every extend is answered: those that succeeded are counted by their
+                    // answers (finish_extend's overlap rule), those that failed above.
+                    hold.unanswered_ttl_cap = 0;
+                }
             }
         }
-        let finished = self.finish_extend(owner, extended?, (number, started), ttl_ms);
-        let mut hold = self.hold();
-        if hold.owner == Some(owner) && hold.extends_unanswered == 0 {
-            hold.unanswered_ttl_cap = 0;
-        }
-        finished
+        self.finish_extend(owner, extended?, (number, started), ttl_ms)
     }
 
     /// [`extend`](Self::extend) for synchronous stores; `None` when the store is not.

@@ -722,3 +722,89 @@ fn an_abort_that_comes_with_a_release_sends_no_attempt() {
     assert_eq!(b.attempts(), 1, "no attempt after the abort");
     assert!(!store.is_locked_now("k"));
 }
+
+#[test]
+fn a_failed_extend_no_longer_caps_once_every_extend_is_answered() {
+    // A short extend (5 s) succeeds while a long one (30 s) is still on its way; the long
+    // one then fails (applied, answer lost). Nothing is unanswered any more, and the only
+    // extend that may still land is the 30 s one: a later 30 s extend answered alone counts
+    // 30 s from its send. (The 5 s one's cap outlived the answers: the hold was given up at
+    // 9610 ms while the store kept it 22 s more.)
+    let timer = FakeTimer::new();
+    let mut r = Remote::new(&timer, memory(&timer));
+    r.answers_hold_checks = false;
+    let remote = Arc::new(r);
+    let l = Lock::new("k", 30_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let out = timer.run(async {
+        assert!(l.acquire(AcquireOptions::default()).await.unwrap());
+        let short = async {
+            timer.sleep_for_test(100).await;
+            remote.extend_lands_ms.store(0, Ordering::SeqCst);
+            remote.delay_ms.store(200, Ordering::SeqCst);
+            remote.lose_next_extend_answer.store(false, Ordering::SeqCst);
+            l.extend(Some(5_000)).await
+        };
+        let long = async {
+            timer.sleep_for_test(110).await;
+            remote.extend_lands_ms.store(500, Ordering::SeqCst);
+            remote.delay_ms.store(0, Ordering::SeqCst);
+            remote.lose_next_extend_answer.store(true, Ordering::SeqCst);
+            l.extend(None).await
+        };
+        let (s, lg) = futures_util::join!(short, long);
+        assert!(s.is_ok());
+        assert!(lg.is_err());
+        timer.sleep_for_test(1_000).await; // t = 1610
+        remote.extend_lands_ms.store(0, Ordering::SeqCst);
+        l.extend(None).await.unwrap(); // 30 s from 1610, the store keeps it to 31610
+        timer.sleep_for_test(8_000).await; // t = 9610
+        let at = timer.now();
+        (at, l.live_generation().is_some(), l.extend(None).await, remote.inner.remaining_time_now("k"))
+    });
+    assert!(out.1, "the hold was given up at {} though the store keeps it {:?} ms more", out.0, out.3);
+}
+
+#[test]
+fn a_due_check_answered_after_a_shorter_extend_landed_does_not_move_the_deadline() {
+    // The key was extended elsewhere to 5.5 s (a restored copy). The due check is
+    // evaluated at the store at 888 ms and answered at 948 ms; a 300 ms extend sent at
+    // 890 ms lands at 910 ms (the key now expires at 1210 ms) and is answered then. The
+    // look's answer predates that landing: it must not move the deadline (it moved it to
+    // about 5.4 s, and the handle held on past the key's expiry).
+    let timer = FakeTimer::new();
+    let inner = memory(&timer);
+    let remote = Arc::new(Remote::new(&timer, inner.clone()));
+    let l = Lock::new("k", 1_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let owner = {
+        assert!(timer.run(l.acquire(AcquireOptions::default())).unwrap());
+        owner_of(&l)
+    };
+    let out = timer.run(async {
+        let watch = async {
+            match select(Box::pin(l.hold_ended()), timer.sleep_for_test(2_000)).await {
+                Either::Left((end, _)) => Some((timer.now(), end)),
+                Either::Right(_) => None,
+            }
+        };
+        let script = async {
+            timer.sleep_for_test(500).await;
+            assert!(inner.extend_now("k", &owner, 5_000)); // elsewhere: to 5500
+            timer.sleep_for_test(350).await; // 850
+            remote.delay_ms.store(60, Ordering::SeqCst);
+            timer.sleep_for_test(40).await; // 890
+            remote.delay_ms.store(0, Ordering::SeqCst);
+            remote.extend_lands_ms.store(20, Ordering::SeqCst);
+            let r = l.extend(Some(300)).await;
+            remote.extend_lands_ms.store(0, Ordering::SeqCst);
+            r
+        };
+        let (ended, extended) = futures_util::join!(watch, script);
+        (ended, extended, timer.now())
+    });
+    let _ = out;
+    timer.advance(1_300 - timer.now().min(1_300));
+    assert!(
+        l.live_generation().is_none() || inner.is_held_by_now("k", &owner),
+        "the handle believes it holds a key the store let go"
+    );
+}

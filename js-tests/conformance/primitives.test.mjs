@@ -20,12 +20,14 @@ import { remoteStore } from "../support/workerd-remote-store.mjs";
 import { assertPhaseFair, assertReadersShareWriterAlone, assertSemaphoreLimit } from "./rw-scenarios.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
-const { lock, lockAll, MultiLock, semaphore, readWriteLock, restoreLock, UnsupportedError, LockError } = ls;
+const { lock, lockAll, MultiLock, semaphore, readWriteLock, restoreLock, MemoryLockStore, UnsupportedError, LockError } = ls;
 
 await failOnUnhandledRejections();
 
 const stores = {
-  // The memory store's locks on the test kit's clock: its scenarios take no real time.
+  "the memory store": () => new MemoryLockStore(),
+  // The memory store's locks on the test kit's clock, through the JS-store bridge: its
+  // scenarios take no real time.
   "the test store": () => new TestStore(),
   "a JS store with the permit methods": () => mapStore({ withPermits: true }),
 };
@@ -177,6 +179,7 @@ const weightedOnly = {};
 // The stores that carry weights (`permitWeights`): a semaphore hold may take several
 // permits. The others take one per hold, and refuse more with UNSUPPORTED.
 const WEIGHTED = new Set([
+  "the memory store",
   "the test store",
   "FileLockStore",
   "RedisLockStore",

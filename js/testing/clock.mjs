@@ -6,6 +6,7 @@
 import { InvalidArgumentError, LockError, checkArity, typeName } from "../api/errors.mjs";
 import { durationMs } from "../api/durations.mjs";
 import { NATIVE_CLOCK, TEST_BINDINGS } from "../api/symbols.mjs";
+import { MAX_MS } from "../api/defaults.mjs";
 
 /** `clock[FOLLOW](target)`: `target.set(ms)` is called each time the clock moves. */
 export const FOLLOW = Symbol.for("locksmith.testing.follow");
@@ -184,7 +185,8 @@ export class TestClock {
       // The addon reads what the promise resolves to: null, not undefined.
       native = new binding.VirtualClock((ms) => this.sleepUntil(ms).then(() => null), this.#now, this.#unixStartMs);
       this.#natives.set(binding.VirtualClock, native);
-      if (typeof binding.pendingWork === "function") this.#pendingWork.add(binding.pendingWork);
+      // The addon's count of this clock's work on its own thread (WebAssembly has none).
+      if (typeof native.pendingWork === "function") this.#pendingWork.add(() => native.pendingWork());
     }
     return native;
   }
@@ -203,8 +205,9 @@ function epochMs(value) {
 
 function wholeMs(name, value) {
   const ms = durationMs(name, value);
-  if (!Number.isFinite(ms) || ms < 0) {
-    throw new InvalidArgumentError(`locksmith: ${name} must be a finite number of milliseconds, 0 or more; got ${ms}`);
+  // At most what a TTL may be: the addon keeps times in whole milliseconds.
+  if (!Number.isFinite(ms) || ms < 0 || ms > MAX_MS) {
+    throw new InvalidArgumentError(`locksmith: ${name} must be a finite number of milliseconds from 0 to ${MAX_MS}; got ${ms}`);
   }
   return Math.ceil(ms);
 }

@@ -90,6 +90,7 @@ export class Faults {
   /** Every call (of `calls`, if given) fails for `duration` from now: an outage. */
   failFor(duration, options = undefined) {
     checkArity(arguments, 2, "failFor(duration, { calls }?)");
+    if (typeof duration === "function") throw invalid("failFor()'s duration is a duration, not a function (delay() takes one)");
     const ms = delayOf("duration", duration)();
     const { calls } = callsOf("failFor()", options, ["calls"]);
     this.#rules.push({ type: "fail", left: Infinity, until: this.#now() + ms, calls });

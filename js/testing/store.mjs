@@ -84,7 +84,7 @@ export class TestStore {
     const { clock = new TestClock(), operationTimeoutMs = 10_000 } = given;
     // By its native side, not its class: the ES module's and the CommonJS copy's clocks mix.
     if (typeof clock?.[NATIVE_CLOCK] !== "function") throw invalid(`new TestStore()'s clock must be a TestClock; got ${typeName(clock)}`);
-    if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0)) {
+    if (typeof operationTimeoutMs !== "number" || !(operationTimeoutMs > 0) || !Number.isFinite(operationTimeoutMs)) {
       throw invalid(
         `operationTimeoutMs must be a number of milliseconds above 0; got ${typeof operationTimeoutMs === "number" ? operationTimeoutMs : typeName(operationTimeoutMs)}`,
       );
@@ -138,8 +138,11 @@ export class TestStore {
 
   /** Wakes the onRelease listeners of `key` (of `kind`; of every kind when undefined). */
   #released(key, kind) {
+    // A read-write lock's release may let either kind in (a writer after the last reader,
+    // readers after a writer), as in the memory store.
+    const rw = (k) => k === "read" || k === "write";
     for (const entry of [...(this.#listeners.get(key) ?? [])]) {
-      if (kind === undefined || entry.kind === kind || entry.kind === undefined) entry.listener();
+      if (kind === undefined || entry.kind === kind || entry.kind === undefined || (rw(kind) && rw(entry.kind))) entry.listener();
     }
   }
 

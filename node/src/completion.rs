@@ -84,38 +84,34 @@ impl Completions {
     }
 
     /// Runs `work` on tokio and delivers its outcome under `id`.
-    /// `tracked`: counted while awake, and its outcome until it reaches the JS thread
-    /// (a lock over a test kit clock, `virtual_clock.rs`).
-    pub fn spawn<F>(&self, id: u32, work: F, tracked: bool)
+    /// `tracked`: counted while awake, and its outcome until it reaches the JS thread,
+    /// in its clock's work (a lock over a test kit clock, `virtual_clock.rs`).
+    pub fn spawn<F>(&self, id: u32, work: F, tracked: Option<crate::virtual_clock::WorkCount>)
     where
         F: Future<Output = locksmith_core::Result<Outcome>> + Send + 'static,
     {
         let handler = self.handler.clone();
+        let counted = tracked.clone();
         let task = async move {
             // A panic must still settle the caller's promise, or its process would wait forever.
             let outcome = AssertUnwindSafe(work).catch_unwind().await.map_err(|_| ());
-            let (queued, arrived): (fn(), fn()) = if tracked {
-                (crate::virtual_clock::queued, crate::virtual_clock::arrived)
-            } else {
-                (crate::exit::sent, crate::exit::delivered)
-            };
-            queued();
+            crate::virtual_clock::queued_on(counted.as_deref());
+            let arriving = counted.clone();
             let status = handler.call_with_return_value(
                 report(id, outcome),
                 ThreadsafeFunctionCallMode::NonBlocking,
                 move |_, _| {
-                    arrived();
+                    crate::virtual_clock::arrived_on(arriving.as_deref());
                     Ok(())
                 },
             );
             if status != Status::Ok {
-                arrived();
+                crate::virtual_clock::arrived_on(counted.as_deref());
             }
         };
-        if tracked {
-            napi::bindgen_prelude::spawn(crate::virtual_clock::Tracked::new(task));
-        } else {
-            napi::bindgen_prelude::spawn(task);
+        match tracked {
+            Some(work) => drop(napi::bindgen_prelude::spawn(crate::virtual_clock::Tracked::new(task, work))),
+            None => drop(napi::bindgen_prelude::spawn(task)),
         }
     }
 }

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::lock::{new_handle_on, new_lock_on, restore_lock_on, NativeLock, Runner, SerializedArgs};
-use crate::virtual_clock::{arrived, queued, VirtualClock};
+use crate::virtual_clock::{arrived_on, queued_on, VirtualClock, WorkCount};
 
 /// One store call, as the JS dispatcher receives it.
 #[napi(object)]
@@ -101,7 +101,7 @@ struct JsStore {
     timer: Arc<dyn Timer>,
     /// The store is on a test kit clock: its calls to the JS thread are counted (see
     /// `virtual_clock.rs`).
-    counted: bool,
+    counted: Option<WorkCount>,
 }
 
 #[napi]
@@ -129,7 +129,7 @@ impl JsStoreBridge {
             "operationTimeoutMs",
             operation_timeout_ms,
         ))?;
-        let runner = clock.map_or_else(Runner::tokio, |clock| Runner::on_clock(clock.timer()));
+        let runner = clock.map_or_else(Runner::tokio, |clock| Runner::on_clock(clock.timer(), clock.work()));
         Ok(Self {
             inner: Arc::new(ForeignLockStore(JsStore {
                 dispatch: Arc::new(dispatch),
@@ -142,7 +142,7 @@ impl JsStoreBridge {
                 has_acquire_all: has_acquire_all.unwrap_or(false),
                 next_subscription: AtomicU64::new(0),
                 timer: runner.timer.clone(),
-                counted: runner.tracked,
+                counted: runner.tracked.clone(),
             })),
             runner,
         })
@@ -231,30 +231,19 @@ impl JsStore {
     /// settles to.
     fn send(&self, call: StoreCall) -> std::result::Result<oneshot::Receiver<Settled>, String> {
         let (sent, settled) = oneshot::channel();
-        let counted = self.counted;
-        if counted {
-            queued();
-        } else {
-            crate::exit::sent();
-        }
-        let arrive = move || {
-            if counted {
-                arrived();
-            } else {
-                crate::exit::delivered();
-            }
-        };
+        queued_on(self.counted.as_deref());
+        let arriving = self.counted.clone();
         let status = self.dispatch.call_with_return_value(
             Ok(call),
             ThreadsafeFunctionCallMode::NonBlocking,
             move |returned, _env| {
-                arrive();
+                arrived_on(arriving.as_deref());
                 forward(returned, sent);
                 Ok(())
             },
         );
         if status != napi::Status::Ok {
-            arrive();
+            arrived_on(self.counted.as_deref());
         }
         if status == napi::Status::Ok {
             Ok(settled)

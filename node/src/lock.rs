@@ -28,8 +28,9 @@ pub struct Runner {
     pub local: Option<Arc<LocalTasks>>,
     /// Poll each call once on the JS thread; only what is still pending goes to tokio.
     pub inline: bool,
-    /// The tasks are counted while awake (a test kit clock's locks: `virtual_clock.rs`).
-    pub tracked: bool,
+    /// The tasks are counted while awake, in their clock's work (a test kit clock's
+    /// locks: `virtual_clock.rs`).
+    pub tracked: Option<crate::virtual_clock::WorkCount>,
 }
 
 /// What a `*_start` method tells the JS side: the call runs on tokio (its outcome comes
@@ -46,17 +47,17 @@ pub const RUN_LOST: u32 = 2;
 
 impl Runner {
     pub fn tokio() -> Self {
-        Self { timer: timer(), local: None, inline: false, tracked: false }
+        Self { timer: timer(), local: None, inline: false, tracked: None }
     }
 
     /// Calls polled once on the JS thread before they go to tokio.
     pub fn inline() -> Self {
-        Self { timer: timer(), local: None, inline: true, tracked: false }
+        Self { timer: timer(), local: None, inline: true, tracked: None }
     }
 
     /// Calls on tokio, timed by a test kit clock and counted while awake.
-    pub fn on_clock(timer: Arc<dyn Timer>) -> Self {
-        Self { timer, local: None, inline: false, tracked: true }
+    pub fn on_clock(timer: Arc<dyn Timer>, work: crate::virtual_clock::WorkCount) -> Self {
+        Self { timer, local: None, inline: false, tracked: Some(work) }
     }
 
     /// Starts `work` under call id `id`; see [`ON_TOKIO`], [`QUEUED`] and [`SETTLED`].
@@ -79,7 +80,7 @@ impl Runner {
                         SETTLED
                     }
                     Ok(std::task::Poll::Pending) => {
-                        done.spawn(id, work, self.tracked);
+                        done.spawn(id, work, self.tracked.clone());
                         ON_TOKIO
                     }
                     Err(_) => {
@@ -89,7 +90,7 @@ impl Runner {
                 }
             }
             None => {
-                done.spawn(id, work, self.tracked);
+                done.spawn(id, work, self.tracked.clone());
                 ON_TOKIO
             }
             Some(tasks) => {

@@ -65,7 +65,7 @@ impl NativeEngineStore {
     }
 
     fn runner(&self) -> Runner {
-        Runner { timer: self.timer.clone(), local: Some(self.tasks.clone()), inline: false, tracked: false }
+        Runner { timer: self.timer.clone(), local: Some(self.tasks.clone()), inline: false, tracked: None }
     }
 
     #[napi]

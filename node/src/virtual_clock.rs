@@ -23,46 +23,80 @@ use tokio::sync::oneshot;
 
 use crate::js_store::forward;
 
-/// Awake tasks and calls on their way to the JS thread, of the locks over a virtual clock.
-static PENDING: AtomicUsize = AtomicUsize::new(0);
+/// One clock's work on its way: its locks' tasks that are awake, and their calls queued
+/// for the JS thread that have not run there yet. Per clock, so that a JS environment
+/// torn down with calls on their way (a worker thread ended; their callbacks then never
+/// run) leaves other clocks' counts alone.
+#[derive(Default)]
+pub struct Work(AtomicUsize);
 
-/// One call queued for the JS thread: counted until it runs there.
-pub fn queued() {
-    PENDING.fetch_add(1, Ordering::SeqCst);
-    crate::exit::sent();
+/// A clock's [`Work`], shared by its timer, its locks' tasks and its store's calls.
+pub type WorkCount = Arc<Work>;
+
+impl Work {
+    /// One call queued for the JS thread: counted until it runs there.
+    pub fn queued(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        crate::exit::sent();
+    }
+
+    /// The call counted by [`queued`](Self::queued) runs on the JS thread now (or was refused).
+    pub fn arrived(&self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+        crate::exit::delivered();
+    }
+
+    fn add(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn done(&self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn count(&self) -> u32 {
+        u32::try_from(self.0.load(Ordering::SeqCst)).unwrap_or(u32::MAX)
+    }
 }
 
-/// The call counted by [`queued`] runs on the JS thread now.
-pub fn arrived() {
-    PENDING.fetch_sub(1, Ordering::SeqCst);
-    crate::exit::delivered();
+/// A call queued for the JS thread, counted in `work` (a clock's) or else only for the
+/// process's exit (`exit.rs`).
+pub fn queued_on(work: Option<&Work>) {
+    match work {
+        Some(work) => work.queued(),
+        None => crate::exit::sent(),
+    }
 }
 
-/// How many tasks of the locks over a virtual clock are awake, plus how many of their
-/// calls to the JS thread have not run there yet.
-#[napi(js_name = "pendingWork")]
-pub fn pending_work() -> u32 {
-    u32::try_from(PENDING.load(Ordering::SeqCst)).unwrap_or(u32::MAX)
+/// The call counted by [`queued_on`] runs on the JS thread now (or was refused).
+pub fn arrived_on(work: Option<&Work>) {
+    match work {
+        Some(work) => work.arrived(),
+        None => crate::exit::delivered(),
+    }
 }
 
 const IDLE: u8 = 0;
 const AWAKE: u8 = 1;
 const DONE: u8 = 2;
 
-/// A future counted in [`PENDING`] from the moment it is woken (or made) until its poll
-/// returns; a wake after it finished counts nothing.
+/// A future counted in its clock's [`Work`] from the moment it is woken (or made) until
+/// its poll returns; a wake after it finished counts nothing.
 pub struct Tracked<F> {
     inner: Pin<Box<F>>,
     state: Arc<TrackState>,
 }
 
-struct TrackState(AtomicU8);
+struct TrackState {
+    state: AtomicU8,
+    work: WorkCount,
+}
 
 impl TrackState {
     /// Ends the count of a wake-up not yet polled, if there is one, and sets `to`.
     fn set(&self, to: u8) {
-        if self.0.swap(to, Ordering::SeqCst) == AWAKE {
-            PENDING.fetch_sub(1, Ordering::SeqCst);
+        if self.state.swap(to, Ordering::SeqCst) == AWAKE {
+            self.work.done();
         }
     }
 }
@@ -78,17 +112,28 @@ impl Wake for TrackWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if self.state.0.compare_exchange(IDLE, AWAKE, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
-            PENDING.fetch_add(1, Ordering::SeqCst);
+        if self.state.state.compare_exchange(IDLE, AWAKE, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            self.state.work.add();
         }
         self.inner.wake_by_ref();
     }
 }
 
 impl<F: Future> Tracked<F> {
-    pub fn new(inner: F) -> Self {
-        PENDING.fetch_add(1, Ordering::SeqCst);
-        Self { inner: Box::pin(inner), state: Arc::new(TrackState(AtomicU8::new(AWAKE))) }
+    pub fn new(inner: F, work: WorkCount) -> Self {
+        work.add();
+        Self { inner: Box::pin(inner), state: Arc::new(TrackState { state: AtomicU8::new(AWAKE), work }) }
+    }
+}
+
+/// Ends the count of the wake-up being polled when the poll returns, or unwinds.
+struct PollCount<'a>(Option<&'a Work>);
+
+impl Drop for PollCount<'_> {
+    fn drop(&mut self) {
+        if let Some(work) = self.0 {
+            work.done();
+        }
     }
 }
 
@@ -97,15 +142,13 @@ impl<F: Future> Future for Tracked<F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         // Still counted while it runs: the count of this wake-up ends after the poll.
-        let woken = self.state.0.swap(IDLE, Ordering::SeqCst) == AWAKE;
-        let waker =
-            Waker::from(Arc::new(TrackWaker { state: self.state.clone(), inner: cx.waker().clone() }));
+        let state = self.state.clone();
+        let woken = state.state.swap(IDLE, Ordering::SeqCst) == AWAKE;
+        let _counted = PollCount(woken.then_some(&*state.work));
+        let waker = Waker::from(Arc::new(TrackWaker { state: state.clone(), inner: cx.waker().clone() }));
         let polled = self.inner.as_mut().poll(&mut Context::from_waker(&waker));
         if polled.is_ready() {
-            self.state.set(DONE);
-        }
-        if woken {
-            PENDING.fetch_sub(1, Ordering::SeqCst);
+            state.set(DONE);
         }
         polled
     }
@@ -122,6 +165,7 @@ type SleepUntil = ThreadsafeFunction<f64, PromiseRaw<'static, Value>, f64, napi:
 
 struct ClockTimer {
     now: AtomicU64,
+    work: WorkCount,
     /// What `unix_time_ms` adds to `now`.
     unix_offset_ms: u64,
     sleep_until: Arc<SleepUntil>,
@@ -141,20 +185,22 @@ impl Timer for ClockTimer {
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
         let until = self.now_ms().saturating_add(ms);
         let sleep_until = self.sleep_until.clone();
+        let work = self.work.clone();
         Box::pin(async move {
             let (sent, settled) = oneshot::channel();
-            queued();
+            work.queued();
+            let arriving = work.clone();
             let status = sleep_until.call_with_return_value(
                 until as f64,
                 ThreadsafeFunctionCallMode::NonBlocking,
                 move |returned, _env| {
-                    arrived();
+                    arriving.arrived();
                     forward(returned, sent);
                     Ok(())
                 },
             );
             if status != napi::Status::Ok {
-                arrived();
+                work.arrived();
                 // The JS thread is gone: nothing will move the clock again.
                 return std::future::pending().await;
             }
@@ -169,7 +215,7 @@ impl Timer for ClockTimer {
     fn spawn(&self, task: BoxFuture<'static, ()>) -> bool {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                drop(runtime.spawn(Tracked::new(task)));
+                drop(runtime.spawn(Tracked::new(task, self.work.clone())));
                 true
             }
             Err(_) => false,
@@ -192,6 +238,7 @@ impl VirtualClock {
         Self {
             timer: Arc::new(ClockTimer {
                 now: AtomicU64::new(now_ms as u64),
+                work: WorkCount::default(),
                 unix_offset_ms: unix_start_ms as u64,
                 sleep_until: Arc::new(sleep_until),
             }),
@@ -203,6 +250,13 @@ impl VirtualClock {
     pub fn set(&self, now_ms: f64) {
         self.timer.now.store(now_ms as u64, Ordering::SeqCst);
     }
+
+    /// How many tasks of the locks over this clock are awake, plus how many of their calls
+    /// to the JS thread have not run there yet.
+    #[napi]
+    pub fn pending_work(&self) -> u32 {
+        self.timer.work.count()
+    }
 }
 
 impl VirtualClock {
@@ -212,5 +266,9 @@ impl VirtualClock {
 
     pub fn clock(&self) -> Arc<dyn Clock> {
         self.timer.clone()
+    }
+
+    pub fn work(&self) -> WorkCount {
+        self.timer.work.clone()
     }
 }
