@@ -6,6 +6,7 @@ import { LockError, UnsupportedError, checkArity, checkOptionKeys, checkString, 
 import { releaseHolds } from "../api/shutdown.mjs";
 import { NATIVE, checkStore } from "../api/stores.mjs";
 import { ttlDurationMs } from "../api/durations.mjs";
+import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
 import { FOLLOW, KEEP_BUSY, TestClock, firstBinding } from "./clock.mjs";
 import { Faults, callName } from "./faults.mjs";
 
@@ -120,6 +121,12 @@ export class TestStore {
   #call(op, args, key, owner, ttlMs, kind, limit, permits) {
     checkString("key", key);
     if (owner !== undefined) checkString("owner", owner);
+    // The arguments the shipped stores check, checked alike (checks.mjs).
+    if (ttlMs !== undefined) checkMs("ttlMs", ttlMs);
+    if (kind !== undefined) {
+      checkKind(kind);
+      if (op === "acquirePermit") checkPermits(kind, limit, permits);
+    }
     this.#clock.touch();
     return this.#faults.run(op, async () => {
       const memory = await this.#memory;
@@ -208,6 +215,7 @@ export class TestStore {
     if (!Array.isArray(keys)) throw invalid(`keys must be an array of strings; got ${typeName(keys)}`);
     for (const key of keys) checkString("key", key);
     checkString("owner", owner);
+    checkMs("ttlMs", ttlMs);
     this.#clock.touch();
     return this.#faults.run("acquireAll", async () => {
       const memory = await this.#memory;
