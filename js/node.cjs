@@ -15,7 +15,8 @@ const addon = loadAddon();
 // counts them as delivered.)
 let exitTurns = 0;
 process.on("beforeExit", () => {
-  if (addon.callsInTransit() > 0 && exitTurns++ < 1_000) turn(() => {});
+  if (addon.callsInTransit() === 0) exitTurns = 0;
+  else if (exitTurns++ < 1_000) turn(() => {});
 });
 
 /**

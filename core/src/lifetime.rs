@@ -238,6 +238,9 @@ impl Lock {
                             let remaining_ms = if hold.extends_sent == extends_before {
                                 remaining_ms.min(cap_before).min(hold.ttl_cap())
                             } else {
+                                // Asked again, if the deadline leaves time: an extend that
+                                // then fails must not end a hold the store still keeps.
+                                checked = None;
                                 0
                             };
                             let later = now.saturating_add(remaining_ms.saturating_sub(drift));

@@ -808,3 +808,50 @@ fn a_due_check_answered_after_a_shorter_extend_landed_does_not_move_the_deadline
         "the handle believes it holds a key the store let go"
     );
 }
+
+#[test]
+fn a_failed_extend_crossing_the_due_check_does_not_end_a_hold_the_store_keeps() {
+    // A restored copy extended the key to 5.5 s; the due check, sent at 888 ms, is answered
+    // at 948 ms; an extend sent at 890 ms is applied (the key now runs to 1890 ms) and its
+    // answer lost. The check's answer crossed the extend, so it cannot set the deadline;
+    // the hold is asked again rather than given up at its old deadline (it was lost at
+    // 988 ms while the store kept the key 900 ms more).
+    let timer = FakeTimer::new();
+    let inner = memory(&timer);
+    let remote = Arc::new(Remote::new(&timer, inner.clone()));
+    let l = Lock::new("k", 1_000, remote.clone(), Arc::new(timer.clone())).unwrap();
+    let owner = {
+        assert!(timer.run(l.acquire(AcquireOptions::default())).unwrap());
+        owner_of(&l)
+    };
+    let out = timer.run(async {
+        let watch = async {
+            match select(Box::pin(l.hold_ended()), timer.sleep_for_test(3_000)).await {
+                Either::Left((end, _)) => Some((timer.now(), end)),
+                Either::Right(_) => None,
+            }
+        };
+        let script = async {
+            timer.sleep_for_test(500).await;
+            assert!(inner.extend_now("k", &owner, 5_000)); // a restored copy: to 5500
+            timer.sleep_for_test(350).await; // 850
+            remote.delay_ms.store(60, Ordering::SeqCst);
+            timer.sleep_for_test(40).await; // 890: the due check (sent 888) is on its way
+            remote.delay_ms.store(0, Ordering::SeqCst);
+            remote.lose_next_extend_answer.store(true, Ordering::SeqCst);
+            l.extend(None).await // applied (to 1890), answer lost
+        };
+        let (ended, extended) = futures_util::join!(watch, script);
+        (ended, extended.is_err(), inner.remaining_time_now("k"))
+    });
+    let (ended, failed, _) = out;
+    assert!(failed);
+    if let Some((at, end)) = ended {
+        let left = inner.remaining_time_now("k");
+        // at 'at', store expiry is 1890 at least
+        assert!(
+            at >= 1_800,
+            "lost at {at} ({end:?}) though the store keeps the key to >= 1890 (left now {left:?})"
+        );
+    }
+}

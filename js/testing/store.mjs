@@ -7,6 +7,10 @@ import { releaseHolds } from "../api/shutdown.mjs";
 import { NATIVE, checkStore } from "../api/stores.mjs";
 import { ttlDurationMs } from "../api/durations.mjs";
 import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
+import { MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
+
+/** The calls that take a TTL. */
+const TTL_CALLS = new Set(["acquire", "extend", "acquirePermit", "extendPermit"]);
 import { FOLLOW, KEEP_BUSY, TestClock, firstBinding } from "./clock.mjs";
 import { Faults, callName } from "./faults.mjs";
 
@@ -122,10 +126,15 @@ export class TestStore {
     checkString("key", key);
     if (owner !== undefined) checkString("owner", owner);
     // The arguments the shipped stores check, checked alike (checks.mjs).
-    if (ttlMs !== undefined) checkMs("ttlMs", ttlMs);
-    if (kind !== undefined) {
+    if (TTL_CALLS.has(op)) checkMs("ttlMs", ttlMs);
+    if (kind !== undefined || op.endsWith("Permit") || op.startsWith("countPermits") || op === "permitRemainingTime") {
       checkKind(kind);
-      if (op === "acquirePermit") checkPermits(kind, limit, permits);
+      if (op === "acquirePermit") {
+        if (kind === "semaphore" && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)) {
+          throw invalid(limitMessage(typeof limit === "number" ? limit : typeName(limit)));
+        }
+        checkPermits(kind, limit, permits);
+      }
     }
     this.#clock.touch();
     return this.#faults.run(op, async () => {
