@@ -129,7 +129,11 @@ const api = makeApi({
   AbortToken: addon.AbortToken,
   // An abort wakes its acquire; one of a Redis engine store's locks then runs at the
   // engine's next turn, which this asks for.
-  afterAbort: () => callStarted(),
+  afterAbort: (native) => {
+    callStarted();
+    // A lock on a test clock: its woken task runs on the addon's thread now.
+    if (native?.[ON_TEST_CLOCK] !== undefined) whileClockWork(native[ON_TEST_CLOCK]);
+  },
   // The addon calls JS stores error-first (Node's threadsafe-function convention).
   // `capabilities`: what the JS store offers beyond the required methods (js/api/bridge.mjs).
   // `clock`: the test kit's clock (its VirtualClock below), for a TestStore.
@@ -160,6 +164,9 @@ const api = makeApi({
   // The test kit (locksmith-js/testing): the clock's native side (which counts its locks'
   // work on the addon's thread), and a TestStore's memory store on the clock.
   VirtualClock: addon.VirtualClock,
+  // Something on the JS side (a TestStore's answer, a release) may have woken the clock's
+  // locks' tasks: the process stays up while they run.
+  clockActive: (clock) => whileClockWork(clock),
   testMemory: (clock) => addon.NativeMemoryStore.onClock(clock),
 });
 

@@ -565,7 +565,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       const token = new binding.AbortToken();
       const onAbort = () => {
         token.abort();
-        binding.afterAbort?.();
+        binding.afterAbort?.(native);
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       closing?.waits.add(onAbort);

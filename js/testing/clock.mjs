@@ -109,6 +109,9 @@ export class TestClock {
   /** Tells the clock that something happened on it (a test store's call), so that settle() waits for what follows. */
   touch() {
     this.#activity++;
+    // What happened may wake tasks on a binding's own thread (the addon's): it keeps the
+    // process up while they run.
+    for (const { binding, native } of this.#natives.values()) binding.clockActive?.(native);
   }
 
   /**
@@ -141,7 +144,7 @@ export class TestClock {
 
   #set(ms) {
     this.#now = ms;
-    for (const native of this.#natives.values()) native.set(ms);
+    for (const { native } of this.#natives.values()) native.set(ms);
     for (const follower of this.#followers) follower.set(ms);
   }
 
@@ -180,11 +183,11 @@ export class TestClock {
 
   /** The binding's side of this clock, made once per binding. */
   [NATIVE_CLOCK](binding) {
-    let native = this.#natives.get(binding.VirtualClock);
+    let native = this.#natives.get(binding.VirtualClock)?.native;
     if (native === undefined) {
       // The addon reads what the promise resolves to: null, not undefined.
       native = new binding.VirtualClock((ms) => this.sleepUntil(ms).then(() => null), this.#now, this.#unixStartMs);
-      this.#natives.set(binding.VirtualClock, native);
+      this.#natives.set(binding.VirtualClock, { binding, native });
       // The addon's count of this clock's work on its own thread (WebAssembly has none).
       if (typeof native.pendingWork === "function") this.#pendingWork.add(() => native.pendingWork());
     }
