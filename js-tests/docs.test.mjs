@@ -243,6 +243,29 @@ describe("the runner itself", { concurrency: CONCURRENCY }, () => {
     });
   }
 
+  // docs/testing.md's samples test a user's code: each must fail once that code has the
+  // bug the sample is about. Each mutation names a text of the sample and what replaces it.
+  const mutants = {
+    "a job that ignores its lost lock": ["if (l.signal.aborted) return { stopped: true, done };", ""],
+    "a wait that gives up early": ['l.acquire({ timeout: "5s" })', 'l.acquire({ timeout: "4s" })'],
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the sample's own template literal
+    "two workers on two keys": ["lock(`charge:${order.id}`", "lock(`charge:${order.id}:${Math.random()}`"],
+    "a wait shorter than the outage": ['l.acquire({ timeout: "30s" })', 'l.acquire({ timeout: "1500ms" })'],
+    "a hold left held": ['lock("report", "30s", store).run(async () => {', 'lock("report", "30s", store).acquire().then(async () => {'],
+  };
+  for (const [what, [from, to]] of Object.entries(mutants)) {
+    it(`fails docs/testing.md's sample on ${what}`, async () => {
+      const samples = codeBlocks(readFileSync(join(ROOT, "docs/testing.md"), "utf8")).filter((b) => b.run && b.code.includes(from));
+      assert.equal(samples.length, 1, `one sample of docs/testing.md holds ${JSON.stringify(from)}`);
+      const result = await runSample({ lang: samples[0].lang, code: samples[0].code.replace(from, to) }, { name: "mutant" });
+      assert.equal(result.timedOut, false, `the mutant hung:\n${result.output}`);
+      assert.notEqual(result.code, 0, `the mutant passed:\n${result.output}`);
+      // It fails by the sample's own checks (an assertion, the kit's HOLDS_REMAIN, the
+      // outage's error reaching the test), not by a crash of the sample.
+      assert.match(result.output, /AssertionError|HOLDS_REMAIN|STORE_UNAVAILABLE/, result.output);
+    });
+  }
+
   it("fails a sample that never exits (a client left open)", async () => {
     const result = await runSample({ lang: "js", code: "setInterval(() => {}, 1_000);\n" }, { timeoutMs: 1_500, name: "hangs" });
     assert.equal(result.timedOut, true);
