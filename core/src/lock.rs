@@ -246,6 +246,23 @@ impl Lock {
         Ok(Self::with_hold(key.to_owned(), ttl_ms, HoldKind::Exclusive, store, timer, Hold::default()))
     }
 
+    /// Moves this handle to the key of the election named by its key: the lock an
+    /// election campaigns for. The key is [`validate::ELECTION_KEY_PREFIX`] and the name,
+    /// apart from every lock key; the name may be that prefix's length shorter than a
+    /// key. Its fencing token is the leader's term. For a plain lock not yet held.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a name longer than that.
+    pub fn for_election(&mut self) -> Result<()> {
+        if self.key.len() > validate::MAX_KEY_BYTES - validate::ELECTION_KEY_PREFIX.len() {
+            return Err(LockError::InvalidArgument(
+                "an election's name is at most 1014 bytes of UTF-8".into(),
+            ));
+        }
+        self.key.insert_str(0, validate::ELECTION_KEY_PREFIX);
+        Ok(())
+    }
+
     /// A handle of `kind` on `key`: a semaphore permit (`limit` at least 1), a read or a
     /// write lock, or a plain lock. All of a lock's methods work the same on each.
     pub fn of_kind(

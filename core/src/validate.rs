@@ -34,6 +34,11 @@ pub fn key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// What an election's key starts with, before its name (see `Lock::for_election`). A
+/// lock key has no control characters, so an election named `x` never shares its key
+/// with `lock("x")` or any other lock.
+pub const ELECTION_KEY_PREFIX: &str = "\u{1}election:";
+
 /// The most keys one `lockAll` handle takes.
 pub const MAX_KEYS_PER_LOCK: usize = 64;
 
@@ -202,7 +207,8 @@ pub mod js {
     /// `limit`), `"read"` or `"write"`.
     pub fn kind(name: &str, limit: Option<f64>) -> Result<crate::HoldKind> {
         Ok(match name {
-            "lock" => crate::HoldKind::Exclusive,
+            // An election's lock: a plain lock, on the election's key (Lock::for_election).
+            "lock" | "election" => crate::HoldKind::Exclusive,
             "semaphore" => crate::HoldKind::Permit { limit: self::limit(limit.unwrap_or(f64::NAN))? },
             "read" => crate::HoldKind::Read,
             "write" => crate::HoldKind::Write,

@@ -3,6 +3,7 @@
 // in the Rust core behind them. makeApi wires the parts over a binding: the stores
 // (stores.mjs), the JS-store bridge (bridge.mjs), the lock handle (lock.mjs) and its
 // makers (handles.mjs).
+import { defineElection } from "./election.mjs";
 import {
   AbortError,
   InvalidArgumentError,
@@ -78,6 +79,7 @@ export function makeApi(binding) {
 
   const Lock = defineLock(binding, { backendOf, getLockStore });
   const { MultiLock, lock, lockAll, semaphore, readWriteLock, restoreLock } = defineHandles(Lock, { backendOf, getLockStore });
+  const { election, Election, Leadership } = defineElection(Lock, { getLockStore });
 
   return {
     lock,
@@ -85,6 +87,9 @@ export function makeApi(binding) {
     MultiLock,
     semaphore,
     readWriteLock,
+    election,
+    Election,
+    Leadership,
     Lock,
     restoreLock,
     setLockStore,

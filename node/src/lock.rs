@@ -151,7 +151,12 @@ pub fn new_handle_on(
     } else {
         Lock::of_kind(key, ttl_ms, js::kind(kind, limit).napi()?, store, runner.timer.clone())
     };
-    lock.napi().map(|l| NativeLock { inner: Arc::new(l), runner })
+    let mut lock = lock.napi()?;
+    // `election(name)`: `key` was the election's name.
+    if kind == "election" {
+        lock.for_election().napi()?;
+    }
+    Ok(NativeLock { inner: Arc::new(lock), runner })
 }
 
 /// A serialized lock's fields as js/api/serialized.mjs read them from the text, the

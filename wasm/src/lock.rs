@@ -44,7 +44,12 @@ pub fn new_handle(
     } else {
         Lock::of_kind(key, ttl_ms, js::kind(kind, limit).js()?, store, timer)
     };
-    lock.js().map(|l| WasmLock { inner: Rc::new(l) })
+    let mut lock = lock.js()?;
+    // `election(name)`: `key` was the election's name.
+    if kind == "election" {
+        lock.for_election().js()?;
+    }
+    Ok(WasmLock { inner: Rc::new(lock) })
 }
 
 /// The lines of `text`, split by hand: `str::split` brings a searcher of its own to the

@@ -1,0 +1,220 @@
+// Leader election (election(name)) in the build under test, on the test kit's store and
+// clock: who leads, takeover after a resign and after a loss, terms that grow, run()'s
+// loop, refusals. Real stores and killed processes: election-stores.test.mjs.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { TestStore } from "../js/testing.mjs";
+import { mapStore } from "./support/js-stores.mjs";
+import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
+
+const { election, lock, Election, Leadership, InvalidArgumentError, UnsupportedError, AbortError } = ls;
+
+await failOnUnhandledRejections();
+
+/** Whether `promise` has settled, after the turns the clock's advance() gives. */
+async function settled(promise, clock) {
+  let done = false;
+  promise.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  await clock.advance(0);
+  return done;
+}
+
+describe("election()", () => {
+  it("one campaign leads; a second waits and takes over at the resign, with a larger term", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("leads");
+    const first = await election(name, { store }).campaign();
+    assert.ok(first instanceof Leadership);
+    assert.equal(typeof first.term, "number");
+    assert.equal(first.signal.aborted, false);
+    assert.equal(first.isLeader, true);
+
+    const second = election(name, { store }).campaign();
+    await store.clock.advance("1m");
+    assert.equal(await settled(second, store.clock), false, "a standby while the first leads");
+
+    assert.equal(await first.resign(), true);
+    assert.equal(first.signal.aborted, true);
+    assert.equal(first.isLeader, false);
+    await store.clock.advance("100ms");
+    const next = await second;
+    assert.ok(next.term > first.term, `terms grow: ${first.term} then ${next.term}`);
+    assert.equal(await first.resign(), false, "a second resign finds nothing");
+    await next.resign();
+    await store.assertNothingHeld();
+  });
+
+  it("a leader that cannot extend loses its leadership at its deadline; a standby takes over after the TTL", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("loss");
+    const leader = await election(name, { store, ttl: "10s" }).campaign();
+    const standby = election(name, { store, ttl: "10s" }).campaign();
+    // An outage for the leader: its extends fail, so it stops believing before its TTL.
+    store.failFor("12s");
+    await store.clock.advance("9900ms");
+    assert.equal(leader.signal.aborted, true, "the leadership signal aborted before the TTL passed");
+    await store.clock.advance("5s");
+    const next = await standby;
+    assert.ok(next.term > leader.term);
+    await next.resign();
+    await leader.resign();
+    await store.assertNothingHeld();
+  });
+
+  it("keeps leading past its TTL while it can extend", async () => {
+    const store = new TestStore();
+    const leader = await election(uniqueKey("keeps"), { store, ttl: "5s" }).campaign();
+    await store.clock.advance("1h");
+    assert.equal(leader.signal.aborted, false);
+    assert.equal(await leader.resign(), true);
+  });
+
+  it("lives apart from lock names: lock(x) and election(x) never block each other", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("apart");
+    const l = lock(name, "30s", store);
+    assert.equal(await l.acquire(), true);
+    const leader = await election(name, { store }).campaign();
+    assert.equal(await lock(name, "30s", store).acquire(), false, "the lock is still held by its own holder");
+    await leader.resign();
+    await l.release();
+    await store.assertNothingHeld();
+  });
+
+  it("campaign({ signal }): an abort ends the wait with an AbortError and leaves nothing held", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("abort");
+    const leader = await election(name, { store }).campaign();
+    const controller = new AbortController();
+    const waiting = election(name, { store }).campaign({ signal: controller.signal });
+    await store.clock.advance("1s");
+    controller.abort();
+    await assert.rejects(waiting, (err) => err instanceof AbortError || err.name === "AbortError");
+    await leader.resign();
+    await store.assertNothingHeld();
+  });
+
+  it("run(): leads, resigns when fn settles, campaigns again after the retry delay, until the signal aborts", async () => {
+    const store = new TestStore();
+    const e = election(uniqueKey("run"), { store, retryDelay: "1s" });
+    const controller = new AbortController();
+    const terms = [];
+    const running = e.run(
+      async (leadership, { term }) => {
+        assert.equal(leadership.aborted, false);
+        terms.push(term);
+        await store.clock.sleep("5s");
+      },
+      { signal: controller.signal },
+    );
+    await store.clock.advance("5500ms");
+    assert.equal(terms.length, 1);
+    await store.clock.advance("1s");
+    assert.equal(terms.length, 2, "a new term after the retry delay");
+    assert.ok(terms[1] > terms[0]);
+    controller.abort();
+    await store.clock.advance("10s");
+    await running;
+    await store.assertNothingHeld();
+  });
+
+  it("run(): an abort while leading aborts fn's signal; run resolves once fn has settled", async () => {
+    const store = new TestStore();
+    const controller = new AbortController();
+    let seen;
+    const running = election(uniqueKey("run-abort"), { store }).run(
+      (leadership) =>
+        new Promise((resolve) => {
+          leadership.addEventListener("abort", () => {
+            seen = leadership.aborted;
+            resolve();
+          });
+        }),
+      { signal: controller.signal },
+    );
+    await store.clock.advance("1s");
+    controller.abort();
+    await store.clock.advance("1s");
+    await running;
+    assert.equal(seen, true);
+    await store.assertNothingHeld();
+  });
+
+  it("run(): fn's rejection resigns and rejects run with it; a standby takes over", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("run-throws");
+    const running = election(name, { store }).run(async () => {
+      await store.clock.sleep("1s");
+      throw new Error("job failed");
+    });
+    const rejected = assert.rejects(running, /job failed/);
+    const standby = election(name, { store }).campaign();
+    await store.clock.advance("2s");
+    await rejected;
+    const next = await standby;
+    await next.resign();
+    await store.assertNothingHeld();
+  });
+
+  it("run(): a leadership lost mid-term aborts fn's signal, and run campaigns again", async () => {
+    const store = new TestStore();
+    const e = election(uniqueKey("run-lost"), { store, ttl: "10s" });
+    const controller = new AbortController();
+    const signals = [];
+    const running = e.run(
+      (leadership) => {
+        signals.push(leadership);
+        return new Promise((resolve) => leadership.addEventListener("abort", resolve));
+      },
+      { signal: controller.signal },
+    );
+    await store.clock.advance("1s");
+    store.failFor("11s");
+    await store.clock.advance("30s");
+    assert.equal(signals[0].aborted, true, "the lost term's signal aborted");
+    assert.equal(signals.length, 2, "a new term once the store answered again");
+    assert.equal(signals[1].aborted, false);
+    controller.abort();
+    await store.clock.advance("1s");
+    await running;
+    await store.assertNothingHeld();
+  });
+
+  it("refuses a store without fencing tokens, with UNSUPPORTED, holding nothing", async () => {
+    const store = mapStore();
+    const e = election(uniqueKey("no-tokens"), { store });
+    await assert.rejects(e.campaign(), (err) => err instanceof UnsupportedError && err.code === "UNSUPPORTED" && /fencing tokens/.test(err.message));
+    assert.equal(await store.isLocked(`\u0001election:${e.name}`), false);
+  });
+
+  it("refuses bad input with typed errors", async () => {
+    const store = new TestStore();
+    const bad = [
+      () => election("", { store }),
+      () => election(42, { store }),
+      () => election("a\nb", { store }),
+      () => election("x".repeat(1015), { store }),
+      () => election("x", { store, tll: "10s" }),
+      () => election("x", { store, retryDelay: -1 }),
+      () => election("x", { store, ttl: "soon" }),
+      () => election("x", "10s"),
+    ];
+    for (const make of bad) {
+      assert.throws(
+        make,
+        (err) => err instanceof InvalidArgumentError && err.code === "INVALID_ARGUMENT" && err.message.startsWith("locksmith:"),
+        String(make),
+      );
+    }
+    const e = election(uniqueKey("bad"), { store });
+    assert.ok(e instanceof Election);
+    await assert.rejects(e.run("not a function"), InvalidArgumentError);
+    await assert.rejects(e.campaign({ signal: "no" }), InvalidArgumentError);
+    await assert.rejects(e.campaign({ timeout: 5 }), InvalidArgumentError);
+    election("x".repeat(1014), { store });
+  });
+});

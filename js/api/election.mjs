@@ -1,0 +1,198 @@
+// Leader election: election(name) over the Lock of a binding. One instance leads, the
+// others stand by; the leader holds the election's own key (core's election_key: apart
+// from every lock key) with autoExtend, so its leadership is a hold with the lease model
+// of any hold. Its fencing token is the leader's term.
+import { UnsupportedError, checkArity, checkOptionKeys, checkString, invalid, typeName } from "./errors.mjs";
+import { optionalDurationMs, ttlDurationMs } from "./durations.mjs";
+import { KINDED } from "./lock.mjs";
+import { TEST_CLOCK } from "./symbols.mjs";
+
+const ELECTION_OPTIONS = ["ttl", "retryDelay", "store"];
+const CAMPAIGN_OPTIONS = ["signal"];
+/** A leader's lease unless `ttl` says otherwise: a standby takes over this long after a leader dies. */
+export const DEFAULT_ELECTION_TTL_MS = 15_000;
+/** The pause between a standby's attempts (on a store that does not notify releases), and before run() campaigns again. */
+export const DEFAULT_ELECTION_RETRY_MS = 50;
+// The host's timer as the module found it: a test runner's fake timers, installed later,
+// do not stop run()'s pause between terms.
+const hostSetTimeout = globalThis.setTimeout;
+const hostClearTimeout = globalThis.clearTimeout;
+
+function objectOptions(options, what, keys) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== "object" || Array.isArray(options)) throw invalid(`${what} options must be an object; got ${typeName(options)}`);
+  checkOptionKeys(options, keys, what);
+  return options;
+}
+
+function checkSignal(signal) {
+  if (signal === undefined) return undefined;
+  if (signal === null || typeof signal !== "object" || typeof signal.aborted !== "boolean" || typeof signal.addEventListener !== "function") {
+    throw invalid(`signal must be an AbortSignal; got ${typeName(signal)}`);
+  }
+  return signal;
+}
+
+/** Resolves after `ms` on the store's clock (the test kit's, or the host's), or early at `signal`'s abort. */
+function pause(store, ms, signal) {
+  const clock = store?.[TEST_CLOCK];
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    let timer;
+    const done = () => {
+      if (timer !== undefined) hostClearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    signal?.addEventListener("abort", done, { once: true });
+    if (clock !== undefined) clock.sleep(ms).then(done);
+    else timer = hostSetTimeout(done, ms);
+  });
+}
+
+/** `election(name, options)` and its classes over `Lock` (from defineLock). */
+export function defineElection(Lock, { getLockStore }) {
+  /**
+   * A leadership won by `campaign()`: held until `resign()`, or lost (its `signal`
+   * aborts at once, as a hold's does).
+   */
+  class Leadership {
+    #lock;
+    #term;
+
+    constructor(lock, term) {
+      this.#lock = lock;
+      this.#term = term;
+    }
+
+    /** The leader's term: its fencing token, which grows with each new leader. */
+    get term() {
+      return this.#term;
+    }
+
+    /** Aborts when the leadership ends: resigned, or lost (an extend refused, the deadline passed). */
+    get signal() {
+      return this.#lock.signal;
+    }
+
+    /** Whether this leadership still stands, as far as this process knows. */
+    get isLeader() {
+      return !this.#lock.signal.aborted;
+    }
+
+    /** Ends the leadership now, so a standby takes over. `true` if it still led. */
+    async resign() {
+      if (arguments.length > 0) checkArity(arguments, 0, "resign()");
+      // Also after a loss seen here: the store may still hold it (an extend's answer lost).
+      return this.#lock.release();
+    }
+
+    async [Symbol.asyncDispose]() {
+      await this.resign();
+    }
+
+    get [Symbol.toStringTag]() {
+      return "Leadership";
+    }
+  }
+
+  /**
+   * An election called `name`: campaign() waits to lead, run() leads whenever it can.
+   * Its name lives apart from lock names.
+   */
+  class Election {
+    #name;
+    #ttlMs;
+    #retryDelay;
+    #store;
+
+    constructor(name, options = undefined) {
+      if (arguments.length > 2) checkArity(arguments, 2, "election(name, options?)");
+      checkString("name", name);
+      const opts = objectOptions(options, "election()", ELECTION_OPTIONS);
+      this.#ttlMs = opts.ttl === undefined ? DEFAULT_ELECTION_TTL_MS : ttlDurationMs(opts.ttl);
+      this.#retryDelay = optionalDurationMs("retryDelay", opts.retryDelay) ?? DEFAULT_ELECTION_RETRY_MS;
+      if (!Number.isFinite(this.#retryDelay) || this.#retryDelay < 0) {
+        throw invalid(`retryDelay must be a finite, non-negative duration; got ${this.#retryDelay}`);
+      }
+      this.#store = opts.store === undefined ? getLockStore() : opts.store;
+      this.#name = name;
+      // The name and TTL are checked here, by the first handle.
+      this.#lock();
+    }
+
+    /** The election's name. */
+    get name() {
+      return this.#name;
+    }
+
+    #lock() {
+      return new Lock(KINDED, { key: this.#name, ttlMs: this.#ttlMs, kind: "election", store: this.#store });
+    }
+
+    /**
+     * Waits until this process leads, then resolves to its Leadership, which lasts until
+     * `resign()` or until it is lost. Rejects with an AbortError at `signal`'s abort.
+     */
+    async campaign(options = undefined) {
+      if (arguments.length > 1) checkArity(arguments, 1, "campaign(options?)");
+      const signal = checkSignal(objectOptions(options, "campaign()", CAMPAIGN_OPTIONS).signal);
+      const lock = this.#lock();
+      await lock.acquire({ timeout: Number.POSITIVE_INFINITY, retryDelay: this.#retryDelay, autoExtend: true, signal });
+      const term = lock.fencingToken;
+      if (term === null) {
+        await lock.release().catch(() => {});
+        throw new UnsupportedError(
+          "locksmith: election() needs a store that gives fencing tokens (a leader's term is its token); this store gives none (a Redis store with `fencing: false`, or a custom store without tokens)",
+        );
+      }
+      return new Leadership(lock, term);
+    }
+
+    /**
+     * Leads whenever it can until `signal` aborts: campaigns, calls `fn(leadership, { term })`
+     * while leader (`leadership` is an AbortSignal that aborts when the leadership ends
+     * or `signal` aborts), resigns once `fn` has settled, and campaigns again after the
+     * retry delay. Resolves once `signal` has aborted and `fn` has settled; rejects with
+     * `fn`'s error, after resigning.
+     */
+    async run(fn, options = undefined) {
+      if (arguments.length > 2) checkArity(arguments, 2, "run(fn, options?)");
+      if (typeof fn !== "function") throw invalid(`run() takes a function; got ${typeName(fn)}`);
+      const signal = checkSignal(objectOptions(options, "run()", CAMPAIGN_OPTIONS).signal);
+      while (!signal?.aborted) {
+        let leadership;
+        try {
+          leadership = await this.campaign({ signal });
+        } catch (err) {
+          if (signal?.aborted) return;
+          throw err;
+        }
+        const lead = signal === undefined ? leadership.signal : AbortSignal.any([leadership.signal, signal]);
+        try {
+          await fn(lead, { term: leadership.term });
+        } catch (err) {
+          await leadership.resign().catch(() => {});
+          throw err;
+        }
+        // A resign the store cannot answer (an outage that may also have ended the term)
+        // does not end run(): the hold, if the store still has it, ends at its TTL, and
+        // the next campaign waits for it.
+        await leadership.resign().catch(() => {});
+        await pause(this.#store, this.#retryDelay, signal);
+      }
+    }
+
+    get [Symbol.toStringTag]() {
+      return "Election";
+    }
+  }
+
+  /** The election called `name` in `options.store` (the configured store by default). */
+  function election(name, options = undefined) {
+    if (arguments.length > 2) checkArity(arguments, 2, "election(name, options?)");
+    return new Election(name, options);
+  }
+
+  return { election, Election, Leadership };
+}
