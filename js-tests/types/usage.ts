@@ -27,6 +27,10 @@ import {
   type LockLostMessage,
   lockAll,
   MultiLock,
+  election,
+  Election,
+  Leadership,
+  type ElectionOptions,
   type SerializedMultiLock,
 } from "locksmith-js";
 
@@ -253,3 +257,32 @@ async function multi() {
   void [asLock, keys, tokens, plain, left, direct, one, held];
 }
 void multi;
+
+async function elections() {
+  const options: ElectionOptions = { ttl: "10s", retryDelay: 100, store: new MemoryLockStore() };
+  const e: Election = election("cron", options);
+  const name: string = e.name;
+  const leadership: Leadership = await e.campaign({ signal: AbortSignal.timeout(1_000) });
+  const term: number = leadership.term;
+  const lost: AbortSignal = leadership.signal;
+  const leads: boolean = leadership.isLeader;
+  const resigned: boolean = await leadership.resign();
+  await e.run(async (signal, { term }) => {
+    if (!signal.aborted) void term;
+  });
+  await e.run(() => {}, { signal: new AbortController().signal });
+  {
+    await using held = await e.campaign();
+    void held;
+  }
+  // @ts-expect-error the ttl is a duration
+  election("x", { ttl: "soon" });
+  // @ts-expect-error an election takes its options as an object
+  election("x", "10s");
+  // @ts-expect-error campaign has no timeout: abort it with a signal
+  await e.campaign({ timeout: 5 });
+  // @ts-expect-error a Leadership comes from campaign()
+  new Leadership();
+  void [name, term, lost, leads, resigned];
+}
+void elections;

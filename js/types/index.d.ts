@@ -294,6 +294,60 @@ export interface ReadWriteLock {
 /** The read-write lock `key`, each hold lasting `ttlMs` (default 30 000) once acquired. */
 export declare function readWriteLock<D extends Duration = Duration>(this: DurationThis<D>, key: string, ttlMs?: D, store?: LockStore): ReadWriteLock;
 
+/** The options of `election()`. */
+export interface ElectionOptions {
+  /**
+   * The leader's lease (default 15 s): a standby takes over this long after a leader
+   * that stopped extending (its process killed), at most. The leader extends it on its own.
+   */
+  ttl?: Duration;
+  /**
+   * The pause between a standby's attempts on a store that does not notify releases,
+   * and before `run()` campaigns again after a term (default 50 ms).
+   */
+  retryDelay?: Duration;
+  /** The store (default: the configured one, as for `lock()`). It must give fencing tokens. */
+  store?: LockStore;
+}
+
+/** The options of `campaign()` and `run()`. */
+export interface CampaignOptions {
+  /** Ends a campaign (it rejects with an AbortError), or `run()` (it resolves once `fn` has settled). */
+  signal?: AbortSignal;
+}
+
+/** What `campaign()` won: this process leads until `resign()` or until the leadership is lost. */
+export declare class Leadership {
+  private constructor();
+  /** The leader's term: its fencing token, which grows with each new leader (not by one). A resource that remembers the largest term it has seen can refuse a deposed leader's writes. */
+  readonly term: number;
+  /** Aborts when the leadership ends: resigned, or lost (an extend refused, the deadline passed, the store unreachable for too long). */
+  readonly signal: AbortSignal;
+  /** Whether this process still leads, as far as it knows (`!signal.aborted`). */
+  readonly isLeader: boolean;
+  /** Ends the leadership now, so a standby takes over; `true` if it still held it. */
+  resign(): Promise<boolean>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** An election: one process leads, the others stand by. Its name lives apart from lock keys. */
+export declare class Election {
+  private constructor();
+  readonly name: string;
+  /** Waits until this process leads (or `signal` aborts: an AbortError). */
+  campaign(options?: CampaignOptions): Promise<Leadership>;
+  /**
+   * Leads whenever it can until `signal` aborts: campaigns, calls `fn` while leader (its
+   * `leadership` signal aborts when the leadership ends or `signal` aborts), resigns once
+   * `fn` has settled, campaigns again after the retry delay. Rejects with `fn`'s error,
+   * after resigning.
+   */
+  run(fn: (leadership: AbortSignal, info: { readonly term: number }) => unknown, options?: CampaignOptions): Promise<void>;
+}
+
+/** The election `name` (1 to 1014 bytes, no control characters) over `options.store`. */
+export declare function election<D extends Duration = Duration>(this: DurationThis<D>, name: string, options?: ElectionOptions & { ttl?: D }): Election;
+
 /** What a `MultiLock`'s `serialize()` returns: a string that `restoreLock()` turns back into a `MultiLock`. */
 export type SerializedMultiLock = string & { readonly __locksmithMultiLock: true };
 
