@@ -63,7 +63,9 @@ export function holdTimes(hold, slackMs = 2) {
   const lastSetSend = Math.max(hold.acquire.send, ...okExtends.map((e) => e.send));
   const start = hold.acquire.reply;
   const leaseEnd = lastSetSend + hold.ttl - slackMs;
-  const end = Math.min(hold.release ? hold.release.send : Infinity, leaseEnd);
+  // A leader (kind "election") believes it leads until the last read of its leadership
+  // signal that said "not aborted" (beliefUntil), whatever the lease.
+  const end = Math.min(hold.release ? hold.release.send : Infinity, hold.beliefUntil ?? leaseEnd);
   // When the handle itself said lost.
   const said = [];
   if (hold.signal && hold.signal.reason === "lost") said.push(hold.signal.at);
@@ -144,7 +146,7 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
     let active = [];
     for (const h of live) {
       active = active.filter((a) => a.times.end > h.times.start);
-      if (fam === "lock") {
+      if (fam === "lock" || fam === "election") {
         for (const a of active)
           report(
             "overlap",

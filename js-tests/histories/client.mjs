@@ -1,7 +1,8 @@
 // One OS process of a history run: M async clients on one store, one shared key set,
 // for a while. Each client loops over random holds — plain locks (random wait 0–120 ms,
 // retryDelay 1–10 ms), semaphore permits, read and write locks, lockAll() over 2–3 of
-// the keys (kind "multi": the checker counts it a plain holder of each) — holds a few ms,
+// the keys (kind "multi": the checker counts it a plain holder of each), elections (kind
+// "election": campaign, lead while reading the leadership signal, resign) — holds a few ms,
 // sometimes extends (early, near its expiry, past it), sometimes auto-extends, sometimes
 // lets the hold run out or releases as its due check asks the store, and releases. Every hold is recorded with the host clock's
 // times on the run's clock (the parent's: see syncClock) and printed as a JSON line on stdout once the run is over:
@@ -103,7 +104,7 @@ const DEFAULTS = {
   keys: HISTORY_KEYS,
   ttlMs: 120,
   limit: 2,
-  kinds: { lock: 5, semaphore: 2, read: 1.5, write: 1.5, multi: 1.5 },
+  kinds: { lock: 5, semaphore: 2, read: 1.5, write: 1.5, multi: 1.5, election: 1 },
   autoExtend: 0.15,
   seed: 1,
   process: 0,
@@ -137,6 +138,39 @@ export function ownerFingerprint(owner) {
 }
 
 /** The owner token a held handle carries (from its serialized form), or null if it has none. */
+/**
+ * An election (`election(key)`) as the loop's handles look: `acquire(options)` campaigns
+ * until `options.timeout` (false then) or `options.signal` (an AbortError), the grant's
+ * token is the term, `signal` the leadership's, `release()` resigns. It has no extend.
+ */
+function electionHandle(ls, key, ttl, store) {
+  let leadership = null;
+  return {
+    get fencingToken() {
+      return leadership?.term ?? null;
+    },
+    get signal() {
+      return leadership.signal;
+    },
+    async acquire({ timeout, retryDelay, signal }) {
+      const timedOut = AbortSignal.timeout(Math.max(1, timeout));
+      try {
+        leadership = await ls.election(key, { store, ttl, retryDelay }).campaign({ signal: signal ? AbortSignal.any([signal, timedOut]) : timedOut });
+        return true;
+      } catch (err) {
+        // Aborted as an acquire is: the signal's reason, or an AbortError.
+        if (signal?.aborted) throw err?.code === "ABORTED" ? err : Object.assign(new Error("the campaign was aborted", { cause: err }), { code: "ABORTED" });
+        // The timeout ended it: a wait that gave up.
+        if (timedOut.aborted) return false;
+        throw err;
+      }
+    },
+    release: () => leadership.resign(),
+    extend: () => Promise.reject(new Error("an election has no extend")),
+    serialize: () => "{}",
+  };
+}
+
 function ownerOf(handle) {
   try {
     return JSON.parse(handle.serialize()).owner ?? null;
@@ -185,6 +219,21 @@ export function alwaysGrants(inner) {
     extend: (key, owner, ttl) => inner.extend(key, owner, ttl),
     isLocked: (key) => inner.isLocked(key),
     remainingTime: (key) => inner.remainingTime(key),
+  };
+}
+
+/**
+ * `alwaysGrants` with a fencing token, growing, for every acquire: a broken guard that a
+ * campaign of an election (which needs tokens) goes through, for the checker's own test.
+ */
+export function alwaysGrantsFenced(inner) {
+  let token = 0;
+  return {
+    ...alwaysGrants(inner),
+    acquire: async (key, owner, ttl) => {
+      await inner.acquire(key, owner, ttl);
+      return ++token;
+    },
   };
 }
 
@@ -381,6 +430,7 @@ export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {})
 export async function openStore(ls, spec) {
   if (spec === "memory") return { store: new ls.MemoryLockStore(), close: async () => {} };
   if (spec === "broken-memory") return { store: alwaysGrants(new ls.MemoryLockStore()), close: async () => {} };
+  if (spec === "broken-fenced-memory") return { store: alwaysGrantsFenced(new ls.MemoryLockStore()), close: async () => {} };
   if (spec === "first-key-only-memory") return { store: checksFirstKeyOnly(), close: async () => {} };
   if (spec && typeof spec === "object" && typeof spec.laggyJs === "number") {
     const { mapStore } = await import("../support/js-stores.mjs");
@@ -558,6 +608,7 @@ export async function runClients(ls, store, userConfig) {
       let handle = config.reuseHandles ? handles.get(name) : undefined;
       if (handle === undefined) {
         if (kind === "lock") handle = new ls.Lock(key, ttl, store);
+        else if (kind === "election") handle = electionHandle(ls, key, ttl, store);
         else if (kind === "multi") handle = ls.lockAll(key.split(","), ttl, store);
         else if (kind === "semaphore") handle = ls.semaphore(key, limit, ttl, store);
         else if (kind === "read") handle = ls.readWriteLock(key, ttl, store).readLock();
@@ -579,9 +630,10 @@ export async function runClients(ls, store, userConfig) {
       const long = config.longTtl ? random.chance(config.longTtl.share) : false;
       const ttl = long ? config.longTtl.ms : baseTtl;
       const handle = handleFor(kind, key, ttl);
-      const auto = random.chance(config.autoExtend);
+      // A leader always extends its lease itself.
+      const auto = kind === "election" || random.chance(config.autoExtend);
       const options = { timeout: random.chance(0.15) ? 0 : random.int(config.waitMs[0], config.waitMs[1]), retryDelay: random.int(1, 10) };
-      if (auto) options.autoExtend = { intervalMs: Math.floor(ttl / 3) };
+      if (auto && kind !== "election") options.autoExtend = { intervalMs: Math.floor(ttl / 3) };
       const permits = kind === "semaphore" && limit > 1 && weights && random.chance(config.weighted) ? random.int(2, limit) : 1;
       if (permits > 1) options.permits = permits;
       let abort;
@@ -679,7 +731,16 @@ export async function runClients(ls, store, userConfig) {
         emit(hold);
       };
       const pattern = long ? 0 : random();
-      if (pattern < 0.45) {
+      if (kind === "election") {
+        // A leader leads for a while, reading its leadership signal every few ms: it
+        // believes it leads until the last read that said "not aborted" (beliefUntil).
+        const until = now() + random.int(0, Math.min(ttl * 3, 400));
+        hold.beliefUntil = hold.acquire.reply;
+        while (now() < until && !signal.aborted) {
+          hold.beliefUntil = now();
+          await sleep(random.int(1, 5));
+        }
+      } else if (pattern < 0.45) {
         await sleep(random.int(0, 8));
       } else if (pattern < 0.75) {
         // One or two extends: early, close to the expiry, or just past it.

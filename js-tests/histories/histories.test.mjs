@@ -302,6 +302,12 @@ describe(`history checker (${TARGET})`, () => {
     assert.ok(run.result.byType.overlap > 0, `the checker saw two holders (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
   });
 
+  it("catches a broken guard: a store that grants every campaign of an election, with a fencing token", async (t) => {
+    const run = await runHistory({ store: "broken-fenced-memory", processes: 1, clients: 6, seconds: 1.5, client: { kinds: { election: 1 } } });
+    t.diagnostic(`seed ${run.seed}: ${JSON.stringify(run.result.byType)}`);
+    assert.ok(run.result.byType.overlap > 0, `the checker saw two leaders (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
+  });
+
   it("catches a broken guard: a store that takes one permit whatever a weighted semaphore acquire asks", async (t) => {
     const run = await runHistory({
       store: "weights-ignored-memory",

@@ -1049,9 +1049,9 @@ async function main() {
   if (values.kinds !== undefined) {
     kinds = {};
     for (const pair of values.kinds.split(",")) {
-      const m = /^(lock|semaphore|read|write|multi)=(\d+(?:\.\d+)?)$/.exec(pair);
+      const m = /^(lock|semaphore|read|write|multi|election)=(\d+(?:\.\d+)?)$/.exec(pair);
       if (!m || Object.hasOwn(kinds, m[1]))
-        throw new Error(`bad --kinds entry ${JSON.stringify(pair)}: kind=weight, each kind once (lock, semaphore, read, write, multi)`);
+        throw new Error(`bad --kinds entry ${JSON.stringify(pair)}: kind=weight, each kind once (lock, semaphore, read, write, multi, election)`);
       kinds[m[1]] = Number(m[2]);
     }
     if (!Object.values(kinds).some((w) => w > 0)) throw new Error("--kinds needs a weight above 0");
