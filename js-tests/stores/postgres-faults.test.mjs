@@ -84,18 +84,32 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
       return { extended: await extending, entered: entered.length > 0 };
     }
 
+    /**
+     * `race` on a fresh key (`makeRace(key)` gives its steps) until the extend's check
+     * came before the expiry (it answered true), at most three times: on a loaded
+     * machine the extend can reach the server after the 30 ms, and then the race did not
+     * happen. No try may have two holders; the last must have the extend keep the hold.
+     */
+    async function raceChecked(name, makeRace) {
+      let result;
+      for (let round = 0; round < 3; round++) {
+        result = await race(makeRace(uniqueKey(`${name}-${round}`)));
+        assert.ok(!(result.extended && result.entered), `two holders: the extend answered true and the other one got in (${JSON.stringify(result)})`);
+        if (result.extended) break;
+      }
+      return result;
+    }
+
     const permitsTable = "locksmith_locks_permits";
     const permitCase = (holderKind, enterKind, limit) => async () => {
-      const key = uniqueKey(`race-${holderKind}-${enterKind}`);
       const ttl = 5_000;
-      const result = await race({
+      const result = await raceChecked(`race-${holderKind}-${enterKind}`, (key) => ({
         hold: () => holderStore.acquirePermit(key, "holder", ttl, holderKind, limit),
         expireSoon: () =>
           admin.query(`UPDATE ${permitsTable} SET expires_at = clock_timestamp() + interval '30 milliseconds' WHERE key = $1 AND owner = 'holder'`, [key]),
         extend: () => holderStore.extendPermit(key, "holder", ttl, holderKind),
         enter: () => otherStore.acquirePermit(key, "other", ttl, enterKind, limit),
-      });
-      assert.ok(!(result.extended && result.entered), `two holders: the extend answered true and the other one got in (${JSON.stringify(result)})`);
+      }));
       assert.deepEqual(result, { extended: true, entered: false }, "the extend, checked before the expiry, keeps the hold");
     };
 
@@ -105,16 +119,14 @@ describe("PostgresLockStore under faults", await requirePostgres(), () => {
     it("a writer's extend keeps a reader out", { skip: TARGET !== "native" && "runs once" }, permitCase("write", "read"));
 
     it("a plain lock's extend keeps the next acquirer out", { skip: TARGET !== "native" && "runs once" }, async () => {
-      const key = uniqueKey("race-lock");
       const ttl = 5_000;
-      const result = await race({
+      const result = await raceChecked("race-lock", (key) => ({
         hold: () => holderStore.acquire(key, "holder", ttl),
         expireSoon: () =>
           admin.query("UPDATE locksmith_locks SET expires_at = clock_timestamp() + interval '30 milliseconds' WHERE key = $1 AND owner = 'holder'", [key]),
         extend: () => holderStore.extend(key, "holder", ttl),
         enter: () => otherStore.acquire(key, "other", ttl),
-      });
-      assert.ok(!(result.extended && result.entered), `two holders: ${JSON.stringify(result)}`);
+      }));
       assert.deepEqual(result, { extended: true, entered: false });
     });
   });
