@@ -132,7 +132,7 @@ export function defineElection(Lock, { getLockStore }) {
 
     /**
      * Waits until this process leads, then resolves to its Leadership, which lasts until
-     * `resign()` or until it is lost. Rejects with an AbortError at `signal`'s abort.
+     * `resign()` or until it is lost. At `signal`'s abort it rejects as an aborted acquire() does.
      */
     async campaign(options = undefined) {
       if (arguments.length > 1) checkArity(arguments, 1, "campaign(options?)");

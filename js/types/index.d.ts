@@ -312,7 +312,7 @@ export interface ElectionOptions {
 
 /** The options of `campaign()` and `run()`. */
 export interface CampaignOptions {
-  /** Ends a campaign (it rejects with an AbortError), or `run()` (it resolves once `fn` has settled). */
+  /** Ends a campaign (it rejects as an aborted `acquire()` does: with the signal's reason, or an AbortError), or `run()` (it resolves once `fn` has settled). */
   signal?: AbortSignal;
 }
 
@@ -334,7 +334,7 @@ export declare class Leadership {
 export declare class Election {
   private constructor();
   readonly name: string;
-  /** Waits until this process leads (or `signal` aborts: an AbortError). */
+  /** Waits until this process leads (or until `signal` aborts: it rejects as an aborted `acquire()` does). */
   campaign(options?: CampaignOptions): Promise<Leadership>;
   /**
    * Leads whenever it can until `signal` aborts: campaigns, calls `fn` while leader (its
