@@ -329,6 +329,44 @@ async function inspectPlainLock(watching, url, base, store) {
   await watching.until("for the lock's end", eventLike({ event: "ended", key: `${base}:lock`, kind: "lock" }));
 }
 
+/**
+ * `locksmith leader <url> <name>` on `store`'s store: no leader (exit 1), then the leader of
+ * a campaign (its owner's fingerprint, its term), in text and JSON, and none after its resign.
+ */
+async function leaderCase(store, url) {
+  const name = uniqueKey("cli-election");
+  let { code, stdout } = await cli("leader", url(), name);
+  assert.equal(code, 1);
+  assert.equal(stdout, `election ${JSON.stringify(name)} has no leader\n`);
+  const leadership = await ls.election(name, { store: store() }).campaign();
+  try {
+    ({ code, stdout } = await cli("leader", url(), name));
+    assert.equal(code, 0, stdout);
+    assert.match(stdout, new RegExp(`^election ${JSON.stringify(name)} is led by \\S+, term ${leadership.term}, its lease renewed within [\\d.]+ s\\n$`));
+    ({ code, stdout } = await cli("leader", url(), name, "--json"));
+    const json = JSON.parse(stdout);
+    assert.equal(json.name, name);
+    assert.equal(json.leader.term, leadership.term);
+    assert.ok(json.leader.leaseRemainingMs > 0 && json.leader.leaseRemainingMs <= 15_000, stdout);
+    assert.equal(typeof json.leader.owner, "string");
+    // list names the leader's hold by the election's name, of kind "election".
+    const listed = (await cli("list", url(), "*", "--json")).stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line))
+      .filter((h) => h.key === name);
+    assert.deepEqual(
+      listed.map((h) => [h.kind, h.fencingToken]),
+      [["election", leadership.term]],
+    );
+    // A lock of the same name is another thing: its key is free.
+    assert.equal((await cli("inspect", url(), name)).code, 1);
+  } finally {
+    await leadership.resign();
+  }
+  assert.equal((await cli("leader", url(), name)).code, 1);
+}
+
 describe("locksmith on Redis", () => {
   let server;
   let native;
@@ -346,6 +384,12 @@ describe("locksmith on Redis", () => {
     await client?.quit();
     await server?.stop();
   });
+
+  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+    leaderCase(
+      () => native,
+      () => server.url,
+    ));
 
   it("lists held locks with remaining time, fencing token and an owner fingerprint, never the token", async () => {
     const base = uniqueKey("cli");
@@ -932,6 +976,12 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
     },
   );
 
+  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+    leaderCase(
+      () => store,
+      () => server.url,
+    ));
+
   it("lists and frees semaphore permits and read-write holds beside locks", async () => {
     const base = uniqueKey("cli-pg");
     const { l, permits, rw: reader } = await holdEveryKind(store, base, "read");
@@ -1047,6 +1097,12 @@ describe("locksmith on MySQL (MariaDB)", await requireMysql(), () => {
     },
   );
 
+  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+    leaderCase(
+      () => store,
+      () => server.url,
+    ));
+
   it("lists and frees locks, semaphore permits and read-write holds; a freed permit goes to a waiter", async () => {
     const base = uniqueKey("cli-mysql");
     const { l, permits, rw: writer } = await holdEveryKind(store, base, "write");
@@ -1135,6 +1191,12 @@ describe("locksmith on etcd", await requireEtcd(), () => {
     await etcd?.dispose();
   });
 
+  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+    leaderCase(
+      () => store,
+      () => url,
+    ));
+
   it("inspect: the holder, its fencing token (the create revision) and time left; waiters null (etcd does not tell); exit 1 when free", async () => {
     const key = uniqueKey("cli-etcd");
     const holder = new ls.Lock(key, 30_000, store);
@@ -1202,6 +1264,12 @@ describe("locksmith on a lock file (FileLockStore)", { skip: TARGET !== "native"
     await store?.close();
     await rm(dir, { recursive: true, force: true });
   });
+
+  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+    leaderCase(
+      () => store,
+      () => url,
+    ));
 
   it("list, inspect and release --force: locks, weighted permits and read holds, with fencing tokens", async () => {
     const base = uniqueKey("cli-file");

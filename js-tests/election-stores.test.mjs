@@ -1,7 +1,7 @@
 // Leader election on every store with a server (or a file) in the build under test: a
 // leader in a child process is SIGKILLed and a standby here takes over within the
-// store's effective TTL + its retry delay + 250 ms; a resign hands over within the retry
-// delay + 250 ms; terms grow. The stores are opened as the history checker's processes
+// store's effective TTL + its retry delay + 250 ms; a resign, or the leader's store closed
+// on shutdown, hands over within the retry delay + 250 ms; terms grow. The stores are opened as the history checker's processes
 // open them (histories/client.mjs openStore) on the servers it starts (run.mjs servers()).
 // Each takeover time is printed; the bench records them too.
 import assert from "node:assert/strict";
@@ -22,7 +22,7 @@ const SLACK_MS = 750;
 const s = servers();
 after(() => s.stop());
 
-/** The stores: `{ name, spec: async () => spec, ttlMs, native? }`, `ttlMs` being the store's effective lease. */
+/** The stores: `{ name, spec: async () => spec, ttlMs, native?, noClose? }`, `ttlMs` being the store's effective lease. */
 const STORES = [
   { name: "RedisLockStore", spec: async () => ({ redis: (await s.get("redis")).url }), ttlMs: 1_000 },
   { name: "IoRedisLockStore", spec: async () => ({ ioredis: (await s.get("redis")).url }), ttlMs: 1_000 },
@@ -39,7 +39,9 @@ const STORES = [
   { name: "MySqlLockStore", spec: async () => ({ mysql: (await s.get("mysql")).url }), ttlMs: 1_000 },
   // etcd's leases are whole seconds, at least its minimum (2 s here).
   { name: "EtcdLockStore", spec: async () => ({ etcd: (await s.get("etcd")).endpoints }), ttlMs: 2_000 },
-  { name: "DurableObjectLockStore", spec: async () => ({ durableObject: (await s.get("workerd")).url }), ttlMs: 1_000 },
+  // Reached from Node over the test worker's WebSocket (a plain JS store here, whose close()
+  // only closes that socket): no close() case.
+  { name: "DurableObjectLockStore", spec: async () => ({ durableObject: (await s.get("workerd")).url }), ttlMs: 1_000, noClose: true },
   { name: "FileLockStore", spec: async () => ({ file: await lockFile() }), ttlMs: 1_000, native: true },
 ];
 
@@ -135,6 +137,25 @@ for (const row of STORES) {
       console.log(`# ${row.name} (${TARGET}): handover ${Math.round(ms)} ms after resign()`);
       assert.ok(ms <= RETRY_MS + 250 + SLACK_MS, `handed over ${Math.round(ms)} ms after the resign`);
       assert.ok(next.term > leader.term);
+      await next.resign();
+    });
+
+    it("a leader's clean shutdown (its store's close()) hands over within the retry delay + 250 ms", {
+      skip: row.noClose && "no close() of its own",
+    }, async () => {
+      const name = uniqueKey("close");
+      const a = await openStore(ls, spec ?? (spec = await row.spec()));
+      const b = await open();
+      const leader = await election(name, { store: a.store, ttl: row.ttlMs * 10, retryDelay: RETRY_MS }).campaign();
+      const standby = election(name, { store: b, ttl: row.ttlMs * 10, retryDelay: RETRY_MS }).campaign();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const closedAt = performance.now();
+      await a.close();
+      assert.equal(leader.signal.aborted, true, "the leadership ended with the store");
+      const next = await standby;
+      const ms = performance.now() - closedAt;
+      console.log(`# ${row.name} (${TARGET}): handover ${Math.round(ms)} ms after close()`);
+      assert.ok(ms <= RETRY_MS + 250 + SLACK_MS, `handed over ${Math.round(ms)} ms after the close`);
       await next.resign();
     });
   });

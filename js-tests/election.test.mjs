@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
+import { ELECTION_KEY_PREFIX } from "../js/api/defaults.mjs";
 import { TestStore } from "../js/testing.mjs";
 import { mapStore } from "./support/js-stores.mjs";
 import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
@@ -188,7 +189,17 @@ describe("election()", () => {
     const store = mapStore();
     const e = election(uniqueKey("no-tokens"), { store });
     await assert.rejects(e.campaign(), (err) => err instanceof UnsupportedError && err.code === "UNSUPPORTED" && /fencing tokens/.test(err.message));
-    assert.equal(await store.isLocked(`\u0001election:${e.name}`), false);
+    assert.equal(await store.isLocked(`${ELECTION_KEY_PREFIX}${e.name}`), false);
+  });
+
+  it("keeps its leader on the key ELECTION_KEY_PREFIX + name, which the CLI reads (the build and the JS constant agree)", async () => {
+    const store = mapStore({ withFencing: true });
+    const name = uniqueKey("key");
+    const leadership = await election(name, { store }).campaign();
+    assert.equal(await store.isLocked(`${ELECTION_KEY_PREFIX}${name}`), true);
+    assert.equal(await store.isLocked(name), false);
+    await leadership.resign();
+    assert.equal(await store.isLocked(`${ELECTION_KEY_PREFIX}${name}`), false);
   });
 
   it("refuses bad input with typed errors", async () => {

@@ -20,6 +20,12 @@ export const DATABASE_OPERATION_TIMEOUT_MS = 5_000;
 /** The table of PostgresLockStore and MySqlLockStore unless a store is given another. */
 export const DEFAULT_SQL_TABLE = "locksmith_locks";
 
+/**
+ * What the key of an election starts with, before its name (core's ELECTION_KEY_PREFIX):
+ * a control character, which no lock key has, keeps elections apart from locks.
+ */
+export const ELECTION_KEY_PREFIX = "\u0001election:";
+
 /** The prefix put before every Redis key unless a store is given another. */
 export const DEFAULT_KEY_PREFIX = "locksmith:";
 

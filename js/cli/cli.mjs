@@ -7,6 +7,7 @@
 //   locksmith inspect <store-url> <key> [--prefix P | --table T] [--json]
 //   locksmith watch <store-url> [pattern] [--interval MS] [--prefix P | --table T] [--json]
 //   locksmith release <store-url> <key> --force [--prefix P | --table T]
+//   locksmith leader <store-url> <name> [--prefix P | --table T] [--json]
 //
 // The store URL may come from LOCKSMITH_STORE_URL instead (the arguments then start after
 // the command with the pattern or key), which keeps a password out of `ps` and the shell's
@@ -31,7 +32,7 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 
-import { DEFAULT_KEY_PREFIX, DEFAULT_SQL_TABLE } from "../api/defaults.mjs";
+import { DEFAULT_KEY_PREFIX, DEFAULT_SQL_TABLE, ELECTION_KEY_PREFIX } from "../api/defaults.mjs";
 import { closest } from "../api/errors.mjs";
 import { redact, StoreError, UsageError } from "./common.mjs";
 import { withReader } from "./readers/open.mjs";
@@ -49,6 +50,7 @@ usage:
   locksmith watch <store-url> [pattern] [options]         the holds and waiters, live, until Ctrl-C: a table redrawn
                                                           in a terminal; piped, one line per change
   locksmith release <store-url> <key> --force [options]   free every hold on <key>, whoever holds it
+  locksmith leader <store-url> <name> [options]           who leads the election <name>: owner, term, lease left
 
 store URLs:
   redis://[user:password@]host:port[/db], rediss://…      one server, or any node of a Redis Cluster
@@ -65,14 +67,14 @@ environment:
 options:
   --prefix <p>     key prefix (Redis: default "${DEFAULT_KEY_PREFIX}"; etcd: "locksmith/")
   --table <t>      PostgreSQL or MySQL table (default "${DEFAULT_SQL_TABLE}")
-  --json           list: one object per hold; inspect: one object; watch: one object per change
+  --json           list: one object per hold; inspect, leader: one object; watch: one object per change
   --interval <ms>  watch: how often to read the store (default ${DEFAULT_INTERVAL_MS})
   --force          required by release: it frees holds that other processes have
   -h, --help       this text
   -v, --version    the package version
 
-exit codes: 0 done (inspect: the key is held; watch: stopped by Ctrl-C or SIGTERM),
-            1 nothing matched (no holds listed, nothing to release, inspect: the key is free),
+exit codes: 0 done (inspect: the key is held; leader: the election has a leader; watch: stopped by Ctrl-C or SIGTERM),
+            1 nothing matched (no holds listed, nothing to release, inspect: the key is free, leader: no leader),
             2 a usage error, or the store could not be reached (watch: was lost) or refused the request
 `;
 
@@ -89,7 +91,7 @@ const OPTIONS = {
 // --table: a table name, optionally schema-qualified (the stores check its length).
 const TABLE = /^(?:[A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$/;
 
-const COMMANDS = ["list", "inspect", "watch", "release", "help"];
+const COMMANDS = ["list", "inspect", "watch", "release", "leader", "help"];
 const STORE_URL_VARIABLE = "LOCKSMITH_STORE_URL";
 
 /** ": did you mean X?" for the one of `known` that `typed` was probably meant to be (the API's rule for options), else "". */
@@ -154,6 +156,27 @@ async function inspect(url, key, values, out) {
   return result.held ? 0 : 1;
 }
 
+/** A hold as listed: an election's (its key is ELECTION_KEY_PREFIX and the name) by its name, of kind "election". */
+const electionShown = (h) => (h.key.startsWith(ELECTION_KEY_PREFIX) ? { ...h, key: h.key.slice(ELECTION_KEY_PREFIX.length), kind: "election" } : h);
+
+/**
+ * `leader`: who leads the election `name` (election() keeps it as a lock on its own key):
+ * the leader's owner fingerprint, its term (the hold's fencing token) and its lease left.
+ */
+async function leader(url, name, values, out) {
+  const found = await withReader(url, values, (reader) => reader.inspect(`${ELECTION_KEY_PREFIX}${name}`));
+  const holder = found.holders[0];
+  const result =
+    holder === undefined ? { name, leader: null } : { name, leader: { owner: holder.owner, term: holder.fencingToken, leaseRemainingMs: holder.remainingMs } };
+  if (values.json) out.write(`${JSON.stringify(result)}\n`);
+  else if (holder === undefined) out.write(`election ${JSON.stringify(name)} has no leader\n`);
+  else {
+    const term = holder.fencingToken === null ? "" : `, term ${holder.fencingToken}`;
+    out.write(`election ${JSON.stringify(name)} is led by ${holder.owner}${term}, its lease renewed within ${seconds(holder.remainingMs)}\n`);
+  }
+  return holder === undefined ? 1 : 0;
+}
+
 // ---------------------------------------------------------------------------------
 
 async function main(argv, out = process.stdout, err = process.stderr) {
@@ -170,10 +193,10 @@ async function main(argv, out = process.stdout, err = process.stderr) {
     out.write(`locksmith-js ${version}\n`);
     return 0;
   }
-  if (command === undefined) throw new UsageError("a command is needed: list, inspect, watch or release", { usage: true });
+  if (command === undefined) throw new UsageError("a command is needed: list, inspect, watch, release or leader", { usage: true });
   if (!COMMANDS.includes(command)) {
     const hint = isUrlArgument(command) ? ": the command comes first: locksmith list <store-url>" : didYouMean(command, COMMANDS);
-    throw new UsageError(`unknown command ${JSON.stringify(command)}${hint || ": use list, inspect, watch or release"}`, { usage: true });
+    throw new UsageError(`unknown command ${JSON.stringify(command)}${hint || ": use list, inspect, watch, release or leader"}`, { usage: true });
   }
   // A first argument that is no URL, with no LOCKSMITH_STORE_URL to stand for it.
   if (url !== undefined && !fromEnvironment && !isUrlArgument(url)) {
@@ -188,7 +211,7 @@ async function main(argv, out = process.stdout, err = process.stderr) {
   if (command === "list") {
     if (url === undefined || positionals.length > 3)
       throw new UsageError(`usage: locksmith list <store-url> [pattern] (or set ${STORE_URL_VARIABLE})`, { usage: true });
-    const holds = sortHolds(await withReader(url, values, (reader) => reader.list(arg ?? "*")));
+    const holds = sortHolds((await withReader(url, values, (reader) => reader.list(arg ?? "*"))).map(electionShown));
     if (values.json) for (const h of holds) out.write(`${JSON.stringify(h)}\n`);
     else out.write(holds.length === 0 ? "no locks held\n" : `${table(holds)}\n`);
     return holds.length === 0 ? 1 : 0;
@@ -205,6 +228,11 @@ async function main(argv, out = process.stdout, err = process.stderr) {
     if (!Number.isInteger(ms) || ms < 10 || ms > 3_600_000)
       throw new UsageError(`--interval must be whole milliseconds from 10 to 3600000; got ${values.interval}`);
     return watch(url, arg ?? "*", { ...values, intervalMs: ms }, out);
+  }
+  if (command === "leader") {
+    if (url === undefined || arg === undefined || positionals.length > 3)
+      throw new UsageError(`usage: locksmith leader <store-url> <name> (or set ${STORE_URL_VARIABLE})`, { usage: true });
+    return leader(url, arg, values, out);
   }
   if (command === "release") {
     if (url === undefined || arg === undefined || positionals.length > 3) {
