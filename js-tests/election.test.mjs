@@ -66,6 +66,22 @@ describe("election()", () => {
     await store.assertNothingHeld();
   });
 
+  it("endLeadership(): the test kit ends a leader's hold as a failover would; the leader finds out, a standby takes over", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("ended");
+    const leader = await election(name, { store, ttl: "10s" }).campaign();
+    const standby = election(name, { store, ttl: "10s" }).campaign();
+    assert.equal(await store.endLeadership(name), true);
+    const next = await standby;
+    assert.ok(next.term > leader.term);
+    await store.clock.advance("10s");
+    assert.equal(leader.signal.aborted, true, "the deposed leader found out at its next extend");
+    assert.equal(await leader.resign(), false);
+    await next.resign();
+    assert.equal(await store.endLeadership(name), false, "no leader to end");
+    await store.assertNothingHeld();
+  });
+
   it("keeps leading past its TTL while it can extend", async () => {
     const store = new TestStore();
     const leader = await election(uniqueKey("keeps"), { store, ttl: "5s" }).campaign();

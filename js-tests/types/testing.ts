@@ -12,6 +12,8 @@ async function usage(redis: ConstructorParameters<typeof IoRedisLockStore>[0]) {
   await clock.advance(250);
   const now: number = clock.now();
   const ended: boolean = await store.endHold("job");
+  const deposed: boolean = await store.endLeadership("cron");
+  void deposed;
   const token: number = await store.takeKey("job", { owner: "worker-2", ttl: "1m" });
   store.failNext(2, { calls: ["acquire", "extend"] });
   store.failFor("2s");

@@ -7,7 +7,7 @@ import { releaseHolds } from "../api/shutdown.mjs";
 import { NATIVE, checkStore } from "../api/stores.mjs";
 import { ttlDurationMs } from "../api/durations.mjs";
 import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
-import { MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
+import { ELECTION_KEY_PREFIX, MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
 
 /** The calls that take a TTL. */
 const TTL_CALLS = new Set(["acquire", "extend", "acquirePermit", "extendPermit"]);
@@ -266,6 +266,17 @@ export class TestStore {
     this.#clock.touch();
     this.#released(key, undefined);
     return ended;
+  }
+
+  /**
+   * Ends the leadership of the election `name` now, as a failover that lost the leader's
+   * hold would: the leader finds out at its next extend or check (its leadership signal
+   * aborts), and a standby takes over. Resolves to whether it had a leader.
+   */
+  async endLeadership(name) {
+    checkArity(arguments, 1, "endLeadership(name)");
+    checkString("name", name);
+    return this.endHold(`${ELECTION_KEY_PREFIX}${name}`);
   }
 
   /**

@@ -138,6 +138,12 @@ export declare class TestStore implements LockStore, FaultControls {
    * out at their next extend or check (advance the clock). Resolves to whether there was one.
    */
   endHold(key: string): Promise<boolean>;
+  /**
+   * Ends the leadership of the election `name` (`election(name)`) now, as a failover would:
+   * the leader's signal aborts at its next extend or check, and a standby takes over.
+   * Resolves to whether it had a leader.
+   */
+  endLeadership(name: string): Promise<boolean>;
   /** Ends every hold of `key` and gives the key to another owner; resolves to that hold's fencing token. */
   takeKey(key: string, options?: TakeKeyOptions): Promise<number>;
   failNext(count?: number, options?: FaultOptions): void;
