@@ -243,5 +243,41 @@ describe("election()", () => {
     await assert.rejects(e.campaign({ signal: "no" }), InvalidArgumentError);
     await assert.rejects(e.campaign({ timeout: 5 }), InvalidArgumentError);
     election("x".repeat(1014), { store });
+    // Core's words name the election's name, not a key.
+    assert.throws(
+      () => election("", { store }),
+      (err) => /^locksmith: an election's name must be a non-empty string/.test(err.message),
+    );
+    assert.throws(
+      () => election("a\u0001b", { store }),
+      (err) => /^locksmith: an election's name must not contain control characters/.test(err.message),
+    );
+    assert.throws(() => election("x", "10s"), /write \{ ttl: "10s" \}/);
+    // An AbortSignal where the options go would be no options at all: refused.
+    await assert.rejects(
+      e.run(() => {}, AbortSignal.timeout(10)),
+      (err) => err.code === "INVALID_ARGUMENT" && /got an AbortSignal: write \{ signal \}/.test(err.message),
+    );
+    await assert.rejects(e.campaign(new AbortController().signal), /write \{ signal \}/);
+    await assert.rejects(
+      lock(uniqueKey("signal"), "1s", store).run(() => {}, AbortSignal.timeout(10)),
+      /got an AbortSignal: write \{ signal \}/,
+    );
+    await assert.rejects(lock(uniqueKey("signal"), "1s", store).acquire(new AbortController().signal), /write \{ signal \}/);
+  });
+
+  it("resign() of a leadership already lost resolves false while the store is down; of a live one it rejects", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("resign-down");
+    const leader = await election(name, { store, ttl: "10s" }).campaign();
+    store.failFor("1m");
+    await store.clock.advance("15s");
+    assert.equal(leader.signal.aborted, true);
+    assert.equal(await leader.resign(), false);
+    await store.clock.advance("1m");
+    const other = await election(uniqueKey("resign-live"), { store, ttl: "10s" }).campaign();
+    store.failNext(1, { calls: ["release"] });
+    await assert.rejects(other.resign(), (err) => err.code === "STORE_UNAVAILABLE");
+    assert.equal(await other.resign(), true, "a resign that failed (not applied) can be tried again");
   });
 });

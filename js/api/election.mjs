@@ -20,7 +20,14 @@ const hostClearTimeout = globalThis.clearTimeout;
 
 function objectOptions(options, what, keys) {
   if (options === undefined || options === null) return {};
-  if (typeof options !== "object" || Array.isArray(options)) throw invalid(`${what} options must be an object; got ${typeName(options)}`);
+  if (typeof options !== "object" || Array.isArray(options)) {
+    // A bare duration where election()'s options go was meant as the lease.
+    const meant =
+      what === "election()" && (typeof options === "number" || typeof options === "string")
+        ? ` (to give the lease, write { ttl: ${JSON.stringify(options)} })`
+        : "";
+    throw invalid(`${what} options must be an object; got ${typeName(options)}${meant}`);
+  }
   checkOptionKeys(options, keys, what);
   return options;
 }
@@ -84,7 +91,16 @@ export function defineElection(Lock, { getLockStore }) {
     async resign() {
       if (arguments.length > 0) checkArity(arguments, 0, "resign()");
       // Also after a loss seen here: the store may still hold it (an extend's answer lost).
-      return this.#lock.release();
+      const lost = this.#lock.signal.aborted;
+      try {
+        return await this.#lock.release();
+      } catch (err) {
+        // A leadership already lost (its signal said so) ends at its TTL at the latest: a
+        // store that cannot answer now does not make the resign of it fail (in a
+        // `finally`, that would hide the error that ended the work).
+        if (lost) return false;
+        throw err;
+      }
     }
 
     async [Symbol.asyncDispose]() {
@@ -117,8 +133,15 @@ export function defineElection(Lock, { getLockStore }) {
       }
       this.#store = opts.store === undefined ? getLockStore() : opts.store;
       this.#name = name;
-      // The name and TTL are checked here, by the first handle.
-      this.#lock();
+      // The name and TTL are checked here, by the first handle; core's words are a key's.
+      try {
+        this.#lock();
+      } catch (err) {
+        if (err?.code === "INVALID_ARGUMENT" && err.message.startsWith("locksmith: key ")) {
+          err.message = err.message.replace("locksmith: key ", "locksmith: an election's name ");
+        }
+        throw err;
+      }
     }
 
     /** The election's name. */
@@ -143,7 +166,7 @@ export function defineElection(Lock, { getLockStore }) {
       if (term === null) {
         await lock.release().catch(() => {});
         throw new UnsupportedError(
-          "locksmith: election() needs a store that gives fencing tokens (a leader's term is its token); this store gives none (a Redis store with `fencing: false`, or a custom store without tokens)",
+          "locksmith: election() needs a store that gives fencing tokens (a leader's term is its token); this store gives none (a Redis store with `fencing: false`, or a store of your own whose acquire() answers true rather than a growing number)",
         );
       }
       return new Leadership(lock, term);

@@ -231,6 +231,11 @@ function closest(name, known) {
  * options (the caller refuses them in its own words).
  */
 function checkOptionKeys(options, known, where, unlisted) {
+  // An AbortSignal where the options go (`run(fn, signal)`) has no keys of its own: it
+  // would pass as no options at all, and its abort would stop nothing.
+  if (typeof options.aborted === "boolean" && typeof options.addEventListener === "function") {
+    throw invalid(`${where} takes its options as an object, and got an AbortSignal: write { signal }`);
+  }
   for (const name of Object.keys(options)) {
     if (known.includes(name) || unlisted?.includes(name)) continue;
     const near = closest(name, known);

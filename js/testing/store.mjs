@@ -46,7 +46,12 @@ class Granted {
 /** `assertNothingHeld()`: throws when `held` is not empty. */
 function assertNone(held, where) {
   if (held.length === 0) return;
-  const shown = held.map(({ key, kind }) => `${JSON.stringify(key)} (${kind})`).join(", ");
+  // An election's hold by the election's name.
+  const shown = held
+    .map(({ key, kind }) =>
+      key.startsWith(ELECTION_KEY_PREFIX) ? `election ${JSON.stringify(key.slice(ELECTION_KEY_PREFIX.length))}` : `${JSON.stringify(key)} (${kind})`,
+    )
+    .join(", ");
   const error = new LockError(`locksmith: ${held.length} hold${held.length === 1 ? " is" : "s are"} still held on ${where}: ${shown}`, "HOLDS_REMAIN");
   error.held = held;
   throw error;

@@ -119,7 +119,8 @@ export declare class TestStore implements LockStore, FaultControls {
   readonly clock: TestClock;
   readonly permitWeights: true;
   operationTimeoutMs: number;
-  acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  /** Its fencing token when taken (a number), else false. */
+  acquire(key: string, owner: string, ttlMs: number): Promise<number | false>;
   release(key: string, owner: string): Promise<boolean>;
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;
