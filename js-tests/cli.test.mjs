@@ -342,12 +342,15 @@ async function leaderCase(store, url) {
   try {
     ({ code, stdout } = await cli("leader", url(), name));
     assert.equal(code, 0, stdout);
-    assert.match(stdout, new RegExp(`^election ${JSON.stringify(name)} is led by \\S+, term ${leadership.term}, its lease renewed within [\\d.]+ s\\n$`));
+    assert.match(
+      stdout,
+      new RegExp(`^election ${JSON.stringify(name)} is led by \\S+, term ${leadership.term}, with [\\d.]+ s left on its lease \\(the leader renews it\\)\\n$`),
+    );
     ({ code, stdout } = await cli("leader", url(), name, "--json"));
     const json = JSON.parse(stdout);
     assert.equal(json.name, name);
     assert.equal(json.leader.term, leadership.term);
-    assert.ok(json.leader.leaseRemainingMs > 0 && json.leader.leaseRemainingMs <= 15_000, stdout);
+    assert.ok(json.leader.remainingMs > 0 && json.leader.remainingMs <= 15_000, stdout);
     assert.equal(typeof json.leader.owner, "string");
     // list names the leader's hold by the election's name, of kind "election".
     const listed = (await cli("list", url(), "*", "--json")).stdout
@@ -365,6 +368,10 @@ async function leaderCase(store, url) {
     await leadership.resign();
   }
   assert.equal((await cli("leader", url(), name)).code, 1);
+  // A name election() would refuse is a usage error, not "no leader".
+  const bad = await cli("leader", url(), "a\u0001b");
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /not an election's name/);
 }
 
 describe("locksmith on Redis", () => {

@@ -9,7 +9,7 @@ import { TestStore } from "../js/testing.mjs";
 import { mapStore } from "./support/js-stores.mjs";
 import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
 
-const { election, lock, Election, Leadership, InvalidArgumentError, UnsupportedError, AbortError } = ls;
+const { election, lock, Election, Leadership, MemoryLockStore, InvalidArgumentError, UnsupportedError, AbortError } = ls;
 
 await failOnUnhandledRejections();
 
@@ -139,6 +139,33 @@ describe("election()", () => {
     await store.assertNothingHeld();
   });
 
+  it("run(): fn gets the Leadership beside its term; a signal aborted as the campaign wins runs no term", async () => {
+    const store = new TestStore();
+    const controller = new AbortController();
+    let seen;
+    const running = election(uniqueKey("info"), { store }).run(
+      async (signal, { term, leadership }) => {
+        seen = { term, same: leadership.term === term, leads: leadership.isLeader, aborted: signal.aborted };
+        controller.abort();
+      },
+      { signal: controller.signal },
+    );
+    await store.clock.advance("1s");
+    await running;
+    assert.deepEqual({ ...seen, term: typeof seen.term }, { term: "number", same: true, leads: true, aborted: false });
+
+    // The memory store grants at once: the campaign has won by the time abort() runs.
+    let calls = 0;
+    const stopped = new AbortController();
+    const late = election(uniqueKey("late"), { store: new MemoryLockStore() }).run(() => calls++, { signal: stopped.signal });
+    stopped.abort();
+    await late;
+    assert.equal(calls, 0, "no term once the signal had aborted");
+    const leadership = await election(uniqueKey("null-signal"), { store }).campaign({ signal: null });
+    await leadership.resign();
+    await store.assertNothingHeld();
+  });
+
   it("run(): an abort while leading aborts fn's signal; run resolves once fn has settled", async () => {
     const store = new TestStore();
     const controller = new AbortController();
@@ -243,6 +270,16 @@ describe("election()", () => {
     await assert.rejects(e.campaign({ signal: "no" }), InvalidArgumentError);
     await assert.rejects(e.campaign({ timeout: 5 }), InvalidArgumentError);
     election("x".repeat(1014), { store });
+    assert.throws(() => election("x", { store, retryDelay: 0 }), /retryDelay must be above 0 and at most 2147483647/);
+    assert.throws(() => election("x", { store, retryDelay: 1e12 }), /retryDelay must be above 0/);
+    assert.throws(
+      () => election("x", { store, ttl: "soon" }),
+      (err) => /^locksmith: ttl must be/.test(err.message),
+    );
+    assert.throws(
+      () => new Leadership(),
+      (err) => /comes from an election's campaign/.test(err.message),
+    );
     // Core's words name the election's name, not a key.
     assert.throws(
       () => election("", { store }),

@@ -63,8 +63,8 @@ export function holdTimes(hold, slackMs = 2) {
   const lastSetSend = Math.max(hold.acquire.send, ...okExtends.map((e) => e.send));
   const start = hold.acquire.reply;
   const leaseEnd = lastSetSend + hold.ttl - slackMs;
-  // A leader (kind "election") believes it leads until the last read of its leadership
-  // signal that said "not aborted" (beliefUntil), whatever the lease.
+  // A leader (kind "election") believes it leads until the last time its `isLeader` said
+  // yes (beliefUntil), whatever the lease.
   const end = Math.min(hold.release ? hold.release.send : Infinity, hold.beliefUntil ?? leaseEnd);
   // When the handle itself said lost.
   const said = [];

@@ -2,7 +2,7 @@
 // for a while. Each client loops over random holds — plain locks (random wait 0–120 ms,
 // retryDelay 1–10 ms), semaphore permits, read and write locks, lockAll() over 2–3 of
 // the keys (kind "multi": the checker counts it a plain holder of each), elections (kind
-// "election": campaign, lead while reading the leadership signal, resign) — holds a few ms,
+// "election": campaign, lead while `isLeader` says so, resign) — holds a few ms,
 // sometimes extends (early, near its expiry, past it), sometimes auto-extends, sometimes
 // lets the hold run out or releases as its due check asks the store, and releases. Every hold is recorded with the host clock's
 // times on the run's clock (the parent's: see syncClock) and printed as a JSON line on stdout once the run is over:
@@ -151,6 +151,9 @@ function electionHandle(ls, key, ttl, store) {
     },
     get signal() {
       return leadership.signal;
+    },
+    get isLeader() {
+      return leadership.isLeader;
     },
     async acquire({ timeout, retryDelay, signal }) {
       const timedOut = AbortSignal.timeout(Math.max(1, timeout));
@@ -732,11 +735,12 @@ export async function runClients(ls, store, userConfig) {
       };
       const pattern = long ? 0 : random();
       if (kind === "election") {
-        // A leader leads for a while, reading its leadership signal every few ms: it
-        // believes it leads until the last read that said "not aborted" (beliefUntil).
+        // A leader leads for a while, asking `isLeader` every few ms (the check the guide
+        // gives before a step that must not run once leadership is lost): it believes it
+        // leads until the last answer that said yes (beliefUntil).
         const until = now() + random.int(0, Math.min(ttl * 3, 400));
         hold.beliefUntil = hold.acquire.reply;
-        while (now() < until && !signal.aborted) {
+        while (now() < until && handle.isLeader) {
           hold.beliefUntil = now();
           await sleep(random.int(1, 5));
         }

@@ -48,3 +48,18 @@ export function ttlDurationMs(value) {
   }
   return durationMs("ttlMs", value);
 }
+
+/**
+ * The host's timers and clock as this module found them: in Node, node:timers and
+ * perf_hooks, which a test runner's fake timers leave alone; elsewhere the globals. For
+ * the pauses the API makes itself (an election's between terms, the test kit's
+ * withFaults()), which fake timers must not stop.
+ */
+const node = typeof process === "object" && typeof process.getBuiltinModule === "function" ? process : undefined;
+const timers = node?.getBuiltinModule("node:timers");
+const performanceNow = node?.getBuiltinModule("node:perf_hooks")?.performance ?? globalThis.performance;
+export const hostTimers = {
+  setTimeout: timers?.setTimeout ?? globalThis.setTimeout.bind(globalThis),
+  clearTimeout: timers?.clearTimeout ?? globalThis.clearTimeout.bind(globalThis),
+  now: performanceNow.now.bind(performanceNow),
+};

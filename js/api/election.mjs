@@ -1,10 +1,13 @@
 // Leader election: election(name) over the Lock of a binding. One instance leads, the
 // others stand by; the leader holds the election's own key (core's election_key: apart
 // from every lock key) with autoExtend, so its leadership is a hold with the lease model
-// of any hold. Its fencing token is the leader's term.
+// of any hold. Its fencing token is the leader's term. The leadership signal aborts on a
+// timer, so after a long stall of the event loop it can be late; `isLeader` compares with
+// the lease's deadline when it is read.
 import { UnsupportedError, checkArity, checkOptionKeys, checkString, invalid, typeName } from "./errors.mjs";
-import { optionalDurationMs, ttlDurationMs } from "./durations.mjs";
-import { KINDED } from "./lock.mjs";
+import { MAX_MS } from "./defaults.mjs";
+import { durationMs, hostTimers, optionalDurationMs, ttlDurationMs } from "./durations.mjs";
+import { ASYNC_DISPOSE, KINDED } from "./lock.mjs";
 import { TEST_CLOCK } from "./symbols.mjs";
 
 const ELECTION_OPTIONS = ["ttl", "retryDelay", "store"];
@@ -13,10 +16,8 @@ const CAMPAIGN_OPTIONS = ["signal"];
 export const DEFAULT_ELECTION_TTL_MS = 15_000;
 /** The pause between a standby's attempts (on a store that does not notify releases), and before run() campaigns again. */
 export const DEFAULT_ELECTION_RETRY_MS = 50;
-// The host's timer as the module found it: a test runner's fake timers, installed later,
-// do not stop run()'s pause between terms.
-const hostSetTimeout = globalThis.setTimeout;
-const hostClearTimeout = globalThis.clearTimeout;
+/** What only campaign() passes to new Leadership(). */
+const GRANTED = Symbol("locksmith.leadership");
 
 function objectOptions(options, what, keys) {
   if (options === undefined || options === null) return {};
@@ -32,29 +33,48 @@ function objectOptions(options, what, keys) {
   return options;
 }
 
+/** `signal`, an AbortSignal, or undefined (for undefined or null, as acquire() takes them). */
 function checkSignal(signal) {
-  if (signal === undefined) return undefined;
-  if (signal === null || typeof signal !== "object" || typeof signal.aborted !== "boolean" || typeof signal.addEventListener !== "function") {
+  if (signal === undefined || signal === null) return undefined;
+  if (typeof signal !== "object" || typeof signal.aborted !== "boolean" || typeof signal.addEventListener !== "function") {
     throw invalid(`signal must be an AbortSignal; got ${typeName(signal)}`);
   }
   return signal;
 }
 
-/** Resolves after `ms` on the store's clock (the test kit's, or the host's), or early at `signal`'s abort. */
+/** Resolves after `ms` on the store's clock (the test kit's, or the host's timers), or early at `signal`'s abort. */
 function pause(store, ms, signal) {
   const clock = store?.[TEST_CLOCK];
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
     let timer;
     const done = () => {
-      if (timer !== undefined) hostClearTimeout(timer);
+      if (timer !== undefined) hostTimers.clearTimeout(timer);
       signal?.removeEventListener("abort", done);
       resolve();
     };
     signal?.addEventListener("abort", done, { once: true });
     if (clock !== undefined) clock.sleep(ms).then(done);
-    else timer = hostSetTimeout(done, ms);
+    else timer = hostTimers.setTimeout(done, ms);
   });
+}
+
+/**
+ * A signal that aborts when `held` (the leadership's) or `outer` (run()'s) does, and
+ * `end()`, which takes its listeners off both: one per term, so a long run() leaves
+ * nothing behind on its caller's signal.
+ */
+function termSignal(held, outer) {
+  const controller = new AbortController();
+  const abort = () => controller.abort(held.aborted ? held.reason : outer?.reason);
+  held.addEventListener("abort", abort, { once: true });
+  outer?.addEventListener("abort", abort, { once: true });
+  if (held.aborted || outer?.aborted) abort();
+  const end = () => {
+    held.removeEventListener("abort", abort);
+    outer?.removeEventListener("abort", abort);
+  };
+  return { signal: controller.signal, end };
 }
 
 /** `election(name, options)` and its classes over `Lock` (from defineLock). */
@@ -67,7 +87,8 @@ export function defineElection(Lock, { getLockStore }) {
     #lock;
     #term;
 
-    constructor(lock, term) {
+    constructor(granted, lock, term) {
+      if (granted !== GRANTED) throw new TypeError("locksmith: a Leadership comes from an election's campaign()");
       this.#lock = lock;
       this.#term = term;
     }
@@ -82,7 +103,12 @@ export function defineElection(Lock, { getLockStore }) {
       return this.#lock.signal;
     }
 
-    /** Whether this leadership still stands, as far as this process knows. */
+    /**
+     * Whether this leadership still stands, as far as this process knows, compared with
+     * the lease's deadline now: exact even when the signal's timer is late after a long
+     * stall of the event loop. Check it before a step that must not run once the
+     * leadership is lost.
+     */
     get isLeader() {
       return !this.#lock.signal.aborted;
     }
@@ -103,7 +129,7 @@ export function defineElection(Lock, { getLockStore }) {
       }
     }
 
-    async [Symbol.asyncDispose]() {
+    async [ASYNC_DISPOSE]() {
       await this.resign();
     }
 
@@ -126,10 +152,12 @@ export function defineElection(Lock, { getLockStore }) {
       if (arguments.length > 2) checkArity(arguments, 2, "election(name, options?)");
       checkString("name", name);
       const opts = objectOptions(options, "election()", ELECTION_OPTIONS);
-      this.#ttlMs = opts.ttl === undefined ? DEFAULT_ELECTION_TTL_MS : ttlDurationMs(opts.ttl);
+      // A number as a lock's TTL is (with its warning for a bare number under a second).
+      this.#ttlMs = opts.ttl === undefined ? DEFAULT_ELECTION_TTL_MS : typeof opts.ttl === "number" ? ttlDurationMs(opts.ttl) : durationMs("ttl", opts.ttl);
       this.#retryDelay = optionalDurationMs("retryDelay", opts.retryDelay) ?? DEFAULT_ELECTION_RETRY_MS;
-      if (!Number.isFinite(this.#retryDelay) || this.#retryDelay < 0) {
-        throw invalid(`retryDelay must be a finite, non-negative duration; got ${this.#retryDelay}`);
+      // Core's range for a wait's retryDelay, checked here rather than at the first campaign.
+      if (!(this.#retryDelay > 0 && this.#retryDelay <= MAX_MS)) {
+        throw invalid(`retryDelay must be above 0 and at most ${MAX_MS} milliseconds; got ${this.#retryDelay}`);
       }
       this.#store = opts.store === undefined ? getLockStore() : opts.store;
       this.#name = name;
@@ -150,7 +178,8 @@ export function defineElection(Lock, { getLockStore }) {
     }
 
     #lock() {
-      return new Lock(KINDED, { key: this.#name, ttlMs: this.#ttlMs, kind: "election", store: this.#store });
+      // As a string with its unit: a bare number was warned of (if short) when it was given.
+      return new Lock(KINDED, { key: this.#name, ttlMs: `${this.#ttlMs}ms`, kind: "election", store: this.#store });
     }
 
     /**
@@ -169,15 +198,15 @@ export function defineElection(Lock, { getLockStore }) {
           "locksmith: election() needs a store that gives fencing tokens (a leader's term is its token); this store gives none (a Redis store with `fencing: false`, or a store of your own whose acquire() answers true rather than a growing number)",
         );
       }
-      return new Leadership(lock, term);
+      return new Leadership(GRANTED, lock, term);
     }
 
     /**
-     * Leads whenever it can until `signal` aborts: campaigns, calls `fn(leadership, { term })`
-     * while leader (`leadership` is an AbortSignal that aborts when the leadership ends
-     * or `signal` aborts), resigns once `fn` has settled, and campaigns again after the
-     * retry delay. Resolves once `signal` has aborted and `fn` has settled; rejects with
-     * `fn`'s error, after resigning.
+     * Leads whenever it can until `signal` aborts: campaigns, calls `fn(signal, { term,
+     * leadership })` while leader (`signal` aborts when the leadership ends or run()'s
+     * `signal` aborts; `leadership.isLeader` is the exact check), resigns once `fn` has
+     * settled, and campaigns again after the retry delay. Resolves once `signal` has
+     * aborted and `fn` has settled; rejects with `fn`'s error, after resigning.
      */
     async run(fn, options = undefined) {
       if (arguments.length > 2) checkArity(arguments, 2, "run(fn, options?)");
@@ -191,12 +220,19 @@ export function defineElection(Lock, { getLockStore }) {
           if (signal?.aborted) return;
           throw err;
         }
-        const lead = signal === undefined ? leadership.signal : AbortSignal.any([leadership.signal, signal]);
+        // Won as the signal aborted: no term.
+        if (signal?.aborted) {
+          await leadership.resign().catch(() => {});
+          return;
+        }
+        const term = termSignal(leadership.signal, signal);
         try {
-          await fn(lead, { term: leadership.term });
+          await fn(term.signal, { term: leadership.term, leadership });
         } catch (err) {
           await leadership.resign().catch(() => {});
           throw err;
+        } finally {
+          term.end();
         }
         // A resign the store cannot answer (an outage that may also have ended the term)
         // does not end run(): the hold, if the store still has it, ends at its TTL, and

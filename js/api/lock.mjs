@@ -30,7 +30,7 @@ export const NATIVE_HANDLE = Symbol("locksmith.nativeHandle");
 
 // `Symbol.asyncDispose` where the runtime has it; the well-known fallback elsewhere
 // (what TypeScript's `await using` looks up when the runtime lacks the symbol).
-const ASYNC_DISPOSE = Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose");
+export const ASYNC_DISPOSE = Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDispose");
 
 const acquireAsync = (native) => native.acquire(undefined, undefined);
 const releaseAsync = (native) => native.release();

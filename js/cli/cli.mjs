@@ -36,7 +36,7 @@ import { DEFAULT_KEY_PREFIX, DEFAULT_SQL_TABLE, ELECTION_KEY_PREFIX } from "../a
 import { closest } from "../api/errors.mjs";
 import { redact, StoreError, UsageError } from "./common.mjs";
 import { withReader } from "./readers/open.mjs";
-import { inspectReport, inspectText, kindText, seconds, sortHolds, table } from "./render.mjs";
+import { electionShown, inspectReport, inspectText, kindText, seconds, sortHolds, table } from "./render.mjs";
 import { watch } from "./watch.mjs";
 
 const DEFAULT_INTERVAL_MS = 1_000;
@@ -156,9 +156,6 @@ async function inspect(url, key, values, out) {
   return result.held ? 0 : 1;
 }
 
-/** A hold as listed: an election's (its key is ELECTION_KEY_PREFIX and the name) by its name, of kind "election". */
-const electionShown = (h) => (h.key.startsWith(ELECTION_KEY_PREFIX) ? { ...h, key: h.key.slice(ELECTION_KEY_PREFIX.length), kind: "election" } : h);
-
 /**
  * `leader`: who leads the election `name` (election() keeps it as a lock on its own key):
  * the leader's owner fingerprint, its term (the hold's fencing token) and its lease left.
@@ -167,12 +164,14 @@ async function leader(url, name, values, out) {
   const found = await withReader(url, values, (reader) => reader.inspect(`${ELECTION_KEY_PREFIX}${name}`));
   const holder = found.holders[0];
   const result =
-    holder === undefined ? { name, leader: null } : { name, leader: { owner: holder.owner, term: holder.fencingToken, leaseRemainingMs: holder.remainingMs } };
+    holder === undefined ? { name, leader: null } : { name, leader: { owner: holder.owner, term: holder.fencingToken, remainingMs: holder.remainingMs } };
   if (values.json) out.write(`${JSON.stringify(result)}\n`);
   else if (holder === undefined) out.write(`election ${JSON.stringify(name)} has no leader\n`);
   else {
     const term = holder.fencingToken === null ? "" : `, term ${holder.fencingToken}`;
-    out.write(`election ${JSON.stringify(name)} is led by ${holder.owner}${term}, its lease renewed within ${seconds(holder.remainingMs)}\n`);
+    out.write(
+      `election ${JSON.stringify(name)} is led by ${holder.owner}${term}, with ${seconds(holder.remainingMs)} left on its lease (the leader renews it)\n`,
+    );
   }
   return holder === undefined ? 1 : 0;
 }
@@ -232,6 +231,10 @@ async function main(argv, out = process.stdout, err = process.stderr) {
   if (command === "leader") {
     if (url === undefined || arg === undefined || positionals.length > 3)
       throw new UsageError(`usage: locksmith leader <store-url> <name> (or set ${STORE_URL_VARIABLE})`, { usage: true });
+    // election()'s rule for a name: a lock key's, with room for the prefix.
+    if (arg === "" || /\p{Cc}/u.test(arg) || new TextEncoder().encode(arg).length > 1024 - ELECTION_KEY_PREFIX.length) {
+      throw new UsageError(`not an election's name: ${JSON.stringify(arg)} (1 to ${1024 - ELECTION_KEY_PREFIX.length} bytes, no control characters)`);
+    }
     return leader(url, arg, values, out);
   }
   if (command === "release") {

@@ -1,5 +1,6 @@
 // What `locksmith` prints: holds in key order, as a table (list), one key's report
 // (inspect), a change as a line and the screen redrawn in a terminal (watch).
+import { ELECTION_KEY_PREFIX } from "../api/defaults.mjs";
 import { redact } from "./common.mjs";
 
 export const compareKeys = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
@@ -7,6 +8,9 @@ export const sortHolds = (holds) => holds.sort((a, b) => compareKeys(a.key, b.ke
 
 export const seconds = (ms) => (ms === null ? "no expiry" : `${(ms / 1000).toFixed(1)} s`);
 /** A hold's kind as text: a semaphore hold of more than one permit with them ("semaphore ×3"). */
+/** A hold as shown: an election's (its key is ELECTION_KEY_PREFIX and the name) by its name, of kind "election". */
+export const electionShown = (h) => (h.key.startsWith(ELECTION_KEY_PREFIX) ? { ...h, key: h.key.slice(ELECTION_KEY_PREFIX.length), kind: "election" } : h);
+
 export const kindText = (h) => (h.permits > 1 ? `${h.kind} ×${h.permits}` : h.kind);
 
 /** Rows as columns padded to their widest cell. */

@@ -3,7 +3,7 @@
 // or changed owner, a key whose count of waiters changed.
 import { StoreError } from "./common.mjs";
 import { openReader } from "./readers/open.mjs";
-import { changeLine, compareKeys, ESC, HIDE_CURSOR, SHOW_CURSOR, screen } from "./render.mjs";
+import { changeLine, compareKeys, ESC, electionShown, HIDE_CURSOR, SHOW_CURSOR, screen } from "./render.mjs";
 
 // One hold of a name whose kind has one holder at a time (a lock, a writer) is the same
 // hold under another owner; a semaphore's and readers' holds are told apart by owner.
@@ -82,6 +82,8 @@ export async function watch(url, pattern, values, out) {
         if (snapshot instanceof Error) throw new StoreError(`watch: the store became unreachable: ${snapshot.message}`);
       }
       if (snapshot === STOP) return 0;
+      // An election's hold by the election's name.
+      snapshot.holds = snapshot.holds.map(electionShown);
       if (live) out.write(screen(snapshot, { url, pattern, intervalMs, rows: out.rows }));
       else {
         const time = new Date().toISOString();

@@ -5,7 +5,7 @@ import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, NATIVE_CLOCK, STORE_NAME, TEST_CLO
 import { LockError, UnsupportedError, checkArity, checkOptionKeys, checkString, invalid, toLockError, typeName } from "../api/errors.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 import { NATIVE, checkStore } from "../api/stores.mjs";
-import { ttlDurationMs } from "../api/durations.mjs";
+import { hostTimers, ttlDurationMs } from "../api/durations.mjs";
 import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
 import { ELECTION_KEY_PREFIX, MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
 
@@ -350,12 +350,9 @@ export class TestStore {
   }
 }
 
-// Real time for withFaults(), taken as the module loads: in Node from node:timers and
-// perf_hooks, which a test runner's fake timers leave alone; elsewhere the globals.
-const node = typeof process === "object" && typeof process.getBuiltinModule === "function" ? process : undefined;
-const realTimers = node?.getBuiltinModule("node:timers") ?? { setTimeout: globalThis.setTimeout.bind(globalThis) };
-const realPerformance = node?.getBuiltinModule("node:perf_hooks")?.performance ?? globalThis.performance;
-const realNow = realPerformance.now.bind(realPerformance);
+// Real time for withFaults(): the host's timers and clock, which fake timers leave alone.
+const realTimers = hostTimers;
+const realNow = hostTimers.now;
 
 function hasNativeHalf(store) {
   if (store[NATIVE] !== undefined) return true;

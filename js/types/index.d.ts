@@ -321,9 +321,13 @@ export declare class Leadership {
   private constructor();
   /** The leader's term: its fencing token, which grows with each new leader (not by one). A resource that remembers the largest term it has seen can refuse a deposed leader's writes. */
   readonly term: number;
-  /** Aborts when the leadership ends: resigned, or lost (an extend refused, the deadline passed, the store unreachable for too long). */
+  /**
+   * Aborts when the leadership ends: resigned, or lost (an extend refused, the deadline
+   * passed, the store unreachable for too long). It aborts on a timer: after a long stall
+   * of the event loop it can be late; `isLeader` is exact.
+   */
   readonly signal: AbortSignal;
-  /** Whether this process still leads, as far as it knows (`!signal.aborted`). */
+  /** Whether this process still leads, as far as it knows, compared with the lease's deadline now. */
   readonly isLeader: boolean;
   /** Ends the leadership now, so a standby takes over; `true` if it still held it. */
   resign(): Promise<boolean>;
@@ -338,11 +342,11 @@ export declare class Election {
   campaign(options?: CampaignOptions): Promise<Leadership>;
   /**
    * Leads whenever it can until `signal` aborts: campaigns, calls `fn` while leader (its
-   * `leadership` signal aborts when the leadership ends or `signal` aborts), resigns once
-   * `fn` has settled, campaigns again after the retry delay. Rejects with `fn`'s error,
-   * after resigning.
+   * signal aborts when the leadership ends or `signal` aborts; `info.leadership.isLeader`
+   * is the exact check), resigns once `fn` has settled, campaigns again after the retry
+   * delay. Rejects with `fn`'s error, after resigning.
    */
-  run(fn: (leadership: AbortSignal, info: { readonly term: number }) => unknown, options?: CampaignOptions): Promise<void>;
+  run(fn: (signal: AbortSignal, info: { readonly term: number; readonly leadership: Leadership }) => unknown, options?: CampaignOptions): Promise<void>;
 }
 
 /** The election `name` (1 to 1014 bytes, no control characters) over `options.store`. */
