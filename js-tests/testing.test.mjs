@@ -5,25 +5,14 @@ import assert from "node:assert/strict";
 import { describe, it, mock } from "node:test";
 import { setTimeout as realSleep } from "node:timers/promises";
 import { TestClock, TestStore, withFaults } from "../js/testing.mjs";
-import { TARGET, failOnUnhandledRejections, ls } from "./support/target.mjs";
+import { TARGET, failOnUnhandledRejections, ls, watch as watchOutcome } from "./support/target.mjs";
 import { mapStore } from "./support/js-stores.mjs";
 import { ENTRY, runModule } from "./support/child.mjs";
 
 failOnUnhandledRejections();
 
 /** What a promise has come to so far: "pending", its value, or its error's code. */
-function watch(promise) {
-  const state = { now: "pending" };
-  promise.then(
-    (value) => {
-      state.now = value;
-    },
-    (err) => {
-      state.now = err?.code ?? err;
-    },
-  );
-  return state;
-}
+const watch = (promise) => watchOutcome(promise, (err) => err?.code ?? err);
 
 describe("TestClock", () => {
   it("runs what falls due in order, and stops at the time asked", async () => {

@@ -5,25 +5,11 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { TestStore } from "../js/testing.mjs";
-import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
+import { failOnUnhandledRejections, ls, uniqueKey, watch } from "./support/target.mjs";
 
 const { lock, lockAll, semaphore, readWriteLock, MemoryLockStore } = ls;
 
 await failOnUnhandledRejections();
-
-/** What a promise has come to so far: "pending", its value, or its error. */
-function watch(promise) {
-  const state = { now: "pending" };
-  promise.then(
-    (value) => {
-      state.now = value;
-    },
-    (err) => {
-      state.now = err;
-    },
-  );
-  return state;
-}
 
 describe("timeout: Infinity", () => {
   it("acquire() waits until the holder releases, however long that takes", async () => {

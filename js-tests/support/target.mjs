@@ -15,6 +15,23 @@ let next = 0;
 export const uniqueKey = (name) => `test:${name}:${process.pid}:${next++}`;
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * What `promise` has come to so far, in `state.now`: "pending", its value, or its error
+ * as `failed(err)` gives it (the error itself unless told).
+ */
+export function watch(promise, failed = (err) => err) {
+  const state = { now: "pending" };
+  promise.then(
+    (value) => {
+      state.now = value;
+    },
+    (err) => {
+      state.now = failed(err);
+    },
+  );
+  return state;
+}
+
 /** Fails the file if any promise rejection goes unhandled while its tests run. */
 export async function failOnUnhandledRejections() {
   const { before, after } = await import("node:test");

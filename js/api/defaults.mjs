@@ -26,6 +26,9 @@ export const DEFAULT_SQL_TABLE = "locksmith_locks";
  */
 export const ELECTION_KEY_PREFIX = "\u0001election:";
 
+/** The longest name of an election, in bytes of UTF-8: a key's longest, less the prefix (core's Lock::for_election). */
+export const MAX_ELECTION_NAME_BYTES = 1024 - ELECTION_KEY_PREFIX.length;
+
 /** The prefix put before every Redis key unless a store is given another. */
 export const DEFAULT_KEY_PREFIX = "locksmith:";
 

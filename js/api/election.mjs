@@ -8,6 +8,7 @@ import { UnsupportedError, checkArity, checkOptionKeys, checkString, invalid, ty
 import { MAX_MS } from "./defaults.mjs";
 import { durationMs, hostTimers, optionalDurationMs, ttlDurationMs } from "./durations.mjs";
 import { ASYNC_DISPOSE, KINDED } from "./lock.mjs";
+import { parseSignal } from "./options.mjs";
 import { TEST_CLOCK } from "./symbols.mjs";
 
 const ELECTION_OPTIONS = ["ttl", "retryDelay", "store"];
@@ -31,15 +32,6 @@ function objectOptions(options, what, keys) {
   }
   checkOptionKeys(options, keys, what);
   return options;
-}
-
-/** `signal`, an AbortSignal, or undefined (for undefined or null, as acquire() takes them). */
-function checkSignal(signal) {
-  if (signal === undefined || signal === null) return undefined;
-  if (typeof signal !== "object" || typeof signal.aborted !== "boolean" || typeof signal.addEventListener !== "function") {
-    throw invalid(`signal must be an AbortSignal; got ${typeName(signal)}`);
-  }
-  return signal;
 }
 
 /** Resolves after `ms` on the store's clock (the test kit's, or the host's timers), or early at `signal`'s abort. */
@@ -188,7 +180,7 @@ export function defineElection(Lock, { getLockStore }) {
      */
     async campaign(options = undefined) {
       if (arguments.length > 1) checkArity(arguments, 1, "campaign(options?)");
-      const signal = checkSignal(objectOptions(options, "campaign()", CAMPAIGN_OPTIONS).signal);
+      const signal = parseSignal(objectOptions(options, "campaign()", CAMPAIGN_OPTIONS).signal);
       const lock = this.#lock();
       await lock.acquire({ timeout: Number.POSITIVE_INFINITY, retryDelay: this.#retryDelay, autoExtend: true, signal });
       const term = lock.fencingToken;
@@ -211,7 +203,7 @@ export function defineElection(Lock, { getLockStore }) {
     async run(fn, options = undefined) {
       if (arguments.length > 2) checkArity(arguments, 2, "run(fn, options?)");
       if (typeof fn !== "function") throw invalid(`run() takes a function; got ${typeName(fn)}`);
-      const signal = checkSignal(objectOptions(options, "run()", CAMPAIGN_OPTIONS).signal);
+      const signal = parseSignal(objectOptions(options, "run()", CAMPAIGN_OPTIONS).signal);
       while (!signal?.aborted) {
         let leadership;
         try {

@@ -21,8 +21,8 @@ export function arityRejection(args, max, signature) {
   return undefined;
 }
 
-/** `signal`: an AbortSignal, or undefined. */
-function parseSignal(value) {
+/** `signal`: an AbortSignal, or undefined (for undefined or null). */
+export function parseSignal(value) {
   if (value === undefined || value === null) return undefined;
   if (
     typeof value !== "object" ||

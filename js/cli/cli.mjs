@@ -32,7 +32,7 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 
-import { DEFAULT_KEY_PREFIX, DEFAULT_SQL_TABLE, ELECTION_KEY_PREFIX } from "../api/defaults.mjs";
+import { DEFAULT_KEY_PREFIX, DEFAULT_SQL_TABLE, ELECTION_KEY_PREFIX, MAX_ELECTION_NAME_BYTES } from "../api/defaults.mjs";
 import { closest } from "../api/errors.mjs";
 import { redact, StoreError, UsageError } from "./common.mjs";
 import { withReader } from "./readers/open.mjs";
@@ -232,8 +232,8 @@ async function main(argv, out = process.stdout, err = process.stderr) {
     if (url === undefined || arg === undefined || positionals.length > 3)
       throw new UsageError(`usage: locksmith leader <store-url> <name> (or set ${STORE_URL_VARIABLE})`, { usage: true });
     // election()'s rule for a name: a lock key's, with room for the prefix.
-    if (arg === "" || /\p{Cc}/u.test(arg) || new TextEncoder().encode(arg).length > 1024 - ELECTION_KEY_PREFIX.length) {
-      throw new UsageError(`not an election's name: ${JSON.stringify(arg)} (1 to ${1024 - ELECTION_KEY_PREFIX.length} bytes, no control characters)`);
+    if (arg === "" || /\p{Cc}/u.test(arg) || new TextEncoder().encode(arg).length > MAX_ELECTION_NAME_BYTES) {
+      throw new UsageError(`not an election's name: ${JSON.stringify(arg)} (1 to ${MAX_ELECTION_NAME_BYTES} bytes, no control characters)`);
     }
     return leader(url, arg, values, out);
   }

@@ -175,6 +175,3 @@ function msOf(where, ms) {
   if (typeof ms === "number" && Number.isFinite(ms) && ms >= 0) return ms;
   throw invalid(`${where}: the delay function must answer milliseconds (a finite number, 0 or more); got ${typeof ms === "number" ? ms : typeName(ms)}`);
 }
-
-/** The control methods of Faults, as a store's own (TestStore, withFaults()). */
-export const FAULT_CONTROLS = ["failNext", "failFor", "delay", "loseAnswers"];

@@ -8,11 +8,11 @@ import { NATIVE, checkStore } from "../api/stores.mjs";
 import { hostTimers, ttlDurationMs } from "../api/durations.mjs";
 import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
 import { ELECTION_KEY_PREFIX, MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
+import { FOLLOW, KEEP_BUSY, TestClock, firstBinding } from "./clock.mjs";
+import { Faults, callName } from "./faults.mjs";
 
 /** The calls that take a TTL. */
 const TTL_CALLS = new Set(["acquire", "extend", "acquirePermit", "extendPermit"]);
-import { FOLLOW, KEEP_BUSY, TestClock, firstBinding } from "./clock.mjs";
-import { Faults, callName } from "./faults.mjs";
 
 /**
  * The keys a store granted through the kit, with their hold kinds: what `held()` asks the

@@ -147,14 +147,9 @@ export declare class TestStore implements LockStore, FaultControls {
   endLeadership(name: string): Promise<boolean>;
   /** Ends every hold of `key` and gives the key to another owner; resolves to that hold's fencing token. */
   takeKey(key: string, options?: TakeKeyOptions): Promise<number>;
-  failNext(count?: number, options?: FaultOptions): void;
-  failFor(duration: Duration, options?: FaultOptions): void;
-  delay(duration: Duration | ((call: StoreCall) => number), options?: DelayOptions): void;
-  loseAnswers(count?: number, options?: FaultOptions): void;
-  clearFaults(): void;
-  held(): Promise<HeldKey[]>;
-  assertNothingHeld(): Promise<void>;
 }
+/** The fault controls (FaultControls), merged into the class's type. */
+export interface TestStore extends FaultControls {}
 
 /**
  * `store` (any store whose calls are made in JS: PostgreSQL, MySQL, etcd, Upstash, the
