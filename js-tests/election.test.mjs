@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { ELECTION_KEY_PREFIX } from "../js/api/defaults.mjs";
+import { ELECTION_KEY_PREFIX, MAX_ELECTION_NAME_BYTES } from "../js/api/defaults.mjs";
 import { TestStore } from "../js/testing.mjs";
 import { mapStore } from "./support/js-stores.mjs";
 import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
@@ -79,6 +79,45 @@ describe("election()", () => {
     assert.equal(await leader.resign(), false);
     await next.resign();
     assert.equal(await store.endLeadership(name), false, "no leader to end");
+    await store.assertNothingHeld();
+  });
+
+  it("a campaign whose acquire is applied after the caller gave up on it leaves no leader that nobody is", async () => {
+    const store = new TestStore({ operationTimeoutMs: 2_000 });
+    const name = uniqueKey("late-grant");
+    // The first acquire reaches the store 3 s late: after the 2 s the caller waits for it.
+    store.delay("3s", { count: 1, calls: ["acquire"] });
+    const campaigning = election(name, { store, ttl: "10s" }).campaign();
+    await store.clock.advance("10s");
+    const leadership = await campaigning;
+    await leadership.resign();
+    await store.clock.advance("1s");
+    await store.assertNothingHeld();
+  });
+
+  it("run(): a standby's wait rides out an outage, and it leads once the leader resigns", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("outage");
+    const leader = await election(name, { store }).campaign();
+    const controller = new AbortController();
+    const terms = [];
+    const running = election(name, { store }).run(
+      (signal, { term }) => {
+        terms.push(term);
+        return new Promise((resolve) => signal.addEventListener("abort", resolve));
+      },
+      { signal: controller.signal },
+    );
+    await store.clock.advance("1s");
+    store.failFor("5s", { calls: ["acquire"] });
+    await store.clock.advance("2s");
+    await leader.resign();
+    await store.clock.advance("5s");
+    assert.equal(terms.length, 1, "the standby leads after the outage");
+    assert.ok(terms[0] > leader.term);
+    controller.abort();
+    await store.clock.advance("1s");
+    await running;
     await store.assertNothingHeld();
   });
 
@@ -251,7 +290,7 @@ describe("election()", () => {
       () => election("", { store }),
       () => election(42, { store }),
       () => election("a\nb", { store }),
-      () => election("x".repeat(1015), { store }),
+      () => election("x".repeat(MAX_ELECTION_NAME_BYTES + 1), { store }),
       () => election("x", { store, tll: "10s" }),
       () => election("x", { store, retryDelay: -1 }),
       () => election("x", { store, ttl: "soon" }),
@@ -269,7 +308,8 @@ describe("election()", () => {
     await assert.rejects(e.run("not a function"), InvalidArgumentError);
     await assert.rejects(e.campaign({ signal: "no" }), InvalidArgumentError);
     await assert.rejects(e.campaign({ timeout: 5 }), InvalidArgumentError);
-    election("x".repeat(1014), { store });
+    // The JS constant (the CLI's) is the build's limit.
+    election("x".repeat(MAX_ELECTION_NAME_BYTES), { store });
     assert.throws(() => election("x", { store, retryDelay: 0 }), /retryDelay must be above 0 and at most 2147483647/);
     assert.throws(() => election("x", { store, retryDelay: 1e12 }), /retryDelay must be above 0/);
     assert.throws(
