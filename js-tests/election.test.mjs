@@ -86,8 +86,11 @@ describe("election()", () => {
     const store = new TestStore({ operationTimeoutMs: 2_000 });
     const name = uniqueKey("late-grant");
     // The first acquire reaches the store 3 s late: after the 2 s the caller waits for it.
+    // The campaign's next tries fail until 4 s, so the late one is granted first.
     store.delay("3s", { count: 1, calls: ["acquire"] });
     const campaigning = election(name, { store, ttl: "10s" }).campaign();
+    await store.clock.advance("2100ms");
+    store.failFor("2s", { calls: ["acquire"] });
     await store.clock.advance("10s");
     const leadership = await campaigning;
     await leadership.resign();
