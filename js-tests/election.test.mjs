@@ -9,7 +9,7 @@ import { TestStore } from "../js/testing.mjs";
 import { mapStore } from "./support/js-stores.mjs";
 import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
 
-const { election, lock, Election, Leadership, MemoryLockStore, InvalidArgumentError, UnsupportedError, AbortError } = ls;
+const { election, lock, Election, Leadership, MemoryLockStore, InvalidArgumentError, UnsupportedError, AbortError, LockNotHeldError } = ls;
 
 await failOnUnhandledRejections();
 
@@ -359,5 +359,173 @@ describe("election()", () => {
     store.failNext(1, { calls: ["release"] });
     await assert.rejects(other.resign(), (err) => err.code === "STORE_UNAVAILABLE");
     assert.equal(await other.resign(), true, "a resign that failed (not applied) can be tried again");
+  });
+
+  it("leader(): the term and value of whoever leads, when it won; null when nobody does", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("leader");
+    const e = election(name, { store });
+    assert.equal(await e.leader(), null);
+    const won = store.clock.unixTimeMs();
+    const leadership = await e.campaign({ value: { host: "a", port: 8080 } });
+    assert.deepEqual(leadership.value, { host: "a", port: 8080 });
+    const seen = await election(name, { store }).leader();
+    assert.equal(seen.term, leadership.term);
+    assert.deepEqual(seen.value, { host: "a", port: 8080 });
+    assert.ok(seen.since instanceof Date && seen.since.getTime() === won, `since ${seen.since?.toISOString()}`);
+    // Without a value: null, and still the time of the win.
+    await leadership.resign();
+    assert.equal(await e.leader(), null);
+    const plain = await e.campaign();
+    const next = await e.leader();
+    assert.equal(next.term, plain.term);
+    assert.equal(next.value, null);
+    assert.ok(next.since instanceof Date);
+    await plain.resign();
+    await store.assertNothingHeld();
+  });
+
+  it("proclaim(): a new value in the same term; refused once the leadership is lost", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("proclaim");
+    const e = election(name, { store, ttl: "10s" });
+    const leadership = await e.campaign({ value: "v1" });
+    await leadership.proclaim({ step: 2 });
+    assert.deepEqual(leadership.value, { step: 2 });
+    const seen = await e.leader();
+    assert.deepEqual(seen.value, { step: 2 });
+    assert.equal(seen.term, leadership.term, "the same term");
+    await leadership.proclaim(null);
+    assert.equal((await e.leader()).value, null);
+    // Lost (the store ended it as a failover would): the next proclaim says so.
+    await store.endLeadership(name);
+    await assert.rejects(
+      leadership.proclaim("v3"),
+      (err) => err instanceof LockNotHeldError && err.code === "LOCK_NOT_HELD" && /^locksmith:/.test(err.message),
+    );
+    assert.equal(await e.leader(), null);
+    await assert.rejects(leadership.proclaim("v4"), LockNotHeldError);
+    await leadership.resign();
+  });
+
+  it("observe(): the leader now, then each change of leader or value, until the signal aborts", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("observe");
+    const e = election(name, { store, ttl: "10s" });
+    const controller = new AbortController();
+    const seen = [];
+    const observing = (async () => {
+      for await (const leader of e.observe({ signal: controller.signal, interval: "100ms" })) seen.push(leader && { term: leader.term, value: leader.value });
+    })();
+    await store.clock.advance("250ms");
+    assert.deepEqual(seen, [null], "no leader yet");
+    const a = await election(name, { store, ttl: "10s" }).campaign({ value: "a" });
+    await store.clock.advance("250ms");
+    await a.proclaim("a2");
+    await store.clock.advance("250ms");
+    await a.resign();
+    await store.clock.advance("250ms");
+    const b = await election(name, { store, ttl: "10s" }).campaign({ value: "b" });
+    await store.clock.advance("250ms");
+    // Nothing changes: nothing new is yielded.
+    await store.clock.advance("5s");
+    controller.abort();
+    await store.clock.advance("100ms");
+    await observing;
+    assert.deepEqual(seen, [null, { term: a.term, value: "a" }, { term: a.term, value: "a2" }, null, { term: b.term, value: "b" }]);
+    assert.ok(b.term > a.term);
+    await b.resign();
+    // A loop that stops reading ends it too.
+    for await (const leader of e.observe()) {
+      assert.equal(leader, null);
+      break;
+    }
+    await store.assertNothingHeld();
+  });
+
+  it("observe() rides out a store outage and reads on after it", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("observe-outage");
+    const e = election(name, { store, ttl: "10s" });
+    const controller = new AbortController();
+    const seen = [];
+    const observing = (async () => {
+      for await (const leader of e.observe({ signal: controller.signal })) seen.push(leader?.value ?? null);
+    })();
+    await store.clock.advance("100ms");
+    const a = await election(name, { store, ttl: "10s" }).campaign({ value: "a" });
+    store.failFor("2s", { calls: ["holder"] });
+    await store.clock.advance("1s");
+    assert.deepEqual(seen, [null]);
+    await store.clock.advance("1500ms");
+    assert.deepEqual(seen, [null, "a"]);
+    controller.abort();
+    await store.clock.advance("100ms");
+    await observing;
+    await a.resign();
+  });
+
+  it("run({ value }) proclaims it for each term", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("run-value");
+    const controller = new AbortController();
+    const values = [];
+    const running = election(name, { store }).run(
+      async () => {
+        values.push((await election(name, { store }).leader())?.value);
+        controller.abort();
+      },
+      { signal: controller.signal, value: { role: "cron" } },
+    );
+    await store.clock.advance("1s");
+    await running;
+    assert.deepEqual(values, [{ role: "cron" }]);
+    await store.assertNothingHeld();
+  });
+
+  it("refuses a value that is not small JSON, and a store without holder()/proclaim() for what needs them", async () => {
+    const store = new TestStore();
+    const e = election(uniqueKey("values"), { store });
+    for (const value of [() => {}, 10n, Symbol("s"), "x".repeat(4_100), { deep: "é".repeat(2_100) }]) {
+      await assert.rejects(
+        e.campaign({ value }),
+        (err) => err instanceof InvalidArgumentError && /^locksmith: value must be/.test(err.message),
+        String(typeof value),
+      );
+    }
+    const cyclic = {};
+    cyclic.self = cyclic;
+    await assert.rejects(e.campaign({ value: cyclic }), /value must be a JSON value/);
+    await assert.rejects(
+      e.run(() => {}, { value: 10n }),
+      InvalidArgumentError,
+    );
+    await assert.rejects(e.observe({ interval: 0 }).next(), /interval must be above 0/);
+    await assert.rejects(e.observe({ every: "1s" }).next(), InvalidArgumentError);
+    await store.assertNothingHeld();
+
+    // A store of one's own without the optional pair: campaign() and run() work, the rest says why not.
+    const plain = mapStore({ withFencing: true });
+    const p = election(uniqueKey("plain"), { store: plain });
+    await assert.rejects(p.leader(), (err) => err instanceof UnsupportedError && /holder method/.test(err.message));
+    await assert.rejects(p.observe().next(), UnsupportedError);
+    await assert.rejects(p.campaign({ value: 1 }), (err) => err instanceof UnsupportedError && /proclaim and holder methods/.test(err.message));
+    const leadership = await p.campaign();
+    assert.equal(leadership.value, null);
+    await assert.rejects(leadership.proclaim(2), UnsupportedError);
+    await leadership.resign();
+    assert.equal(await plain.isLocked(`${ELECTION_KEY_PREFIX}${p.name}`), false, "nothing left held");
+  });
+
+  it("a win whose value cannot be kept is given back, and the campaign goes on", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("unkept");
+    store.failNext(1, { calls: ["proclaim"] });
+    const campaign = election(name, { store }).campaign({ value: "v" });
+    await store.clock.advance("1s");
+    const leadership = await campaign;
+    assert.deepEqual(await election(name, { store }).leader(), { term: leadership.term, value: "v", since: (await election(name, { store }).leader()).since });
+    await leadership.resign();
+    await store.assertNothingHeld();
   });
 });

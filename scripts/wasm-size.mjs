@@ -26,9 +26,11 @@ import { gzipSync } from "node:zlib";
 // the test kit's seam (a lock's timer given by its store: a TestClock's sleeps, and the
 // JS-store bridge's `useClock`; the TestStore's memory store lives in the second module)
 // to 51.9 KB; an extend that may still land holding the deadline to its TTL to 52.2 KB;
-// elections (a lock moved to an election's key, Lock::for_election) to 52.4 KB:
-// 52.5 KB until the size work of the speed issue (40 KB).
-export const WASM_GZIP_BUDGET_BYTES = 52.5 * 1024;
+// elections (a lock moved to an election's key, Lock::for_election) to 52.4 KB; the
+// memory store's `holder`/`proclaim` (an election's leader and its value, read by
+// leader() and observe()) to 53.4 KB (an array answer; one string, or three calls of
+// primitives, measured larger): 53.5 KB until the size work of the speed issue (40 KB).
+export const WASM_GZIP_BUDGET_BYTES = 53.5 * 1024;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const wasmFile = join(root, "js/wasm/locksmith_wasm_bg.wasm");

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{LockError, Result};
-use crate::memory::{HoldView, State, WaitView};
+use crate::memory::{HoldView, KeyHolder, State, WaitView};
 use crate::store::{BoxFuture, Grant, HoldKind, LockStore, Timer};
 
 const MAGIC: &[u8; 4] = b"LKSM";
@@ -359,6 +359,23 @@ impl FileStore {
     /// As any operation.
     pub async fn force_release(&self, key: &str) -> Result<Vec<HoldView>> {
         self.with(true, |state, now| Ok(state.force_release(key, now))).await
+    }
+
+    /// The live holder of the plain lock `key` (an election's leader), or `None`.
+    ///
+    /// # Errors
+    /// As any operation.
+    pub async fn holder(&self, key: &str) -> Result<Option<KeyHolder>> {
+        self.with(false, |state, now| Ok(state.holder(key, now))).await
+    }
+
+    /// Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq`
+    /// at least this one: `true` when `owner` holds `key`.
+    ///
+    /// # Errors
+    /// As any operation.
+    pub async fn proclaim(&self, key: &str, owner: &str, value: &str, seq: u64) -> Result<bool> {
+        self.with(true, |state, now| Ok(state.proclaim(key, owner, value, seq, now))).await
     }
 
     fn cached(&self) -> MutexGuard<'_, Cached> {

@@ -33,9 +33,9 @@ pub use fake_timer::FakeTimer;
 pub use file::{FileStore, DEFAULT_BUSY_TIMEOUT_MS as FILE_BUSY_TIMEOUT_MS};
 pub use lifetime::{AutoExtend, HoldEnd};
 pub use lock::{default_drift_ms, AcquireOptions, Lock};
-pub use memory::MemoryStore;
 #[cfg(not(target_arch = "wasm32"))]
 pub use memory::{HoldView, WaitView};
+pub use memory::{KeyHolder, MemoryStore};
 pub use serialized::{Fields as SerializedFields, SerializedLock};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::MonotonicClock;

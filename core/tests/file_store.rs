@@ -386,3 +386,35 @@ fn an_open_during_the_first_write_waits_for_the_header() {
     assert!(err.to_string().contains("is not a locksmith lock file"), "{err}");
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn a_proclaimed_value_is_shared_through_the_file_and_goes_with_its_hold() {
+    let (timer, a, b, path) = pair();
+    let run = timer.runner();
+    let t = timer.clone();
+    run(Box::pin(async move {
+        assert_eq!(b.holder("e").await.unwrap(), None);
+        let token = a.acquire_with_grant("e", "leader", 1_000).await.unwrap().unwrap().fencing_token.unwrap();
+        assert!(a.proclaim("e", "leader", "{\"v\":1}", 1).await.unwrap());
+        let seen = b.holder("e").await.unwrap().expect("the other store sees the holder");
+        assert_eq!((seen.owner.as_str(), seen.fencing_token, seen.remaining_ms), ("leader", token, 1_000));
+        assert_eq!(seen.value.as_deref(), Some("{\"v\":1}"));
+        // Not newer: kept as it was; someone else: refused.
+        assert!(b.proclaim("e", "leader", "old", 1).await.unwrap());
+        assert!(!b.proclaim("e", "other", "x", 9).await.unwrap());
+        assert!(b.proclaim("e", "leader", "{\"v\":2}", 2).await.unwrap());
+        assert_eq!(a.holder("e").await.unwrap().unwrap().value.as_deref(), Some("{\"v\":2}"));
+        // The CLI's view shows it too.
+        let (holds, _) = a.holds().await.unwrap();
+        assert_eq!(holds[0].value.as_deref(), Some("{\"v\":2}"));
+        // Expired: gone, and the next holder starts without a value.
+        t.advance(1_001);
+        assert_eq!(b.holder("e").await.unwrap(), None);
+        assert!(!a.proclaim("e", "leader", "late", 3).await.unwrap());
+        assert!(b.acquire("e", "next", 1_000).await.unwrap());
+        assert_eq!(a.holder("e").await.unwrap().unwrap().value, None);
+        // A file without values reads as before (no trailing section written).
+        assert!(b.release("e", "next").await.unwrap());
+    }));
+    let _ = std::fs::remove_file(path);
+}

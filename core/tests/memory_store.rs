@@ -476,3 +476,28 @@ fn a_waiting_acquire_keeps_the_permits_it_started_with() {
         assert_eq!(waiter.count().await.unwrap(), 3, "the wait took the three it asked for");
     });
 }
+
+#[test]
+fn holder_and_proclaim_keep_a_value_with_its_hold() {
+    let timer = locksmith_core::FakeTimer::new();
+    let store = locksmith_core::MemoryStore::new(std::sync::Arc::new(timer.clone()));
+    use locksmith_core::SyncLockStore;
+    assert_eq!(store.holder("e"), None);
+    let token = store.acquire_now("e", "a", 500).unwrap().fencing_token.unwrap();
+    assert!(store.proclaim("e", "a", "v1", 1));
+    assert!(store.proclaim("e", "a", "v0", 1), "not newer: kept, still held");
+    assert!(!store.proclaim("e", "b", "vb", 5));
+    let h = store.holder("e").unwrap();
+    assert_eq!(
+        (h.owner.as_str(), h.fencing_token, h.remaining_ms, h.value.as_deref()),
+        ("a", token, 500, Some("v1"))
+    );
+    assert!(store.extend_now("e", "a", 800));
+    assert_eq!(store.holder("e").unwrap().value.as_deref(), Some("v1"), "an extend keeps it");
+    assert!(store.release_now("e", "a"));
+    assert_eq!(store.holder("e"), None);
+    assert!(store.acquire_now("e", "b", 500).is_some());
+    assert_eq!(store.holder("e").unwrap().value, None, "a new holder starts without one");
+    timer.advance(501);
+    assert_eq!(store.holder("e"), None);
+}

@@ -4,21 +4,83 @@
 // of any hold. Its fencing token is the leader's term. The leadership signal aborts on a
 // timer, so after a long stall of the event loop it can be late; `isLeader` compares with
 // the lease's deadline when it is read.
-import { UnsupportedError, checkArity, checkOptionKeys, checkString, invalid, typeName } from "./errors.mjs";
-import { MAX_MS } from "./defaults.mjs";
+import {
+  LockNotHeldError,
+  StoreUnavailableError,
+  UnsupportedError,
+  checkArity,
+  checkOptionKeys,
+  checkString,
+  invalid,
+  toLockError,
+  typeName,
+} from "./errors.mjs";
+import { ELECTION_KEY_PREFIX, MAX_MS } from "./defaults.mjs";
 import { durationMs, hostTimers, optionalDurationMs, ttlDurationMs } from "./durations.mjs";
-import { ASYNC_DISPOSE, KINDED } from "./lock.mjs";
+import { ASYNC_DISPOSE, KINDED, NATIVE_HANDLE } from "./lock.mjs";
 import { parseSignal } from "./options.mjs";
 import { TEST_CLOCK } from "./symbols.mjs";
 
 const ELECTION_OPTIONS = ["ttl", "retryDelay", "store"];
-const CAMPAIGN_OPTIONS = ["signal"];
+const CAMPAIGN_OPTIONS = ["signal", "value"];
+const OBSERVE_OPTIONS = ["signal", "interval"];
+/** The largest value a leader proclaims: its JSON text, in UTF-8 bytes. */
+export const MAX_ELECTION_VALUE_BYTES = 4096;
 /** A leader's lease unless `ttl` says otherwise: a standby takes over this long after a leader dies. */
 export const DEFAULT_ELECTION_TTL_MS = 15_000;
 /** The pause between a standby's attempts (on a store that does not notify releases), and before run() campaigns again. */
 export const DEFAULT_ELECTION_RETRY_MS = 50;
 /** What only campaign() passes to new Leadership(). */
 const GRANTED = Symbol("locksmith.leadership");
+
+const utf8 = new TextEncoder();
+
+/**
+ * `value` as the JSON text a leader proclaims, checked: JSON-serializable (no function,
+ * symbol, bigint or cycle), at most MAX_ELECTION_VALUE_BYTES. `undefined` stays undefined.
+ */
+function valueText(value) {
+  if (value === undefined) return undefined;
+  let text;
+  try {
+    text = JSON.stringify(value);
+  } catch (err) {
+    throw invalid(`value must be a JSON value (a string, number, boolean, null, array or plain object); JSON.stringify refused it: ${err?.message ?? err}`);
+  }
+  if (typeof text !== "string") throw invalid(`value must be a JSON value (a string, number, boolean, null, array or plain object); got ${typeName(value)}`);
+  const bytes = utf8.encode(text).length;
+  if (bytes > MAX_ELECTION_VALUE_BYTES) {
+    throw invalid(`value must be at most ${MAX_ELECTION_VALUE_BYTES} bytes as JSON; got ${bytes} (proclaim where to find the data, not the data)`);
+  }
+  return text;
+}
+
+/** What the store keeps with a leader's hold: when it won (its clock) and its value. */
+function record(since, text) {
+  return text === undefined ? `{"since":${since}}` : `{"since":${since},"value":${text}}`;
+}
+
+/** A holder's kept record read back: `{ since, value }`, both null when there is none or it is not one of ours. */
+function readRecord(kept) {
+  if (typeof kept !== "string") return { since: null, value: null };
+  try {
+    const parsed = JSON.parse(kept);
+    const since = Number.isFinite(parsed?.since) ? new Date(parsed.since) : null;
+    return { since, value: parsed?.value === undefined ? null : parsed.value };
+  } catch {
+    return { since: null, value: null };
+  }
+}
+
+/** The store's optional election methods, or an UnsupportedError naming what is missing. */
+function needs(store, methods, what) {
+  const missing = methods.filter((m) => typeof store?.[m] !== "function");
+  if (missing.length > 0) {
+    throw new UnsupportedError(
+      `locksmith: ${what} needs a store that keeps a leader's value (its ${missing.join(" and ")} method${missing.length > 1 ? "s" : ""}, docs/stores.md); every shipped store has them, this one does not`,
+    );
+  }
+}
 
 function objectOptions(options, what, keys) {
   if (options === undefined || options === null) return {};
@@ -78,11 +140,36 @@ export function defineElection(Lock, { getLockStore }) {
   class Leadership {
     #lock;
     #term;
+    #proclaimer;
+    #value;
 
-    constructor(granted, lock, term) {
+    constructor(granted, lock, term, proclaimer, value) {
       if (granted !== GRANTED) throw new TypeError("locksmith: a Leadership comes from an election's campaign()");
       this.#lock = lock;
       this.#term = term;
+      this.#proclaimer = proclaimer;
+      this.#value = value;
+    }
+
+    /** The value this leader proclaims (campaign()'s `value`, or the last proclaim()'s), or null. */
+    get value() {
+      return this.#value === undefined ? null : JSON.parse(this.#value);
+    }
+
+    /**
+     * Changes the value this leader proclaims, in the same term: observers and `leader()`
+     * see it. Rejects with LockNotHeldError when the leadership is lost.
+     */
+    async proclaim(value) {
+      checkArity(arguments, 1, "proclaim(value)");
+      const text = valueText(value);
+      if (text === undefined) throw invalid("proclaim() takes the new value (a JSON value; null for none)");
+      if (this.#proclaimer === undefined) needs(undefined, ["proclaim"], "proclaim()");
+      if (this.#lock.signal.aborted) throw new LockNotHeldError("locksmith: this leadership has ended; a new value needs a new term");
+      if (!(await this.#proclaimer(text))) {
+        throw new LockNotHeldError("locksmith: this leadership was lost before its new value was kept; a new value needs a new term");
+      }
+      this.#value = text;
     }
 
     /** The leader's term: its fencing token, which grows with each new leader. */
@@ -174,23 +261,127 @@ export function defineElection(Lock, { getLockStore }) {
       return new Lock(KINDED, { key: this.#name, ttlMs: `${this.#ttlMs}ms`, kind: "election", store: this.#store });
     }
 
+    /** The key the store sees for this election. */
+    get #key() {
+      return `${ELECTION_KEY_PREFIX}${this.#name}`;
+    }
+
     /**
      * Waits until this process leads, then resolves to its Leadership, which lasts until
-     * `resign()` or until it is lost. At `signal`'s abort it rejects as an aborted acquire() does.
+     * `resign()` or until it is lost. `value`: a small JSON value it proclaims for
+     * `leader()`, `observe()` and the CLI. At `signal`'s abort it rejects as an aborted
+     * acquire() does.
      */
     async campaign(options = undefined) {
       if (arguments.length > 1) checkArity(arguments, 1, "campaign(options?)");
-      const signal = parseSignal(objectOptions(options, "campaign()", CAMPAIGN_OPTIONS).signal);
-      const lock = this.#lock();
-      await lock.acquire({ timeout: Number.POSITIVE_INFINITY, retryDelay: this.#retryDelay, autoExtend: true, signal });
-      const term = lock.fencingToken;
-      if (term === null) {
+      const opts = objectOptions(options, "campaign()", CAMPAIGN_OPTIONS);
+      const signal = parseSignal(opts.signal);
+      const text = valueText(opts.value);
+      const store = this.#store;
+      // A value needs a store that keeps it; without a value, the time of the win is kept where the store can.
+      if (text !== undefined) needs(store, ["proclaim", "holder"], "campaign({ value })");
+      const proclaims = typeof store?.proclaim === "function";
+      for (;;) {
+        const lock = this.#lock();
+        await lock.acquire({ timeout: Number.POSITIVE_INFINITY, retryDelay: this.#retryDelay, autoExtend: true, signal });
+        const term = lock.fencingToken;
+        if (term === null) {
+          await lock.release().catch(() => {});
+          throw new UnsupportedError(
+            "locksmith: election() needs a store that gives fencing tokens (a leader's term is its token); this store gives none (a Redis store with `fencing: false`, or a store of your own whose acquire() answers true rather than a growing number)",
+          );
+        }
+        if (!proclaims) return new Leadership(GRANTED, lock, term, undefined, text);
+        const owner = JSON.parse(lock[NATIVE_HANDLE]().serialize()).owner;
+        const since = store?.[TEST_CLOCK]?.unixTimeMs() ?? Date.now();
+        let seq = 0;
+        const key = this.#key;
+        const proclaimer = async (next) => {
+          seq += 1;
+          try {
+            return await store.proclaim(key, owner, record(since, next), seq);
+          } catch (err) {
+            throw toLockError(err);
+          }
+        };
+        // The win's record, before anyone is told of the win: observers see the value with the term.
+        let kept;
+        try {
+          kept = await proclaimer(text);
+        } catch (err) {
+          if (!(err instanceof StoreUnavailableError)) {
+            await lock.release().catch(() => {});
+            throw err;
+          }
+          // No answer: without a value asked for, the leadership stands or falls on its own
+          // (leader() shows no `since` until a proclaim lands); a value asked for must be
+          // kept, so this term ends and another is sought.
+          kept = text === undefined ? true : undefined;
+        }
+        if (kept === true) return new Leadership(GRANTED, lock, term, proclaimer, text);
+        // Lost at once, or its value not kept: give it back and campaign again.
         await lock.release().catch(() => {});
-        throw new UnsupportedError(
-          "locksmith: election() needs a store that gives fencing tokens (a leader's term is its token); this store gives none (a Redis store with `fencing: false`, or a store of your own whose acquire() answers true rather than a growing number)",
-        );
+        await pause(store, this.#retryDelay, signal);
       }
-      return new Leadership(GRANTED, lock, term);
+    }
+
+    /**
+     * The current leader: `{ term, value, since }` (`since`, a Date: when it won, by its
+     * own clock), or null when nobody leads.
+     */
+    async leader() {
+      if (arguments.length > 0) checkArity(arguments, 0, "leader()");
+      needs(this.#store, ["holder"], "leader()");
+      return this.#read();
+    }
+
+    async #read() {
+      let h;
+      try {
+        h = await this.#store.holder(this.#key);
+      } catch (err) {
+        throw toLockError(err);
+      }
+      if (h === null || h === undefined) return null;
+      const { since, value } = readRecord(h.value);
+      return { term: h.fencingToken ?? null, value, since };
+    }
+
+    /**
+     * The leader as it changes: yields the current one (or null) at once, then each
+     * change of leader or of its value, read every `interval` (the retry delay by
+     * default). It may skip a leader that came and went between two reads, but it always
+     * ends up at the latest; terms never go back. Ends when `signal` aborts, or when the
+     * loop that reads it stops (`break`). A store outage pauses it (it reads again at the
+     * next interval); another error ends it with that error.
+     */
+    async *observe(options = undefined) {
+      if (arguments.length > 1) checkArity(arguments, 1, "observe(options?)");
+      const opts = objectOptions(options, "observe()", OBSERVE_OPTIONS);
+      const signal = parseSignal(opts.signal);
+      const interval = optionalDurationMs("interval", opts.interval) ?? this.#retryDelay;
+      if (!(interval > 0 && interval <= MAX_MS)) throw invalid(`interval must be above 0 and at most ${MAX_MS} milliseconds; got ${interval}`);
+      needs(this.#store, ["holder"], "observe()");
+      let last;
+      while (!signal?.aborted) {
+        let now;
+        try {
+          now = await this.#read();
+        } catch (err) {
+          if (signal?.aborted) return;
+          if (!(err instanceof StoreUnavailableError)) throw err;
+          await pause(this.#store, interval, signal);
+          continue;
+        }
+        if (signal?.aborted) return;
+        // A term below the last one seen is an older read that landed late: not news.
+        const older = now !== null && last != null && now.term !== null && last.term !== null && now.term < last.term;
+        if (!older && (last === undefined || !sameLeader(last, now))) {
+          last = now;
+          yield now;
+        }
+        await pause(this.#store, interval, signal);
+      }
     }
 
     /**
@@ -203,11 +394,14 @@ export function defineElection(Lock, { getLockStore }) {
     async run(fn, options = undefined) {
       if (arguments.length > 2) checkArity(arguments, 2, "run(fn, options?)");
       if (typeof fn !== "function") throw invalid(`run() takes a function; got ${typeName(fn)}`);
-      const signal = parseSignal(objectOptions(options, "run()", CAMPAIGN_OPTIONS).signal);
+      const opts = objectOptions(options, "run()", CAMPAIGN_OPTIONS);
+      const signal = parseSignal(opts.signal);
+      const value = opts.value;
+      valueText(value);
       while (!signal?.aborted) {
         let leadership;
         try {
-          leadership = await this.campaign({ signal });
+          leadership = await this.campaign({ signal, value });
         } catch (err) {
           if (signal?.aborted) return;
           throw err;
@@ -237,6 +431,12 @@ export function defineElection(Lock, { getLockStore }) {
     get [Symbol.toStringTag]() {
       return "Election";
     }
+  }
+
+  /** Whether `a` and `b` (leader() answers) are the same leader with the same value. */
+  function sameLeader(a, b) {
+    if (a === null || b === null) return a === b;
+    return a.term === b.term && a.since?.getTime() === b.since?.getTime() && JSON.stringify(a.value) === JSON.stringify(b.value);
   }
 
   /** The election called `name` in `options.store` (the configured store by default). */

@@ -79,6 +79,43 @@ export class NativeStore {
   async remainingTime(key) {
     return storeCall(() => this[NATIVE].remainingTime(key), key);
   }
+
+  /**
+   * The live holder of the plain lock `key` (an election's leader): its owner token,
+   * fencing token, milliseconds left and the value it proclaimed (or null); null when
+   * nobody holds it.
+   */
+  async holder(key) {
+    return storeCall(async () => holderOf(await this[NATIVE].holder(key)), key);
+  }
+
+  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq` at least this one: true when `owner` holds `key`. */
+  async proclaim(key, owner, value, seq) {
+    checkString("value", value);
+    checkSeq(seq);
+    return storeCall(() => this[NATIVE].proclaim(key, owner, value, seq), key, owner);
+  }
+}
+
+/** A proclaim's sequence number: a positive safe integer. */
+export function checkSeq(seq) {
+  if (!(Number.isSafeInteger(seq) && seq > 0)) throw invalid(`seq must be a positive safe integer; got ${typeof seq === "number" ? seq : typeName(seq)}`);
+}
+
+/**
+ * A binding's holder answer as the contract's object: an object, the wasm modules' array
+ * `[owner, token, ms, value]` (empty for none) or the main module's string of those
+ * joined by NUL; null or undefined for none.
+ */
+export function holderOf(h) {
+  if (typeof h === "string") {
+    // The value (the rest, after the third NUL) may hold NULs of its own.
+    const parts = h.split("\0", 3);
+    const rest = parts.reduce((n, p) => n + p.length + 1, 0);
+    h = rest <= h.length ? [...parts, h.slice(rest)] : parts;
+  }
+  if (Array.isArray(h)) return h.length === 0 ? null : { owner: h[0], fencingToken: Number(h[1]), remainingMs: Number(h[2]), value: h[3] ?? null };
+  return h == null ? null : { owner: h.owner, fencingToken: h.fencingToken, remainingMs: h.remainingMs, value: h.value ?? null };
 }
 
 /** This copy's error classes, for the errors a store's close() makes for its handles. */

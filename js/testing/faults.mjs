@@ -22,6 +22,8 @@ export const STORE_CALLS = Object.freeze([
   "countPermits",
   "permitRemainingTime",
   "acquireAll",
+  "holder",
+  "proclaim",
 ]);
 
 /** A method's call name: the shipped stores' token paths are their acquires. */

@@ -4,7 +4,7 @@
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, NATIVE_CLOCK, STORE_NAME, TEST_CLOCK } from "../api/symbols.mjs";
 import { LockError, UnsupportedError, checkArity, checkOptionKeys, checkString, invalid, toLockError, typeName } from "../api/errors.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
-import { NATIVE, checkStore } from "../api/stores.mjs";
+import { NATIVE, checkSeq, checkStore, holderOf } from "../api/stores.mjs";
 import { hostTimers, ttlDurationMs } from "../api/durations.mjs";
 import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
 import { ELECTION_KEY_PREFIX, MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
@@ -243,6 +243,35 @@ export class TestStore {
       const answer = tokens == null ? false : Array.from(tokens);
       this.#granted.note("acquireAll", [keys], answer);
       return answer;
+    });
+  }
+
+  /** The live holder of the plain lock `key` (an election's leader), with its value; or null. */
+  holder(key) {
+    checkString("key", key);
+    return this.#direct("holder", (memory) => holderOf(memory.holder(key)));
+  }
+
+  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps a newer one: true when `owner` holds it. */
+  proclaim(key, owner, value, seq) {
+    checkString("key", key);
+    checkString("owner", owner);
+    checkString("value", value);
+    checkSeq(seq);
+    return this.#direct("proclaim", (memory) => memory.proclaim(key, owner, value, seq));
+  }
+
+  /** A call answered by `answer(memory)`, through the armed faults. */
+  #direct(op, answer) {
+    this.#clock.touch();
+    return this.#faults.run(op, async () => {
+      const memory = await this.#memory;
+      this.#clock.touch();
+      try {
+        return answer(memory);
+      } catch (err) {
+        throw toLockError(err);
+      }
     });
   }
 

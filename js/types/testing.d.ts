@@ -46,7 +46,9 @@ export type StoreCall =
   | "extendPermit"
   | "countPermits"
   | "permitRemainingTime"
-  | "acquireAll";
+  | "acquireAll"
+  | "holder"
+  | "proclaim";
 
 export declare const STORE_CALLS: readonly StoreCall[];
 

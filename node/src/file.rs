@@ -9,6 +9,7 @@ use napi_derive::napi;
 
 use crate::error::IntoNapi;
 use crate::lock::{new_handle_on, new_lock_on, restore_lock_on, NativeLock, Runner, SerializedArgs};
+use crate::memory::{check_seq, StoreHolder};
 use crate::timer::timer;
 
 fn check_ttl(ttl_ms: f64) -> napi::Result<u64> {
@@ -28,6 +29,8 @@ pub struct FileHold {
     pub limit: Option<u32>,
     /// For a waiting writer or reader (not a hold): `true`.
     pub waiting: bool,
+    /// What a plain lock's holder proclaimed (an election's leader), if anything.
+    pub value: Option<String>,
 }
 
 fn hold_of(h: locksmith_core::HoldView) -> FileHold {
@@ -40,6 +43,7 @@ fn hold_of(h: locksmith_core::HoldView) -> FileHold {
         permits: h.permits,
         limit: h.limit,
         waiting: false,
+        value: h.value,
     }
 }
 
@@ -117,6 +121,19 @@ impl NativeFileStore {
         Ok(self.inner.remaining_time(&key).await.napi()?.map(|ms| ms as f64))
     }
 
+    /// The live holder of the plain lock `key` (an election's leader), or `null`.
+    #[napi]
+    pub async fn holder(&self, key: String) -> napi::Result<Option<StoreHolder>> {
+        Ok(self.inner.holder(&key).await.napi()?.map(StoreHolder::from))
+    }
+
+    /// Keeps `value` with `owner`'s live hold of `key` unless it keeps a newer one.
+    #[napi]
+    pub async fn proclaim(&self, key: String, owner: String, value: String, seq: f64) -> napi::Result<bool> {
+        let seq = check_seq(seq)?;
+        self.inner.proclaim(&key, &owner, &value, seq).await.napi()
+    }
+
     /// The holds in the file, then the read-write locks' waiting writers and readers
     /// (`waiting: true`).
     #[napi]
@@ -134,6 +151,7 @@ impl NativeFileStore {
                 permits: 1,
                 limit: None,
                 waiting: true,
+                value: None,
             }))
             .collect())
     }

@@ -51,6 +51,38 @@ fn check_ttl(ttl_ms: f64) -> napi::Result<u64> {
     locksmith_core::validate::js::ttl_ms(ttl_ms).napi()
 }
 
+/// A plain lock's live holder, as the store contract's `holder(key)` answers it.
+#[napi(object)]
+pub struct StoreHolder {
+    pub owner: String,
+    pub fencing_token: f64,
+    pub remaining_ms: f64,
+    pub value: Option<String>,
+}
+
+impl From<locksmith_core::KeyHolder> for StoreHolder {
+    fn from(h: locksmith_core::KeyHolder) -> Self {
+        Self {
+            owner: h.owner,
+            fencing_token: h.fencing_token as f64,
+            remaining_ms: h.remaining_ms as f64,
+            value: h.value,
+        }
+    }
+}
+
+/// A proclaim's sequence number: a positive safe integer (the JS side checks it first).
+pub(crate) fn check_seq(seq: f64) -> napi::Result<u64> {
+    if seq.fract() == 0.0 && (1.0..=9_007_199_254_740_991.0).contains(&seq) {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // checked just above
+        Ok(seq as u64)
+    } else {
+        Err(crate::error::to_napi(&locksmith_core::LockError::InvalidArgument(format!(
+            "seq must be a positive safe integer; got {seq}"
+        ))))
+    }
+}
+
 #[napi]
 impl NativeMemoryStore {
     #[napi(constructor)]
@@ -114,6 +146,18 @@ impl NativeMemoryStore {
     #[napi]
     pub fn remaining_time(&self, key: String) -> Option<f64> {
         self.inner.remaining_time_now(&key).map(|ms| ms as f64)
+    }
+
+    /// The live holder of the plain lock `key` (an election's leader), or `null`.
+    #[napi]
+    pub fn holder(&self, key: String) -> Option<StoreHolder> {
+        self.inner.holder(&key).map(StoreHolder::from)
+    }
+
+    /// Keeps `value` with `owner`'s live hold of `key` unless it keeps a newer one.
+    #[napi]
+    pub fn proclaim(&self, key: String, owner: String, value: String, seq: f64) -> napi::Result<bool> {
+        Ok(self.inner.proclaim(&key, &owner, &value, check_seq(seq)?))
     }
 
     /// Keys in the map, expired ones not yet swept included.

@@ -784,6 +784,26 @@ impl WasmTestMemory {
             .map(|tokens| tokens.into_iter().map(|t| t as f64).collect()))
     }
 
+    /// The live holder of the plain lock `key` as `[owner, fencingToken, remainingMs,
+    /// value]` (`value` `null` when it proclaimed none), or an empty array.
+    pub fn holder(&self, key: &str) -> Vec<JsValue> {
+        self.inner.holder(key).map_or_else(Vec::new, |h| {
+            vec![
+                h.owner.into(),
+                JsValue::from_f64(h.fencing_token as f64),
+                JsValue::from_f64(h.remaining_ms as f64),
+                h.value.map_or(JsValue::NULL, JsValue::from),
+            ]
+        })
+    }
+
+    /// Keeps `value` with `owner`'s live hold of `key` unless it keeps a newer one (`seq`:
+    /// a positive safe integer, checked by the `TestStore`).
+    pub fn proclaim(&self, key: &str, owner: &str, value: &str, seq: f64) -> bool {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // checked by the caller
+        self.inner.proclaim(key, owner, value, seq as u64)
+    }
+
     /// Ends every hold of `key` now (a failover that lost them): `true` if there was one.
     #[wasm_bindgen(js_name = endHolds)]
     pub fn end_holds(&self, key: &str) -> bool {

@@ -66,6 +66,26 @@ impl WasmMemoryStore {
         or_null(self.inner.remaining_time_now(key).map(|ms| ms as f64))
     }
 
+    /// The live holder of the plain lock `key` as `[owner, fencingToken, remainingMs,
+    /// value]` (`value` `null` when it proclaimed none), or an empty array.
+    pub fn holder(&self, key: &str) -> Vec<JsValue> {
+        self.inner.holder(key).map_or_else(Vec::new, |h| {
+            vec![
+                h.owner.into(),
+                (h.fencing_token as f64).into(),
+                (h.remaining_ms as f64).into(),
+                or_null(h.value),
+            ]
+        })
+    }
+
+    /// Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq`
+    /// at least this one (a positive safe integer, checked by the JS class).
+    pub fn proclaim(&self, key: &str, owner: &str, value: &str, seq: f64) -> bool {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // checked by the caller
+        self.inner.proclaim(key, owner, value, seq as u64)
+    }
+
     #[wasm_bindgen(js_name = entryCount)]
     pub fn entry_count(&self) -> u32 {
         u32::try_from(self.inner.entry_count()).unwrap_or(u32::MAX)

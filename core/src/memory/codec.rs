@@ -4,7 +4,7 @@
 //! Not in the WebAssembly build, which has no file store.
 
 use super::holds::{Holder, Holds};
-use super::state::{Entry, Map, Owner, State};
+use super::state::{Entry, Map, Owner, Proclaimed, State};
 use crate::store::HoldKind;
 
 /// A hold as a file store's readers (the CLI) see it.
@@ -24,6 +24,8 @@ pub struct HoldView {
     pub permits: u32,
     /// A semaphore's limit.
     pub limit: Option<u32>,
+    /// The value a plain lock's holder proclaimed (an election's leader), if any.
+    pub value: Option<String>,
 }
 
 impl HoldView {
@@ -44,6 +46,7 @@ impl HoldView {
             fencing_token,
             permits,
             limit,
+            value: None,
         }
     }
 }
@@ -123,6 +126,22 @@ impl State {
                 waiting(out, &holds.reader_turn, now);
             }
         }
+        // The values holds proclaimed, after everything else and only when there is one,
+        // so a file without any reads as before.
+        let proclaimed: Vec<_> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.live(now))
+            .filter_map(|(key, e)| e.proclaimed.as_ref().map(|p| (key, p)))
+            .collect();
+        if !proclaimed.is_empty() {
+            n(out, proclaimed.len());
+            for (key, p) in proclaimed {
+                str_(out, key);
+                out.extend_from_slice(&p.seq.to_le_bytes());
+                str_(out, &p.value);
+            }
+        }
     }
 
     /// Replaces the holds and the fencing counter with those `bytes` (from
@@ -162,7 +181,7 @@ impl State {
                 let key: Box<str> = r.str()?.into();
                 let owner = Owner::new(r.str()?);
                 let expires_at = r.u64()?;
-                entries.insert(key, Entry { owner, expires_at, token: r.u64()? });
+                entries.insert(key, Entry { owner, expires_at, token: r.u64()?, proclaimed: None });
             }
             let mut maps = [Map::default(), Map::default()];
             for map in &mut maps {
@@ -181,6 +200,14 @@ impl State {
                     let readers_waiting = r.waiting()?;
                     let reader_turn = r.waiting()?;
                     map.insert(key, Holds { holders, limit, writer_waiting, readers_waiting, reader_turn });
+                }
+            }
+            if !r.0.is_empty() {
+                for _ in 0..r.u32()? {
+                    let key: Box<str> = r.str()?.into();
+                    let seq = r.u64()?;
+                    let value: Box<str> = r.str()?.into();
+                    entries.get_mut(&*key)?.proclaimed = Some(Box::new(Proclaimed { seq, value }));
                 }
             }
             r.0.is_empty().then_some((last, entries, maps))
@@ -208,7 +235,9 @@ impl State {
         let mut holds = Vec::new();
         let mut waiting = Vec::new();
         for (key, e) in self.entries.iter().filter(|(_, e)| e.live(now)) {
-            holds.push(HoldView::new(key, "lock", &e.owner, e.expires_at - now, e.token, 1, None));
+            let mut view = HoldView::new(key, "lock", &e.owner, e.expires_at - now, e.token, 1, None);
+            view.value = e.proclaimed.as_ref().map(|p| p.value.to_string());
+            holds.push(view);
         }
         for (rw, map) in [(false, &self.semaphores), (true, &self.rwlocks)] {
             for (key, h) in map {

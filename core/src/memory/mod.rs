@@ -19,6 +19,7 @@ mod waiters;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use codec::{HoldView, WaitView};
+pub use state::KeyHolder;
 pub(crate) use state::State;
 
 /// Locks held in this process's memory.
@@ -79,6 +80,20 @@ impl MemoryStore {
         state.rwlocks.clear();
         state.len_after_sweep = 0;
         state.waiters.wake_every_key(1);
+    }
+
+    /// The live holder of the plain lock `key` (an election's leader), or `None`.
+    #[must_use]
+    pub fn holder(&self, key: &str) -> Option<KeyHolder> {
+        let now = self.clock.now_ms();
+        self.state().holder(key, now)
+    }
+
+    /// Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq`
+    /// at least this one: `true` when `owner` holds `key`.
+    pub fn proclaim(&self, key: &str, owner: &str, value: &str, seq: u64) -> bool {
+        let now = self.clock.now_ms();
+        self.state().proclaim(key, owner, value, seq, now)
     }
 
     /// How many keys have a waiter record, for tests of memory use.

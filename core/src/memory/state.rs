@@ -49,7 +49,6 @@ impl Owner {
         }
     }
 
-    #[cfg(not(target_arch = "wasm32"))] // the file store's
     pub(super) fn as_str(&self) -> &str {
         match self {
             Self::Inline(bytes) => std::str::from_utf8(bytes).unwrap_or_default(),
@@ -68,9 +67,31 @@ impl Owner {
 pub(super) struct Entry {
     pub(super) owner: Owner,
     pub(super) expires_at: u64,
-    /// The hold's fencing token (kept for a file store's readers; not in the wasm build).
-    #[cfg(not(target_arch = "wasm32"))]
+    /// The hold's fencing token (an election's term, read by `holder`; a file store's
+    /// readers show it).
     pub(super) token: u64,
+    /// What the holder proclaimed (an election's value): it goes with the hold, so a
+    /// new holder starts without one.
+    pub(super) proclaimed: Option<Box<Proclaimed>>,
+}
+
+/// A value kept with a hold, with the sequence number its `proclaim` carried.
+pub(super) struct Proclaimed {
+    pub(super) seq: u64,
+    pub(super) value: Box<str>,
+}
+
+/// A plain lock's live holder, as `holder(key)` answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHolder {
+    /// The owner token.
+    pub owner: String,
+    /// The fencing token its acquire minted.
+    pub fencing_token: u64,
+    /// Milliseconds left.
+    pub remaining_ms: u64,
+    /// The value it proclaimed last, if any.
+    pub value: Option<String>,
 }
 
 impl Entry {
@@ -179,10 +200,8 @@ impl State {
                 let entry = self.entries.get_mut(key)?;
                 entry.owner = Owner::new(owner);
                 entry.expires_at = expires_at;
-                #[cfg(not(target_arch = "wasm32"))]
-                {
-                    entry.token = token;
-                }
+                entry.token = token;
+                entry.proclaimed = None;
                 token
             }
             None => {
@@ -190,12 +209,7 @@ impl State {
                 let token = self.next_fencing_token();
                 self.entries.insert(
                     key.into(),
-                    Entry {
-                        owner: Owner::new(owner),
-                        expires_at,
-                        #[cfg(not(target_arch = "wasm32"))]
-                        token,
-                    },
+                    Entry { owner: Owner::new(owner), expires_at, token, proclaimed: None },
                 );
                 token
             }
@@ -239,6 +253,29 @@ impl State {
 
     pub(crate) fn is_held_by(&self, key: &str, owner: &str, now: u64) -> bool {
         self.entries.get(key).is_some_and(|e| e.held_by(owner, now))
+    }
+
+    /// The live holder of the plain lock `key`, with its token, time left and value.
+    pub(crate) fn holder(&self, key: &str, now: u64) -> Option<KeyHolder> {
+        self.live_entry(key, now).map(|e| KeyHolder {
+            owner: e.owner.as_str().to_owned(),
+            fencing_token: e.token,
+            remaining_ms: e.expires_at - now,
+            value: e.proclaimed.as_ref().map(|p| p.value.to_string()),
+        })
+    }
+
+    /// Keeps `value` with `owner`'s live hold of `key`, unless the hold keeps one with a
+    /// `seq` at least this one (a late proclaim never undoes a newer one). `true` when
+    /// `owner` holds `key`.
+    pub(crate) fn proclaim(&mut self, key: &str, owner: &str, value: &str, seq: u64, now: u64) -> bool {
+        let Some(entry) = self.entries.get_mut(key).filter(|e| e.held_by(owner, now)) else {
+            return false;
+        };
+        if entry.proclaimed.as_ref().is_none_or(|p| p.seq < seq) {
+            entry.proclaimed = Some(Box::new(Proclaimed { seq, value: value.into() }));
+        }
+        true
     }
 
     /// Takes every one of `keys` for `owner`, or, if any is held, none.
