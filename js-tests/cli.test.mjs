@@ -331,27 +331,53 @@ async function inspectPlainLock(watching, url, base, store) {
 
 /**
  * `locksmith leader <url> <name>` on `store`'s store: no leader (exit 1), then the leader of
- * a campaign (its owner's fingerprint, its term), in text and JSON, and none after its resign.
+ * a campaign (its owner's fingerprint, its term, since when, its value), in text and JSON,
+ * and none after its resign; `--watch` follows each change until SIGINT.
  */
 async function leaderCase(store, url) {
   const name = uniqueKey("cli-election");
   let { code, stdout } = await cli("leader", url(), name);
   assert.equal(code, 1);
   assert.equal(stdout, `election ${JSON.stringify(name)} has no leader\n`);
-  const leadership = await ls.election(name, { store: store() }).campaign();
+  const following = started(["leader", url(), name, "--watch", "--json", "--interval", "50"]);
+  const change = (check) => (line) => {
+    const e = event(line);
+    return e !== undefined && e.name === name && check(e.leader);
+  };
+  await following.until(
+    "for no leader",
+    change((l) => l === null),
+  );
+  const before = Date.now();
+  const leadership = await ls.election(name, { store: store() }).campaign({ value: { host: "a.example", port: 8080 } });
   try {
     ({ code, stdout } = await cli("leader", url(), name));
     assert.equal(code, 0, stdout);
     assert.match(
       stdout,
-      new RegExp(`^election ${JSON.stringify(name)} is led by \\S+, term ${leadership.term}, with [\\d.]+ s left on its lease \\(the leader renews it\\)\\n$`),
+      new RegExp(
+        `^election ${JSON.stringify(name)} is led by \\S+, term ${leadership.term}, since \\S+Z \\([\\d.]+ s ago\\), value \\{"host":"a.example","port":8080\\}, with [\\d.]+ s left on its lease \\(the leader renews it\\)\\n$`,
+      ),
     );
     ({ code, stdout } = await cli("leader", url(), name, "--json"));
     const json = JSON.parse(stdout);
     assert.equal(json.name, name);
     assert.equal(json.leader.term, leadership.term);
+    assert.deepEqual(json.leader.value, { host: "a.example", port: 8080 });
+    const since = Date.parse(json.leader.since);
+    assert.ok(since >= before - 1_000 && since <= Date.now(), stdout);
     assert.ok(json.leader.remainingMs > 0 && json.leader.remainingMs <= 15_000, stdout);
     assert.equal(typeof json.leader.owner, "string");
+    await following.until(
+      "for the leader",
+      change((l) => l?.term === leadership.term && l.value?.host === "a.example"),
+    );
+    // A new value in the same term: a new line.
+    await leadership.proclaim({ host: "b.example" });
+    await following.until(
+      "for the new value",
+      change((l) => l?.term === leadership.term && l.value?.host === "b.example"),
+    );
     // list names the leader's hold by the election's name, of kind "election".
     const listed = (await cli("list", url(), "*", "--json")).stdout
       .split("\n")
@@ -367,6 +393,21 @@ async function leaderCase(store, url) {
   } finally {
     await leadership.resign();
   }
+  const ended = await following.until(
+    "for the end of the term",
+    change((l) => l === null),
+    2,
+  );
+  following.child.kill("SIGINT");
+  const exit = await following.exit;
+  assert.equal(exit.code, 0, exit.stderr);
+  // A line per change, each of this term (the first may show it before its value is kept).
+  const leaders = following.lines.slice(0, ended.at + 1).map((line) => event(line).leader);
+  assert.ok(leaders.length >= 4 && leaders.length <= 5, exit.stdout);
+  assert.deepEqual(
+    leaders.filter((l) => l !== null).map((l) => l.term),
+    leaders.filter((l) => l !== null).map(() => leadership.term),
+  );
   assert.equal((await cli("leader", url(), name)).code, 1);
   // A name election() would refuse is a usage error, not "no leader".
   const bad = await cli("leader", url(), "a\u0001b");
@@ -392,7 +433,7 @@ describe("locksmith on Redis", () => {
     await server?.stop();
   });
 
-  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+  it("leader: who leads an election (owner, term, since, value, lease left), --watch; exit 1 when none", () =>
     leaderCase(
       () => native,
       () => server.url,
@@ -983,7 +1024,7 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
     },
   );
 
-  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+  it("leader: who leads an election (owner, term, since, value, lease left), --watch; exit 1 when none", () =>
     leaderCase(
       () => store,
       () => server.url,
@@ -1104,7 +1145,7 @@ describe("locksmith on MySQL (MariaDB)", await requireMysql(), () => {
     },
   );
 
-  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+  it("leader: who leads an election (owner, term, since, value, lease left), --watch; exit 1 when none", () =>
     leaderCase(
       () => store,
       () => server.url,
@@ -1198,7 +1239,7 @@ describe("locksmith on etcd", await requireEtcd(), () => {
     await etcd?.dispose();
   });
 
-  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+  it("leader: who leads an election (owner, term, since, value, lease left), --watch; exit 1 when none", () =>
     leaderCase(
       () => store,
       () => url,
@@ -1272,7 +1313,7 @@ describe("locksmith on a lock file (FileLockStore)", { skip: TARGET !== "native"
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("leader: who leads an election (owner, term, lease left); exit 1 when none", () =>
+  it("leader: who leads an election (owner, term, since, value, lease left), --watch; exit 1 when none", () =>
     leaderCase(
       () => store,
       () => url,

@@ -44,6 +44,14 @@
 // move the late-signal bound the same way: no callback of that process ran meanwhile.
 // (Its other threads did: a stall is not a stop, and is not held to `not-reported-lost`.)
 //
+// `observations` (`[{ client, key, send, reply, term, code }]`, reads of an election's
+// leader, client.mjs kind "observe") are held to two more checks, per key:
+// - `term-went-back`: a read that began after another had returned never sees an older
+//   term (terms grow with each leader, so a later read sees that leader or a later one);
+// - `phantom-leader`: a read that saw a term saw a leader that could have been live during
+//   the read: a grant of that election with that term, acquired before the read returned
+//   and not certainly gone (its release answered) before the read began.
+//
 // `checkOrphans` (below) is the end-of-run check: no hold is left on the store that no
 // client owns.
 
@@ -95,7 +103,7 @@ export function holdTimes(hold, slackMs = 2) {
  * `{ type, key, kind, message, holds: [...] }` with the holds involved (times relative
  * to the run's first request, in ms) for debugging.
  */
-export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [] } = {}) {
+export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], observations = [] } = {}) {
   /** The time by which a signal of a hold in `client`'s process must have aborted. */
   const signalDue = (client, goneAt) => {
     const process = Number(String(client).split(".")[0]);
@@ -274,7 +282,67 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
       }
     }
   }
-  return { holds: holds.length, violations, lateSignals, byType, expiredWhileStopped, lateExtends };
+  checkObservations(observations, all, {
+    slackMs,
+    report: (type, key, message, seen) => {
+      byType[type] = (byType[type] ?? 0) + 1;
+      if (byType[type] <= maxPerType)
+        violations.push({ type, key, kind: "election", message, observations: seen.map((o) => ({ ...o, send: rel(o.send), reply: rel(o.reply) })) });
+    },
+  });
+  return { holds: holds.length, violations, lateSignals, byType, expiredWhileStopped, lateExtends, observations: observations.length };
+}
+
+/** The observation checks (see the top of this file); `holds` with their times. */
+function checkObservations(observations, holds, { slackMs, report }) {
+  const byKey = new Map();
+  for (const o of observations) {
+    if (o.term === null || o.term === undefined || o.reply === null) continue;
+    if (!byKey.has(o.key)) byKey.set(o.key, []);
+    byKey.get(o.key).push(o);
+  }
+  for (const [key, seen] of byKey) {
+    // term-went-back: the largest term among reads that had returned before each read began.
+    const byReply = [...seen].sort((a, b) => a.reply - b.reply);
+    const bySend = [...seen].sort((a, b) => a.send - b.send);
+    let i = 0;
+    let top = null;
+    for (const o of bySend) {
+      while (i < byReply.length && byReply[i].reply < o.send) {
+        if (top === null || byReply[i].term > top.term) top = byReply[i];
+        i += 1;
+      }
+      if (top !== null && o.term < top.term) {
+        report(
+          "term-went-back",
+          key,
+          `a read of election ${JSON.stringify(key)} begun at ${o.send} saw term ${o.term}; a read that had returned before it saw ${top.term}`,
+          [top, o],
+        );
+      }
+    }
+    // phantom-leader: a term no grant of this election could account for during the read.
+    const leaders = holds.filter((h) => h.kind === "election" && h.key === key);
+    for (const o of seen) {
+      const grants = leaders.filter((h) => h.acquire.token === o.term);
+      const possible = grants.some((h) => {
+        if (h.acquire.send > o.reply + slackMs) return false;
+        // Certainly gone once its release answered true. A leadership lost may still be on
+        // the store until an extend that lands late runs out: only the end of the run bounds it.
+        const released = h.release?.ok === true ? h.release.reply : Infinity;
+        const runEnd = h.endAt === null || h.endAt === undefined ? Infinity : h.endAt + h.ttl;
+        return Math.min(released, runEnd) + slackMs >= o.send;
+      });
+      if (!possible) {
+        report(
+          "phantom-leader",
+          key,
+          `a read of election ${JSON.stringify(key)} saw term ${o.term}, which no leader${grants.length === 0 ? " was ever granted" : " held"} during the read`,
+          [o],
+        );
+      }
+    }
+  }
 }
 
 /**

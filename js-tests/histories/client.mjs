@@ -11,6 +11,9 @@
 //     acquire: { send, reply, token, tokens, abortAt? }, extends: [{ send, reply, ok, code }],
 //     release: { send, reply, ok, code }, signal: { at, reason, code } | null, endAt }
 //
+// then a line per read of an election's leader (kind "observe": `election(key).leader()`, on
+// stores with `holder`): `{ t: "observation", client, key, send, reply, term, code }` (term
+// null: no leader; code: the read's error),
 // then a line per acquire that was aborted or failed (never a grant):
 // `{ t: "attempt", client, kind, key, ttl, send, reply, outcome: "aborted" | "error", abortAt, code }`,
 // a line per event-loop stall (config.stalls): `{ t: "stall", process, from, to }`, and one
@@ -104,7 +107,7 @@ const DEFAULTS = {
   keys: HISTORY_KEYS,
   ttlMs: 120,
   limit: 2,
-  kinds: { lock: 5, semaphore: 2, read: 1.5, write: 1.5, multi: 1.5, election: 1 },
+  kinds: { lock: 5, semaphore: 2, read: 1.5, write: 1.5, multi: 1.5, election: 1, observe: 0.5 },
   autoExtend: 0.15,
   seed: 1,
   process: 0,
@@ -236,6 +239,25 @@ export function alwaysGrantsFenced(inner) {
     acquire: async (key, owner, ttl) => {
       await inner.acquire(key, owner, ttl);
       return ++token;
+    },
+  };
+}
+
+/**
+ * A JS store with tokens and holder() (js-tests/support/js-stores.mjs) whose holder()
+ * answers, every other time, the first leader it ever saw of the key, as a stale cache
+ * would: a broken guard, for the checker's own test of observers.
+ */
+export function staleLeader(inner) {
+  const first = new Map();
+  let stale = false;
+  return {
+    ...inner,
+    async holder(key) {
+      const now = await inner.holder(key);
+      if (now !== null && !first.has(key)) first.set(key, now);
+      stale = !stale;
+      return stale && first.has(key) ? first.get(key) : now;
     },
   };
 }
@@ -435,9 +457,13 @@ export async function openStore(ls, spec) {
   if (spec === "broken-memory") return { store: alwaysGrants(new ls.MemoryLockStore()), close: async () => {} };
   if (spec === "broken-fenced-memory") return { store: alwaysGrantsFenced(new ls.MemoryLockStore()), close: async () => {} };
   if (spec === "first-key-only-memory") return { store: checksFirstKeyOnly(), close: async () => {} };
+  if (spec === "stale-leader-memory") {
+    const { mapStore } = await import("../support/js-stores.mjs");
+    return { store: staleLeader(mapStore({ withFencing: true, withHolder: true, withOnRelease: true })), close: async () => {} };
+  }
   if (spec && typeof spec === "object" && typeof spec.laggyJs === "number") {
     const { mapStore } = await import("../support/js-stores.mjs");
-    const inner = mapStore({ withIsHeldBy: true, withOwnerRemainingTime: true, withPermits: true, withFencing: true, withOnRelease: true });
+    const inner = mapStore({ withIsHeldBy: true, withOwnerRemainingTime: true, withPermits: true, withFencing: true, withOnRelease: true, withHolder: true });
     return { store: laggy(inner, spec.laggyJs), close: async () => {} };
   }
   if (spec === "weights-ignored-memory") {
@@ -590,6 +616,9 @@ export async function runClients(ls, store, userConfig) {
   // Acquires that were aborted or failed (never a grant), and this process's stalls.
   const attempts = [];
   const stalls = [];
+  const observations = [];
+  // Observers read leaders through the store's optional holder(); without it, none.
+  const kinds = typeof store.holder === "function" ? config.kinds : { ...config.kinds, observe: 0 };
   const countError = (where, err) => {
     const name = `${where}:${errorCode(err)}`;
     summary.errors[name] = (summary.errors[name] ?? 0) + 1;
@@ -621,8 +650,26 @@ export async function runClients(ls, store, userConfig) {
       return handle;
     };
     while (now() < stopAt) {
-      const kind = pickKind(random, config.kinds);
+      const kind = pickKind(random, kinds);
       let key = random.pick(config.keys);
+      if (kind === "observe") {
+        // An observer reads who leads, one to three times, a few ms apart.
+        const elected = ls.election(key, { store, ttl: baseTtl });
+        for (let n = random.int(1, 3); n > 0 && now() < stopAt; n--) {
+          const seen = { t: "observation", client: id, key, send: now(), reply: null, term: null, code: null };
+          try {
+            seen.term = (await elected.leader())?.term ?? null;
+          } catch (err) {
+            seen.code = errorCode(err);
+            countError("observe", err);
+          }
+          seen.reply = now();
+          observations.push(seen);
+          emit(seen);
+          await sleep(random.int(0, 10));
+        }
+        continue;
+      }
       if (kind === "multi") {
         // 2 or 3 distinct keys, in a random order (lockAll takes them in its own).
         const keys = new Set([key]);
@@ -793,7 +840,7 @@ export async function runClients(ls, store, userConfig) {
   await sleep(config.graceMs);
   const endAt = now();
   for (const hold of holds) hold.endAt = endAt;
-  return { holds, summary, attempts, stalls };
+  return { holds, summary, attempts, stalls, observations };
 }
 
 async function main() {
@@ -821,13 +868,13 @@ async function main() {
   }
   // Processes of one run start together: at `startAt` on the run's clock.
   if (config.startAt) await sleep(Math.max(0, config.startAt - now()));
-  const { holds, summary, attempts, stalls } = await runClients(ls, store, config);
+  const { holds, summary, attempts, stalls, observations } = await runClients(ls, store, config);
   // With the orphaned-hold check (config.keepHolds), close() leaves what is still held to
   // its TTL, as a process that keeps running would: the check then sees it.
   await close(config.keepHolds ? { keepHolds: true } : undefined);
   if (config.syncClock !== false) summary.clock = await syncClock({ check: true });
   // A streaming process wrote its stalls as they came.
-  const lines = [...holds, ...attempts, ...(config.stream ? [] : stalls)].map((r) => JSON.stringify(r));
+  const lines = [...holds, ...attempts, ...(config.stream ? [] : [...stalls, ...observations])].map((r) => JSON.stringify(r));
   lines.push(JSON.stringify(summary));
   process.stdout.write(`${lines.join("\n")}\n`, () => process.exit(0));
 }

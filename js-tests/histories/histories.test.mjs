@@ -308,6 +308,17 @@ describe(`history checker (${TARGET})`, () => {
     assert.ok(run.result.byType.overlap > 0, `the checker saw two leaders (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
   });
 
+  it("catches a broken guard: a store whose holder() answers a stale leader, seen by observers", async (t) => {
+    const run = await runHistory({ store: "stale-leader-memory", processes: 1, clients: 6, seconds: 1.5, client: { kinds: { election: 1, observe: 2 } } });
+    t.diagnostic(`seed ${run.seed}: ${JSON.stringify(run.result.byType)}, ${run.result.observations} reads`);
+    assert.ok(run.result.byType["term-went-back"] > 0, `the checker saw a term go back (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
+    assert.ok(run.result.byType["phantom-leader"] > 0, `the checker saw a leader that was gone (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
+    // The same store without the fault: clean, with observers reading.
+    const clean = await runHistory({ store: { laggyJs: 0 }, processes: 1, clients: 6, seconds: 1.5, client: { kinds: { election: 1, observe: 2 } } });
+    assert.deepEqual(clean.result.violations, [], `seed ${clean.seed}`);
+    assert.ok(clean.result.observations > 20, `observers read (${clean.result.observations})`);
+  });
+
   it("catches a broken guard: a store that takes one permit whatever a weighted semaphore acquire asks", async (t) => {
     const run = await runHistory({
       store: "weights-ignored-memory",

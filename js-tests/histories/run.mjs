@@ -116,7 +116,15 @@ export function checkRecords(records, check = {}) {
   // aborted or failed.
   const stalls = records.filter((r) => r.t === "stall");
   const attempts = records.filter((r) => r.t === "attempt");
-  return { result: checkHistory(holds, { ...check, stalls: [...(check.stalls ?? []), ...stalls], slackMs }), holds, summaries, clockErrorMs, stalls, attempts };
+  const observations = records.filter((r) => r.t === "observation");
+  return {
+    result: checkHistory(holds, { ...check, stalls: [...(check.stalls ?? []), ...stalls], observations, slackMs }),
+    holds,
+    summaries,
+    clockErrorMs,
+    stalls,
+    attempts,
+  };
 }
 
 /**

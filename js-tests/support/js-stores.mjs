@@ -36,6 +36,8 @@ export function mapStore({
   withFencing = false,
   withOnRelease = false,
   withOwnerRemainingTime = false,
+  // holder() and proclaim(), the pair elections' leader()/observe()/value use.
+  withHolder = false,
   // The store's clock runs slow: it keeps each hold this many times its TTL.
   ttlFactor = 1,
 } = {}) {
@@ -61,8 +63,11 @@ export function mapStore({
   const store = {
     async acquire(key, owner, ttlMs) {
       if (live(key)) return false;
-      holds.set(key, { owner, expiresAt: performance.now() + ttlMs * ttlFactor });
-      return taken(key);
+      const hold = { owner, expiresAt: performance.now() + ttlMs * ttlFactor, token: null, value: null, seq: 0 };
+      holds.set(key, hold);
+      const answer = taken(key);
+      if (typeof answer === "number") hold.token = answer;
+      return answer;
     },
     async release(key, owner) {
       if (live(key)?.owner !== owner) return false;
@@ -89,6 +94,19 @@ export function mapStore({
     store.ownerRemainingTime = async (key, owner) => {
       const hold = live(key);
       return hold?.owner === owner ? Math.max(0, Math.floor(hold.expiresAt - performance.now())) : null;
+    };
+  }
+  if (withHolder) {
+    // The value lives on the hold itself, so it goes with it.
+    store.holder = async (key) => {
+      const hold = live(key);
+      return hold ? { owner: hold.owner, fencingToken: hold.token, remainingMs: Math.ceil(hold.expiresAt - performance.now()), value: hold.value } : null;
+    };
+    store.proclaim = async (key, owner, value, seq) => {
+      const hold = live(key);
+      if (hold?.owner !== owner) return false;
+      if (seq > hold.seq) Object.assign(hold, { value, seq });
+      return true;
     };
   }
   if (withPermits) Object.assign(store, permitMethods({ taken, released }));

@@ -16,6 +16,7 @@ import {
   typeName,
 } from "./errors.mjs";
 import { ELECTION_KEY_PREFIX, MAX_MS } from "./defaults.mjs";
+import { electionRecord, readElectionRecord } from "./election-record.mjs";
 import { durationMs, hostTimers, optionalDurationMs, ttlDurationMs } from "./durations.mjs";
 import { ASYNC_DISPOSE, KINDED, NATIVE_HANDLE } from "./lock.mjs";
 import { parseSignal } from "./options.mjs";
@@ -53,23 +54,6 @@ function valueText(value) {
     throw invalid(`value must be at most ${MAX_ELECTION_VALUE_BYTES} bytes as JSON; got ${bytes} (proclaim where to find the data, not the data)`);
   }
   return text;
-}
-
-/** What the store keeps with a leader's hold: when it won (its clock) and its value. */
-function record(since, text) {
-  return text === undefined ? `{"since":${since}}` : `{"since":${since},"value":${text}}`;
-}
-
-/** A holder's kept record read back: `{ since, value }`, both null when there is none or it is not one of ours. */
-function readRecord(kept) {
-  if (typeof kept !== "string") return { since: null, value: null };
-  try {
-    const parsed = JSON.parse(kept);
-    const since = Number.isFinite(parsed?.since) ? new Date(parsed.since) : null;
-    return { since, value: parsed?.value === undefined ? null : parsed.value };
-  } catch {
-    return { since: null, value: null };
-  }
 }
 
 /** The store's optional election methods, or an UnsupportedError naming what is missing. */
@@ -299,7 +283,7 @@ export function defineElection(Lock, { getLockStore }) {
         const proclaimer = async (next) => {
           seq += 1;
           try {
-            return await store.proclaim(key, owner, record(since, next), seq);
+            return await store.proclaim(key, owner, electionRecord(since, next), seq);
           } catch (err) {
             throw toLockError(err);
           }
@@ -343,7 +327,7 @@ export function defineElection(Lock, { getLockStore }) {
         throw toLockError(err);
       }
       if (h === null || h === undefined) return null;
-      const { since, value } = readRecord(h.value);
+      const { since, value } = readElectionRecord(h.value);
       return { term: h.fencingToken ?? null, value, since };
     }
 

@@ -7,7 +7,7 @@
 //   locksmith inspect <store-url> <key> [--prefix P | --table T] [--json]
 //   locksmith watch <store-url> [pattern] [--interval MS] [--prefix P | --table T] [--json]
 //   locksmith release <store-url> <key> --force [--prefix P | --table T]
-//   locksmith leader <store-url> <name> [--prefix P | --table T] [--json]
+//   locksmith leader <store-url> <name> [--watch [--interval MS]] [--prefix P | --table T] [--json]
 //
 // The store URL may come from LOCKSMITH_STORE_URL instead (the arguments then start after
 // the command with the pattern or key), which keeps a password out of `ps` and the shell's
@@ -34,10 +34,11 @@ import { parseArgs } from "node:util";
 
 import { DEFAULT_KEY_PREFIX, DEFAULT_SQL_TABLE, ELECTION_KEY_PREFIX, MAX_ELECTION_NAME_BYTES } from "../api/defaults.mjs";
 import { closest } from "../api/errors.mjs";
+import { readElectionRecord } from "../api/election-record.mjs";
 import { redact, StoreError, UsageError } from "./common.mjs";
 import { withReader } from "./readers/open.mjs";
 import { electionShown, inspectReport, inspectText, kindText, seconds, sortHolds, table } from "./render.mjs";
-import { watch } from "./watch.mjs";
+import { everyInterval, watch } from "./watch.mjs";
 
 const DEFAULT_INTERVAL_MS = 1_000;
 
@@ -50,7 +51,8 @@ usage:
   locksmith watch <store-url> [pattern] [options]         the holds and waiters, live, until Ctrl-C: a table redrawn
                                                           in a terminal; piped, one line per change
   locksmith release <store-url> <key> --force [options]   free every hold on <key>, whoever holds it
-  locksmith leader <store-url> <name> [options]           who leads the election <name>: owner, term, lease left
+  locksmith leader <store-url> <name> [options]           who leads the election <name>: owner, term, since when,
+                                                          its value, lease left; --watch: each change, until Ctrl-C
 
 store URLs:
   redis://[user:password@]host:port[/db], rediss://…      one server, or any node of a Redis Cluster
@@ -67,13 +69,14 @@ environment:
 options:
   --prefix <p>     key prefix (Redis: default "${DEFAULT_KEY_PREFIX}"; etcd: "locksmith/")
   --table <t>      PostgreSQL or MySQL table (default "${DEFAULT_SQL_TABLE}")
-  --json           list: one object per hold; inspect, leader: one object; watch: one object per change
-  --interval <ms>  watch: how often to read the store (default ${DEFAULT_INTERVAL_MS})
+  --json           list: one object per hold; inspect, leader: one object; watch, leader --watch: one object per change
+  --watch          leader: follow the election until Ctrl-C
+  --interval <ms>  watch, leader --watch: how often to read the store (default ${DEFAULT_INTERVAL_MS})
   --force          required by release: it frees holds that other processes have
   -h, --help       this text
   -v, --version    the package version
 
-exit codes: 0 done (inspect: the key is held; leader: the election has a leader; watch: stopped by Ctrl-C or SIGTERM),
+exit codes: 0 done (inspect: the key is held; leader: the election has a leader; watch, leader --watch: stopped by Ctrl-C or SIGTERM),
             1 nothing matched (no holds listed, nothing to release, inspect: the key is free, leader: no leader),
             2 a usage error, or the store could not be reached (watch: was lost) or refused the request
 `;
@@ -82,6 +85,7 @@ const OPTIONS = {
   prefix: { type: "string" },
   table: { type: "string", default: DEFAULT_SQL_TABLE },
   json: { type: "boolean", default: false },
+  watch: { type: "boolean", default: false },
   interval: { type: "string" },
   force: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
@@ -156,24 +160,51 @@ async function inspect(url, key, values, out) {
   return result.held ? 0 : 1;
 }
 
+/** The leader of election `name` as `inspect` found its key: `{ owner, term, since, value, remainingMs }`, or null. */
+function leaderOf(found) {
+  const holder = found.holders[0];
+  if (holder === undefined) return null;
+  const { since, value } = readElectionRecord(holder.value);
+  return { owner: holder.owner, term: holder.fencingToken, since: since?.toISOString() ?? null, value, remainingMs: holder.remainingMs };
+}
+
+/** One line about `leader` (or its absence): who, which term, since when, its value, its lease. */
+function leaderText(name, leader, now = Date.now()) {
+  if (leader === null) return `election ${JSON.stringify(name)} has no leader`;
+  const term = leader.term === null ? "" : `, term ${leader.term}`;
+  const since = leader.since === null ? "" : `, since ${leader.since} (${seconds(Math.max(0, now - Date.parse(leader.since)))} ago)`;
+  const value = leader.value === null ? "" : `, value ${JSON.stringify(leader.value)}`;
+  return `election ${JSON.stringify(name)} is led by ${leader.owner}${term}${since}${value}, with ${seconds(leader.remainingMs)} left on its lease (the leader renews it)`;
+}
+
 /**
  * `leader`: who leads the election `name` (election() keeps it as a lock on its own key):
- * the leader's owner fingerprint, its term (the hold's fencing token) and its lease left.
+ * the leader's owner fingerprint, its term (the hold's fencing token), since when it leads
+ * (its own clock), the value it proclaims and its lease left. With `--watch`, a line (or
+ * an object) at first and at each change of leader or value, until Ctrl-C.
  */
 async function leader(url, name, values, out) {
-  const found = await withReader(url, values, (reader) => reader.inspect(`${ELECTION_KEY_PREFIX}${name}`));
-  const holder = found.holders[0];
-  const result =
-    holder === undefined ? { name, leader: null } : { name, leader: { owner: holder.owner, term: holder.fencingToken, remainingMs: holder.remainingMs } };
-  if (values.json) out.write(`${JSON.stringify(result)}\n`);
-  else if (holder === undefined) out.write(`election ${JSON.stringify(name)} has no leader\n`);
-  else {
-    const term = holder.fencingToken === null ? "" : `, term ${holder.fencingToken}`;
-    out.write(
-      `election ${JSON.stringify(name)} is led by ${holder.owner}${term}, with ${seconds(holder.remainingMs)} left on its lease (the leader renews it)\n`,
+  const key = `${ELECTION_KEY_PREFIX}${name}`;
+  if (values.watch) {
+    let last;
+    const same = (a, b) =>
+      a === null || b === null ? a === b : a.owner === b.owner && a.term === b.term && JSON.stringify(a.value) === JSON.stringify(b.value);
+    return everyInterval(
+      url,
+      values,
+      "leader --watch",
+      async (reader) => leaderOf(await reader.inspect(key)),
+      (now) => {
+        if (last !== undefined && same(last, now)) return;
+        last = now;
+        const time = new Date().toISOString();
+        out.write(values.json ? `${JSON.stringify({ time, name, leader: now })}\n` : `${time}  ${leaderText(name, now)}\n`);
+      },
     );
   }
-  return holder === undefined ? 1 : 0;
+  const now = leaderOf(await withReader(url, values, (reader) => reader.inspect(key)));
+  out.write(values.json ? `${JSON.stringify({ name, leader: now })}\n` : `${leaderText(name, now)}\n`);
+  return now === null ? 1 : 0;
 }
 
 // ---------------------------------------------------------------------------------
@@ -206,7 +237,14 @@ async function main(argv, out = process.stdout, err = process.stderr) {
   if (!etcd) values.prefix ??= DEFAULT_KEY_PREFIX;
   if (!etcd && /[{}]/.test(values.prefix)) throw new UsageError("--prefix must not contain { or }");
   if (!TABLE.test(values.table)) throw new UsageError("--table must be a table name (letters, digits, _), optionally schema.table");
-  if (values.interval !== undefined && command !== "watch") throw new UsageError("--interval goes with watch", { usage: true });
+  const watching = command === "watch" || (command === "leader" && values.watch);
+  if (values.watch && command !== "leader")
+    throw new UsageError(`--watch goes with leader${command === "watch" ? " (watch always follows)" : ""}`, { usage: true });
+  if (values.interval !== undefined && !watching) throw new UsageError("--interval goes with watch and leader --watch", { usage: true });
+  // How often watch and leader --watch read the store.
+  const intervalMs = values.interval === undefined ? DEFAULT_INTERVAL_MS : Number(values.interval);
+  if (watching && (!Number.isInteger(intervalMs) || intervalMs < 10 || intervalMs > 3_600_000))
+    throw new UsageError(`--interval must be whole milliseconds from 10 to 3600000; got ${values.interval}`);
   if (command === "list") {
     if (url === undefined || positionals.length > 3)
       throw new UsageError(`usage: locksmith list <store-url> [pattern] (or set ${STORE_URL_VARIABLE})`, { usage: true });
@@ -223,10 +261,7 @@ async function main(argv, out = process.stdout, err = process.stderr) {
   if (command === "watch") {
     if (url === undefined || positionals.length > 3)
       throw new UsageError(`usage: locksmith watch <store-url> [pattern] (or set ${STORE_URL_VARIABLE})`, { usage: true });
-    const ms = values.interval === undefined ? DEFAULT_INTERVAL_MS : Number(values.interval);
-    if (!Number.isInteger(ms) || ms < 10 || ms > 3_600_000)
-      throw new UsageError(`--interval must be whole milliseconds from 10 to 3600000; got ${values.interval}`);
-    return watch(url, arg ?? "*", { ...values, intervalMs: ms }, out);
+    return watch(url, arg ?? "*", { ...values, intervalMs }, out);
   }
   if (command === "leader") {
     if (url === undefined || arg === undefined || positionals.length > 3)
@@ -235,7 +270,7 @@ async function main(argv, out = process.stdout, err = process.stderr) {
     if (arg === "" || /\p{Cc}/u.test(arg) || new TextEncoder().encode(arg).length > MAX_ELECTION_NAME_BYTES) {
       throw new UsageError(`not an election's name: ${JSON.stringify(arg)} (1 to ${MAX_ELECTION_NAME_BYTES} bytes, no control characters)`);
     }
-    return leader(url, arg, values, out);
+    return leader(url, arg, { ...values, intervalMs }, out);
   }
   if (command === "release") {
     if (url === undefined || arg === undefined || positionals.length > 3) {

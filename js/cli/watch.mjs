@@ -33,12 +33,13 @@ function changes(before, after, first) {
 }
 
 /**
- * Reads the store every `intervalMs` until SIGINT or SIGTERM (then 0). A read that fails is
- * tried once more on a new connection; when that fails too, the store is lost: a StoreError.
+ * Runs `read(reader)` every `values.intervalMs` until SIGINT or SIGTERM (then resolves 0),
+ * handing each result to `each(result)`. A read that fails is tried once more on a new
+ * connection; when that fails too, the store is lost: a StoreError (`what` names the command).
+ * `start()` and `end()` run around the loop (a terminal's screen set up and put back).
  */
-export async function watch(url, pattern, values, out) {
+export async function everyInterval(url, values, what, read, each, { start = () => {}, end = () => {} } = {}) {
   const intervalMs = values.intervalMs;
-  const live = out.isTTY === true && !values.json;
   let reader = await openReader(url, values);
   let stopping = false;
   let stop;
@@ -50,11 +51,7 @@ export async function watch(url, pattern, values, out) {
   });
   const signals = ["SIGINT", "SIGTERM"];
   for (const signal of signals) process.on(signal, stop);
-  const restoreCursor = () => out.write(SHOW_CURSOR);
-  if (live) {
-    out.write(`${HIDE_CURSOR}${ESC}2J`);
-    process.on("exit", restoreCursor);
-  }
+  start();
   const STOP = Symbol("stop");
   const untilStopped = (promise) => Promise.race([promise, stopped.then(() => STOP)]);
   // A new connection and a first read on it; a reader that connects after a stop is closed.
@@ -65,32 +62,22 @@ export async function watch(url, pattern, values, out) {
       return STOP;
     }
     reader = fresh;
-    return reader.snapshot(pattern);
+    return read(reader);
   };
-  let previous = { holds: [], waiters: new Map() };
-  let first = true;
   let timer;
   try {
     for (;;) {
-      let snapshot = await untilStopped(reader.snapshot(pattern).catch((err) => err));
-      if (snapshot instanceof Error) {
+      let result = await untilStopped(read(reader).catch((err) => err));
+      if (result instanceof Error) {
         // Once more, from a new connection: a server restarted between two reads is back.
         const lost = reader;
         reader = undefined;
         await lost.close();
-        snapshot = await untilStopped(reopen().catch((err) => err));
-        if (snapshot instanceof Error) throw new StoreError(`watch: the store became unreachable: ${snapshot.message}`);
+        result = await untilStopped(reopen().catch((err) => err));
+        if (result instanceof Error) throw new StoreError(`${what}: the store became unreachable: ${result.message}`);
       }
-      if (snapshot === STOP) return 0;
-      // An election's hold by the election's name.
-      snapshot.holds = snapshot.holds.map(electionShown);
-      if (live) out.write(screen(snapshot, { url, pattern, intervalMs, rows: out.rows }));
-      else {
-        const time = new Date().toISOString();
-        for (const e of changes(previous, snapshot, first)) out.write(values.json ? `${JSON.stringify({ time, ...e })}\n` : `${changeLine(time, e)}\n`);
-      }
-      previous = snapshot;
-      first = false;
+      if (result === STOP) return 0;
+      each(result);
       const next = new Promise((resolve) => {
         timer = setTimeout(resolve, intervalMs);
       });
@@ -99,10 +86,39 @@ export async function watch(url, pattern, values, out) {
   } finally {
     clearTimeout(timer);
     for (const signal of signals) process.off(signal, stop);
-    if (live) {
-      process.off("exit", restoreCursor);
-      out.write(`${SHOW_CURSOR}\n`);
-    }
+    end();
     await reader?.close();
   }
+}
+
+/** `locksmith watch`: the holds and waiters under `pattern`, live (see the top of this file). */
+export async function watch(url, pattern, values, out) {
+  const { intervalMs } = values;
+  const live = out.isTTY === true && !values.json;
+  const restoreCursor = () => out.write(SHOW_CURSOR);
+  let previous = { holds: [], waiters: new Map() };
+  let first = true;
+  const each = (snapshot) => {
+    // An election's hold by the election's name.
+    snapshot.holds = snapshot.holds.map(electionShown);
+    if (live) out.write(screen(snapshot, { url, pattern, intervalMs, rows: out.rows }));
+    else {
+      const time = new Date().toISOString();
+      for (const e of changes(previous, snapshot, first)) out.write(values.json ? `${JSON.stringify({ time, ...e })}\n` : `${changeLine(time, e)}\n`);
+    }
+    previous = snapshot;
+    first = false;
+  };
+  return everyInterval(url, values, "watch", (reader) => reader.snapshot(pattern), each, {
+    start: () => {
+      if (!live) return;
+      out.write(`${HIDE_CURSOR}${ESC}2J`);
+      process.on("exit", restoreCursor);
+    },
+    end: () => {
+      if (!live) return;
+      process.off("exit", restoreCursor);
+      out.write(`${SHOW_CURSOR}\n`);
+    },
+  });
 }

@@ -8,6 +8,8 @@ import { fileURLToPath } from "node:url";
 import { fingerprint, globRegExp, hold, StoreError, storeCall, UsageError } from "../common.mjs";
 
 const fileHold = (h) => hold(h.key, h.kind, h.remainingMs, h.fencingToken, h.owner, h.permits);
+// A plain lock's holder with the value it proclaimed (an election's leader), or null.
+const fileHolder = (h) => (h.kind === "lock" ? { ...fileHold(h), value: h.value ?? null } : fileHold(h));
 
 export class FileReader {
   #store;
@@ -69,7 +71,7 @@ export class FileReader {
     const waiting = all.filter((h) => h.waiting).map((h) => ({ kind: h.kind, owner: fingerprint(h.owner), remainingMs: h.remainingMs }));
     const semaphore = holders.find((h) => h.kind === "semaphore");
     return {
-      holders: holders.map(fileHold),
+      holders: holders.map(fileHolder),
       limit: semaphore?.limit ?? null,
       waiting,
       waiters: all.some((h) => h.kind === "read" || h.kind === "write") ? waiting.length : null,
