@@ -348,6 +348,63 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       assert.equal(await store.release(key, "o2"), true);
     });
 
+    it("a proclaimed value is a key of its own under the hold's lease: an extend moves it, a release takes it, a hold taken over starts without one", async () => {
+      const store = await connect();
+      const other = await connect();
+      const url = cluster.endpoints[0];
+      const key = uniqueKey("proclaim");
+      const valueKey = `locksmith/value/${key}`;
+      assert.equal(await store.acquire(key, "o1", 5_000), true);
+      assert.equal(await store.proclaim(key, "o1", "v1", 1), true);
+      let lock = await rawGet(url, store.lockKey(key));
+      let value = await rawGet(url, valueKey);
+      assert.equal(value.lease, lock.lease, "under the hold's lease");
+      assert.deepEqual(JSON.parse(unb64(value.value)), { hold: lock.create_revision, owner: "o1", seq: 1, value: "v1" });
+      assert.equal(await store.extend(key, "o1", 5_000), true);
+      await sleep(200); // the old lease's revoke has landed
+      [lock, value] = [await rawGet(url, store.lockKey(key)), await rawGet(url, valueKey)];
+      assert.equal(value?.lease, lock.lease, "moved to the extend's lease");
+      const seen = await other.holder(key);
+      assert.deepEqual([seen.owner, seen.fencingToken, seen.value], ["o1", Number(lock.create_revision), "v1"], "another process reads it");
+      assert.ok(seen.remainingMs >= 1_000 && seen.remainingMs <= 5_000, `from the lease, to the second: ${seen.remainingMs}`);
+      assert.equal(await store.release(key, "o1"), true);
+      await sleep(200);
+      assert.equal(await rawGet(url, valueKey), undefined, "gone with the hold's lease");
+
+      // A hold this store timed out and took over: its holder's value is not the next one's.
+      assert.equal(await store.acquire(key, "o2", 100), true);
+      assert.equal(await store.proclaim(key, "o2", "old", 5), true);
+      await sleep(150);
+      assert.equal(await store.holder(key), null);
+      assert.equal(await store.proclaim(key, "o2", "late", 6), false);
+      assert.equal(await store.acquire(key, "o3", 5_000), true, "taken over, a lease early");
+      assert.equal((await store.holder(key)).value, null);
+      assert.equal((await other.holder(key)).value, null);
+      assert.equal(await store.release(key, "o3"), true);
+    });
+
+    it("a proclaim applied late changes nothing: its transaction requires the hold and the value as it read them", async () => {
+      const txns = [];
+      const store = await connect({ fetch: (url, init) => (new URL(url).pathname === "/v3/kv/txn" && txns.push(JSON.parse(init.body)), fetch(url, init)) });
+      const url = cluster.endpoints[0];
+      const key = uniqueKey("proclaim-late");
+      assert.equal(await store.acquire(key, "o1", 5_000), true);
+      txns.length = 0;
+      assert.equal(await store.proclaim(key, "o1", "v1", 1), true);
+      const write = txns.find((t) => t.success?.[0]?.request_put);
+      assert.ok(write, "a proclaim writes with a transaction");
+      assert.equal(await store.proclaim(key, "o1", "v2", 2), true);
+      // The first one's transaction arrives again, late: the value changed since its read.
+      assert.ok(!(await etcdCall(url, "kv/txn", write)).succeeded);
+      assert.equal((await store.holder(key)).value, "v2");
+      // And after the hold ended and another began: the lock key changed too.
+      await store.release(key, "o1");
+      assert.equal(await store.acquire(key, "o2", 5_000), true);
+      assert.ok(!(await etcdCall(url, "kv/txn", write)).succeeded);
+      assert.equal((await store.holder(key)).value, null);
+      await store.release(key, "o2");
+    });
+
     it("keys with / and % in them do not collide, in plain locks, semaphores or read-write locks", async () => {
       const store = await connect();
       const base = uniqueKey("slash");

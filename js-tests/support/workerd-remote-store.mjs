@@ -17,6 +17,8 @@ export const REMOTE_METHODS = [
   "countPermits",
   "permitRemainingTime",
   "ownerRemainingTime",
+  "holder",
+  "proclaim",
   "plainAcquire",
   "plainAcquirePermit",
 ];

@@ -8,6 +8,18 @@ import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.
 
 const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];
 
+/**
+ * The object refused a request itself (it crossed RPC as a plain error): the
+ * InvalidArgumentError it is, not the store failing. Anything else as it came.
+ */
+function refusal(err) {
+  const message = String(err?.message ?? "");
+  if ((err?.name === "RangeError" || err?.name === "TypeError") && message.startsWith("locksmith: ")) {
+    return invalid(message.slice("locksmith: ".length));
+  }
+  return err;
+}
+
 /** Whether a wait of `kind` is named by the attempt after it: a permit's (see `acquirePermit`). */
 const waitNamed = (kind) => kind === "semaphore" || kind === "read" || kind === "write";
 
@@ -112,6 +124,23 @@ export class DurableObjectLockStore {
     return await this.#object(key).remainingTime();
   }
 
+  /** Who holds the plain lock on `key`: `{ owner, fencingToken, remainingMs, value }`, or null. One call of its object. */
+  async holder(key) {
+    return await this.#object(key).holder();
+  }
+
+  /**
+   * Keeps `value` with `owner`'s hold of `key` (unless it keeps one of a `seq` as high
+   * already): whether `owner` holds `key`. One call of its object.
+   */
+  async proclaim(key, owner, value, seq) {
+    try {
+      return await this.#object(key).proclaim(owner, value, seq);
+    } catch (err) {
+      throw refusal(err);
+    }
+  }
+
   /**
    * Takes a hold of `key` of `kind` (a semaphore's `permits` of its permits, default 1):
    * `true`, or `false` when the key admits no more.
@@ -131,13 +160,7 @@ export class DurableObjectLockStore {
     try {
       return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit, waitId, permits);
     } catch (err) {
-      // The object refused the request itself (it crossed RPC as a plain error): say so
-      // as the InvalidArgumentError it is, not as the store failing.
-      const message = String(err?.message ?? "");
-      if ((err?.name === "RangeError" || err?.name === "TypeError") && message.startsWith("locksmith: ")) {
-        throw invalid(message.slice("locksmith: ".length));
-      }
-      throw err;
+      throw refusal(err);
     }
   }
 

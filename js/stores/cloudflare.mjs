@@ -9,6 +9,8 @@
 // caller sees the answer (the object's output gate), so a restarted object reloads
 // exactly what it answered. Expiry is by the object's clock (`Date.now()`), to the
 // millisecond; an alarm at the next expiry clears expired holds and wakes waiters.
+// What the plain lock's holder proclaims (elections) is kept beside the lock, named by
+// the hold's fencing token, and dropped when the hold ends.
 import { DurableObject } from "cloudflare:workers";
 
 import { checkPermits } from "../api/checks.mjs";
@@ -23,6 +25,10 @@ const LOCK = "lock";
 const SEMAPHORE = "semaphore";
 const RW = "rw";
 const FENCE = "fence";
+const VALUE = "value";
+// The longest value a holder may proclaim (UTF-16 code units): elections send at most
+// 8 KiB; this keeps a stored value well under the storage's limit on one value.
+const MAX_VALUE_LENGTH = 32_768;
 
 /** The set of holders a permit kind belongs to. */
 function groupOf(kind) {
@@ -87,6 +93,11 @@ export class LockDurableObject extends DurableObject {
   #semaphore;
   /** The read-write lock: `{ holders: Map<owner, { expiresAt, token, writer }>, claim }`, or undefined. */
   #rw;
+  /**
+   * The value the plain lock's holder proclaimed: `{ token, seq, value }`, the hold's
+   * fencing token naming the hold it belongs to; or undefined.
+   */
+  #value;
   /** The last fencing token handed out. Only grows; outlives every hold. */
   #fence = 0;
   /** When the alarm is set for, or null. */
@@ -110,8 +121,9 @@ export class LockDurableObject extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
     ctx.blockConcurrencyWhile(async () => {
-      const saved = await ctx.storage.get([LOCK, SEMAPHORE, RW, FENCE]);
+      const saved = await ctx.storage.get([LOCK, SEMAPHORE, RW, FENCE, VALUE]);
       this.#lock = saved.get(LOCK);
+      this.#value = saved.get(VALUE);
       this.#semaphore = saved.get(SEMAPHORE);
       this.#rw = saved.get(RW);
       // Saved before read-write locks were phase-fair: no waiting readers then.
@@ -177,6 +189,41 @@ export class LockDurableObject extends DurableObject {
   remainingTime() {
     const now = this.#expire();
     return this.#lock ? left(this.#lock.expiresAt, now) : null;
+  }
+
+  /**
+   * Who holds the plain lock: `{ owner, fencingToken, remainingMs, value }` (`value`: what
+   * this hold proclaimed, or null), or null when it is free.
+   */
+  holder() {
+    const now = this.#expire();
+    const lock = this.#lock;
+    if (!lock) return null;
+    return { owner: lock.owner, fencingToken: lock.token, remainingMs: left(lock.expiresAt, now), value: this.#keptValue()?.value ?? null };
+  }
+
+  /**
+   * Keeps `value` with `owner`'s hold of the plain lock, unless the hold keeps one of a
+   * `seq` as high already (a proclaim that arrives late): whether `owner` holds the lock.
+   */
+  proclaim(owner, value, seq) {
+    checkHold(owner);
+    if (typeof value !== "string") throw new TypeError("locksmith: a proclaimed value must be a string");
+    if (value.length > MAX_VALUE_LENGTH) throw new TypeError(`locksmith: a proclaimed value may be ${MAX_VALUE_LENGTH} characters long at most`);
+    if (typeof seq !== "number" || Number.isNaN(seq)) throw new TypeError("locksmith: a proclaim's seq must be a number");
+    this.#expire();
+    const lock = this.#lock;
+    if (lock?.owner !== owner) return false;
+    const kept = this.#keptValue();
+    if (kept && kept.seq >= seq) return true;
+    this.#value = { token: lock.token, seq, value };
+    this.ctx.storage.put(VALUE, this.#value);
+    return true;
+  }
+
+  /** The value kept for the plain lock's hold, if any (one kept for an earlier hold is nobody's). */
+  #keptValue() {
+    return this.#lock && this.#value?.token === this.#lock.token ? this.#value : undefined;
   }
 
   // -------------------------------------------------------------------------------
@@ -443,6 +490,11 @@ export class LockDurableObject extends DurableObject {
     if (group === LOCK) {
       if (this.#lock) storage.put(LOCK, this.#lock);
       else storage.delete(LOCK);
+      // A value goes with its hold.
+      if (this.#value !== undefined && this.#keptValue() === undefined) {
+        this.#value = undefined;
+        storage.delete(VALUE);
+      }
     } else {
       const set = this.#stored(group);
       if (set && (set.holders.size > 0 || set.claim || set.readers?.size > 0 || set.turn?.size > 0)) {

@@ -223,3 +223,35 @@ export const absent = (key) => ({ key: b64(key), target: "CREATE", result: "EQUA
 export const range = (prefix) => ({ request_range: { key: b64(prefix), range_end: prefixEnd(prefix) } });
 
 export const firstKv = (response) => response?.response_range?.kvs?.[0];
+
+/** A compare that holds while `key` was last written at `revision` (a decimal string; "0": absent). */
+export const modIs = (key, revision) => ({ key: b64(key), target: "MOD", result: "EQUAL", mod_revision: String(revision ?? "0") });
+/**
+ * A nested transaction that moves `key`, if it exists, to `lease`, its value kept (a put
+ * with `ignore_value` fails on an absent key, so it is guarded: etcd checks the requests
+ * of the branch its compares take only).
+ */
+export const moveToLease = (key, lease) => ({
+  request_txn: {
+    compare: [{ key: b64(key), target: "CREATE", result: "GREATER", create_revision: "0" }],
+    success: [{ request_put: { key: b64(key), lease, ignore_value: true } }],
+  },
+});
+
+// -------------------------------------------------------------------------------------
+// Proclaimed values. What the holder of a plain lock proclaims (elections) is kept in a
+// key of its own, `<prefix>value/<key>`, put under the lock key's lease (so it goes with
+// the hold), as JSON naming the hold it belongs to: the lock key's create revision (its
+// fencing token) and owner. A value that names another hold is an earlier holder's, left
+// until its lease is revoked: it is nobody's now.
+
+export const proclaimedValue = (hold, owner, seq, value) => JSON.stringify({ hold, owner, seq, value });
+
+/** The value `valueKv` keeps for the hold `lockKv` (`{ seq, value }`), or undefined when it keeps none for that hold. */
+export function keptValue(valueKv, lockKv) {
+  if (valueKv === undefined || lockKv === undefined) return undefined;
+  const kept = parseValue(valueKv);
+  if (kept.hold !== String(lockKv.create_revision) || kept.owner !== parseValue(lockKv).owner) return undefined;
+  if (typeof kept.value !== "string" || typeof kept.seq !== "number") return undefined;
+  return { seq: kept.seq, value: kept.value };
+}

@@ -23,6 +23,13 @@
 // - The due check (`ownerRemainingTime`) answers from that memory: time left on a write
 //   this store sent; 1 ms ("held, no time vouched for") for a write it did not, which a
 //   process elsewhere may time; null when the owner does not hold the key.
+// - What a plain lock's holder proclaims (elections: `proclaim`, read by `holder`) is the
+//   key `<prefix>value/<key>`, put under the lock key's lease by a transaction that
+//   requires the lock key unchanged since it was read (its holder, its lease) and the value
+//   key too (so a proclaim applied late never replaces a newer one). Its JSON names the
+//   hold (the lock key's create revision and owner): a value left from an earlier hold is
+//   nobody's. Release and expiry take it with the lease; extend moves it to the new lease
+//   in the transaction that re-puts the lock key.
 // - Semaphores and read-write locks keep one key per contender under the key's prefix,
 //   ordered by create revision (a queue): an entry is admitted by the entries ahead of it
 //   alone (see js/stores/etcd-permits.mjs), so contenders never wait on one another's commits.
@@ -44,12 +51,16 @@ import {
   firstKv,
   get,
   holdOf,
+  keptValue,
   leaseSeconds,
   lockValue,
+  modIs,
+  moveToLease,
   noop,
   now,
   ownerIs,
   parseValue,
+  proclaimedValue,
   put,
   absent,
   segment,
@@ -132,6 +143,11 @@ export class EtcdLockStore {
   lockKey(key) {
     checkString("key", key);
     return `${this.#options.keyPrefix}lock/${segment(key)}`;
+  }
+
+  /** The etcd key of the value proclaimed by the holder of the plain lock on `key`. */
+  #valueKey(key) {
+    return `${this.#options.keyPrefix}value/${segment(key)}`;
   }
 
   /** The prefix of the etcd keys of the semaphore (`kind` "semaphore") or read-write lock ("read", "write") on `key`. */
@@ -261,11 +277,13 @@ export class EtcdLockStore {
    * lease, in one transaction. The put compares the key's exact value (the last write this
    * store sent for the owner, else what a read finds), so an extend applied late, after its
    * caller gave up, finds another value and cannot move the hold back to its older lease.
+   * The value its holder proclaimed, if any, moves to the new lease in the same transaction.
    */
   async extend(key, owner, ttlMs) {
     checkString("owner", owner);
     checkMs("ttlMs", ttlMs);
     const name = this.lockKey(key);
+    const valueName = this.#valueKey(key);
     const sentAt = now();
     const deadline = sentAt + this.#options.operationTimeoutMs;
     const previous = this.#writes.latest(name, owner);
@@ -291,7 +309,11 @@ export class EtcdLockStore {
           expected = found.value;
         }
         const { reply } = await this.#gateway.txn(
-          { compare: [{ key: b64(name), target: "VALUE", result: "EQUAL", value: expected }], success: [put(name, write.value, lease)], failure: [get(name)] },
+          {
+            compare: [{ key: b64(name), target: "VALUE", result: "EQUAL", value: expected }],
+            success: [put(name, write.value, lease), moveToLease(valueName, lease)],
+            failure: [get(name)],
+          },
           deadline,
           "extend",
         );
@@ -364,6 +386,69 @@ export class EtcdLockStore {
       if (err?.cause?.grpc === GRPC.NOT_FOUND) return null;
       throw err;
     }
+  }
+
+  /**
+   * Who holds the plain lock on `key`: `{ owner, fencingToken, remainingMs, value }`, or
+   * null. The lock key and the value key are read in one transaction (one revision); the
+   * time left is this store's own for a hold it set, else its lease's (to the second).
+   */
+  async holder(key) {
+    const deadline = this.#gateway.deadline();
+    const [kv, valueKv] = await this.#readHold(key, deadline, "holder");
+    if (kv === undefined) return null;
+    const remainingMs = await this.#timeLeft(kv, deadline);
+    if (remainingMs === null) return null;
+    return { owner: parseValue(kv).owner, fencingToken: Number(kv.create_revision), remainingMs, value: keptValue(valueKv, kv)?.value ?? null };
+  }
+
+  /**
+   * Keeps `value` with `owner`'s live hold of `key`, unless the hold keeps one of a `seq`
+   * as high already: whether `owner` holds `key`. One transaction writes it, under the
+   * lock key's lease, only while the lock key and the value key are as read: a proclaim
+   * applied late finds one of them changed and writes nothing.
+   */
+  async proclaim(key, owner, value, seq) {
+    checkString("owner", owner);
+    if (typeof value !== "string") throw invalid(`a proclaimed value must be a string; got ${typeName(value)}`);
+    if (typeof seq !== "number" || Number.isNaN(seq)) throw invalid(`a proclaim's seq must be a number; got ${typeName(seq)}`);
+    const name = this.lockKey(key);
+    const valueName = this.#valueKey(key);
+    const deadline = this.#gateway.deadline();
+    let [kv, valueKv] = await this.#readHold(key, deadline, "proclaim");
+    // Each round that writes nothing found the hold or its value changed since the last.
+    for (let round = 0; round < 3; round++) {
+      if (kv === undefined) return false;
+      const held = holdOf(this.#writes, kv, owner);
+      if (held.owner !== owner || held.state === "expired") return false;
+      const kept = keptValue(valueKv, kv);
+      if (kept !== undefined && kept.seq >= seq) return true;
+      try {
+        const { reply } = await this.#gateway.txn(
+          {
+            compare: [modIs(name, kv.mod_revision), modIs(valueName, valueKv?.mod_revision)],
+            success: [put(valueName, proclaimedValue(String(kv.create_revision), owner, seq, value), kv.lease)],
+            failure: [get(name), get(valueName)],
+          },
+          deadline,
+          "proclaim",
+        );
+        if (reply.succeeded) return true;
+        kv = firstKv(reply.responses?.[0]);
+        valueKv = firstKv(reply.responses?.[1]);
+      } catch (err) {
+        // The hold's lease ran out between the read and the write: it holds no more.
+        if (err?.cause?.grpc === GRPC.NOT_FOUND) return false;
+        throw err;
+      }
+    }
+    throw unavailable(`proclaim on ${JSON.stringify(key)}: the hold kept changing`);
+  }
+
+  /** The plain lock's kv of `key` and its value key's kv (each undefined when absent), read in one transaction. */
+  async #readHold(key, deadline, what) {
+    const { reply } = await this.#gateway.txn({ compare: [], success: [get(this.lockKey(key)), get(this.#valueKey(key))] }, deadline, what);
+    return [firstKv(reply.responses?.[0]), firstKv(reply.responses?.[1])];
   }
 
   /**
@@ -468,8 +553,9 @@ export class EtcdLockStore {
   /**
    * The holds under the prefix whose names `match(name)` accepts: `[{ key, kind, owner,
    * remainingMs, fencingToken, etcdKey, kv }]` (plain locks, and the admitted entries of
-   * semaphores and read-write locks; waiting entries hold nothing). Time left comes from
-   * the leases, in whole seconds.
+   * semaphores and read-write locks; waiting entries hold nothing); a plain lock's has
+   * `value` too, what its holder proclaimed (or null). Time left comes from the leases,
+   * in whole seconds.
    */
   async [ETCD_ADMIN_LIST](match) {
     const deadline = this.#gateway.deadline();
@@ -477,8 +563,13 @@ export class EtcdLockStore {
     const { kvs } = await this.#gateway.list(keyPrefix, deadline, "list");
     const sets = new Map();
     const holds = [];
+    const values = new Map();
     for (const kv of kvs) {
       const rest = unb64(kv.key).slice(keyPrefix.length);
+      if (rest.startsWith("value/")) {
+        values.set(unsegment(rest.slice(6)), kv);
+        continue;
+      }
       if (rest.startsWith("lock/")) {
         const key = unsegment(rest.slice(5));
         if (match(key)) holds.push({ key, kind: "lock", owner: parseValue(kv).owner, fencingToken: Number(kv.create_revision), etcdKey: unb64(kv.key), kv });
@@ -509,6 +600,7 @@ export class EtcdLockStore {
           });
       }
     }
+    for (const h of holds) if (h.kind === "lock") h.value = keptValue(values.get(h.key), h.kv)?.value ?? null;
     await Promise.all(
       holds.map(async (h) => {
         h.remainingMs = await this.#timeLeft(h.kv, deadline);

@@ -21,6 +21,10 @@ export declare class LockDurableObject<Env = unknown> extends DurableObject<Env>
   isHeldBy(owner: string): boolean;
   ownerRemainingTime(owner: string): number | null;
   remainingTime(): number | null;
+  /** The plain lock's holder, with the value it proclaimed (or null); null when the lock is free. */
+  holder(): { owner: string; fencingToken: number; remainingMs: number; value: string | null } | null;
+  /** Keeps `value` with `owner`'s hold unless it keeps one of a `seq` as high already: whether `owner` holds the lock. */
+  proclaim(owner: string, value: string, seq: number): boolean;
   /**
    * `waitId`: the store's wait that a refused contender listens on (see `waitForRelease`);
    * `permits`: a semaphore holder's permits, 1 when absent.
@@ -68,6 +72,10 @@ export declare class DurableObjectLockStore implements LockStore {
   isHeldBy(key: string, owner: string): Promise<boolean>;
   ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   remainingTime(key: string): Promise<number | null>;
+  /** The holder of the plain lock on `key` (owner, fencing token, time left, the value it proclaimed), or null when it is free. */
+  holder(key: string): Promise<{ owner: string; fencingToken: number; remainingMs: number; value: string | null } | null>;
+  /** Keeps `value` with `owner`'s live hold of `key` unless the hold keeps one of a `seq` as high already: whether `owner` holds `key`. */
+  proclaim(key: string, owner: string, value: string, seq: number): Promise<boolean>;
   /** True: a semaphore holder may take several permits (`acquirePermit`'s `permits`, 1 when absent). */
   readonly permitWeights: true;
   /** A semaphore holder takes `permits` of the `limit` (1 when absent); `countPermits` sums them. */

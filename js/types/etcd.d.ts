@@ -65,6 +65,14 @@ export declare class EtcdLockStore {
   /** Milliseconds left on `owner`'s own hold of `key`, or null when not its (1 for a hold this store did not set). */
   ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   remainingTime(key: string): Promise<number | null>;
+  /**
+   * The holder of the plain lock on `key` (owner, fencing token, time left, the value it
+   * proclaimed), or null when it is free. Time left: to the millisecond for a hold this
+   * store set, else from its lease (whole seconds).
+   */
+  holder(key: string): Promise<{ owner: string; fencingToken: number; remainingMs: number; value: string | null } | null>;
+  /** Keeps `value` with `owner`'s live hold of `key` (under its lease) unless the hold keeps one of a `seq` as high already: whether `owner` holds `key`. */
+  proclaim(key: string, owner: string, value: string, seq: number): Promise<boolean>;
   /** True: a semaphore holder may take several permits (`acquirePermit`'s `permits`, 1 when absent). */
   readonly permitWeights: true;
   /** A semaphore holder takes `permits` of the `limit` (1 when absent); `countPermits` sums them. */

@@ -23,6 +23,8 @@ function parseEtcdUrl(url) {
 const etcdPlain = (err) => String(err?.message ?? err).replace(/^locksmith: (etcd: )?/, "");
 // A semaphore entry's permits, when the store's listing reports them (`permits`); else 1.
 const etcdHold = (h) => hold(h.key, h.kind, h.remainingMs, h.fencingToken, h.owner, h.permits);
+// A plain lock's holder with the value it proclaimed (an election's leader), or null.
+const etcdHolder = (h) => (h.kind === "lock" ? { ...etcdHold(h), value: h.value ?? null } : etcdHold(h));
 
 export class EtcdReader {
   #store;
@@ -73,7 +75,7 @@ export class EtcdReader {
 
   inspect(key) {
     return this.#call(async () => ({
-      holders: (await this.#store[this.#admin.list]((name) => name === key)).map(etcdHold),
+      holders: (await this.#store[this.#admin.list]((name) => name === key)).map(etcdHolder),
       limit: null,
       waiting: [],
       waiters: null,
