@@ -143,6 +143,105 @@ describe("MySqlLockStore", await requireMysql(), () => {
   });
 
   describe("the tables", () => {
+    describe("made before elections kept a value (no value columns)", () => {
+      const NOW_MS = "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(3)) DIV 1000)";
+      /** The tables as the version before them created them, with a live lock of `key` held by `owner`. */
+      const oldTables = async (table, key, owner) => {
+        const KEY = "`key` VARBINARY(1024) NOT NULL";
+        const KIND = "kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL";
+        await admin.query(
+          `CREATE TABLE ${table} (${KEY} PRIMARY KEY, owner VARBINARY(255) NOT NULL, expires_at BIGINT NOT NULL, fencing_token BIGINT NULL, INDEX expires_at (expires_at)) ENGINE=InnoDB`,
+        );
+        await admin.query(
+          `CREATE TABLE ${table}_permits (${KIND}, ${KEY}, owner VARBINARY(255) NOT NULL, role VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+             expires_at BIGINT NOT NULL, fencing_token BIGINT NULL, semaphore_limit INT NULL, permits INT NOT NULL DEFAULT 1,
+             PRIMARY KEY (kind, \`key\`, owner), INDEX expires_at (expires_at)) ENGINE=InnoDB`,
+        );
+        await admin.query(`CREATE TABLE ${table}_keys (${KIND}, ${KEY}, PRIMARY KEY (kind, \`key\`)) ENGINE=InnoDB`);
+        await admin.query(`CREATE TABLE ${table}_fencing (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY) ENGINE=InnoDB`);
+        await admin.query(`INSERT INTO ${table}_fencing () VALUES ()`);
+        await admin.query(`INSERT INTO ${table} VALUES (?, ?, ${NOW_MS} + 60000, LAST_INSERT_ID())`, [key, owner]);
+      };
+      const dropTables = (table) => admin.query(`DROP TABLE IF EXISTS ${table}, ${table}_permits, ${table}_keys, ${table}_fencing`);
+      const valueColumns = async (table) =>
+        (
+          await admin.query(
+            `SELECT column_name AS name, data_type AS type, is_nullable AS nullable FROM information_schema.columns
+              WHERE table_schema = DATABASE() AND table_name = ? AND column_name LIKE 'value%' ORDER BY column_name`,
+            [table],
+          )
+        )[0].map((r) => ({ ...r }));
+      const ALTER = (table) => `ALTER TABLE \`${table}\` ADD COLUMN \`value\` BLOB NULL, ADD COLUMN value_token BIGINT NULL, ADD COLUMN value_seq BIGINT NULL`;
+      const missing = (table) => (err) => {
+        assert.equal(err.code, "STORE_ERROR");
+        assert.equal(err.name, "LockStoreError");
+        assert.match(err.message, new RegExp(`^locksmith: MySQL: the table \`${table}\` has no value, value_token, value_seq columns`));
+        assert.ok(err.message.includes(ALTER(table)), err.message);
+        assert.equal(err.cause?.errno, 1054);
+        return true;
+      };
+
+      it("with createTable: false, locks work and holder() and proclaim() fail with STORE_ERROR naming the ALTER TABLE; with true, the columns are added", async () => {
+        const table = "before_values";
+        const key = uniqueKey("old-value");
+        await oldTables(table, key, "old-holder");
+        try {
+          const kept = new MySqlLockStore(admin, { table, createTable: false });
+          // Everything but holder() and proclaim() works on the tables as they are.
+          const l = new Lock(uniqueKey("old-lock"), 5_000, kept);
+          assert.equal(await l.acquire(), true);
+          assert.equal(typeof l.fencingToken, "number");
+          await l.extend();
+          assert.equal(await l.isExpired(), false);
+          assert.equal(await kept.isHeldBy(key, "old-holder"), true);
+          const s = ls.semaphore(uniqueKey("old-sem"), 2, 5_000, kept);
+          assert.equal(await s.acquire({ permits: 2 }), true);
+          await assert.rejects(kept.holder(key), missing(table));
+          await assert.rejects(kept.proclaim(l.key, "anyone", "v", 1), missing(table));
+          assert.deepEqual(await valueColumns(table), [], "no column added");
+          await Promise.all([l.release(), s.release()]);
+
+          // Connecting with createTable: true adds them (several processes at once): the
+          // hold from before has no value yet.
+          const upgraded = await Promise.all(Array.from({ length: 3 }, () => MySqlLockStore.connect(server.url, { table })));
+          assert.deepEqual(await valueColumns(table), [
+            { name: "value", type: "blob", nullable: "YES" },
+            { name: "value_seq", type: "bigint", nullable: "YES" },
+            { name: "value_token", type: "bigint", nullable: "YES" },
+          ]);
+          const [store] = upgraded;
+          const before = await store.holder(key);
+          assert.deepEqual([before.owner, before.value], ["old-holder", null]);
+          assert.equal(await store.proclaim(key, "old-holder", "v1", 1), true);
+          // The store made with createTable: false sees them too, without reconnecting.
+          assert.equal((await kept.holder(key)).value, "v1");
+          await kept.close();
+          await Promise.all(upgraded.map((x) => x.close()));
+        } finally {
+          await dropTables(table);
+        }
+      });
+
+      it("a user that may not alter the tables connects with createTable: true all the same: locks work, holder() says what to add", async () => {
+        const table = "before_values_not_altered";
+        const key = uniqueKey("old-value");
+        await oldTables(table, key, "old-holder");
+        await admin.query("CREATE USER IF NOT EXISTS 'dml'@'127.0.0.1' IDENTIFIED BY 'pw'");
+        await admin.query("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE ON locksmith.* TO 'dml'@'127.0.0.1'");
+        const store = await MySqlLockStore.connect(`mysql://dml:pw@127.0.0.1:${server.port}/locksmith`, { table });
+        try {
+          const l = new Lock(uniqueKey("old-lock"), 5_000, store);
+          assert.equal(await l.acquire(), true);
+          assert.equal(await l.release(), true);
+          await assert.rejects(store.holder(key), missing(table));
+          assert.deepEqual(await valueColumns(table), []);
+        } finally {
+          await store.close();
+          await dropTables(table);
+        }
+      });
+    });
+
     it("are created once by several stores starting at the same time; a hold is a row with the server's expiry and a token", async () => {
       const table = "created_together";
       const { stores, key, owner, token } = await sixStoresOneHold(() => MySqlLockStore.connect(server.url, { table }));

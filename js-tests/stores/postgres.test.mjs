@@ -227,6 +227,96 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       });
     });
 
+    describe("made before elections kept a value (no value columns)", () => {
+      /** The tables as the version before them created them, with a live lock of `key` held by `owner`. */
+      const oldTables = async (table, key, owner) => {
+        await admin.query(`CREATE SEQUENCE ${table}_fencing AS bigint MINVALUE 1`);
+        await admin.query(`CREATE TABLE ${table} (key text PRIMARY KEY, owner text NOT NULL, expires_at timestamptz NOT NULL, fencing_token bigint)`);
+        await admin.query(`CREATE INDEX ${table}_expires_at ON ${table} (expires_at)`);
+        await admin.query(
+          `CREATE TABLE ${table}_permits (kind text NOT NULL, key text NOT NULL, owner text NOT NULL, role text NOT NULL,
+             expires_at timestamptz NOT NULL, fencing_token bigint, semaphore_limit integer, permits integer NOT NULL DEFAULT 1,
+             PRIMARY KEY (kind, key, owner))`,
+        );
+        await admin.query(`INSERT INTO ${table} VALUES ($1, $2, clock_timestamp() + interval '1 minute', nextval('${table}_fencing'))`, [key, owner]);
+      };
+      const valueColumns = async (table) =>
+        (
+          await admin.query(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = $1 AND column_name LIKE 'value%' ORDER BY column_name",
+            [table],
+          )
+        ).rows;
+      const ALTER = (table) =>
+        `ALTER TABLE "${table}" ADD COLUMN IF NOT EXISTS value bytea, ADD COLUMN IF NOT EXISTS value_token bigint, ADD COLUMN IF NOT EXISTS value_seq bigint`;
+
+      it("with createTable: false, locks work and holder() and proclaim() fail with STORE_ERROR naming the ALTER TABLE; with true, the columns are added", async () => {
+        const table = "before_values";
+        const key = uniqueKey("old-value");
+        await oldTables(table, key, "old-holder");
+        const kept = new PostgresLockStore(admin, { table, createTable: false });
+        // Everything but holder() and proclaim() works on the table as it is.
+        const l = new Lock(uniqueKey("old-lock"), 5_000, kept);
+        assert.equal(await l.acquire(), true);
+        assert.equal(typeof l.fencingToken, "number");
+        await l.extend();
+        assert.equal(await l.isExpired(), false);
+        assert.equal(await kept.isHeldBy(key, "old-holder"), true);
+        const s = semaphore(uniqueKey("old-sem"), 2, 5_000, kept);
+        assert.equal(await s.acquire({ permits: 2 }), true);
+        const missing = (err) => {
+          assert.equal(err.code, "STORE_ERROR");
+          assert.equal(err.name, "LockStoreError");
+          assert.match(err.message, /^locksmith: PostgreSQL: the table "before_values" has no value, value_token, value_seq columns/);
+          assert.ok(err.message.includes(ALTER(table)), err.message);
+          return true;
+        };
+        await assert.rejects(kept.holder(key), missing);
+        await assert.rejects(kept.proclaim(l.key, "anyone", "v", 1), missing);
+        assert.deepEqual(await valueColumns(table), [], "no column added");
+        await Promise.all([l.release(), s.release()]);
+
+        // Connecting with createTable: true adds them, in place: the hold from before has no value yet.
+        const upgraded = await Promise.all(Array.from({ length: 3 }, () => PostgresLockStore.connect(server.url, { table, listen: false })));
+        assert.deepEqual(await valueColumns(table), [
+          { column_name: "value", data_type: "bytea", is_nullable: "YES" },
+          { column_name: "value_seq", data_type: "bigint", is_nullable: "YES" },
+          { column_name: "value_token", data_type: "bigint", is_nullable: "YES" },
+        ]);
+        const [store] = upgraded;
+        const before = await store.holder(key);
+        assert.deepEqual([before.owner, before.value], ["old-holder", null]);
+        assert.equal(await store.proclaim(key, "old-holder", "v1", 1), true);
+        // The store made with createTable: false sees them too, without reconnecting.
+        assert.equal((await kept.holder(key)).value, "v1");
+        await kept.close();
+        await Promise.all(upgraded.map((x) => x.close()));
+      });
+
+      it("a role that may not alter the table connects with createTable: true all the same: locks work, holder() says what to add", async () => {
+        const table = "before_values_not_owned";
+        const key = uniqueKey("old-value");
+        await oldTables(table, key, "old-holder");
+        await admin.query("DROP ROLE IF EXISTS locksmith_dml; CREATE ROLE locksmith_dml LOGIN");
+        await admin.query(
+          `GRANT SELECT, INSERT, UPDATE, DELETE ON ${table}, ${table}_permits TO locksmith_dml; GRANT USAGE ON SEQUENCE ${table}_fencing TO locksmith_dml`,
+        );
+        const url = new URL(server.url);
+        url.username = "locksmith_dml";
+        const store = await PostgresLockStore.connect(url.href, { table, listen: false });
+        try {
+          const l = new Lock(uniqueKey("old-lock"), 5_000, store);
+          assert.equal(await l.acquire(), true);
+          assert.equal(await l.release(), true);
+          await assert.rejects(store.holder(key), (err) => err.code === "STORE_ERROR" && err.message.includes(ALTER(table)));
+          assert.deepEqual(await valueColumns(table), []);
+        } finally {
+          await store.close();
+          await admin.query(`DROP TABLE ${table}, ${table}_permits; DROP SEQUENCE ${table}_fencing; DROP ROLE locksmith_dml`);
+        }
+      });
+    });
+
     it("expiry is the server's clock, whatever this process's clock says", async () => {
       const store = new PostgresLockStore(admin);
       const key = uniqueKey("clock");

@@ -113,6 +113,46 @@ for (const sql of SQL_STORES) {
       });
     });
 
+    describe("holder() and proclaim()", () => {
+      let store;
+      storeDuring(
+        () => sql.connect(server.url),
+        (opened) => {
+          store = opened;
+        },
+      );
+
+      it("a value goes with its hold: the same owner's next hold starts without one, and an earlier hold's seq does not hold it back", async () => {
+        const key = uniqueKey("value-same-owner");
+        assert.equal(await store.acquire(key, "o", 30_000), true);
+        assert.equal(await store.proclaim(key, "o", "first", 5), true);
+        assert.equal((await store.holder(key)).value, "first");
+        assert.equal(await store.release(key, "o"), true);
+        assert.equal(await store.acquire(key, "o", 30_000), true);
+        const again = await store.holder(key);
+        assert.deepEqual([again.owner, again.value], ["o", null], "a new hold of the same owner");
+        assert.equal(await store.proclaim(key, "o", "second", 1), true);
+        assert.equal((await store.holder(key)).value, "second");
+        await store.release(key, "o");
+      });
+
+      it("keeps any string exactly (non-ASCII, NUL, 8 KiB), reads the time left on the server's clock, and checks its arguments", async () => {
+        const key = uniqueKey("value-bytes");
+        assert.equal(await store.acquire(key, "o", 300), true);
+        const h = await store.holder(key);
+        assert.ok(Number.isInteger(h.remainingMs) && h.remainingMs >= 1 && h.remainingMs <= 300, `remainingMs ${h.remainingMs}`);
+        let seq = 0;
+        for (const value of ["héllo ✓ 🎉", "a\u0000b", "", "é".repeat(4_096)]) {
+          assert.equal(await store.proclaim(key, "o", value, ++seq), true);
+          assert.equal((await store.holder(key)).value, value);
+        }
+        await assert.rejects(store.proclaim(key, "o", 42, ++seq), invalidArgument(/string value/));
+        await assert.rejects(store.proclaim(key, "o", "v", 1.5), invalidArgument(/whole number as seq/));
+        await sleep(400);
+        assert.equal(await store.holder(key), null);
+      });
+    });
+
     describe("mutual exclusion under load", () => {
       it("8 OS processes on one key: exact counter, no overlap, growing fencing tokens", { timeout: 60_000 }, async () => {
         const key = uniqueKey("load");

@@ -277,15 +277,54 @@ class MySqlLockStore extends core.SqlLockStore {
     return this.#schemaReady;
   }
 
+  /**
+   * One look: the four tables exist, and the locks table has its value columns (tables
+   * made before elections kept a value do not). With createTable, creates what is
+   * missing and adds the missing value columns, each by its own ALTER TABLE (MySQL 8 has
+   * no ADD COLUMN IF NOT EXISTS: a column another process added first is no error, nor
+   * is a user without the right to alter the table: only holder() and proclaim() then
+   * fail, saying what to add). Without createTable it alters nothing.
+   */
   async #createSchema(connection) {
-    const { names } = this.#sql;
+    const { names, locks } = this.#sql;
+    const schema = this.#options.qualifier ?? null;
     const [rows] = await connection.query(
-      "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name IN (?)",
-      [this.#options.qualifier ?? null, names],
+      `SELECT (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name IN (?)) AS n,
+         (SELECT GROUP_CONCAT(column_name) FROM information_schema.columns
+           WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? AND column_name IN (?)) AS columns_present`,
+      [schema, names, schema, names[0], ["key", ...core.VALUE_COLUMNS]],
     );
-    if (Number(rows[0].n) === names.length) return;
-    if (!this.#options.createTable) throw new LockStoreError(dialect.missingTableMessage(this.#options.table));
-    for (const statement of dialect.createTables(this.#sql)) await connection.query(statement);
+    const present = new Set(
+      text(rows[0].columns_present ?? "")
+        .toLowerCase()
+        .split(","),
+    );
+    // The value columns a locks table that is there lacks (a new table gets them as it is created).
+    const missing = present.has("key") ? core.VALUE_COLUMNS.filter((c) => !present.has(c)) : [];
+    const tables = Number(rows[0].n) === names.length;
+    if (tables && missing.length === 0) return;
+    if (!this.#options.createTable) {
+      if (tables) return;
+      throw new LockStoreError(dialect.missingTableMessage(this.#options.table));
+    }
+    if (!tables) for (const statement of dialect.createTables(this.#sql)) await connection.query(statement);
+    if (missing.length === 0) return;
+    // An ALTER TABLE waits for the transactions using the table (and the store's calls
+    // queue behind it): bounded like a row lock wait, not by the default year.
+    const bound = [["lock_wait_timeout", Math.max(1, Math.floor(core.serverTimeoutMs(this.#options.operationTimeoutMs) / 1000))]];
+    await connection.query(dialect.saveAndSet(bound));
+    try {
+      for (const column of missing) {
+        try {
+          await connection.query(dialect.addValueColumn(locks, column));
+        } catch (err) {
+          if (err?.errno === dialect.TABLE_ACCESS_DENIED) break;
+          if (err?.errno !== dialect.DUPLICATE_COLUMN) throw err;
+        }
+      }
+    } finally {
+      await connection.query(dialect.restore(bound));
+    }
   }
 
   /** A new fencing token: larger than every token drawn before. */
@@ -476,6 +515,52 @@ class MySqlLockStore extends core.SqlLockStore {
       c.query(`SELECT expires_at - ${NOW_MS} AS ms FROM ${this.#sql.locks} WHERE \`key\` = ? AND expires_at > ${NOW_MS}`, [key]),
     );
     return rows.length > 0 ? Math.max(0, Number(rows[0].ms)) : null;
+  }
+
+  /**
+   * The live holder of the plain lock `key` in one statement: its owner, fencing token,
+   * milliseconds left and the value proclaimed for this hold (its `value_token` is the
+   * hold's fencing token; a value left by an earlier hold is not its); null when nobody
+   * holds it. The time left is the difference of the two milliseconds: the server's
+   * clock reads the current millisecond truncated, so that is what is left rounded up.
+   */
+  async holder(key) {
+    const [rows] = await this.#run("holder", (c) =>
+      c.query(
+        `SELECT owner, fencing_token, expires_at - ${NOW_MS} AS ms, IF(value_token = fencing_token, \`value\`, NULL) AS \`value\`
+         FROM ${this.#sql.locks} WHERE \`key\` = ? AND expires_at > ${NOW_MS}`,
+        [key],
+      ),
+    ).catch((err) => this.#failWithoutValueColumns(err));
+    return rows.length > 0 ? core.holderOf(rows[0], "MySQL: the fencing counter") : null;
+  }
+
+  /**
+   * Keeps `value` with `owner`'s live hold of `key` in one statement, unless the hold
+   * keeps a value of a `seq` as large already: whether `owner` holds `key`. The value is
+   * tagged with the hold's fencing token, so a later hold of the key (any owner's) starts
+   * without one, and an extend keeps it.
+   */
+  async proclaim(key, owner, value, seq) {
+    const bytes = core.proclaimed(value, seq);
+    // MySQL assigns left to right, each assignment seeing the ones before: the condition
+    // reads value_token and value_seq, so those are set after `value` and in that order;
+    // when the value is not replaced, the tag is the hold's already.
+    const newer = "(NOT (value_token <=> fencing_token) OR value_seq IS NULL OR value_seq < ?)";
+    const [result] = await this.#run("proclaim", (c) =>
+      c.query(
+        `UPDATE ${this.#sql.locks}
+         SET \`value\` = IF(${newer}, ?, \`value\`), value_seq = IF(${newer}, ?, value_seq), value_token = fencing_token
+         WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`,
+        [seq, bytes, seq, seq, key, owner],
+      ),
+    ).catch((err) => this.#failWithoutValueColumns(err));
+    return matchedRows(result) > 0;
+  }
+
+  /** holder()'s and proclaim()'s failure on a locks table without the value columns, as the error that says what to add. */
+  #failWithoutValueColumns(err) {
+    throw core.withoutValueColumns(err, dialect.isMissingColumn, dialect.missingValueColumnsMessage(this.#sql.locks));
   }
 
   // -------------------------------------------------------------------------------

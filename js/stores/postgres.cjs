@@ -467,6 +467,53 @@ class PostgresLockStore extends core.SqlLockStore {
     return rows.length > 0 ? Math.max(0, rows[0].ms) : null;
   }
 
+  /**
+   * The live holder of the plain lock `key` in one statement: its owner, fencing token,
+   * milliseconds left (rounded up) and the value proclaimed for this hold (its
+   * `value_token` is the hold's fencing token; a value left by an earlier hold is not
+   * its); null when nobody holds it. The server's clock is read once.
+   */
+  async holder(key) {
+    const { rows } = await this.#run("holder", (client) =>
+      client.query(
+        `SELECT owner, fencing_token, ceil(extract(epoch FROM expires_at - c.now) * 1000)::float8 AS ms,
+           CASE WHEN value_token = fencing_token THEN value END AS value
+         FROM ${this.#sql.locks}, (SELECT clock_timestamp() AS now) AS c WHERE key = $1 AND expires_at > c.now`,
+        [key],
+      ),
+    ).catch((err) => this.#failWithoutValueColumns(err));
+    return rows.length > 0 ? core.holderOf(rows[0], "PostgreSQL: the fencing sequence") : null;
+  }
+
+  /**
+   * Keeps `value` with `owner`'s live hold of `key` in one statement, unless the hold
+   * keeps a value of a `seq` as large already: whether `owner` holds `key`. The value is
+   * tagged with the hold's fencing token, so a later hold of the key (any owner's) starts
+   * without one, and an extend keeps it.
+   */
+  async proclaim(key, owner, value, seq) {
+    const bytes = core.proclaimed(value, seq);
+    // The SET expressions all read the row as it was. When the value is not replaced the
+    // tag is the hold's already.
+    const newer = "(value_token IS DISTINCT FROM fencing_token OR value_seq IS NULL OR value_seq < $4::bigint)";
+    const { rowCount } = await this.#run("proclaim", (client) =>
+      client.query(
+        `UPDATE ${this.#sql.locks}
+         SET value = CASE WHEN ${newer} THEN $3::bytea ELSE value END,
+           value_seq = CASE WHEN ${newer} THEN $4::bigint ELSE value_seq END,
+           value_token = fencing_token
+         WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()`,
+        [key, owner, bytes, seq],
+      ),
+    ).catch((err) => this.#failWithoutValueColumns(err));
+    return rowCount > 0;
+  }
+
+  /** holder()'s and proclaim()'s failure on a locks table without the value columns, as the error that says what to add. */
+  #failWithoutValueColumns(err) {
+    throw core.withoutValueColumns(err, dialect.isMissingColumn, dialect.missingValueColumnsMessage(this.#sql.locks));
+  }
+
   // -------------------------------------------------------------------------------
   // Permits: semaphores and read-write locks
 

@@ -1,7 +1,8 @@
 "use strict";
 // What PostgresLockStore and MySqlLockStore share: their options, argument checks and
 // error typing, the rules of semaphores and phase-fair read-write locks over a permits
-// table, and the clean-up after an acquire whose outcome the client could not learn. Each
+// table, a plain lock's holder and the value it proclaimed (the locks table's value
+// columns), and the clean-up after an acquire whose outcome the client could not learn. Each
 // store brings its dialect: its SQL, how it reads the server's clock, what serializes a
 // key's changes (an advisory lock, a row lock) and which server errors mean "unavailable".
 
@@ -94,6 +95,50 @@ function toToken(value, source) {
     throw new LockStoreError(`locksmith: ${source} gave ${value}, not a positive safe integer`);
   }
   return token;
+}
+
+// The columns of the locks table that keep what a plain lock's holder proclaimed
+// (holder(), proclaim(): elections' leader(), observe() and value): the value (bytes,
+// UTF-8), the fencing token of the hold it was proclaimed for, and its sequence number.
+// Nullable, so tables made by an earlier version take them without a rewrite; a table
+// without them serves everything but holder() and proclaim().
+const VALUE_COLUMNS = ["value", "value_token", "value_seq"];
+
+/**
+ * proclaim()'s value and seq, checked: the value as the bytes the table keeps. Elections
+ * bound the value's size; a store only needs a string and a whole number.
+ */
+function proclaimed(value, seq) {
+  if (typeof value !== "string") throw invalid(`proclaim() takes a string value; got ${typeName(value)}`);
+  if (!Number.isSafeInteger(seq)) throw invalid(`proclaim() takes a whole number as seq; got ${typeof seq === "number" ? seq : typeName(seq)}`);
+  return Buffer.from(value, "utf8");
+}
+
+/**
+ * holder()'s answer from a live plain lock's row ({ owner, fencing_token, ms, value }):
+ * `ms` the time left on the server's clock (rounded up, at least 1, since the row was
+ * live), `value` the one proclaimed for this hold or null (the statement compares tags).
+ */
+function holderOf(row, source) {
+  const text = (v) => (Buffer.isBuffer(v) ? v.toString("utf8") : String(v));
+  return {
+    owner: text(row.owner),
+    fencingToken: row.fencing_token === null || row.fencing_token === undefined ? null : toToken(row.fencing_token, source),
+    remainingMs: Math.max(1, Math.ceil(Number(row.ms))),
+    value: row.value === null || row.value === undefined ? null : text(row.value),
+  };
+}
+
+/**
+ * The error of holder() or proclaim() on a locks table without the value columns (made
+ * by an earlier version, and not upgraded: createTable false, or no right to alter it):
+ * `message` says which columns to add, and how. Other failures pass as they are.
+ */
+function withoutValueColumns(err, isMissingColumn, message) {
+  if (!isMissingColumn(err?.cause ?? err)) return err;
+  const error = new LockStoreError(message);
+  error.cause = err?.cause ?? err;
+  return error;
 }
 
 /**
@@ -468,17 +513,21 @@ module.exports = {
   HOLDING_ROLES,
   SWEEP_INTERVAL_MS,
   SWEEP_ROWS,
+  VALUE_COLUMNS,
   Cleanups,
   SqlLockStore,
   checkWeight,
   decidePermit,
+  holderOf,
   limitMismatch,
   loadDriver,
   noop,
   opened,
   parseOptions,
+  proclaimed,
   serverTimeoutMs,
   storeError,
   toToken,
   withinTimeout,
+  withoutValueColumns,
 };

@@ -3,7 +3,7 @@
 // which failures are STORE_UNAVAILABLE, the message of a missing schema, and the session
 // settings that bound on the server what a client abandoned.
 
-const { serverTimeoutMs, storeError: sqlStoreError } = require("./sql-core.cjs");
+const { VALUE_COLUMNS, serverTimeoutMs, storeError: sqlStoreError } = require("./sql-core.cjs");
 
 /** The options and table names MySqlLockStore takes (see the SQL core's parseOptions). */
 const DIALECT = {
@@ -22,8 +22,19 @@ const DIALECT = {
 const KEY = "`key` VARBINARY(1024) NOT NULL";
 const OWNER = "owner VARBINARY(255) NOT NULL";
 const KIND = "kind VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL";
+// The locks table's value columns (see the SQL core's VALUE_COLUMNS): the value as bytes
+// (UTF-8, whatever the connection's or the table's character set), nullable, so that
+// MySQL 8 and MariaDB add them to a table made by an earlier version in place (INSTANT).
+const VALUE_COLUMN_DEFINITIONS = { value: "`value` BLOB NULL", value_token: "value_token BIGINT NULL", value_seq: "value_seq BIGINT NULL" };
 const TABLES = {
-  locks: [`${KEY} PRIMARY KEY`, OWNER, "expires_at BIGINT NOT NULL", "fencing_token BIGINT NULL", "INDEX expires_at (expires_at)"],
+  locks: [
+    `${KEY} PRIMARY KEY`,
+    OWNER,
+    "expires_at BIGINT NOT NULL",
+    "fencing_token BIGINT NULL",
+    ...VALUE_COLUMNS.map((c) => VALUE_COLUMN_DEFINITIONS[c]),
+    "INDEX expires_at (expires_at)",
+  ],
   permits: [
     KIND,
     KEY,
@@ -81,6 +92,19 @@ const SESSION_VARIABLES = [
   "idle_transaction_timeout",
   "wait_timeout",
 ];
+/** The statement that adds the value column `column` to the locks table `locks` (MySQL 8 has no ADD COLUMN IF NOT EXISTS: one at a time). */
+const addValueColumn = (locks, column) => `ALTER TABLE ${locks} ADD COLUMN ${VALUE_COLUMN_DEFINITIONS[column]}`;
+
+/** Why holder() and proclaim() cannot run on the locks table `locks`, and how to add what they need. */
+function missingValueColumnsMessage(locks) {
+  return (
+    `locksmith: MySQL: the table ${locks} has no ${VALUE_COLUMNS.join(", ")} columns (it was made by an earlier version), ` +
+    "which holder() and proclaim() need (an election's leader(), observe() and value); everything else works without them. " +
+    `Add them with ALTER TABLE ${locks} ${VALUE_COLUMNS.map((c) => `ADD COLUMN ${VALUE_COLUMN_DEFINITIONS[c]}`).join(", ")} ` +
+    "(or connect once with createTable: true, as a user that may alter the table)"
+  );
+}
+
 /** Why `table` is missing, and how to make it. */
 function missingTableMessage(table) {
   return (
@@ -92,6 +116,16 @@ function missingTableMessage(table) {
 
 /** Whether `err` is an error the server sent (it has an SQLSTATE and a positive errno). */
 const isServerError = (err) => typeof err?.sqlState === "string" && typeof err?.errno === "number" && err.errno > 0;
+
+// Server errors about the value columns: a column the table lacks (1054: holder() and
+// proclaim() on a table made by an earlier version), one that is there already (1060:
+// another process added it first), and no right to alter the table (1142).
+const UNKNOWN_COLUMN = 1054;
+const DUPLICATE_COLUMN = 1060;
+const TABLE_ACCESS_DENIED = 1142;
+
+/** Whether `err` is MySQL's "unknown column". */
+const isMissingColumn = (err) => isServerError(err) && err.errno === UNKNOWN_COLUMN;
 
 /** A failure of MySQL, typed: unreachable, overloaded or a conflict to retry is STORE_UNAVAILABLE, a refusal STORE_ERROR. */
 // Errors without an errno from the server are the socket's or mysql2's own.
@@ -135,11 +169,16 @@ const restore = (pairs) => `SET ${pairs.map(([n]) => `SESSION ${n} = @locksmith_
 
 module.exports = {
   DIALECT,
+  DUPLICATE_COLUMN,
+  TABLE_ACCESS_DENIED,
+  addValueColumn,
   createTables,
   NOW_MS,
   SESSION_VARIABLES,
   isConnectionError,
+  isMissingColumn,
   missingTableMessage,
+  missingValueColumnsMessage,
   restore,
   saveAndSet,
   sessionSettings,

@@ -7,7 +7,7 @@
 // connection now and then; a pool without pg's Client and options gets no LISTEN.
 
 const { LockStoreError, checkKind, warnOnce } = require("../gen/api.cjs");
-const { noop, serverTimeoutMs, storeError: sqlStoreError } = require("./sql-core.cjs");
+const { VALUE_COLUMNS, noop, serverTimeoutMs, storeError: sqlStoreError } = require("./sql-core.cjs");
 
 /**
  * Warns, once per process, when `pool` (a user's pg.Pool given to new PostgresLockStore)
@@ -43,6 +43,24 @@ function missingColumnMessage(permits) {
   );
 }
 
+// The value columns of the locks table (see the SQL core's VALUE_COLUMNS), as added to a
+// table made by an earlier version: nullable, without a default, so PostgreSQL only
+// records them, without rewriting the table.
+const ADD_VALUE_COLUMNS = "ADD COLUMN IF NOT EXISTS value bytea, ADD COLUMN IF NOT EXISTS value_token bigint, ADD COLUMN IF NOT EXISTS value_seq bigint";
+
+/** Why holder() and proclaim() cannot run on the locks table `locks`, and how to add what they need. */
+function missingValueColumnsMessage(locks) {
+  return (
+    `locksmith: PostgreSQL: the table ${locks} has no ${VALUE_COLUMNS.join(", ")} columns (it was made by an earlier version), ` +
+    "which holder() and proclaim() need (an election's leader(), observe() and value); everything else works without them. " +
+    `Add them with ALTER TABLE ${locks} ${ADD_VALUE_COLUMNS} ` +
+    "(or connect once with createTable: true, as a role that may alter the table)"
+  );
+}
+
+/** Whether `err` is PostgreSQL's "column does not exist" (SQLSTATE 42703). */
+const isMissingColumn = (err) => err?.code === "42703";
+
 /** Why `table` is missing, and how to make it. */
 function missingTableMessage(table) {
   return (
@@ -76,21 +94,28 @@ function schemaNames({ qualifier, name, table }) {
 
 /**
  * Creates the table, its permits table and its sequence (`sql`: schemaNames()) if any is
- * missing, and the permits column of a permits table made by an earlier version; with
- * `createTable: false` in `options`, says what is missing instead.
+ * missing, and the columns that tables made by an earlier version lack: the permits
+ * table's `permits` (needed: without it the store refuses to run) and the locks table's
+ * value columns (only holder() and proclaim() need them). With `createTable: false` in
+ * `options` it alters nothing: it says what is missing instead, or, for the value
+ * columns, leaves holder() and proclaim() to say it.
  */
 async function createSchema(client, sql, options) {
   const { locks, permits, sequence, regclasses, lockspace } = sql;
-  // One look: the three exist, and the permits table has its `permits` column (tables
-  // made before semaphore holds had weights do not; they get it below).
+  // One look: the three exist, the permits table has its `permits` column (tables made
+  // before semaphore holds had weights do not) and the locks table its value columns
+  // (tables made before elections kept a value do not); they get them below.
   const { rows } = await client.query(
     `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL AS ok,
-       EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'permits' AND NOT attisdropped) AS weighted`,
-    regclasses,
+       EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'permits' AND NOT attisdropped) AS weighted,
+       (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = ANY($4::text[]) AND NOT attisdropped) = $5 AS valued`,
+    [...regclasses, VALUE_COLUMNS, VALUE_COLUMNS.length],
   );
-  if (rows[0].ok === true && rows[0].weighted === true) return;
+  const { ok, weighted, valued } = rows[0];
+  if (ok === true && weighted === true && valued === true) return;
   if (!options.createTable) {
-    throw new LockStoreError(rows[0].ok === true ? missingColumnMessage(permits) : missingTableMessage(options.table));
+    if (ok === true && weighted === true) return;
+    throw new LockStoreError(ok === true ? missingColumnMessage(permits) : missingTableMessage(options.table));
   }
   const { name } = options;
   // Several processes may start at once: an advisory lock makes them create in turn
@@ -98,33 +123,52 @@ async function createSchema(client, sql, options) {
   inTransaction.add(client);
   await client.query(`BEGIN; SET LOCAL statement_timeout = ${serverTimeoutMs(options.operationTimeoutMs)}`);
   await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [lockspace]);
-  await client.query(`CREATE SEQUENCE IF NOT EXISTS ${sequence} AS bigint MINVALUE 1`);
-  await client.query(
-    `CREATE TABLE IF NOT EXISTS ${locks} (
-      key text PRIMARY KEY,
-      owner text NOT NULL,
-      expires_at timestamptz NOT NULL,
-      fencing_token bigint
-    )`,
-  );
-  await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_expires_at`)} ON ${locks} (expires_at)`);
-  await client.query(
-    `CREATE TABLE IF NOT EXISTS ${permits} (
-      kind text NOT NULL,
-      key text NOT NULL,
-      owner text NOT NULL,
-      role text NOT NULL,
-      expires_at timestamptz NOT NULL,
-      fencing_token bigint,
-      semaphore_limit integer,
-      permits integer NOT NULL DEFAULT 1,
-      PRIMARY KEY (kind, key, owner)
-    )`,
-  );
-  // A permits table made by an earlier version: its holders each held 1. (With a
-  // constant default, PostgreSQL 11+ adds the column without rewriting the table.)
-  await client.query(`ALTER TABLE ${permits} ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1`);
-  await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_permits_expires_at`)} ON ${permits} (expires_at)`);
+  // (Only the value columns missing: no CREATE, which needs the right to create in the
+  // schema even when there is nothing to create.)
+  if (ok !== true || weighted !== true) {
+    await client.query(`CREATE SEQUENCE IF NOT EXISTS ${sequence} AS bigint MINVALUE 1`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${locks} (
+        key text PRIMARY KEY,
+        owner text NOT NULL,
+        expires_at timestamptz NOT NULL,
+        fencing_token bigint,
+        value bytea,
+        value_token bigint,
+        value_seq bigint
+      )`,
+    );
+    await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_expires_at`)} ON ${locks} (expires_at)`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${permits} (
+        kind text NOT NULL,
+        key text NOT NULL,
+        owner text NOT NULL,
+        role text NOT NULL,
+        expires_at timestamptz NOT NULL,
+        fencing_token bigint,
+        semaphore_limit integer,
+        permits integer NOT NULL DEFAULT 1,
+        PRIMARY KEY (kind, key, owner)
+      )`,
+    );
+    // A permits table made by an earlier version: its holders each held 1. (With a
+    // constant default, PostgreSQL 11+ adds the column without rewriting the table.)
+    await client.query(`ALTER TABLE ${permits} ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1`);
+    await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_permits_expires_at`)} ON ${permits} (expires_at)`);
+  }
+  // A locks table made by an earlier version: its holds have no value yet. A role that
+  // may not alter it (it does not own the table) leaves it as it is: only holder() and
+  // proclaim() then fail, saying what to add.
+  if (valued !== true) {
+    await client.query("SAVEPOINT locksmith_value_columns");
+    try {
+      await client.query(`ALTER TABLE ${locks} ${ADD_VALUE_COLUMNS}`);
+    } catch (err) {
+      if (err?.code !== "42501") throw err;
+      await client.query("ROLLBACK TO SAVEPOINT locksmith_value_columns");
+    }
+  }
   await client.query("COMMIT");
   inTransaction.delete(client);
 }
@@ -339,8 +383,10 @@ module.exports = {
   createSchema,
   inTransaction,
   isConnectionError,
+  isMissingColumn,
   missingColumnMessage,
   missingTableMessage,
+  missingValueColumnsMessage,
   quote,
   schemaNames,
   storeError,

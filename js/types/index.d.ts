@@ -150,6 +150,21 @@ export interface LockStore {
    * extend succeeded.
    */
   ownerRemainingTime?(key: string, owner: string): Promise<number | null>;
+  /**
+   * Optional, with `proclaim`: the live holder of the plain lock `key`, read in one atomic
+   * step: its owner token, its fencing token (null without tokens), the milliseconds it
+   * has left (a whole number, at least 1) and the last value proclaimed for this hold (or
+   * null); null when nobody holds `key`. An election's `leader()` and `observe()` read it.
+   */
+  holder?(key: string): Promise<{ owner: string; fencingToken: number | null; remainingMs: number; value: string | null } | null>;
+  /**
+   * Optional, with `holder`: keeps `value` with `owner`'s live hold of `key` in one atomic
+   * step, unless the hold keeps a value of a `seq` as large already; true when `owner`
+   * holds `key` (replaced or not), false otherwise. A later hold starts without a value;
+   * an extend keeps it. Without the pair, an election's `leader()`, `observe()` and
+   * `value` fail with UnsupportedError.
+   */
+  proclaim?(key: string, owner: string, value: string, seq: number): Promise<boolean>;
   /** Optional: ms after which a call that has not settled fails with STORE_UNAVAILABLE. Default 10 000. */
   operationTimeoutMs?: number;
   /**

@@ -67,6 +67,15 @@ export declare class MySqlLockStore {
   /** Milliseconds left on `owner`'s own hold of `key`, or null when not its. */
   ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   remainingTime(key: string): Promise<number | null>;
+  /**
+   * The live holder of the plain lock `key` (one statement): its owner, fencing token,
+   * milliseconds left and the value proclaimed for this hold; null when nobody holds it.
+   * Rejects with LockStoreError, naming the columns to add, on a table made before the
+   * value columns that the store could not alter.
+   */
+  holder(key: string): Promise<{ owner: string; fencingToken: number | null; remainingMs: number; value: string | null } | null>;
+  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps a newer `seq` (one statement): whether `owner` holds `key`. */
+  proclaim(key: string, owner: string, value: string, seq: number): Promise<boolean>;
   /** `permits`: how many of a semaphore's `limit` this holder takes (1 to `limit`, default 1); read-write holds count 1. */
   acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit?: number, permits?: number): Promise<boolean>;
   releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;

@@ -79,6 +79,15 @@ export declare class PostgresLockStore {
   /** Milliseconds left on `owner`'s own hold of `key`, or null when not its. */
   ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   remainingTime(key: string): Promise<number | null>;
+  /**
+   * The live holder of the plain lock `key` (one statement): its owner, fencing token,
+   * milliseconds left and the value proclaimed for this hold; null when nobody holds it.
+   * Rejects with LockStoreError, naming the columns to add, on a table made before the
+   * value columns that the store could not alter.
+   */
+  holder(key: string): Promise<{ owner: string; fencingToken: number | null; remainingMs: number; value: string | null } | null>;
+  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps a newer `seq` (one statement): whether `owner` holds `key`. */
+  proclaim(key: string, owner: string, value: string, seq: number): Promise<boolean>;
   /** True: a semaphore holder may take several permits (`acquirePermit`'s `permits`, 1 when absent). */
   readonly permitWeights: true;
   /** A semaphore holder takes `permits` of the `limit` (1 when absent); `countPermits` sums them. */

@@ -4,7 +4,7 @@
 // locks the store changes holds under, as the store's own release would.
 import { NOW_MS } from "../../stores/sql-mysql.cjs";
 import { address, CONNECT_TIMEOUT_MS, fingerprint, hold, StoreError, storeCall, UsageError } from "../common.mjs";
-import { HOLDING, likeOf, optionalImport, tablesOf, waits } from "./sql.mjs";
+import { HOLDING, keptValue, likeOf, optionalImport, tablesOf, waits } from "./sql.mjs";
 
 const quote = (identifier) => `\`${identifier}\``;
 const REMAINING_MS = `expires_at - ${NOW_MS}`;
@@ -50,8 +50,9 @@ export class MySqlReader {
 
   #holdsWhere(condition, value) {
     return Promise.all([
+      // Whole rows: tables made before the value columns have none (keptValue).
       this.#query(
-        `SELECT \`key\`, owner, fencing_token, ${REMAINING_MS} AS remaining_ms FROM ${this.#locks}
+        `SELECT l.*, ${REMAINING_MS} AS remaining_ms FROM ${this.#locks} AS l
           WHERE expires_at > ${NOW_MS} AND \`key\` ${condition} ? ORDER BY \`key\``,
         [value],
       ),
@@ -102,7 +103,7 @@ export class MySqlReader {
         .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(bytesText(r.owner)), remainingMs: Number(r.remaining_ms) }));
       const semaphore = permits.find((r) => r.role === "semaphore");
       return {
-        holders: [...locks.map((r) => mysqlHold(r, "lock")), ...permits.map((r) => mysqlHold(r, r.role))],
+        holders: [...locks.map((r) => ({ ...mysqlHold(r, "lock"), value: keptValue(r) })), ...permits.map((r) => mysqlHold(r, r.role))],
         limit: semaphore?.semaphore_limit == null ? null : Number(semaphore.semaphore_limit),
         waiting,
         // Only a read-write lock's waiters leave rows; a plain lock's or a semaphore's none.

@@ -3,7 +3,7 @@
 // advisory locks the store changes holds under and sends the store's NOTIFY, so an
 // acquire in flight sees the holds all there or all gone, and the waiters wake.
 import { address, CONNECT_TIMEOUT_MS, fingerprint, hold, StoreError, storeCall, UsageError } from "../common.mjs";
-import { HOLDING, likeOf, optionalImport, tablesOf, waits } from "./sql.mjs";
+import { HOLDING, keptValue, likeOf, optionalImport, tablesOf, waits } from "./sql.mjs";
 
 const quote = (identifier) => `"${identifier}"`;
 const REMAINING_MS = "ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint";
@@ -48,9 +48,10 @@ export class PostgresReader {
   #holdsWhere(condition, value) {
     const client = this.#client;
     return Promise.all([
+      // Whole rows: tables made before the value columns have none (keptValue).
       client.query(
-        `SELECT key, owner, fencing_token, ${REMAINING_MS} AS remaining_ms
-           FROM ${this.#tables.locks}
+        `SELECT l.*, ${REMAINING_MS} AS remaining_ms
+           FROM ${this.#tables.locks} AS l
           WHERE expires_at > clock_timestamp() AND key ${condition} $1
           ORDER BY key`,
         [value],
@@ -104,7 +105,7 @@ export class PostgresReader {
         .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(r.owner), remainingMs: Number(r.remaining_ms) }));
       const semaphore = permits.find((r) => r.role === "semaphore");
       return {
-        holders: [...locks.map((r) => pgHold(r, "lock")), ...permits.map((r) => pgHold(r, r.role))],
+        holders: [...locks.map((r) => ({ ...pgHold(r, "lock"), value: keptValue(r) })), ...permits.map((r) => pgHold(r, r.role))],
         limit: semaphore?.semaphore_limit ?? null,
         waiting,
         // Only a read-write lock's waiters leave rows (readers, and the first waiting writer's

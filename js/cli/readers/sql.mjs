@@ -1,10 +1,24 @@
 // What the PostgreSQL and MySQL readers share, with the SQL stores' own schema from their
 // core (js/stores/sql-core.cjs): the roles of a permits row
 // that hold a key (`HOLDING`, as SQL); a row in any other role waits (a read-write lock's
-// waiting writer's 'claim', its readers 'waiting' for their turn and those whose 'turn' it is).
+// waiting writer's 'claim', its readers 'waiting' for their turn and those whose 'turn' it is);
+// and the value a plain lock's holder proclaimed.
 import { HOLDING, HOLDING_ROLES } from "../../stores/sql-core.cjs";
 
 export { HOLDING };
+
+/**
+ * A plain lock's row (`{ fencing_token, value, value_token }`, read whole) as `inspect`
+ * reports its holder's value: the one proclaimed for this hold (tagged with its fencing
+ * token, as the store's holder() reads it), else null; null too on a table made before
+ * the value columns.
+ */
+export function keptValue(row) {
+  const { value, value_token: tag, fencing_token: token } = row;
+  if (value === null || value === undefined || tag === null || tag === undefined || token === null) return null;
+  if (String(tag) !== String(token)) return null;
+  return Buffer.isBuffer(value) ? value.toString("utf8") : String(value);
+}
 
 /** Whether a permits row (`{ role }`) waits rather than holds. */
 export const waits = (row) => !HOLDING_ROLES.includes(row.role);
