@@ -1,6 +1,8 @@
 // BENCHMARKS.md and the chart, from a results object of run.mjs. Run directly
-// (`node bench/report.mjs`), it rewrites both from the latest file in bench/results/.
-import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+// (`node bench/report.mjs`), it rewrites both from the latest full run in bench/results/,
+// with the election section from the latest run that measured elections. A run of some
+// workloads only (`node bench/run.mjs election`) rewrites the election section alone.
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -382,7 +384,91 @@ ${c64}
 `;
 }
 
-/** `links` are the chart's and the results file's paths relative to where the report goes. */
+// ---------------------------------------------------------------------------------
+// Leader election: takeover (bench/election.mjs)
+
+export const ELECTION_HEADING = "## Leader election: takeover";
+const wholeMs = (s) => (s ? String(Math.round(s.median)) : "—");
+
+/** One store's election figures as printed: the run's log line and the section's table row say the same numbers. */
+export function electionLine(name, r) {
+  if (r.unavailable) return `${name}: not measured: its server is not available here (${r.unavailable})`;
+  if (r.error) return `${name}: failed: ${r.error.split("\n")[0]}`;
+  const close = r.close ? `${wholeMs(r.close)} ms after close()` : "no close() of its own";
+  return `${name} (TTL ${r.ttlMs} ms, retry delay ${r.retryMs} ms): takeover ${wholeMs(r.kill)} ms after SIGKILL (killed ${wholeMs(r.intoLease)} ms into the lease, led ${wholeMs(r.afterLease)} ms after its end); handover ${wholeMs(r.resign)} ms after resign(), ${close}`;
+}
+
+function electionRow(name, r) {
+  if (r.unavailable) return row([name, `not measured: its server is not available here (${r.unavailable})`, "", "", "", "", "", ""]);
+  if (r.error) return row([name, `**failed**: ${r.error.split("\n")[0]}`, "", "", "", "", "", ""]);
+  return row([
+    name,
+    r.ttlMs,
+    r.retryMs,
+    wholeMs(r.kill),
+    wholeMs(r.intoLease),
+    wholeMs(r.afterLease),
+    wholeMs(r.resign),
+    r.close ? wholeMs(r.close) : "— (no close() of its own)",
+  ]);
+}
+
+/** The section, from a run's `results` with an `election`, `fileLink` its results file's path from BENCHMARKS.md. */
+export function electionSection(results, fileLink, file = fileLink) {
+  const e = results.election;
+  const m = results.machine;
+  const problems = Object.entries(e.stores).flatMap(([name, r]) => (r.problems ?? []).map((p) => `${name}: ${p}`));
+  const renewed = Object.entries(e.stores).filter(([, r]) => r.renewedBeforeKill > 0);
+  return `${ELECTION_HEADING}
+
+Measured by \`${results.command ?? "npm run bench"}\` on ${results.date.slice(0, 10)}: ${m.cpus} cores (${m.cpu}), Node ${m.node}, the ${e.build}
+build, ${e.repetitions} repetition${e.repetitions === 1 ? "" : "s"} of each scenario per store, medians in ms. Raw numbers (every sample): [\`${file}\`](${fileLink}).
+
+A leader of an election (\`election(name, { ttl, retryDelay, store }).campaign()\`) runs in a
+child process; a standby in the bench's process campaigns with the same TTL and retry
+delay on a store of its own over the same server. About 200 ms after the standby began,
+the leader is SIGKILLed, and the standby is timed from the kill until it leads. The leader
+renews its lease every third of the TTL (\`autoExtend\`) and is killed before its first
+renewal, so the takeover is the lease it had left (the TTL less how far into the lease it
+was killed) plus the time from the lease's end until the standby leads: what the store and
+the standby's retries add. The lease's start is taken as when the leader's word that it
+begins its campaign reached the bench, a little before its acquire reached the store, so
+"killed into the lease" and "lease end → standby leads" may read a ms or so high. For
+\`resign()\` and \`close()\`, leader and standby both run in the bench's process with leases
+of 10 TTLs, so no handover comes from an expiry; the time runs from the call until the
+standby leads. These are the scenarios \`js-tests/election-stores.test.mjs\` holds every
+store to bounds with (\`js-tests/support/takeover.mjs\`): the takeover within the TTL + the
+retry delay + 250 ms, a handover within the retry delay + 250 ms (each with 750 ms of slack
+for a loaded machine).
+
+${row(["store", "TTL", "retry delay", "takeover after SIGKILL", "killed into the lease", "lease end → standby leads", "handover after resign()", "handover after close()"])}
+${row(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:"])}
+${Object.entries(e.stores)
+  .map(([name, r]) => electionRow(name, r))
+  .join("\n")}
+
+The servers are the history checker's, started on loopback by the bench
+(\`js-tests/histories/run.mjs\` \`servers()\`): one \`redis-server\` for the three Redis stores and,
+through the project's Upstash REST endpoint (\`js-tests/support/upstash-rest.mjs\`), for
+\`UpstashLockStore\`; PostgreSQL; MariaDB; one etcd member (its leases are whole seconds, at
+least its minimum: a 2 s TTL); workerd (Miniflare) for the Durable Object, reached over the
+test worker's WebSocket, whose \`close()\` only closes that socket. \`FileLockStore\` locks a
+file in the OS's temporary directory.${renewed.length ? ` In ${renewed.map(([name, r]) => `${name} (${r.renewedBeforeKill}×)`).join(", ")}, the kill came after the leader's first renewal; those takeovers are left out of the lease-end column.` : ""}${problems.length ? `\n\n**The measurements were not clean**: ${problems.join("; ")}.` : ""}
+`;
+}
+
+/** `markdown` with `section` in place of its old copy (from its \`## \` heading to the next one), or appended. */
+export function spliceSection(markdown, section) {
+  const heading = section.slice(0, section.indexOf("\n"));
+  const lines = markdown.split("\n");
+  const start = lines.indexOf(heading);
+  if (start === -1) return markdown.trim() ? `${markdown.trimEnd()}\n\n${section}` : section;
+  const end = lines.findIndex((line, i) => i > start && line.startsWith("## "));
+  const before = start === 0 ? "" : `${lines.slice(0, start).join("\n")}\n`;
+  return `${before}${section}${end === -1 ? "" : `\n${lines.slice(end).join("\n")}`}`;
+}
+
+/** `links` are the chart's and the results file's paths relative to where the report goes; `links.election` the election section, if any. */
 export function report(results, file, links = { chart: "bench/results/chart.svg", file }) {
   const r = normalize(results);
   const mem = r.memory;
@@ -531,7 +617,7 @@ above.
   dlmalloc, Debug formatting and slicing's panic path are gone; \`panic_immediate_abort\`
   and \`-Zlocation-detail=none\` would cut formatting further but need a nightly toolchain.
   \`npm test\` holds the module to its budget (\`scripts/wasm-size.mjs\`).
-`;
+${links.election ? `\n${links.election}` : ""}`;
 }
 
 export function chart(results) {
@@ -575,21 +661,37 @@ export function chart(results) {
  */
 export function writeReport(results, file, { markdown = "BENCHMARKS.md", chart: chartFile = "bench/results/chart.svg" } = {}) {
   const link = (path) => relative(dirname(markdown), path) || ".";
-  writeFileSync(join(root, markdown), report(results, file, { chart: link(chartFile), file: link(file) }));
-  writeFileSync(join(root, chartFile), chart(results));
+  if (isFull(results)) {
+    // A run without elections (one from before the workload) shows the latest run's that measured them.
+    const measured = results.election ? { file, results } : latestRun((r) => r.election && !r.quick);
+    const election = measured && electionSection(measured.results, link(measured.file), measured.file);
+    writeFileSync(join(root, markdown), report(results, file, { chart: link(chartFile), file: link(file), election }));
+    writeFileSync(join(root, chartFile), chart(results));
+  } else if (results.election) {
+    const path = join(root, markdown);
+    writeFileSync(path, spliceSection(existsSync(path) ? readFileSync(path, "utf8") : "", electionSection(results, link(file), file)));
+  }
   return exclusionVerdict(results.exclusion);
 }
 
-/** The results file of the most recent run (by the date recorded in it). */
-export function latestResults() {
+/** Whether a run measured what the whole report needs (a run of some workloads only did not). */
+export const isFull = (results) => ["memory", "redis", "ceiling", "wasm"].every((k) => results[k]);
+
+/** The most recent run (by the date recorded in it) in bench/results/ that `wanted(results)` accepts, as `{ file, results }`; undefined if none. */
+function latestRun(wanted) {
   const files = readdirSync(join(root, "bench/results")).filter((f) => /^\d{4}-\d{2}-\d{2}.*\.json$/.test(f));
-  if (files.length === 0) throw new Error("no results in bench/results/: run `npm run bench` first");
   const runs = files
     .map((f) => ({ file: `bench/results/${f}`, results: JSON.parse(readFileSync(join(root, "bench/results", f), "utf8")) }))
-    .filter((run) => !run.results.quick);
-  if (runs.length === 0) throw new Error("only quick runs in bench/results/: run `npm run bench` first");
+    .filter((run) => wanted(run.results));
   runs.sort((a, b) => a.results.date.localeCompare(b.results.date));
   return runs.at(-1);
+}
+
+/** The results file of the most recent full run (by the date recorded in it). */
+export function latestResults() {
+  const run = latestRun((r) => !r.quick && isFull(r));
+  if (!run) throw new Error("no full run in bench/results/: run `npm run bench` first");
+  return run;
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

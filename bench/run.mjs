@@ -1,8 +1,12 @@
 // `npm run bench`: locksmith against the libraries users would otherwise pick, in one
-// process run, rounds interleaved (each round runs every contender once). Writes
+// process run, rounds interleaved (each round runs every contender once), and leader
+// election's takeover times on every store (bench/election.mjs). Writes
 // bench/results/<timestamp>.json (one file per run), BENCHMARKS.md and bench/results/chart.svg.
 // BENCH_ROUNDS (default 5) and BENCH_QUICK=1 (smaller runs) tune the effort; a quick run
 // writes to bench/results/tmp/ instead (see the end of this file).
+// `node bench/run.mjs election` (or any of the WORKLOADS below) runs those workloads only:
+// its results file has only theirs, and of BENCHMARKS.md it rewrites only the election
+// section (the rest stays the last full run's).
 // The native RedisLockStore runs in both modes, fenced and `fencing: false`, as does the
 // store over users' ioredis clients; every figure of theirs names its mode. For each Redis
 // workload the bench also takes the server's CPU and each command type's time per pair
@@ -35,7 +39,8 @@ import { startCluster } from "../js-tests/support/redis-topology.mjs";
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { PlainLock } from "./baseline.mjs";
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
-import { FENCED, pingsName, UNFENCED } from "./report.mjs";
+import { electionBench, electionSelfTest, electionVerdict } from "./election.mjs";
+import { FENCED, isFull, pingsName, UNFENCED } from "./report.mjs";
 import { countRequests, knownTraffic } from "./round-trips.mjs";
 import { capturePair, replay, respClient, SCRIPT_COMMANDS, sampleServer, serverCost } from "./server-cost.mjs";
 import { jainIndex, median, percentile, summarize } from "./stats.mjs";
@@ -46,6 +51,18 @@ const QUICK = process.env.BENCH_QUICK === "1";
 const scale = (n) => (QUICK ? Math.max(1, Math.floor(n / 10)) : n);
 const log = (...a) => console.log(...a);
 const now = () => performance.now();
+/** The native build, as the election workload's leader processes import it too. */
+const nativeBuild = { ls: native, entry: new URL("../js/node.mjs", import.meta.url).href };
+
+/** The workloads, in the order a run makes them. */
+const WORKLOADS = ["memory", "redis", "file", "cluster", "ceiling", "wasm", "election"];
+const asked = process.argv.slice(2).filter((a) => !a.startsWith("--"));
+const unknown = asked.filter((w) => !WORKLOADS.includes(w));
+if (unknown.length) {
+  console.error(`locksmith bench: no workload ${unknown.join(", ")}; the workloads are ${WORKLOADS.join(", ")}`);
+  process.exit(2);
+}
+const selected = asked.length ? WORKLOADS.filter((w) => asked.includes(w)) : WORKLOADS;
 
 /** Per workload and contender: critical sections run and overlaps seen, over every round. */
 const exclusion = {};
@@ -770,6 +787,12 @@ async function selfTest() {
   log("self-test passed: the check caught the broken lock and passed the real one");
   await roundTripSelfTest();
   await floorSelfTest();
+  const failures = await electionSelfTest(nativeBuild, log);
+  if (failures.length) {
+    console.error(`self-test failed: ${failures.join("; ")}`);
+    process.exit(1);
+  }
+  log("self-test passed: the takeover measurement caught a standby leading beside a live leader, and timed a real takeover from after the lease's end");
 }
 
 /**
@@ -885,23 +908,31 @@ async function roundTripSelfTest() {
   log("self-test passed: the round-trip count counted known traffic exactly and refused counts it could not trust");
 }
 
-const server = await startRedis();
+const runs = (workload) => selected.includes(workload);
+// What was run, as typed: the settings that tune it, then the command.
+const settings = ["BENCH_ROUNDS", "BENCH_QUICK"].filter((k) => process.env[k] !== undefined).map((k) => `${k}=${process.env[k]}`);
+const invoked = process.env.npm_lifecycle_event === "bench" ? "npm run bench" : ["node bench/run.mjs", ...asked].join(" ");
+const server = runs("redis") || runs("file") || runs("ceiling") ? await startRedis() : undefined;
 const results = {
   date: new Date().toISOString(),
+  command: [...settings, invoked].join(" "),
+  workloads: selected,
   rounds: ROUNDS,
   rotated: true,
   quick: QUICK,
   machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, platform: `${process.platform}-${process.arch}` },
 };
 try {
-  results.memory = await memoryBench();
-  results.redis = await redisBench(server);
-  results.file = await fileBench(server);
-  results.cluster = await clusterBench();
-  results.ceiling = ceiling(server);
-  results.wasm = await wasmBench();
+  if (runs("memory")) results.memory = await memoryBench();
+  if (runs("redis")) results.redis = await redisBench(server);
+  if (runs("file")) results.file = await fileBench(server);
+  if (runs("cluster")) results.cluster = await clusterBench();
+  if (runs("ceiling")) results.ceiling = ceiling(server);
+  if (runs("wasm")) results.wasm = await wasmBench();
+  // A few repetitions (one in a quick run): each is a lease long, a second or two.
+  if (runs("election")) results.election = await electionBench(nativeBuild, { reps: QUICK ? 1 : 3, log });
 } finally {
-  await server.stop();
+  await server?.stop();
   results.exclusion = exclusion;
 }
 
@@ -914,9 +945,13 @@ mkdirSync(join(root, dir), { recursive: true });
 writeFileSync(join(root, file), `${JSON.stringify(results, (k, v) => (k === "samples" ? v.map((x) => Math.round(x * 1000) / 1000) : v), 2)}\n`);
 const { writeReport } = await import("./report.mjs");
 const written = QUICK ? { markdown: `${dir}/BENCHMARKS.md`, chart: `${dir}/chart.svg` } : undefined;
-const verdict = writeReport(results, file, written);
-log(`wrote ${file}, ${written ? `${written.markdown}, ${written.chart}` : "BENCHMARKS.md, bench/results/chart.svg"}`);
-if (!verdict.ok) {
+const exclusionChecked = writeReport(results, file, written);
+const markdown = written?.markdown ?? "BENCHMARKS.md";
+if (isFull(results)) log(`wrote ${file}, ${markdown}, ${written?.chart ?? "bench/results/chart.svg"}`);
+else log(`wrote ${file}${results.election ? ` and the election section of ${markdown}` : ""}; the rest of ${markdown} is as it was`);
+// The exclusion check runs in the memory and Redis workloads; a run without them has nothing to say of it.
+const verdicts = [runs("memory") || runs("redis") ? exclusionChecked : { ok: true }, electionVerdict(results.election)];
+for (const verdict of verdicts.filter((v) => !v.ok)) {
   console.error(`\nFAILED: ${verdict.text.replaceAll("**", "")}`);
   process.exitCode = 1;
 }
