@@ -28,6 +28,8 @@ import {
   lockAll,
   MultiLock,
   election,
+  type LeaderInfo,
+  type LeaderValue,
   Election,
   Leadership,
   type ElectionOptions,
@@ -283,6 +285,21 @@ async function elections() {
   await e.campaign({ timeout: 5 });
   // @ts-expect-error a Leadership comes from campaign()
   new Leadership();
-  void [name, term, lost, leads, resigned];
+  // A value proclaimed, read back, changed; the leader as it changes.
+  const serving = await e.campaign({ value: { host: "a.internal", port: 8080 } });
+  const value: LeaderValue = serving.value;
+  await serving.proclaim({ host: "b.internal", port: 8080 });
+  const now: LeaderInfo | null = await e.leader();
+  const since: Date | null = now?.since ?? null;
+  for await (const leader of e.observe({ signal: AbortSignal.timeout(1_000), interval: "1s" })) {
+    if (leader !== null) void [leader.term, leader.value];
+    break;
+  }
+  await e.run(() => {}, { value: "worker-1" });
+  // @ts-expect-error a value is JSON: no functions
+  await e.campaign({ value: () => {} });
+  // @ts-expect-error observe() takes a signal and an interval
+  e.observe({ timeout: 5 });
+  void [name, term, lost, leads, resigned, value, since];
 }
 void elections;

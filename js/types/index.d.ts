@@ -325,10 +325,37 @@ export interface ElectionOptions {
   store?: LockStore;
 }
 
+/** A value a leader proclaims: JSON, at most 4096 bytes as JSON text. */
+export type LeaderValue = string | number | boolean | null | LeaderValue[] | { [key: string]: LeaderValue };
+
 /** The options of `campaign()` and `run()`. */
 export interface CampaignOptions {
   /** Ends a campaign (it rejects as an aborted `acquire()` does: with the signal's reason, or an AbortError), or `run()` (it resolves once `fn` has settled). */
   signal?: AbortSignal;
+  /**
+   * What the leader proclaims while it leads (a host and port, a URL): `leader()`,
+   * `observe()` and `locksmith leader` show it. It needs a store with `holder` and
+   * `proclaim` (every shipped store has them).
+   */
+  value?: LeaderValue;
+}
+
+/** Who leads an election, as `leader()` and `observe()` tell it. */
+export interface LeaderInfo {
+  /** The leader's term (its fencing token). */
+  readonly term: number;
+  /** The value it proclaims, or null. */
+  readonly value: LeaderValue;
+  /** When it won, by its own clock; null when its store has not kept it (yet). */
+  readonly since: Date | null;
+}
+
+/** The options of `observe()`. */
+export interface ObserveOptions {
+  /** Ends the iteration. */
+  signal?: AbortSignal;
+  /** How often the store is read (default: the election's retry delay, 50 ms). */
+  interval?: Duration;
 }
 
 /** What `campaign()` won: this process leads until `resign()` or until the leadership is lost. */
@@ -346,6 +373,10 @@ export declare class Leadership {
   readonly isLeader: boolean;
   /** Ends the leadership now, so a standby takes over; `true` if it still held it. */
   resign(): Promise<boolean>;
+  /** The value this leader proclaims (campaign()'s `value`, or the last `proclaim()`'s), or null. */
+  readonly value: LeaderValue;
+  /** Changes the value it proclaims, in the same term; rejects with LockNotHeldError once the leadership is lost. */
+  proclaim(value: LeaderValue): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
@@ -362,6 +393,14 @@ export declare class Election {
    * delay. Rejects with `fn`'s error, after resigning.
    */
   run(fn: (signal: AbortSignal, info: { readonly term: number; readonly leadership: Leadership }) => unknown, options?: CampaignOptions): Promise<void>;
+  /** Who leads now, or null. */
+  leader(): Promise<LeaderInfo | null>;
+  /**
+   * The leader now (or null), then each change of leader or of its value, read every
+   * `interval`; it may skip a leader that came and went between two reads, and terms
+   * never go back. Ends at `signal`'s abort or a `break`.
+   */
+  observe(options?: ObserveOptions): AsyncIterableIterator<LeaderInfo | null>;
 }
 
 /** The election `name` (1 to 1014 bytes, no control characters) over `options.store`. */
