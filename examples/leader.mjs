@@ -20,14 +20,15 @@ if (process.argv[2] === "instance") {
   const stop = new AbortController();
   process.on("SIGTERM", () => stop.abort());
   await election("nightly-report", { store, ttl: "1s" }).run(
-    async (leadership, { term }) => {
+    async (signal, { term }) => {
       process.send({ id, event: "leads", term });
-      while (!leadership.aborted) {
+      while (!signal.aborted) {
         process.send({ id, event: "job", term }); // the job: once per tick, on the leader only
         await new Promise((resolve) => setTimeout(resolve, 300));
       }
     },
-    { signal: stop.signal },
+    // What `locksmith leader` and election().leader() show of this instance while it leads.
+    { signal: stop.signal, value: { instance: id, pid: process.pid } },
   );
   await store.close();
   process.exit(0);

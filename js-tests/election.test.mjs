@@ -9,7 +9,20 @@ import { TestStore } from "../js/testing.mjs";
 import { mapStore } from "./support/js-stores.mjs";
 import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
 
-const { election, lock, Election, Leadership, MemoryLockStore, InvalidArgumentError, UnsupportedError, AbortError, LockNotHeldError } = ls;
+const {
+  election,
+  lock,
+  Election,
+  Leadership,
+  MemoryLockStore,
+  InvalidArgumentError,
+  UnsupportedError,
+  AbortError,
+  LockNotHeldError,
+  LockStoreError,
+  StoreUnavailableError,
+  StoreContractViolationError,
+} = ls;
 
 await failOnUnhandledRejections();
 
@@ -524,8 +537,128 @@ describe("election()", () => {
     const campaign = election(name, { store }).campaign({ value: "v" });
     await store.clock.advance("1s");
     const leadership = await campaign;
-    assert.deepEqual(await election(name, { store }).leader(), { term: leadership.term, value: "v", since: (await election(name, { store }).leader()).since });
+    const seen = await election(name, { store }).leader();
+    assert.equal(seen.term, leadership.term);
+    assert.equal(seen.value, "v");
+    assert.ok(seen.since instanceof Date);
     await leadership.resign();
+    // The first win was given back, not left held: nothing remains.
     await store.assertNothingHeld();
+  });
+
+  it("without a value, a win stands when the store cannot keep its record (an older table): said once", async () => {
+    const store = mapStore({ withFencing: true, withHolder: true });
+    store.proclaim = async () => {
+      throw new LockStoreError('locksmith: PostgreSQL: the table "locks" has no value, value_token, value_seq columns');
+    };
+    const warnings = [];
+    const onWarning = (w) => warnings.push(w);
+    process.on("warning", onWarning);
+    try {
+      const e = election(uniqueKey("old-table"), { store });
+      const leadership = await e.campaign();
+      assert.equal(leadership.isLeader, true);
+      const seen = await e.leader();
+      assert.deepEqual([seen.term, seen.value, seen.since], [leadership.term, null, null]);
+      await leadership.resign();
+      // A value asked for is refused with the store's words, nothing held.
+      await assert.rejects(e.campaign({ value: 1 }), (err) => err instanceof LockStoreError && /no value, value_token/.test(err.message));
+      assert.equal(await store.isLocked(`${ELECTION_KEY_PREFIX}${e.name}`), false);
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    assert.ok(
+      warnings.some((w) => w.code === "LOCKSMITH_ELECTION_UNRECORDED" && /no value, value_token/.test(w.message)),
+      warnings.map((w) => w.code).join(", "),
+    );
+  });
+
+  it("a store that does not answer: a value's proclaim gives up at operationTimeoutMs and the campaign goes on; an abort ends it with nothing held", async () => {
+    const store = mapStore({ withFencing: true, withHolder: true });
+    store.operationTimeoutMs = 100;
+    const proclaim = store.proclaim;
+    let hang = 2;
+    store.proclaim = (...args) => (hang-- > 0 ? new Promise(() => {}) : proclaim(...args));
+    const e = election(uniqueKey("silent"), { store, retryDelay: 10 });
+    const started = performance.now();
+    const leadership = await e.campaign({ value: "v" });
+    assert.ok(performance.now() - started >= 190, "two proclaims given up on at 100 ms each");
+    assert.equal((await e.leader()).value, "v");
+    await leadership.resign();
+
+    hang = Infinity;
+    const controller = new AbortController();
+    const campaign = e.campaign({ value: "w", signal: controller.signal });
+    let abortedAt;
+    setTimeout(() => {
+      abortedAt = performance.now();
+      controller.abort();
+    }, 30);
+    await assert.rejects(campaign, (err) => err instanceof AbortError && err.code === "ABORTED");
+    // At the abort, not at the proclaim's timeout (100 ms).
+    assert.ok(performance.now() - abortedAt < 60, `ended ${Math.round(performance.now() - abortedAt)} ms after the abort`);
+    assert.equal(await store.isLocked(`${ELECTION_KEY_PREFIX}${e.name}`), false, "the win that raced the abort was given back");
+  });
+
+  it("a holder() that rejects with a plain error is an outage: leader() says STORE_UNAVAILABLE, observe() rides it out", async () => {
+    const store = mapStore({ withFencing: true, withHolder: true });
+    const holder = store.holder;
+    let failures = 3;
+    store.holder = (...args) => (failures-- > 0 ? Promise.reject(new Error("Network connection lost.")) : holder(...args));
+    const e = election(uniqueKey("blip"), { store });
+    await assert.rejects(
+      e.leader(),
+      (err) => err instanceof StoreUnavailableError && /^locksmith: store\.holder\(\) failed: Network connection lost\./.test(err.message),
+    );
+    const leadership = await e.campaign({ value: "v" });
+    const controller = new AbortController();
+    for await (const leader of e.observe({ signal: controller.signal, interval: "5ms" })) {
+      assert.equal(leader.value, "v");
+      controller.abort();
+    }
+    await leadership.resign();
+    // A holder() answer that breaks the contract says so.
+    store.holder = async () => ({ owner: "x", fencingToken: 0, remainingMs: 1, value: null });
+    await assert.rejects(e.leader(), StoreContractViolationError);
+  });
+
+  it("observe(): terms never go back, also across a read of no leader; an abort during a read ends it", async () => {
+    const answers = [5, null, 4, 6];
+    const store = mapStore({ withFencing: true });
+    let reads = 0;
+    store.holder = async () => {
+      const term = answers[Math.min(reads++, answers.length - 1)];
+      return term === null ? null : { owner: "o", fencingToken: term, remainingMs: 1_000, value: null };
+    };
+    const e = election(uniqueKey("back"), { store });
+    const controller = new AbortController();
+    const seen = [];
+    for await (const leader of e.observe({ signal: controller.signal, interval: "1ms" })) {
+      seen.push(leader?.term ?? null);
+      if (seen.length === 3) controller.abort();
+    }
+    assert.deepEqual(seen, [5, null, 6]);
+    // A read that never answers: the abort ends the loop at once.
+    store.holder = () => new Promise(() => {});
+    const stop = new AbortController();
+    const iterator = e.observe({ signal: stop.signal });
+    const next = iterator.next();
+    setTimeout(() => stop.abort(), 20);
+    assert.deepEqual(await next, { value: undefined, done: true });
+  });
+
+  it("proclaims in flight go out one at a time: the Leadership's value is the one the store keeps", async () => {
+    const store = new TestStore();
+    const name = uniqueKey("in-flight");
+    const leadership = await election(name, { store }).campaign({ value: "A" });
+    store.delay("50ms", { count: 1, calls: ["proclaim"] });
+    const b = leadership.proclaim("B");
+    const c = leadership.proclaim("C");
+    await store.clock.advance("100ms");
+    await Promise.all([b, c]);
+    assert.equal(leadership.value, "C");
+    assert.equal((await election(name, { store }).leader()).value, "C");
+    await leadership.resign();
   });
 });

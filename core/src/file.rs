@@ -34,6 +34,12 @@ use crate::store::{BoxFuture, Grant, HoldKind, LockStore, Timer};
 
 const MAGIC: &[u8; 4] = b"LKSM";
 const FORMAT: u8 = 1;
+/// The format of a file whose payload ends with the values holds proclaimed (an election
+/// leader's): written only while some hold has one, so an earlier release, which reads
+/// format 1 only, says "a newer format" instead of taking the file for a damaged one.
+const FORMAT_WITH_VALUES: u8 = 2;
+/// What a format byte this version reads says.
+const READS: &str = "1 and 2";
 const HEADER: usize = 60;
 /// Where payloads start: the header has the first page to itself.
 const PAGE: u64 = 4_096;
@@ -97,12 +103,14 @@ struct Header {
     sum: u64,
     /// The host's boot the file was last written in (0: unknown).
     boot: u64,
+    /// [`FORMAT`], or [`FORMAT_WITH_VALUES`] when the payload ends with values.
+    format: u8,
 }
 
 impl Header {
     fn write(&self, out: &mut [u8; HEADER]) {
         out[..4].copy_from_slice(MAGIC);
-        out[4] = FORMAT;
+        out[4] = self.format;
         out[5..8].fill(0);
         out[8..16].copy_from_slice(&self.epoch.to_le_bytes());
         out[16..24].copy_from_slice(&self.generation.to_le_bytes());
@@ -123,6 +131,7 @@ impl Header {
             len: u32::from_le_bytes(bytes[40..44].try_into().unwrap_or_default()) as usize,
             sum: u64_at(44),
             boot: u64_at(52),
+            format: bytes[4],
         }
     }
 }
@@ -276,9 +285,9 @@ impl FileStore {
                 path.display()
             )));
         }
-        if n == HEADER && &head[..4] == MAGIC && head[4] != FORMAT {
+        if n == HEADER && &head[..4] == MAGIC && !matches!(head[4], FORMAT | FORMAT_WITH_VALUES) {
             return Err(LockError::StoreError(format!(
-                "the lock file {} has format {}, which this version of locksmith does not read (it reads {FORMAT})",
+                "the lock file {} has format {}, which this version of locksmith does not read (it reads {READS})",
                 path.display(),
                 head[4]
             )));
@@ -454,9 +463,9 @@ impl FileStore {
             }
             return Err(self.damaged("is not a locksmith lock file (its first bytes are not a lock file's header): give FileLockStore a file of its own"));
         }
-        if bytes[4] != FORMAT {
+        if !matches!(bytes[4], FORMAT | FORMAT_WITH_VALUES) {
             return Err(self.damaged(&format!(
-                "has format {}, which this version of locksmith does not read (it reads {FORMAT})",
+                "has format {}, which this version of locksmith does not read (it reads {READS})",
                 bytes[4]
             )));
         }
@@ -555,7 +564,7 @@ impl FileStore {
         let released = cached.state.wakes() != wakes;
         let Cached { state, buf, payload, .. } = cached;
         buf.clear();
-        state.encode(now, buf);
+        let with_values = state.encode(now, buf);
         // Nothing changed (a refused acquire): the holds are the same. The fencing
         // counter (the first 8 bytes) is left out: raised to the clock before every
         // operation, it differs, but a token minted always changes a hold too.
@@ -582,6 +591,7 @@ impl FileStore {
             len: cached.buf.len(),
             sum: checksum(&cached.buf),
             boot: boot_id(),
+            format: if with_values { FORMAT_WITH_VALUES } else { FORMAT },
         };
         let mut bytes = [0u8; HEADER];
         header.write(&mut bytes);

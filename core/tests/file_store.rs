@@ -392,10 +392,13 @@ fn a_proclaimed_value_is_shared_through_the_file_and_goes_with_its_hold() {
     let (timer, a, b, path) = pair();
     let run = timer.runner();
     let t = timer.clone();
+    let p = path.clone();
     run(Box::pin(async move {
         assert_eq!(b.holder("e").await.unwrap(), None);
         let token = a.acquire_with_grant("e", "leader", 1_000).await.unwrap().unwrap().fencing_token.unwrap();
+        assert_eq!(std::fs::read(&p).unwrap()[4], 1, "format 1 while no hold has a value");
         assert!(a.proclaim("e", "leader", "{\"v\":1}", 1).await.unwrap());
+        assert_eq!(std::fs::read(&p).unwrap()[4], 2, "format 2 while one has: an earlier release says so");
         let seen = b.holder("e").await.unwrap().expect("the other store sees the holder");
         assert_eq!((seen.owner.as_str(), seen.fencing_token, seen.remaining_ms), ("leader", token, 1_000));
         assert_eq!(seen.value.as_deref(), Some("{\"v\":1}"));
@@ -413,8 +416,9 @@ fn a_proclaimed_value_is_shared_through_the_file_and_goes_with_its_hold() {
         assert!(!a.proclaim("e", "leader", "late", 3).await.unwrap());
         assert!(b.acquire("e", "next", 1_000).await.unwrap());
         assert_eq!(a.holder("e").await.unwrap().unwrap().value, None);
-        // A file without values reads as before (no trailing section written).
+        // A file without values is format 1 again, as an earlier release reads it.
         assert!(b.release("e", "next").await.unwrap());
+        assert_eq!(std::fs::read(&p).unwrap()[4], 1);
     }));
     let _ = std::fs::remove_file(path);
 }

@@ -6,15 +6,17 @@
 // the lease's deadline when it is read.
 import {
   LockNotHeldError,
+  StoreContractViolationError,
   StoreUnavailableError,
   UnsupportedError,
   checkArity,
   checkOptionKeys,
   checkString,
   invalid,
-  toLockError,
   typeName,
+  warnOnce,
 } from "./errors.mjs";
+import { abortedBy } from "./lock-errors.mjs";
 import { ELECTION_KEY_PREFIX, MAX_MS } from "./defaults.mjs";
 import { electionRecord, readElectionRecord } from "./election-record.mjs";
 import { durationMs, hostTimers, optionalDurationMs, ttlDurationMs } from "./durations.mjs";
@@ -97,6 +99,69 @@ function pause(store, ms, signal) {
   });
 }
 
+/** What an election call resolves to when its `signal` aborted first (its answer may still land). */
+const ABORTED = Symbol("locksmith.aborted");
+/** How long the bridge waits for a JS store's answer unless the store's `operationTimeoutMs` says otherwise. */
+const DEFAULT_OPERATION_TIMEOUT_MS = 10_000;
+
+/** An error of a locksmith store (any copy of the API: a `code` and the `locksmith:` words), kept as it is. */
+const isLocksmithError = (err) => err instanceof Error && typeof err.code === "string" && /^[A-Z_]+$/.test(err.code) && err.message.startsWith("locksmith:");
+
+/**
+ * One call of a store's optional election method (`holder`, `proclaim`), held to what the
+ * bridge holds a store's lock calls to: it fails with StoreUnavailableError when the store
+ * rejects with an error that is not one of locksmith's, or does not settle within its
+ * `operationTimeoutMs` (on the test kit's clock for a TestStore); it resolves to ABORTED
+ * at `signal`'s abort. Either way its answer may still land: both methods are guarded by
+ * owner and sequence number, so a late one changes nothing that changed since.
+ */
+function electionCall(store, op, args, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return resolve(ABORTED);
+    const configured = store.operationTimeoutMs;
+    const timeoutMs = Number.isFinite(configured) && configured > 0 ? configured : DEFAULT_OPERATION_TIMEOUT_MS;
+    const timer = new AbortController();
+    let settled = false;
+    const finish = (settle, value) => {
+      if (settled) return;
+      settled = true;
+      timer.abort();
+      signal?.removeEventListener("abort", aborted);
+      settle(value);
+    };
+    const aborted = () => finish(resolve, ABORTED);
+    signal?.addEventListener("abort", aborted, { once: true });
+    pause(store, timeoutMs, timer.signal).then(() =>
+      finish(reject, new StoreUnavailableError(`locksmith: store.${op}() did not settle within ${timeoutMs} ms`)),
+    );
+    const failed = (err) =>
+      finish(
+        reject,
+        isLocksmithError(err) ? err : new StoreUnavailableError(`locksmith: store.${op}() failed: ${err?.message ?? String(err)}`, { cause: err }),
+      );
+    try {
+      Promise.resolve(store[op](...args)).then((answer) => finish(resolve, answer), failed);
+    } catch (err) {
+      failed(err);
+    }
+  });
+}
+
+const contract = (message) => new StoreContractViolationError(`locksmith: ${message}`);
+
+/** A `holder()` answer checked: null, or `{ owner, fencingToken, remainingMs, value }` with a term. */
+function checkedHolder(h) {
+  if (h === null || h === undefined) return null;
+  if (typeof h !== "object" || typeof h.owner !== "string")
+    throw contract(`store.holder() must answer null or { owner, fencingToken, remainingMs, value }; got ${typeName(h)}`);
+  if (!(Number.isSafeInteger(h.fencingToken) && h.fencingToken > 0)) {
+    throw contract(`store.holder() answered a fencingToken of ${String(h.fencingToken)}; an election's leader has a positive safe integer (its term)`);
+  }
+  if (h.value !== null && h.value !== undefined && typeof h.value !== "string")
+    throw contract(`store.holder() answered a value of type ${typeName(h.value)}; it keeps a string or null`);
+  return h;
+}
+
 /**
  * A signal that aborts when `held` (the leadership's) or `outer` (run()'s) does, and
  * `end()`, which takes its listeners off both: one per term, so a long run() leaves
@@ -142,7 +207,9 @@ export function defineElection(Lock, { getLockStore }) {
 
     /**
      * Changes the value this leader proclaims, in the same term: observers and `leader()`
-     * see it. Rejects with LockNotHeldError when the leadership is lost.
+     * see it. Rejects with LockNotHeldError when the leadership is lost, and with
+     * StoreUnavailableError when the store does not answer (the value may still be kept:
+     * `value` here stays the last one the store confirmed).
      */
     async proclaim(value) {
       checkArity(arguments, 1, "proclaim(value)");
@@ -150,7 +217,8 @@ export function defineElection(Lock, { getLockStore }) {
       if (text === undefined) throw invalid("proclaim() takes the new value (a JSON value; null for none)");
       if (this.#proclaimer === undefined) needs(undefined, ["proclaim"], "proclaim()");
       if (this.#lock.signal.aborted) throw new LockNotHeldError("locksmith: this leadership has ended; a new value needs a new term");
-      if (!(await this.#proclaimer(text))) {
+      // Proclaims go out one at a time, so the value kept here is the store's.
+      if ((await this.#proclaimer(text)) !== true) {
         throw new LockNotHeldError("locksmith: this leadership was lost before its new value was kept; a new value needs a new term");
       }
       this.#value = text;
@@ -278,29 +346,48 @@ export function defineElection(Lock, { getLockStore }) {
         if (!proclaims) return new Leadership(GRANTED, lock, term, undefined, text);
         const owner = JSON.parse(lock[NATIVE_HANDLE]().serialize()).owner;
         const since = store?.[TEST_CLOCK]?.unixTimeMs() ?? Date.now();
-        let seq = 0;
         const key = this.#key;
-        const proclaimer = async (next) => {
-          seq += 1;
-          try {
-            return await store.proclaim(key, owner, electionRecord(since, next), seq);
-          } catch (err) {
-            throw toLockError(err);
-          }
+        let seq = 0;
+        let queue = Promise.resolve();
+        // One proclaim at a time, each with the next sequence number.
+        const proclaimer = (next, until = undefined) => {
+          const call = queue.then(() => electionCall(store, "proclaim", [key, owner, electionRecord(since, next), ++seq], until));
+          queue = call.catch(() => {});
+          return call.then((answer) => {
+            if (answer !== true && answer !== false && answer !== ABORTED)
+              throw contract(`store.proclaim() must answer true or false; got ${typeName(answer)}`);
+            return answer;
+          });
         };
         // The win's record, before anyone is told of the win: observers see the value with the term.
         let kept;
         try {
-          kept = await proclaimer(text);
+          kept = await proclaimer(text, signal);
         } catch (err) {
-          if (!(err instanceof StoreUnavailableError)) {
+          if (text === undefined) {
+            // Only the time of the win was to be kept: the leadership stands without it
+            // (leader() shows no `since`), and a store that cannot keep it says why once.
+            if (!(err instanceof StoreUnavailableError)) {
+              warnOnce(
+                "LOCKSMITH_ELECTION_UNRECORDED",
+                `locksmith: an election leader's record (when it won) could not be kept: ${err.message.replace(/^locksmith: /, "")}`,
+              );
+            }
+            kept = true;
+          } else if (err instanceof StoreUnavailableError) {
+            // A value asked for must be kept: this term ends and another is sought.
+            kept = undefined;
+          } else {
             await lock.release().catch(() => {});
             throw err;
           }
-          // No answer: without a value asked for, the leadership stands or falls on its own
-          // (leader() shows no `since` until a proclaim lands); a value asked for must be
-          // kept, so this term ends and another is sought.
-          kept = text === undefined ? true : undefined;
+        }
+        if (kept === ABORTED || signal?.aborted) {
+          let unreleased;
+          await lock.release().catch((err) => {
+            unreleased = err;
+          });
+          throw abortedBy(signal, this.#name, unreleased);
         }
         if (kept === true) return new Leadership(GRANTED, lock, term, proclaimer, text);
         // Lost at once, or its value not kept: give it back and campaign again.
@@ -319,16 +406,14 @@ export function defineElection(Lock, { getLockStore }) {
       return this.#read();
     }
 
-    async #read() {
-      let h;
-      try {
-        h = await this.#store.holder(this.#key);
-      } catch (err) {
-        throw toLockError(err);
-      }
-      if (h === null || h === undefined) return null;
+    /** The leader as the store answers now, or ABORTED at `signal`'s abort. */
+    async #read(signal = undefined) {
+      const answer = await electionCall(this.#store, "holder", [this.#key], signal);
+      if (answer === ABORTED) return ABORTED;
+      const h = checkedHolder(answer);
+      if (h === null) return null;
       const { since, value } = readElectionRecord(h.value);
-      return { term: h.fencingToken ?? null, value, since };
+      return { term: h.fencingToken, value, since };
     }
 
     /**
@@ -347,20 +432,22 @@ export function defineElection(Lock, { getLockStore }) {
       if (!(interval > 0 && interval <= MAX_MS)) throw invalid(`interval must be above 0 and at most ${MAX_MS} milliseconds; got ${interval}`);
       needs(this.#store, ["holder"], "observe()");
       let last;
+      // The largest term seen: a read that lands late with an older one is not news.
+      let highest = 0;
       while (!signal?.aborted) {
         let now;
         try {
-          now = await this.#read();
+          now = await this.#read(signal);
         } catch (err) {
           if (signal?.aborted) return;
           if (!(err instanceof StoreUnavailableError)) throw err;
           await pause(this.#store, interval, signal);
           continue;
         }
-        if (signal?.aborted) return;
-        // A term below the last one seen is an older read that landed late: not news.
-        const older = now !== null && last != null && now.term !== null && last.term !== null && now.term < last.term;
+        if (now === ABORTED || signal?.aborted) return;
+        const older = now !== null && now.term < highest;
         if (!older && (last === undefined || !sameLeader(last, now))) {
+          if (now !== null) highest = now.term;
           last = now;
           yield now;
         }

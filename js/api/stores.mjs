@@ -79,22 +79,23 @@ export class NativeStore {
   async remainingTime(key) {
     return storeCall(() => this[NATIVE].remainingTime(key), key);
   }
+}
 
-  /**
-   * The live holder of the plain lock `key` (an election's leader): its owner token,
-   * fencing token, milliseconds left and the value it proclaimed (or null); null when
-   * nobody holds it.
-   */
-  async holder(key) {
-    return storeCall(async () => holderOf(await this[NATIVE].holder(key)), key);
-  }
+/**
+ * `holder(key)` and `proclaim(key, owner, value, seq)` of the memory and file stores, whose
+ * native halves keep a hold's value (core's state). The live holder of the plain lock
+ * `key` (an election's leader): its owner token, fencing token, milliseconds left and the
+ * value it proclaimed (or null); null when nobody holds it.
+ */
+function nativeHolder(store, key) {
+  return storeCall(async () => holderOf(await store[NATIVE].holder(key)), key);
+}
 
-  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq` at least this one: true when `owner` holds `key`. */
-  async proclaim(key, owner, value, seq) {
-    checkString("value", value);
-    checkSeq(seq);
-    return storeCall(() => this[NATIVE].proclaim(key, owner, value, seq), key, owner);
-  }
+/** Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq` at least this one: true when `owner` holds `key`. */
+function nativeProclaim(store, key, owner, value, seq) {
+  checkString("value", value);
+  checkSeq(seq);
+  return storeCall(() => store[NATIVE].proclaim(key, owner, value, seq), key, owner);
 }
 
 /** A proclaim's sequence number: a positive safe integer. */
@@ -163,6 +164,16 @@ export function nativeStores(binding) {
       const store = Object.create(MemoryLockStore.prototype);
       store[NATIVE] = binding.MemoryStore.shared(name);
       return store;
+    }
+
+    /** The live holder of the plain lock `key` (an election's leader) with its value, or null. */
+    async holder(key) {
+      return nativeHolder(this, key);
+    }
+
+    /** Keeps `value` with `owner`'s live hold of `key` unless it keeps a newer one: true when `owner` holds it. */
+    async proclaim(key, owner, value, seq) {
+      return nativeProclaim(this, key, owner, value, seq);
     }
 
     /** Drops every hold in this store. */
@@ -235,6 +246,16 @@ export function nativeStores(binding) {
     constructor(access) {
       if (access !== FILE_ACCESS) throw invalid("use `await FileLockStore.open(path)` to make a FileLockStore");
       super();
+    }
+
+    /** The live holder of the plain lock `key` (an election's leader) with its value, or null. */
+    async holder(key) {
+      return nativeHolder(this, key);
+    }
+
+    /** Keeps `value` with `owner`'s live hold of `key` unless it keeps a newer one: true when `owner` holds it. */
+    async proclaim(key, owner, value, seq) {
+      return nativeProclaim(this, key, owner, value, seq);
     }
 
     /** The lock file's path. */

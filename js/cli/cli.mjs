@@ -187,8 +187,11 @@ async function leader(url, name, values, out) {
   const key = `${ELECTION_KEY_PREFIX}${name}`;
   if (values.watch) {
     let last;
+    // The same leader with the same record (a read between a win and its record shows it again once the record is kept).
     const same = (a, b) =>
-      a === null || b === null ? a === b : a.owner === b.owner && a.term === b.term && JSON.stringify(a.value) === JSON.stringify(b.value);
+      a === null || b === null
+        ? a === b
+        : a.owner === b.owner && a.term === b.term && a.since === b.since && JSON.stringify(a.value) === JSON.stringify(b.value);
     return everyInterval(
       url,
       values,

@@ -77,7 +77,8 @@ impl State {
 
     /// Writes the holds live at `now` and the fencing counter (not the waiters, which
     /// are this process's) to `out`: the form a file store keeps on disk.
-    pub(crate) fn encode(&self, now: u64, out: &mut Vec<u8>) {
+    /// Whether it wrote the values section (the file's format then says so).
+    pub(crate) fn encode(&self, now: u64, out: &mut Vec<u8>) -> bool {
         fn str_(out: &mut Vec<u8>, s: &str) {
             out.extend_from_slice(&u32::try_from(s.len()).unwrap_or(u32::MAX).to_le_bytes());
             out.extend_from_slice(s.as_bytes());
@@ -134,14 +135,16 @@ impl State {
             .filter(|(_, e)| e.live(now))
             .filter_map(|(key, e)| e.proclaimed.as_ref().map(|p| (key, p)))
             .collect();
-        if !proclaimed.is_empty() {
-            n(out, proclaimed.len());
-            for (key, p) in proclaimed {
-                str_(out, key);
-                out.extend_from_slice(&p.seq.to_le_bytes());
-                str_(out, &p.value);
-            }
+        if proclaimed.is_empty() {
+            return false;
         }
+        n(out, proclaimed.len());
+        for (key, p) in proclaimed {
+            str_(out, key);
+            out.extend_from_slice(&p.seq.to_le_bytes());
+            str_(out, &p.value);
+        }
+        true
     }
 
     /// Replaces the holds and the fencing counter with those `bytes` (from
