@@ -287,6 +287,20 @@ class RedisLockStore extends NativeStore {
   }
 
   /**
+   * The live holder of the plain lock `key` (an election's leader): `{ owner,
+   * fencingToken, remainingMs, value }`, or null when nobody holds it. Run by the driver
+   * on a side link of its own (the engine has no op for it): js/redis/driver.mjs.
+   */
+  async holder(key) {
+    return this[NATIVE].connection.holder(key);
+  }
+
+  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq` at least this one: `true` when `owner` holds `key`. */
+  async proclaim(key, owner, value, seq) {
+    return this[NATIVE].connection.proclaim(key, owner, value, seq);
+  }
+
+  /**
    * Releases the holds this process took through the store (within `timeoutMs`, 2 s by
    * default; `keepHolds: true` leaves them to their TTL), then closes the connections;
    * later calls fail with StoreClosedError.

@@ -151,6 +151,35 @@ describe(`fencing: false (${TARGET})`, () => {
     });
   }
 
+  for (const name of NAMES) {
+    it(`${name}: holder() gives no fencing token; proclaim() keeps a value with the owner's hold`, async () => {
+      const { store, close } = await STORES[name]();
+      try {
+        const key = uniqueKey("holder-unfenced");
+        const l = new Lock(key, 5_000, store);
+        assert.equal(await l.acquire(), true);
+        const h = await store.holder(key);
+        assert.equal(h.fencingToken, null);
+        assert.ok(h.remainingMs > 4_000 && h.remainingMs <= 5_000, `${h.remainingMs}`);
+        assert.equal(h.value, null);
+        assert.equal(await store.proclaim(key, h.owner, "v", 1), true);
+        assert.equal(await store.proclaim(key, h.owner, "stale", 1), true);
+        assert.equal((await store.holder(key)).value, "v");
+        await l.extend(8_000);
+        assert.equal((await store.holder(key)).value, "v");
+        assert.equal(await l.release(), true);
+        assert.equal(await store.holder(key), null);
+        assert.equal(await store.proclaim(key, h.owner, "late", 2), false);
+        const next = new Lock(key, 5_000, store);
+        assert.equal(await next.acquire(), true);
+        assert.equal((await store.holder(key)).value, null, "the next holder starts without a value");
+        assert.equal(await next.release(), true);
+      } finally {
+        await close();
+      }
+    });
+  }
+
   it("fenced and unfenced processes on one key exclude each other; the fenced tokens grow", { timeout: 120_000 }, async () => {
     const key = uniqueKey("mixed");
     const rounds = 25;

@@ -12,7 +12,9 @@ import { Cluster } from "ioredis";
 
 import { IoRedisLockStore } from "../../js/stores/ioredis.mjs";
 import { NodeRedisLockStore } from "../../js/stores/node-redis.mjs";
+import { keySlot } from "../../js/redis/driver.mjs";
 import { conformance } from "../conformance/conformance.mjs";
+import { holderContract } from "../support/holder-contract.mjs";
 import { assertCaught, assertCleanAcrossFailover } from "../histories/assert.mjs";
 import { HISTORY_KEYS } from "../histories/client.mjs";
 import { FAILOVER_TTL_MS, clusterFailovers, clusterStore } from "../histories/run.mjs";
@@ -400,6 +402,8 @@ describe("keys whose Redis key has an empty hash tag, on a Cluster", () => {
       "lockAll, alone": () => lockAll([key], 2_000, store),
       "lockAll, with another key": () => lockAll([uniqueKey("beside"), key], 2_000, store),
     };
+    await assert.rejects(store.holder(key), refused("holder()"));
+    await assert.rejects(store.proclaim(key, "owner", "value", 1), refused("proclaim()"));
     for (const [what, make] of Object.entries(handles)) {
       await assert.rejects(make().acquire(), refused(what));
       const start = performance.now();
@@ -453,6 +457,89 @@ describe("keys whose Redis key has an empty hash tag, on a Cluster", () => {
     } finally {
       await store.close();
       await (client.close?.() ?? client.disconnect());
+    }
+  });
+});
+
+// holder() and proclaim() (an election's reads and writes) run on the driver's side link
+// to the master of each key's slot; the value key shares the lock key's hash tag.
+describe("holder() and proclaim() over Redis Cluster", () => {
+  let store;
+  before(async () => {
+    if (native || wasm) store = await connect();
+  });
+  after(async () => {
+    await store?.close();
+  });
+  holderContract(it, () => store);
+
+  it("keeps each key's value beside its lock on the master of its slot, sent straight there", async () => {
+    for (const key of ["a", "{x}y", "x{}y", "}z", "p{q", "\u0001election:é", uniqueKey("slot")]) {
+      assert.equal(keySlot(key), await command(anyNode(), "CLUSTER", "KEYSLOT", key), `the slot of ${JSON.stringify(key)}`);
+    }
+    const fresh = await connect();
+    try {
+      const masters = await cluster.masters(anyNode());
+      for (const port of masters) await command(port, "CONFIG", "RESETSTAT");
+      const perMaster = new Map(masters.map((port) => [port, 0]));
+      const keys = [];
+      for (let i = 0; [...perMaster.values()].some((n) => n < 2); i++) {
+        assert.ok(i < 1_000, `no keys found for every master: ${JSON.stringify([...perMaster])}`);
+        const key = uniqueKey(`value-${i}`);
+        const { port } = await whereIs(key, anyNode());
+        if ((perMaster.get(port) ?? 2) >= 2) continue;
+        perMaster.set(port, perMaster.get(port) + 1);
+        keys.push({ key, port });
+      }
+      for (const { key, port } of keys) {
+        const l = new Lock(key, 10_000, fresh);
+        assert.equal(await l.acquire(), true);
+        const { owner, fencingToken } = await fresh.holder(key);
+        assert.equal(fencingToken, l.fencingToken);
+        assert.equal(await fresh.proclaim(key, owner, key, 1), true);
+        assert.equal(await command(port, "HGET", `locksmith:{${key}}:value`, "value"), key, "on the master of its slot");
+        assert.equal((await fresh.holder(key)).value, key);
+        assert.equal(await l.release(), true);
+        assert.equal(await fresh.holder(key), null);
+      }
+      for (const port of masters) assert.doesNotMatch(await command(port, "INFO", "errorstats"), /errorstat_(MOVED|ASK)/);
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it("follows a slot migrated under a kept value (ASK, then MOVED)", { timeout: 30_000 }, async () => {
+    const fresh = await connect();
+    try {
+      const key = uniqueKey("value-reshard");
+      const l = new Lock(key, 20_000, fresh);
+      assert.equal(await l.acquire(), true);
+      const { owner } = await fresh.holder(key);
+      assert.equal(await fresh.proclaim(key, owner, "v1", 1), true);
+      const { slot, port: from } = await whereIs(key, anyNode());
+      const to = (await cluster.masters(anyNode())).find((p) => p !== from);
+      const id = async (port) => await command(port, "CLUSTER", "MYID");
+      const [fromId, toId] = [await id(from), await id(to)];
+      await command(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromId);
+      await command(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", toId);
+      const keys = await command(from, "CLUSTER", "GETKEYSINSLOT", slot, 100);
+      assert.ok(keys.includes(`locksmith:{${key}}:value`), `the value key is in the slot: ${keys}`);
+      await command(from, "MIGRATE", "127.0.0.1", to, "", 0, 5_000, "KEYS", ...keys);
+      // Every key on the target, the slot still the source's: ASK, then ASKING.
+      assert.equal((await fresh.holder(key)).value, "v1", "holder() followed ASK");
+      assert.equal(await fresh.proclaim(key, owner, "v2", 2), true);
+      assert.equal(await command(from, "CLUSTER", "COUNTKEYSINSLOT", slot), 0, "nothing written on the source");
+      // The slot moves for good: the source answers MOVED.
+      for (const port of await cluster.masters(anyNode())) await command(port, "CLUSTER", "SETSLOT", slot, "NODE", toId);
+      await until("every node to know the slot's new master", async () => (await whereIs(key, anyNode())).port === to);
+      assert.equal(await command(to, "HGET", `locksmith:{${key}}:value`, "value"), "v2", "proclaim() followed ASK");
+      assert.equal(await fresh.proclaim(key, owner, "v3", 3), true);
+      assert.equal(await command(to, "HGET", `locksmith:{${key}}:value`, "value"), "v3", "proclaim() followed MOVED");
+      assert.equal((await fresh.holder(key)).value, "v3");
+      assert.match(await command(from, "INFO", "errorstats"), /errorstat_MOVED/, "the source said MOVED");
+      assert.equal(await l.release(), true);
+    } finally {
+      await fresh.close();
     }
   });
 });

@@ -14,7 +14,9 @@ import { IoRedisLockStore } from "../../js/stores/ioredis.mjs";
 import { assertCaught, assertCleanAcrossFailover } from "../histories/assert.mjs";
 import { FAILOVER_TTL_MS, sentinelFailovers, sentinelStore, sentinelsSettled } from "../histories/run.mjs";
 import { conformance } from "../conformance/conformance.mjs";
+import { holderContract } from "../support/holder-contract.mjs";
 import { startRedis } from "../support/redis-server.mjs";
+import { eventually } from "../support/wait.mjs";
 import { command, connectAnswer, startSentinels, until } from "../support/redis-topology.mjs";
 import { testCertificates } from "../support/tls.mjs";
 import { failOnUnhandledRejections, ls, sleep, TARGET, uniqueKey } from "../support/target.mjs";
@@ -353,6 +355,54 @@ describe("RedisLockStore over Sentinel", () => {
     );
     assert.equal(await l.release(), true);
     await store.close();
+  });
+});
+
+// holder() and proclaim() (an election's reads and writes) run on the driver's side link,
+// which goes to the master the Sentinels name and follows it when it moves.
+describe("holder() and proclaim() over Sentinel", () => {
+  let store;
+  before(async () => {
+    if (native || wasm) store = await connect();
+  });
+  after(async () => {
+    await store?.close();
+  });
+  holderContract(it, () => store);
+
+  it("follows SENTINEL FAILOVER: a value kept with minReplicas 1 is read, and replaced, on the new master", { timeout: 60_000, ...ONLY_NATIVE }, async () => {
+    await sentinelsSettled(topology);
+    const replicated = await connect({ minReplicas: 1, commandTimeoutMs: 1_000 });
+    try {
+      const key = uniqueKey("failover-value");
+      const l = new Lock(key, 30_000, replicated);
+      assert.equal(await l.acquire(), true);
+      const { owner, fencingToken } = await replicated.holder(key);
+      assert.equal(fencingToken, l.fencingToken);
+      assert.equal(await replicated.proclaim(key, owner, "before", 1), true, "acknowledged by the replica (WAIT 1)");
+      const newMaster = await topology.failover();
+      // Calls in the switch may fail (STORE_UNAVAILABLE); then the side link is on the new master.
+      const h = await eventually(() => replicated.holder(key), 15_000);
+      assert.deepEqual({ owner: h.owner, fencingToken: h.fencingToken, value: h.value }, { owner, fencingToken, value: "before" });
+      // Through the store connected before the failover (without minReplicas: WAIT 1 fails
+      // until the old master has come back as the new one's replica). Until the Sentinels'
+      // +switch-master reaches it, its writes may go to the old master, which takes them
+      // until it is demoted (and then loses them): proclaimed again until one lands.
+      let seq = 1;
+      await until(
+        "a proclaim on the new master",
+        async () => {
+          await store.proclaim(key, owner, "after", ++seq);
+          return (await command(newMaster.port, "HGET", `locksmith:{${key}}:value`, "value")) === "after";
+        },
+        15_000,
+      );
+      assert.equal((await replicated.holder(key)).value, "after");
+      assert.equal(await eventually(() => l.release(), 15_000), true);
+      assert.equal(await store.holder(key), null);
+    } finally {
+      await replicated.close();
+    }
   });
 });
 

@@ -16,7 +16,7 @@
 // kept after; a connection that drops is replaced at once while something waits on it,
 // else on the next call. A socket's handshake (AUTH, SELECT, the scripts) is queued when
 // that socket is dialed and belongs to it: no reset in between can strip it.
-import { StoreUnavailableError, checkOptionKeys, invalid, toLockError, typeName } from "../api/errors.mjs";
+import { LockStoreError, StoreClosedError, StoreUnavailableError, checkOptionKeys, checkString, invalid, toLockError, typeName } from "../api/errors.mjs";
 import {
   authCommands,
   backoffMs,
@@ -31,6 +31,8 @@ import {
   CONNECT_OPTIONS,
 } from "./topology.mjs";
 import { DEFAULT_KEY_PREFIX, MAX_MS } from "../api/defaults.mjs";
+import { holder as HOLDER, proclaim as PROCLAIM } from "../gen/redis-scripts.mjs";
+import { holderKeys, holderOf, proclaimArgs } from "./holder.mjs";
 
 // ---------------------------------------------------------------------------------
 // Options: one table, one check, for both builds.
@@ -89,6 +91,13 @@ export function checkConnectOptions(urlOrOptions) {
     fencing: options.fencing ?? DEFAULTS.fencing,
   };
 }
+
+/**
+ * The bound on one call of a store with these options as a whole (connecting, then the
+ * command): the JS-store bridge's `operationTimeoutMs` of the WebAssembly build's store,
+ * and the bound on the driver's own scripts (`Connection.script`) in both builds.
+ */
+export const operationTimeoutMs = (options) => options.connectTimeoutMs + options.commandTimeoutMs + 1_000;
 
 // ---------------------------------------------------------------------------------
 // Timers and bytes
@@ -456,6 +465,121 @@ class SubscriberLink {
 }
 
 // ---------------------------------------------------------------------------------
+// The side link: the store's own commands outside the engine, which has no op for them
+// (holder() and proclaim(), which elections read every few ms and write). One more
+// socket per server, opened at the first such call, kept for the next ones (an
+// observer's reads come every ~50 ms) and closed by close(). Requests go out in order
+// and their replies are matched in order; a request that gets no answer in time drops
+// the socket, failing what waits on it, so no later reply is taken for another's.
+
+/** The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag, mod 16384. */
+export function keySlot(key) {
+  let bytes = new TextEncoder().encode(key);
+  const open = bytes.indexOf(0x7b);
+  if (open >= 0) {
+    const close = bytes.indexOf(0x7d, open + 1);
+    if (close > open + 1) bytes = bytes.subarray(open + 1, close);
+  }
+  let crc = 0;
+  for (const byte of bytes) {
+    crc ^= byte << 8;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc & 16383;
+}
+
+const unavailable = (why) => new StoreUnavailableError(`locksmith: store unavailable: redis: ${why}`);
+
+/** A server's error reply as the store's error: a passing state (TRANSIENT_CODES in redis/src/lib.rs) is unavailable. */
+function serverError(message) {
+  const code = message.split(" ")[0];
+  if (["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN"].includes(code)) return unavailable(message);
+  return new LockStoreError(`locksmith: store error: redis: ${message}`);
+}
+
+class SideLink {
+  constructor(connection, target) {
+    this.connection = connection;
+    this.target = target;
+    this.where = `${target.host}:${target.port}`;
+    this.closed = false;
+    this.opened = false;
+    this.lastError = "the connection closed";
+    // Requests sent or to send, oldest first: { count, replies, resolve, reject }.
+    this.pending = [];
+    this.unsent = [];
+    this.read = replyReader(connection.binding.decode);
+    // The handshake goes first: the login, and the database (not on a Cluster).
+    const login = [...authCommands(target), ...(target.db ? [["SELECT", String(target.db)]] : [])];
+    if (login.length > 0) {
+      this.send(login).then(
+        (replies) => {
+          const refused = replies.find(isErrorReply);
+          if (refused !== undefined) this.drop(new LockStoreError(`locksmith: store error: redis refused the handshake (AUTH, SELECT): ${refused.error}`));
+        },
+        () => {},
+      );
+    }
+    this.socket = connection.dial(target, {
+      open: () => {
+        if (this.closed) return;
+        this.opened = true;
+        const unsent = this.unsent;
+        this.unsent = [];
+        if (unsent.length > 0) this.socket.write(concat(unsent));
+      },
+      data: (chunk) => this.onData(chunk),
+      error: (message) => {
+        this.lastError = message;
+      },
+      close: () => this.drop(unavailable(`${this.where}: ${this.lastError}`)),
+    });
+  }
+
+  /** Sends `commands` (arrays of strings) at once; resolves with their replies (error replies as `{ error }`). */
+  send(commands) {
+    if (this.closed) return Promise.reject(unavailable(`${this.where}: ${this.lastError}`));
+    const bytes = concat(commands.map((args) => this.connection.binding.command(args)));
+    return new Promise((resolve, reject) => {
+      this.pending.push({ count: commands.length, replies: [], resolve, reject });
+      if (this.opened) this.socket.write(bytes);
+      else this.unsent.push(bytes);
+    });
+  }
+
+  onData(chunk) {
+    if (this.closed) return;
+    try {
+      this.read(chunk, (value) => {
+        const request = this.pending[0];
+        if (request === undefined) {
+          this.drop(unavailable(`${this.where}: a reply that no request waits for`));
+          return true;
+        }
+        if (request.replies.push(value) === request.count) {
+          this.pending.shift();
+          request.resolve(request.replies);
+        }
+        return false;
+      });
+    } catch (err) {
+      this.drop(unavailable(`${this.where}: a reply that is not the Redis protocol: ${err?.message ?? err}`));
+    }
+  }
+
+  /** Closes the socket; what waits on it fails with `error`. */
+  drop(error) {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.connection.sideLinks.get(this.where) === this) this.connection.sideLinks.delete(this.where);
+    this.socket?.destroy();
+    const pending = this.pending;
+    this.pending = [];
+    for (const request of pending) request.reject(error);
+  }
+}
+
+// ---------------------------------------------------------------------------------
 // One store's connections.
 
 class Connection {
@@ -478,6 +602,12 @@ class Connection {
     this.watchTimer = null;
     // Short exchanges in flight (Sentinels, ROLE, CLUSTER SLOTS), ended by close().
     this.exchanges = new Set();
+    // The side links by server address (`host:port`), for the store's own scripts; on
+    // Sentinel, the master they use while the engine's socket is down (a lookup's promise).
+    this.sideLinks = new Map();
+    this.sideMaster = null;
+    // Cluster: the masters' slot ranges as last read, for the side links.
+    this.slotMap = null;
     this.clusterEnabled = false;
     this.refreshing = null;
     this.refreshAgain = false;
@@ -709,10 +839,12 @@ class Connection {
     this.watcher = socket;
   }
 
-  /** The server is no longer the master: drop both sockets; reconnecting asks the Sentinels again. */
+  /** The server is no longer the master: drop every socket; reconnecting asks the Sentinels again. */
   moved(why) {
     this.links[0].drop(why);
     this.subscribers[0].drop();
+    this.sideMaster = null;
+    for (const link of [...this.sideLinks.values()]) link.drop(unavailable(why));
   }
 
   /** Connection `conn`'s server: a cluster node, with the seeds' scheme and login, or the server. */
@@ -730,6 +862,7 @@ class Connection {
     for (let conn = 0; conn < this.engine.connections; conn++) known.push(this.nodeTarget(conn));
     const { target, firsts, lasts, addresses } = await readSlotMap((server, commands) => this.exchange(server, commands), [...known, ...this.options.cluster]);
     if (this.closed) return;
+    this.slotMap = { firsts, lasts, addresses };
     if (!this.clusterEnabled) {
       // The first seed that answered is connection 0.
       this.target = { ...this.target, host: target.host, port: target.port };
@@ -798,6 +931,148 @@ class Connection {
     this.watcher = null;
     watcher?.destroy();
     for (const exchange of [...this.exchanges]) exchange.end();
+    for (const link of [...this.sideLinks.values()]) link.drop(new StoreClosedError("locksmith: store is closed"));
+  }
+
+  // The store's own scripts, over the side links.
+
+  /** The Redis key of the lock `key` (`<prefix>{<key>}`), refused on a Cluster when its hash tag is empty (as the engine refuses it). */
+  lockKey(key) {
+    checkString("key", key);
+    const lockKey = `${this.engine.keyPrefix}{${key}}`;
+    const open = lockKey.indexOf("{");
+    if (this.options.cluster && lockKey[open + 1] === "}") {
+      throw invalid(
+        `on a Redis Cluster, key ${JSON.stringify(key)} cannot be locked: its Redis key ${lockKey} has an empty hash tag ("{}"), so the lock's keys would fall in different hash slots; use a key that does not start with "}" and a keyPrefix without "{}" (on a single server it works as it is)`,
+      );
+    }
+    return lockKey;
+  }
+
+  /**
+   * The server for a script on `lockKey`: the master of its slot (Cluster), the master
+   * the engine's socket is on, or while that is down the one the Sentinels name now; the
+   * server.
+   */
+  async sideTarget(lockKey) {
+    if (this.options.cluster) {
+      const map = this.slotMap;
+      const slot = keySlot(lockKey);
+      const at = map === null ? -1 : map.firsts.findIndex((first, i) => first <= slot && slot <= map.lasts[i]);
+      // A slot no master serves in the map: a node that knows will say MOVED.
+      return at < 0 ? this.target : nodeAt(map.addresses[at], this.target);
+    }
+    if (!this.options.sentinels || this.links[0].ready) return this.target;
+    const lookup = (this.sideMaster ??= this.locate());
+    try {
+      return await lookup;
+    } catch (err) {
+      if (this.sideMaster === lookup) this.sideMaster = null;
+      throw unavailable(err?.message ?? err);
+    }
+  }
+
+  /** The side link to `target`, opened now if there is none; on one server, the only one. */
+  sideLink(target) {
+    const where = `${target.host}:${target.port}`;
+    let link = this.sideLinks.get(where);
+    if (link !== undefined) return link;
+    if (!this.options.cluster) for (const other of [...this.sideLinks.values()]) other.drop(unavailable("the master moved"));
+    link = new SideLink(this, target);
+    this.sideLinks.set(where, link);
+    return link;
+  }
+
+  /**
+   * Runs the Lua `script` (js/gen/redis-scripts.mjs) with `keys` (the first a lock key,
+   * the others in its slot) and `args` over a side link: EVALSHA, EVAL where the server
+   * lacks the script, and for a `write` with minReplicas, WAIT as the engine's writes do.
+   * A Cluster's MOVED and ASK are followed; a READONLY on Sentinel sends every socket
+   * to the master the Sentinels name. Resolves with the script's reply; rejects within
+   * operationTimeoutMs with the store's errors (StoreUnavailableError when the server did
+   * not answer or is in a passing state, LockStoreError for its other errors,
+   * StoreClosedError once closed).
+   */
+  async script(script, keys, args, write = false) {
+    if (this.closed) throw new StoreClosedError("locksmith: store is closed");
+    const timeoutMs = operationTimeoutMs(this.options);
+    // The link the call is on now, and whether it is over (then it sends nothing more).
+    const call = { link: null, late: false };
+    let timer;
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => {
+        call.late = true;
+        const error = new StoreUnavailableError(`locksmith: store unavailable: redis did not answer within ${timeoutMs} ms`);
+        // Its reply may still come: the socket goes, so that none is taken for another's.
+        call.link?.drop(error);
+        reject(error);
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([late, this.#runScript(script, keys, args, write, call)]);
+    } catch (err) {
+      // Whatever close() cut short (a Sentinel lookup, a socket) says so.
+      if (this.closed && !(err instanceof StoreClosedError)) throw new StoreClosedError("locksmith: store is closed");
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async #runScript(script, keys, args, write, call) {
+    const { minReplicas, commandTimeoutMs, cluster, sentinels } = this.options;
+    const waitMs = Math.max(1, Math.floor(commandTimeoutMs / 2));
+    const wait = write && minReplicas > 0 ? [["WAIT", String(minReplicas), String(waitMs)]] : [];
+    let target = await this.sideTarget(keys[0]);
+    let asking = false;
+    let source = false;
+    for (let redirects = 0; ; ) {
+      if (this.closed) throw new StoreClosedError("locksmith: store is closed");
+      if (call.late) throw unavailable("the call ran out of time");
+      const run = source ? ["EVAL", script.source] : ["EVALSHA", script.sha];
+      const link = (call.link = this.sideLink(target));
+      const replies = await link.send([...(asking ? [["ASKING"]] : []), [...run, String(keys.length), ...keys, ...args], ...wait]);
+      const reply = replies[asking ? 1 : 0];
+      if (!isErrorReply(reply)) {
+        if (wait.length > 0) {
+          const acked = replies[replies.length - 1];
+          if (isErrorReply(acked)) throw unavailable(`the write ran, but WAIT for ${minReplicas} replicas failed: ${acked.error}`);
+          if (acked < minReplicas) {
+            throw unavailable(`${acked} of the ${minReplicas} replicas asked for (minReplicas) acknowledged the write within ${waitMs} ms`);
+          }
+        }
+        return reply;
+      }
+      const message = reply.error;
+      if (message.startsWith("NOSCRIPT") && !source) {
+        source = true;
+        continue;
+      }
+      const redirect = /^(MOVED|ASK) \d+ (\S+)/.exec(message);
+      if (redirect !== null && cluster && redirects < 5) {
+        redirects += 1;
+        asking = redirect[1] === "ASK";
+        if (!asking) this.refreshSoon();
+        target = nodeAt(redirect[2], this.target);
+        continue;
+      }
+      // The master was demoted: every socket goes to the one the Sentinels name now.
+      if (message.startsWith("READONLY") && sentinels) this.moved("the server became a replica (READONLY)");
+      throw serverError(message);
+    }
+  }
+
+  /** The store contract's `holder(key)`: the live holder of the plain lock `key`, or null (holder.lua). */
+  async holder(key) {
+    const lockKey = this.lockKey(key);
+    return holderOf(await this.script(HOLDER, holderKeys(lockKey), []), this.options.fencing, lockKey);
+  }
+
+  /** The store contract's `proclaim(key, owner, value, seq)`: `true` when `owner` holds `key` (proclaim.lua). */
+  async proclaim(key, owner, value, seq) {
+    const lockKey = this.lockKey(key);
+    const args = proclaimArgs(owner, value, seq, this.options.fencing);
+    return Number(await this.script(PROCLAIM, holderKeys(lockKey), args, true)) === 1;
   }
 }
 

@@ -6,8 +6,9 @@
 // Edge: no TCP), connecting rejects with UnsupportedError.
 //
 // The store is a plain JS store (acquire, release, extend, isLocked, remainingTime,
-// isHeldBy, ownerRemainingTime, onRelease, and the permit methods of semaphores and
-// read-write locks; fencing tokens through ACQUIRE_TOKEN): the main module's lock logic
+// isHeldBy, ownerRemainingTime, onRelease, the permit methods of semaphores and
+// read-write locks, holder and proclaim for elections; fencing tokens through
+// ACQUIRE_TOKEN): the main module's lock logic
 // uses it through its JS-store bridge, so the locks, waits and TTL rules are the same
 // code as for every other store. Keys, scripts and fencing counter are the engine's, the
 // same as the native RedisLockStore's: a lock taken by either is the other's to release.
@@ -16,7 +17,7 @@ import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "..
 import { Calls } from "../api/calls.mjs";
 import { limitMessage } from "../api/defaults.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
-import { checkConnectOptions, connectEngine } from "./driver.mjs";
+import { checkConnectOptions, connectEngine, operationTimeoutMs } from "./driver.mjs";
 
 let runtime;
 let loading;
@@ -140,7 +141,7 @@ export class RedisLockStore {
     store.#engine = engine;
     store.#connection = connection;
     // The bridge's own bound on a call: past the engine's command timeout, which ends it first.
-    store.operationTimeoutMs = options.connectTimeoutMs + options.commandTimeoutMs + 1_000;
+    store.operationTimeoutMs = operationTimeoutMs(options);
     return store;
   }
 
@@ -250,6 +251,20 @@ export class RedisLockStore {
   /** Milliseconds until `owner`'s hold of `key` expires, or null. */
   permitRemainingTime(key, owner, kind) {
     return this.#call("number", (id) => this.#engine.permitRemainingTime(id, checked(key), checked(owner, "owner"), checked(kind, "kind")));
+  }
+
+  /**
+   * The live holder of the plain lock `key` (an election's leader): `{ owner,
+   * fencingToken, remainingMs, value }`, or null when nobody holds it. Run by the driver
+   * on a side link of its own (the engine has no op for it).
+   */
+  holder(key) {
+    return this.#connection.holder(key);
+  }
+
+  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq` at least this one: `true` when `owner` holds `key`. */
+  proclaim(key, owner, value, seq) {
+    return this.#connection.proclaim(key, owner, value, seq);
   }
 
   /** Whether locks of this process wait for `key`'s release (see HAS_WAITERS in api.mjs). */

@@ -4,8 +4,9 @@
 // RedisLockStore, so a lock taken through any of them can be released or extended through
 // any other. Each client's module supplies a small driver; everything else lives here.
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
+import { holderKeys, holderOf, proclaimArgs } from "../redis/holder.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "../api/symbols.mjs";
-import { LockStoreError, StoreUnavailableError, checkOptionKeys, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
+import { LockStoreError, StoreUnavailableError, checkOptionKeys, checkString, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
@@ -225,6 +226,28 @@ export class RedisClientStore {
   async ownerRemainingTime(key, owner) {
     const ms = Number(await this.#script(SCRIPTS.ownerRemaining, [this.#key(key)], [owner]));
     return ms > 0 ? ms : null;
+  }
+
+  /**
+   * The live holder of the plain lock `key` (an election's leader): `{ owner,
+   * fencingToken, remainingMs, value }` (the token its acquire minted, null with
+   * `fencing: false`; the value it proclaimed, or null), or null when nobody holds it.
+   */
+  async holder(key) {
+    checkString("key", key);
+    const lockKey = this.#key(key);
+    return holderOf(await this.#script(SCRIPTS.holder, holderKeys(lockKey), []), this.#fencing, lockKey);
+  }
+
+  /**
+   * Keeps `value` with `owner`'s live hold of `key` (in `<lock key>:value`), unless the hold
+   * keeps one with a `seq` at least this one: `true` when `owner` holds `key`.
+   */
+  async proclaim(key, owner, value, seq) {
+    checkString("key", key);
+    const args = proclaimArgs(owner, value, seq, this.#fencing);
+    const lockKey = this.#key(key);
+    return Number(await this.#script(SCRIPTS.proclaim, holderKeys(lockKey), args)) === 1;
   }
 
   // Semaphores and read-write locks: the engine's permit scripts, on the same keys.

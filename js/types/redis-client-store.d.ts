@@ -32,6 +32,15 @@ export declare class RedisClientStore implements LockStore {
   ownerRemainingTime(key: string, owner: string): Promise<number | null>;
   onRelease?(key: string, listener: () => void, kind?: PermitKind): () => void;
   /**
+   * The live holder of the plain lock `key` (an election's leader): its owner token, the
+   * fencing token its acquire minted (null with `fencing: false`), the milliseconds it has
+   * left and the value it proclaimed (kept in `<prefix>{<key>}:value`), or null when nobody
+   * holds it.
+   */
+  holder(key: string): Promise<{ owner: string; fencingToken: number | null; remainingMs: number; value: string | null } | null>;
+  /** Keeps `value` with `owner`'s live hold of `key`, unless the hold keeps one with a `seq` as large: `true` when `owner` holds `key`. */
+  proclaim(key: string, owner: string, value: string, seq: number): Promise<boolean>;
+  /**
    * Releases the holds this process took through the store — locks, permits, read and
    * write holds, lockAll, holds restored here; not those handed off with `serialize()` —
    * within `timeoutMs` (default 2000), aborting each hold's `signal` with a

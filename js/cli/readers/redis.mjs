@@ -36,11 +36,24 @@ async function liveMembers(redis, set, now) {
   return out;
 }
 
-/** The hold of the plain lock at `redisKey` (named `name`): `[]` or `[hold]`. */
-async function lockHolds(redis, redisKey, name) {
-  const [owner, remaining, fence] = await Promise.all([redis.call("GET", redisKey), redis.call("PTTL", redisKey), redis.call("GET", `${redisKey}:fence`)]);
+/**
+ * The hold of the plain lock at `redisKey` (named `name`): `[]` or `[hold]`; `withValue`:
+ * with the `value` its holder proclaimed (an election's leader; null for none), kept in
+ * `…:value` for the hold of its owner and token (redis/src/lua/proclaim.lua, holder.lua).
+ */
+async function lockHolds(redis, redisKey, name, withValue = false) {
+  const [owner, remaining, fence, kept] = await Promise.all([
+    redis.call("GET", redisKey),
+    redis.call("PTTL", redisKey),
+    redis.call("GET", `${redisKey}:fence`),
+    withValue ? redis.call("HMGET", `${redisKey}:value`, "owner", "token", "value") : null,
+  ]);
   if (owner === null || Number(remaining) === -2) return []; // free, or expired meanwhile
-  return [hold(name, "lock", Number(remaining) >= 0 ? Number(remaining) : null, fence === null ? null : Number(fence), owner)];
+  const found = hold(name, "lock", Number(remaining) >= 0 ? Number(remaining) : null, fence === null ? null : Number(fence), owner);
+  if (!withValue) return [found];
+  const [keptOwner, keptToken, value] = kept.map((field) => (field === null ? null : String(field)));
+  const current = keptOwner === String(owner) && (keptToken === "" || keptToken === (fence === null ? "" : String(fence))) && value !== null;
+  return [{ ...found, value: current ? value : null }];
 }
 
 /** `HGETALL`'s `[field, value, …]` as a Map. */
@@ -278,7 +291,7 @@ export class RedisReader {
         const now = await serverNow(redis);
         const rw = `${lockKey}:rw`;
         const [lock, semaphore, readWrite, limit, claim, claimLeft, readers, turn, sharded] = await Promise.all([
-          lockHolds(redis, lockKey, key),
+          lockHolds(redis, lockKey, key, true),
           permitHolds(redis, `${lockKey}:semaphore`, key, ":semaphore", now),
           permitHolds(redis, rw, key, ":rw", now),
           redis.call("GET", `${lockKey}:semaphore:limit`),
