@@ -50,7 +50,9 @@
 //   term (terms grow with each leader, so a later read sees that leader or a later one);
 // - `phantom-leader`: a read that saw a term saw a leader that could have been live during
 //   the read: a grant of that election with that term, acquired before the read returned
-//   and not certainly gone (its release answered) before the read began.
+//   and not certainly gone (its release answered) before the read began; or, for a term
+//   no grant recorded, a campaign that was aborted or failed (the store may have granted
+//   it: such a hold lives until its clean-up or its TTL) around the read.
 //
 // `checkOrphans` (below) is the end-of-run check: no hold is left on the store that no
 // client owns.
@@ -103,7 +105,7 @@ export function holdTimes(hold, slackMs = 2) {
  * `{ type, key, kind, message, holds: [...] }` with the holds involved (times relative
  * to the run's first request, in ms) for debugging.
  */
-export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], observations = [] } = {}) {
+export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], observations = [], attempts = [] } = {}) {
   /** The time by which a signal of a hold in `client`'s process must have aborted. */
   const signalDue = (client, goneAt) => {
     const process = Number(String(client).split(".")[0]);
@@ -282,7 +284,7 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
       }
     }
   }
-  checkObservations(observations, all, {
+  checkObservations(observations, all, attempts, {
     slackMs,
     report: (type, key, message, seen) => {
       byType[type] = (byType[type] ?? 0) + 1;
@@ -293,8 +295,8 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
   return { holds: holds.length, violations, lateSignals, byType, expiredWhileStopped, lateExtends, observations: observations.length };
 }
 
-/** The observation checks (see the top of this file); `holds` with their times. */
-function checkObservations(observations, holds, { slackMs, report }) {
+/** The observation checks (see the top of this file); `holds` with their times, `attempts` the acquires that were aborted or failed. */
+function checkObservations(observations, holds, attempts, { slackMs, report }) {
   const byKey = new Map();
   for (const o of observations) {
     if (o.term === null || o.term === undefined || o.reply === null) continue;
@@ -333,7 +335,12 @@ function checkObservations(observations, holds, { slackMs, report }) {
         const runEnd = h.endAt === null || h.endAt === undefined ? Infinity : h.endAt + h.ttl;
         return Math.min(released, runEnd) + slackMs >= o.send;
       });
-      if (!possible) {
+      // A term no grant recorded may be a campaign's that was aborted or failed while the
+      // store granted it: that hold lives until its clean-up releases it, or its TTL.
+      const unowned =
+        grants.length === 0 &&
+        attempts.some((a) => a.kind === "election" && a.key === key && a.send <= o.reply + slackMs && a.reply + a.ttl + slackMs >= o.send);
+      if (!possible && !unowned) {
         report(
           "phantom-leader",
           key,

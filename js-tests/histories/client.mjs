@@ -15,7 +15,8 @@
 // stores with `holder`): `{ t: "observation", client, key, send, reply, term, code }` (term
 // null: no leader; code: the read's error),
 // then a line per acquire that was aborted or failed (never a grant):
-// `{ t: "attempt", client, kind, key, ttl, send, reply, outcome: "aborted" | "error", abortAt, code }`,
+// `{ t: "attempt", client, kind, key, ttl, send, reply, outcome: "aborted" | "error" | "timed-out", abortAt, code }`
+// ("timed-out": an election's campaign that gave up at its timeout),
 // a line per event-loop stall (config.stalls): `{ t: "stall", process, from, to }`, and one
 // `{ t: "summary", ... }` line. Run as `node client.mjs '<config JSON>'` (see
 // run.mjs), or in-process with `runClients(config)`.
@@ -722,6 +723,9 @@ export async function runClients(ls, store, userConfig) {
       const reply = now();
       if (!granted) {
         summary.refused += 1;
+        // A campaign that gave up at its timeout may have been granted meanwhile (then
+        // given back): an observer may see that term.
+        if (kind === "election") attempts.push({ t: "attempt", client: id, kind, key, ttl, send, reply, outcome: "timed-out", abortAt, code: null });
         continue;
       }
       summary.grants += 1;

@@ -118,7 +118,7 @@ export function checkRecords(records, check = {}) {
   const attempts = records.filter((r) => r.t === "attempt");
   const observations = records.filter((r) => r.t === "observation");
   return {
-    result: checkHistory(holds, { ...check, stalls: [...(check.stalls ?? []), ...stalls], observations, slackMs }),
+    result: checkHistory(holds, { ...check, stalls: [...(check.stalls ?? []), ...stalls], observations, attempts, slackMs }),
     holds,
     summaries,
     clockErrorMs,

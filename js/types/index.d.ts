@@ -121,6 +121,15 @@ export interface AutoExtendOptions {
   maxHoldMs?: Duration;
 }
 
+/** A plain lock's live holder, as a store's `holder(key)` answers it. */
+export interface StoreHolder {
+  readonly owner: string;
+  readonly fencingToken: number | null;
+  readonly remainingMs: number;
+  /** The value it proclaimed (an election leader's record), or null. */
+  readonly value: string | null;
+}
+
 /**
  * Where locks live. `acquire` must be atomic (set-if-absent); `release` and `extend`
  * must act only when `owner` matches. Any object with these five methods is a store.
@@ -156,7 +165,7 @@ export interface LockStore {
    * has left (a whole number, at least 1) and the last value proclaimed for this hold (or
    * null); null when nobody holds `key`. An election's `leader()` and `observe()` read it.
    */
-  holder?(key: string): Promise<{ owner: string; fencingToken: number | null; remainingMs: number; value: string | null } | null>;
+  holder?(key: string): Promise<StoreHolder | null>;
   /**
    * Optional, with `holder`: keeps `value` with `owner`'s live hold of `key` in one atomic
    * step, unless the hold keeps a value of a `seq` as large already; true when `owner`
@@ -470,6 +479,10 @@ export declare class MemoryLockStore implements LockStore {
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;
   remainingTime(key: string): Promise<number | null>;
+  /** The live holder of the plain lock `key` (an election's leader), with the value it proclaimed; null when nobody holds it. */
+  holder(key: string): Promise<StoreHolder | null>;
+  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq` at least this one: `true` when `owner` holds `key`. */
+  proclaim(key: string, owner: string, value: string, seq: number): Promise<boolean>;
   /** Drops every hold. */
   clear(): void;
   /** Semaphore holds may take several permits. */
@@ -499,6 +512,10 @@ export declare class FileLockStore implements LockStore {
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;
   remainingTime(key: string): Promise<number | null>;
+  /** The live holder of the plain lock `key` (an election's leader), with the value it proclaimed; null when nobody holds it. */
+  holder(key: string): Promise<StoreHolder | null>;
+  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq` at least this one: `true` when `owner` holds `key`. */
+  proclaim(key: string, owner: string, value: string, seq: number): Promise<boolean>;
   /** Semaphore holds may take several permits. */
   readonly permitWeights: true;
   /**
@@ -610,6 +627,10 @@ export declare class RedisLockStore implements LockStore {
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;
   remainingTime(key: string): Promise<number | null>;
+  /** The live holder of the plain lock `key` (an election's leader), with the value it proclaimed; null when nobody holds it. */
+  holder(key: string): Promise<StoreHolder | null>;
+  /** Keeps `value` with `owner`'s live hold of `key` unless it keeps one with a `seq` at least this one: `true` when `owner` holds `key`. */
+  proclaim(key: string, owner: string, value: string, seq: number): Promise<boolean>;
   /** The WebAssembly build's: whether `owner` holds `key`. */
   isHeldBy?(key: string, owner: string): Promise<boolean>;
   /** The WebAssembly build's: calls `listener` when `key` may have been released; returns the unsubscribe function. */
