@@ -240,6 +240,92 @@ describe("MySqlLockStore", await requireMysql(), () => {
           await dropTables(table);
         }
       });
+
+      it("a transaction that has the table open holds the upgrade up 1 s at most: connect and the running stores' calls go on, holder() says what to add", async () => {
+        const table = "before_values_busy";
+        const key = uniqueKey("old-value");
+        await oldTables(table, key, "old-holder");
+        const closing = [];
+        let pool;
+        const reader = await admin.getConnection();
+        try {
+          // A store already running on the tables, holding a lock (its calls must not wait behind the upgrade).
+          const running = await MySqlLockStore.connect(server.url, { table, createTable: false });
+          closing.push(running);
+          const held = uniqueKey("busy-lock");
+          assert.equal(await running.acquire(held, "running", 10_000), true);
+          // A store over a pool of ours, whose statements are counted.
+          const statements = [];
+          pool = mysql.createPool({ uri: server.url, connectionLimit: 4 });
+          pool.pool.on("connection", (connection) => {
+            const query = connection.query.bind(connection);
+            connection.query = (sql, ...rest) => {
+              statements.push(typeof sql === "string" ? sql : String(sql?.sql));
+              return query(sql, ...rest);
+            };
+          });
+          const mine = new MySqlLockStore(pool, { table });
+          closing.push(mine);
+          const alters = () => statements.filter((s) => s.startsWith(`ALTER TABLE \`${table}\``)).length;
+          // A transaction that has read the table keeps its metadata lock: ALTER TABLE waits
+          // for it, and every statement on the table after the ALTER waits behind it.
+          await reader.query("START TRANSACTION");
+          await reader.query(`SELECT 1 FROM ${table} LIMIT 1`);
+          const connecting = settle(MySqlLockStore.connect(server.url, { table }));
+          // The running store's extend, as soon as the ALTER TABLE waits (if it is seen waiting at all).
+          const deadline = performance.now() + 1_000;
+          while (performance.now() < deadline) {
+            const [rows] = await admin.query(
+              "SELECT COUNT(*) AS n FROM information_schema.processlist WHERE info LIKE 'ALTER TABLE%' AND state LIKE '%metadata lock%'",
+            );
+            if (Number(rows[0].n) > 0) break;
+            await sleep(5);
+          }
+          const extended = await settle(running.extend(held, "running", 10_000));
+          const connected = await connecting;
+          assert.equal(connected.error, undefined, String(connected.error?.stack));
+          closing.push(connected.value);
+          assert.ok(connected.ms < 2_000, `connect took ${Math.round(connected.ms)} ms`);
+          assert.deepEqual([extended.value, extended.error], [true, undefined]);
+          assert.ok(extended.ms < 1_800, `the running store's extend took ${Math.round(extended.ms)} ms`);
+          const store = connected.value;
+          // Locks work; holder() and proclaim() say what to add, and why it was not added.
+          const l = new Lock(uniqueKey("busy-new"), 5_000, store);
+          assert.equal(await l.acquire(), true);
+          assert.equal(await l.release(), true);
+          const busy = (err) => {
+            missing(table)(err);
+            assert.match(err.message, /other transactions kept the table open longer than the 1 s it waits/);
+            return true;
+          };
+          await assert.rejects(store.holder(key), busy);
+          await assert.rejects(store.proclaim(key, "old-holder", "v", 1), busy);
+          // A store over a pool of yours tries once, at its first call, not at every call.
+          const first = await settle(mine.isLocked(held));
+          assert.deepEqual([first.value, first.error], [true, undefined]);
+          assert.ok(first.ms < 2_000, `the first call took ${Math.round(first.ms)} ms`);
+          for (let i = 0; i < 3; i++) assert.equal(await mine.isHeldBy(held, "running"), true);
+          await assert.rejects(mine.holder(key), busy);
+          assert.equal(alters(), 1, "one ALTER TABLE, at the first call");
+          assert.deepEqual(await valueColumns(table), []);
+          await reader.query("ROLLBACK");
+
+          // Once the transaction is over, a new store adds them; the others see them without reconnecting.
+          const later = await MySqlLockStore.connect(server.url, { table });
+          closing.push(later);
+          assert.equal((await valueColumns(table)).length, 3);
+          assert.equal(await later.proclaim(key, "old-holder", "v1", 1), true);
+          assert.equal((await store.holder(key)).value, "v1");
+          assert.equal((await mine.holder(key)).value, "v1");
+          assert.equal(alters(), 1, "the store over your pool did not try again");
+        } finally {
+          await reader.query("ROLLBACK").catch(() => {});
+          reader.release();
+          await Promise.all(closing.map((s) => s.close()));
+          await pool?.end();
+          await dropTables(table);
+        }
+      });
     });
 
     it("are created once by several stores starting at the same time; a hold is a row with the server's expiry and a token", async () => {

@@ -315,6 +315,86 @@ describe("PostgresLockStore", await requirePostgres(), () => {
           await admin.query(`DROP TABLE ${table}, ${table}_permits; DROP SEQUENCE ${table}_fencing; DROP ROLE locksmith_dml`);
         }
       });
+
+      it("a transaction that has the table open holds the upgrade up 100 ms at most: connect and the running stores' calls go on, holder() says what to add", async () => {
+        const table = "before_values_busy";
+        const key = uniqueKey("old-value");
+        await oldTables(table, key, "old-holder");
+        // A store already running on the table, holding a lock (its calls must not wait behind the upgrade).
+        const running = await PostgresLockStore.connect(server.url, { table, listen: false, createTable: false });
+        const held = uniqueKey("busy-lock");
+        assert.equal(await running.acquire(held, "running", 10_000), true);
+        // A store over a pool of ours, whose statements are counted.
+        const statements = [];
+        const pool = new pg.Pool({ connectionString: server.url });
+        pool.on("error", () => {});
+        pool.on("connect", (client) => {
+          const query = client.query.bind(client);
+          client.query = (text, ...rest) => {
+            if (typeof text === "string") statements.push(text);
+            return query(text, ...rest);
+          };
+        });
+        const mine = new PostgresLockStore(pool, { table, listen: false });
+        const alters = () => statements.filter((s) => s.startsWith(`ALTER TABLE "${table}"`)).length;
+        const reader = await admin.connect();
+        let connected;
+        try {
+          // A transaction that has read the table keeps it open: ALTER TABLE waits for it,
+          // and every statement on the table after the ALTER waits behind it.
+          await reader.query(`BEGIN; SELECT 1 FROM ${table} LIMIT 1`);
+          const connecting = settle(PostgresLockStore.connect(server.url, { table, listen: false }));
+          // The running store's extend, as soon as the ALTER TABLE waits (if it is seen waiting at all).
+          const deadline = performance.now() + 500;
+          while (performance.now() < deadline) {
+            const { rows } = await admin.query(
+              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'ALTER TABLE%' AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+            );
+            if (rows[0].n > 0) break;
+            await sleep(5);
+          }
+          const extended = await settle(running.extend(held, "running", 10_000));
+          connected = await connecting;
+          assert.equal(connected.error, undefined, String(connected.error?.stack));
+          assert.ok(connected.ms < 1_500, `connect took ${Math.round(connected.ms)} ms`);
+          assert.deepEqual([extended.value, extended.error], [true, undefined]);
+          assert.ok(extended.ms < 1_000, `the running store's extend took ${Math.round(extended.ms)} ms`);
+          const store = connected.value;
+          // Locks work; holder() and proclaim() say what to add, and why it was not added.
+          const l = new Lock(uniqueKey("busy-new"), 5_000, store);
+          assert.equal(await l.acquire(), true);
+          assert.equal(await l.release(), true);
+          const missing = (err) => {
+            assert.equal(err.code, "STORE_ERROR");
+            assert.equal(err.name, "LockStoreError");
+            assert.ok(err.message.includes(ALTER(table)), err.message);
+            assert.match(err.message, /other transactions kept the table open longer than the 100ms it waits/);
+            return true;
+          };
+          await assert.rejects(store.holder(key), missing);
+          await assert.rejects(store.proclaim(key, "old-holder", "v", 1), missing);
+          // A store over a pool of yours tries once, at its first call, not at every call.
+          const first = await settle(mine.isLocked(held));
+          assert.deepEqual([first.value, first.error], [true, undefined]);
+          assert.ok(first.ms < 1_000, `the first call took ${Math.round(first.ms)} ms`);
+          for (let i = 0; i < 3; i++) assert.equal(await mine.isHeldBy(held, "running"), true);
+          await assert.rejects(mine.holder(key), missing);
+          assert.equal(alters(), 1, "one ALTER TABLE, at the first call");
+          assert.deepEqual(await valueColumns(table), []);
+        } finally {
+          await reader.query("ROLLBACK");
+          reader.release();
+        }
+        // Once the transaction is over, a new store adds them; the others see them without reconnecting.
+        const later = await PostgresLockStore.connect(server.url, { table, listen: false });
+        assert.equal((await valueColumns(table)).length, 3);
+        assert.equal(await later.proclaim(key, "old-holder", "v1", 1), true);
+        assert.equal((await connected.value.holder(key)).value, "v1");
+        assert.equal((await mine.holder(key)).value, "v1");
+        assert.equal(alters(), 1, "the store over your pool did not try again");
+        await Promise.all([later.close(), connected.value.close(), running.close(), mine.close()]);
+        await pool.end();
+      });
     });
 
     it("expiry is the server's clock, whatever this process's clock says", async () => {

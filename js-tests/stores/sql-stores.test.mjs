@@ -146,8 +146,11 @@ for (const sql of SQL_STORES) {
           assert.equal(await store.proclaim(key, "o", value, ++seq), true);
           assert.equal((await store.holder(key)).value, value);
         }
-        await assert.rejects(store.proclaim(key, "o", 42, ++seq), invalidArgument(/string value/));
-        await assert.rejects(store.proclaim(key, "o", "v", 1.5), invalidArgument(/whole number as seq/));
+        // Refused in the words of every store (js/api/stores.mjs's checkSeq).
+        await assert.rejects(store.proclaim(key, "o", 42, ++seq), invalidArgument(/^locksmith: value must be a string; got number$/));
+        for (const bad of [1.5, 0, -1]) {
+          await assert.rejects(store.proclaim(key, "o", "v", bad), invalidArgument(new RegExp(`^locksmith: seq must be a positive safe integer; got ${bad}$`)));
+        }
         await sleep(400);
         assert.equal(await store.holder(key), null);
       });

@@ -114,6 +114,22 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.deepEqual(await post("/options", {}), { ok: true, onRelease: "function", operationTimeoutMs: null, permitWeights: true });
   });
 
+  it("bounds holder() and proclaim() by operationTimeoutMs, and types a failure on the way as STORE_UNAVAILABLE, as its other calls", async () => {
+    const faults = await get("/holder-faults?ms=200");
+    for (const [name, outcome] of Object.entries(faults)) {
+      assert.equal(outcome.code, "STORE_UNAVAILABLE", `${name}: ${JSON.stringify(outcome)}`);
+      assert.equal(outcome.name, "StoreUnavailableError", name);
+      assert.equal(outcome.isLocksmiths, true, `${name}: a StoreUnavailableError of the package's own`);
+      assert.match(outcome.message, /^locksmith: /, name);
+      assert.ok(outcome.ms < 2_000, `${name} took ${outcome.ms} ms`);
+    }
+    for (const name of ["hungHolder", "hungProclaim"]) {
+      assert.match(faults[name].message, /did not settle within 200 ms/, name);
+      assert.ok(faults[name].ms >= 150, `${name} waited ${faults[name].ms} ms`);
+    }
+    for (const name of ["lostHolder", "lostProclaim"]) assert.match(faults[name].message, /Network connection lost/, name);
+  });
+
   it("hands out fencing tokens that grow across holds of every kind and outlive them", async () => {
     const key = uniqueKey("fencing");
     const { tokens, error } = await get(`/fencing?key=${key}`);

@@ -92,6 +92,37 @@ export function holderContract(it, getStore, { ttlMs = 400 } = {}) {
     await store.release(key, "owner-c");
   });
 
+  it("proclaim() refuses a seq that is not a positive safe integer and a value that is not a string, and keeps nothing", async () => {
+    const store = getStore();
+    const key = `\u0001election:${uniqueKey("holder-bad-seq")}`;
+    assert.notEqual(await store.acquire(key, "owner-a", 30_000), false);
+    assert.equal(await store.proclaim(key, "owner-a", "kept", 5), true);
+    const refused = (pattern) => (err) => {
+      assert.equal(err.code, "INVALID_ARGUMENT", `${err.code}: ${err.message}`);
+      assert.equal(err.name, "InvalidArgumentError");
+      assert.match(err.message, pattern);
+      return true;
+    };
+    // (A store reached over JSON gets Infinity, NaN and undefined as null: refused all the same.)
+    for (const seq of [0, -1, 1.5, -2.5, 2 ** 53, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, Number.NaN, "6", null, undefined, [6]]) {
+      const words = /^locksmith: seq must be a positive safe integer; got /;
+      await assert.rejects(store.proclaim(key, "owner-a", "bad", seq), refused(words), `seq ${String(seq)}`);
+      if (Number.isFinite(seq)) {
+        await assert.rejects(store.proclaim(key, "owner-a", "bad", seq), { message: `locksmith: seq must be a positive safe integer; got ${seq}` });
+      }
+    }
+    for (const value of [42, null, undefined, { value: "v" }, ["v"]]) {
+      await assert.rejects(store.proclaim(key, "owner-a", value, 9), refused(/^locksmith: value must be a string; got /), `value ${String(value)}`);
+    }
+    // Nothing was kept, and the hold's own value stands.
+    const h = await store.holder(key);
+    assert.equal(h.owner, "owner-a");
+    assert.equal(h.value, "kept");
+    assert.equal(await store.proclaim(key, "owner-a", "next", 6), true);
+    assert.equal((await store.holder(key)).value, "next");
+    await store.release(key, "owner-a");
+  });
+
   it("holder() sees a plain lock only: a semaphore's holders are not a lock's holder", async () => {
     const store = getStore();
     if (typeof store.acquirePermit !== "function") return;

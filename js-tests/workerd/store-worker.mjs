@@ -2,7 +2,7 @@
 // tests in js-tests/workerd-store.test.mjs. It exposes the store's methods over a
 // WebSocket, so a Node-side store object can run the conformance suite through them, and
 // runs scenarios with the package's wasm build inside workerd.
-import { InvalidArgumentError, Lock, readWriteLock, restoreLock, semaphore } from "locksmith-js";
+import { InvalidArgumentError, Lock, LockError, election, readWriteLock, restoreLock, semaphore } from "locksmith-js";
 import { DurableObjectLockStore, LockDurableObject } from "locksmith-js/cloudflare";
 
 // The shipped store's token-answering acquires (js/api/symbols.mjs).
@@ -191,6 +191,36 @@ export default {
               }
             })(),
           );
+        // holder() and proclaim() of a store whose objects never answer them ("hung"), or
+        // fail on the way ("lost", as a dropped connection to an object does), with an
+        // operationTimeoutMs of `ms`; and an election's leader() through the hung one.
+        case "/holder-faults": {
+          const ms = Number(q("ms", 200));
+          const faulty = (call) => ({ idFromName: (name) => name, get: () => ({ holder: call, proclaim: call }) });
+          const hung = new DurableObjectLockStore(
+            faulty(() => new Promise(() => {})),
+            { operationTimeoutMs: ms },
+          );
+          const lost = new DurableObjectLockStore(
+            faulty(() => Promise.reject(new Error("Network connection lost."))),
+            { operationTimeoutMs: ms },
+          );
+          const outcome = async (promise) => {
+            const start = Date.now();
+            try {
+              return { value: await promise, ms: Date.now() - start };
+            } catch (err) {
+              return { ...errorOf(err).error, ms: Date.now() - start, isLocksmiths: err instanceof LockError };
+            }
+          };
+          return Response.json({
+            hungHolder: await outcome(hung.holder("k")),
+            hungProclaim: await outcome(hung.proclaim("k", "o", "v", 1)),
+            lostHolder: await outcome(lost.holder("k")),
+            lostProclaim: await outcome(lost.proclaim("k", "o", "v", 1)),
+            leader: await outcome(election("hung", { store: hung }).leader()),
+          });
+        }
         // A lock taken here and kept: its serialized form, to release from another request.
         case "/hold": {
           const l = new Lock(q("key"), Number(q("ttl", 10_000)), store);

@@ -2,11 +2,17 @@
 // of LockDurableObjects (js/stores/cloudflare.mjs), one object per key, reached over
 // Durable Object RPC. The objects keep the holds and wake waiters from inside; this side
 // names each object, passes the calls on, and keeps the waits it started.
-import { checkOptionKeys, invalid, noteSharedStore } from "../api/errors.mjs";
+import { LockError, StoreUnavailableError, checkOptionKeys, checkString, invalid, noteSharedStore } from "../api/errors.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
+import { checkSeq } from "../api/stores.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 
 const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];
+
+// How long holder() and proclaim() wait for their object without operationTimeoutMs:
+// the bridge's bound on a store's calls when the store gives none (js/api/bridge.mjs).
+// Elections call the two themselves, outside the bridge, so the store bounds them.
+const DEFAULT_OPERATION_TIMEOUT_MS = 10_000;
 
 /**
  * The object refused a request itself (it crossed RPC as a plain error): the
@@ -18,6 +24,31 @@ function refusal(err) {
     return invalid(message.slice("locksmith: ".length));
   }
   return err;
+}
+
+/**
+ * `call()`, a call of an object that the bridge does not make (`op`: holder, proclaim),
+ * bounded and typed as the bridge bounds and types the store's other calls: no answer
+ * within `ms` and a failure on the way (the object out of reach, reset, overloaded) are
+ * STORE_UNAVAILABLE, a request the object refused is INVALID_ARGUMENT.
+ */
+async function bounded(op, ms, call) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new StoreUnavailableError(`locksmith: store unavailable: store.${op}() did not settle within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([Promise.resolve().then(call), timeout]);
+  } catch (err) {
+    if (err instanceof LockError) throw err;
+    const refused = refusal(err);
+    if (refused !== err) throw refused;
+    const error = new StoreUnavailableError(`locksmith: store unavailable: store.${op}() failed: ${err?.message ?? String(err)}`);
+    error.cause = err;
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Whether a wait of `kind` is named by the attempt after it: a permit's (see `acquirePermit`). */
@@ -124,21 +155,23 @@ export class DurableObjectLockStore {
     return await this.#object(key).remainingTime();
   }
 
-  /** Who holds the plain lock on `key`: `{ owner, fencingToken, remainingMs, value }`, or null. One call of its object. */
+  /**
+   * Who holds the plain lock on `key`: `{ owner, fencingToken, remainingMs, value }`, or
+   * null. One call of its object, within operationTimeoutMs (see `bounded`).
+   */
   async holder(key) {
-    return await this.#object(key).holder();
+    return bounded("holder", this.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS, () => this.#object(key).holder());
   }
 
   /**
    * Keeps `value` with `owner`'s hold of `key` (unless it keeps one of a `seq` as high
-   * already): whether `owner` holds `key`. One call of its object.
+   * already): whether `owner` holds `key`. One call of its object, within
+   * operationTimeoutMs (see `bounded`).
    */
   async proclaim(key, owner, value, seq) {
-    try {
-      return await this.#object(key).proclaim(owner, value, seq);
-    } catch (err) {
-      throw refusal(err);
-    }
+    checkString("value", value);
+    checkSeq(seq);
+    return bounded("proclaim", this.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS, () => this.#object(key).proclaim(owner, value, seq));
   }
 
   /**

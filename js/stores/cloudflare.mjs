@@ -14,6 +14,8 @@
 import { DurableObject } from "cloudflare:workers";
 
 import { checkPermits } from "../api/checks.mjs";
+import { checkString } from "../api/errors.mjs";
+import { checkSeq } from "../api/stores.mjs";
 
 export { DurableObjectLockStore } from "./cloudflare-store.mjs";
 
@@ -64,6 +66,21 @@ function permitsOf(kind, limit, permits) {
   } catch (err) {
     throw new TypeError(err.message);
   }
+}
+
+/**
+ * A proclaim's value and seq, checked as every store checks them (`checkString` and
+ * `checkSeq` of js/api), refused as TypeError (see permitsOf): the value a string of at
+ * most MAX_VALUE_LENGTH, the seq a positive safe integer.
+ */
+function checkProclaimed(value, seq) {
+  try {
+    checkString("value", value);
+    checkSeq(seq);
+  } catch (err) {
+    throw new TypeError(err.message);
+  }
+  if (value.length > MAX_VALUE_LENGTH) throw new TypeError(`locksmith: a proclaimed value may be ${MAX_VALUE_LENGTH} characters long at most`);
 }
 
 /** The permits a semaphore's holders hold (each its `permits`; holds stored before weights, 1). */
@@ -208,9 +225,7 @@ export class LockDurableObject extends DurableObject {
    */
   proclaim(owner, value, seq) {
     checkHold(owner);
-    if (typeof value !== "string") throw new TypeError("locksmith: a proclaimed value must be a string");
-    if (value.length > MAX_VALUE_LENGTH) throw new TypeError(`locksmith: a proclaimed value may be ${MAX_VALUE_LENGTH} characters long at most`);
-    if (typeof seq !== "number" || Number.isNaN(seq)) throw new TypeError("locksmith: a proclaim's seq must be a number");
+    checkProclaimed(value, seq);
     this.#expire();
     const lock = this.#lock;
     if (lock?.owner !== owner) return false;

@@ -45,6 +45,7 @@ import { MAX_LIMIT, MAX_MS, limitMessage } from "../api/defaults.mjs";
 import { checkString, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
+import { checkSeq } from "../api/stores.mjs";
 import {
   contend,
   del,
@@ -410,8 +411,8 @@ export class EtcdLockStore {
    */
   async proclaim(key, owner, value, seq) {
     checkString("owner", owner);
-    if (typeof value !== "string") throw invalid(`a proclaimed value must be a string; got ${typeName(value)}`);
-    if (typeof seq !== "number" || Number.isNaN(seq)) throw invalid(`a proclaim's seq must be a number; got ${typeName(seq)}`);
+    checkString("value", value);
+    checkSeq(seq);
     const name = this.lockKey(key);
     const valueName = this.#valueKey(key);
     const deadline = this.#gateway.deadline();

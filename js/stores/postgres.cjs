@@ -29,6 +29,8 @@ class PostgresLockStore extends core.SqlLockStore {
   #options;
   #sql;
   #schemaReady;
+  // The server's error when createTable could not add the value columns (see #ensureSchema).
+  #valueColumnsSkipped;
   #closed = false;
   #lastSweep = 0;
   #sweeping;
@@ -187,10 +189,18 @@ class PostgresLockStore extends core.SqlLockStore {
     });
   }
 
-  /** Creates the table, its permits table and its sequence if any is missing. */
+  /**
+   * Creates the table, its permits table and its sequence if any is missing, once per
+   * store (again only after a failure). The value columns are tried once with them: when
+   * they could not be added (see createSchema), holder() and proclaim() say why, and no
+   * later call takes the table's lock for them again.
+   */
   async #ensureSchema(client) {
     this.#schemaReady ??= dialect.createSchema(client, this.#sql, this.#options).then(
-      () => this.#listener.start(),
+      (skipped) => {
+        this.#valueColumnsSkipped = skipped;
+        this.#listener.start();
+      },
       (err) => {
         this.#schemaReady = undefined;
         throw err;
@@ -511,7 +521,7 @@ class PostgresLockStore extends core.SqlLockStore {
 
   /** holder()'s and proclaim()'s failure on a locks table without the value columns, as the error that says what to add. */
   #failWithoutValueColumns(err) {
-    throw core.withoutValueColumns(err, dialect.isMissingColumn, dialect.missingValueColumnsMessage(this.#sql.locks));
+    throw core.withoutValueColumns(err, dialect.isMissingColumn, dialect.missingValueColumnsMessage(this.#sql.locks, this.#valueColumnsSkipped));
   }
 
   // -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ const {
   StoreClosedError,
   StoreUnavailableError,
   checkOptionKeys,
+  checkString,
   invalid,
   noteSharedStore,
   typeName,
@@ -105,12 +106,13 @@ function toToken(value, source) {
 const VALUE_COLUMNS = ["value", "value_token", "value_seq"];
 
 /**
- * proclaim()'s value and seq, checked: the value as the bytes the table keeps. Elections
- * bound the value's size; a store only needs a string and a whole number.
+ * proclaim()'s value and seq, checked as every store checks them (js/api/stores.mjs's
+ * `checkSeq`, the same words): the value a string, the seq a positive safe integer.
+ * Answers the value as the bytes the table keeps. Elections bound the value's size.
  */
 function proclaimed(value, seq) {
-  if (typeof value !== "string") throw invalid(`proclaim() takes a string value; got ${typeName(value)}`);
-  if (!Number.isSafeInteger(seq)) throw invalid(`proclaim() takes a whole number as seq; got ${typeof seq === "number" ? seq : typeName(seq)}`);
+  checkString("value", value);
+  if (!(Number.isSafeInteger(seq) && seq > 0)) throw invalid(`seq must be a positive safe integer; got ${typeof seq === "number" ? seq : typeName(seq)}`);
   return Buffer.from(value, "utf8");
 }
 

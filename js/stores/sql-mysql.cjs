@@ -92,16 +92,34 @@ const SESSION_VARIABLES = [
   "idle_transaction_timeout",
   "wait_timeout",
 ];
-/** The statement that adds the value column `column` to the locks table `locks` (MySQL 8 has no ADD COLUMN IF NOT EXISTS: one at a time). */
-const addValueColumn = (locks, column) => `ALTER TABLE ${locks} ADD COLUMN ${VALUE_COLUMN_DEFINITIONS[column]}`;
+/** The statement that adds the value columns `columns` to the locks table `locks` (MySQL 8 has no ADD COLUMN IF NOT EXISTS: only the missing ones). */
+const addValueColumns = (locks, columns) => `ALTER TABLE ${locks} ${columns.map((c) => `ADD COLUMN ${VALUE_COLUMN_DEFINITIONS[c]}`).join(", ")}`;
 
-/** Why holder() and proclaim() cannot run on the locks table `locks`, and how to add what they need. */
-function missingValueColumnsMessage(locks) {
+// How long connect waits, in seconds (the least lock_wait_timeout takes), for the locks
+// table's metadata lock to add the value columns: an ALTER TABLE needs it alone, so it
+// waits for every transaction that has the table open, and every statement on the table
+// from then on waits behind it. Past this the columns are left out, and the store does
+// not try again. The named lock under which processes add them in turn is waited for as
+// long.
+const VALUE_COLUMNS_LOCK_WAIT_S = 1;
+
+/**
+ * Why holder() and proclaim() cannot run on the locks table `locks`, and how to add what
+ * they need; `skipped`, when this store's createTable tried to add them and gave up, why.
+ */
+function missingValueColumnsMessage(locks, skipped) {
+  const why =
+    skipped === undefined
+      ? ""
+      : isLockTimeout(skipped)
+        ? `This store could not add them: other transactions kept the table open longer than the ${VALUE_COLUMNS_LOCK_WAIT_S} s it waits for the table's lock (it does not try again). `
+        : `This store could not add them: ${skipped.message ?? String(skipped)}. `;
   return (
     `locksmith: MySQL: the table ${locks} has no ${VALUE_COLUMNS.join(", ")} columns (it was made by an earlier version), ` +
     "which holder() and proclaim() need (an election's leader(), observe() and value); everything else works without them. " +
-    `Add them with ALTER TABLE ${locks} ${VALUE_COLUMNS.map((c) => `ADD COLUMN ${VALUE_COLUMN_DEFINITIONS[c]}`).join(", ")} ` +
-    "(or connect once with createTable: true, as a user that may alter the table)"
+    why +
+    `Add them with ${addValueColumns(locks, VALUE_COLUMNS)} ` +
+    "(or connect once with createTable: true, as a user that may alter the table, while no long transaction has it open)"
   );
 }
 
@@ -118,11 +136,16 @@ function missingTableMessage(table) {
 const isServerError = (err) => typeof err?.sqlState === "string" && typeof err?.errno === "number" && err.errno > 0;
 
 // Server errors about the value columns: a column the table lacks (1054: holder() and
-// proclaim() on a table made by an earlier version), one that is there already (1060:
-// another process added it first), and no right to alter the table (1142).
+// proclaim() on a table made by an earlier version) and one that is there already (1060:
+// added meanwhile, by hand).
 const UNKNOWN_COLUMN = 1054;
 const DUPLICATE_COLUMN = 1060;
-const TABLE_ACCESS_DENIED = 1142;
+// A lock not had in time: lock_wait_timeout (1205; metadata locks too), NOWAIT (3572),
+// or the statement's own bound (MariaDB's max_statement_time, 1969).
+const LOCK_TIMEOUTS = new Set([1205, 1969, 3572]);
+
+/** Whether `err` is the server giving up a wait for a lock. */
+const isLockTimeout = (err) => isServerError(err) && LOCK_TIMEOUTS.has(err.errno);
 
 /** Whether `err` is MySQL's "unknown column". */
 const isMissingColumn = (err) => isServerError(err) && err.errno === UNKNOWN_COLUMN;
@@ -170,13 +193,14 @@ const restore = (pairs) => `SET ${pairs.map(([n]) => `SESSION ${n} = @locksmith_
 module.exports = {
   DIALECT,
   DUPLICATE_COLUMN,
-  TABLE_ACCESS_DENIED,
-  addValueColumn,
+  VALUE_COLUMNS_LOCK_WAIT_S,
+  addValueColumns,
   createTables,
   NOW_MS,
   SESSION_VARIABLES,
   isConnectionError,
   isMissingColumn,
+  isServerError,
   missingTableMessage,
   missingValueColumnsMessage,
   restore,

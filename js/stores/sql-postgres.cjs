@@ -48,15 +48,35 @@ function missingColumnMessage(permits) {
 // records them, without rewriting the table.
 const ADD_VALUE_COLUMNS = "ADD COLUMN IF NOT EXISTS value bytea, ADD COLUMN IF NOT EXISTS value_token bigint, ADD COLUMN IF NOT EXISTS value_seq bigint";
 
-/** Why holder() and proclaim() cannot run on the locks table `locks`, and how to add what they need. */
-function missingValueColumnsMessage(locks) {
+// How long connect waits for the locks table's lock to add the value columns (an ALTER
+// TABLE needs it alone: it waits for every transaction that has the table open, and every
+// statement on the table from then on waits behind it). Past this the columns are left
+// out, and the store does not try again.
+const VALUE_COLUMNS_LOCK_TIMEOUT = "100ms";
+
+/**
+ * Why holder() and proclaim() cannot run on the locks table `locks`, and how to add what
+ * they need; `skipped`, when this store's createTable tried to add them and gave up, the
+ * server's error.
+ */
+function missingValueColumnsMessage(locks, skipped) {
+  const why =
+    skipped === undefined
+      ? ""
+      : isLockTimeout(skipped)
+        ? `This store could not add them: other transactions kept the table open longer than the ${VALUE_COLUMNS_LOCK_TIMEOUT} it waits for the table's lock (it does not try again). `
+        : `This store could not add them: ${skipped.message ?? String(skipped)}. `;
   return (
     `locksmith: PostgreSQL: the table ${locks} has no ${VALUE_COLUMNS.join(", ")} columns (it was made by an earlier version), ` +
     "which holder() and proclaim() need (an election's leader(), observe() and value); everything else works without them. " +
+    why +
     `Add them with ALTER TABLE ${locks} ${ADD_VALUE_COLUMNS} ` +
-    "(or connect once with createTable: true, as a role that may alter the table)"
+    "(or connect once with createTable: true, as a role that may alter the table, while no long transaction has it open)"
   );
 }
+
+/** Whether `err` is PostgreSQL giving up a wait for a lock: lock_timeout (55P03), or the statement's own timeout (57014). */
+const isLockTimeout = (err) => err?.code === "55P03" || err?.code === "57014";
 
 /** Whether `err` is PostgreSQL's "column does not exist" (SQLSTATE 42703). */
 const isMissingColumn = (err) => err?.code === "42703";
@@ -92,6 +112,15 @@ function schemaNames({ qualifier, name, table }) {
   };
 }
 
+/** Whether the locks table `locks` (quoted, as to_regclass() takes it) has all of the value columns. */
+async function hasValueColumns(client, locks) {
+  const { rows } = await client.query(
+    "SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = ANY($2::text[]) AND NOT attisdropped) = $3 AS valued",
+    [locks, VALUE_COLUMNS, VALUE_COLUMNS.length],
+  );
+  return rows[0].valued === true;
+}
+
 /**
  * Creates the table, its permits table and its sequence (`sql`: schemaNames()) if any is
  * missing, and the columns that tables made by an earlier version lack: the permits
@@ -99,6 +128,13 @@ function schemaNames({ qualifier, name, table }) {
  * value columns (only holder() and proclaim() need them). With `createTable: false` in
  * `options` it alters nothing: it says what is missing instead, or, for the value
  * columns, leaves holder() and proclaim() to say it.
+ *
+ * Resolves with the server's error when it tried to add the value columns and gave up
+ * (else undefined): nothing about them fails the store. Adding them takes the locks
+ * table's lock alone, which waits for every transaction that has the table open while
+ * every acquire, extend and release waits behind it: the wait is bounded by
+ * VALUE_COLUMNS_LOCK_TIMEOUT, and a role that may not alter the table (it does not own
+ * it) leaves it as it is. The store does not try again (see #ensureSchema).
  */
 async function createSchema(client, sql, options) {
   const { locks, permits, sequence, regclasses, lockspace } = sql;
@@ -112,9 +148,9 @@ async function createSchema(client, sql, options) {
     [...regclasses, VALUE_COLUMNS, VALUE_COLUMNS.length],
   );
   const { ok, weighted, valued } = rows[0];
-  if (ok === true && weighted === true && valued === true) return;
+  if (ok === true && weighted === true && valued === true) return undefined;
   if (!options.createTable) {
-    if (ok === true && weighted === true) return;
+    if (ok === true && weighted === true) return undefined;
     throw new LockStoreError(ok === true ? missingColumnMessage(permits) : missingTableMessage(options.table));
   }
   const { name } = options;
@@ -157,20 +193,28 @@ async function createSchema(client, sql, options) {
     await client.query(`ALTER TABLE ${permits} ADD COLUMN IF NOT EXISTS permits integer NOT NULL DEFAULT 1`);
     await client.query(`CREATE INDEX IF NOT EXISTS ${quote(`${name}_permits_expires_at`)} ON ${permits} (expires_at)`);
   }
-  // A locks table made by an earlier version: its holds have no value yet. A role that
-  // may not alter it (it does not own the table) leaves it as it is: only holder() and
-  // proclaim() then fail, saying what to add.
-  if (valued !== true) {
+  // A locks table made by an earlier version: its holds have no value yet. Looked at
+  // again under the advisory lock: a process that started at the same time may have
+  // added them (ADD COLUMN IF NOT EXISTS would take the table's lock all the same).
+  let skipped;
+  if (valued !== true && !(await hasValueColumns(client, regclasses[0]))) {
     await client.query("SAVEPOINT locksmith_value_columns");
     try {
+      await client.query(`SET LOCAL lock_timeout = '${VALUE_COLUMNS_LOCK_TIMEOUT}'`);
       await client.query(`ALTER TABLE ${locks} ${ADD_VALUE_COLUMNS}`);
     } catch (err) {
-      if (err?.code !== "42501") throw err;
-      await client.query("ROLLBACK TO SAVEPOINT locksmith_value_columns");
+      // The columns are optional: whatever the server refused (the table's lock not had
+      // in time, no right to alter it), the rest goes on. (A broken connection fails
+      // the rollback too, and that fails the call.)
+      await client.query("ROLLBACK TO SAVEPOINT locksmith_value_columns").catch(() => {
+        throw err;
+      });
+      skipped = err;
     }
   }
   await client.query("COMMIT");
   inTransaction.delete(client);
+  return skipped;
 }
 
 /** A failure of PostgreSQL, typed: unreachable or overloaded is STORE_UNAVAILABLE, a refusal STORE_ERROR. */
