@@ -5,10 +5,11 @@
 // from an AUTO_INCREMENT column; waiters poll (at the acquire's retryDelay): MySQL has no
 // LISTEN/NOTIFY, and GET_LOCK's session locks do not mix well with pooled connections.
 
-const { LockStoreError, StoreClosedError, checkKind, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
+const { StoreClosedError, checkKind, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
 // What the SQL stores share, and MySQL's dialect of it.
 const core = require("./sql-core.cjs");
 const dialect = require("./sql-mysql.cjs");
+const { createSchema } = require("./mysql-schema.cjs");
 
 const { HOLDING, SWEEP_ROWS, noop } = core;
 const { NOW_MS } = dialect;
@@ -39,20 +40,6 @@ const toToken = (value) => core.toToken(value, "MySQL: the fencing counter");
 
 /** A VARBINARY column's value (a Buffer from mysql2) as text. */
 const text = (value) => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
-
-/** The column names in `list`, a GROUP_CONCAT of them (or null), lower-cased. */
-const columnsIn = (list) =>
-  new Set(
-    text(list ?? "")
-      .toLowerCase()
-      .split(","),
-  );
-
-/** The value columns not in `list`, a GROUP_CONCAT of column names. */
-const missingValueColumns = (list) => {
-  const present = columnsIn(list);
-  return core.VALUE_COLUMNS.filter((c) => !present.has(c));
-};
 
 /**
  * The rows an UPDATE matched: from the server's info text when it sends one ("Rows
@@ -288,11 +275,11 @@ class MySqlLockStore extends core.SqlLockStore {
   /**
    * Creates the tables if any is missing, once per store (again only after a failure).
    * The value columns are tried once with them: when they could not be added (see
-   * #createSchema), holder() and proclaim() say why, and no later call takes the table's
+   * mysql-schema.cjs), holder() and proclaim() say why, and no later call takes the table's
    * lock for them again. `deadline` is when the call gives up.
    */
   async #ensureSchema(connection, deadline) {
-    this.#schemaReady ??= this.#createSchema(connection, deadline).then(
+    this.#schemaReady ??= createSchema(connection, this.#sql, this.#options, deadline).then(
       (skipped) => {
         this.#valueColumnsSkipped = skipped;
       },
@@ -302,101 +289,6 @@ class MySqlLockStore extends core.SqlLockStore {
       },
     );
     return this.#schemaReady;
-  }
-
-  /**
-   * One look: the four tables exist, and the locks table has its value columns (tables
-   * made before elections kept a value do not). With createTable, creates what is
-   * missing and adds the missing value columns (see #addValueColumns). Without
-   * createTable it alters nothing. Resolves with why the value columns are still
-   * missing, if it tried to add them and gave up (else undefined).
-   */
-  async #createSchema(connection, deadline) {
-    const { names } = this.#sql;
-    const schema = this.#options.qualifier ?? null;
-    const [rows] = await connection.query(
-      `SELECT (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = COALESCE(?, DATABASE()) AND table_name IN (?)) AS n,
-         (SELECT GROUP_CONCAT(column_name) FROM information_schema.columns
-           WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? AND column_name IN (?)) AS columns_present`,
-      [schema, names, schema, names[0], ["key", ...core.VALUE_COLUMNS]],
-    );
-    // The value columns a locks table that is there lacks (a new table gets them as it is created).
-    const missing = columnsIn(rows[0].columns_present).has("key") ? missingValueColumns(rows[0].columns_present) : [];
-    const tables = Number(rows[0].n) === names.length;
-    if (tables && missing.length === 0) return undefined;
-    if (!this.#options.createTable) {
-      if (tables) return undefined;
-      throw new LockStoreError(dialect.missingTableMessage(this.#options.table));
-    }
-    if (!tables) for (const statement of dialect.createTables(this.#sql)) await connection.query(statement);
-    if (missing.length === 0) return undefined;
-    return this.#addValueColumns(connection, deadline);
-  }
-
-  /** The value columns the locks table lacks, read now. */
-  async #missingValueColumns(connection) {
-    const [rows] = await connection.query(
-      `SELECT GROUP_CONCAT(column_name) AS present FROM information_schema.columns
-       WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ? AND column_name IN (?)`,
-      [this.#options.qualifier ?? null, this.#sql.names[0], core.VALUE_COLUMNS],
-    );
-    return missingValueColumns(rows[0].present);
-  }
-
-  /**
-   * Adds the value columns the locks table lacks (a table made by an earlier version),
-   * in place (INSTANT on MySQL 8 and MariaDB). Nothing about them may fail the store: an
-   * ALTER TABLE needs the table's metadata lock alone, so it waits for every transaction
-   * that has the table open while every acquire, extend and release waits behind it. The
-   * wait is bounded by VALUE_COLUMNS_LOCK_WAIT_S, and whatever the server refuses (the
-   * lock not had in time, no right to alter the table) leaves the table as it is:
-   * resolves with that error (else undefined), for holder() and proclaim() to tell.
-   * Processes that start at once add them in turn, under a named lock, each looking
-   * again once it has it. `deadline`: the call's, which the waits must leave room in.
-   */
-  async #addValueColumns(connection, deadline) {
-    const wait = dialect.VALUE_COLUMNS_LOCK_WAIT_S;
-    // Room for the two waits (the named lock's, the table's) and the statements around them.
-    const room = (waits) => deadline - performance.now() > waits * wait * 1_000 + 500;
-    const busy = () => new Error(`operationTimeoutMs (${this.#options.operationTimeoutMs} ms) leaves no time to wait for the table's lock`);
-    if (!room(1)) return busy();
-    const name = "CONCAT('locksmith:', SHA1(CONCAT(COALESCE(?, DATABASE()), '.', ?)))";
-    const lockArgs = [this.#options.qualifier ?? null, this.#sql.names[0]];
-    let locked = false;
-    try {
-      const [[got]] = await connection.query(`SELECT GET_LOCK(${name}, ?) AS got`, [...lockArgs, room(2) ? wait : 0]);
-      // Not had in time: another process is adding them (or waiting to).
-      if (Number(got?.got) !== 1) return undefined;
-      locked = true;
-    } catch (err) {
-      // A server without named locks (a Galera cluster refuses GET_LOCK) goes on without.
-      if (!dialect.isServerError(err) || err.fatal === true) throw err;
-    }
-    const bound = [["lock_wait_timeout", wait]];
-    let saved = false;
-    try {
-      let missing = await this.#missingValueColumns(connection);
-      if (missing.length === 0) return undefined;
-      if (!room(1)) return busy();
-      await connection.query(dialect.saveAndSet(bound));
-      saved = true;
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await connection.query(dialect.addValueColumns(this.#sql.locks, missing));
-          return undefined;
-        } catch (err) {
-          // A broken connection fails the call; a refusal leaves the columns out.
-          if (!dialect.isServerError(err) || err.fatal === true) throw err;
-          // A column added meanwhile (by hand: processes of the store take the named lock).
-          if (err.errno !== dialect.DUPLICATE_COLUMN || attempt > 1) return err;
-          missing = await this.#missingValueColumns(connection);
-          if (missing.length === 0) return undefined;
-        }
-      }
-    } finally {
-      if (saved) await connection.query(dialect.restore(bound));
-      if (locked) await connection.query(`DO RELEASE_LOCK(${name})`, lockArgs);
-    }
   }
 
   /** A new fencing token: larger than every token drawn before. */
