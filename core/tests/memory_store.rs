@@ -479,9 +479,9 @@ fn a_waiting_acquire_keeps_the_permits_it_started_with() {
 
 #[test]
 fn holder_and_proclaim_keep_a_value_with_its_hold() {
+    use locksmith_core::SyncLockStore;
     let timer = locksmith_core::FakeTimer::new();
     let store = locksmith_core::MemoryStore::new(std::sync::Arc::new(timer.clone()));
-    use locksmith_core::SyncLockStore;
     assert_eq!(store.holder("e"), None);
     let token = store.acquire_now("e", "a", 500).unwrap().fencing_token.unwrap();
     assert!(store.proclaim("e", "a", "v1", 1));

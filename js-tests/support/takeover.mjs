@@ -103,6 +103,30 @@ export function startLeader(build, { name, ttlMs, retryMs = RETRY_MS, spec }) {
   });
 }
 
+/**
+ * An observer of `election` from now on (its `observe()`, reading every `intervalMs`):
+ * `changedAfter(at, term)` is how long after `at` it first yielded something other than
+ * the leader of `term` (a new leader, or none), or null if it has not; `stop()` ends it.
+ */
+function observer(election, intervalMs) {
+  const controller = new AbortController();
+  const seen = [];
+  const reading = (async () => {
+    for await (const leader of election.observe({ signal: controller.signal, interval: intervalMs }))
+      seen.push({ at: performance.now(), term: leader?.term ?? null });
+  })().catch(() => {});
+  return {
+    changedAfter(at, term) {
+      const change = seen.find((s) => s.at >= at && s.term !== term);
+      return change === undefined ? null : change.at - at;
+    },
+    async stop() {
+      controller.abort();
+      await reading;
+    },
+  };
+}
+
 /** A campaign of `election` that gives up (rejects, saying `what`) after `ms`: a standby that never leads fails rather than hangs. */
 function campaignWithin(election, ms, what) {
   const controller = new AbortController();
@@ -131,16 +155,20 @@ function campaignWithin(election, ms, what) {
  *   been late enough for the leader's first renewal (autoExtend renews every third of the TTL);
  * - `afterLeaseMs`: from the lease's end (the campaign's start + the TTL) until the standby
  *   leads: the store's detection overhead, when the lease was not renewed before the kill
- *   (high by the time the leader's acquire took to reach its store).
+ *   (high by the time the leader's acquire took to reach its store);
+ * - `observedMs`: from the kill until an observer (observe() on the standby's store, every
+ *   retry delay) saw the leader change, or null if it did not.
  * The standby's store is `standbySpec` (the leader's unless told).
  */
 export async function takeoverAfterKill(build, { name, spec, standbySpec = spec, ttlMs, retryMs = RETRY_MS, waitMs = 200 }) {
   const { ls } = build;
   const standbyStore = await openStore(ls, standbySpec);
   let leader;
+  let watching;
   try {
     leader = await startLeader(build, { name, ttlMs, retryMs, spec });
     const standby = ls.election(name, { store: standbyStore.store, ttl: ttlMs, retryDelay: retryMs });
+    watching = observer(standby, retryMs);
     const standing = campaignWithin(standby, waitMs + ttlMs + retryMs + GIVE_UP_MS, "of its campaign's start (its leader SIGKILLed)");
     let early = false;
     standing.then(
@@ -154,6 +182,8 @@ export async function takeoverAfterKill(build, { name, spec, standbySpec = spec,
     const next = await standing;
     const ledAt = performance.now();
     const intoLeaseMs = killedAt - leader.startedAt;
+    // The observer's next read sees it.
+    await sleep(2 * retryMs + 50);
     return {
       ms: ledAt - killedAt,
       waited,
@@ -162,8 +192,10 @@ export async function takeoverAfterKill(build, { name, spec, standbySpec = spec,
       intoLeaseMs,
       renewedBeforeKill: intoLeaseMs >= ttlMs / 3,
       afterLeaseMs: ledAt - (leader.startedAt + ttlMs),
+      observedMs: watching.changedAfter(killedAt, leader.term),
     };
   } finally {
+    await watching?.stop();
     leader?.child.kill("SIGKILL");
     await standbyStore.close().catch(() => {});
   }
@@ -172,9 +204,10 @@ export async function takeoverAfterKill(build, { name, spec, standbySpec = spec,
 /**
  * A leader and a standby here, each on a store of its own; `settleMs` after the standby's
  * campaign began, the leader ends by `end(leadership, opened)`. Leases are 10 TTLs, so
- * no handover comes from an expiry. Resolves to `{ ms, terms, ended, signalAborted }`:
- * from the end's start until the standby leads, the two terms, what `end` resolved to,
- * and whether the leadership's signal had aborted once `end` was done.
+ * no handover comes from an expiry. Resolves to `{ ms, terms, ended, signalAborted,
+ * observedMs }`: from the end's start until the standby leads, the two terms, what `end`
+ * resolved to, whether the leadership's signal had aborted once `end` was done, and from
+ * the end's start until an observer on the standby's store saw the leader change.
  */
 async function handover(build, { name, spec, ttlMs, retryMs = RETRY_MS, settleMs = 100 }, end, what) {
   const { ls } = build;
@@ -185,8 +218,10 @@ async function handover(build, { name, spec, ttlMs, retryMs = RETRY_MS, settleMs
     throw err;
   });
   const options = (store) => ({ store, ttl: ttlMs * 10, retryDelay: retryMs });
+  let watching;
   try {
     const leader = await ls.election(name, options(a.store)).campaign();
+    watching = observer(ls.election(name, options(b.store)), retryMs);
     const standing = campaignWithin(ls.election(name, options(b.store)), settleMs + retryMs + GIVE_UP_MS, `of its campaign's start (${what})`);
     standing.catch(() => {});
     await sleep(settleMs);
@@ -200,22 +235,24 @@ async function handover(build, { name, spec, ttlMs, retryMs = RETRY_MS, settleMs
     const signalAborted = leader.signal.aborted;
     const next = await standing;
     const ms = performance.now() - endedAt;
+    await sleep(2 * retryMs + 50);
     await next.resign();
-    return { ms, terms: [leader.term, next.term], ended, signalAborted };
+    return { ms, terms: [leader.term, next.term], ended, signalAborted, observedMs: watching.changedAfter(endedAt, leader.term) };
   } finally {
+    await watching?.stop();
     if (aOpen) await a.close().catch(() => {});
     await b.close().catch(() => {});
   }
 }
 
-/** The leader resigns: `{ ms, terms, resigned }` (what its resign() answered). */
+/** The leader resigns: `{ ms, terms, resigned, observedMs }` (`resigned`: what its resign() answered). */
 export async function handoverAfterResign(build, options) {
   const r = await handover(build, options, (leader) => leader.resign(), "its leader resigned");
-  return { ms: r.ms, terms: r.terms, resigned: r.ended };
+  return { ms: r.ms, terms: r.terms, resigned: r.ended, observedMs: r.observedMs };
 }
 
-/** The leader's store is closed (a clean shutdown): `{ ms, terms, endedWithStore }` (whether the leadership's signal had aborted). */
+/** The leader's store is closed (a clean shutdown): `{ ms, terms, endedWithStore, observedMs }` (whether the leadership's signal had aborted). */
 export async function handoverAfterClose(build, options) {
   const r = await handover(build, options, (_, store) => store.close(), "its leader's store closed");
-  return { ms: r.ms, terms: r.terms, endedWithStore: r.signalAborted };
+  return { ms: r.ms, terms: r.terms, endedWithStore: r.signalAborted, observedMs: r.observedMs };
 }
