@@ -648,6 +648,33 @@ describe("election()", () => {
     assert.deepEqual(await next, { value: undefined, done: true });
   });
 
+  it("observe(): an older term read for longer than a lease is a leader all the same (tokens that went back)", async () => {
+    const store = mapStore({ withFencing: true });
+    let term = 5;
+    store.holder = async () => ({ owner: "o", fencingToken: term, remainingMs: 1_000, value: null });
+    const e = election(uniqueKey("went-back"), { store, ttl: "100ms" });
+    const controller = new AbortController();
+    const seen = [];
+    const started = performance.now();
+    setTimeout(() => (term = 3), 30);
+    for await (const leader of e.observe({ signal: controller.signal, interval: "5ms" })) {
+      seen.push([leader.term, Math.round(performance.now() - started)]);
+      if (seen.length === 2) controller.abort();
+    }
+    assert.deepEqual(
+      seen.map(([t]) => t),
+      [5, 3],
+    );
+    assert.ok(seen[1][1] >= 130, `shown once read for a lease (100 ms) after it appeared at 30 ms: ${seen[1][1]} ms`);
+  });
+
+  it("leader() and observe() on a store without fencing tokens: UNSUPPORTED, as campaign() is", async () => {
+    const store = mapStore({ withHolder: true });
+    await store.acquire(`${ELECTION_KEY_PREFIX}plain`, "someone", 10_000);
+    await assert.rejects(election("plain", { store }).leader(), (err) => err instanceof UnsupportedError && /fencing tokens/.test(err.message));
+    await assert.rejects(election("plain", { store }).observe().next(), UnsupportedError);
+  });
+
   it("proclaims in flight go out one at a time: the Leadership's value is the one the store keeps", async () => {
     const store = new TestStore();
     const name = uniqueKey("in-flight");

@@ -51,8 +51,9 @@
 // - `phantom-leader`: a read that saw a term saw a leader that could have been live during
 //   the read: a grant of that election with that term, acquired before the read returned
 //   and not certainly gone (its release answered) before the read began; or, for a term
-//   no grant recorded, a campaign that was aborted or failed (the store may have granted
-//   it: such a hold lives until its clean-up or its TTL) around the read.
+//   no grant recorded, a campaign that was aborted, failed or timed out (the store may have
+//   granted it: such a hold lives until its clean-up or its TTL) begun before the read
+//   returned, whose term is larger than every term granted before that campaign began.
 //
 // `checkOrphans` (below) is the end-of-run check: no hold is left on the store that no
 // client owns.
@@ -337,9 +338,17 @@ function checkObservations(observations, holds, attempts, { slackMs, report }) {
       });
       // A term no grant recorded may be a campaign's that was aborted or failed while the
       // store granted it: that hold lives until its clean-up releases it, or its TTL.
+      // Its term is then larger than every term granted before that campaign began (tokens
+      // grow), which a stale read's is not; it may have landed late, so no time bounds it after.
       const unowned =
         grants.length === 0 &&
-        attempts.some((a) => a.kind === "election" && a.key === key && a.send <= o.reply + slackMs && a.reply + a.ttl + slackMs >= o.send);
+        attempts.some(
+          (a) =>
+            a.kind === "election" &&
+            a.key === key &&
+            a.send <= o.reply + slackMs &&
+            leaders.every((h) => h.acquire.reply >= a.send - slackMs || h.acquire.token === null || h.acquire.token < o.term),
+        );
       if (!possible && !unowned) {
         report(
           "phantom-leader",

@@ -149,11 +149,18 @@ function electionCall(store, op, args, signal) {
 
 const contract = (message) => new StoreContractViolationError(`locksmith: ${message}`);
 
+/** What an election on a store without fencing tokens is refused with. */
+const noTokens = () =>
+  new UnsupportedError(
+    "locksmith: election() needs a store that gives fencing tokens (a leader's term is its token); this store gives none (a Redis store with `fencing: false`, or a store of your own whose acquire() answers true rather than a growing number)",
+  );
+
 /** A `holder()` answer checked: null, or `{ owner, fencingToken, remainingMs, value }` with a term. */
 function checkedHolder(h) {
   if (h === null || h === undefined) return null;
   if (typeof h !== "object" || typeof h.owner !== "string")
     throw contract(`store.holder() must answer null or { owner, fencingToken, remainingMs, value }; got ${typeName(h)}`);
+  if (h.fencingToken === null) throw noTokens();
   if (!(Number.isSafeInteger(h.fencingToken) && h.fencingToken > 0)) {
     throw contract(`store.holder() answered a fencingToken of ${String(h.fencingToken)}; an election's leader has a positive safe integer (its term)`);
   }
@@ -313,6 +320,12 @@ export function defineElection(Lock, { getLockStore }) {
       return new Lock(KINDED, { key: this.#name, ttlMs: `${this.#ttlMs}ms`, kind: "election", store: this.#store });
     }
 
+    /** Now in ms, on the store's clock (the test kit's, or the host's). */
+    #now() {
+      const clock = this.#store?.[TEST_CLOCK];
+      return clock === undefined ? hostTimers.now() : clock.now();
+    }
+
     /** The key the store sees for this election. */
     get #key() {
       return `${ELECTION_KEY_PREFIX}${this.#name}`;
@@ -339,9 +352,7 @@ export function defineElection(Lock, { getLockStore }) {
         const term = lock.fencingToken;
         if (term === null) {
           await lock.release().catch(() => {});
-          throw new UnsupportedError(
-            "locksmith: election() needs a store that gives fencing tokens (a leader's term is its token); this store gives none (a Redis store with `fencing: false`, or a store of your own whose acquire() answers true rather than a growing number)",
-          );
+          throw noTokens();
         }
         if (!proclaims) return new Leadership(GRANTED, lock, term, undefined, text);
         const owner = JSON.parse(lock[NATIVE_HANDLE]().serialize()).owner;
@@ -420,7 +431,8 @@ export function defineElection(Lock, { getLockStore }) {
      * The leader as it changes: yields the current one (or null) at once, then each
      * change of leader or of its value, read every `interval` (the retry delay by
      * default). It may skip a leader that came and went between two reads, but it always
-     * ends up at the latest; terms never go back. Ends when `signal` aborts, or when the
+     * ends up at the latest; terms never go back (but an older term still read a lease's
+     * time later is shown: the store's tokens went back). Ends when `signal` aborts, or when the
      * loop that reads it stops (`break`). A store outage pauses it (it reads again at the
      * next interval); another error ends it with that error.
      */
@@ -432,8 +444,12 @@ export function defineElection(Lock, { getLockStore }) {
       if (!(interval > 0 && interval <= MAX_MS)) throw invalid(`interval must be above 0 and at most ${MAX_MS} milliseconds; got ${interval}`);
       needs(this.#store, ["holder"], "observe()");
       let last;
-      // The largest term seen: a read that lands late with an older one is not news.
+      // The largest term seen: a read with an older one (a store's replica behind, a read
+      // that landed late) is not news. An older term read for longer than a lease is a
+      // leader all the same (a store whose tokens went back: a Redis server whose clock
+      // stepped back), and is shown.
       let highest = 0;
+      let olderSince;
       while (!signal?.aborted) {
         let now;
         try {
@@ -445,7 +461,14 @@ export function defineElection(Lock, { getLockStore }) {
           continue;
         }
         if (now === ABORTED || signal?.aborted) return;
-        const older = now !== null && now.term < highest;
+        let older = now !== null && now.term < highest;
+        if (older) {
+          const at = this.#now();
+          olderSince ??= at;
+          if (at - olderSince > this.#ttlMs) older = false;
+        } else {
+          olderSince = undefined;
+        }
         if (!older && (last === undefined || !sameLeader(last, now))) {
           if (now !== null) highest = now.term;
           last = now;
