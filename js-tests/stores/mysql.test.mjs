@@ -326,6 +326,40 @@ describe("MySqlLockStore", await requireMysql(), () => {
           await dropTables(table);
         }
       });
+
+      it("a store that waited in vain for another process adding them says so: holder() tells why they are missing", async () => {
+        const table = "before_values_lost_lock";
+        const key = uniqueKey("old-value");
+        await oldTables(table, key, "old-holder");
+        // Another process holds the named lock under which the columns are added, and never adds them.
+        const other = await admin.getConnection();
+        const name = "CONCAT('locksmith:', SHA1(CONCAT(DATABASE(), '.', ?)))";
+        let store;
+        try {
+          const [[got]] = await other.query(`SELECT GET_LOCK(${name}, 0) AS got`, [table]);
+          assert.equal(Number(got.got), 1);
+          const connected = await settle(MySqlLockStore.connect(server.url, { table }));
+          assert.equal(connected.error, undefined, String(connected.error?.stack));
+          store = connected.value;
+          assert.ok(connected.ms < 2_500, `connect took ${Math.round(connected.ms)} ms`);
+          const l = new Lock(uniqueKey("lost-lock"), 5_000, store);
+          assert.equal(await l.acquire(), true);
+          assert.equal(await l.release(), true);
+          const why = (err) => {
+            missing(table)(err);
+            assert.match(err.message, /This store could not add them: another process was adding them and had not within the 1 s this store waited/);
+            return true;
+          };
+          await assert.rejects(store.holder(key), why);
+          await assert.rejects(store.proclaim(key, "old-holder", "v", 1), why);
+          assert.deepEqual(await valueColumns(table), []);
+        } finally {
+          await other.query(`DO RELEASE_LOCK(${name})`, [table]).catch(() => {});
+          other.release();
+          await store?.close();
+          await dropTables(table);
+        }
+      });
     });
 
     it("are created once by several stores starting at the same time; a hold is a row with the server's expiry and a token", async () => {

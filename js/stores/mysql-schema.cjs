@@ -73,7 +73,9 @@ async function missingValueColumnsNow(connection, sql, options) {
  * lock not had in time, no right to alter the table) leaves the table as it is:
  * resolves with that error (else undefined), for holder() and proclaim() to tell.
  * Processes that start at once add them in turn, under a named lock, each looking
- * again once it has it. `deadline`: the call's, which the waits must leave room in.
+ * again once it has it; one that does not get the lock in time looks again too, and
+ * says why when they are still missing. `deadline`: the call's, which the waits must
+ * leave room in.
  */
 async function addValueColumns(connection, sql, options, deadline) {
   const wait = dialect.VALUE_COLUMNS_LOCK_WAIT_S;
@@ -85,9 +87,16 @@ async function addValueColumns(connection, sql, options, deadline) {
   const lockArgs = [options.qualifier ?? null, sql.names[0]];
   let locked = false;
   try {
-    const [[got]] = await connection.query(`SELECT GET_LOCK(${name}, ?) AS got`, [...lockArgs, room(2) ? wait : 0]);
-    // Not had in time: another process is adding them (or waiting to).
-    if (Number(got?.got) !== 1) return undefined;
+    const lockWait = room(2) ? wait : 0;
+    const [[got]] = await connection.query(`SELECT GET_LOCK(${name}, ?) AS got`, [...lockArgs, lockWait]);
+    if (Number(got?.got) !== 1) {
+      // Not had in time: another process is adding them (or waiting to). It may have
+      // added them meanwhile, or given up (a long transaction on the table, no right to
+      // alter it): then say so, as this store's own giving up would.
+      if ((await missingValueColumnsNow(connection, sql, options)).length === 0) return undefined;
+      const waited = lockWait > 0 ? `within the ${lockWait} s this store waited for it` : "when this store looked (operationTimeoutMs left no time to wait)";
+      return new Error(`another process was adding them and had not ${waited}; it may have given up (look for its own error, or add them by hand)`);
+    }
     locked = true;
   } catch (err) {
     // A server without named locks (a Galera cluster refuses GET_LOCK) goes on without.
