@@ -6,7 +6,9 @@ import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 
 import { defaultAnswer, fakeRedis, keySlot, resp, roleOf } from "../support/fake-redis.mjs";
+import { SCRIPTS } from "../../js/gen/redis-scripts.mjs";
 import { ls, sleep } from "../support/target.mjs";
+import { eventually, until } from "../support/wait.mjs";
 
 const { RedisLockStore, lock } = ls;
 const TEST_SOCKETS = Symbol.for("locksmith.test.redisSockets");
@@ -280,6 +282,219 @@ describe("the Redis driver, over a scripted socket", () => {
       first.on.close();
       assert.equal(await store.isLocked("k"), false, "the store still answers from its live socket");
       assert.equal(fake.sockets.filter((s) => !s.closed).length >= 1, true);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+// The side link that holder() and proclaim() run on (an election's observer calls only
+// these, its engine idle): it must find the master again by itself.
+describe("the side link (holder(), proclaim()), over a scripted socket", () => {
+  const HOLDER = SCRIPTS.holder.sha;
+  const holderCalls = (fake, port) => fake.sockets.filter((s) => s.target.port === port).flatMap((s) => s.commands.filter((a) => a[1] === HOLDER));
+  const sentinelMessage = (fake, from, to) => {
+    const watcher = fake.sockets.find((s) => isSentinel(s) && !s.closed && s.commands.some((a) => a[0] === "SUBSCRIBE"));
+    assert.ok(watcher !== undefined, "the store watches +switch-master");
+    watcher.send(resp(["message", "+switch-master", `m 127.0.0.1 ${from} 127.0.0.1 ${to}`]));
+  };
+  const closeAll = (fake, port) => {
+    for (const s of fake.sockets) if (s.target.port === port) s.close();
+  };
+  /** A Sentinel (port 26379) over masters that answer ROLE by `state.master`; ports in `state.down` refuse connections. */
+  const sentinelFake = (state) =>
+    fakeRedis({
+      accept: (target) => !state.down.has(target.port),
+      respond(socket, args) {
+        if (isSentinel(socket)) {
+          if (args[1] === "get-master-addr-by-name") return ["127.0.0.1", String(state.master)];
+          if (args[0] === "SENTINEL") return ["config-epoch", "1"];
+          return defaultAnswer(args);
+        }
+        if (args[0] === "ROLE") return socket.target.port === state.master ? ["master", 0, []] : ["slave", "127.0.0.1", state.master, "connected", 0];
+        return defaultAnswer(args);
+      },
+    });
+
+  it("Cluster: a side link to a master that died reads the slot map again and goes to the new master", { timeout: 20_000 }, async () => {
+    const [C, A, A2] = [7101, 7102, 7103];
+    // A key of the upper half of the slots, which A serves and then A2.
+    const key = Array.from({ length: 200 }, (_, i) => `observed-${i}`).find((k) => keySlot(k) >= 8192);
+    let failedOver = false;
+    let busyReplies = 0;
+    const fake = fakeRedis({
+      accept: (target) => !(failedOver && target.port === A),
+      respond(_socket, args) {
+        if (args[0] === "CLUSTER")
+          return [
+            [0, 8191, ["127.0.0.1", C]],
+            [8192, 16383, ["127.0.0.1", failedOver ? A2 : A]],
+          ];
+        if (args[1] === HOLDER && busyReplies > 0) {
+          busyReplies -= 1;
+          return { error: "TRYAGAIN Multiple keys request during rehashing of slot" };
+        }
+        return defaultAnswer(args);
+      },
+    });
+    const store = await connectThrough(fake, { cluster: [`redis://127.0.0.1:${C}`] });
+    try {
+      assert.equal(await store.holder(key), null);
+      assert.equal(holderCalls(fake, A).length, 1, "straight to the key's master");
+      // A fails over to A2; the engine (idle, its socket on C) sees nothing of it.
+      failedOver = true;
+      closeAll(fake, A);
+      await sleep(20);
+      assert.equal(await eventually(() => store.holder(key), 3_000), null, "holder() works again, on the new master");
+      assert.ok(holderCalls(fake, A2).length >= 1, "the new master answered");
+      const dialsToA = fake.sockets.filter((s) => s.target.port === A).length;
+      assert.ok(dialsToA <= 3, `the dead master was dialed ${dialsToA} times`);
+      // A TRYAGAIN (or CLUSTERDOWN): the slot map is read again too.
+      const reads = () => fake.sockets.flatMap((s) => s.commands).filter((a) => a[0] === "CLUSTER").length;
+      const before = reads();
+      busyReplies = 1;
+      await assert.rejects(store.holder(key), { code: "STORE_UNAVAILABLE" });
+      await until("a CLUSTER SLOTS after TRYAGAIN", () => reads() > before, 2_000);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("Cluster: MOVED past the redirects it follows is STORE_UNAVAILABLE (a topology in motion), not STORE_ERROR", async () => {
+    const [P, Q] = [7201, 7202];
+    const fake = fakeRedis({
+      respond(socket, args) {
+        if (args[0] === "CLUSTER") return [[0, 16383, ["127.0.0.1", P]]];
+        // Each node says the other serves the key.
+        if (args[1] === HOLDER) return { error: `MOVED ${keySlot(args[3])} 127.0.0.1:${socket.target.port === P ? Q : P}` };
+        return defaultAnswer(args);
+      },
+    });
+    const store = await connectThrough(fake, { cluster: [`redis://127.0.0.1:${P}`] });
+    try {
+      const err = await store.holder("k").catch((e) => e);
+      assert.equal(err?.code, "STORE_UNAVAILABLE", String(err));
+      assert.match(err.message, /MOVED/);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("Sentinel: a +switch-master back to the engine's master moves the side link off the demoted one", async () => {
+    const [M1, M2] = [6381, 6382];
+    const state = { master: M1, down: new Set() };
+    const fake = sentinelFake(state);
+    const store = await connectThrough(fake, { sentinels: ["redis://127.0.0.1:26379"], masterName: "m" });
+    try {
+      assert.equal(await store.holder("k"), null);
+      assert.equal(holderCalls(fake, M1).length, 1);
+      // M1 fails; M2 takes over. The engine is idle: it does not reconnect.
+      state.master = M2;
+      state.down.add(M1);
+      closeAll(fake, M1);
+      sentinelMessage(fake, M1, M2);
+      await sleep(20);
+      assert.equal(await eventually(() => store.holder("k"), 3_000), null);
+      assert.ok(holderCalls(fake, M2).length >= 1, "the side link followed to M2");
+      // M1 is back and promoted again; M2 is demoted but stays up (its clients stay connected).
+      state.down.delete(M1);
+      state.master = M1;
+      sentinelMessage(fake, M2, M1);
+      await sleep(20);
+      const onM2 = holderCalls(fake, M2).length;
+      assert.equal(await store.holder("k"), null);
+      assert.equal(holderCalls(fake, M2).length, onM2, "nothing more read from the demoted M2");
+      assert.equal(holderCalls(fake, M1).length, 2, "read from M1, the master again");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("Sentinel: a side link that cannot reach the master it was told of asks the Sentinels again", async () => {
+    const [M1, M2] = [6383, 6384];
+    const state = { master: M1, down: new Set() };
+    const fake = sentinelFake(state);
+    const store = await connectThrough(fake, { sentinels: ["redis://127.0.0.1:26379"], masterName: "m" });
+    try {
+      assert.equal(await store.holder("k"), null);
+      state.master = M2;
+      state.down.add(M1);
+      closeAll(fake, M1);
+      sentinelMessage(fake, M1, M2);
+      await sleep(20);
+      assert.equal(await eventually(() => store.holder("k"), 3_000), null);
+      // M2 goes and M1 is master again, and no +switch-master reaches the store.
+      state.down.delete(M1);
+      state.master = M1;
+      state.down.add(M2);
+      closeAll(fake, M2);
+      await sleep(20);
+      assert.equal(await eventually(() => store.holder("k"), 3_000), null);
+      assert.equal(holderCalls(fake, M1).length, 2, "read from M1 again");
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a server that is down is not dialed again by every call: the side link backs off as the engine does", async () => {
+    let down = false;
+    const PORT = 6395;
+    const fake = fakeRedis({ accept: () => !down });
+    const store = await connectThrough(fake, `redis://127.0.0.1:${PORT}`);
+    try {
+      assert.equal(await store.holder("k"), null);
+      down = true;
+      closeAll(fake, PORT);
+      await sleep(20);
+      const before = fake.sockets.length;
+      for (let i = 0; i < 20; i++) {
+        const err = await store.holder("k").catch((e) => e);
+        assert.equal(err?.code, "STORE_UNAVAILABLE", String(err));
+        assert.match(err.message, /ECONNREFUSED/, "the failure says why");
+      }
+      const dials = fake.sockets.length - before;
+      assert.ok(dials >= 1 && dials <= 3, `${dials} dials for 20 calls`);
+      // Back: within the longest wait (reconnectMaxDelayMs, 1 s) it works again.
+      down = false;
+      assert.equal(await eventually(() => store.holder("k"), 3_000), null);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a call that times out fails alone: a call behind it on the same link gets its own reply", { timeout: 10_000 }, async () => {
+    const PORT = 6396;
+    let stalled = false;
+    const held = [];
+    const fake = fakeRedis({
+      respond(socket, args) {
+        if (stalled && args[1] === HOLDER) {
+          held.push(socket);
+          return null;
+        }
+        return defaultAnswer(args);
+      },
+    });
+    // operationTimeoutMs: 100 + 1000 + 1000 ms.
+    const store = await connectThrough(fake, { url: `redis://127.0.0.1:${PORT}`, connectTimeoutMs: 100, commandTimeoutMs: 1_000 });
+    try {
+      assert.equal(await store.holder("k"), null);
+      const dials = fake.sockets.length;
+      stalled = true;
+      const slow = store.holder("slow").catch((e) => e);
+      await sleep(1_000);
+      const behind = store.holder("behind").catch((e) => e);
+      const err = await slow;
+      assert.equal(err?.code, "STORE_UNAVAILABLE");
+      assert.match(err.message, /did not answer within 2100 ms/);
+      // The server answers both, in order: the first reply is the timed-out call's.
+      await sleep(200);
+      stalled = false;
+      assert.equal(held.length, 2);
+      held[0].send(resp(null) + resp(null));
+      assert.equal(await behind, null, "the call behind got its reply, not the timed-out one's error");
+      assert.equal(await store.holder("k"), null);
+      assert.equal(fake.sockets.length, dials, "the same link all along");
     } finally {
       await store.close();
     }

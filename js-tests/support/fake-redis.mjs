@@ -86,7 +86,8 @@ export function defaultAnswer(args) {
       return ["master", 0, []];
     case "EVALSHA": {
       const script = SCRIPT_BY_SHA[args[1]];
-      // A free key everywhere: acquires get token 7, the rest answer 1.
+      // A free key everywhere: acquires get token 7, holder() finds nobody, the rest answer 1.
+      if (script === "holder") return "$-1\r\n";
       return script === "acquire" || script === "semaphoreAcquire" || script === "rwlockAcquire" ? 7 : 1;
     }
     default:

@@ -469,8 +469,17 @@ class SubscriberLink {
 // (holder() and proclaim(), which elections read every few ms and write). One more
 // socket per server, opened at the first such call, kept for the next ones (an
 // observer's reads come every ~50 ms) and closed by close(). Requests go out in order
-// and their replies are matched in order; a request that gets no answer in time drops
-// the socket, failing what waits on it, so no later reply is taken for another's.
+// and their replies are matched in order; a request whose call gave up (it timed out)
+// keeps its place, and its reply is skipped when it comes, so no later reply is taken
+// for another's. A server that has not answered it a command timeout later is taken for
+// gone: the socket goes, failing what waits on it.
+//
+// A side link that ends before it was answered (refused, timed out, closed at once)
+// counts as a failure of its server: the next dial there waits as the engine's
+// reconnects do (`backoffMs`), and calls meanwhile fail at once. A side link that ends
+// makes a Cluster read its slot map again (the slot's master may have failed over: an
+// observer's engine, idle, would never notice), and one that could not reach the master
+// the Sentinels named makes the next call ask them again.
 
 /** The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag, mod 16384. */
 export function keySlot(key) {
@@ -490,6 +499,9 @@ export function keySlot(key) {
 
 const unavailable = (why) => new StoreUnavailableError(`locksmith: store unavailable: redis: ${why}`);
 
+/** The key of `Connection.sideFailures` for the Sentinels' lookup of the side link's master. */
+const SENTINEL_LOOKUP = "sentinel lookup";
+
 /** A server's error reply as the store's error: a passing state (TRANSIENT_CODES in redis/src/lib.rs) is unavailable. */
 function serverError(message) {
   const code = message.split(" ")[0];
@@ -504,10 +516,16 @@ class SideLink {
     this.where = `${target.host}:${target.port}`;
     this.closed = false;
     this.opened = false;
+    // Whether the server answered on this socket (a refused login does not count).
+    this.answered = false;
     this.lastError = "the connection closed";
-    // Requests sent or to send, oldest first: { count, replies, resolve, reject }.
+    // Requests sent or to send, oldest first: { count, replies, resolve, reject, abandoned }.
     this.pending = [];
     this.unsent = [];
+    // How many of `pending` were given up on, and the timer that drops the socket if the
+    // server does not answer them.
+    this.abandoned = 0;
+    this.stallTimer = null;
     this.read = replyReader(connection.binding.decode);
     // The handshake goes first: the login, and the database (not on a Cluster).
     const login = [...authCommands(target), ...(target.db ? [["SELECT", String(target.db)]] : [])];
@@ -515,7 +533,10 @@ class SideLink {
       this.send(login).then(
         (replies) => {
           const refused = replies.find(isErrorReply);
-          if (refused !== undefined) this.drop(new LockStoreError(`locksmith: store error: redis refused the handshake (AUTH, SELECT): ${refused.error}`));
+          if (refused === undefined) return;
+          this.answered = false;
+          this.lastError = `refused the handshake (AUTH, SELECT): ${refused.error}`;
+          this.drop(new LockStoreError(`locksmith: store error: redis refused the handshake (AUTH, SELECT): ${refused.error}`));
         },
         () => {},
       );
@@ -536,12 +557,18 @@ class SideLink {
     });
   }
 
-  /** Sends `commands` (arrays of strings) at once; resolves with their replies (error replies as `{ error }`). */
-  send(commands) {
+  /**
+   * Sends `commands` (arrays of strings) at once; resolves with their replies (error
+   * replies as `{ error }`). `call`, when given, gets the request as `call.request` (for
+   * `abandon`).
+   */
+  send(commands, call = undefined) {
     if (this.closed) return Promise.reject(unavailable(`${this.where}: ${this.lastError}`));
     const bytes = concat(commands.map((args) => this.connection.binding.command(args)));
     return new Promise((resolve, reject) => {
-      this.pending.push({ count: commands.length, replies: [], resolve, reject });
+      const request = { count: commands.length, replies: [], resolve, reject, abandoned: false };
+      if (call !== undefined) call.request = request;
+      this.pending.push(request);
       if (this.opened) this.socket.write(bytes);
       else this.unsent.push(bytes);
     });
@@ -556,9 +583,16 @@ class SideLink {
           this.drop(unavailable(`${this.where}: a reply that no request waits for`));
           return true;
         }
+        if (!this.answered) {
+          this.answered = true;
+          this.connection.sideFailures.delete(this.where);
+        }
         if (request.replies.push(value) === request.count) {
           this.pending.shift();
-          request.resolve(request.replies);
+          if (!request.abandoned) request.resolve(request.replies);
+          else if (--this.abandoned === 0) this.stalled(false);
+          // The server answers: the requests given up on behind this one get their time again.
+          else this.stalled(true);
         }
         return false;
       });
@@ -567,15 +601,50 @@ class SideLink {
     }
   }
 
-  /** Closes the socket; what waits on it fails with `error`. */
-  drop(error) {
+  /**
+   * `request`'s call gave up on it (it timed out with `error`): it fails alone. Its reply
+   * still comes in its turn (a server answers in order) and is skipped then, so the
+   * calls behind it get their own; a server that does not answer it within a command
+   * timeout more is taken for gone, and the socket goes.
+   */
+  abandon(request, error) {
+    if (this.closed || request.abandoned || !this.pending.includes(request)) return;
+    request.abandoned = true;
+    request.reject(error);
+    this.abandoned += 1;
+    if (this.stallTimer === null) this.stalled(true);
+  }
+
+  /** Arms (again) or clears the timer that drops a socket whose abandoned requests stay unanswered. */
+  stalled(waiting) {
+    clearTimeout(this.stallTimer);
+    this.stallTimer = null;
+    if (!waiting) return;
+    const ms = this.connection.options.commandTimeoutMs;
+    this.stallTimer = unref(
+      setTimeout(() => {
+        this.stallTimer = null;
+        this.drop(unavailable(`${this.where}: no reply within ${ms} ms to a call that had timed out: the connection was dropped`));
+      }, ms),
+    );
+  }
+
+  /**
+   * Closes the socket; what waits on it fails with `error`. `failed`: the link ended by
+   * itself or by a fault (not by close() or a master that moved), so the connection
+   * learns it (`Connection.sideLinkEnded`).
+   */
+  drop(error, failed = true) {
     if (this.closed) return;
     this.closed = true;
-    if (this.connection.sideLinks.get(this.where) === this) this.connection.sideLinks.delete(this.where);
+    this.stalled(false);
+    const c = this.connection;
+    if (c.sideLinks.get(this.where) === this) c.sideLinks.delete(this.where);
     this.socket?.destroy();
     const pending = this.pending;
     this.pending = [];
-    for (const request of pending) request.reject(error);
+    for (const request of pending) if (!request.abandoned) request.reject(error);
+    if (failed) c.sideLinkEnded(this);
   }
 }
 
@@ -606,6 +675,9 @@ class Connection {
     // Sentinel, the master they use while the engine's socket is down (a lookup's promise).
     this.sideLinks = new Map();
     this.sideMaster = null;
+    // The servers (`host:port`) a side link failed to reach, and the Sentinels' lookup for
+    // one (`SENTINEL_LOOKUP`): `{ failures, retryAt, why }`, gone at the next success.
+    this.sideFailures = new Map();
     // Cluster: the masters' slot ranges as last read, for the side links.
     this.slotMap = null;
     this.clusterEnabled = false;
@@ -814,7 +886,7 @@ class Connection {
               return true;
             }
             const to = switchedMaster(value, masterName);
-            if (to !== null && (to.host !== this.target.host || to.port !== this.target.port)) this.moved(`the master moved to ${to.host}:${to.port}`);
+            if (to !== null) this.masterSwitched(to);
             return false;
           });
         } catch {
@@ -839,12 +911,29 @@ class Connection {
     this.watcher = socket;
   }
 
+  /**
+   * Sentinel: `+switch-master` named `to`. The engine's sockets follow when it is not
+   * their server; the side link follows when it is not its own, which can differ: with
+   * the engine idle, its server is the one it last connected to, while the side link
+   * went to the master the Sentinels named since (M1, then M2, then M1 again).
+   */
+  masterSwitched(to) {
+    const where = `${to.host}:${to.port}`;
+    if (to.host !== this.target.host || to.port !== this.target.port) this.moved(`the master moved to ${where}`);
+    else if (this.sideMaster !== null || [...this.sideLinks.keys()].some((at) => at !== where)) this.sideMoved(`the master moved to ${where}`, where);
+  }
+
   /** The server is no longer the master: drop every socket; reconnecting asks the Sentinels again. */
   moved(why) {
     this.links[0].drop(why);
     this.subscribers[0].drop();
+    this.sideMoved(why);
+  }
+
+  /** Sentinel: the side links go (but the one at `keep`); the next call asks the Sentinels where the master is. */
+  sideMoved(why, keep = null) {
     this.sideMaster = null;
-    for (const link of [...this.sideLinks.values()]) link.drop(unavailable(why));
+    for (const link of [...this.sideLinks.values()]) if (link.where !== keep) link.drop(unavailable(why), false);
   }
 
   /** Connection `conn`'s server: a cluster node, with the seeds' scheme and login, or the server. */
@@ -931,7 +1020,7 @@ class Connection {
     this.watcher = null;
     watcher?.destroy();
     for (const exchange of [...this.exchanges]) exchange.end();
-    for (const link of [...this.sideLinks.values()]) link.drop(new StoreClosedError("locksmith: store is closed"));
+    for (const link of [...this.sideLinks.values()]) link.drop(new StoreClosedError("locksmith: store is closed"), false);
   }
 
   // The store's own scripts, over the side links.
@@ -962,22 +1051,65 @@ class Connection {
       // A slot no master serves in the map: a node that knows will say MOVED.
       return at < 0 ? this.target : nodeAt(map.addresses[at], this.target);
     }
-    if (!this.options.sentinels || this.links[0].ready) return this.target;
+    if (!this.options.sentinels) return this.target;
+    if (this.links[0].ready) {
+      // A master looked up earlier may be stale by the time the engine's socket is down again.
+      this.sideMaster = null;
+      return this.target;
+    }
+    if (this.sideMaster === null) this.backingOff(SENTINEL_LOOKUP, "the sentinels' lookup of the master");
     const lookup = (this.sideMaster ??= this.locate());
     try {
-      return await lookup;
+      const target = await lookup;
+      this.sideFailures.delete(SENTINEL_LOOKUP);
+      return target;
     } catch (err) {
-      if (this.sideMaster === lookup) this.sideMaster = null;
-      throw unavailable(err?.message ?? err);
+      const why = err?.message ?? String(err);
+      if (this.sideMaster === lookup) {
+        this.sideMaster = null;
+        this.sideFailed(SENTINEL_LOOKUP, why);
+      }
+      throw unavailable(why);
     }
   }
 
-  /** The side link to `target`, opened now if there is none; on one server, the only one. */
+  /** Throws STORE_UNAVAILABLE while `what` (a key of `sideFailures`) waits out its failures' backoff. */
+  backingOff(what, name = what) {
+    const failure = this.sideFailures.get(what);
+    const wait = failure === undefined ? 0 : Math.ceil(failure.retryAt - performance.now());
+    if (wait > 0) throw unavailable(`${name}: ${failure.why} (tried again in ${wait} ms)`);
+  }
+
+  /** One more failure of `what` (a server's `host:port`, or SENTINEL_LOOKUP): the next try waits `backoffMs`. */
+  sideFailed(what, why) {
+    const failures = (this.sideFailures.get(what)?.failures ?? 0) + 1;
+    this.sideFailures.set(what, { failures, retryAt: performance.now() + backoffMs(failures - 1, this.options.reconnectMaxDelayMs), why });
+  }
+
+  /**
+   * A side link ended by itself or by a fault. Never answered: a failure of its server
+   * (backoff), and on Sentinel the master it was told of is not trusted any more. On a
+   * Cluster the slot map is read again: the slot's master may have failed over.
+   */
+  sideLinkEnded(link) {
+    if (this.closed) return;
+    if (!link.answered) {
+      this.sideFailed(link.where, link.lastError);
+      if (this.options.sentinels) this.sideMaster = null;
+    }
+    if (this.options.cluster) this.refreshSoon();
+  }
+
+  /**
+   * The side link to `target`, opened now if there is none (unless its server failed
+   * lately: then STORE_UNAVAILABLE at once); on one server, the only one.
+   */
   sideLink(target) {
     const where = `${target.host}:${target.port}`;
     let link = this.sideLinks.get(where);
     if (link !== undefined) return link;
-    if (!this.options.cluster) for (const other of [...this.sideLinks.values()]) other.drop(unavailable("the master moved"));
+    this.backingOff(where);
+    if (!this.options.cluster) for (const other of [...this.sideLinks.values()]) other.drop(unavailable("the master moved"), false);
     link = new SideLink(this, target);
     this.sideLinks.set(where, link);
     return link;
@@ -997,14 +1129,15 @@ class Connection {
     if (this.closed) throw new StoreClosedError("locksmith: store is closed");
     const timeoutMs = operationTimeoutMs(this.options);
     // The link the call is on now, and whether it is over (then it sends nothing more).
-    const call = { link: null, late: false };
+    const call = { link: null, request: null, late: false };
     let timer;
     const late = new Promise((_, reject) => {
       timer = setTimeout(() => {
         call.late = true;
         const error = new StoreUnavailableError(`locksmith: store unavailable: redis did not answer within ${timeoutMs} ms`);
-        // Its reply may still come: the socket goes, so that none is taken for another's.
-        call.link?.drop(error);
+        // This call alone fails: its reply, if it comes, is skipped (SideLink.abandon), and
+        // the calls behind it on the link get theirs.
+        if (call.request !== null) call.link?.abandon(call.request, error);
         reject(error);
       }, timeoutMs);
     });
@@ -1031,7 +1164,7 @@ class Connection {
       if (call.late) throw unavailable("the call ran out of time");
       const run = source ? ["EVAL", script.source] : ["EVALSHA", script.sha];
       const link = (call.link = this.sideLink(target));
-      const replies = await link.send([...(asking ? [["ASKING"]] : []), [...run, String(keys.length), ...keys, ...args], ...wait]);
+      const replies = await link.send([...(asking ? [["ASKING"]] : []), [...run, String(keys.length), ...keys, ...args], ...wait], call);
       const reply = replies[asking ? 1 : 0];
       if (!isErrorReply(reply)) {
         if (wait.length > 0) {
@@ -1048,14 +1181,19 @@ class Connection {
         source = true;
         continue;
       }
-      const redirect = /^(MOVED|ASK) \d+ (\S+)/.exec(message);
-      if (redirect !== null && cluster && redirects < 5) {
+      const redirect = cluster ? /^(MOVED|ASK) \d+ (\S+)/.exec(message) : null;
+      if (redirect !== null) {
+        if (redirect[1] === "MOVED") this.refreshSoon();
+        // Still sent on after 5: the slots are moving (a reshard, a failover). A campaign
+        // tries again; by then the slot map may say where the key is.
+        if (redirects >= 5) throw unavailable(`${message} (still redirected after ${redirects} redirects: the cluster's slots are moving)`);
         redirects += 1;
         asking = redirect[1] === "ASK";
-        if (!asking) this.refreshSoon();
         target = nodeAt(redirect[2], this.target);
         continue;
       }
+      // A cluster in a passing state (a failover under way): the slot map may have changed.
+      if (cluster && /^(CLUSTERDOWN|TRYAGAIN)\b/.test(message)) this.refreshSoon();
       // The master was demoted: every socket goes to the one the Sentinels name now.
       if (message.startsWith("READONLY") && sentinels) this.moved("the server became a replica (READONLY)");
       throw serverError(message);
