@@ -21,7 +21,7 @@ import { promisify } from "node:util";
 import { Cluster, Redis } from "ioredis";
 import pg from "pg";
 
-import { DEFAULT_KEY_PREFIX } from "../js/api/defaults.mjs";
+import { DEFAULT_KEY_PREFIX, ELECTION_KEY_PREFIX } from "../js/api/defaults.mjs";
 import { EtcdLockStore } from "../js/stores/etcd.mjs";
 import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { MySqlLockStore } from "../js/stores/mysql.mjs";
@@ -566,6 +566,17 @@ describe("locksmith on Redis", () => {
     const again = await cli("release", server.url, key, "--force");
     assert.equal(again.code, 1);
     assert.match(again.stdout, /was not held: nothing to release/);
+  });
+
+  it("release --force of an election's key deletes its leader's value with the hold", async () => {
+    const key = `${ELECTION_KEY_PREFIX}${uniqueKey("cli-election-release")}`;
+    const redisKey = `${DEFAULT_KEY_PREFIX}{${key}}`;
+    assert.notEqual(await native.acquire(key, "leader", 30_000), false);
+    assert.equal(await native.proclaim(key, "leader", '{"host":"a"}', 1), true);
+    assert.equal(await client.exists(`${redisKey}:value`), 1);
+    const done = await cli("release", server.url, key, "--force");
+    assert.equal(done.code, 0, done.stderr);
+    assert.equal(await client.exists(redisKey, `${redisKey}:value`), 0, "the lock and its value are gone");
   });
 
   it("needs no Redis client package: it runs from a copy of the package without ioredis or redis beside it", async () => {

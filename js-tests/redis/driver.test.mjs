@@ -269,6 +269,31 @@ describe("the Redis driver, over a scripted socket", () => {
     }
   });
 
+  it("a plain lock's extend and release send what they did; an election's add its value key (to expire and delete it with the hold)", async () => {
+    const fake = fakeRedis();
+    const store = await connectThrough(fake, "redis://127.0.0.1:6397");
+    try {
+      const election = "\u0001election:e";
+      for (const key of ["k", election]) {
+        assert.equal(await store.extend(key, "o", 5_000), true);
+        assert.equal(await store.release(key, "o"), true);
+      }
+      const scripts = fake.sockets
+        .flatMap((s) => s.commands)
+        .filter((a) => a[0] === "EVALSHA" && (a[1] === SCRIPTS.extend.sha || a[1] === SCRIPTS.release.sha))
+        .map((a) => a.slice(2));
+      const E = `locksmith:{${election}}`;
+      assert.deepEqual(scripts, [
+        ["2", "locksmith:{k}", "locksmith:{k}:fence", "o", "5000", "6000"],
+        ["1", "locksmith:{k}", "o"],
+        ["3", E, `${E}:fence`, `${E}:value`, "o", "5000", "6000"],
+        ["2", E, `${E}:value`, "o"],
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it("events of a replaced socket are ignored", async () => {
     const fake = fakeRedis();
     const store = await connectThrough(fake, "redis://127.0.0.1:6392");

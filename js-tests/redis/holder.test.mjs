@@ -11,7 +11,10 @@ import { after, before, describe, it } from "node:test";
 import { Redis as Upstash } from "@upstash/redis";
 import { Redis } from "ioredis";
 
+import { ELECTION_KEY_PREFIX } from "../../js/api/defaults.mjs";
+import { SCRIPTS } from "../../js/gen/redis-scripts.mjs";
 import { IoRedisLockStore } from "../../js/stores/ioredis.mjs";
+import { RedisClientStore, storeOptions } from "../../js/stores/redis-client-store.mjs";
 import { UpstashLockStore } from "../../js/stores/upstash.mjs";
 import { ENTRY, runModule } from "../support/child.mjs";
 import { startRedis } from "../support/redis-server.mjs";
@@ -48,13 +51,14 @@ describe(`RedisLockStore holder() and proclaim() (${TARGET})`, () => {
       assert.equal(h.owner, await admin.get(redisKey));
       assert.equal(await store.proclaim(key, h.owner, '{"v":1}', 1), true);
       assert.deepEqual(await admin.hgetall(`${redisKey}:value`), { owner: h.owner, token: String(l.fencingToken), seq: "1", value: '{"v":1}' });
-      assert.equal(await admin.pttl(`${redisKey}:value`), -1, "no expiry of its own: an extend keeps it");
+      const valueTtl = await admin.pttl(`${redisKey}:value`);
+      assert.ok(valueTtl > 10_000 && valueTtl <= 11_000, `it expires a second after the hold's TTL (${valueTtl} ms)`);
       await l.extend(20_000);
       assert.equal((await store.holder(key)).value, '{"v":1}');
       // A value left by a hold that is over is nobody's, and the next read tidies it.
       const owner = h.owner;
       assert.equal(await l.release(), true);
-      assert.equal(await admin.exists(`${redisKey}:value`), 1, "release.lua does not know the value");
+      assert.equal(await admin.exists(`${redisKey}:value`), 1, "a plain lock's release does not touch the value");
       assert.equal(await store.holder(key), null);
       assert.equal(await admin.exists(`${redisKey}:value`), 0, "holder() deleted the value of a hold that is over");
       // The same owner holding again (the token is new): no value from the earlier hold.
@@ -69,6 +73,119 @@ describe(`RedisLockStore holder() and proclaim() (${TARGET})`, () => {
     } finally {
       await store.close();
     }
+  });
+
+  it("an election's value goes with its hold on every Redis store: proclaim() expires it with the hold, extend moves it, release deletes it", async () => {
+    const store = await RedisLockStore.connect(server.url);
+    const client = new Redis(server.url);
+    const rest = await startUpstashRest(server.url);
+    const stores = {
+      RedisLockStore: store,
+      IoRedisLockStore: new IoRedisLockStore(client),
+      UpstashLockStore: new UpstashLockStore(new Upstash({ url: rest.url, token: rest.token, enableTelemetry: false })),
+    };
+    try {
+      const runOut = [];
+      for (const [name, s] of Object.entries(stores)) {
+        const key = `${ELECTION_KEY_PREFIX}${uniqueKey("value-ttl")}`;
+        const valueKey = `locksmith:{${key}}:value`;
+        assert.notEqual(await s.acquire(key, "o", 5_000), false);
+        assert.equal(await s.proclaim(key, "o", "v", 1), true);
+        let ttl = await admin.pttl(valueKey);
+        assert.ok(ttl > 5_000 && ttl <= 6_000, `${name}: the hold's time left and a second (${ttl} ms)`);
+        assert.equal(await s.extend(key, "o", 20_000), true);
+        ttl = await admin.pttl(valueKey);
+        assert.ok(ttl > 20_000 && ttl <= 21_000, `${name}: an extend of the election's hold moves it (${ttl} ms)`);
+        assert.equal(await s.release(key, "o"), true);
+        assert.equal(await admin.exists(valueKey), 0, `${name}: a release deletes it`);
+        // A hold left to run out takes its value with it.
+        assert.notEqual(await s.acquire(key, "o", 200), false);
+        assert.equal(await s.proclaim(key, "o", "v", 1), true);
+        runOut.push(key);
+      }
+      await sleep(1_400);
+      for (const key of runOut) {
+        const redisKey = `locksmith:{${key}}`;
+        assert.equal(await admin.exists(redisKey, `${redisKey}:fence`, `${redisKey}:value`), 0, "the lock, its counter and its value are gone");
+      }
+    } finally {
+      await stores.IoRedisLockStore.close();
+      await client.quit();
+      await stores.UpstashLockStore.close();
+      await rest.close();
+      await store.close();
+    }
+  });
+
+  it("an election hold extended or released by the previous release's scripts leaves at worst a value that expires (a rolling deploy)", async () => {
+    // extend.lua and release.lua as the release before the value's expiry sent them.
+    const OLD_EXTEND = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0`;
+    const OLD_RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call(ARGV[2] == 'SPUBLISH' and 'SPUBLISH' or 'PUBLISH', KEYS[1] .. ':released', '')
+  return 1
+end
+return 0`;
+    const store = await RedisLockStore.connect(server.url);
+    try {
+      const key = `${ELECTION_KEY_PREFIX}${uniqueKey("rolling")}`;
+      const redisKey = `locksmith:{${key}}`;
+      const valueKey = `${redisKey}:value`;
+      assert.notEqual(await store.acquire(key, "o", 300), false);
+      assert.equal(await store.proclaim(key, "o", "v", 1), true);
+      // An old process extends the hold: the value keeps the expiry it had.
+      assert.equal(await admin.eval(OLD_EXTEND, 2, redisKey, `${redisKey}:fence`, "o", "5000", "6000"), 1);
+      const ttl = await admin.pttl(valueKey);
+      assert.ok(ttl > 0 && ttl <= 1_300, `the value expires as it would have (${ttl} ms)`);
+      // The new scripts extend it again with the hold.
+      assert.equal(await store.extend(key, "o", 5_000), true);
+      assert.ok((await admin.pttl(valueKey)) > 5_000);
+      // An old process releases it: the value stays until its expiry, and is nobody's meanwhile.
+      assert.equal(await admin.eval(OLD_RELEASE, 1, redisKey, "o"), 1);
+      assert.ok((await admin.pttl(valueKey)) > 0, "the value left behind expires");
+      assert.equal(await store.holder(key), null);
+      // A leftover value without an expiry (proclaimed by the earlier release) goes with the
+      // next release of an election hold, or the next holder()'s tidying.
+      assert.notEqual(await store.acquire(key, "o", 5_000), false);
+      await admin.hset(valueKey, "owner", "o", "token", "", "seq", "1", "value", "old");
+      assert.equal(await admin.pttl(valueKey), -1);
+      assert.equal(await store.release(key, "o"), true);
+      assert.equal(await admin.exists(valueKey), 0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it("a plain lock's extend and release send what they did (no value key); an election's add its value key", async () => {
+    const calls = [];
+    const name = (sha) => Object.keys(SCRIPTS).find((n) => SCRIPTS[n].sha === sha);
+    const driver = {
+      evalsha: async (sha, keys, args) => {
+        calls.push([name(sha), keys, args]);
+        return 1;
+      },
+      eval: async () => 1,
+      exists: async () => 0,
+      pttl: async () => -2,
+      setNx: async () => null,
+    };
+    const s = new RedisClientStore(driver, storeOptions(undefined, "test"));
+    const e = `${ELECTION_KEY_PREFIX}k`;
+    await s.extend("k", "o", 5_000);
+    await s.release("k", "o");
+    await s.extend(e, "o", 5_000);
+    await s.release(e, "o");
+    const E = `locksmith:{${e}}`;
+    assert.deepEqual(calls, [
+      ["extend", ["locksmith:{k}", "locksmith:{k}:fence"], ["o", "5000", "6000"]],
+      ["release", ["locksmith:{k}"], ["o"]],
+      ["extend", [E, `${E}:fence`, `${E}:value`], ["o", "5000", "6000"]],
+      ["release", [E, `${E}:value`], ["o"]],
+    ]);
   });
 
   it("uses the store's keyPrefix, and checks its arguments", async () => {

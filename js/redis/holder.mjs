@@ -3,18 +3,29 @@
 // clients, js/stores/redis-client-store.mjs): `holder(key)` and `proclaim(key, owner,
 // value, seq)` run holder.lua and proclaim.lua (redis/src/lua) on the lock key, its
 // fencing counter and `<lock key>:value`, which share the lock key's hash tag (one
-// Cluster slot). This module says what goes in and what comes out.
+// Cluster slot), and expires with the hold: proclaim.lua sets its expiry, and an election
+// hold's extend and release (extend.lua, release.lua) take it along. This module says what
+// goes in and what comes out.
 import { LockStoreError, checkString, invalid, typeName } from "../api/errors.mjs";
+import { ELECTION_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
 
 /** The KEYS of holder.lua and proclaim.lua for the lock key `lockKey`. */
 export const holderKeys = (lockKey) => [lockKey, `${lockKey}:fence`, `${lockKey}:value`];
+
+/**
+ * The value key to send with an election hold's extend and release (extend.lua's KEYS[3],
+ * release.lua's KEYS[2]), which then expire and delete it with the hold; none for a plain
+ * lock, whose extend and release send what they always did. `key` is the store key.
+ */
+export const valueKeys = (key, lockKey) => (typeof key === "string" && key.startsWith(ELECTION_KEY_PREFIX) ? [`${lockKey}:value`] : []);
 
 /** proclaim()'s arguments checked (the key and owner are checked as every call's are): proclaim.lua's ARGV. */
 export function proclaimArgs(owner, value, seq, fencing) {
   checkString("owner", owner);
   checkString("value", value);
   if (!(Number.isSafeInteger(seq) && seq > 0)) throw invalid(`seq must be a positive safe integer; got ${typeof seq === "number" ? seq : typeName(seq)}`);
-  return [owner, value, String(seq), fencing ? "1" : "0"];
+  // The value lives as long as the hold and the fencing counter's grace.
+  return [owner, value, String(seq), fencing ? "1" : "0", String(FENCE_GRACE_MS)];
 }
 
 /** The text of a string holder.lua marked with its leading '='. */

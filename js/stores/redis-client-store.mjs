@@ -4,7 +4,7 @@
 // RedisLockStore, so a lock taken through any of them can be released or extended through
 // any other. Each client's module supplies a small driver; everything else lives here.
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
-import { holderKeys, holderOf, proclaimArgs } from "../redis/holder.mjs";
+import { holderKeys, holderOf, proclaimArgs, valueKeys } from "../redis/holder.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "../api/symbols.mjs";
 import { LockStoreError, StoreUnavailableError, checkOptionKeys, checkString, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkPermits } from "../api/checks.mjs";
@@ -173,8 +173,10 @@ export class RedisClientStore {
     }
   }
 
+  /** Releases `owner`'s hold of `key`; an election's takes its value along (`valueKeys`). */
   async release(key, owner) {
-    return this.#releaseAnswer(SCRIPTS.release, [this.#key(key)], [owner], key);
+    const lockKey = this.#key(key);
+    return this.#releaseAnswer(SCRIPTS.release, [lockKey, ...valueKeys(key, lockKey)], [owner], key);
   }
 
   /**
@@ -196,9 +198,11 @@ export class RedisClientStore {
     return released;
   }
 
+  /** Extends `owner`'s hold of `key`, and its fencing counter; an election's value too (`valueKeys`). */
   async extend(key, owner, ttlMs) {
     const lockKey = this.#key(key);
-    const reply = await this.#script(SCRIPTS.extend, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]);
+    const keys = [lockKey, `${lockKey}:fence`, ...valueKeys(key, lockKey)];
+    const reply = await this.#script(SCRIPTS.extend, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]);
     return Number(reply) === 1;
   }
 

@@ -360,7 +360,7 @@ async function runScript(redis, script, keys, args = []) {
 async function redisRelease(redis, key, prefix, cluster) {
   const lockKey = `${prefix}{${key}}`;
   const released = [];
-  const found = await runScript(redis, SCRIPTS.forceRelease, [lockKey, `${lockKey}:fence`]);
+  const found = await runScript(redis, SCRIPTS.forceRelease, [lockKey, `${lockKey}:fence`, `${lockKey}:value`]);
   if (found !== null) {
     const [owner, remaining, fence] = found;
     released.push(hold(key, "lock", Number(remaining) >= 0 ? Number(remaining) : null, fence === "" ? null : Number(fence), owner));

@@ -266,6 +266,13 @@ fn rw_companions(holders: &str) -> [String; 4] {
     ["writer", "claim", "readers", "turn"].map(|suffix| format!("{holders}:{suffix}"))
 }
 
+/// Whether `key` is an election's (core's `Lock::for_election`): its extend and release
+/// also send `<lock key>:value`, the leader's value (`proclaim.lua`), so that it expires
+/// and goes with the hold. A plain lock's send what they always did.
+fn is_election(key: &str) -> bool {
+    key.starts_with(locksmith_core::validate::ELECTION_KEY_PREFIX)
+}
+
 /// `MOVED 3999 127.0.0.1:6381`, `ASK 3999 127.0.0.1:6381`, `TRYAGAIN ...`, `CLUSTERDOWN ...`.
 fn redirection(error: &str) -> Option<Redirection> {
     let mut parts = error.split(' ');
@@ -451,20 +458,29 @@ impl Engine {
             Op::Release { key, owner } => {
                 let args: Vec<&[u8]> =
                     [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
-                resp::script(out, &RELEASE, eval, prefix, key, false, &args);
+                if is_election(key) {
+                    // An election's hold takes its leader's value along (release.lua's KEYS[2]).
+                    let lock_key = crate::lock_key(prefix, key);
+                    let value_key = format!("{lock_key}:value");
+                    resp::script_on(out, &RELEASE, eval, &[&lock_key, &value_key], &args);
+                } else {
+                    resp::script(out, &RELEASE, eval, prefix, key, false, &args);
+                }
             }
             Op::Extend { key, owner, ttl_ms } => {
                 let ttl = ttl_ms.to_string();
                 let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
-                resp::script(
-                    out,
-                    &EXTEND,
-                    eval,
-                    prefix,
-                    key,
-                    true,
-                    &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
-                );
+                let args = [owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()];
+                if is_election(key) {
+                    // An election's hold keeps its leader's value as long as its fencing
+                    // counter (extend.lua's KEYS[3]).
+                    let lock_key = crate::lock_key(prefix, key);
+                    let fence_key = format!("{lock_key}:fence");
+                    let value_key = format!("{lock_key}:value");
+                    resp::script_on(out, &EXTEND, eval, &[&lock_key, &fence_key, &value_key], &args);
+                } else {
+                    resp::script(out, &EXTEND, eval, prefix, key, true, &args);
+                }
             }
             Op::PermitAcquire { key, owner, ttl_ms, kind, permits } => {
                 let holders = crate::permit_key(prefix, key, *kind);

@@ -24,9 +24,9 @@ impl Script {
 
 /// `acquire.lua`: KEYS lock, fence; ARGV owner, ttl, fence ttl.
 pub static ACQUIRE: Script = Script::new(include_str!("../lua/acquire.lua"));
-/// `release.lua`: KEYS lock; ARGV owner.
+/// `release.lua`: KEYS lock (and an election's value); ARGV owner.
 pub static RELEASE: Script = Script::new(include_str!("../lua/release.lua"));
-/// `extend.lua`: KEYS lock, fence; ARGV owner, ttl, fence ttl.
+/// `extend.lua`: KEYS lock, fence (and an election's value); ARGV owner, ttl, fence ttl.
 pub static EXTEND: Script = Script::new(include_str!("../lua/extend.lua"));
 /// `semaphore_acquire.lua`: KEYS holders, limit, fence; ARGV owner, ttl, limit, grace.
 pub static SEMAPHORE_ACQUIRE: Script = Script::new(include_str!("../lua/semaphore_acquire.lua"));

@@ -26,6 +26,43 @@ fn acquire_is_an_evalsha_on_the_lock_and_its_fence() {
     assert!(!e.has_output());
 }
 
+/// The RESP of `EVALSHA` with `script`'s sha and `parts` (the key count, the keys, the arguments).
+fn evalsha(script: &Script, parts: &[&str]) -> String {
+    let mut out = format!("*{}\r\n$7\r\nEVALSHA\r\n$40\r\n{}\r\n", parts.len() + 2, script.sha());
+    for part in parts {
+        out.push('$');
+        out.push_str(&part.len().to_string());
+        out.push_str("\r\n");
+        out.push_str(part);
+        out.push_str("\r\n");
+    }
+    out
+}
+
+#[test]
+fn an_elections_extend_and_release_take_its_value_along_and_a_plain_locks_send_what_they_did() {
+    let mut e = engine();
+    e.extend("k", "o", 500, 0);
+    e.release("k", "o", 0);
+    let plain = String::from_utf8(e.take_output()).unwrap();
+    assert_eq!(
+        plain,
+        evalsha(&EXTEND, &["2", "p:{k}", "p:{k}:fence", "o", "500", "1500"])
+            + &evalsha(&RELEASE, &["1", "p:{k}", "o"])
+    );
+    let key = format!("{}e", locksmith_core::validate::ELECTION_KEY_PREFIX);
+    e.extend(&key, "o", 500, 0);
+    e.release(&key, "o", 0);
+    let election = String::from_utf8(e.take_output()).unwrap();
+    let lock = format!("p:{{{key}}}");
+    let (fence, value) = (format!("{lock}:fence"), format!("{lock}:value"));
+    assert_eq!(
+        election,
+        evalsha(&EXTEND, &["3", &lock, &fence, &value, "o", "500", "1500"])
+            + &evalsha(&RELEASE, &["2", &lock, &value, "o"])
+    );
+}
+
 #[test]
 fn replies_settle_requests_in_order_across_chunk_boundaries() {
     let mut e = engine();

@@ -3,8 +3,13 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's fencing counter
+-- KEYS[3]  optional: the value kept with the hold (`<lock key>:value`, proclaim.lua),
+--          deleted with it (and a leftover one when nobody held the lock)
 --
 -- Returns false when nobody held the lock, else { owner, remaining ms, fencing counter }.
+if KEYS[3] then
+  redis.call('DEL', KEYS[3])
+end
 local owner = redis.call('GET', KEYS[1])
 if not owner then
   return false

@@ -12,8 +12,9 @@
 --
 -- A kept value is the hold's while its owner holds the lock and, when it was kept with a
 -- token, the counter still has that token (so not a later hold of the same owner's). One
--- that is neither (its hold was released or ran out: release.lua and the key's expiry do
--- not see the hash) is deleted here.
+-- that is neither is deleted here: the hash expires a second after its hold (proclaim.lua),
+-- but a later hold may come within that second, and a hold released by a plain lock's
+-- release (or an earlier version's, which did not know the hash) leaves it to its expiry.
 local owner = redis.call('GET', KEYS[1])
 local fence = redis.call('GET', KEYS[2]) or ''
 local kept = redis.call('HMGET', KEYS[3], 'owner', 'token', 'value')

@@ -11,13 +11,19 @@
 -- ARGV[4]  '1' when the store mints fencing tokens: the value is kept for the hold of the
 --          token on the counter, not for a later hold of the same owner; else (a store with
 --          `fencing: false`) for the owner's hold
+-- ARGV[5]  how much longer than the hold the value lives, in milliseconds: the fencing
+--          counter's grace (FENCE_GRACE_MS)
 --
 -- Returns 1 when the owner holds the lock, 0 when not (nothing is kept).
 --
--- The hash has no expiry of its own: release.lua and extend.lua do not know it, and a hold
--- may be extended for ever. It is the hold's while owner and token are the hold's (see
--- holder.lua, which answers it only then); one left by a hold that is over is deleted by
--- the next holder.lua or proclaim.lua on the key.
+-- The hash expires with the hold: its expiry is the lock's time left plus the counter's
+-- grace. An election's extend moves it as it moves the counter's (extend.lua) and its
+-- release deletes it (release.lua), so a hold that runs out or is released takes it
+-- along; a plain lock's extend and release do not send it (they cost what they did), so
+-- its value goes when the TTL it had when proclaimed runs out. It is the hold's only
+-- while owner and token are the hold's (see holder.lua, which answers it only then);
+-- one left by a hold that is over is deleted by the next holder.lua or proclaim.lua on
+-- the key, if its expiry has not taken it first.
 local owner = redis.call('GET', KEYS[1])
 local fence = redis.call('GET', KEYS[2]) or ''
 local kept = redis.call('HMGET', KEYS[3], 'owner', 'token', 'seq')
@@ -28,12 +34,16 @@ if owner ~= ARGV[1] then
   end
   return 0
 end
-if current and tonumber(kept[3]) and tonumber(kept[3]) >= tonumber(ARGV[3]) then
-  return 1
+if not (current and tonumber(kept[3]) and tonumber(kept[3]) >= tonumber(ARGV[3])) then
+  local token = ''
+  if ARGV[4] == '1' then
+    token = fence
+  end
+  redis.call('HSET', KEYS[3], 'owner', ARGV[1], 'token', token, 'seq', ARGV[3], 'value', ARGV[2])
 end
-local token = ''
-if ARGV[4] == '1' then
-  token = fence
+-- A lock key without an expiry is not locksmith's (holder() says so): the value keeps none.
+local left = redis.call('PTTL', KEYS[1])
+if left > 0 then
+  redis.call('PEXPIRE', KEYS[3], left + tonumber(ARGV[5]))
 end
-redis.call('HSET', KEYS[3], 'owner', ARGV[1], 'token', token, 'seq', ARGV[3], 'value', ARGV[2])
 return 1
