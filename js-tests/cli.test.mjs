@@ -356,7 +356,7 @@ async function leaderCase(store, url) {
     assert.match(
       stdout,
       new RegExp(
-        `^election ${JSON.stringify(name)} is led by \\S+, term ${leadership.term}, since \\S+Z \\([\\d.]+ s ago\\), value \\{"host":"a.example","port":8080\\}, with [\\d.]+ s left on its lease \\(the leader renews it\\)\\n$`,
+        `^election ${JSON.stringify(name)} is led by \\S+, term ${leadership.term}, since \\S+Z \\([\\d.]+ s ago\\), value \\{"host":"a.example","port":8080\\}, with [\\d.]+ s left on its lease \\(a live leader renews it before then; one that died leaves it to run out\\)\\n$`,
       ),
     );
     ({ code, stdout } = await cli("leader", url(), name, "--json"));
@@ -390,8 +390,21 @@ async function leaderCase(store, url) {
     );
     // A lock of the same name is another thing: its key is free.
     assert.equal((await cli("inspect", url(), name)).code, 1);
+    // --election names the election: inspect shows its leader, release ends a stuck one.
+    const inspected = await cli("inspect", url(), name, "--election", "--json");
+    assert.equal(inspected.code, 0, inspected.stderr);
+    const report = JSON.parse(inspected.stdout);
+    assert.deepEqual([report.key, report.kind, report.holders[0].fencingToken], [name, "election", leadership.term]);
+    assert.match((await cli("release", url(), name, "--election")).stderr, /ends the election .* leadership, whoever leads/);
+    const freed = await cli("release", url(), name, "--election", "--force");
+    assert.equal(freed.code, 0, freed.stderr);
+    assert.match(
+      freed.stdout,
+      new RegExp(`^released the election ${JSON.stringify(name)}: it was held by \\S+ with [\\d.]+ s left \\(fencing token ${leadership.term}\\)`),
+    );
+    assert.equal((await cli("leader", url(), name)).code, 1, "no leader once released");
   } finally {
-    await leadership.resign();
+    assert.equal(await leadership.resign(), false, "the leader's hold was ended by the release");
   }
   const ended = await following.until(
     "for the end of the term",

@@ -6,6 +6,7 @@ import { describe, it } from "node:test";
 
 import { ELECTION_KEY_PREFIX, MAX_ELECTION_NAME_BYTES } from "../js/api/defaults.mjs";
 import { TestStore } from "../js/testing.mjs";
+import { ENTRY, runModule } from "./support/child.mjs";
 import { mapStore } from "./support/js-stores.mjs";
 import { failOnUnhandledRejections, ls, uniqueKey } from "./support/target.mjs";
 
@@ -513,15 +514,16 @@ describe("election()", () => {
       e.run(() => {}, { value: 10n }),
       InvalidArgumentError,
     );
-    await assert.rejects(e.observe({ interval: 0 }).next(), /interval must be above 0/);
-    await assert.rejects(e.observe({ every: "1s" }).next(), InvalidArgumentError);
+    // observe() checks its options when it is called, not at the first next().
+    assert.throws(() => e.observe({ interval: 0 }), /interval must be above 0/);
+    assert.throws(() => e.observe({ every: "1s" }), InvalidArgumentError);
     await store.assertNothingHeld();
 
     // A store of one's own without the optional pair: campaign() and run() work, the rest says why not.
     const plain = mapStore({ withFencing: true });
     const p = election(uniqueKey("plain"), { store: plain });
     await assert.rejects(p.leader(), (err) => err instanceof UnsupportedError && /holder method/.test(err.message));
-    await assert.rejects(p.observe().next(), UnsupportedError);
+    assert.throws(() => p.observe(), UnsupportedError);
     await assert.rejects(p.campaign({ value: 1 }), (err) => err instanceof UnsupportedError && /proclaim and holder methods/.test(err.message));
     const leadership = await p.campaign();
     assert.equal(leadership.value, null);
@@ -609,7 +611,10 @@ describe("election()", () => {
     const e = election(uniqueKey("blip"), { store });
     await assert.rejects(
       e.leader(),
-      (err) => err instanceof StoreUnavailableError && /^locksmith: store\.holder\(\) failed: Network connection lost\./.test(err.message),
+      (err) =>
+        err instanceof StoreUnavailableError &&
+        /^locksmith: store\.holder\(\) failed: Network connection lost\./.test(err.message) &&
+        err.cause?.message === "Network connection lost.",
     );
     const leadership = await e.campaign({ value: "v" });
     const controller = new AbortController();
@@ -672,7 +677,23 @@ describe("election()", () => {
     const store = mapStore({ withHolder: true });
     await store.acquire(`${ELECTION_KEY_PREFIX}plain`, "someone", 10_000);
     await assert.rejects(election("plain", { store }).leader(), (err) => err instanceof UnsupportedError && /fencing tokens/.test(err.message));
-    await assert.rejects(election("plain", { store }).observe().next(), UnsupportedError);
+    await assert.rejects(election("plain", { store }).observe().next(), (err) => err instanceof UnsupportedError && /fencing tokens/.test(err.message));
+  });
+
+  it("run(): a leader whose fn only waits for its signal keeps the process up until run()'s signal aborts", async () => {
+    // AbortSignal.timeout() keeps nothing alive: without run() doing so, the process would
+    // end at once, leader and all, leaving its lease to run out (exit 13 for the top-level await).
+    const { code, stdout, stderr } = await runModule(`
+      const { election, MemoryLockStore } = await import(${JSON.stringify(ENTRY)});
+      const stop = AbortSignal.timeout(300);
+      await election("up", { store: new MemoryLockStore() }).run(
+        (signal) => new Promise((resolve) => signal.addEventListener("abort", resolve)),
+        { signal: stop },
+      );
+      console.log("led until told to stop");
+    `);
+    assert.equal(code, 0, stderr);
+    assert.equal(stdout.trim(), "led until told to stop");
   });
 
   it("proclaims in flight go out one at a time: the Leadership's value is the one the store keeps", async () => {

@@ -53,7 +53,8 @@
 //   and not certainly gone (its release answered) before the read began; or, for a term
 //   no grant recorded, a campaign that was aborted, failed or timed out (the store may have
 //   granted it: such a hold lives until its clean-up or its TTL) begun before the read
-//   returned, whose term is larger than every term granted before that campaign began.
+//   returned, whose term is larger than every term granted before that campaign began and
+//   smaller than every term granted to a campaign begun after the read.
 //
 // `checkOrphans` (below) is the end-of-run check: no hold is left on the store that no
 // client owns.
@@ -347,7 +348,9 @@ function checkObservations(observations, holds, attempts, { slackMs, report }) {
             a.kind === "election" &&
             a.key === key &&
             a.send <= o.reply + slackMs &&
-            leaders.every((h) => h.acquire.reply >= a.send - slackMs || h.acquire.token === null || h.acquire.token < o.term),
+            leaders.every((h) => h.acquire.reply >= a.send - slackMs || h.acquire.token === null || h.acquire.token < o.term) &&
+            // ... and smaller than every term granted to a campaign begun after the read returned.
+            leaders.every((h) => h.acquire.send <= o.reply + slackMs || h.acquire.token === null || h.acquire.token > o.term),
         );
       if (!possible && !unowned) {
         report(

@@ -136,6 +136,32 @@ describe(`history checker (${TARGET})`, () => {
       assert.deepEqual(checkHistory(clean).violations, []);
     });
 
+    it("observers: a term going back, and a term no leader held, are reported; a campaign given up on excuses only its own", () => {
+      const leader = (client, token, send, releasedAt) =>
+        hold({
+          kind: "election",
+          client,
+          key: "e",
+          acquire: { send, reply: send + 1, token },
+          release: { send: releasedAt, reply: releasedAt + 1, ok: true, code: null },
+          signal: { at: releasedAt + 1, reason: "released" },
+          endAt: 10_000,
+        });
+      const leaders = [leader("0.0", 10, 0, 100), leader("0.1", 20, 200, 300), leader("0.2", 30, 5_000, 5_100)];
+      const read = (client, send, term) => ({ t: "observation", client, key: "e", send, reply: send + 1, term, code: null });
+      const check = (observations, attempts = []) => Object.keys(checkHistory(leaders, { observations, attempts }).byType).sort();
+      assert.deepEqual(check([read("1.0", 50, 10), read("1.1", 250, 20), read("1.0", 260, 20)]), []);
+      assert.deepEqual(check([read("1.0", 250, 20), read("1.1", 260, 10)]), ["phantom-leader", "term-went-back"]);
+      // A term nobody was granted: a phantom, unless a campaign given up on (which the store
+      // may have granted) began before the read and the term lies between the grants around it.
+      const attempt = { t: "attempt", kind: "election", key: "e", ttl: 100, send: 400, reply: 450, outcome: "aborted" };
+      assert.deepEqual(check([read("1.0", 420, 25)]), ["phantom-leader"]);
+      assert.deepEqual(check([read("1.0", 420, 25)], [attempt]), []);
+      assert.deepEqual(check([read("1.0", 420, 15)], [attempt]), ["phantom-leader"], "below a term granted before that campaign");
+      assert.deepEqual(check([read("1.0", 420, 35)], [attempt]), ["phantom-leader"], "above a term granted to a campaign after the read");
+      assert.deepEqual(check([read("1.0", 300, 25)], [{ ...attempt, send: 350 }]), ["phantom-leader"], "a campaign begun after the read");
+    });
+
     it("reports two overlapping plain holders", () => {
       const result = checkHistory([hold({}), hold({ client: "0.1", acquire: { send: 2, reply: 5, token: 2 } })]);
       assert.deepEqual(Object.keys(result.byType), ["overlap"]);

@@ -487,6 +487,42 @@ describe("the side link (holder(), proclaim()), over a scripted socket", () => {
     }
   });
 
+  it("a server that refuses the side link (a greeting that turns clients away) is not dialed again by every call", async () => {
+    let full = false;
+    const PORT = 6397;
+    const fake = fakeRedis({
+      respond(socket, args) {
+        if (full && args[0] === "EVALSHA") {
+          socket.send(resp({ error: "ERR max number of clients reached" }));
+          socket.close();
+          return null;
+        }
+        return defaultAnswer(args);
+      },
+    });
+    const store = await connectThrough(fake, `redis://127.0.0.1:${PORT}`);
+    try {
+      assert.equal(await store.holder("k"), null);
+      full = true;
+      closeAll(fake, PORT);
+      await sleep(20);
+      const before = fake.sockets.length;
+      const started = performance.now();
+      let calls = 0;
+      while (performance.now() - started < 600) {
+        const err = await store.holder("k").catch((e) => e);
+        assert.equal(err?.code, "STORE_UNAVAILABLE", String(err?.message ?? err));
+        calls += 1;
+        await sleep(10);
+      }
+      const dials = fake.sockets.length - before;
+      // Waits of 50, 100, 200, 400 ms: a handful of dials, not one per call.
+      assert.ok(dials >= 1 && dials <= 6, `${dials} dials for ${calls} calls in 600 ms`);
+    } finally {
+      await store.close();
+    }
+  });
+
   it("a call that times out fails alone: a call behind it on the same link gets its own reply", { timeout: 10_000 }, async () => {
     const PORT = 6396;
     let stalled = false;
@@ -512,12 +548,13 @@ describe("the side link (holder(), proclaim()), over a scripted socket", () => {
       const err = await slow;
       assert.equal(err?.code, "STORE_UNAVAILABLE");
       assert.match(err.message, /did not answer within 2100 ms/);
-      // The server answers both, in order: the first reply is the timed-out call's.
+      // The server answers both, in order: the first reply (a holder) is the timed-out call's,
+      // the second (nobody holds "behind") the call behind it's.
       await sleep(200);
       stalled = false;
       assert.equal(held.length, 2);
-      held[0].send(resp(null) + resp(null));
-      assert.equal(await behind, null, "the call behind got its reply, not the timed-out one's error");
+      held[0].send(resp(["=someone", 5_000, "7", ""]) + resp(null));
+      assert.equal(await behind, null, "the call behind got its own reply, not the timed-out one's");
       assert.equal(await store.holder("k"), null);
       assert.equal(fake.sockets.length, dials, "the same link all along");
     } finally {

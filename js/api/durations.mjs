@@ -61,5 +61,7 @@ const performanceNow = node?.getBuiltinModule("node:perf_hooks")?.performance ??
 export const hostTimers = {
   setTimeout: timers?.setTimeout ?? globalThis.setTimeout.bind(globalThis),
   clearTimeout: timers?.clearTimeout ?? globalThis.clearTimeout.bind(globalThis),
+  setInterval: timers?.setInterval ?? globalThis.setInterval.bind(globalThis),
+  clearInterval: timers?.clearInterval ?? globalThis.clearInterval.bind(globalThis),
   now: performanceNow.now.bind(performanceNow),
 };

@@ -134,11 +134,12 @@ function electionCall(store, op, args, signal) {
     pause(store, timeoutMs, timer.signal).then(() =>
       finish(reject, new StoreUnavailableError(`locksmith: store.${op}() did not settle within ${timeoutMs} ms`)),
     );
-    const failed = (err) =>
-      finish(
-        reject,
-        isLocksmithError(err) ? err : new StoreUnavailableError(`locksmith: store.${op}() failed: ${err?.message ?? String(err)}`, { cause: err }),
-      );
+    const failed = (err) => {
+      if (isLocksmithError(err)) return finish(reject, err);
+      const unavailable = new StoreUnavailableError(`locksmith: store.${op}() failed: ${err?.message ?? String(err)}`);
+      unavailable.cause = err;
+      finish(reject, unavailable);
+    };
     try {
       Promise.resolve(store[op](...args)).then((answer) => finish(resolve, answer), failed);
     } catch (err) {
@@ -167,6 +168,15 @@ function checkedHolder(h) {
   if (h.value !== null && h.value !== undefined && typeof h.value !== "string")
     throw contract(`store.holder() answered a value of type ${typeName(h.value)}; it keeps a string or null`);
   return h;
+}
+
+/**
+ * Keeps the process alive until `end()`: a timer that never fires, where the host's
+ * timers keep a process alive (Node, Deno, Bun). The test kit's fake timers leave it alone.
+ */
+function keepAlive() {
+  const timer = hostTimers.setInterval(() => {}, 1 << 30);
+  return { end: () => hostTimers.clearInterval(timer) };
 }
 
 /**
@@ -223,10 +233,10 @@ export function defineElection(Lock, { getLockStore }) {
       const text = valueText(value);
       if (text === undefined) throw invalid("proclaim() takes the new value (a JSON value; null for none)");
       if (this.#proclaimer === undefined) needs(undefined, ["proclaim"], "proclaim()");
-      if (this.#lock.signal.aborted) throw new LockNotHeldError("locksmith: this leadership has ended; a new value needs a new term");
+      if (this.#lock.signal.aborted) throw new LockNotHeldError("locksmith: this leadership has ended; a new value needs a new term", this.#lock.key);
       // Proclaims go out one at a time, so the value kept here is the store's.
       if ((await this.#proclaimer(text)) !== true) {
-        throw new LockNotHeldError("locksmith: this leadership was lost before its new value was kept; a new value needs a new term");
+        throw new LockNotHeldError("locksmith: this leadership was lost before its new value was kept; a new value needs a new term", this.#lock.key);
       }
       this.#value = text;
     }
@@ -436,13 +446,18 @@ export function defineElection(Lock, { getLockStore }) {
      * loop that reads it stops (`break`). A store outage pauses it (it reads again at the
      * next interval); another error ends it with that error.
      */
-    async *observe(options = undefined) {
+    observe(options = undefined) {
       if (arguments.length > 1) checkArity(arguments, 1, "observe(options?)");
+      // Checked here, at the call, not at the first next().
       const opts = objectOptions(options, "observe()", OBSERVE_OPTIONS);
       const signal = parseSignal(opts.signal);
       const interval = optionalDurationMs("interval", opts.interval) ?? this.#retryDelay;
       if (!(interval > 0 && interval <= MAX_MS)) throw invalid(`interval must be above 0 and at most ${MAX_MS} milliseconds; got ${interval}`);
       needs(this.#store, ["holder"], "observe()");
+      return this.#observe(signal, interval);
+    }
+
+    async *#observe(signal, interval) {
       let last;
       // The largest term seen: a read with an older one (a store's replica behind, a read
       // that landed late) is not news. An older term read for longer than a lease is a
@@ -506,12 +521,17 @@ export function defineElection(Lock, { getLockStore }) {
           return;
         }
         const term = termSignal(leadership.signal, signal);
+        // A leader stays up while it leads: a fn that only waits for its signal holds
+        // nothing that keeps the process alive, and a process that ended there would leave
+        // its lease to run out before a standby could lead.
+        const alive = keepAlive();
         try {
           await fn(term.signal, { term: leadership.term, leadership });
         } catch (err) {
           await leadership.resign().catch(() => {});
           throw err;
         } finally {
+          alive.end();
           term.end();
         }
         // A resign the store cannot answer (an outage that may also have ended the term)

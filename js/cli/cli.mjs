@@ -8,6 +8,7 @@
 //   locksmith watch <store-url> [pattern] [--interval MS] [--prefix P | --table T] [--json]
 //   locksmith release <store-url> <key> --force [--prefix P | --table T]
 //   locksmith leader <store-url> <name> [--watch [--interval MS]] [--prefix P | --table T] [--json]
+//   (inspect and release take --election: the key is an election's name)
 //
 // The store URL may come from LOCKSMITH_STORE_URL instead (the arguments then start after
 // the command with the pattern or key), which keeps a password out of `ps` and the shell's
@@ -71,6 +72,7 @@ options:
   --table <t>      PostgreSQL or MySQL table (default "${DEFAULT_SQL_TABLE}")
   --json           list: one object per hold; inspect, leader: one object; watch, leader --watch: one object per change
   --watch          leader: follow the election until Ctrl-C
+  --election       inspect, release: <key> names an election (its leader's hold), not a lock
   --interval <ms>  watch, leader --watch: how often to read the store (default ${DEFAULT_INTERVAL_MS})
   --force          required by release: it frees holds that other processes have
   -h, --help       this text
@@ -86,6 +88,7 @@ const OPTIONS = {
   table: { type: "string", default: DEFAULT_SQL_TABLE },
   json: { type: "boolean", default: false },
   watch: { type: "boolean", default: false },
+  election: { type: "boolean", default: false },
   interval: { type: "string" },
   force: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
@@ -131,6 +134,13 @@ function withStoreUrl(positionals, err) {
   return { positionals: [command, fromEnvironment, ...(first === undefined ? [] : [first]), ...rest], fromEnvironment: true };
 }
 
+/** election()'s rule for a name: a lock key's, with room for the prefix. */
+function checkElectionName(name) {
+  if (name === "" || /\p{Cc}/u.test(name) || new TextEncoder().encode(name).length > MAX_ELECTION_NAME_BYTES) {
+    throw new UsageError(`not an election's name: ${JSON.stringify(name)} (1 to ${MAX_ELECTION_NAME_BYTES} bytes, no control characters)`);
+  }
+}
+
 /** The command line parsed, or a UsageError that says which argument is wrong. */
 function parse(argv) {
   try {
@@ -154,8 +164,11 @@ function parse(argv) {
   }
 }
 
-async function inspect(url, key, values, out) {
-  const result = inspectReport(key, await withReader(url, values, (reader) => reader.inspect(key)));
+/** `inspect`: who holds `key`; `shown` is the name it is reported by (an election's, with --election). */
+async function inspect(url, key, values, out, shown = key) {
+  const found = await withReader(url, values, (reader) => reader.inspect(key));
+  // An election's leader is shown as list shows it: by the election's name, of kind "election".
+  const result = inspectReport(shown, { ...found, holders: found.holders.map(electionShown) });
   out.write(values.json ? `${JSON.stringify(result)}\n` : inspectText(result, url));
   return result.held ? 0 : 1;
 }
@@ -174,7 +187,7 @@ function leaderText(name, leader, now = Date.now()) {
   const term = leader.term === null ? "" : `, term ${leader.term}`;
   const since = leader.since === null ? "" : `, since ${leader.since} (${seconds(Math.max(0, now - Date.parse(leader.since)))} ago)`;
   const value = leader.value === null ? "" : `, value ${JSON.stringify(leader.value)}`;
-  return `election ${JSON.stringify(name)} is led by ${leader.owner}${term}${since}${value}, with ${seconds(leader.remainingMs)} left on its lease (the leader renews it)`;
+  return `election ${JSON.stringify(name)} is led by ${leader.owner}${term}${since}${value}, with ${seconds(leader.remainingMs)} left on its lease (a live leader renews it before then; one that died leaves it to run out)`;
 }
 
 /**
@@ -256,10 +269,16 @@ async function main(argv, out = process.stdout, err = process.stderr) {
     else out.write(holds.length === 0 ? "no locks held\n" : `${table(holds)}\n`);
     return holds.length === 0 ? 1 : 0;
   }
+  if (values.election && command !== "inspect" && command !== "release") {
+    throw new UsageError(`--election goes with inspect and release${command === "leader" ? " (leader always reads an election)" : ""}`, { usage: true });
+  }
+  // An election's leader holds the election's own key: --election names it by the election's name.
+  const target = values.election && arg !== undefined ? `${ELECTION_KEY_PREFIX}${arg}` : arg;
+  if (values.election && arg !== undefined) checkElectionName(arg);
   if (command === "inspect") {
     if (url === undefined || arg === undefined || positionals.length > 3)
-      throw new UsageError(`usage: locksmith inspect <store-url> <key> (or set ${STORE_URL_VARIABLE})`, { usage: true });
-    return inspect(url, arg, values, out);
+      throw new UsageError(`usage: locksmith inspect <store-url> <key> [--election] (or set ${STORE_URL_VARIABLE})`, { usage: true });
+    return inspect(url, target, values, out, arg);
   }
   if (command === "watch") {
     if (url === undefined || positionals.length > 3)
@@ -269,27 +288,29 @@ async function main(argv, out = process.stdout, err = process.stderr) {
   if (command === "leader") {
     if (url === undefined || arg === undefined || positionals.length > 3)
       throw new UsageError(`usage: locksmith leader <store-url> <name> (or set ${STORE_URL_VARIABLE})`, { usage: true });
-    // election()'s rule for a name: a lock key's, with room for the prefix.
-    if (arg === "" || /\p{Cc}/u.test(arg) || new TextEncoder().encode(arg).length > MAX_ELECTION_NAME_BYTES) {
-      throw new UsageError(`not an election's name: ${JSON.stringify(arg)} (1 to ${MAX_ELECTION_NAME_BYTES} bytes, no control characters)`);
-    }
+    checkElectionName(arg);
     return leader(url, arg, { ...values, intervalMs }, out);
   }
   if (command === "release") {
     if (url === undefined || arg === undefined || positionals.length > 3) {
-      throw new UsageError(`usage: locksmith release <store-url> <key> --force (or set ${STORE_URL_VARIABLE})`, { usage: true });
+      throw new UsageError(`usage: locksmith release <store-url> <key> [--election] --force (or set ${STORE_URL_VARIABLE})`, { usage: true });
     }
+    const what = values.election ? `the election ${JSON.stringify(arg)}` : JSON.stringify(arg);
     if (!values.force) {
-      throw new UsageError(`release frees ${JSON.stringify(arg)} whoever holds it; its holder will find it lost. Add --force to do it`);
+      throw new UsageError(
+        values.election
+          ? `release --election ends ${what}'s leadership, whoever leads; its leader will find it lost and a standby takes over. Add --force to do it`
+          : `release frees ${what} whoever holds it; its holder will find it lost. Add --force to do it`,
+      );
     }
-    const released = await withReader(url, values, (reader) => reader.release(arg));
+    const released = (await withReader(url, values, (reader) => reader.release(target))).map(electionShown);
     if (released.length === 0) {
-      out.write(`${JSON.stringify(arg)} was not held: nothing to release\n`);
+      out.write(`${what} was not held: nothing to release\n`);
       return 1;
     }
     for (const h of released) {
       out.write(
-        `released ${JSON.stringify(arg)}${h.kind === "lock" ? "" : ` (${kindText(h)})`}: it was held by ${h.owner} with ${seconds(h.remainingMs)} left` +
+        `released ${what}${h.kind === "lock" || h.kind === "election" ? "" : ` (${kindText(h)})`}: it was held by ${h.owner} with ${seconds(h.remainingMs)} left` +
           `${h.fencingToken === null ? "" : ` (fencing token ${h.fencingToken})`}; its waiters were woken\n`,
       );
     }

@@ -583,12 +583,24 @@ class SideLink {
           this.drop(unavailable(`${this.where}: a reply that no request waits for`));
           return true;
         }
-        if (!this.answered) {
-          this.answered = true;
-          this.connection.sideFailures.delete(this.where);
-        }
         if (request.replies.push(value) === request.count) {
           this.pending.shift();
+          const refused = request.replies.find(isErrorReply);
+          // A server that turns clients away says so in its first reply, then closes: no
+          // answer, and the link's failure counts toward the backoff.
+          if (refused !== undefined && /max number of clients/i.test(refused.error)) {
+            const err = unavailable(`${this.where}: ${refused.error}`);
+            if (!request.abandoned) request.reject(err);
+            this.drop(err);
+            return true;
+          }
+          // Answered once a request comes back whole and not refused: a refused login (AUTH,
+          // SELECT) is no answer, so a server that refuses it is dialed again only after a
+          // backoff that doubles.
+          if (!this.answered && refused === undefined) {
+            this.answered = true;
+            this.connection.sideFailures.delete(this.where);
+          }
           if (!request.abandoned) request.resolve(request.replies);
           else if (--this.abandoned === 0) this.stalled(false);
           // The server answers: the requests given up on behind this one get their time again.
