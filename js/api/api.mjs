@@ -29,7 +29,7 @@ import { warnIfProcessLocal } from "./warnings.mjs";
 // The error classes and the shared checks are the API's exports too.
 export * from "./errors.mjs";
 // The stores' argument checks, for the CommonJS stores through js/gen/api.cjs.
-export { checkKind, checkMs, checkPermits } from "./checks.mjs";
+export { checkKind, checkMs, checkPermits, checkSeq } from "./checks.mjs";
 export { DATABASE_OPERATION_TIMEOUT_MS, DEFAULT_SQL_TABLE } from "./defaults.mjs";
 // Every shipped store's close() starts with releaseHolds() (see shutdown.mjs).
 export { DEFAULT_CLOSE_TIMEOUT_MS, closeOptions, releaseHolds } from "./shutdown.mjs";

@@ -42,3 +42,8 @@ export function checkMs(name, value) {
   }
   return value;
 }
+
+/** A proclaim's sequence number (an election leader's value, `proclaim(key, owner, value, seq)`): a positive safe integer. */
+export function checkSeq(seq) {
+  if (!(Number.isSafeInteger(seq) && seq > 0)) throw invalid(`seq must be a positive safe integer; got ${shown(seq)}`);
+}

@@ -18,6 +18,7 @@ import {
   warnOnce,
 } from "./errors.mjs";
 import { checkNumber } from "./durations.mjs";
+import { checkSeq } from "./checks.mjs";
 
 const STORE_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime"];
 /** Optional: a store with all of these has semaphores and read-write locks. */
@@ -96,11 +97,6 @@ function nativeProclaim(store, key, owner, value, seq) {
   checkString("value", value);
   checkSeq(seq);
   return storeCall(() => store[NATIVE].proclaim(key, owner, value, seq), key, owner);
-}
-
-/** A proclaim's sequence number: a positive safe integer. */
-export function checkSeq(seq) {
-  if (!(Number.isSafeInteger(seq) && seq > 0)) throw invalid(`seq must be a positive safe integer; got ${typeof seq === "number" ? seq : typeName(seq)}`);
 }
 
 /**

@@ -6,8 +6,9 @@
 // Cluster slot), and expires with the hold: proclaim.lua sets its expiry, and an election
 // hold's extend and release (extend.lua, release.lua) take it along. This module says what
 // goes in and what comes out.
-import { LockStoreError, checkString, invalid, typeName } from "../api/errors.mjs";
+import { LockStoreError, checkString } from "../api/errors.mjs";
 import { ELECTION_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
+import { checkSeq } from "../api/checks.mjs";
 
 /** The KEYS of holder.lua and proclaim.lua for the lock key `lockKey`. */
 export const holderKeys = (lockKey) => [lockKey, `${lockKey}:fence`, `${lockKey}:value`];
@@ -23,7 +24,7 @@ export const valueKeys = (key, lockKey) => (typeof key === "string" && key.start
 export function proclaimArgs(owner, value, seq, fencing) {
   checkString("owner", owner);
   checkString("value", value);
-  if (!(Number.isSafeInteger(seq) && seq > 0)) throw invalid(`seq must be a positive safe integer; got ${typeof seq === "number" ? seq : typeName(seq)}`);
+  checkSeq(seq);
   // The value lives as long as the hold and the fencing counter's grace.
   return [owner, value, String(seq), fencing ? "1" : "0", String(FENCE_GRACE_MS)];
 }

@@ -4,7 +4,7 @@
 // names each object, passes the calls on, and keeps the waits it started.
 import { LockError, StoreUnavailableError, checkOptionKeys, checkString, invalid, noteSharedStore } from "../api/errors.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
-import { checkSeq } from "../api/stores.mjs";
+import { checkSeq } from "../api/checks.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 
 const OPTIONS = ["operationTimeoutMs", "locationHint", "notifyReleases"];

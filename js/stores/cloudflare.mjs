@@ -15,7 +15,7 @@ import { DurableObject } from "cloudflare:workers";
 
 import { checkPermits } from "../api/checks.mjs";
 import { checkString } from "../api/errors.mjs";
-import { checkSeq } from "../api/stores.mjs";
+import { checkSeq } from "../api/checks.mjs";
 
 export { DurableObjectLockStore } from "./cloudflare-store.mjs";
 
@@ -70,7 +70,7 @@ function permitsOf(kind, limit, permits) {
 
 /**
  * A proclaim's value and seq, checked as every store checks them (`checkString` and
- * `checkSeq` of js/api), refused as TypeError (see permitsOf): the value a string of at
+ * `checkSeq` of js/api/checks.mjs), refused as TypeError (see permitsOf): the value a string of at
  * most MAX_VALUE_LENGTH, the seq a positive safe integer.
  */
 function checkProclaimed(value, seq) {

@@ -45,7 +45,7 @@ import { MAX_LIMIT, MAX_MS, limitMessage } from "../api/defaults.mjs";
 import { checkString, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
-import { checkSeq } from "../api/stores.mjs";
+import { checkSeq } from "../api/checks.mjs";
 import {
   contend,
   del,

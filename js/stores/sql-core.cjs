@@ -17,6 +17,7 @@ const {
   typeName,
   checkMs,
   checkPermits,
+  checkSeq,
   DATABASE_OPERATION_TIMEOUT_MS,
   DEFAULT_SQL_TABLE,
   ACQUIRE_TOKEN,
@@ -106,13 +107,13 @@ function toToken(value, source) {
 const VALUE_COLUMNS = ["value", "value_token", "value_seq"];
 
 /**
- * proclaim()'s value and seq, checked as every store checks them (js/api/stores.mjs's
- * `checkSeq`, the same words): the value a string, the seq a positive safe integer.
+ * proclaim()'s value and seq, checked as every store checks them (js/api/checks.mjs's
+ * `checkSeq`): the value a string, the seq a positive safe integer.
  * Answers the value as the bytes the table keeps. Elections bound the value's size.
  */
 function proclaimed(value, seq) {
   checkString("value", value);
-  if (!(Number.isSafeInteger(seq) && seq > 0)) throw invalid(`seq must be a positive safe integer; got ${typeof seq === "number" ? seq : typeName(seq)}`);
+  checkSeq(seq);
   return Buffer.from(value, "utf8");
 }
 

@@ -4,9 +4,9 @@
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, NATIVE_CLOCK, STORE_NAME, TEST_CLOCK } from "../api/symbols.mjs";
 import { LockError, UnsupportedError, checkArity, checkOptionKeys, checkString, invalid, toLockError, typeName } from "../api/errors.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
-import { NATIVE, checkSeq, checkStore, holderOf } from "../api/stores.mjs";
+import { NATIVE, checkStore, holderOf } from "../api/stores.mjs";
 import { hostTimers, ttlDurationMs } from "../api/durations.mjs";
-import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
+import { checkKind, checkMs, checkPermits, checkSeq } from "../api/checks.mjs";
 import { ELECTION_KEY_PREFIX, MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
 import { FOLLOW, KEEP_BUSY, TestClock, firstBinding } from "./clock.mjs";
 import { Faults, callName } from "./faults.mjs";
