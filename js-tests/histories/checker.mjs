@@ -36,8 +36,8 @@
 // `pauses` (`[{ process, from, to }]`, an OS process stopped with SIGSTOP then continued)
 // move the late-signal bound of that process's holds: a stopped process runs no timer,
 // so a hold certainly gone while it was stopped must be reported within `signalBoundMs`
-// of it running again. And `not-reported-lost`: a hold (not auto-extended, not released
-// before the stop) whose every possible expiry passed while its process was stopped is
+// of it running again. And `not-reported-lost`: a hold (not auto-extended, its release
+// not sent before the stop, within `slackMs`) whose every possible expiry passed while its process was stopped is
 // reported by its signal as lost, not as released.
 //
 // `stalls` (`[{ process, from, to }]`, a process's event loop held by synchronous work)
@@ -51,8 +51,9 @@
 // - `phantom-leader`: a read that saw a term saw a leader that could have been live during
 //   the read: a grant of that election with that term, acquired before the read returned
 //   and not certainly gone (its release answered) before the read began; or, for a term
-//   no grant recorded, a campaign that was aborted, failed or timed out (the store may have
-//   granted it: such a hold lives until its clean-up or its TTL) begun before the read
+//   no grant recorded, a campaign that was aborted, failed or timed out, or was in flight
+//   when its process was killed (the store may have granted it: such a hold lives until its
+//   clean-up or its TTL) begun before the read
 //   returned, whose term is larger than every term granted before that campaign began and
 //   smaller than every term granted to a campaign begun after the read.
 //
@@ -264,8 +265,11 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
       const sets = [h.acquire.reply, ...h.extends.filter((e) => e.ok || e.code !== "LOCK_NOT_HELD").map((e) => e.reply)];
       const goneBy = Math.max(...sets) + h.ttl + slackMs;
       const stop = pauses.find((p) => p.process === process && p.from <= goneBy && p.to >= goneBy);
-      if (stop && !(h.release && h.release.send < stop.from)) expiredWhileStopped += 1;
-      if (stop && !(h.release && h.release.send < stop.from) && h.signal?.reason !== "lost") {
+      // A stop takes effect after the parent noted it (`from`, on the parent's clock): a
+      // release sent up to `slackMs` later may have been applied before it, with the hold live.
+      const releasedBefore = Boolean(h.release && h.release.send < stop?.from + slackMs);
+      if (stop && !releasedBefore) expiredWhileStopped += 1;
+      if (stop && !releasedBefore && h.signal?.reason !== "lost") {
         report(
           "not-reported-lost",
           [h],
@@ -297,7 +301,10 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
   return { holds: holds.length, violations, lateSignals, byType, expiredWhileStopped, lateExtends, observations: observations.length };
 }
 
-/** The observation checks (see the top of this file); `holds` with their times, `attempts` the acquires that were aborted or failed. */
+/**
+ * The observation checks (see the top of this file); `holds` with their times, `attempts`
+ * the acquires that were aborted, failed, or in flight when their process was killed.
+ */
 function checkObservations(observations, holds, attempts, { slackMs, report }) {
   const byKey = new Map();
   for (const o of observations) {

@@ -15,8 +15,13 @@
 // stores with `holder`): `{ t: "observation", client, key, send, reply, term, code }` (term
 // null: no leader; code: the read's error),
 // then a line per acquire that was aborted or failed (never a grant):
-// `{ t: "attempt", client, kind, key, ttl, send, reply, outcome: "aborted" | "error" | "timed-out", abortAt, code }`
-// ("timed-out": an election's campaign that gave up at its timeout),
+// `{ t: "attempt", client, id, kind, key, ttl, send, reply, outcome: "aborted" | "error" | "timed-out", abortAt, code }`
+// ("timed-out": an election's campaign that gave up at its timeout). A streaming process
+// (config.stream) also writes each acquire as it is sent (outcome "pending", reply null)
+// and, once answered, its outcome (`{ t: "attempt", client, id, outcome: "granted" |
+// "refused" }` for an acquire that gives no attempt line): a process killed while an acquire
+// was in flight leaves it "pending", an acquire the store may have granted (run.mjs keeps each
+// attempt's last line);
 // a line per event-loop stall (config.stalls): `{ t: "stall", process, from, to }`, and one
 // `{ t: "summary", ... }` line. Run as `node client.mjs '<config JSON>'` (see
 // run.mjs), or in-process with `runClients(config)`.
@@ -636,6 +641,7 @@ export async function runClients(ls, store, userConfig) {
     const random = root.fork(index);
     const id = `${config.process}.${index}`;
     const handles = new Map();
+    let attemptSeq = 0;
     const handleFor = (kind, key, ttl) => {
       const name = `${kind}:${key}:${ttl}`;
       let handle = config.reuseHandles ? handles.get(name) : undefined;
@@ -701,7 +707,13 @@ export async function runClients(ls, store, userConfig) {
         options.signal = controller.signal;
       }
       summary.attempts += 1;
+      const attemptId = (attemptSeq += 1);
+      const attempted = (record) => {
+        attempts.push(record);
+        emit(record);
+      };
       const send = now();
+      emit({ t: "attempt", client: id, id: attemptId, kind, key, ttl, send, reply: null, outcome: "pending", abortAt: null, code: null });
       let granted;
       try {
         granted = await handle.acquire(options);
@@ -711,11 +723,11 @@ export async function runClients(ls, store, userConfig) {
           // An aborted acquire is never a grant. Nothing is held: the next grants of the
           // key, and the holds left at the end of the run (run.mjs), show whether that is so.
           summary.aborted += 1;
-          attempts.push({ t: "attempt", client: id, kind, key, ttl, send, reply: now(), outcome: "aborted", abortAt, code: errorCode(err) });
+          attempted({ t: "attempt", client: id, id: attemptId, kind, key, ttl, send, reply: now(), outcome: "aborted", abortAt, code: errorCode(err) });
           continue;
         }
         countError("acquire", err);
-        attempts.push({ t: "attempt", client: id, kind, key, ttl, send, reply: now(), outcome: "error", abortAt, code: errorCode(err) });
+        attempted({ t: "attempt", client: id, id: attemptId, kind, key, ttl, send, reply: now(), outcome: "error", abortAt, code: errorCode(err) });
         await sleep(random.int(1, 5));
         continue;
       }
@@ -725,9 +737,11 @@ export async function runClients(ls, store, userConfig) {
         summary.refused += 1;
         // A campaign that gave up at its timeout may have been granted meanwhile (then
         // given back): an observer may see that term.
-        if (kind === "election") attempts.push({ t: "attempt", client: id, kind, key, ttl, send, reply, outcome: "timed-out", abortAt, code: null });
+        if (kind === "election") attempted({ t: "attempt", client: id, id: attemptId, kind, key, ttl, send, reply, outcome: "timed-out", abortAt, code: null });
+        else emit({ t: "attempt", client: id, id: attemptId, outcome: "refused" });
         continue;
       }
+      emit({ t: "attempt", client: id, id: attemptId, outcome: "granted" });
       summary.grants += 1;
       // The signal fired before the grant's answer came back: the store may have granted
       // first, so it is a grant (counted, for the record).

@@ -255,15 +255,23 @@ function errorTotals(run) {
   return out;
 }
 
-/** The last line of each hold of a killed process's records, its observation ending at `at`. */
+/**
+ * The last line of each hold and each acquire attempt of a streaming process's records, its
+ * observation ending at `at` (a killed process's, when it died). An attempt whose last line
+ * says "granted" or "refused" left nothing to check; one still "pending" was in flight when
+ * its process died, and the store may have granted it.
+ */
 function lastLines(records, at) {
   const holds = new Map();
+  const attempts = new Map();
   const rest = [];
   for (const r of records) {
     if (r.t === "hold") holds.set(`${r.client}#${r.seq}`, r);
+    else if (r.t === "attempt" && r.id !== undefined) attempts.set(`${r.client}#${r.id}`, r);
     else rest.push(r);
   }
-  return [...[...holds.values()].map((h) => ({ ...h, endAt: h.endAt ?? at })), ...rest];
+  const attempted = [...attempts.values()].filter((a) => a.outcome !== "granted" && a.outcome !== "refused");
+  return [...[...holds.values()].map((h) => ({ ...h, endAt: h.endAt ?? at })), ...attempted, ...rest];
 }
 
 /** A fault that kills one client process with SIGKILL every `every` ms (a new one takes its place). */
