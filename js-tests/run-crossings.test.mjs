@@ -6,9 +6,10 @@ import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import { describe, it } from "node:test";
 
+import { startRedis } from "./support/redis-server.mjs";
 import { ls, TARGET, uniqueKey } from "./support/target.mjs";
 
-const { Lock, MemoryLockStore } = ls;
+const { Lock, MemoryLockStore, RedisLockStore, semaphore } = ls;
 
 /**
  * Counts the calls made on native lock handles (methods and getters of the addon's
@@ -115,5 +116,37 @@ describe("calls into the addon per lock operation on the memory store", { skip: 
     // Bad options still reject, typed.
     await assert.rejects(l.acquire({ timeout: -1 }), (err) => err.code === "INVALID_ARGUMENT");
     await assert.rejects(l.acquire({ tiemout: 5 }), (err) => err.code === "INVALID_ARGUMENT");
+  });
+
+  it("on a store that never answers at once, a plain lock goes straight to the store's call; a semaphore does not change that for locks", async (t) => {
+    const server = await startRedis();
+    t.after(() => server.stop());
+    const store = await RedisLockStore.connect(server.url);
+    t.after(() => store.close());
+    const key = uniqueKey("answers-later");
+    // The first pair learns that this store answers later.
+    const l = new Lock(key, 30_000, store);
+    assert.equal(await l.acquire(), true);
+    assert.equal(await l.release(), true);
+    const pair = await crossings(async () => {
+      const next = new Lock(key, 30_000, store);
+      assert.equal(await next.acquire(), true);
+      assert.equal(await next.release(), true);
+      assert.deepEqual(await next.run(async () => "done"), [true, "done"]);
+    });
+    for (const sync of ["tryAcquire", "releaseNow", "finishRunNow"]) assert.ok(!pair.includes(sync), `crossed ${pair.join(", ")}`);
+    assert.ok(pair.includes("acquireStart") && pair.includes("releaseStart"), `crossed ${pair.join(", ")}`);
+    // On the memory store, a semaphore handle (never answered at once) leaves its plain locks answered at once.
+    const memory = new MemoryLockStore();
+    const permit = semaphore(uniqueKey("answers-later-sem"), 2, 30_000, memory);
+    assert.equal(await permit.acquire(), true);
+    assert.equal(await permit.release(), true);
+    const plain = new Lock(uniqueKey("answers-later-mem"), 30_000, memory);
+    assert.deepEqual(await plain.run(async () => "warm"), [true, "warm"]);
+    const memoryPair = await crossings(async () => {
+      assert.equal(await plain.acquire(), true);
+      assert.equal(await plain.release(), true);
+    });
+    assert.deepEqual(memoryPair, ["tryAcquire", "releaseNow"]);
   });
 });

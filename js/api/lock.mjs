@@ -11,7 +11,7 @@ import { OPTIONS_GO, acquireOptions, arityRejection, immediateOptions } from "./
 import { abortedBy, closedDuringRun, closedWhileWaiting, endedByClose, lostDuringRun, releaseGrantAfterClose, storeClosed } from "./lock-errors.mjs";
 import { extendOutcome, observeAcquire, releaseOutcome, storeName, traceCall } from "./lock-tracing.mjs";
 import { HoldSignal } from "./hold-signal.mjs";
-import { giveBack, ownNative, takeBack, takeNative } from "./pool.mjs";
+import { answeredLater, answersLater, giveBack, ownNative, takeBack, takeNative } from "./pool.mjs";
 import { closeRecord } from "./stores.mjs";
 
 // Settled promises are immutable: the synchronous fast paths hand out these two.
@@ -300,9 +300,9 @@ export function defineLock(binding, { backendOf, getLockStore }) {
     #finishRunNow() {
       const native = this.#native;
       if (native === undefined || this.#busy !== 0 || this.#entry !== undefined || native.finishRunNow === undefined) return undefined;
-      if (releaseChannel !== undefined && traced(releaseChannel)) return undefined;
+      if (answersLater(this.#backend, this.#kind) || (releaseChannel !== undefined && traced(releaseChannel))) return undefined;
       const code = native.finishRunNow();
-      if (code === null) return undefined;
+      if (code === null) return answeredLater(this.#backend, this.#kind);
       // Read before the release ends the hold's signal as released.
       const lost = code & RUN_LOST ? lostDuringRun(this.#key, this.#holdSignal?.reason(native)) : null;
       if (code & RUN_RELEASED) {
@@ -393,9 +393,9 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       // already-settled promise.
       if (options === undefined && this.#busy === 0 && this.#permits === 1) {
         const native = this.#handle();
-        let now;
+        let now = null;
         try {
-          now = native.tryAcquire();
+          if (!answersLater(this.#backend, this.#kind)) now = native.tryAcquire();
         } catch (err) {
           return Promise.reject(toLockError(err, this.#key));
         }
@@ -409,6 +409,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
           return RESOLVED_FALSE;
         }
         // An asynchronous store: straight to the store, as `#acquireWaiting` would.
+        answeredLater(this.#backend, this.#kind);
         return this.#started(native, acquireAsync, this.#granted);
       }
       if (this.#busy === 0) return this.#acquireFirst(options);
@@ -638,9 +639,9 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       if (this.#busy === 0) {
         const native = this.#native;
         if (native === undefined) return RESOLVED_FALSE;
-        let now;
+        let now = null;
         try {
-          now = native.releaseNow();
+          if (!answersLater(this.#backend, this.#kind)) now = native.releaseNow();
         } catch (err) {
           return Promise.reject(toLockError(err, this.#key));
         }
@@ -653,6 +654,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
           this.#settle();
           return RESOLVED_FALSE;
         }
+        answeredLater(this.#backend, this.#kind);
       }
       return this.#started(this.#handle(), releaseAsync, (released) => {
         if (released) this.#holdSignal?.released(this.#key);

@@ -33,3 +33,22 @@ export function takeBack(backend, returned, user) {
   pool.pop();
   return returned;
 }
+
+/**
+ * Set on a backend whose store never answers a plain lock at once (Redis, a JS store:
+ * its handles' `tryAcquire()`, `releaseNow()` and `finishRunNow()` say null, as they always
+ * will): its plain locks go straight to the asynchronous call, one addon crossing fewer
+ * per acquire and per release. A semaphore, read-write or several-key handle is never
+ * answered at once, on any store, so only plain locks (kind "lock") set and read it.
+ */
+const ANSWERS_LATER = Symbol("locksmith.answersLater");
+
+/** Whether a `kind` handle on `backend` is known to be answered later, never at once. */
+export function answersLater(backend, kind) {
+  return kind === "lock" && backend[ANSWERS_LATER] === true;
+}
+
+/** A `kind` handle's synchronous call on `backend` said null: its store answers later. */
+export function answeredLater(backend, kind) {
+  if (kind === "lock") backend[ANSWERS_LATER] = true;
+}
