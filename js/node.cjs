@@ -248,14 +248,15 @@ class RedisLockStore extends NativeStore {
   }
 
   /**
-   * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
-   * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,
-   * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure }`, with `sentinels`
-   * and `masterName` (Redis Sentinel; `username`, `password`, `db` for the master) or
+   * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), with
+   * the other options as a second argument if any, or to `{ url, keyPrefix,
+   * connectTimeoutMs, commandTimeoutMs, reconnectRetries, reconnectMaxDelayMs,
+   * notifyReleases, tlsCaCert, tlsInsecure, minReplicas, fencing }`, with `sentinels` and
+   * `masterName` (Redis Sentinel; `username`, `password`, `db` for the master) or
    * `cluster` (Redis Cluster seed URLs) instead of `url`. Unknown options are refused.
    */
-  static async connect(urlOrOptions) {
-    const options = checkConnectOptions(urlOrOptions);
+  static async connect(...args) {
+    const options = checkConnectOptions(args);
     if (process.env.LOCKSMITH_REDIS_CLIENT !== undefined && !warnedRedisClient) {
       warnedRedisClient = true;
       process.emitWarning(

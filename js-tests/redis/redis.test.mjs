@@ -66,6 +66,35 @@ describe(`RedisLockStore (${TARGET})`, () => {
     }
   });
 
+  it("takes options after a URL, and refuses a second argument it would drop", async () => {
+    // connect(url, options) is connect({ ...options, url }): fencing: false is applied.
+    const unfenced = await RedisLockStore.connect(server.url, { fencing: false, keyPrefix: "two-args:" });
+    try {
+      assert.equal(unfenced.keyPrefix, "two-args:");
+      const l = new Lock(uniqueKey("two-args"), 5_000, unfenced);
+      assert.equal(await l.acquire(), true);
+      assert.equal(l.fencingToken, null, "fencing: false reached the store");
+      assert.equal(await l.release(), true);
+    } finally {
+      await unfenced.close();
+    }
+    const refused = [
+      [[{ url: server.url }, { fencing: false }], /takes options as its second argument only after a URL/],
+      [[server.url, { url: server.url }], /was given url twice/],
+      [[server.url, "fencing"], /options must be an object; got string/],
+      [[server.url, { fencnig: false }], /unknown option `fencnig`.*did you mean `fencing`\?/],
+      [[server.url, {}, {}], /RedisLockStore\.connect\(url, options\?\) takes at most 2 arguments/],
+    ];
+    for (const [args, message] of refused) {
+      await assert.rejects(RedisLockStore.connect(...args), (err) => {
+        assert.equal(err.code, "INVALID_ARGUMENT");
+        assert.match(err.message, /^locksmith: /);
+        assert.match(err.message, message);
+        return true;
+      });
+    }
+  });
+
   it("names the timeout option at fault, not the TTL", async () => {
     for (const name of ["connectTimeoutMs", "commandTimeoutMs", "reconnectMaxDelayMs"]) {
       for (const value of [0, 1.5, -1, Infinity]) {

@@ -537,9 +537,14 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
         ],
         [{ endpoints: "http://127.0.0.1:1", notifyReleases: "yes" }, /notifyReleases must be a boolean/],
         [{ endpoints: "http://127.0.0.1:1", fetch: 3 }, /fetch must be a function/],
+        // A URL (or list) may be followed by the other options; nothing given is dropped.
+        [{ args: ["http://127.0.0.1:1", { prefix: "x/" }] }, /unknown option `prefix`.*did you mean `keyPrefix`\?/],
+        [{ args: ["http://127.0.0.1:1", { endpoints: "http://127.0.0.1:2" }] }, /was given endpoints twice/],
+        [{ args: [{ endpoints: "http://127.0.0.1:1" }, { keyPrefix: "x/" }] }, /second argument only after a URL/],
+        [{ args: ["http://127.0.0.1:1", 5] }, /options must be an object; got number/],
       ];
       for (const [options, message] of cases) {
-        const err = await EtcdLockStore.connect(options).then(
+        const err = await (options?.args ? EtcdLockStore.connect(...options.args) : EtcdLockStore.connect(options)).then(
           () => assert.fail(`accepted ${JSON.stringify(options)}`),
           (e) => e,
         );
@@ -552,6 +557,13 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
         () => new EtcdLockStore(),
         (err) => err.code === "INVALID_ARGUMENT" && /EtcdLockStore\.connect/.test(err.message),
       );
+      // connect(endpoints, options) is connect({ ...options, endpoints }).
+      const prefixed = await EtcdLockStore.connect(cluster.endpoints, { keyPrefix: "two-args/" });
+      try {
+        assert.equal(prefixed.keyPrefix, "two-args/");
+      } finally {
+        await prefixed.close();
+      }
       const store = await connect();
       await assert.rejects(store.acquire("k", "o", 0), (err) => err.code === "INVALID_ARGUMENT" && /ttlMs must be/.test(err.message));
       await assert.rejects(store.acquire("k", 5, 1_000), (err) => err.code === "INVALID_ARGUMENT" && /owner must be a string/.test(err.message));

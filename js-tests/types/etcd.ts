@@ -28,6 +28,10 @@ export async function etcd(): Promise<void> {
   await many.close();
   // @ts-expect-error unknown option
   await EtcdLockStore.connect({ endpoints: "http://x", prefix: "x/" });
+  // Options after the URLs.
+  await (await EtcdLockStore.connect(["http://etcd-1:2379"], { keyPrefix: "billing/" })).close();
+  // @ts-expect-error the endpoints are the first argument
+  await EtcdLockStore.connect("http://x", { endpoints: "http://y" });
   // @ts-expect-error the constructor is not public: connect() makes a store
   new EtcdLockStore({});
   void [asStore, held, taken, left, key];

@@ -102,6 +102,13 @@ export async function usage(): Promise<void> {
   const sentinel = await RedisLockStore.connect({ sentinels: ["redis://s1:26379"], masterName: "locks", password: "pw", db: 1, minReplicas: 1 });
   const cluster = await RedisLockStore.connect({ cluster: ["redis://n1:6379", "redis://n2:6379"], commandTimeoutMs: 1_000 });
   await Promise.all([sentinel.close(), cluster.close()]);
+  // Options after a URL; the URL once, and no topology beside it.
+  const unfenced: RedisLockStore = await RedisLockStore.connect("redis://localhost:6379", { fencing: false, keyPrefix: "app:" });
+  await unfenced.close();
+  // @ts-expect-error the URL is the first argument
+  await RedisLockStore.connect("redis://localhost:6379", { url: "redis://other:6379" });
+  // @ts-expect-error options after an options object
+  await RedisLockStore.connect({ url: "redis://localhost:6379" }, { fencing: false });
   void prefix;
 
   const custom: LockStore = {

@@ -260,6 +260,27 @@ function checkArity(args, max, signature, hint) {
   );
 }
 
+/**
+ * A store's `connect(target, options)` as one options object: a URL first (or, with
+ * `lists`, a list of URLs) and its options second, or the options object alone. `key`
+ * names the target inside the options (`url`, `endpoints`), `where` the method. A
+ * second argument after an options object, or a target given twice, is refused: neither
+ * may be silently dropped.
+ */
+function connectArguments(args, key, where, { lists = false } = {}) {
+  checkArity(args, 2, where.replace("()", `(${key}, options?)`));
+  const [target, options] = args;
+  if (!(typeof target === "string" || (lists && Array.isArray(target)))) {
+    if (options !== undefined) throw invalid(`${where} takes options as its second argument only after a URL; with an options object first, put them in it`);
+    return target;
+  }
+  if (options === undefined) return { [key]: target };
+  if (options === null || typeof options !== "object" || Array.isArray(options))
+    throw invalid(`${where}'s options must be an object; got ${typeName(options)}`);
+  if (Object.hasOwn(options, key)) throw invalid(`${where} was given ${key} twice: as its first argument and in its options`);
+  return { ...options, [key]: target };
+}
+
 /** An argument as a message shows it: a short value itself, else its type. */
 function showArgument(value) {
   if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value);
@@ -366,6 +387,7 @@ export {
   typeName,
   invalid,
   checkOptionKeys,
+  connectArguments,
   closest,
   checkArity,
   envVar,

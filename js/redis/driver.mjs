@@ -16,7 +16,17 @@
 // kept after; a connection that drops is replaced at once while something waits on it,
 // else on the next call. A socket's handshake (AUTH, SELECT, the scripts) is queued when
 // that socket is dialed and belongs to it: no reset in between can strip it.
-import { LockStoreError, StoreClosedError, StoreUnavailableError, checkOptionKeys, checkString, invalid, toLockError, typeName } from "../api/errors.mjs";
+import {
+  LockStoreError,
+  StoreClosedError,
+  StoreUnavailableError,
+  checkOptionKeys,
+  checkString,
+  connectArguments,
+  invalid,
+  toLockError,
+  typeName,
+} from "../api/errors.mjs";
 import {
   authCommands,
   backoffMs,
@@ -61,8 +71,9 @@ function millis(name, value) {
   return value;
 }
 
-/** `RedisLockStore.connect()`'s argument checked, with the defaults filled in. */
-export function checkConnectOptions(urlOrOptions) {
+/** `RedisLockStore.connect()`'s arguments (a URL and options, or the options alone) checked, with the defaults filled in. */
+export function checkConnectOptions(args) {
+  const urlOrOptions = connectArguments(args, "url", "RedisLockStore.connect()");
   const options = typeof urlOrOptions === "string" ? { url: urlOrOptions } : urlOrOptions;
   if (options === null || typeof options !== "object") {
     throw invalid(`RedisLockStore.connect() needs a URL or an options object; got ${typeName(urlOrOptions)}`);

@@ -115,14 +115,15 @@ export class RedisLockStore {
   }
 
   /**
-   * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), or to
+   * Connects to `redis://[user:password@]host:port[/db]` (or `rediss://` for TLS), with
+   * the other options as a second argument if any, or to
    * `{ url, keyPrefix, connectTimeoutMs, commandTimeoutMs, reconnectRetries,
    * reconnectMaxDelayMs, notifyReleases, tlsCaCert, tlsInsecure, minReplicas, fencing }`, with
    * `sentinels` and `masterName` (`username`, `password`, `db`) or `cluster` instead of
    * `url`, as in Node.
    */
-  static async connect(urlOrOptions) {
-    const options = checkConnectOptions(urlOrOptions);
+  static async connect(...args) {
+    const options = checkConnectOptions(args);
     if (runtime === undefined) {
       throw new UnsupportedError(
         "locksmith: RedisLockStore needs TCP sockets, and this runtime has none for it (a browser, Vercel Edge); use a store over HTTP here, such as locksmith-js/upstash",

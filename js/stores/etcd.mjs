@@ -42,7 +42,7 @@
 // store's state) and etcd-watch.mjs (release wake-ups).
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 import { MAX_LIMIT, MAX_MS, limitMessage } from "../api/defaults.mjs";
-import { checkString, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
+import { checkString, connectArguments, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 import { checkSeq } from "../api/checks.mjs";
@@ -102,12 +102,12 @@ export class EtcdLockStore {
 
   /**
    * Connects to etcd: `urlOrOptions` is an `http://` or `https://` URL of a member, a list
-   * of them, or `{ endpoints, keyPrefix, username, password, operationTimeoutMs,
-   * notifyReleases, fetch }`. Authenticates when given a login, and checks that a member
+   * of them (either may be followed by the other options), or `{ endpoints, keyPrefix,
+   * username, password, operationTimeoutMs, notifyReleases, fetch }`. Authenticates when given a login, and checks that a member
    * answers and runs etcd 3.4 or newer.
    */
-  static async connect(urlOrOptions) {
-    const store = new EtcdLockStore(parseOptions(urlOrOptions));
+  static async connect(...args) {
+    const store = new EtcdLockStore(parseOptions(connectArguments(args, "endpoints", "EtcdLockStore.connect()", { lists: true })));
     try {
       await store.#gateway.checkServer();
     } catch (err) {

@@ -37,6 +37,8 @@ export declare class EtcdLockStore {
    * member answers in time, LockStoreError when etcd refuses the login or is too old.
    */
   static connect(urlOrOptions: string | readonly string[] | EtcdLockStoreOptions): Promise<EtcdLockStore>;
+  /** Connects to `endpoints` with `options` (the same as `connect({ ...options, endpoints })`). */
+  static connect(endpoints: string | readonly string[], options?: Omit<EtcdLockStoreOptions, "endpoints">): Promise<EtcdLockStore>;
   private constructor(options: never);
   /** The prefix of every etcd key of this store. */
   readonly keyPrefix: string;
