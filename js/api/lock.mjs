@@ -167,7 +167,9 @@ export function defineLock(binding, { backendOf, getLockStore }) {
     /**
      * `#call` for a native call already made (`start` gives its promise), without the
      * async frames: the hot path of a store that answers asynchronously (Redis).
-     * `after(value, native)` runs (as a method of this lock) before the handle is settled.
+     * `after(value, native)` runs (as a method of this lock) before the handle is settled;
+     * its `true` says the handle holds what it was just granted, so it is not given back
+     * and its store need not be asked.
      */
     #started(native, start, after) {
       this.#busy += 1;
@@ -182,8 +184,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       return promise.then(
         (value) => {
           this.#busy -= 1;
-          if (after !== undefined) after.call(this, value, native);
-          this.#settle();
+          if (after === undefined || after.call(this, value, native) !== true) this.#settle();
           return value;
         },
         (err) => {
@@ -487,9 +488,10 @@ export function defineLock(binding, { backendOf, getLockStore }) {
 
     /** After an async acquire (see `#started`): a grant is numbered and watched for `locksmith:lost`. */
     #granted(taken, native) {
-      if (!taken) return;
+      if (!taken) return false;
       this.#holds += 1;
       if (lostWatched()) this.#watchLoss(native);
+      return true;
     }
 
     /**
