@@ -1,9 +1,13 @@
-// The assertions of the history checker's bounded passes (js-tests/histories/histories.test.mjs,
-// and the Sentinel and Cluster files, which run theirs on the topologies they start).
+// The assertions and helpers of the history checker's bounded passes
+// (js-tests/histories/histories.test.mjs and histories-servers.test.mjs, and the Sentinel and
+// Cluster files, which run theirs on the topologies they start).
 import assert from "node:assert/strict";
+import { after, before } from "node:test";
 
 import { now } from "./client.mjs";
-import { FAILOVER_TTL_MS, runHistory } from "./run.mjs";
+import { newSeed } from "./random.mjs";
+import { FAILOVER_TTL_MS, pauses, runHistory, servers } from "./run.mjs";
+import { TARGET, ls, sleep } from "../support/target.mjs";
 
 /** Seconds a bounded run takes (LOCKSMITH_HISTORY_SECONDS, 3 unless set). */
 export const SECONDS = Number(process.env.LOCKSMITH_HISTORY_SECONDS ?? 3);
@@ -82,4 +86,53 @@ export async function assertCleanAcrossFailover(t, store, failovers, options = {
     fault: failovers({ every: 800, times: 1, afterSwitch: () => (switched = now()) }),
   });
   assertHoldsAfter(t, run, switched);
+}
+
+// The broken guards that do not depend on the build run once, in the native pass.
+export const ONLY_NATIVE = { skip: TARGET !== "native" && "run by the native pass" };
+
+// A client process stopped (SIGSTOP) for 150–300 ms, past its 120 ms TTL, every 600 ms.
+export const PAUSES = () => pauses({ every: 600, ms: [150, 300] });
+
+/** A process stopped past its TTL: its holds ran out meanwhile, and the checker saw them reported lost. */
+export function assertPausesBit(t, run) {
+  t.diagnostic(`${run.pauses.length} pauses; ${run.result.expiredWhileStopped} holds expired while stopped; ${run.result.lateExtends} late extends`);
+  assert.ok(run.pauses.length >= 2, `processes were stopped (seed ${run.seed})`);
+  assert.ok(run.result.expiredWhileStopped > 0, `some holds expired while their process was stopped (seed ${run.seed})`);
+}
+
+/**
+ * A waiting acquire rides out a restart: a holder takes `key` (TTL 400 ms), a waiter
+ * waits up to 10 s, the server stops and starts again; the waiter gets it, fenced later.
+ */
+export async function assertWaitRidesOut(store, server, { downMs }) {
+  const key = `ride-out:${newSeed()}`;
+  const holder = new ls.Lock(key, "400ms", store);
+  assert.equal(await holder.acquire(), true);
+  const waiter = new ls.Lock(key, "2s", store);
+  const waiting = waiter.acquire({ timeout: 10_000, retryDelay: 20 }).then(
+    (value) => ({ value }),
+    (error) => ({ error }),
+  );
+  await sleep(50);
+  await server.stop();
+  await sleep(downMs);
+  await server.start();
+  const got = await waiting;
+  assert.equal(got.error, undefined, `the wait rode out the restart: ${got.error}`);
+  assert.equal(got.value, true);
+  assert.ok(waiter.fencingToken > holder.fencingToken, `tokens ${holder.fencingToken} then ${waiter.fencingToken}`);
+  assert.equal(await waiter.release(), true);
+}
+
+/** For the enclosing describe(): before() starts the servers `names` (run.mjs's servers()) and hands them to `got`, in that order; after() stops them. */
+export function serversDuring(names, got) {
+  let running;
+  before(async () => {
+    running = servers();
+    got(...(await Promise.all(names.map((name) => running.get(name)))));
+  });
+  after(async () => {
+    await running?.stop();
+  });
 }

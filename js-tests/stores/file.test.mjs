@@ -1,7 +1,7 @@
 // FileLockStore: locks in a file every process of the host opens. The conformance
 // suite, processes that hold, die and wait on one file, and bad input; the WebAssembly
 // build refuses it. The history checker runs it with 8 processes
-// (js-tests/histories/histories.test.mjs), and the primitives' scenarios run on it
+// (js-tests/histories/histories-servers.test.mjs), and the primitives' scenarios run on it
 // (js-tests/conformance/primitives.test.mjs).
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
