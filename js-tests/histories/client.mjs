@@ -741,7 +741,6 @@ export async function runClients(ls, store, userConfig) {
         else emit({ t: "attempt", client: id, id: attemptId, outcome: "refused" });
         continue;
       }
-      emit({ t: "attempt", client: id, id: attemptId, outcome: "granted" });
       summary.grants += 1;
       // The signal fired before the grant's answer came back: the store may have granted
       // first, so it is a grant (counted, for the record).
@@ -770,6 +769,9 @@ export async function runClients(ls, store, userConfig) {
       };
       holds.push(hold);
       emit(hold);
+      // After the hold's line: a process killed between the two leaves the attempt "pending"
+      // beside its grant, never neither.
+      emit({ t: "attempt", client: id, id: attemptId, outcome: "granted" });
       const signal = handle.signal;
       if (signal.aborted) hold.signal = { at: now(), ...signalReason(signal), already: true };
       else

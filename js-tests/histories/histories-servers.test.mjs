@@ -1,7 +1,6 @@
 // The history checker's bounded pass, continued (histories.test.mjs has the checker's own
-// tests, memory, a late JS store and the Redis stores): the stores with servers of their
-// own other than Redis — DurableObjectLockStore in workerd (direct, its objects
-// restarted), FileLockStore (native: processes killed and stopped), PostgresLockStore
+// tests, memory, a late JS store and the Redis stores): the other stores —
+// DurableObjectLockStore in workerd (direct, its objects restarted), FileLockStore (native: processes killed and stopped), PostgresLockStore
 // (direct, commit latency, a stopped client process, a competing session, PostgreSQL
 // restarted) and MySqlLockStore on MariaDB — each with a broken guard caught. Apart from
 // histories.test.mjs so that the two run side by side.
@@ -20,7 +19,7 @@ const POSTGRES = await requirePostgres();
 // The same for MariaDB.
 const MYSQL = await requireMysql();
 
-describe(`history checker: stores with servers of their own (${TARGET})`, () => {
+describe(`history checker: Durable Objects, the lock file, PostgreSQL, MariaDB (${TARGET})`, () => {
   // The Durable Object store in workerd (Miniflare): each client process drives the
   // worker's DurableObjectLockStore over one WebSocket (js-tests/support/workerd-remote-store.mjs),
   // so the locks run in the process under test and every request and reply is timed on

@@ -24,7 +24,7 @@ import { checkHistory, checkOrphans } from "./checker.mjs";
 import { driftMs, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { seeded, newSeed } from "./random.mjs";
-import { LONG_TTL, STALLS, cliLister, lateDelivery, restarts, runHistory } from "./run.mjs";
+import { LONG_TTL, STALLS, cliLister, lastLines, lateDelivery, restarts, runHistory } from "./run.mjs";
 import { startRedis } from "../support/redis-server.mjs";
 import { TARGET, ls, sleep } from "../support/target.mjs";
 import { startUpstashRest } from "../support/upstash-rest.mjs";
@@ -208,6 +208,35 @@ describe(`history checker (${TARGET})`, () => {
     assert.deepEqual(Object.keys(checkHistory([hold]).byType), ["late-signal"]);
     assert.deepEqual(Object.keys(checkHistory([hold], { stalls: [{ process: 1, from: 10, to: 300 }] }).byType), []);
     assert.deepEqual(Object.keys(checkHistory([hold], { stalls: [{ process: 0, from: 10, to: 300 }] }).byType), ["late-signal"], "another process's stall");
+  });
+
+  it("a streaming process's records: each hold's and each attempt's last line; an acquire in flight at its death stays pending", () => {
+    const attempt = (id, outcome, extra = {}) => ({ t: "attempt", client: "3.1", id, outcome, ...extra });
+    const sent = { kind: "election", key: "e", ttl: 100, send: 5, reply: null, abortAt: null, code: null };
+    const records = [
+      attempt(1, "pending", sent),
+      { t: "hold", client: "3.1", seq: 0, kind: "election", acquire: { send: 5, reply: 6, token: 9 }, endAt: null },
+      attempt(1, "granted"),
+      attempt(2, "pending", sent),
+      attempt(2, "refused"),
+      attempt(3, "pending", sent),
+      attempt(3, "aborted", { ...sent, reply: 40 }),
+      attempt(4, "pending", sent),
+      { t: "observation", client: "3.0", key: "e" },
+    ];
+    const kept = lastLines(records, 500);
+    const attempts = kept.filter((r) => r.t === "attempt");
+    assert.deepEqual(
+      attempts.map((a) => [a.id, a.outcome]),
+      [
+        [3, "aborted"],
+        [4, "pending"],
+      ],
+    );
+    const holds = kept.filter((r) => r.t === "hold");
+    assert.equal(holds.length, 1);
+    assert.equal(holds[0].endAt, 500, "a killed process's hold was seen until it died");
+    assert.equal(kept.filter((r) => r.t === "observation").length, 1);
   });
 
   it("the checker: a hold left on the store that nobody owns is an orphan", () => {

@@ -261,7 +261,7 @@ function errorTotals(run) {
  * says "granted" or "refused" left nothing to check; one still "pending" was in flight when
  * its process died, and the store may have granted it.
  */
-function lastLines(records, at) {
+export function lastLines(records, at) {
   const holds = new Map();
   const attempts = new Map();
   const rest = [];

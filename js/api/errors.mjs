@@ -277,7 +277,7 @@ function connectArguments(args, key, where, { lists = false } = {}) {
   if (options === undefined) return { [key]: target };
   if (options === null || typeof options !== "object" || Array.isArray(options))
     throw invalid(`${where}'s options must be an object; got ${typeName(options)}`);
-  if (Object.hasOwn(options, key)) throw invalid(`${where} was given ${key} twice: as its first argument and in its options`);
+  if (options[key] !== undefined) throw invalid(`${where} was given ${key} twice: as its first argument and in its options`);
   return { ...options, [key]: target };
 }
 

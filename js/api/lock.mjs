@@ -410,7 +410,6 @@ export function defineLock(binding, { backendOf, getLockStore }) {
           return RESOLVED_FALSE;
         }
         // An asynchronous store: straight to the store, as `#acquireWaiting` would.
-        answeredLater(this.#backend, this.#kind);
         return this.#started(native, acquireAsync, this.#granted);
       }
       if (this.#busy === 0) return this.#acquireFirst(options);

@@ -36,10 +36,12 @@ export function takeBack(backend, returned, user) {
 
 /**
  * Set on a backend whose store never answers a plain lock at once (Redis, a JS store:
- * its handles' `tryAcquire()`, `releaseNow()` and `finishRunNow()` say null, as they always
- * will): its plain locks go straight to the asynchronous call, one addon crossing fewer
- * per acquire and per release. A semaphore, read-write or several-key handle is never
- * answered at once, on any store, so only plain locks (kind "lock") set and read it.
+ * its handles' `releaseNow()` and `finishRunNow()` say null, as they always will; learnt
+ * from those alone, since the WebAssembly build's `tryAcquire()` also says null when it
+ * cannot draw an owner token): its plain locks go straight to the asynchronous call, one
+ * addon crossing fewer per acquire and per release. A semaphore, read-write or several-key
+ * handle is never answered at once, on any store, so only plain locks (kind "lock") set
+ * and read it.
  */
 const ANSWERS_LATER = Symbol("locksmith.answersLater");
 

@@ -608,7 +608,7 @@ export declare class RedisLockStore implements LockStore {
    */
   static connect(urlOrOptions: string | RedisConnectOptions): Promise<RedisLockStore>;
   /** Connects to `url` with `options` (the same as `connect({ ...options, url })`). */
-  static connect(url: string, options?: Omit<RedisConnectOptions, "url" | "sentinels" | "masterName" | "cluster">): Promise<RedisLockStore>;
+  static connect(url: string, options?: Omit<RedisConnectOptions, "url" | "sentinels" | "masterName" | "username" | "password" | "db" | "cluster">): Promise<RedisLockStore>;
   /** The prefix put before every key. */
   readonly keyPrefix: string;
   /** Semaphore holds may take several permits. */

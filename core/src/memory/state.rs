@@ -3,7 +3,7 @@
 //! `now` (the memory store's, under its lock, and a file store's, on the state it read
 //! under its file lock).
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 
@@ -22,21 +22,22 @@ const SWEEP_INTERVAL_MS: u64 = 1_000;
 /// from user input (`invoice:{id}`), and a hasher without a keyed, collision-resistant
 /// design lets crafted keys pile into one bucket; `SipHash` is built to prevent that,
 /// at some cost per hash over an unkeyed hasher.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(all(target_arch = "wasm32", target_os = "unknown")))]
 pub(super) type Map<V> = HashMap<Box<str>, V, RandomState>;
 
-/// On wasm32 the standard library has no random source: `RandomState`'s keys are two
-/// memory addresses, the same from run to run, so `SipHash` keeps nobody from crafting
+/// On wasm32-unknown-unknown (the WebAssembly build; WASI targets have a random source)
+/// the standard library has no random source: `RandomState`'s keys are two memory
+/// addresses, the same from run to run, so `SipHash` keeps nobody from crafting
 /// colliding keys there. [`Fnv`] hashes as well for that, in 0.6 KB less of the
 /// (gzipped) WebAssembly module.
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 pub(super) type Map<V> = HashMap<Box<str>, V, std::hash::BuildHasherDefault<Fnv>>;
 
 /// FNV-1a, 64-bit: a byte at a time, xor then multiply by the FNV prime.
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 pub(super) struct Fnv(u64);
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 impl Default for Fnv {
     fn default() -> Self {
         // The FNV offset basis.
@@ -44,7 +45,7 @@ impl Default for Fnv {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 impl std::hash::Hasher for Fnv {
     fn finish(&self) -> u64 {
         self.0
