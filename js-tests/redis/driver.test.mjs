@@ -326,6 +326,14 @@ describe("the side link (holder(), proclaim()), over a scripted socket", () => {
   const closeAll = (fake, port) => {
     for (const s of fake.sockets) if (s.target.port === port) s.close();
   };
+  /** The master moves from `from` (down, its sockets closed) to `to`, and the Sentinels say so; then the engine's idle. */
+  const failOver = async (fake, state, from, to) => {
+    state.master = to;
+    state.down.add(from);
+    closeAll(fake, from);
+    sentinelMessage(fake, from, to);
+    await sleep(20);
+  };
   /** A Sentinel (port 26379) over masters that answer ROLE by `state.master`; ports in `state.down` refuse connections. */
   const sentinelFake = (state) =>
     fakeRedis({
@@ -414,11 +422,7 @@ describe("the side link (holder(), proclaim()), over a scripted socket", () => {
       assert.equal(await store.holder("k"), null);
       assert.equal(holderCalls(fake, M1).length, 1);
       // M1 fails; M2 takes over. The engine is idle: it does not reconnect.
-      state.master = M2;
-      state.down.add(M1);
-      closeAll(fake, M1);
-      sentinelMessage(fake, M1, M2);
-      await sleep(20);
+      await failOver(fake, state, M1, M2);
       assert.equal(await eventually(() => store.holder("k"), 3_000), null);
       assert.ok(holderCalls(fake, M2).length >= 1, "the side link followed to M2");
       // M1 is back and promoted again; M2 is demoted but stays up (its clients stay connected).
@@ -442,11 +446,7 @@ describe("the side link (holder(), proclaim()), over a scripted socket", () => {
     const store = await connectThrough(fake, { sentinels: ["redis://127.0.0.1:26379"], masterName: "m" });
     try {
       assert.equal(await store.holder("k"), null);
-      state.master = M2;
-      state.down.add(M1);
-      closeAll(fake, M1);
-      sentinelMessage(fake, M1, M2);
-      await sleep(20);
+      await failOver(fake, state, M1, M2);
       assert.equal(await eventually(() => store.holder("k"), 3_000), null);
       // M2 goes and M1 is master again, and no +switch-master reaches the store.
       state.down.delete(M1);
