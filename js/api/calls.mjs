@@ -24,6 +24,15 @@ function keepAliveTimer() {
   return setInterval(() => {}, 1 << 30);
 }
 
+/**
+ * Keeps the process alive until `end()`, as calls in flight do (keepAliveTimer): for work
+ * that holds nothing else open, such as an election's leader waiting on its signal.
+ */
+export function keepAlive() {
+  const handle = keepAliveTimer();
+  return { end: () => (typeof handle === "object" && typeof handle.close === "function" ? handle.close() : clearInterval(handle)) };
+}
+
 export class Calls {
   #pending = new Map();
   #nextId;

@@ -20,6 +20,7 @@ import { abortedBy } from "./lock-errors.mjs";
 import { ELECTION_KEY_PREFIX, MAX_MS } from "./defaults.mjs";
 import { electionRecord, readElectionRecord } from "./election-record.mjs";
 import { durationMs, hostTimers, optionalDurationMs, ttlDurationMs } from "./durations.mjs";
+import { keepAlive } from "./calls.mjs";
 import { ASYNC_DISPOSE, KINDED, NATIVE_HANDLE } from "./lock.mjs";
 import { parseSignal } from "./options.mjs";
 import { TEST_CLOCK } from "./symbols.mjs";
@@ -168,15 +169,6 @@ function checkedHolder(h) {
   if (h.value !== null && h.value !== undefined && typeof h.value !== "string")
     throw contract(`store.holder() answered a value of type ${typeName(h.value)}; it keeps a string or null`);
   return h;
-}
-
-/**
- * Keeps the process alive until `end()`: a timer that never fires, where the host's
- * timers keep a process alive (Node, Deno, Bun). The test kit's fake timers leave it alone.
- */
-function keepAlive() {
-  const timer = hostTimers.setInterval(() => {}, 1 << 30);
-  return { end: () => hostTimers.clearInterval(timer) };
 }
 
 /**

@@ -545,7 +545,6 @@ class SideLink {
         (replies) => {
           const refused = replies.find(isErrorReply);
           if (refused === undefined) return;
-          this.answered = false;
           this.lastError = `refused the handshake (AUTH, SELECT): ${refused.error}`;
           this.drop(new LockStoreError(`locksmith: store error: redis refused the handshake (AUTH, SELECT): ${refused.error}`));
         },

@@ -13,9 +13,8 @@
 // the hold's fencing token, and dropped when the hold ends.
 import { DurableObject } from "cloudflare:workers";
 
-import { checkPermits } from "../api/checks.mjs";
+import { checkPermits, checkSeq } from "../api/checks.mjs";
 import { checkString } from "../api/errors.mjs";
-import { checkSeq } from "../api/checks.mjs";
 
 export { DurableObjectLockStore } from "./cloudflare-store.mjs";
 

@@ -43,9 +43,8 @@
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 import { MAX_LIMIT, MAX_MS, limitMessage } from "../api/defaults.mjs";
 import { checkString, connectArguments, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
-import { checkKind, checkMs, checkPermits } from "../api/checks.mjs";
+import { checkKind, checkMs, checkPermits, checkSeq } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
-import { checkSeq } from "../api/checks.mjs";
 import {
   contend,
   del,
