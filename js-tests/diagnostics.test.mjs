@@ -112,8 +112,11 @@ describe("diagnostics channels", () => {
     );
     assert.equal(ends[0].attempts, 1);
     assert.equal(ends[0].fencingToken, null);
-    // Attempts at 0, 30, 60 and 90 ms and at the 120 ms deadline: five, give or take the timers.
-    assert.ok(ends[1].attempts >= 3 && ends[1].attempts <= 6, `attempts ${ends[1].attempts}`);
+    // Attempts at 0, 30, 60 and 90 ms and at the 120 ms deadline: five at most (a refused
+    // first attempt is not sent again at once, and a pause lasts its milliseconds by the
+    // clock the wait reads, even where the runtime's timers fire early); fewer when a busy
+    // machine runs the timers late.
+    assert.ok(ends[1].attempts >= 2 && ends[1].attempts <= 5, `attempts ${ends[1].attempts}`);
     assert.ok(ends[1].waitedMs >= 100, `waitedMs ${ends[1].waitedMs}`);
     await holder.release();
   });

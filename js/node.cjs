@@ -80,11 +80,11 @@ function viaCompletions(start, number = false, background = false, clock = undef
 
 const NativeLock = addon.NativeLock.prototype;
 Object.assign(NativeLock, {
-  acquire(timeout, retryDelay) {
-    return viaCompletions((id) => this.acquireStart(completions, id, timeout, retryDelay), false, false, this[ON_TEST_CLOCK]);
+  acquire(timeout, retryDelay, afterRefusedTry) {
+    return viaCompletions((id) => this.acquireStart(completions, id, timeout, retryDelay, afterRefusedTry), false, false, this[ON_TEST_CLOCK]);
   },
-  acquireAbortable(timeout, retryDelay, abort) {
-    return viaCompletions((id) => this.acquireAbortableStart(completions, id, timeout, retryDelay, abort), false, false, this[ON_TEST_CLOCK]);
+  acquireAbortable(timeout, retryDelay, abort, afterRefusedTry) {
+    return viaCompletions((id) => this.acquireAbortableStart(completions, id, timeout, retryDelay, abort, afterRefusedTry), false, false, this[ON_TEST_CLOCK]);
   },
   release() {
     return viaCompletions((id) => this.releaseStart(completions, id), false, false, this[ON_TEST_CLOCK]);

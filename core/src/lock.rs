@@ -26,11 +26,15 @@ pub struct AcquireOptions {
     pub timeout_ms: u64,
     /// Milliseconds between attempts (a store that signals releases wakes earlier).
     pub retry_delay_ms: u64,
+    /// The caller's own attempt ([`Lock::try_acquire_now`]) was refused just before this
+    /// wait: it starts with its pause (or the store's release signal), not with a second
+    /// attempt at once, which would meet the same holder.
+    pub after_refused_try: bool,
 }
 
 impl Default for AcquireOptions {
     fn default() -> Self {
-        Self { timeout_ms: 0, retry_delay_ms: validate::DEFAULT_RETRY_DELAY_MS }
+        Self { timeout_ms: 0, retry_delay_ms: validate::DEFAULT_RETRY_DELAY_MS, after_refused_try: false }
     }
 }
 
@@ -46,6 +50,14 @@ impl AcquireOptions {
     #[must_use]
     pub const fn with_retry_delay_ms(mut self, retry_delay_ms: u64) -> Self {
         self.retry_delay_ms = retry_delay_ms;
+        self
+    }
+
+    /// Say that [`Lock::try_acquire_now`] was refused just before (see
+    /// [`after_refused_try`](Self::after_refused_try)).
+    #[must_use]
+    pub const fn with_after_refused_try(mut self, refused: bool) -> Self {
+        self.after_refused_try = refused;
         self
     }
 }
@@ -669,10 +681,13 @@ impl Lock {
         // Behind this process's waiters on the key, a lock that may wait queues first
         // (see `LockStore::has_local_waiters`); it still tries at each retry and at its
         // deadline.
+        // A wait right after a refused `try_acquire_now` queues first too: its attempt
+        // was that one.
         let mut queue_first = options.timeout_ms > 0
-            && self.kind == HoldKind::Exclusive
-            && self.keys.is_empty()
-            && self.store.has_local_waiters(&self.key);
+            && (options.after_refused_try
+                || (self.kind == HoldKind::Exclusive
+                    && self.keys.is_empty()
+                    && self.store.has_local_waiters(&self.key)));
         // The release signal lives until it fires, across the retries a timer starts, so
         // a waiter keeps its place among the store's listeners (a release wakes the
         // longest waiting) and no release between two attempts is missed.

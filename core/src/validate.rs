@@ -167,8 +167,15 @@ pub mod js {
     }
 
     /// `acquire()`'s `timeout` and `retryDelay`; `None` takes the default.
-    pub fn acquire_options(timeout: Option<f64>, retry_delay: Option<f64>) -> Result<crate::AcquireOptions> {
-        let mut options = crate::AcquireOptions::default();
+    /// `after_refused_try`: the caller's `tryAcquireNow()` was refused just before (see
+    /// [`crate::AcquireOptions::after_refused_try`]).
+    pub fn acquire_options(
+        timeout: Option<f64>,
+        retry_delay: Option<f64>,
+        after_refused_try: Option<bool>,
+    ) -> Result<crate::AcquireOptions> {
+        let mut options =
+            crate::AcquireOptions::default().with_after_refused_try(after_refused_try == Some(true));
         if let Some(timeout) = timeout {
             options.timeout_ms = timeout_ms(timeout)?;
         }

@@ -75,7 +75,7 @@ fn bad_input_table() {
         ("retry delay above the maximum", None, Some(1e10)),
     ];
     for (what, timeout, retry) in &options {
-        let err = js::acquire_options(*timeout, *retry).unwrap_err();
+        let err = js::acquire_options(*timeout, *retry, None).unwrap_err();
         assert_eq!(err.code(), "INVALID_ARGUMENT", "{what}");
         assert!(err.to_string().starts_with("locksmith: "), "{what}: {err}");
     }

@@ -145,9 +145,12 @@ fn invalid_arguments_are_refused() {
     for (timeout, retry) in
         [(Some(-1.0), None), (Some(f64::NAN), None), (None, Some(0.0)), (None, Some(-3.0))]
     {
-        assert_eq!(validate::js::acquire_options(timeout, retry).unwrap_err().code(), "INVALID_ARGUMENT");
+        assert_eq!(
+            validate::js::acquire_options(timeout, retry, None).unwrap_err().code(),
+            "INVALID_ARGUMENT"
+        );
     }
-    assert_eq!(validate::js::acquire_options(None, None).unwrap(), wait(0, 50));
+    assert_eq!(validate::js::acquire_options(None, None, None).unwrap(), wait(0, 50));
 }
 
 /// Takes the key in the inner store, then reports a failure: the answer was lost.

@@ -528,9 +528,10 @@ export function defineLock(binding, { backendOf, getLockStore }) {
         const closing = timeout > 0 ? this.#record : undefined;
         let taken;
         if (now === true || (now === false && !(timeout > 0))) taken = now;
-        else if (signal === undefined && closing === undefined) taken = await native.acquire(timeout, retryDelay);
+        // After a refused attempt here, the wait starts with its pause (no second attempt at once).
+        else if (signal === undefined && closing === undefined) taken = await native.acquire(timeout, retryDelay, now === false);
         else {
-          taken = await this.#acquireAbortable(native, timeout, retryDelay, signal, closing);
+          taken = await this.#acquireAbortable(native, timeout, retryDelay, signal, closing, now === false);
           if (taken === ABORTED || taken === ABORTED_IN_FLIGHT) return taken;
         }
         // A grant that raced the abort (the signal fired before its answer arrived) is given back.
@@ -563,7 +564,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
      * A wait joins the record's `waits`, which one listener of its signal ends, rather
      * than listening itself (eleven listeners on one signal make Node warn of a leak).
      */
-    async #acquireAbortable(native, timeout, retryDelay, signal, closing) {
+    async #acquireAbortable(native, timeout, retryDelay, signal, closing, afterRefusedTry) {
       const token = new binding.AbortToken();
       const onAbort = () => {
         token.abort();
@@ -573,7 +574,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       closing?.waits.add(onAbort);
       if (closing?.signal.aborted) onAbort();
       try {
-        return await native.acquireAbortable(timeout, retryDelay, token);
+        return await native.acquireAbortable(timeout, retryDelay, token, afterRefusedTry);
       } catch (err) {
         const error = toLockError(err, this.#key);
         if (error.code === "ABORTED") {

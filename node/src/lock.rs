@@ -258,7 +258,7 @@ impl NativeLock {
         timeout: Option<f64>,
         retry_delay: Option<f64>,
     ) -> napi::Result<Option<bool>> {
-        js::acquire_options(timeout, retry_delay).napi()?;
+        js::acquire_options(timeout, retry_delay, None).napi()?;
         self.inner.try_acquire_now().transpose().napi()
     }
 
@@ -302,8 +302,9 @@ impl NativeLock {
         id: u32,
         timeout: Option<f64>,
         retry_delay: Option<f64>,
+        after_refused_try: Option<bool>,
     ) -> napi::Result<u32> {
-        let options = js::acquire_options(timeout, retry_delay).napi()?;
+        let options = js::acquire_options(timeout, retry_delay, after_refused_try).napi()?;
         let lock = self.inner.clone();
         Ok(self.runner.start(done, id, async move { lock.acquire(options).await.map(Outcome::Flag) }))
     }
@@ -317,8 +318,9 @@ impl NativeLock {
         timeout: Option<f64>,
         retry_delay: Option<f64>,
         abort: &AbortToken,
+        after_refused_try: Option<bool>,
     ) -> napi::Result<u32> {
-        let options = js::acquire_options(timeout, retry_delay).napi()?;
+        let options = js::acquire_options(timeout, retry_delay, after_refused_try).napi()?;
         let lock = self.inner.clone();
         let abort = abort.inner.clone();
         Ok(self

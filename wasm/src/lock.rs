@@ -166,7 +166,7 @@ impl WasmLock {
         timeout: Option<f64>,
         retry_delay: Option<f64>,
     ) -> Result<JsValue, JsValue> {
-        js::acquire_options(timeout, retry_delay).js()?;
+        js::acquire_options(timeout, retry_delay, None).js()?;
         self.inner.try_acquire_now().transpose().js().map(or_null)
     }
 
@@ -184,10 +184,15 @@ impl WasmLock {
         }
     }
 
-    pub fn acquire(&self, timeout: Option<f64>, retry_delay: Option<f64>) -> Promise {
+    pub fn acquire(
+        &self,
+        timeout: Option<f64>,
+        retry_delay: Option<f64>,
+        after_refused_try: Option<bool>,
+    ) -> Promise {
         let lock = self.inner.clone();
         promise(Box::pin(async move {
-            let options = js::acquire_options(timeout, retry_delay).js()?;
+            let options = js::acquire_options(timeout, retry_delay, after_refused_try).js()?;
             lock.acquire(options).await.js().map(bool_value)
         }))
     }
@@ -199,11 +204,12 @@ impl WasmLock {
         timeout: Option<f64>,
         retry_delay: Option<f64>,
         abort: &AbortToken,
+        after_refused_try: Option<bool>,
     ) -> Promise {
         let lock = self.inner.clone();
         let abort = abort.inner.clone();
         promise(Box::pin(async move {
-            let options = js::acquire_options(timeout, retry_delay).js()?;
+            let options = js::acquire_options(timeout, retry_delay, after_refused_try).js()?;
             lock.acquire_abortable(options, &abort).await.js().map(bool_value)
         }))
     }

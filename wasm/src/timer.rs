@@ -36,50 +36,63 @@ impl Clock for JsTimer {
     }
 }
 
-/// A `setTimeout` as a future. Dropping it before it fires clears the timer, so a
-/// sleep that lost a race (a store call that answered before its timeout, a waiter
-/// woken by a release) leaves no timer behind to keep the event loop alive.
+/// A `setTimeout` as a future, ready once `performance.now()` has moved on by its
+/// milliseconds: a runtime may fire a timer early by that clock (Node's timers count
+/// from the event loop's cached time, which lags while a turn runs), and a wait that
+/// wakes early spends its remaining milliseconds on extra attempts, so an early timer
+/// is armed again for the rest. Dropping it before it fires clears the timer, so a sleep
+/// that lost a race (a store call that answered before its timeout, a waiter woken by
+/// a release) leaves no timer behind to keep the event loop alive.
 struct Sleep {
-    fired: JsFuture,
-    handle: Option<JsValue>,
+    /// The timer armed last, and its handle; none before the first poll.
+    armed: Option<(JsFuture, JsValue)>,
+    until: f64,
+    unref: bool,
 }
 
 impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        match Pin::new(&mut self.fired).poll(cx) {
-            Poll::Ready(_) => {
-                self.handle = None;
-                Poll::Ready(())
+        loop {
+            if let Some((fired, _)) = self.armed.as_mut() {
+                if Pin::new(fired).poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.armed = None;
             }
-            Poll::Pending => Poll::Pending,
+            let left = self.until - performance_now();
+            if left <= 0.0 {
+                return Poll::Ready(());
+            }
+            // A `setTimeout` for the rest; `unref`'d where the runtime has that (Node), so
+            // that background work does not keep the process up. Elsewhere it is a number.
+            let mut handle = JsValue::UNDEFINED;
+            let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+                handle = set_timeout(&resolve, left.ceil());
+            });
+            if self.unref {
+                if let Ok(unref) = js_sys::Reflect::get(&handle, &JsValue::from_str("unref")) {
+                    if let Some(unref) = unref.dyn_ref::<js_sys::Function>() {
+                        let _ = unref.call0(&handle);
+                    }
+                }
+            }
+            self.armed = Some((JsFuture::from(promise), handle));
         }
     }
 }
 
 impl Sleep {
-    /// A `setTimeout` of `ms`; `unref`'d where the runtime has that (Node), so that
-    /// background work does not keep the process up. Elsewhere the handle is a number.
+    /// A sleep of `ms` from now; its timer is set at the first poll.
     fn start(ms: u64, unref: bool) -> Self {
-        let mut handle = JsValue::UNDEFINED;
-        let promise = js_sys::Promise::new(&mut |resolve, _reject| {
-            handle = set_timeout(&resolve, ms as f64);
-        });
-        if unref {
-            if let Ok(unref) = js_sys::Reflect::get(&handle, &JsValue::from_str("unref")) {
-                if let Some(unref) = unref.dyn_ref::<js_sys::Function>() {
-                    let _ = unref.call0(&handle);
-                }
-            }
-        }
-        Self { fired: JsFuture::from(promise), handle: Some(handle) }
+        Self { armed: None, until: performance_now() + ms as f64, unref }
     }
 }
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(handle) = self.handle.take() {
+        if let Some((_, handle)) = self.armed.take() {
             clear_timeout(&handle);
         }
     }
