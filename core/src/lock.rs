@@ -235,6 +235,8 @@ pub struct Lock {
     /// A lock on several keys: each key's fencing token in the current hold, and the
     /// index of the key its latest refused attempt found held (what its wait listens on).
     pub(crate) all: Mutex<(Vec<Option<u64>>, Option<usize>)>,
+    /// A fair handle ([`Lock::set_fair`]): its waits take places in the key's queue.
+    pub(crate) fair: bool,
 }
 
 /// The default drift allowance for a TTL: 1 % of it + 2 ms, and always less than it.
@@ -273,6 +275,39 @@ impl Lock {
         }
         self.key.insert_str(0, validate::ELECTION_KEY_PREFIX);
         Ok(())
+    }
+
+    /// Makes this handle fair: its acquires are granted in the order the store queued
+    /// them, first come first served across processes, and a semaphore's later, smaller
+    /// request never overtakes an earlier, larger one. A waiting acquire keeps its place
+    /// in the key's queue with each attempt (a place lasts the TTL, so a waiter that
+    /// stops asking loses it; the pause between attempts is at most a third of the TTL),
+    /// and gives it up when it ends. Fairness belongs to the key: a handle that differs
+    /// from the key's holders or waiters is refused with `INVALID_ARGUMENT`. For locks
+    /// and semaphores on one key; read-write locks are phase-fair already.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a read-write lock or a lock on several keys.
+    pub fn set_fair(&mut self) -> Result<()> {
+        if !self.keys.is_empty() {
+            return Err(LockError::InvalidArgument(
+                "a lock on several keys cannot be fair: queues over several keys can deadlock or starve"
+                    .into(),
+            ));
+        }
+        if !matches!(self.kind, HoldKind::Exclusive | HoldKind::Permit { .. }) {
+            return Err(LockError::InvalidArgument(
+                "`fair` is for locks and semaphores: read-write locks are phase-fair already".into(),
+            ));
+        }
+        self.fair = true;
+        Ok(())
+    }
+
+    /// Whether this handle is fair ([`Lock::set_fair`]).
+    #[must_use]
+    pub const fn is_fair(&self) -> bool {
+        self.fair
     }
 
     /// A handle of `kind` on `key`: a semaphore permit (`limit` at least 1), a read or a
@@ -406,6 +441,7 @@ impl Lock {
             permits: std::sync::atomic::AtomicU32::new(1),
             keys: Vec::new(),
             all: Mutex::new((Vec::new(), None)),
+            fair: false,
         }
     }
 
@@ -541,7 +577,9 @@ impl Lock {
             return self.store.release_signal(self.keys.get(held)?);
         }
         match self.kind {
-            HoldKind::Exclusive => self.store.release_signal(&self.key),
+            // A fair waiter listens even while the key is free: someone before it may
+            // be about to take it (`release_signal` would answer at once, every time).
+            HoldKind::Exclusive if !self.fair => self.store.release_signal(&self.key),
             kind => self.store.permit_release_signal(&self.key, kind),
         }
     }
@@ -692,7 +730,13 @@ impl Lock {
         // a waiter keeps its place among the store's listeners (a release wakes the
         // longest waiting) and no release between two attempts is missed.
         let mut signal: Option<BoxFuture<'static, ()>> = None;
-        let mut backoff = options.retry_delay_ms;
+        // A fair waiter asks at least three times per TTL, which its place lasts.
+        let retry_delay_ms = if self.fair {
+            options.retry_delay_ms.min((self.ttl_ms / 3).max(1))
+        } else {
+            options.retry_delay_ms
+        };
+        let mut backoff = retry_delay_ms;
         // Whether the latest wake-up was a release signal's (a store wakes few waiters).
         let mut woken = false;
         loop {
@@ -709,7 +753,7 @@ impl Lock {
                 match self.last_hold(true, &mut outage).await? {
                     Some(held) if held => return Ok(false),
                     Some(_) => checked = true,
-                    None => backoff = outage_backoff(backoff, options.retry_delay_ms),
+                    None => backoff = outage_backoff(backoff, retry_delay_ms),
                 }
             }
             // A lock on several keys listens once an attempt has said which key is held.
@@ -718,14 +762,15 @@ impl Lock {
             }
             let queued = std::mem::take(&mut queue_first);
             if !queued && checked {
-                let Some(answer) = self.attempt(owner, permits, abort).await else {
+                let Some(answer) = self.attempt(owner, permits, options.timeout_ms > 0, abort).await else {
                     return Err(self.aborted(owner, true));
                 };
                 match answer {
                     Ok(true) => return Ok(true),
                     Ok(false) => {
+                        self.check_fairness()?;
                         outage = None;
-                        backoff = options.retry_delay_ms;
+                        backoff = retry_delay_ms;
                         if !self.keys.is_empty() && options.timeout_ms > 0 {
                             // Listens on the key found held: registered after the attempt,
                             // so a release in between costs at most the retry delay.
@@ -734,7 +779,7 @@ impl Lock {
                     }
                     Err(err) if options.timeout_ms > 0 && err.code() == "STORE_UNAVAILABLE" => {
                         if outage.is_some() {
-                            backoff = outage_backoff(backoff, options.retry_delay_ms);
+                            backoff = outage_backoff(backoff, retry_delay_ms);
                         }
                         outage = Some(err);
                         owner = OwnerToken::generate()?;
@@ -781,13 +826,33 @@ impl Lock {
     /// reader's place in the next readers' turn: before answering, unless the store is
     /// `out_of_reach` (then in the background).
     async fn give_up_place(&self, owner: OwnerToken, out_of_reach: bool) {
-        if matches!(self.kind, HoldKind::Write | HoldKind::Read) {
+        if self.keeps_a_place() {
             if out_of_reach {
                 self.abandon_attempt(owner, self.hold().generation);
             } else {
                 let _ = self.store_release(owner).await;
             }
         }
+    }
+
+    /// Whether a refused attempt leaves something in the store until it is given up: a
+    /// fair waiter's place, a writer's claim, a reader's place in the next readers' turn.
+    fn keeps_a_place(&self) -> bool {
+        self.fair || matches!(self.kind, HoldKind::Write | HoldKind::Read)
+    }
+
+    /// After an attempt of a handle that is not fair was refused: an error if the key is
+    /// fair (fair waiters queue for it or a fair handle holds it), which such a handle
+    /// would otherwise wait on for as long as fair waiters keep coming.
+    fn check_fairness(&self) -> Result<()> {
+        if self.fair || !self.keys.is_empty() || !self.store.fair_key(&self.key, self.kind) {
+            return Ok(());
+        }
+        Err(LockError::InvalidArgument(format!(
+            "{} {} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on `fair`",
+            self.kind.name(),
+            validate::quote(&self.key)
+        )))
     }
 
     /// Whether this handle's last hold is still in place (`Some`), or `None` with `outage`
@@ -808,7 +873,7 @@ impl Lock {
     /// the background, as a cancelled attempt's grant is). `in_flight`: an attempt was
     /// on its way, and is cleaned up once it settles; until then a hold may remain.
     fn aborted(&self, owner: OwnerToken, in_flight: bool) -> LockError {
-        if !in_flight && matches!(self.kind, HoldKind::Write | HoldKind::Read) {
+        if !in_flight && self.keeps_a_place() {
             self.abandon_attempt(owner, self.hold().generation);
         }
         LockError::Aborted { key: self.key.clone(), hold_may_remain: in_flight }
@@ -831,6 +896,7 @@ impl Lock {
         &self,
         owner: OwnerToken,
         permits: u32,
+        waits: bool,
         abort: Option<&crate::Abort>,
     ) -> Option<Result<bool>> {
         self.count_attempt();
@@ -838,7 +904,7 @@ impl Lock {
         // Armed until the store's answer is in hand: if this future is dropped while
         // the store may have granted the key, the guard frees it.
         let in_flight = InFlightAttempt { lock: self, owner, generation: self.hold().generation };
-        let mut call = self.acquire_call(owner, permits);
+        let mut call = self.acquire_call(owner, permits, waits);
         let aborted = async {
             match abort {
                 Some(abort) => abort.aborted().await,
@@ -859,13 +925,25 @@ impl Lock {
 
     /// One acquire call for `owner` that owns what it needs, so that an abort can leave
     /// it to finish in the background (see [`clean_up_after`](Self::clean_up_after)).
-    fn acquire_call(&self, owner: OwnerToken, permits: u32) -> BoxFuture<'static, Result<AcquireAnswer>> {
-        let (store, key, keys, ttl_ms, kind) =
-            (self.store.clone(), self.key.clone(), self.keys.clone(), self.ttl_ms, self.kind);
+    /// `waits`: the acquire waits (a fair attempt then keeps its place in the queue).
+    fn acquire_call(
+        &self,
+        owner: OwnerToken,
+        permits: u32,
+        waits: bool,
+    ) -> BoxFuture<'static, Result<AcquireAnswer>> {
+        let (store, key, keys, ttl_ms, kind, fair) =
+            (self.store.clone(), self.key.clone(), self.keys.clone(), self.ttl_ms, self.kind, self.fair);
         Box::pin(async move {
             let owner = owner.as_str();
             if !keys.is_empty() {
                 return crate::all::acquire(&*store, &keys, owner, ttl_ms).await.map(AcquireAnswer::All);
+            }
+            if fair {
+                return store
+                    .acquire_fair(&key, owner, ttl_ms, kind, permits, waits)
+                    .await
+                    .map(AcquireAnswer::One);
             }
             match kind {
                 HoldKind::Exclusive => store.acquire_with_grant(&key, owner, ttl_ms).await,
@@ -1004,6 +1082,9 @@ impl Lock {
     /// One attempt without a promise or a thread hop, for stores that are synchronous.
     /// `None` when the store is not (then call [`acquire`](Self::acquire)).
     pub fn try_acquire_now(&self) -> Option<Result<bool>> {
+        if self.fair {
+            return None;
+        }
         let store = self.sync_store()?;
         if let Some(owner) = self.hold().owner {
             if store.is_held_by_now(&self.key, owner.as_str()) {
@@ -1022,7 +1103,10 @@ impl Lock {
                 self.record_grant(owner, grant, u64::MAX);
                 true
             }
-            None => false,
+            None => match self.check_fairness() {
+                Ok(()) => false,
+                Err(err) => return Some(Err(err)),
+            },
         }))
     }
 

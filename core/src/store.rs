@@ -222,6 +222,37 @@ pub trait LockStore: MaybeSendSync {
         Err(no_permits())
     }
 
+    /// A fair handle's attempt on `key` (`kind`: a plain lock, or a semaphore with
+    /// `permits`): `owner` takes its place at the end of the key's queue, or renews it
+    /// (a place lasts `ttl_ms` from its latest attempt), and is granted the key when it
+    /// is first in the queue and the key has room; granted, it leaves the queue. One that
+    /// does not `wait` keeps no place. `release`/`release_permit` of an owner that holds
+    /// nothing gives up its place. A key held by handles that are not fair answers
+    /// `INVALID_ARGUMENT`, and such handles are refused while the key is fair (see
+    /// [`fair_key`](LockStore::fair_key)).
+    ///
+    /// The default, for stores without fair queues: `UNSUPPORTED`.
+    async fn acquire_fair(
+        &self,
+        _key: &str,
+        _owner: &str,
+        _ttl_ms: u64,
+        _kind: HoldKind,
+        _permits: u32,
+        _waits: bool,
+    ) -> Result<Option<Grant>> {
+        Err(crate::error::LockError::Unsupported(
+            "this store has no fair locks or semaphores (`fair: true`)".into(),
+        ))
+    }
+
+    /// Whether `key` (of `kind`) is fair now: fair handles hold it or queue for it. A
+    /// handle that is not fair asks after a refused attempt, to be told why it cannot
+    /// get in. The default, for stores without fair queues: `false`.
+    fn fair_key(&self, _key: &str, _kind: HoldKind) -> bool {
+        false
+    }
+
     /// [`acquire_permit`](LockStore::acquire_permit) of `permits` of a semaphore's
     /// permits at once: the holder counts `permits` toward the limit, and
     /// [`permit_count`](LockStore::permit_count) sums what the holders have. `permits` is
@@ -264,7 +295,9 @@ pub trait LockStore: MaybeSendSync {
         Err(no_permits())
     }
 
-    /// [`release_signal`](LockStore::release_signal) for the holds of `key`.
+    /// [`release_signal`](LockStore::release_signal) for the holds of `key` of `kind`;
+    /// `Exclusive` for a fair lock's waiters: the next release or change in its queue,
+    /// not ready at once while the key is free.
     fn permit_release_signal(&self, _key: &str, _kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
         None
     }

@@ -184,7 +184,8 @@ impl State {
                 let key: Box<str> = r.str()?.into();
                 let owner = Owner::new(r.str()?);
                 let expires_at = r.u64()?;
-                entries.insert(key, Entry { owner, expires_at, token: r.u64()?, proclaimed: None });
+                entries
+                    .insert(key, Entry { owner, expires_at, token: r.u64()?, proclaimed: None, fair: false });
             }
             let mut maps = [Map::default(), Map::default()];
             for map in &mut maps {
@@ -202,7 +203,17 @@ impl State {
                     let writer_waiting = r.waiting()?.into_iter().next();
                     let readers_waiting = r.waiting()?;
                     let reader_turn = r.waiting()?;
-                    map.insert(key, Holds { holders, limit, writer_waiting, readers_waiting, reader_turn });
+                    map.insert(
+                        key,
+                        Holds {
+                            holders,
+                            limit,
+                            writer_waiting,
+                            readers_waiting,
+                            reader_turn,
+                            ..Holds::default()
+                        },
+                    );
                 }
             }
             if !r.0.is_empty() {

@@ -1,6 +1,7 @@
 //! The holders of one semaphore or read-write lock, and who waits for a read-write lock:
 //! weighted permits, and phase-fair turns of readers and writers.
 
+use super::fair::Queue;
 use super::state::Owner;
 use crate::store::HoldKind;
 
@@ -20,6 +21,10 @@ pub(super) struct Holds {
     /// They enter past a writer's claim, and no writer enters before they did (or gave
     /// up, or their turn ran out).
     pub(super) reader_turn: Vec<(Owner, u64)>,
+    /// A fair semaphore's queue (see [`Holds::fair`]).
+    pub(super) queue: Queue,
+    /// Whether the holders were admitted fairly.
+    pub(super) fair: bool,
 }
 
 pub(super) struct Holder {
@@ -43,6 +48,7 @@ impl Holds {
         }
         self.readers_waiting.retain(|(_, until)| *until > now);
         self.reader_turn.retain(|(_, until)| *until > now);
+        self.queue.prune(now);
         if writer_ended {
             self.readers_take_their_turn();
         }
@@ -65,6 +71,12 @@ impl Holds {
             && self.writer_waiting.is_none()
             && self.readers_waiting.is_empty()
             && self.reader_turn.is_empty()
+            && self.queue.is_empty()
+    }
+
+    /// Whether the key is fair now: fair waiters queue for it, or fair handles hold it.
+    pub(super) fn fair(&self) -> bool {
+        !self.queue.is_empty() || (self.fair && !self.holders.is_empty())
     }
 
     pub(super) fn position(&self, owner: &str) -> Option<usize> {

@@ -13,6 +13,7 @@ use crate::store::{AllGrant, BoxFuture, Clock, Grant, HoldKind, LockStore, SyncL
 mod answer;
 #[cfg(not(target_arch = "wasm32"))]
 mod codec;
+mod fair;
 mod holds;
 mod state;
 mod waiters;
@@ -78,6 +79,7 @@ impl MemoryStore {
         state.entries.clear();
         state.semaphores.clear();
         state.rwlocks.clear();
+        state.fair.clear();
         state.len_after_sweep = 0;
         state.waiters.wake_every_key(1);
     }
@@ -232,6 +234,32 @@ impl LockStore for MemoryStore {
     async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
         let now = self.clock.now_ms();
         Ok(self.state().permit_remaining_time(key, owner, kind, now))
+    }
+
+    async fn acquire_fair(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        waits: bool,
+    ) -> Result<Option<Grant>> {
+        let now = self.clock.now_ms();
+        match kind {
+            HoldKind::Exclusive => self.state().acquire_fair(key, owner, ttl_ms, waits, now),
+            kind @ HoldKind::Permit { .. } => {
+                self.state().acquire_permits_fair(key, owner, ttl_ms, kind, permits, waits, now)
+            }
+            _ => Err(crate::error::LockError::InvalidArgument(
+                "`fair` is for locks and semaphores: read-write locks are phase-fair already".into(),
+            )),
+        }
+    }
+
+    fn fair_key(&self, key: &str, kind: HoldKind) -> bool {
+        let now = self.clock.now_ms();
+        self.state().fair_key(key, kind, now)
     }
 
     fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {

@@ -7,6 +7,7 @@
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 
+use super::fair::Queue;
 use super::holds::Holds;
 use super::waiters::Waiters;
 use crate::error::Result;
@@ -63,6 +64,8 @@ pub(crate) struct State {
     /// Semaphores and read-write locks, apart from the plain locks and from each other.
     pub(super) semaphores: Map<Holds>,
     pub(super) rwlocks: Map<Holds>,
+    /// The queues of fair plain locks (the semaphores' are in their `Holds`).
+    pub(super) fair: Map<Queue>,
     pub(super) waiters: Waiters,
     pub(super) last_fencing_token: u64,
     pub(super) last_sweep_ms: u64,
@@ -108,6 +111,8 @@ pub(super) struct Entry {
     /// What the holder proclaimed (an election's value): it goes with the hold, so a
     /// new holder starts without one.
     pub(super) proclaimed: Option<Box<Proclaimed>>,
+    /// Taken by a fair handle: the key refuses other handles while it is held.
+    pub(super) fair: bool,
 }
 
 /// A value kept with a hold, with the sequence number its `proclaim` carried.
@@ -145,6 +150,7 @@ impl State {
             entries: Map::default(),
             semaphores: Map::default(),
             rwlocks: Map::default(),
+            fair: Map::default(),
             waiters: Waiters::default(),
             last_fencing_token: 0,
             last_sweep_ms: 0,
@@ -154,7 +160,7 @@ impl State {
 
     /// Everything the store keeps per key.
     pub(super) fn len(&self) -> usize {
-        self.entries.len() + self.semaphores.len() + self.rwlocks.len() + self.waiters.len()
+        self.entries.len() + self.semaphores.len() + self.rwlocks.len() + self.fair.len() + self.waiters.len()
     }
 
     pub(super) fn holds_of(&mut self, kind: HoldKind) -> &mut Map<Holds> {
@@ -194,6 +200,10 @@ impl State {
                 !holds.is_empty()
             });
         }
+        self.fair.retain(|_, queue| {
+            queue.prune(now);
+            !queue.is_empty()
+        });
         self.waiters.forget_unheard();
         // Give memory back after a burst of keys has expired.
         if self.entries.capacity() > 1024 && self.entries.capacity() > 4 * self.entries.len() {
@@ -217,6 +227,22 @@ impl State {
         self.entries.get(key).filter(|e| e.live(now))
     }
 
+    /// Whether fair waiters queue for the plain lock `key` (their expired places dropped).
+    fn fair_queued(&mut self, key: &str, now: u64) -> bool {
+        if self.fair.is_empty() {
+            return false;
+        }
+        let Some(queue) = self.fair.get_mut(key) else {
+            return false;
+        };
+        queue.prune(now);
+        if queue.is_empty() {
+            self.fair.remove(key);
+            return false;
+        }
+        true
+    }
+
     fn next_fencing_token(&mut self) -> u64 {
         self.last_fencing_token += 1;
         self.last_fencing_token
@@ -228,6 +254,10 @@ impl State {
 impl State {
     pub(crate) fn acquire(&mut self, key: &str, owner: &str, ttl_ms: u64, now: u64) -> Option<Grant> {
         let expires_at = now.saturating_add(ttl_ms);
+        // A free key that fair waiters queue for is theirs first (the lock sees why).
+        if self.fair_queued(key, now) && self.live_entry(key, now).is_none() {
+            return None;
+        }
         let token = match self.entries.get_mut(key) {
             Some(entry) if entry.live(now) => return None,
             Some(_) => {
@@ -237,6 +267,7 @@ impl State {
                 entry.expires_at = expires_at;
                 entry.token = token;
                 entry.proclaimed = None;
+                entry.fair = false;
                 token
             }
             None => {
@@ -244,7 +275,7 @@ impl State {
                 let token = self.next_fencing_token();
                 self.entries.insert(
                     key.into(),
-                    Entry { owner: Owner::new(owner), expires_at, token, proclaimed: None },
+                    Entry { owner: Owner::new(owner), expires_at, token, proclaimed: None, fair: false },
                 );
                 token
             }
@@ -257,15 +288,102 @@ impl State {
         // when someone else holds the key.
         match self.entries.remove_entry(key) {
             Some((_, entry)) if entry.held_by(owner, now) => {
-                self.wake_one_waiter(key);
+                if entry.fair {
+                    // Each fair waiter checks whether it is first.
+                    self.waiters.wake(key, None, usize::MAX);
+                } else {
+                    self.wake_one_waiter(key);
+                }
                 true
             }
-            Some((key, entry)) => {
-                self.entries.insert(key, entry);
+            Some((held, entry)) => {
+                self.entries.insert(held, entry);
+                self.leave_fair_queue(key, owner);
                 false
             }
-            None => false,
+            None => {
+                self.leave_fair_queue(key, owner);
+                false
+            }
         }
+    }
+
+    /// `owner` gives up its place in the fair queue of `key`, if it has one; the waiters
+    /// behind it check whether they are first now.
+    fn leave_fair_queue(&mut self, key: &str, owner: &str) {
+        if self.fair.is_empty() {
+            return;
+        }
+        let Some(queue) = self.fair.get_mut(key) else {
+            return;
+        };
+        if queue.leave(owner) {
+            if queue.is_empty() {
+                self.fair.remove(key);
+            }
+            self.waiters.wake(key, None, usize::MAX);
+        }
+    }
+
+    /// Whether `key` is fair now: held by a fair handle, or queued for by fair waiters.
+    /// A handle that is not fair is refused on such a key (see `LockStore::fair_key`).
+    pub(crate) fn fair_key(&mut self, key: &str, kind: HoldKind, now: u64) -> bool {
+        if kind != HoldKind::Exclusive {
+            return self.holds_of(kind).get_mut(key).is_some_and(|holds| {
+                holds.prune(now);
+                holds.fair()
+            });
+        }
+        self.live_entry(key, now).is_some_and(|e| e.fair) || self.fair_queued(key, now)
+    }
+
+    /// A fair attempt on the plain lock `key`: `owner` takes (or renews, until its TTL
+    /// from now) its place in the key's queue, and is granted the key when it is first
+    /// and the key is free. One that does not `wait` keeps no place. A key held by a
+    /// handle that is not fair refuses it.
+    pub(crate) fn acquire_fair(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        waits: bool,
+        now: u64,
+    ) -> Result<Option<Grant>> {
+        let until = now.saturating_add(ttl_ms);
+        if let Some(entry) = self.live_entry(key, now) {
+            if !entry.fair {
+                return Err(unfair_holder(key, HoldKind::Exclusive));
+            }
+            if entry.owner.is(owner) {
+                return Ok(None);
+            }
+        }
+        let free = self.live_entry(key, now).is_none();
+        let queue = self.fair.entry(key.into()).or_default();
+        queue.prune(now);
+        let first = queue.stand(owner, until, 1, waits);
+        if !(first && free) {
+            if !waits {
+                queue.leave(owner);
+            }
+            if queue.is_empty() {
+                self.fair.remove(key);
+            }
+            return Ok(None);
+        }
+        queue.leave(owner);
+        if queue.is_empty() {
+            self.fair.remove(key);
+        }
+        let token = self.next_fencing_token();
+        if !self.entries.contains_key(key) {
+            self.sweep_in_passing(now);
+        }
+        self.entries.insert(
+            key.into(),
+            Entry { owner: Owner::new(owner), expires_at: until, token, proclaimed: None, fair: true },
+        );
+        Ok(Some(Grant::with_fencing_token(token)))
     }
 
     pub(crate) fn extend(&mut self, key: &str, owner: &str, ttl_ms: u64, now: u64) -> bool {
@@ -348,6 +466,38 @@ impl State {
         permits: u32,
         now: u64,
     ) -> Result<Option<Grant>> {
+        self.acquire_permits_as(key, owner, ttl_ms, kind, permits, None, now)
+    }
+
+    /// [`acquire_permits`](Self::acquire_permits) by a fair handle: as
+    /// [`acquire_fair`](Self::acquire_fair) for a semaphore. Only the first in the queue
+    /// is admitted, so a later, smaller request never overtakes an earlier, larger one.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn acquire_permits_fair(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        waits: bool,
+        now: u64,
+    ) -> Result<Option<Grant>> {
+        self.acquire_permits_as(key, owner, ttl_ms, kind, permits, Some(waits), now)
+    }
+
+    /// `fair`: `None` for a handle that is not fair, else whether the fair one waits.
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_permits_as(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        fair: Option<bool>,
+        now: u64,
+    ) -> Result<Option<Grant>> {
         crate::validate::kind(kind)?;
         let permits = crate::validate::permits(kind, permits)?;
         if !self.holds_of(kind).contains_key(key) {
@@ -369,8 +519,30 @@ impl State {
                 _ => holds.limit = Some(limit),
             }
         }
-        if !holds.admit(owner, now.saturating_add(ttl_ms), kind, permits) {
+        let until = now.saturating_add(ttl_ms);
+        match fair {
+            // The key's fair waiters and holders refuse it (the lock sees why).
+            None if holds.fair() => return Ok(None),
+            None => {}
+            Some(_) if !holds.holders.is_empty() && !holds.fair => return Err(unfair_holder(key, kind)),
+            Some(waits) => {
+                if !holds.queue.stand(owner, until, permits, waits) {
+                    return Ok(None);
+                }
+                if !waits {
+                    // Not kept, whatever the answer: it asks once.
+                    holds.queue.leave(owner);
+                }
+            }
+        }
+        if !holds.admit(owner, until, kind, permits) {
             return Ok(None);
+        }
+        holds.fair = fair.is_some();
+        if fair.is_some() {
+            holds.queue.leave(owner);
+            // The next in the queue may fit beside it.
+            self.wake_permit_waiters(key, kind);
         }
         let token = self.next_fencing_token();
         // Admitted holders go last.
@@ -390,6 +562,7 @@ impl State {
             holds.writer_waiting = None;
         }
         holds.forget_reader(owner);
+        holds.queue.leave(owner);
         let gone = holds.position(owner).map(|i| holds.holders.swap_remove(i));
         if gone.as_ref().is_some_and(|h| h.writer) {
             holds.readers_take_their_turn();
@@ -445,4 +618,13 @@ impl State {
     pub(crate) fn permit_release_signal(&mut self, key: &str, kind: HoldKind) -> BoxFuture<'static, ()> {
         self.waiters.listen(key, Some(kind))
     }
+}
+
+/// A fair handle's attempt on a key held by a handle that is not fair.
+fn unfair_holder(key: &str, kind: HoldKind) -> crate::error::LockError {
+    crate::error::LockError::InvalidArgument(format!(
+        "{} {} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on `fair`",
+        kind.name(),
+        crate::validate::quote(key)
+    ))
 }

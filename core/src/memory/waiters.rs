@@ -34,7 +34,8 @@ impl Waiters {
     /// (keys never hold control characters).
     fn name(key: &str, kind: Option<HoldKind>) -> std::borrow::Cow<'_, str> {
         match kind {
-            None => key.into(),
+            // A fair lock's waiters listen with the plain lock's (`Some(Exclusive)`).
+            None | Some(HoldKind::Exclusive) => key.into(),
             Some(HoldKind::Permit { .. }) => format!("\u{1}semaphore\u{1}{key}").into(),
             Some(_) => format!("\u{1}rwlock\u{1}{key}").into(),
         }

@@ -1,0 +1,209 @@
+//! Fair locks and semaphores on the memory store (`Lock::set_fair`): grants in queue
+//! order, a place that lasts the TTL from its latest attempt, places given up on timeout
+//! and abort, and handles that disagree on fairness refused. On the fake clock.
+
+use std::sync::{Arc, Mutex};
+
+use locksmith_core::{AcquireOptions, FakeTimer, HoldKind, Lock, LockStore, MemoryStore};
+
+mod common;
+use common::{memory, waiting as wait};
+
+fn fair(timer: &FakeTimer, store: &Arc<MemoryStore>, key: &str, ttl: u64) -> Lock {
+    let mut lock = Lock::new(key, ttl, store.clone(), Arc::new(timer.clone())).unwrap();
+    lock.set_fair().unwrap();
+    lock
+}
+
+fn fair_semaphore(timer: &FakeTimer, store: &Arc<MemoryStore>, limit: u32, permits: u32) -> Lock {
+    let mut lock =
+        Lock::of_kind("s", 10_000, HoldKind::Permit { limit }, store.clone(), Arc::new(timer.clone()))
+            .unwrap();
+    lock.set_fair().unwrap();
+    lock.set_permits(permits).unwrap();
+    lock
+}
+
+/// Waiters that arrive at 0, 10, 20 ms while the key is held are granted in that order,
+/// though the last to arrive retries first after the release (its retry delay is the
+/// shortest): an unfair store would hand it the key.
+#[test]
+fn waiters_are_granted_in_arrival_order_whoever_retries_first() {
+    let timer = FakeTimer::new();
+    let store = Arc::new(MemoryStore::new(Arc::new(timer.clone())).without_release_signals());
+    let holder = fair(&timer, &store, "k", 10_000);
+    let order = Mutex::new(Vec::new());
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        let turn = |name: &'static str, arrives: u64, retry: u64| {
+            let (timer, order, lock) = (&timer, &order, fair(&timer, &store, "k", 10_000));
+            async move {
+                timer.sleep_for_test(arrives).await;
+                assert!(lock.acquire(wait(5_000, retry)).await.unwrap(), "{name} timed out");
+                order.lock().unwrap().push(name);
+                timer.sleep_for_test(1).await;
+                assert!(lock.release().await.unwrap());
+            }
+        };
+        futures_util::join!(turn("a", 0, 97), turn("b", 10, 53), turn("c", 20, 5), async {
+            timer.sleep_for_test(300).await;
+            assert!(holder.release().await.unwrap());
+        });
+    });
+    assert_eq!(*order.lock().unwrap(), ["a", "b", "c"]);
+}
+
+/// A fair semaphore admits its queue in order: a request for one permit that arrives
+/// after a request for three waits behind it, though one permit is free meanwhile.
+#[test]
+fn a_smaller_later_request_does_not_overtake_a_larger_earlier_one() {
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let (holder, large, small) = (
+        fair_semaphore(&timer, &store, 3, 2),
+        fair_semaphore(&timer, &store, 3, 3),
+        fair_semaphore(&timer, &store, 3, 1),
+    );
+    let order = Mutex::new(Vec::new());
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        futures_util::join!(
+            async {
+                assert!(large.acquire(wait(5_000, 20)).await.unwrap());
+                order.lock().unwrap().push(("large", timer.now()));
+                timer.sleep_for_test(50).await;
+                assert!(large.release().await.unwrap());
+            },
+            async {
+                timer.sleep_for_test(5).await;
+                assert!(small.acquire(wait(5_000, 20)).await.unwrap());
+                order.lock().unwrap().push(("small", timer.now()));
+                assert!(small.release().await.unwrap());
+            },
+            async {
+                timer.sleep_for_test(100).await;
+                assert!(holder.release().await.unwrap());
+            }
+        );
+    });
+    // Unfair, the small one would have been in at 5 ms (2 + 1 ≤ 3).
+    assert_eq!(*order.lock().unwrap(), [("large", 100), ("small", 150)]);
+}
+
+/// A waiter that stops asking (it crashed, or its process is paused) loses its place
+/// once its TTL has passed since its last attempt; the next in line is granted then.
+#[test]
+fn a_place_lapses_a_ttl_after_its_last_attempt() {
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    timer.run(async {
+        // The "crashed" waiter: one store call that keeps a place, and nothing after it.
+        let ghost =
+            store.acquire_fair("k", "ghost-owner", 1_000, HoldKind::Exclusive, 1, true).await.unwrap();
+        assert!(ghost.is_some(), "first in an empty queue of a free key: granted");
+        assert!(store.release("k", "ghost-owner").await.unwrap());
+        assert_eq!(
+            store.acquire_fair("k", "ghost", 1_000, HoldKind::Exclusive, 1, true).await.unwrap().map(|_| ()),
+            Some(())
+        );
+        let queued = store.acquire_fair("k", "stuck", 1_000, HoldKind::Exclusive, 1, true).await.unwrap();
+        assert!(queued.is_none(), "held: it queues");
+        assert!(store.release("k", "ghost").await.unwrap());
+        // "stuck" is first now and asks no more; a fair handle waits behind it until its
+        // place lapses, 1 s after its last attempt.
+        let mut next = Lock::new("k", 1_000, store.clone(), t.clone()).unwrap();
+        next.set_fair().unwrap();
+        assert!(next.acquire(wait(5_000, 100)).await.unwrap());
+        assert!((1_000..=1_100).contains(&timer.now()), "granted at {} ms", timer.now());
+    });
+}
+
+/// A waiter that times out, or whose wait is aborted, gives its place up at once.
+#[test]
+fn timed_out_and_aborted_waiters_leave_the_queue() {
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let (holder, quitter, aborted, last) = (
+        fair(&timer, &store, "k", 10_000),
+        fair(&timer, &store, "k", 10_000),
+        fair(&timer, &store, "k", 10_000),
+        fair(&timer, &store, "k", 10_000),
+    );
+    let abort = locksmith_core::Abort::new();
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        futures_util::join!(
+            async { assert!(!quitter.acquire(wait(100, 30)).await.unwrap()) },
+            async {
+                let err = aborted.acquire_abortable(wait(5_000, 30), &abort).await.unwrap_err();
+                assert_eq!(err.code(), "ABORTED");
+            },
+            async {
+                timer.sleep_for_test(10).await;
+                assert!(last.acquire(wait(5_000, 1_000)).await.unwrap());
+                assert_eq!(timer.now(), 200, "granted when the holder released, not a place's TTL later");
+            },
+            async {
+                timer.sleep_for_test(150).await;
+                abort.abort();
+                timer.sleep_for_test(50).await;
+                assert!(holder.release().await.unwrap());
+            }
+        );
+    });
+}
+
+/// Fairness belongs to the key: a handle that is not fair is refused while fair handles
+/// hold or wait for the key, and a fair one while other handles hold it.
+#[test]
+fn handles_that_disagree_on_fairness_are_refused() {
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let plain = || Lock::new("k", 10_000, store.clone(), t.clone()).unwrap();
+    let (f, p) = (fair(&timer, &store, "k", 10_000), plain());
+    timer.run(async {
+        assert!(f.acquire(AcquireOptions::default()).await.unwrap());
+        let err = p.acquire(AcquireOptions::default()).await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert!(err.to_string().contains("is fair"), "{err}");
+        let err = p.try_acquire_now().unwrap().unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "the synchronous path refuses too");
+        assert!(f.release().await.unwrap());
+        // Free and nobody queued: the key takes either kind of handle again.
+        assert!(p.acquire(AcquireOptions::default()).await.unwrap());
+        let err = fair(&timer, &store, "k", 10_000).acquire(AcquireOptions::default()).await.unwrap_err();
+        assert!(err.to_string().contains("not fair; this handle is fair"), "{err}");
+        assert!(p.release().await.unwrap());
+    });
+    let rw = Lock::of_kind("rw", 1_000, HoldKind::Write, store.clone(), t.clone());
+    assert_eq!(rw.unwrap().set_fair().unwrap_err().code(), "INVALID_ARGUMENT");
+    let all = Lock::all(vec!["a".into(), "b".into()], 1_000, store.clone(), t);
+    assert_eq!(all.unwrap().set_fair().unwrap_err().code(), "INVALID_ARGUMENT");
+}
+
+/// An acquire that does not wait takes the key only when nobody queues for it, and
+/// leaves no place behind.
+#[test]
+fn an_immediate_fair_acquire_keeps_no_place() {
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let (holder, waiter, quick) = (
+        fair(&timer, &store, "k", 10_000),
+        fair(&timer, &store, "k", 10_000),
+        fair(&timer, &store, "k", 10_000),
+    );
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        assert!(!quick.acquire(AcquireOptions::default()).await.unwrap(), "held");
+        futures_util::join!(async { assert!(waiter.acquire(wait(5_000, 50)).await.unwrap()) }, async {
+            timer.sleep_for_test(10).await;
+            assert!(holder.release().await.unwrap());
+            // Free, but the waiter is first in the queue.
+            assert!(!quick.acquire(AcquireOptions::default()).await.unwrap());
+        });
+        assert!(waiter.release().await.unwrap());
+        assert!(quick.acquire(AcquireOptions::default()).await.unwrap(), "nobody queues any more");
+    });
+}
