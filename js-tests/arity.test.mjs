@@ -1,5 +1,5 @@
-// Arguments the API does not take are refused, never dropped: `lock(key, ttl, store,
-// { fair: true })` would otherwise give a different lock than the one asked for. Every
+// Arguments the API does not take are refused, never dropped: `lockAll(keys, ttl, store,
+// { timeout: 5000 })` would otherwise not wait as asked. Every
 // entry point with a fixed number of arguments answers more with INVALID_ARGUMENT, a
 // message that says what was passed and what it takes, and nothing taken. Trailing
 // `undefined`s (what a wrapper passing optional arguments through gives) are fine.
@@ -21,15 +21,21 @@ const store = new MemoryLockStore();
 describe("handle makers refuse arguments past their own", () => {
   const cases = [
     [
-      "lock(key, ttl, store, { fair: true })",
-      () => lock("k", "10s", store, { fair: true }),
-      /^locksmith: lock\(key, ttlMs\?, store\?\) takes at most 3 arguments; got 4 \(the extra one: \{ fair \}\): acquire options .* go to acquire\(\) or run\(\)/,
+      "lock(key, ttl, store, { fair: true }, { timeout })",
+      () => lock("k", "10s", store, { fair: true }, { timeout: 5 }),
+      /^locksmith: lock\(key, ttlMs\?, store\?, options\?\) takes at most 4 arguments; got 5 \(the extra one: \{ timeout \}\): acquire options .* go to acquire\(\) or run\(\)/,
     ],
     [
-      "new Lock(key, ttl, store, 5)",
-      () => new Lock("k", 1_000, store, 5),
-      /new Lock\(key, ttlMs\?, store\?\) takes at most 3 arguments; got 4 \(the extra one: 5\)/,
+      "lock(key, ttl, store, { timeout })",
+      () => lock("k", "10s", store, { timeout: 5 }),
+      /^locksmith: `timeout` is not a handle option of lock\(\) and new Lock\(\): acquire options .* go to acquire\(\) or run\(\)/,
     ],
+    [
+      "new Lock(key, ttl, store, {}, 5)",
+      () => new Lock("k", 1_000, store, {}, 5),
+      /new Lock\(key, ttlMs\?, store\?, options\?\) takes at most 4 arguments; got 5 \(the extra one: 5\)/,
+    ],
+    ["new Lock(key, ttl, store, 5)", () => new Lock("k", 1_000, store, 5), /takes its handle options as an object \(\{ fair \}\); got number/],
     [
       "lockAll(keys, ttl, store, {})",
       () => lockAll(["a", "b"], "10s", store, { timeout: 5 }),
@@ -43,7 +49,12 @@ describe("handle makers refuse arguments past their own", () => {
     [
       "semaphore(key, limit, ttl, store, { permits: 2 })",
       () => semaphore("s", 3, "10s", store, { permits: 2 }),
-      /semaphore\(key, limit, ttlMs\?, store\?\) takes at most 4 arguments; got 5 \(the extra one: \{ permits \}\)/,
+      /`permits` is not a handle option of semaphore\(\): acquire options .* go to acquire\(\) or run\(\)/,
+    ],
+    [
+      "semaphore(key, limit, ttl, store, {}, x)",
+      () => semaphore("s", 3, "10s", store, {}, 1),
+      /semaphore\(key, limit, ttlMs\?, store\?, options\?\) takes at most 5 arguments; got 6 \(the extra one: 1\)/,
     ],
     [
       "readWriteLock(key, ttl, store, x, y)",

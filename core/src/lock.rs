@@ -350,13 +350,14 @@ impl Lock {
     }
 
     /// The name the JS surface gives this handle's kind: `lock`, `semaphore`, `read`,
-    /// `write`, or `multi` for a lock on several keys.
+    /// `write`, `fair lock`, `fair semaphore`, or `multi` for a lock on several keys.
     #[must_use]
     pub fn kind_name(&self) -> &'static str {
-        if self.keys.is_empty() {
-            self.kind.name()
-        } else {
-            "multi"
+        match self.kind {
+            _ if !self.keys.is_empty() => "multi",
+            HoldKind::Exclusive if self.fair => "fair lock",
+            HoldKind::Permit { .. } if self.fair => "fair semaphore",
+            kind => kind.name(),
         }
     }
 
@@ -409,6 +410,7 @@ impl Lock {
             ..Hold::default()
         };
         let mut lock = Self::with_hold(s.key, s.ttl_ms, s.kind, store, timer, hold);
+        lock.fair = s.fair;
         if !s.keys.is_empty() {
             lock.key = s.keys.join(", ");
             lock.keys = s.keys;
@@ -1364,6 +1366,7 @@ impl Lock {
             fencing_token: hold.fencing_token,
             expires_at_unix_ms: self.expires_at_unix_ms(&hold, owner),
             kind: self.kind,
+            fair: self.fair,
             keys: self.keys.clone(),
             fencing_tokens: if self.keys.is_empty() { Vec::new() } else { self.fencing_tokens() },
         })

@@ -10,7 +10,7 @@ use crate::validate;
 // the Unix epoch, by the serializing host's wall clock) when the runtime has a wall
 // clock, and is optional on input so strings written before it existed still restore.
 // `kind` (`"semaphore"`, `"read"` or `"write"`) is absent for a plain lock; `limit` is a
-// semaphore's. A lock on several keys has `keys` (an array of strings, in canonical
+// semaphore's. A fair handle's kind is `"fair lock"` or `"fair semaphore"`. A lock on several keys has `keys` (an array of strings, in canonical
 // order) instead of `key`, `fencingTokens` (one number or `null` per key) instead of
 // `fencingToken`, and `kind` `"multi"`. The owner token makes this a bearer secret:
 // whoever has the string can release or extend the lock.
@@ -54,6 +54,8 @@ pub struct SerializedLock {
     pub expires_at_unix_ms: Option<u64>,
     /// A lock, a semaphore permit, a read or a write lock.
     pub kind: HoldKind,
+    /// A fair lock or semaphore ([`crate::Lock::set_fair`]).
+    pub fair: bool,
     /// The keys of a lock on several keys (then `key` is their label); empty otherwise.
     pub keys: Vec<String>,
     /// A lock on several keys: each key's fencing token.
@@ -105,8 +107,13 @@ impl SerializedLock {
             out.push_str(&at.to_string());
         }
         match self.kind {
+            HoldKind::Exclusive if self.fair => out.push_str(",\"kind\":\"fair lock\""),
             HoldKind::Permit { limit } => {
-                out.push_str(",\"kind\":\"semaphore\",\"limit\":");
+                out.push_str(if self.fair {
+                    ",\"kind\":\"fair semaphore\",\"limit\":"
+                } else {
+                    ",\"kind\":\"semaphore\",\"limit\":"
+                });
                 out.push_str(&limit.to_string());
             }
             HoldKind::Read => out.push_str(",\"kind\":\"read\""),
@@ -169,15 +176,17 @@ impl SerializedLock {
                 whole(n, 1, u64::from(u32::MAX), "a semaphore's limit is a whole number").map(|l| l as u32)
             })
             .transpose()?;
-        let kind = match (fields.kind.as_deref(), limit) {
-            (None, None) => HoldKind::Exclusive,
-            (Some("multi"), None) if !keys.is_empty() => HoldKind::Exclusive,
-            (Some("semaphore"), Some(limit)) => HoldKind::Permit { limit },
-            (Some("read"), None) => HoldKind::Read,
-            (Some("write"), None) => HoldKind::Write,
+        let (kind, fair) = match (fields.kind.as_deref(), limit) {
+            (None, None) => (HoldKind::Exclusive, false),
+            (Some("multi"), None) if !keys.is_empty() => (HoldKind::Exclusive, false),
+            (Some("fair lock"), None) if keys.is_empty() => (HoldKind::Exclusive, true),
+            (Some("semaphore"), Some(limit)) => (HoldKind::Permit { limit }, false),
+            (Some("fair semaphore"), Some(limit)) => (HoldKind::Permit { limit }, true),
+            (Some("read"), None) => (HoldKind::Read, false),
+            (Some("write"), None) => (HoldKind::Write, false),
             (kind, limit) => {
                 return Err(bad(format!(
-                    "kind {} with limit {}: expected no kind (a lock), \"semaphore\" with a limit from 1, \"read\" or \"write\"",
+                    "kind {} with limit {}: expected no kind (a lock), \"fair lock\", \"semaphore\" or \"fair semaphore\" with a limit from 1, \"read\" or \"write\"",
                     kind.map_or_else(|| "none".into(), validate::quote),
                     limit.map_or_else(|| "none".into(), |l| l.to_string())
                 )))
@@ -194,6 +203,7 @@ impl SerializedLock {
             fencing_token,
             expires_at_unix_ms,
             kind,
+            fair,
             keys,
             fencing_tokens,
         })
@@ -255,6 +265,7 @@ mod tests {
             fencing_token: Some(7),
             expires_at_unix_ms: Some(1_764_500_000_000),
             kind: HoldKind::Exclusive,
+            fair: false,
             keys: Vec::new(),
             fencing_tokens: Vec::new(),
         }
@@ -392,6 +403,8 @@ mod tests {
                 fencing_token: (i % 2 == 0).then_some(MAX_SAFE_TOKEN),
                 expires_at_unix_ms: (i % 3 != 0).then_some(1_764_500_000_000),
                 kind: kinds[i % 4],
+                // A fair lock, then a fair semaphore.
+                fair: i == 0 || i == 1,
                 ..sample()
             };
             let oracle = Oracle {
@@ -401,6 +414,8 @@ mod tests {
                 fencing_token: s.fencing_token,
                 expires_at: s.expires_at_unix_ms,
                 kind: match s.kind {
+                    HoldKind::Exclusive if s.fair => Some("fair lock".into()),
+                    HoldKind::Permit { .. } if s.fair => Some("fair semaphore".into()),
                     HoldKind::Permit { .. } => Some("semaphore".into()),
                     HoldKind::Read => Some("read".into()),
                     HoldKind::Write => Some("write".into()),

@@ -211,12 +211,15 @@ pub mod js {
     }
 
     /// A handle's kind as the JS surface names it: `"lock"`, `"semaphore"` (with its
-    /// `limit`), `"read"` or `"write"`.
+    /// `limit`), `"read"` or `"write"`; `"fair lock"` and `"fair semaphore"` are those
+    /// kinds too (the binding makes the handle fair: `Lock::set_fair`).
     pub fn kind(name: &str, limit: Option<f64>) -> Result<crate::HoldKind> {
         Ok(match name {
             // An election's lock: a plain lock, on the election's key (Lock::for_election).
-            "lock" | "election" => crate::HoldKind::Exclusive,
-            "semaphore" => crate::HoldKind::Permit { limit: self::limit(limit.unwrap_or(f64::NAN))? },
+            "lock" | "election" | "fair lock" => crate::HoldKind::Exclusive,
+            "semaphore" | "fair semaphore" => {
+                crate::HoldKind::Permit { limit: self::limit(limit.unwrap_or(f64::NAN))? }
+            }
             "read" => crate::HoldKind::Read,
             "write" => crate::HoldKind::Write,
             other => {

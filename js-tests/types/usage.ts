@@ -61,6 +61,14 @@ export async function usage(): Promise<void> {
   }
   const dispose: () => Promise<void> = l[Symbol.asyncDispose];
   const permits: Lock = semaphore("pool", 3, 10_000);
+  const fairLock: boolean = lock("queue", "30s", undefined, { fair: true }).fair;
+  const fairPermits: Semaphore = semaphore("pool", 3, 10_000, undefined, { fair: true });
+  await new Lock("queue", 1_000, undefined, { fair: fairLock }).acquire({ timeout: 100 });
+  await fairPermits.acquire({ permits: 2 });
+  // @ts-expect-error fair is a boolean
+  lock("queue", "30s", undefined, { fair: "yes" });
+  // @ts-expect-error acquire options go to acquire() or run()
+  lock("queue", "30s", undefined, { timeout: 5 });
   const held: number = await permits.count();
   const rw: ReadWriteLock = readWriteLock("doc");
   await rw.readLock().run(() => held, { timeout: 1_000 });

@@ -4,7 +4,7 @@ import { DEFAULT_TTL_MS, limitMessage } from "./defaults.mjs";
 import { serializedFields } from "./serialized.mjs";
 import { checkArity, checkString, invalid, toLockError } from "./errors.mjs";
 import { ttlDurationMs } from "./durations.mjs";
-import { OPTIONS_GO, multiKeys } from "./options.mjs";
+import { OPTIONS_GO, handleOptions, multiKeys } from "./options.mjs";
 import { KINDED, NATIVE_HANDLE, RESTORED } from "./lock.mjs";
 
 /** The handle makers over `Lock` (from defineLock), with the same `backendOf` and `getLockStore`. */
@@ -61,20 +61,21 @@ export function defineHandles(Lock, { backendOf, getLockStore }) {
   }
 
   /** A lock on `key`, held for `ttlMs` once acquired, in the current store. */
-  function lock(key, ttlMs = DEFAULT_TTL_MS, store = undefined) {
-    if (arguments.length > 3) checkArity(arguments, 3, "lock(key, ttlMs?, store?)", OPTIONS_GO);
-    return new Lock(key, ttlMs, store);
+  function lock(key, ttlMs = DEFAULT_TTL_MS, store = undefined, options = undefined) {
+    if (arguments.length > 4) checkArity(arguments, 4, "lock(key, ttlMs?, store?, options?)", OPTIONS_GO);
+    return options === undefined ? new Lock(key, ttlMs, store) : new Lock(key, ttlMs, store, options);
   }
 
   /**
    * A handle on the semaphore `key` (at most `limit` holders at once), each permit held
    * for `ttlMs` once acquired, in `store`. It has a lock's methods, and `count()`.
    */
-  function semaphore(key, limit, ttlMs = DEFAULT_TTL_MS, store = undefined) {
-    if (arguments.length > 4) checkArity(arguments, 4, "semaphore(key, limit, ttlMs?, store?)", OPTIONS_GO);
+  function semaphore(key, limit, ttlMs = DEFAULT_TTL_MS, store = undefined, options = undefined) {
+    if (arguments.length > 5) checkArity(arguments, 5, "semaphore(key, limit, ttlMs?, store?, options?)", OPTIONS_GO);
+    const fair = handleOptions(options, "semaphore()");
     if (store === undefined) store = getLockStore();
     if (limit === undefined) throw invalid(limitMessage("undefined: semaphore(key, limit, ttlMs?, store?) needs its limit"));
-    return new Lock(KINDED, { key, ttlMs, kind: "semaphore", limit: limit ?? Number.NaN, store });
+    return new Lock(KINDED, { key, ttlMs, kind: fair ? "fair semaphore" : "semaphore", limit: limit ?? Number.NaN, store });
   }
 
   /**

@@ -7,10 +7,11 @@ import { DEFAULT_TTL_MS, limitMessage } from "./defaults.mjs";
 import { noteHold } from "./shutdown.mjs";
 import { UnsupportedError, checkArity, checkString, invalid, toLockError, typeName } from "./errors.mjs";
 import { durationMs, ttlDurationMs } from "./durations.mjs";
-import { OPTIONS_GO, acquireOptions, arityRejection, immediateOptions } from "./options.mjs";
+import { OPTIONS_GO, acquireOptions, arityRejection, handleOptions, immediateOptions } from "./options.mjs";
 import { abortedBy, closedDuringRun, closedWhileWaiting, endedByClose, lostDuringRun, releaseGrantAfterClose, storeClosed } from "./lock-errors.mjs";
 import { extendOutcome, observeAcquire, releaseOutcome, storeName, traceCall } from "./lock-tracing.mjs";
 import { HoldSignal } from "./hold-signal.mjs";
+import { ABORTED, ABORTED_IN_FLIGHT, acquireAbortable } from "./abortable.mjs";
 import { answeredLater, answersLater, giveBack, ownNative, takeBack, takeNative } from "./pool.mjs";
 import { closeRecord } from "./stores.mjs";
 
@@ -34,11 +35,6 @@ export const ASYNC_DISPOSE = Symbol.asyncDispose ?? Symbol.for("Symbol.asyncDisp
 
 const acquireAsync = (native) => native.acquire(undefined, undefined);
 const releaseAsync = (native) => native.release();
-
-/** What an aborted acquire's inner steps return, for the caller to reject with the signal's reason. */
-const ABORTED = Symbol("locksmith.aborted");
-// Aborted with an attempt on its way (released once it settles: a hold may remain).
-const ABORTED_IN_FLIGHT = Symbol("locksmith.aborted-in-flight");
 
 /**
  * The Lock class over `binding` (its AbortToken, and afterAbort when it has one);
@@ -64,6 +60,8 @@ export function defineLock(binding, { backendOf, getLockStore }) {
     #holdSignal;
     /** `lock`, `semaphore`, `read` or `write`: only plain locks share pooled handles. */
     #kind = "lock";
+    /** A fair lock or semaphore (`{ fair: true }`): it keeps its own native half. */
+    #fair = false;
     /** The store's shutdown record (shutdown.mjs), when the store can be closed. */
     #record;
     /** This handle's entry in the record, made at its first acquire. */
@@ -75,7 +73,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
 
     // `store` has no default parameter: the restored and kinded paths below must not
     // touch the default store (getLockStore() makes one, and warns in a worker).
-    constructor(key, ttlMs = DEFAULT_TTL_MS, store = undefined) {
+    constructor(key, ttlMs = DEFAULT_TTL_MS, store = undefined, options = undefined) {
       if (key === RESTORED) {
         const [backend, native, store] = ttlMs;
         ownNative(native, this);
@@ -84,7 +82,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
         this.#store = store;
         this.#key = native.key;
         this.#ttlMs = native.ttlMs;
-        this.#kind = native.kind;
+        this.#setKind(native.kind);
         this.#holds = 1;
         if (lostWatched()) this.#watchLoss(native);
         // A hold restored here is this process's: the store's close() releases it.
@@ -116,10 +114,13 @@ export function defineLock(binding, { backendOf, getLockStore }) {
         // A lock on several keys goes by their list (`a, b`) in messages and diagnostics.
         this.#key = spec.kind === "multi" ? this.#native.key : spec.key;
         this.#ttlMs = spec.ttlMs;
-        this.#kind = spec.kind;
+        this.#setKind(spec.kind);
         return;
       }
-      if (arguments.length > 3) checkArity(arguments, 3, "new Lock(key, ttlMs?, store?)", OPTIONS_GO);
+      if (arguments.length > 4) checkArity(arguments, 4, "new Lock(key, ttlMs?, store?, options?)", OPTIONS_GO);
+      // A fair lock: a kinded handle of its own (never pooled).
+      if (handleOptions(options, "lock() and new Lock()"))
+        return new Lock(KINDED, { key, ttlMs, kind: "fair lock", store: store === undefined ? getLockStore() : store });
       checkString("key", key);
       ttlMs = ttlDurationMs(ttlMs);
       if (store === undefined) store = getLockStore();
@@ -150,9 +151,20 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       return (this.#native = takeNative(this.#backend, this.#key, this.#ttlMs, this));
     }
 
+    /** `kind` as the native handle names it: `fair lock` and `fair semaphore` are fair. */
+    #setKind(kind) {
+      this.#fair = kind.startsWith("fair ");
+      this.#kind = this.#fair ? kind.slice(5) : kind;
+    }
+
+    /** Whether this handle is fair (`{ fair: true }`): granted in the order the store queued its waiters. */
+    get fair() {
+      return this.#fair;
+    }
+
     #giveBack(native) {
-      // A semaphore or read-write handle keeps its own native half.
-      if (this.#kind !== "lock") return;
+      // A semaphore, read-write or fair handle keeps its own native half.
+      if (this.#kind !== "lock" || this.#fair) return;
       this.#native = undefined;
       this.#returned = native;
       giveBack(this.#backend, native);
@@ -531,7 +543,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
         // After a refused attempt here, the wait starts with its pause (no second attempt at once).
         else if (signal === undefined && closing === undefined) taken = await native.acquire(timeout, retryDelay, now === false);
         else {
-          taken = await this.#acquireAbortable(native, timeout, retryDelay, signal, closing, now === false);
+          taken = await acquireAbortable(binding, native, this.#key, { timeout, retryDelay, signal, closing, afterRefusedTry: now === false });
           if (taken === ABORTED || taken === ABORTED_IN_FLIGHT) return taken;
         }
         // A grant that raced the abort (the signal fired before its answer arrived) is given back.
@@ -556,39 +568,6 @@ export function defineLock(binding, { backendOf, getLockStore }) {
         throw closedWhileWaiting(this.#record.closed, this.#key, mayRemain);
       }
       return taken;
-    }
-
-    /**
-     * The store's acquire, ended by `signal` or by `closing` (the store's record: its
-     * close()): ABORTED then, or ABORTED_IN_FLIGHT when an attempt was on its way.
-     * A wait joins the record's `waits`, which one listener of its signal ends, rather
-     * than listening itself (eleven listeners on one signal make Node warn of a leak).
-     */
-    async #acquireAbortable(native, timeout, retryDelay, signal, closing, afterRefusedTry) {
-      const token = new binding.AbortToken();
-      const onAbort = () => {
-        token.abort();
-        binding.afterAbort?.(native);
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      closing?.waits.add(onAbort);
-      if (closing?.signal.aborted) onAbort();
-      try {
-        return await native.acquireAbortable(timeout, retryDelay, token, afterRefusedTry);
-      } catch (err) {
-        const error = toLockError(err, this.#key);
-        if (error.code === "ABORTED") {
-          return error.holdMayRemain === true ? ABORTED_IN_FLIGHT : ABORTED;
-        }
-        throw err;
-      } finally {
-        try {
-          signal?.removeEventListener("abort", onAbort);
-          closing?.waits.delete(onAbort);
-        } catch {
-          // The acquire's answer stands; the token only outlives it.
-        }
-      }
     }
 
     /**

@@ -11,6 +11,25 @@ const PERMITS = ["permits"];
 export const OPTIONS_GO = "acquire options ({ timeout, signal, … }) go to acquire() or run(): lock(key, ttlMs, store).run(fn, { timeout })";
 const IMMEDIATE_OPTIONS = ["signal", "permits"];
 
+const HANDLE_OPTIONS = ["fair"];
+
+/**
+ * A handle maker's options (`lock(key, ttlMs, store, { fair })`, and `semaphore()`'s and
+ * `new Lock()`'s last argument), checked: whether the handle is fair. An acquire option
+ * there is refused with where it goes.
+ */
+export function handleOptions(options, where) {
+  if (options === undefined) return false;
+  if (options === null || typeof options !== "object" || Array.isArray(options)) {
+    throw invalid(`${where} takes its handle options as an object ({ fair }); got ${typeName(options)}`);
+  }
+  const misplaced = Object.keys(options).find((name) => ACQUIRE_OPTIONS.includes(name));
+  if (misplaced !== undefined) throw invalid(`\`${misplaced}\` is not a handle option of ${where}: ${OPTIONS_GO}`);
+  checkOptionKeys(options, HANDLE_OPTIONS, where);
+  if (options.fair !== undefined && typeof options.fair !== "boolean") throw invalid(`fair must be true or false; got ${typeName(options.fair)}`);
+  return options.fair === true;
+}
+
 /** `checkArity` for a method that answers with a promise: its refusal as a rejected promise, or undefined. */
 export function arityRejection(args, max, signature) {
   try {

@@ -218,12 +218,30 @@ export type PermitKind = "semaphore" | "read" | "write";
  */
 export type RunResult<T> = [ran: true, result: T] | [ran: false, result: undefined];
 
+/**
+ * A handle's own options, the last argument of `lock()`, `semaphore()` and `new Lock()`
+ * (acquire options go to `acquire()` or `run()`).
+ */
+export interface HandleOptions {
+  /**
+   * First come, first served: waiters are granted in the order the store queued them,
+   * across processes, and a semaphore's later, smaller request never overtakes an
+   * earlier, larger one. A waiter's place lasts the TTL from its latest attempt, so one
+   * that crashed cannot hold the queue up. Every handle of a key must agree: one that
+   * differs from the key's holders or waiters is refused (`INVALID_ARGUMENT`). Stores
+   * without fair queues answer `UNSUPPORTED`. Default `false`.
+   */
+  fair?: boolean;
+}
+
 /** A lock on one key. */
 export declare class Lock {
   /** A lock on `key`, held for `ttlMs` (milliseconds or a string like `"30s"`; default 30 000) once acquired, in `store` (default: the current store). */
-  constructor(key: string, ttlMs?: Duration, store?: LockStore);
+  constructor(key: string, ttlMs?: Duration, store?: LockStore, options?: HandleOptions);
   /** The key. */
   readonly key: string;
+  /** Whether this handle is fair (`{ fair: true }`). */
+  readonly fair: boolean;
   /** How long each acquisition holds the key, in milliseconds (a string TTL converted), and `extend()`'s default. */
   readonly ttlMs: number;
   /** The fencing token of the current hold; null when not held or the store gives none. */
@@ -266,7 +284,7 @@ export declare class Lock {
 }
 
 /** A lock on `key` in the current store, held for `ttlMs` (milliseconds or a string like `"30s"`; default 30 000) once acquired. */
-export declare function lock<D extends Duration = Duration>(this: DurationThis<D>, key: string, ttlMs?: D, store?: LockStore): Lock;
+export declare function lock<D extends Duration = Duration>(this: DurationThis<D>, key: string, ttlMs?: D, store?: LockStore, options?: HandleOptions): Lock;
 
 /** A semaphore handle's acquire options: a lock's, and how many permits to take. */
 export interface SemaphoreAcquireOptions extends AcquireOptions {
@@ -302,7 +320,14 @@ export interface Semaphore extends Lock {
  * `count()` says how many are in use now. Stores without semaphores refuse with
  * UnsupportedError; stores without weights refuse `permits` above 1 likewise.
  */
-export declare function semaphore<D extends Duration = Duration>(this: DurationThis<D>, key: string, limit: number, ttlMs?: D, store?: LockStore): Semaphore;
+export declare function semaphore<D extends Duration = Duration>(
+  this: DurationThis<D>,
+  key: string,
+  limit: number,
+  ttlMs?: D,
+  store?: LockStore,
+  options?: HandleOptions,
+): Semaphore;
 
 /** The read-write lock `key`. */
 export interface ReadWriteLock {

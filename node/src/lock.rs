@@ -156,6 +156,10 @@ pub fn new_handle_on(
     if kind == "election" {
         lock.for_election().napi()?;
     }
+    // `{ fair: true }` on a lock or a semaphore.
+    if kind.starts_with("fair ") {
+        lock.set_fair().napi()?;
+    }
     Ok(NativeLock { inner: Arc::new(lock), runner })
 }
 

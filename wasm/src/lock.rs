@@ -49,6 +49,10 @@ pub fn new_handle(
     if kind == "election" {
         lock.for_election().js()?;
     }
+    // `{ fair: true }` on a lock or a semaphore.
+    if kind.starts_with("fair ") {
+        lock.set_fair().js()?;
+    }
     Ok(WasmLock { inner: Rc::new(lock) })
 }
 

@@ -7,7 +7,6 @@
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 
-use super::fair::Queue;
 use super::holds::Holds;
 use super::waiters::Waiters;
 use crate::error::Result;
@@ -64,8 +63,9 @@ pub(crate) struct State {
     /// Semaphores and read-write locks, apart from the plain locks and from each other.
     pub(super) semaphores: Map<Holds>,
     pub(super) rwlocks: Map<Holds>,
-    /// The queues of fair plain locks (the semaphores' are in their `Holds`).
-    pub(super) fair: Map<Queue>,
+    /// The queues of fair plain locks, in the `queue` of a `Holds` that has nothing else
+    /// (the semaphores' are in theirs; one map type less in the WebAssembly module).
+    pub(super) fair: Map<Holds>,
     pub(super) waiters: Waiters,
     pub(super) last_fencing_token: u64,
     pub(super) last_sweep_ms: u64,
@@ -200,9 +200,9 @@ impl State {
                 !holds.is_empty()
             });
         }
-        self.fair.retain(|_, queue| {
-            queue.prune(now);
-            !queue.is_empty()
+        self.fair.retain(|_, holds| {
+            holds.queue.prune(now);
+            !holds.queue.is_empty()
         });
         self.waiters.forget_unheard();
         // Give memory back after a burst of keys has expired.
@@ -232,7 +232,7 @@ impl State {
         if self.fair.is_empty() {
             return false;
         }
-        let Some(queue) = self.fair.get_mut(key) else {
+        let Some(queue) = self.fair.get_mut(key).map(|h| &mut h.queue) else {
             return false;
         };
         queue.prune(now);
@@ -314,7 +314,7 @@ impl State {
         if self.fair.is_empty() {
             return;
         }
-        let Some(queue) = self.fair.get_mut(key) else {
+        let Some(queue) = self.fair.get_mut(key).map(|h| &mut h.queue) else {
             return;
         };
         if queue.leave(owner) {
@@ -359,7 +359,7 @@ impl State {
             }
         }
         let free = self.live_entry(key, now).is_none();
-        let queue = self.fair.entry(key.into()).or_default();
+        let queue = &mut self.fair.entry(key.into()).or_default().queue;
         queue.prune(now);
         let first = queue.stand(owner, until, 1, waits);
         if !(first && free) {

@@ -1,0 +1,143 @@
+// Fair locks and semaphores through the API (`{ fair: true }`, docs/api.md): waiters granted
+// in the order they first asked whoever retries first, a semaphore's later, smaller request
+// kept behind an earlier, larger one, places given up on timeout and abort, handles that
+// disagree on fairness refused, the option checked, the serialized form, and stores without
+// fair queues answering UNSUPPORTED. On the memory store, in the build under test. (The
+// core's exact timings on a fake clock: core/tests/fair.rs.)
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+
+import { mapStore } from "./support/js-stores.mjs";
+import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
+
+failOnUnhandledRejections();
+
+const FAIR = { fair: true };
+
+/** `acquire` of a fair handle on `key` that records `name` in `order` once granted, and releases after `holdMs`. */
+async function turn(store, key, name, order, { arrives, retryDelay, holdMs = 5 }) {
+  await sleep(arrives);
+  const lock = ls.lock(key, 10_000, store, FAIR);
+  assert.equal(await lock.acquire({ timeout: 5_000, retryDelay }), true, `${name} timed out`);
+  order.push(name);
+  await sleep(holdMs);
+  assert.equal(await lock.release(), true);
+}
+
+describe("fair locks (memory store)", () => {
+  it("grant waiters in the order they first asked, not whoever retries first", async () => {
+    const store = new ls.MemoryLockStore();
+    const key = uniqueKey("fair-order");
+    const holder = ls.lock(key, 10_000, store, FAIR);
+    assert.equal(holder.fair, true);
+    assert.equal(await holder.acquire(), true);
+    const order = [];
+    // The last to arrive retries most often: unfair, it would take the key first.
+    const turns = [
+      turn(store, key, "a", order, { arrives: 0, retryDelay: 200 }),
+      turn(store, key, "b", order, { arrives: 20, retryDelay: 120 }),
+      turn(store, key, "c", order, { arrives: 40, retryDelay: 5 }),
+    ];
+    await sleep(100);
+    assert.equal(await holder.release(), true);
+    await Promise.all(turns);
+    assert.deepEqual(order, ["a", "b", "c"]);
+  });
+
+  it("keep a smaller, later semaphore request behind a larger, earlier one", async () => {
+    const store = new ls.MemoryLockStore();
+    const key = uniqueKey("fair-sem");
+    const sem = () => ls.semaphore(key, 3, 10_000, store, FAIR);
+    const holder = sem();
+    assert.equal(holder.fair, true);
+    assert.equal(await holder.acquire({ permits: 2 }), true);
+    const order = [];
+    const large = sem()
+      .acquire({ timeout: 5_000, retryDelay: 10, permits: 3 })
+      .then((got) => order.push(["large", got]));
+    await sleep(20);
+    // One permit is free, but the large request came first.
+    const small = sem();
+    assert.equal(await small.acquire({ timeout: 60, retryDelay: 10 }), false);
+    assert.equal(await holder.release(), true);
+    await large;
+    assert.deepEqual(order, [["large", true]]);
+  });
+
+  it("give a place up when the wait times out or is aborted", async () => {
+    const store = new ls.MemoryLockStore();
+    const key = uniqueKey("fair-quit");
+    const holder = ls.lock(key, 10_000, store, FAIR);
+    assert.equal(await holder.acquire(), true);
+    const quitter = ls.lock(key, 10_000, store, FAIR).acquire({ timeout: 50, retryDelay: 10 });
+    const controller = new AbortController();
+    const aborted = ls.lock(key, 10_000, store, FAIR).acquire({ timeout: 5_000, retryDelay: 10, signal: controller.signal });
+    await sleep(20);
+    const last = ls.lock(key, 10_000, store, FAIR);
+    const lastGot = last.acquire({ timeout: 5_000, retryDelay: 10 });
+    controller.abort();
+    await assert.rejects(aborted, { name: "AbortError" });
+    assert.equal(await quitter, false);
+    const released = performance.now();
+    assert.equal(await holder.release(), true);
+    // The two ahead of it left: granted at the release, not a place's TTL (10 s) later.
+    assert.equal(await lastGot, true);
+    assert.ok(performance.now() - released < 1_000, "the next waiter was granted promptly");
+    assert.equal(await last.release(), true);
+  });
+
+  it("refuse a handle that disagrees with the key's holder or waiters on fairness", async () => {
+    const store = new ls.MemoryLockStore();
+    const key = uniqueKey("fair-mismatch");
+    const fair = ls.lock(key, 10_000, store, FAIR);
+    const plain = ls.lock(key, 10_000, store);
+    assert.equal(plain.fair, false);
+    assert.equal(await fair.acquire(), true);
+    await assert.rejects(plain.acquire(), { code: "INVALID_ARGUMENT", message: /^locksmith: lock ".*" is fair .*this handle is not/ });
+    await assert.rejects(plain.acquire({ timeout: 1_000 }), { code: "INVALID_ARGUMENT" });
+    assert.equal(await fair.release(), true);
+    // Free, nobody queued: either kind again.
+    assert.equal(await plain.acquire(), true);
+    await assert.rejects(ls.lock(key, 10_000, store, FAIR).acquire(), { code: "INVALID_ARGUMENT", message: /not fair; this handle is fair/ });
+    assert.equal(await plain.release(), true);
+  });
+
+  it("check the option: a boolean, known keys only, acquire options sent where they go", () => {
+    const store = new ls.MemoryLockStore();
+    assert.throws(() => ls.lock("k", 1_000, store, { fair: "yes" }), { code: "INVALID_ARGUMENT", message: /^locksmith: fair must be true or false/ });
+    assert.throws(() => ls.lock("k", 1_000, store, { fiar: true }), { code: "INVALID_ARGUMENT", message: /did you mean `fair`/ });
+    assert.throws(() => ls.lock("k", 1_000, store, { timeout: 5 }), { code: "INVALID_ARGUMENT", message: /go to acquire\(\) or run\(\)/ });
+    assert.throws(() => ls.lock("k", 1_000, store, true), { code: "INVALID_ARGUMENT", message: /\{ fair \}/ });
+    assert.throws(() => ls.semaphore("k", 2, 1_000, store, { fair: 1 }), { code: "INVALID_ARGUMENT" });
+    assert.throws(() => new ls.Lock("k", 1_000, store, { fair: true }, 5), { code: "INVALID_ARGUMENT", message: /at most 4 arguments/ });
+    assert.equal(new ls.Lock("k", 1_000, store, { fair: true }).fair, true);
+    assert.equal(ls.lock("k", 1_000, store, { fair: false }).fair, false);
+    assert.equal(ls.lock("k", 1_000, store, {}).fair, false);
+  });
+
+  it("serialize as a fair lock or semaphore, and restore as one", async () => {
+    const store = new ls.MemoryLockStore();
+    const key = uniqueKey("fair-serialized");
+    const lock = ls.lock(key, 10_000, store, FAIR);
+    assert.equal(await lock.acquire(), true);
+    const text = lock.serialize();
+    assert.equal(JSON.parse(text).kind, "fair lock");
+    const restored = ls.restoreLock(text, store);
+    assert.equal(restored.fair, true);
+    assert.equal(await restored.release(), true);
+    const sem = ls.semaphore(key, 2, 10_000, store, FAIR);
+    assert.equal(await sem.acquire(), true);
+    assert.equal(JSON.parse(sem.serialize()).kind, "fair semaphore");
+    const back = ls.restoreLock(sem.serialize(), store);
+    assert.equal(back.fair, true);
+    assert.equal(await back.release(), true);
+  });
+
+  it("answer UNSUPPORTED on a store without fair queues (a user's own store)", async () => {
+    const store = mapStore();
+    await assert.rejects(ls.lock(uniqueKey("fair-js"), 1_000, store, FAIR).acquire(), {
+      code: "UNSUPPORTED",
+      message: /^locksmith: this store has no fair locks or semaphores/,
+    });
+  });
+});
