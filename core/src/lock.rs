@@ -847,6 +847,12 @@ impl Lock {
     /// fair (fair waiters queue for it or a fair handle holds it), which such a handle
     /// would otherwise wait on for as long as fair waiters keep coming.
     fn check_fairness(&self) -> Result<()> {
+        if let Some(key) = self.keys.iter().find(|key| self.store.fair_key(key, HoldKind::Exclusive)) {
+            return Err(LockError::InvalidArgument(format!(
+                "lock {} is fair (fair handles hold it or wait for it); a lock on several keys is not: lockAll() cannot take it",
+                validate::quote(key)
+            )));
+        }
         if self.fair || !self.keys.is_empty() || !self.store.fair_key(&self.key, self.kind) {
             return Ok(());
         }

@@ -207,3 +207,27 @@ fn an_immediate_fair_acquire_keeps_no_place() {
         assert!(quick.acquire(AcquireOptions::default()).await.unwrap(), "nobody queues any more");
     });
 }
+
+/// A lock on several keys is not fair: it does not take a key fair waiters queue for
+/// (the key is busy to it), and says why.
+#[test]
+fn a_lock_on_several_keys_does_not_barge_past_a_fair_queue() {
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let (holder, waiter) = (fair(&timer, &store, "b", 10_000), fair(&timer, &store, "b", 10_000));
+    let all = Lock::all(vec!["a".into(), "b".into()], 10_000, store.clone(), t).unwrap();
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        futures_util::join!(async { assert!(waiter.acquire(wait(5_000, 50)).await.unwrap()) }, async {
+            timer.sleep_for_test(10).await;
+            assert!(holder.release().await.unwrap());
+            // "b" is free, and the waiter is first in its queue.
+            let err = all.acquire(AcquireOptions::default()).await.unwrap_err();
+            assert!(err.to_string().contains("lockAll() cannot take it"), "{err}");
+            assert!(!store.is_locked("a").await.unwrap(), "nothing taken");
+        });
+        assert!(waiter.release().await.unwrap());
+        assert!(all.acquire(AcquireOptions::default()).await.unwrap(), "nobody queues any more");
+    });
+}

@@ -57,6 +57,15 @@
 //   returned, whose term is larger than every term granted before that campaign began and
 //   smaller than every term granted to a campaign begun after the read.
 //
+// Fair handles (`fair: true` on holds and on the `attempts` that were refused, aborted or
+// failed) are held to `fair-order`, per key and family: an acquire B sent more than
+// `fairSlackMs` after a waiting acquire A was sent (so A had taken its place in the queue
+// before B asked) is not granted while A still waits — before A's wait ended (its grant,
+// its abort, its answer, or its deadline `send + timeout`), less `fairSlackMs`. An A that
+// does not wait (timeout 0) keeps no place, and one whose process was stopped or stalled
+// meanwhile may have lost its place (a place lasts the TTL from its latest attempt): both
+// are left out.
+//
 // `checkOrphans` (below) is the end-of-run check: no hold is left on the store that no
 // client owns.
 
@@ -108,7 +117,10 @@ export function holdTimes(hold, slackMs = 2) {
  * `{ type, key, kind, message, holds: [...] }` with the holds involved (times relative
  * to the run's first request, in ms) for debugging.
  */
-export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], observations = [], attempts = [] } = {}) {
+export function checkHistory(
+  holds,
+  { slackMs = 2, fairSlackMs = 10, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], observations = [], attempts = [] } = {},
+) {
   /** The time by which a signal of a hold in `client`'s process must have aborted. */
   const signalDue = (client, goneAt) => {
     const process = Number(String(client).split(".")[0]);
@@ -290,6 +302,15 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
       }
     }
   }
+  checkFairOrder(holds, attempts, {
+    slackMs: fairSlackMs,
+    held: (process, from, to) => [...pauses, ...stalls].some((p) => p.process === process && p.from < to && p.to > from),
+    report: (type, key, message, seen) => {
+      byType[type] = (byType[type] ?? 0) + 1;
+      if (byType[type] <= maxPerType)
+        violations.push({ type, key, kind: seen[0].kind, message, acquires: seen.map((a) => ({ ...a, send: rel(a.send), end: rel(a.end) })) });
+    },
+  });
   checkObservations(observations, all, attempts, {
     slackMs,
     report: (type, key, message, seen) => {
@@ -299,6 +320,53 @@ export function checkHistory(holds, { slackMs = 2, signalBoundMs = 250, maxPerTy
     },
   });
   return { holds: holds.length, violations, lateSignals, byType, expiredWhileStopped, lateExtends, observations: observations.length };
+}
+
+/**
+ * The fair-order check (see the top of this file) over fair `holds` and `attempts`.
+ * `held(process, from, to)`: that process was stopped or stalled at some time in between.
+ */
+function checkFairOrder(holds, attempts, { slackMs, held, report }) {
+  const acquires = [
+    ...holds
+      .filter((h) => h.fair)
+      .map((h) => ({ client: h.client, kind: h.kind, key: h.key, send: h.acquire.send, timeout: h.timeout, end: h.acquire.reply, granted: h.acquire.reply })),
+    ...attempts
+      .filter((a) => a.fair)
+      .map((a) => ({
+        client: a.client,
+        kind: a.kind,
+        key: a.key,
+        send: a.send,
+        timeout: a.timeout,
+        end: Math.min(a.reply ?? Infinity, a.abortAt ?? Infinity),
+        granted: null,
+      })),
+  ];
+  const byKey = new Map();
+  for (const a of acquires) {
+    const name = `${family(a.kind)}:${a.key}`;
+    if (!byKey.has(name)) byKey.set(name, []);
+    byKey.get(name).push(a);
+  }
+  for (const list of byKey.values()) {
+    const waiters = list.filter((a) => a.timeout > 0);
+    for (const b of list) {
+      if (b.granted === null) continue;
+      for (const a of waiters) {
+        const waitEnd = Math.min(a.end, a.send + a.timeout);
+        if (a === b || !(a.send + slackMs < b.send) || !(b.granted < waitEnd - slackMs)) continue;
+        if (held(Number(String(a.client).split(".")[0]), a.send, b.granted)) continue;
+        report(
+          "fair-order",
+          b.key,
+          `${b.kind} ${JSON.stringify(b.key)} was granted to an acquire sent ${Math.round(b.send - a.send)} ms after another that was still waiting (its wait ended ${Math.round(waitEnd - b.granted)} ms later)`,
+          [a, b],
+        );
+        break;
+      }
+    }
+  }
 }
 
 /**

@@ -11,6 +11,10 @@
 //     acquire: { send, reply, token, tokens, abortAt? }, extends: [{ send, reply, ok, code }],
 //     release: { send, reply, ok, code }, signal: { at, reason, code } | null, endAt }
 //
+// (a fair handle's hold, config.fair, has `fair: true` and its acquire's `timeout` too, as
+// have its refused, aborted and failed acquires' attempt lines below: the checker's
+// fair-order check),
+//
 // then a line per read of an election's leader (kind "observe": `election(key).leader()`, on
 // stores with `holder`): `{ t: "observation", client, key, send, reply, term, code }` (term
 // null: no leader; code: the read's error),
@@ -120,6 +124,9 @@ const DEFAULTS = {
   graceMs: 400,
   // Reuse one handle per client, kind and key across holds (else a fresh handle each hold).
   reuseHandles: false,
+  // Locks and semaphores as fair handles (`{ fair: true }`; lockAll() stays unfair, so a
+  // fair run leaves "multi" out).
+  fair: false,
   // The share of waiting acquires given a `signal` that aborts somewhere within the wait.
   aborts: 0.1,
   // How long a waiting acquire waits (its `timeout`), at random between these, in ms
@@ -582,6 +589,11 @@ async function storeModule(path, name) {
   return mod.default && typeof mod.default === "object" ? { ...mod.default, ...mod } : mod;
 }
 
+const FAIR = { fair: true };
+
+/** A fair handle's record fields: `fair`, and its acquire's `timeout` (the checker's fair-order check). */
+const fairness = (handle, options) => (handle.fair ? { fair: true, timeout: options.timeout } : {});
+
 function pickKind(random, kinds) {
   const entries = Object.entries(kinds).filter(([, w]) => w > 0);
   let r = random() * entries.reduce((n, [, w]) => n + w, 0);
@@ -646,10 +658,10 @@ export async function runClients(ls, store, userConfig) {
       const name = `${kind}:${key}:${ttl}`;
       let handle = config.reuseHandles ? handles.get(name) : undefined;
       if (handle === undefined) {
-        if (kind === "lock") handle = new ls.Lock(key, ttl, store);
+        if (kind === "lock") handle = config.fair ? new ls.Lock(key, ttl, store, FAIR) : new ls.Lock(key, ttl, store);
         else if (kind === "election") handle = electionHandle(ls, key, ttl, store);
         else if (kind === "multi") handle = ls.lockAll(key.split(","), ttl, store);
-        else if (kind === "semaphore") handle = ls.semaphore(key, limit, ttl, store);
+        else if (kind === "semaphore") handle = config.fair ? ls.semaphore(key, limit, ttl, store, FAIR) : ls.semaphore(key, limit, ttl, store);
         else if (kind === "read") handle = ls.readWriteLock(key, ttl, store).readLock();
         else handle = ls.readWriteLock(key, ttl, store).writeLock();
         handles.set(name, handle);
@@ -723,11 +735,37 @@ export async function runClients(ls, store, userConfig) {
           // An aborted acquire is never a grant. Nothing is held: the next grants of the
           // key, and the holds left at the end of the run (run.mjs), show whether that is so.
           summary.aborted += 1;
-          attempted({ t: "attempt", client: id, id: attemptId, kind, key, ttl, send, reply: now(), outcome: "aborted", abortAt, code: errorCode(err) });
+          attempted({
+            t: "attempt",
+            client: id,
+            id: attemptId,
+            kind,
+            key,
+            ttl,
+            send,
+            reply: now(),
+            outcome: "aborted",
+            abortAt,
+            code: errorCode(err),
+            ...fairness(handle, options),
+          });
           continue;
         }
         countError("acquire", err);
-        attempted({ t: "attempt", client: id, id: attemptId, kind, key, ttl, send, reply: now(), outcome: "error", abortAt, code: errorCode(err) });
+        attempted({
+          t: "attempt",
+          client: id,
+          id: attemptId,
+          kind,
+          key,
+          ttl,
+          send,
+          reply: now(),
+          outcome: "error",
+          abortAt,
+          code: errorCode(err),
+          ...fairness(handle, options),
+        });
         await sleep(random.int(1, 5));
         continue;
       }
@@ -738,6 +776,23 @@ export async function runClients(ls, store, userConfig) {
         // A campaign that gave up at its timeout may have been granted meanwhile (then
         // given back): an observer may see that term.
         if (kind === "election") attempted({ t: "attempt", client: id, id: attemptId, kind, key, ttl, send, reply, outcome: "timed-out", abortAt, code: null });
+        // A fair waiter that gave up: the checker's fair-order check needs when its wait ended.
+        else if (handle.fair)
+          attempted({
+            t: "attempt",
+            client: id,
+            id: attemptId,
+            kind,
+            key,
+            ttl,
+            send,
+            reply,
+            outcome: "refused",
+            fair: true,
+            timeout: options.timeout,
+            abortAt,
+            code: null,
+          });
         else emit({ t: "attempt", client: id, id: attemptId, outcome: "refused" });
         continue;
       }
@@ -754,6 +809,7 @@ export async function runClients(ls, store, userConfig) {
         keys: kind === "multi" ? [...handle.keys] : undefined,
         limit: kind === "semaphore" ? limit : undefined,
         permits,
+        ...fairness(handle, options),
         ttl,
         drift: driftMs(ttl),
         auto,

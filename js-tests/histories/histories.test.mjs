@@ -101,6 +101,45 @@ describe(`history checker (${TARGET})`, () => {
       assert.equal(result.violations[0].holds.length, 2, "both holds, for debugging");
     });
 
+    it("reports a fair acquire granted while an earlier one still waited; a waiter that left or never queued excuses it", () => {
+      // a waits from 0 (timeout 100) and is granted at 60; b, sent at 20, is granted at 40.
+      const fair = (client, send, reply, over = {}) =>
+        hold({
+          client,
+          fair: true,
+          timeout: 100,
+          acquire: { send, reply, token: send + 1 },
+          release: { send: reply + 1, reply: reply + 2, ok: true, code: null },
+          signal: { at: reply + 2, reason: "released" },
+          ...over,
+        });
+      const a = fair("0.1", 0, 60);
+      const b = fair("0.2", 20, 40);
+      const result = checkHistory([a, b]);
+      assert.deepEqual(Object.keys(result.byType), ["fair-order"]);
+      assert.match(result.violations[0].message, /granted to an acquire sent 20 ms after another that was still waiting/);
+      assert.deepEqual(types([fair("0.1", 0, 30), fair("0.2", 20, 40)]), [], "in order");
+      assert.deepEqual(types([a, fair("0.2", 5, 40)]), [], "sent within the slack of each other: no order between them");
+      assert.deepEqual(types([{ ...a, timeout: 0 }, b]), [], "an acquire that did not wait keeps no place");
+      assert.deepEqual(
+        types([
+          { ...a, fair: undefined },
+          { ...b, fair: undefined },
+        ]),
+        [],
+        "handles that are not fair",
+      );
+      // An earlier waiter that timed out at 30, or was aborted at 30, before b's grant at 40.
+      const gaveUp = { client: "0.1", kind: "lock", key: "k", send: 0, timeout: 100, fair: true, abortAt: null };
+      assert.deepEqual(types([b]), []);
+      assert.deepEqual(checkHistory([b], { attempts: [{ ...gaveUp, reply: 30, outcome: "refused" }] }).violations, []);
+      assert.deepEqual(checkHistory([b], { attempts: [{ ...gaveUp, reply: 31, abortAt: 30, outcome: "aborted" }] }).violations, []);
+      const stillWaiting = checkHistory([b], { attempts: [{ ...gaveUp, reply: 100, outcome: "refused" }] });
+      assert.deepEqual(Object.keys(stillWaiting.byType), ["fair-order"], "a waiter that timed out after b's grant was overtaken");
+      // Its process stopped meanwhile: its place may have lapsed.
+      assert.deepEqual(checkHistory([a, b], { pauses: [{ process: 0, from: 10, to: 15 }] }).violations, []);
+    });
+
     it("reports a semaphore over its limit", () => {
       const sem = (client, token) => hold({ kind: "semaphore", limit: 2, client, acquire: { send: token, reply: token + 1, token } });
       assert.deepEqual(types([sem("a", 1), sem("b", 2), sem("c", 3)]), ["over-limit"]);
@@ -331,6 +370,20 @@ describe(`history checker (${TARGET})`, () => {
 
   it("MemoryLockStore: one process, 8 clients", async (t) => {
     await assertClean(t, { store: "memory", processes: 1, clients: 8 });
+  });
+
+  // Fair locks and semaphores (lockAll() is not fair: no "multi"): grants in queue order
+  // (fair-order) besides every other check; some waiters were granted after a wait.
+  it("MemoryLockStore, fair locks and semaphores: one process, 8 clients", async (t) => {
+    const run = await assertClean(t, {
+      store: "memory",
+      processes: 1,
+      clients: 8,
+      client: { fair: true, kinds: { lock: 5, semaphore: 3, read: 1, write: 1, election: 1 } },
+    });
+    const waited = run.holds.filter((h) => h.fair && h.acquire.reply - h.acquire.send > 10).length;
+    t.diagnostic(`${waited} fair holds granted after waiting over 10 ms; ${run.attempts.filter((a) => a.fair).length} fair waits given up`);
+    assert.ok(waited > 10, `fair waiters queued (${waited}); seed ${run.seed}`);
   });
 
   // A Lock reused across holds takes pooled native handles: its signal must be the

@@ -433,7 +433,9 @@ impl State {
 
     /// Takes every one of `keys` for `owner`, or, if any is held, none.
     pub(crate) fn acquire_all(&mut self, keys: &[String], owner: &str, ttl_ms: u64, now: u64) -> AllGrant {
-        if let Some(held) = keys.iter().position(|key| self.is_locked(key, now)) {
+        // A key fair waiters queue for is theirs first: busy to a lock on several keys.
+        if let Some(held) = keys.iter().position(|key| self.is_locked(key, now) || self.fair_queued(key, now))
+        {
             // A release of one of the free keys may have woken this attempt: its wake-up
             // goes on to that key's next waiter, which may need nothing else.
             for key in keys {
