@@ -2,13 +2,15 @@
 // in the order they first asked whoever retries first, a semaphore's later, smaller request
 // kept behind an earlier, larger one, places given up on timeout and abort, handles that
 // disagree on fairness refused, the option checked, the serialized form, and stores without
-// fair queues answering UNSUPPORTED. On the memory store, in the build under test. (The
-// core's exact timings on a fake clock: core/tests/fair.rs.)
+// fair queues answering UNSUPPORTED. On the memory store, and on the test kit's TestStore
+// (a JS store with the contract's acquireFair) on its virtual clock, in the build under
+// test. (The core's exact timings on a fake clock: core/tests/fair.rs.)
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
+import { TestStore } from "../js/testing.mjs";
 import { mapStore } from "./support/js-stores.mjs";
-import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "./support/target.mjs";
+import { failOnUnhandledRejections, ls, sleep, uniqueKey, watch } from "./support/target.mjs";
 
 failOnUnhandledRejections();
 
@@ -139,5 +141,69 @@ describe("fair locks (memory store)", () => {
       code: "UNSUPPORTED",
       message: /^locksmith: this store has no fair locks or semaphores/,
     });
+  });
+});
+
+describe("fair locks (TestStore, a JS store with acquireFair, on its virtual clock)", () => {
+  it("grant in arrival order at the moment of each release, whoever retries first", async () => {
+    const store = new TestStore();
+    const holder = ls.lock("k", "30s", store, FAIR);
+    assert.equal(await holder.acquire(), true);
+    const order = [];
+    const waits = ["a", "b", "c"].map(async (name, i) => {
+      await store.clock.sleep(i * 10);
+      const lock = ls.lock("k", "30s", store, FAIR);
+      // c retries every 20 ms, a every 100 ms.
+      assert.equal(await lock.acquire({ timeout: "5s", retryDelay: 100 - i * 40 }), true);
+      order.push([name, store.clock.now()]);
+      await store.clock.sleep(5);
+      assert.equal(await lock.release(), true);
+    });
+    await store.clock.advance(50);
+    await holder.release();
+    await store.clock.advance("1s");
+    await Promise.all(waits);
+    // Each woken by the release before it (the store's onRelease), 5 ms apart.
+    assert.deepEqual(order, [
+      ["a", 50],
+      ["b", 55],
+      ["c", 60],
+    ]);
+    await store.assertNothingHeld();
+  });
+
+  it("a waiter that stops asking loses its place a TTL after its last attempt", async () => {
+    const store = new TestStore();
+    const holder = ls.lock("k", "1s", store, FAIR);
+    assert.equal(await holder.acquire(), true);
+    // A waiter whose process died: one attempt that kept a place, and nothing after it.
+    assert.equal(await store.acquireFair("k", "d".repeat(32), 1_000, "lock", undefined, 1, true), false);
+    const next = watch(ls.lock("k", "1s", store, FAIR).acquire({ timeout: "5s", retryDelay: 100 }));
+    await store.clock.advance(10);
+    await holder.release();
+    await store.clock.advance(900);
+    assert.equal(next.now, "pending", "the dead waiter is first until its place lapses");
+    await store.clock.advance(200);
+    assert.equal(next.now, true);
+  });
+
+  it("refuse a handle that is not fair on a fair key (the store says so), and inject faults into acquireFair", async () => {
+    const store = new TestStore();
+    const fair = ls.lock("k", "30s", store, FAIR);
+    assert.equal(await fair.acquire(), true);
+    await assert.rejects(ls.lock("k", "30s", store).acquire(), { code: "INVALID_ARGUMENT", message: /is fair/ });
+    await assert.rejects(
+      ls
+        .semaphore("s", 2, "30s", store)
+        .acquire()
+        .then(() => ls.semaphore("s", 2, "30s", store, FAIR).acquire()),
+      {
+        code: "INVALID_ARGUMENT",
+        message: /not fair; this handle is fair/,
+      },
+    );
+    store.failNext(1, { calls: ["acquireFair"] });
+    await assert.rejects(ls.lock("f", "30s", store, FAIR).acquire(), { code: "STORE_UNAVAILABLE" });
+    assert.equal(await fair.release(), true);
   });
 });

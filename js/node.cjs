@@ -148,6 +148,7 @@ const api = makeApi({
       capabilities.permitWeights,
       capabilities.acquireAll,
       clock,
+      capabilities.fair,
     );
     if (clock !== undefined) {
       for (const make of ["lock", "handle", "restore"]) {

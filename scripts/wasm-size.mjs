@@ -35,8 +35,9 @@ import { gzipSync } from "node:zlib";
 // its pause after a refused synchronous attempt, and a sleep armed again when its
 // `setTimeout` fires before `performance.now()` has moved on by its milliseconds: 53.0 KB.
 // Fair locks and semaphores in the memory store (a queue of leased places per key, the
-// key's fairness checked both ways, `"fair lock"` in the serialized form): 55.1 KB.
-export const WASM_GZIP_BUDGET_BYTES = 55.2 * 1024;
+// key's fairness checked both ways, `"fair lock"` in the serialized form) and a JS store's
+// `acquireFair` (the contract's call, the test kit's store over the memory store): 55.3 KB.
+export const WASM_GZIP_BUDGET_BYTES = 55.4 * 1024;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const wasmFile = join(root, "js/wasm/locksmith_wasm_bg.wasm");

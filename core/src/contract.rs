@@ -126,13 +126,15 @@ pub struct Call<'a> {
     /// The permit methods' hold kind (`"semaphore"` with its `limit`, `"read"`, `"write"`).
     pub kind: Option<HoldKind>,
     /// How many permits `acquirePermit` takes, when more than one (only on a store with
-    /// [`has_permit_weights`](ForeignStore::has_permit_weights)).
+    /// [`has_permit_weights`](ForeignStore::has_permit_weights)); `acquireFair`'s, always.
     pub permits: Option<u32>,
+    /// `acquireFair`: whether the caller waits (then a refused attempt keeps its place).
+    pub waits: Option<bool>,
 }
 
 impl<'a> Call<'a> {
     fn new(op: &'static str, key: &'a str, owner: Option<&'a str>, ttl_ms: Option<u64>) -> Self {
-        Self { op, key, owner, ttl_ms, kind: None, permits: None }
+        Self { op, key, owner, ttl_ms, kind: None, permits: None, waits: None }
     }
 
     fn of_kind(self, kind: HoldKind) -> Self {
@@ -183,6 +185,15 @@ pub trait ForeignStore: MaybeSendSync {
     /// array as one string, `tokens ` and its entries space-separated (`-` for `null`,
     /// `?` for anything that is not a number), and a string as `text ` and the string.
     fn has_acquire_all(&self) -> bool {
+        false
+    }
+
+    /// Whether the store has the optional `acquireFair(key, owner, ttlMs, kind, limit,
+    /// permits, waits)`: fair locks and semaphores (see [`LockStore::acquire_fair`]; its
+    /// `release`/`releasePermit` of an owner that holds nothing gives up its place, and
+    /// it refuses a handle that is not fair on a fair key, and the other way round, with
+    /// an `INVALID_ARGUMENT` error). `false` by default.
+    fn has_fair(&self) -> bool {
         false
     }
 
@@ -326,11 +337,35 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
     }
 
     fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
+        // A fair lock's waiters: the plain lock's releases.
+        if kind == HoldKind::Exclusive {
+            return self.0.release_signal(key, None);
+        }
         if self.0.has_permits() {
             self.0.release_signal(key, Some(kind))
         } else {
             None
         }
+    }
+
+    async fn acquire_fair(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        waits: bool,
+    ) -> Result<Option<Grant>> {
+        if !self.0.has_fair() {
+            return Err(crate::store::no_fairness());
+        }
+        let call = Call {
+            permits: Some(permits),
+            waits: Some(waits),
+            ..Call::new("acquireFair", key, Some(owner), Some(ttl_ms)).of_kind(kind)
+        };
+        expect_grant("acquireFair", &self.ask(call).await?)
     }
 
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {

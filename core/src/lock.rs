@@ -856,11 +856,7 @@ impl Lock {
         if self.fair || !self.keys.is_empty() || !self.store.fair_key(&self.key, self.kind) {
             return Ok(());
         }
-        Err(LockError::InvalidArgument(format!(
-            "{} {} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on `fair`",
-            self.kind.name(),
-            validate::quote(&self.key)
-        )))
+        Err(crate::store::not_fair_on_fair_key(&self.key, self.kind))
     }
 
     /// Whether this handle's last hold is still in place (`Some`), or `None` with `outage`

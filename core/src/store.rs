@@ -115,6 +115,20 @@ fn no_permits() -> crate::error::LockError {
     )
 }
 
+/// A fair handle's acquire on a store without fair queues.
+pub(crate) fn no_fairness() -> crate::error::LockError {
+    crate::error::LockError::Unsupported("this store has no fair locks or semaphores (`fair: true`)".into())
+}
+
+/// A handle that is not fair, refused on a key fair handles hold or wait for.
+pub(crate) fn not_fair_on_fair_key(key: &str, kind: HoldKind) -> crate::error::LockError {
+    crate::error::LockError::InvalidArgument(format!(
+        "{} {} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on `fair`",
+        kind.name(),
+        crate::validate::quote(key)
+    ))
+}
+
 /// A semaphore hold of more than one permit on a store that counts one per holder.
 pub(crate) fn no_permit_weights() -> crate::error::LockError {
     crate::error::LockError::Unsupported(
@@ -241,9 +255,7 @@ pub trait LockStore: MaybeSendSync {
         _permits: u32,
         _waits: bool,
     ) -> Result<Option<Grant>> {
-        Err(crate::error::LockError::Unsupported(
-            "this store has no fair locks or semaphores (`fair: true`)".into(),
-        ))
+        Err(no_fairness())
     }
 
     /// Whether `key` (of `kind`) is fair now: fair handles hold it or queue for it. A

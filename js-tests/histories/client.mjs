@@ -285,6 +285,15 @@ export function ignoresWeights(inner) {
 }
 
 /**
+ * A plain JS store (js-tests/support/js-stores.mjs) that says it has fair locks but keeps
+ * no queue: its `acquireFair` is a plain `acquire`, so whoever asks first after a release
+ * gets in. A broken guard, for the checker's fair-order check.
+ */
+export function ignoresQueue(inner) {
+  return { ...inner, acquireFair: (key, owner, ttlMs) => inner.acquire(key, owner, ttlMs) };
+}
+
+/**
  * A plain JS store whose `acquireAll` (several keys at once) checks only the first key
  * and then takes them all, held or not: a broken guard, for the checker's own test.
  */
@@ -461,7 +470,7 @@ export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {})
  * `{ upstash: url, token, ... }` (UpstashLockStore over an @upstash/redis client, to a
  * REST endpoint), `{ durableObject: url }` (DurableObjectLockStore in the worker at
  * `url`: js-tests/workerd/store-worker.mjs, reached over its /store WebSocket), or
- * `{ broken: how, store: spec }` (brokenStore over an ioredis or Upstash spec's store),
+ * `queue-ignored-memory` (ignoresQueue: a fair store without a queue), `{ broken: how, store: spec }` (brokenStore over an ioredis or Upstash spec's store),
  * or `{ laggyJs: ms }` (a plain JS store with isHeldBy, ownerRemainingTime, permits,
  * fencing tokens and onRelease, each call late: laggy).
  */
@@ -478,6 +487,10 @@ export async function openStore(ls, spec) {
     const { mapStore } = await import("../support/js-stores.mjs");
     const inner = mapStore({ withIsHeldBy: true, withOwnerRemainingTime: true, withPermits: true, withFencing: true, withOnRelease: true, withHolder: true });
     return { store: laggy(inner, spec.laggyJs), close: async () => {} };
+  }
+  if (spec === "queue-ignored-memory") {
+    const { mapStore } = await import("../support/js-stores.mjs");
+    return { store: ignoresQueue(mapStore({ withFencing: true })), close: async () => {} };
   }
   if (spec === "weights-ignored-memory") {
     const { mapStore } = await import("../support/js-stores.mjs");

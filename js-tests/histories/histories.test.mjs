@@ -362,6 +362,12 @@ describe(`history checker (${TARGET})`, () => {
     assert.ok(run.result.byType["over-limit"] > 0, `the checker saw too many permits (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
   });
 
+  it("catches a broken guard: a store whose fair acquire keeps no queue", async (t) => {
+    const run = await runHistory({ store: "queue-ignored-memory", processes: 1, clients: 6, seconds: 1.5, client: { fair: true, kinds: { lock: 1 } } });
+    t.diagnostic(`seed ${run.seed}: ${JSON.stringify(run.result.byType)}`);
+    assert.ok(run.result.byType["fair-order"] > 0, `the checker saw a waiter overtaken (seed ${run.seed}): ${JSON.stringify(run.result.byType)}`);
+  });
+
   it("catches a broken guard: a store whose acquireAll checks only the first of the keys", async (t) => {
     const run = await runHistory({ store: "first-key-only-memory", processes: 1, clients: 6, seconds: 1.5, client: { kinds: { lock: 1, multi: 1 } } });
     t.diagnostic(`seed ${run.seed}: ${JSON.stringify(run.result.byType)}`);

@@ -92,14 +92,14 @@ function tokensText(value) {
 }
 
 /** A JS store's calls that can take or free a hold: a store's close() waits for them. */
-const HOLD_CALLS = new Set(["acquire", "release", "acquirePermit", "releasePermit", "acquireAll"]);
+const HOLD_CALLS = new Set(["acquire", "release", "acquirePermit", "releasePermit", "acquireAll", "acquireFair"]);
 
 /**
  * What `store` offers beyond the five required methods, which core asks for only where
  * the store has it: `isHeldBy`, `permits` (every one of PERMIT_METHODS: semaphores and
  * read-write locks), `onRelease` (wake-ups), `hasWaiters`, `ownerRemainingTime`,
- * `permitWeights` (a semaphore hold of several permits) and `acquireAll` (lockAll() in
- * one call).
+ * `permitWeights` (a semaphore hold of several permits), `acquireAll` (lockAll() in
+ * one call) and `acquireFair` (fair locks and semaphores).
  */
 function capabilitiesOf(store) {
   return {
@@ -110,6 +110,7 @@ function capabilitiesOf(store) {
     ownerRemainingTime: typeof store.ownerRemainingTime === "function",
     permitWeights: store.permitWeights === true,
     acquireAll: typeof store.acquireAll === "function",
+    fair: typeof store.acquireFair === "function",
   };
 }
 
@@ -204,6 +205,14 @@ function dispatcher(store) {
               : permitTokens
                 ? store[ACQUIRE_PERMIT_TOKEN](call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits)
                 : store.acquirePermit(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits),
+          );
+          break;
+        // A fair handle's attempt: kind "lock" or "semaphore" (with its limit), always its permits.
+        case "acquireFair":
+          pending = settling(
+            [call.key],
+            call.owner,
+            store.acquireFair(call.key, call.owner, call.ttlMs, call.kind, call.limit ?? undefined, call.permits, call.waits === true),
           );
           break;
         case "releasePermit":

@@ -44,6 +44,7 @@ export const api = makeApi({
       capabilities.ownerRemainingTime,
       capabilities.permitWeights,
       capabilities.acquireAll,
+      capabilities.fair,
     );
     if (clock !== undefined) bridge.useClock(clock);
     return bridge;

@@ -22,6 +22,7 @@ export const STORE_CALLS = Object.freeze([
   "countPermits",
   "permitRemainingTime",
   "acquireAll",
+  "acquireFair",
   "holder",
   "proclaim",
 ]);

@@ -12,7 +12,7 @@ import { FOLLOW, KEEP_BUSY, TestClock, firstBinding } from "./clock.mjs";
 import { Faults, callName } from "./faults.mjs";
 
 /** The calls that take a TTL. */
-const TTL_CALLS = new Set(["acquire", "extend", "acquirePermit", "extendPermit"]);
+const TTL_CALLS = new Set(["acquire", "extend", "acquirePermit", "extendPermit", "acquireFair", "acquireFairOnce"]);
 
 /**
  * The keys a store granted through the kit, with their hold kinds: what `held()` asks the
@@ -27,6 +27,8 @@ class Granted {
     if (op === "acquire") this.#add(args[0], "lock");
     else if (op === "acquireAll") for (const key of args[0]) this.#add(key, "lock");
     else if (op === "acquirePermit") this.#add(args[0], args[3], args[4]);
+    // A fair lock is a plain lock's hold; a fair semaphore's, a semaphore's.
+    else if (op.startsWith("acquireFair")) this.#add(args[0], args[3] === "lock" ? "lock" : "semaphore", args[4]);
   }
 
   #add(key, kind, limit) {
@@ -132,7 +134,15 @@ export class TestStore {
     if (owner !== undefined) checkString("owner", owner);
     // The arguments the shipped stores check, checked alike (checks.mjs).
     if (TTL_CALLS.has(op)) checkMs("ttlMs", ttlMs);
-    if (kind !== undefined || op.endsWith("Permit") || op.startsWith("countPermits") || op === "permitRemainingTime") {
+    if (op.startsWith("acquireFair")) {
+      if (kind !== "lock" && kind !== "semaphore") {
+        throw invalid(`kind must be "lock" or "semaphore"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
+      }
+      if (kind === "semaphore" && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)) {
+        throw invalid(limitMessage(typeof limit === "number" ? limit : typeName(limit)));
+      }
+      if (kind === "semaphore") checkPermits(kind, limit, permits);
+    } else if (kind !== undefined || op.endsWith("Permit") || op.startsWith("countPermits") || op === "permitRemainingTime") {
       checkKind(kind);
       if (op === "acquirePermit") {
         if (kind === "semaphore" && (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)) {
@@ -142,7 +152,8 @@ export class TestStore {
       }
     }
     this.#clock.touch();
-    return this.#faults.run(op, async () => {
+    // A fair attempt that does not wait is an `acquireFair` call to the faults.
+    return this.#faults.run(op === "acquireFairOnce" ? "acquireFair" : op, async () => {
       const memory = await this.#memory;
       this.#clock.touch();
       let answer;
@@ -209,6 +220,16 @@ export class TestStore {
     return this.#call("acquirePermit", [key, owner, ttlMs, kind, limit], key, owner, ttlMs, kind, limit, permits);
   }
 
+  /**
+   * A fair handle's attempt (the JS store contract's optional `acquireFair`): `owner`
+   * takes or renews its place in the key's queue and is granted the key when first in
+   * line and the key has room; one that does not `wait` keeps no place.
+   */
+  acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
+    const op = waits === true ? "acquireFair" : "acquireFairOnce";
+    return this.#call(op, [key, owner, ttlMs, kind, limit], key, owner, ttlMs, kind, limit, kind === "lock" ? 1 : permits);
+  }
+
   releasePermit(key, owner, kind) {
     return this.#call("releasePermit", [key], key, owner, undefined, kind);
   }
@@ -264,7 +285,8 @@ export class TestStore {
   /** A call answered by `answer(memory)`, through the armed faults. */
   #direct(op, answer) {
     this.#clock.touch();
-    return this.#faults.run(op, async () => {
+    // A fair attempt that does not wait is an `acquireFair` call to the faults.
+    return this.#faults.run(op === "acquireFairOnce" ? "acquireFair" : op, async () => {
       const memory = await this.#memory;
       this.#clock.touch();
       try {

@@ -192,6 +192,16 @@ export interface LockStore {
    */
   acquireAll?(keys: string[], owner: string, ttlMs: number): Promise<boolean | number | (number | null)[] | null>;
   /**
+   * Optional: fair locks and semaphores (`{ fair: true }`; docs/stores.md). `owner` takes its
+   * place at the end of the key's queue, or renews it (a place lasts `ttlMs` from its
+   * latest attempt), and is granted the key when it is first in the queue and the key has
+   * room (`permits` of a semaphore's `limit`); granted, it leaves the queue. With `waits`
+   * false it keeps no place. Resolves like `acquire()`. Its `release`/`releasePermit` of an
+   * owner that holds nothing gives up that owner's place; a handle that disagrees with the
+   * key's holders or waiters on fairness is refused with an InvalidArgumentError.
+   */
+  acquireFair?(key: string, owner: string, ttlMs: number, kind: "lock" | "semaphore", limit: number | undefined, permits: number, waits: boolean): Promise<boolean | number>;
+  /**
    * Optional, all five or none: semaphores and read-write locks (docs/stores.md). With
    * `permitWeights: true`, `acquirePermit` gets a sixth argument, `permits` (1 when
    * absent): that many of the semaphore's permits for one holder.

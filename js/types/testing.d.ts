@@ -47,6 +47,7 @@ export type StoreCall =
   | "countPermits"
   | "permitRemainingTime"
   | "acquireAll"
+  | "acquireFair"
   | "holder"
   | "proclaim";
 
@@ -135,6 +136,7 @@ export declare class TestStore implements LockStore, FaultControls {
   countPermits(key: string, kind: PermitKind): Promise<number>;
   permitRemainingTime(key: string, owner: string, kind: PermitKind): Promise<number | null>;
   acquireAll(keys: string[], owner: string, ttlMs: number): Promise<number[] | false>;
+  acquireFair(key: string, owner: string, ttlMs: number, kind: "lock" | "semaphore", limit: number | undefined, permits: number, waits: boolean): Promise<number | false>;
   onRelease(key: string, listener: () => void, kind?: PermitKind): () => void;
   /**
    * Ends every hold of `key` now, as a failover that lost them would; their holders find

@@ -34,8 +34,10 @@ pub struct StoreCall {
     pub limit: Option<u32>,
     /// For `onRelease` / `offRelease`: which subscription.
     pub id: Option<f64>,
-    /// For `acquirePermit` on a store with `permitWeights`: how many permits.
+    /// For `acquirePermit` on a store with `permitWeights`, and `acquireFair`: how many permits.
     pub permits: Option<u32>,
+    /// For `acquireFair`: whether the caller waits.
+    pub waits: Option<bool>,
 }
 
 /// Error-first (`CalleeHandled`), weak (does not keep Node alive). Its promise is read
@@ -95,6 +97,8 @@ struct JsStore {
     has_permit_weights: bool,
     /// The store has the optional `acquireAll(keys, owner, ttlMs)`.
     has_acquire_all: bool,
+    /// The store has the optional `acquireFair(...)`.
+    has_fair: bool,
     /// The id of the next `onRelease` subscription.
     next_subscription: AtomicU64,
     /// What the operation timeout sleeps on: the locks' timer.
@@ -124,6 +128,7 @@ impl JsStoreBridge {
         has_permit_weights: Option<bool>,
         has_acquire_all: Option<bool>,
         clock: Option<&VirtualClock>,
+        has_fair: Option<bool>,
     ) -> napi::Result<Self> {
         let timeout_ms = crate::error::IntoNapi::napi(locksmith_core::validate::js::positive_ms(
             "operationTimeoutMs",
@@ -140,6 +145,7 @@ impl JsStoreBridge {
                 has_owner_remaining_time: has_owner_remaining_time.unwrap_or(false),
                 has_permit_weights: has_permit_weights.unwrap_or(false),
                 has_acquire_all: has_acquire_all.unwrap_or(false),
+                has_fair: has_fair.unwrap_or(false),
                 next_subscription: AtomicU64::new(0),
                 timer: runner.timer.clone(),
                 counted: runner.tracked.clone(),
@@ -201,7 +207,10 @@ fn describe(value: &Value) -> Answer {
 }
 
 impl JsStore {
-    async fn invoke(&self, Call { op, key, owner, ttl_ms, kind, permits }: Call<'_>) -> Result<Answer> {
+    async fn invoke(
+        &self,
+        Call { op, key, owner, ttl_ms, kind, permits, waits }: Call<'_>,
+    ) -> Result<Answer> {
         let call = StoreCall {
             op: op.to_owned(),
             key: key.to_owned(),
@@ -211,6 +220,7 @@ impl JsStore {
             limit: kind.and_then(HoldKind::limit),
             id: None,
             permits,
+            waits,
         };
         let answered = Box::pin(async {
             match self.send(call)?.await {
@@ -279,6 +289,10 @@ impl ForeignStore for JsStore {
         self.has_acquire_all
     }
 
+    fn has_fair(&self) -> bool {
+        self.has_fair
+    }
+
     fn release_signal(&self, key: &str, kind: Option<HoldKind>) -> Option<BoxFuture<'static, ()>> {
         if !self.has_on_release {
             return None;
@@ -293,6 +307,7 @@ impl ForeignStore for JsStore {
             limit: kind.and_then(HoldKind::limit),
             id: Some(id),
             permits: None,
+            waits: None,
         };
         // Queued now, ahead of the acquire attempt that follows, so a release between
         // that attempt and the wait is not missed.
@@ -326,6 +341,7 @@ impl Drop for Unsubscribe {
             limit: None,
             id: Some(self.id),
             permits: None,
+            waits: None,
         };
         crate::exit::sent();
         let status = self.dispatch.call_with_return_value(

@@ -35,6 +35,8 @@ struct JsStore {
     /// The store carries weighted permits (`permitWeights: true`).
     has_permit_weights: bool,
     has_acquire_all: bool,
+    /// The store has the optional `acquireFair(...)`.
+    has_fair: bool,
     timer: Arc<dyn Timer>,
 }
 
@@ -57,6 +59,7 @@ impl WasmJsStoreBridge {
         has_owner_remaining_time: Option<bool>,
         has_permit_weights: Option<bool>,
         has_acquire_all: Option<bool>,
+        has_fair: Option<bool>,
     ) -> Result<Self, JsValue> {
         let timeout_ms = validate::js::positive_ms("operationTimeoutMs", operation_timeout_ms).js()?;
         Ok(Self {
@@ -71,6 +74,7 @@ impl WasmJsStoreBridge {
                 has_owner_remaining_time: has_owner_remaining_time.unwrap_or(false),
                 has_permit_weights: has_permit_weights.unwrap_or(false),
                 has_acquire_all: has_acquire_all.unwrap_or(false),
+                has_fair: has_fair.unwrap_or(false),
                 timer: timer(),
             })),
         })
@@ -148,7 +152,10 @@ fn reason(err: &JsValue) -> String {
 }
 
 impl JsStore {
-    async fn invoke(&self, Call { op, key, owner, ttl_ms, kind, permits }: Call<'_>) -> Result<Answer> {
+    async fn invoke(
+        &self,
+        Call { op, key, owner, ttl_ms, kind, permits, waits }: Call<'_>,
+    ) -> Result<Answer> {
         let call = Object::new();
         let set = |name: &str, value: &JsValue| {
             let _ = Reflect::set(&call, &JsValue::from_str(name), value);
@@ -169,6 +176,9 @@ impl JsStore {
         }
         if let Some(permits) = permits {
             set("permits", &JsValue::from_f64(f64::from(permits)));
+        }
+        if let Some(waits) = waits {
+            set("waits", &JsValue::from_bool(waits));
         }
         let returned =
             self.dispatch.call1(&JsValue::NULL, &call).map_err(|e| contract::failed(op, &reason(&e)))?;
@@ -205,6 +215,10 @@ impl ForeignStore for JsStore {
 
     fn has_acquire_all(&self) -> bool {
         self.has_acquire_all
+    }
+
+    fn has_fair(&self) -> bool {
+        self.has_fair
     }
 
     fn has_local_waiters(&self, key: &str) -> bool {

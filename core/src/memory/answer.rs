@@ -47,8 +47,25 @@ impl MemoryStore {
         // are ready at once): no second copy of them in the WebAssembly module.
         let store: &dyn LockStore = self;
         let (owner, ttl) = (owner.unwrap_or(""), ttl_ms.unwrap_or(0));
+        // A refused attempt of a handle that is not fair on a fair key: refused as such (a
+        // JS store has no other way to say so).
+        let unless_fair = |grant: Option<Grant>, kind: HoldKind| match grant {
+            None if store.fair_key(key, kind) => Err(crate::store::not_fair_on_fair_key(key, kind)),
+            grant => Ok(granted(grant)),
+        };
         Ok(match (op, kind) {
-            ("acquire", _) => granted(ready(store.acquire_with_grant(key, owner, ttl))?),
+            ("acquire", _) => {
+                unless_fair(ready(store.acquire_with_grant(key, owner, ttl))?, HoldKind::Exclusive)?
+            }
+            // `acquireFair(…, waits)`: `acquireFairOnce` when it does not wait.
+            ("acquireFair" | "acquireFairOnce", Some(kind)) => granted(ready(store.acquire_fair(
+                key,
+                owner,
+                ttl,
+                kind,
+                permits.unwrap_or(1),
+                op == "acquireFair",
+            ))?),
             ("release", _) => Answer::Bool(ready(store.release(key, owner))?),
             ("extend", _) => Answer::Bool(ready(store.extend(key, owner, ttl))?),
             ("isLocked", _) => Answer::Bool(ready(store.is_locked(key))?),
@@ -60,7 +77,7 @@ impl MemoryStore {
                 None
             }),
             ("acquirePermit", Some(kind)) => {
-                granted(ready(store.acquire_permits(key, owner, ttl, kind, permits.unwrap_or(1)))?)
+                unless_fair(ready(store.acquire_permits(key, owner, ttl, kind, permits.unwrap_or(1)))?, kind)?
             }
             ("releasePermit", Some(kind)) => Answer::Bool(ready(store.release_permit(key, owner, kind))?),
             ("extendPermit", Some(kind)) => Answer::Bool(ready(store.extend_permit(key, owner, ttl, kind))?),
