@@ -720,12 +720,13 @@ impl Lock {
         let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
         // Behind this process's waiters on the key, a lock that may wait queues first
         // (see `LockStore::has_local_waiters`); it still tries at each retry and at its
-        // deadline.
-        // A wait right after a refused `try_acquire_now` queues first too: its attempt
-        // was that one.
+        // deadline. A wait right after a refused `try_acquire_now` queues first too: its
+        // attempt was that one. A fair handle never holds its first attempt back: that
+        // attempt takes its place in the store's queue, which orders every waiter.
         let mut queue_first = options.timeout_ms > 0
             && (options.after_refused_try
                 || (self.kind == HoldKind::Exclusive
+                    && !self.fair
                     && self.keys.is_empty()
                     && self.store.has_local_waiters(&self.key)));
         // The release signal lives until it fires, across the retries a timer starts, so

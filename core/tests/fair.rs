@@ -231,3 +231,86 @@ fn a_lock_on_several_keys_does_not_barge_past_a_fair_queue() {
         assert!(all.acquire(AcquireOptions::default()).await.unwrap(), "nobody queues any more");
     });
 }
+
+/// The memory store, saying this process has waiters on every key (as a store that
+/// counts its own process's waiters would): a plain lock would hold its first attempt
+/// back behind them.
+struct WithLocalWaiters(Arc<MemoryStore>);
+
+#[async_trait::async_trait]
+impl LockStore for WithLocalWaiters {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> locksmith_core::Result<bool> {
+        self.0.acquire(key, owner, ttl_ms).await
+    }
+    async fn release(&self, key: &str, owner: &str) -> locksmith_core::Result<bool> {
+        self.0.release(key, owner).await
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> locksmith_core::Result<bool> {
+        self.0.extend(key, owner, ttl_ms).await
+    }
+    async fn is_locked(&self, key: &str) -> locksmith_core::Result<bool> {
+        self.0.is_locked(key).await
+    }
+    async fn remaining_time(&self, key: &str) -> locksmith_core::Result<Option<u64>> {
+        self.0.remaining_time(key).await
+    }
+    async fn acquire_fair(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        waits: bool,
+    ) -> locksmith_core::Result<Option<locksmith_core::Grant>> {
+        self.0.acquire_fair(key, owner, ttl_ms, kind, permits, waits).await
+    }
+    fn permit_release_signal(
+        &self,
+        key: &str,
+        kind: HoldKind,
+    ) -> Option<locksmith_core::BoxFuture<'static, ()>> {
+        self.0.permit_release_signal(key, kind)
+    }
+    fn has_local_waiters(&self, _key: &str) -> bool {
+        true
+    }
+}
+
+/// A fair handle's first attempt takes its place at once, even behind this process's
+/// waiters: held back until its retry delay, it would queue after a later arrival that
+/// retries sooner.
+#[test]
+fn a_fair_waiter_takes_its_place_on_arrival_behind_local_waiters() {
+    let timer = FakeTimer::new();
+    let store = Arc::new(WithLocalWaiters(memory(&timer)));
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let on = || {
+        let mut lock = Lock::new("k", 10_000, store.clone(), t.clone()).unwrap();
+        lock.set_fair().unwrap();
+        lock
+    };
+    let (holder, early, late) = (on(), on(), on());
+    let order = Mutex::new(Vec::new());
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        futures_util::join!(
+            async {
+                assert!(early.acquire(wait(5_000, 1_000)).await.unwrap());
+                order.lock().unwrap().push("early");
+                assert!(early.release().await.unwrap());
+            },
+            async {
+                timer.sleep_for_test(10).await;
+                assert!(late.acquire(wait(5_000, 5)).await.unwrap());
+                order.lock().unwrap().push("late");
+                assert!(late.release().await.unwrap());
+            },
+            async {
+                timer.sleep_for_test(100).await;
+                assert!(holder.release().await.unwrap());
+            }
+        );
+    });
+    assert_eq!(*order.lock().unwrap(), ["early", "late"]);
+}
