@@ -718,17 +718,7 @@ impl Lock {
         // This call's permits, fixed now: another call on the handle may set others.
         let permits = self.permits();
         let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
-        // Behind this process's waiters on the key, a lock that may wait queues first
-        // (see `LockStore::has_local_waiters`); it still tries at each retry and at its
-        // deadline. A wait right after a refused `try_acquire_now` queues first too: its
-        // attempt was that one. A fair handle never holds its first attempt back: that
-        // attempt takes its place in the store's queue, which orders every waiter.
-        let mut queue_first = options.timeout_ms > 0
-            && (options.after_refused_try
-                || (self.kind == HoldKind::Exclusive
-                    && !self.fair
-                    && self.keys.is_empty()
-                    && self.store.has_local_waiters(&self.key)));
+        let mut queue_first = self.queues_first(options);
         // The release signal lives until it fires, across the retries a timer starts, so
         // a waiter keeps its place among the store's listeners (a release wakes the
         // longest waiting) and no release between two attempts is missed.
@@ -836,6 +826,20 @@ impl Lock {
                 let _ = self.store_release(owner).await;
             }
         }
+    }
+
+    /// Whether a wait holds its first attempt back (it still tries at each retry and at
+    /// its deadline): behind this process's waiters on the key (see
+    /// `LockStore::has_local_waiters`), and right after a refused `try_acquire_now` (its
+    /// attempt was that one). A fair handle never holds its first attempt back behind
+    /// waiters: that attempt takes its place in the store's queue, which orders them all.
+    fn queues_first(&self, options: AcquireOptions) -> bool {
+        options.timeout_ms > 0
+            && (options.after_refused_try
+                || (self.kind == HoldKind::Exclusive
+                    && !self.fair
+                    && self.keys.is_empty()
+                    && self.store.has_local_waiters(&self.key)))
     }
 
     /// Whether a refused attempt leaves something in the store until it is given up: a
