@@ -28,7 +28,7 @@ describe("handle makers refuse arguments past their own", () => {
     [
       "lock(key, ttl, store, { timeout })",
       () => lock("k", "10s", store, { timeout: 5 }),
-      /^locksmith: `timeout` is not a handle option of lock\(\) and new Lock\(\): acquire options .* go to acquire\(\) or run\(\)/,
+      /^locksmith: `timeout` is not a handle option of lock\(\): acquire options .* go to acquire\(\) or run\(\)/,
     ],
     [
       "new Lock(key, ttl, store, {}, 5)",

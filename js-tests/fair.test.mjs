@@ -113,6 +113,15 @@ describe("fair locks (memory store)", () => {
     assert.throws(() => ls.semaphore("k", 2, 1_000, store, { fair: 1 }), { code: "INVALID_ARGUMENT" });
     assert.throws(() => new ls.Lock("k", 1_000, store, { fair: true }, 5), { code: "INVALID_ARGUMENT", message: /at most 4 arguments/ });
     assert.equal(new ls.Lock("k", 1_000, store, { fair: true }).fair, true);
+    // Where fairness cannot be, or the options sit in the store's place: said so.
+    assert.throws(() => ls.lockAll(["a", "b"], 1_000, store, FAIR), { code: "INVALID_ARGUMENT", message: /^locksmith: lockAll\(\) cannot be fair/ });
+    assert.throws(() => new ls.MultiLock(["a", "b"], 1_000, store, FAIR), { code: "INVALID_ARGUMENT", message: /lockAll\(\) cannot be fair/ });
+    assert.throws(() => ls.readWriteLock("rw", 1_000, store, FAIR), { code: "INVALID_ARGUMENT", message: /phase-fair already/ });
+    assert.throws(() => ls.readWriteLock("rw", 1_000, store).readLock(FAIR), { code: "INVALID_ARGUMENT", message: /phase-fair already/ });
+    assert.throws(() => ls.lock("k", 1_000, FAIR), {
+      code: "INVALID_ARGUMENT",
+      message: /options come after its store, lock\(key, ttlMs, store, \{ fair: true \}\)/,
+    });
     assert.equal(ls.lock("k", 1_000, store, { fair: false }).fair, false);
     assert.equal(ls.lock("k", 1_000, store, {}).fair, false);
   });
@@ -135,16 +144,68 @@ describe("fair locks (memory store)", () => {
     assert.equal(await back.release(), true);
   });
 
-  it("answer UNSUPPORTED on a store without fair queues (a user's own store)", async () => {
+  it("answer UNSUPPORTED on a store without fair queues (a user's own store), or without what a fair semaphore needs", async () => {
     const store = mapStore();
     await assert.rejects(ls.lock(uniqueKey("fair-js"), 1_000, store, FAIR).acquire(), {
       code: "UNSUPPORTED",
-      message: /^locksmith: this store has no fair locks or semaphores/,
+      message: /^locksmith: this store has no fair locks or semaphores .*stores with acquireFair have them/,
     });
+    // acquireFair but no permit methods: a fair semaphore could not be released or counted.
+    let asked = 0;
+    const fairOnly = { ...mapStore(), acquireFair: async () => (asked += 1) > 0 };
+    await assert.rejects(ls.semaphore(uniqueKey("fair-js"), 2, 1_000, fairOnly, FAIR).acquire(), { code: "UNSUPPORTED", message: /no semaphores/ });
+    // Permit methods without permitWeights: one permit per hold, as for any semaphore.
+    const noWeights = { ...mapStore({ withPermits: true }), acquireFair: async () => (asked += 1) > 0 };
+    await assert.rejects(ls.semaphore(uniqueKey("fair-js"), 3, 1_000, noWeights, FAIR).acquire({ permits: 2 }), {
+      code: "UNSUPPORTED",
+      message: /one permit per semaphore hold/,
+    });
+    assert.equal(asked, 0, "nothing was asked of the stores");
+    assert.equal(await ls.lock(uniqueKey("fair-js"), 1_000, fairOnly, FAIR).acquire(), true, "a fair lock needs no permit methods");
   });
 });
 
+/**
+ * `store` without its onRelease: its waiters only poll, each at its retry delay, so
+ * whoever polls first after a release would get the key if nothing kept order.
+ */
+const withoutWakeUps = (store) =>
+  new Proxy(store, {
+    get(target, name) {
+      if (name === "onRelease") return undefined;
+      const value = Reflect.get(target, name, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+
 describe("fair locks (TestStore, a JS store with acquireFair, on its virtual clock)", () => {
+  it("grant in arrival order when waiters only poll, though the last to arrive polls first", async () => {
+    const store = new TestStore();
+    const polled = withoutWakeUps(store);
+    const holder = ls.lock("k", "30s", polled, FAIR);
+    assert.equal(await holder.acquire(), true);
+    const order = [];
+    // a asks at 0, then every 100 ms; b at 10, every 60 ms; c at 20, every 20 ms.
+    const waits = ["a", "b", "c"].map(async (name, i) => {
+      await store.clock.sleep(i * 10);
+      const lock = ls.lock("k", "30s", polled, FAIR);
+      assert.equal(await lock.acquire({ timeout: "5s", retryDelay: 100 - i * 40 }), true);
+      order.push([name, store.clock.now()]);
+      assert.equal(await lock.release(), true);
+    });
+    await store.clock.advance(50);
+    await holder.release();
+    await store.clock.advance("1s");
+    await Promise.all(waits);
+    // a at its next poll (100); b at its first poll after that (130); c at once after (140).
+    assert.deepEqual(order, [
+      ["a", 100],
+      ["b", 130],
+      ["c", 140],
+    ]);
+    await store.assertNothingHeld();
+  });
+
   it("grant in arrival order at the moment of each release, whoever retries first", async () => {
     const store = new TestStore();
     const holder = ls.lock("k", "30s", store, FAIR);

@@ -360,6 +360,13 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
         if !self.0.has_fair() {
             return Err(crate::store::no_fairness());
         }
+        // A fair semaphore's hold is released, extended and counted by the permit methods.
+        if kind != HoldKind::Exclusive {
+            self.permits()?;
+            if permits > 1 && !self.0.has_permit_weights() {
+                return Err(crate::store::no_permit_weights());
+            }
+        }
         let call = Call {
             permits: Some(permits),
             waits: Some(waits),

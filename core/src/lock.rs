@@ -62,6 +62,31 @@ impl AcquireOptions {
     }
 }
 
+/// A wait's place in the store (see [`Lock::keeps_a_place`]) while the wait runs: given
+/// up in the background if the wait's future is dropped before it ended by itself (a
+/// caller's own timeout around `acquire`), else a refused waiter would keep it for a TTL.
+struct PlaceGuard<'a> {
+    lock: &'a Lock,
+    /// The owner of the latest attempt that may have left a place; `None` once settled.
+    owner: Option<OwnerToken>,
+}
+
+impl PlaceGuard<'_> {
+    /// The wait ended by itself (granted, or its place already given up): `value`.
+    fn done<T>(&mut self, value: T) -> T {
+        self.owner = None;
+        value
+    }
+}
+
+impl Drop for PlaceGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(owner) = self.owner.take() {
+            self.lock.abandon_attempt(owner, self.lock.hold().generation);
+        }
+    }
+}
+
 /// The longest pause between two attempts of a wait while the store is out of reach.
 const OUTAGE_BACKOFF_MAX_MS: u64 = 1_000;
 
@@ -719,6 +744,9 @@ impl Lock {
         let permits = self.permits();
         let deadline = self.timer.now_ms().saturating_add(options.timeout_ms);
         let mut queue_first = self.queues_first(options);
+        // What an attempt left in the store (a fair waiter's place, a read-write claim),
+        // given up in the background if this future is dropped before the wait ends.
+        let mut place = PlaceGuard { lock: self, owner: None };
         // The release signal lives until it fires, across the retries a timer starts, so
         // a waiter keeps its place among the store's listeners (a release wakes the
         // longest waiting) and no release between two attempts is missed.
@@ -739,7 +767,7 @@ impl Lock {
                 if std::mem::take(&mut woken) {
                     self.store.pass_on_release(&self.key);
                 }
-                return Err(self.aborted(owner, false));
+                return Err(place.done(self.aborted(owner, false)));
             }
             woken = false;
             if !checked && !std::mem::take(&mut first) {
@@ -755,11 +783,12 @@ impl Lock {
             }
             let queued = std::mem::take(&mut queue_first);
             if !queued && checked {
+                place.owner = self.keeps_a_place().then_some(owner);
                 let Some(answer) = self.attempt(owner, permits, options.timeout_ms > 0, abort).await else {
-                    return Err(self.aborted(owner, true));
+                    return Err(place.done(self.aborted(owner, true)));
                 };
                 match answer {
-                    Ok(true) => return Ok(true),
+                    Ok(true) => return place.done(Ok(true)),
                     Ok(false) => {
                         self.check_fairness()?;
                         outage = None;
@@ -786,7 +815,7 @@ impl Lock {
                     continue; // the attempt at the deadline
                 }
                 self.give_up_place(owner, outage.is_some()).await;
-                return outage.map_or(Ok(false), Err);
+                return place.done(outage.map_or(Ok(false), Err));
             }
             let sleep = self.timer.sleep(backoff.min(deadline - now));
             let aborted = async {
@@ -810,7 +839,7 @@ impl Lock {
             };
             match select(std::pin::pin!(wait), std::pin::pin!(aborted)).await {
                 Either::Left((fired, _)) => woken = fired,
-                Either::Right(_) => return Err(self.aborted(owner, false)),
+                Either::Right(_) => return Err(place.done(self.aborted(owner, false))),
             }
         }
     }
@@ -835,9 +864,9 @@ impl Lock {
     /// waiters: that attempt takes its place in the store's queue, which orders them all.
     fn queues_first(&self, options: AcquireOptions) -> bool {
         options.timeout_ms > 0
+            && !self.fair
             && (options.after_refused_try
                 || (self.kind == HoldKind::Exclusive
-                    && !self.fair
                     && self.keys.is_empty()
                     && self.store.has_local_waiters(&self.key)))
     }
@@ -1024,7 +1053,7 @@ impl Lock {
     /// runtime cannot spawn, the handle keeps the token, so `release()` frees it.
     fn clean_up_after(&self, owner: OwnerToken, call: BoxFuture<'static, Result<AcquireAnswer>>) {
         let release = self.release_call(owner);
-        let queued = matches!(self.kind, HoldKind::Write | HoldKind::Read);
+        let queued = self.keeps_a_place();
         let settle = Box::pin(async move {
             let answer = call.await;
             let refused =

@@ -314,3 +314,125 @@ fn a_fair_waiter_takes_its_place_on_arrival_behind_local_waiters() {
     });
     assert_eq!(*order.lock().unwrap(), ["early", "late"]);
 }
+
+/// A wait dropped by its caller (a timeout of the caller's own around `acquire`) gives
+/// its place up: the waiter behind it is granted at the release, not a TTL later.
+#[test]
+fn a_dropped_fair_wait_gives_its_place_up() {
+    let timer = FakeTimer::new();
+    let store = memory(&timer);
+    let (holder, dropped, next) = (
+        fair(&timer, &store, "k", 10_000),
+        fair(&timer, &store, "k", 10_000),
+        fair(&timer, &store, "k", 10_000),
+    );
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        futures_util::join!(
+            async {
+                let wait = std::pin::pin!(dropped.acquire(wait(5_000, 30)));
+                let cut = std::pin::pin!(timer.sleep_for_test(50));
+                assert!(matches!(
+                    futures_util::future::select(wait, cut).await,
+                    futures_util::future::Either::Right(_)
+                ));
+            },
+            async {
+                timer.sleep_for_test(10).await;
+                assert!(next.acquire(wait(5_000, 1_000)).await.unwrap());
+                assert_eq!(timer.now(), 100, "granted at the release");
+            },
+            async {
+                timer.sleep_for_test(100).await;
+                assert!(holder.release().await.unwrap());
+            }
+        );
+    });
+}
+
+/// The memory store, its fair attempts answered `delay_ms` late.
+struct SlowFair {
+    inner: Arc<MemoryStore>,
+    timer: FakeTimer,
+    delay_ms: u64,
+}
+
+#[async_trait::async_trait]
+impl LockStore for SlowFair {
+    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> locksmith_core::Result<bool> {
+        self.inner.acquire(key, owner, ttl_ms).await
+    }
+    async fn release(&self, key: &str, owner: &str) -> locksmith_core::Result<bool> {
+        self.inner.release(key, owner).await
+    }
+    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> locksmith_core::Result<bool> {
+        self.inner.extend(key, owner, ttl_ms).await
+    }
+    async fn is_locked(&self, key: &str) -> locksmith_core::Result<bool> {
+        self.inner.is_locked(key).await
+    }
+    async fn remaining_time(&self, key: &str) -> locksmith_core::Result<Option<u64>> {
+        self.inner.remaining_time(key).await
+    }
+    async fn acquire_fair(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        waits: bool,
+    ) -> locksmith_core::Result<Option<locksmith_core::Grant>> {
+        // Applied at once, answered late.
+        let answer = self.inner.acquire_fair(key, owner, ttl_ms, kind, permits, waits).await;
+        self.timer.sleep_for_test(self.delay_ms).await;
+        answer
+    }
+    fn permit_release_signal(
+        &self,
+        key: &str,
+        kind: HoldKind,
+    ) -> Option<locksmith_core::BoxFuture<'static, ()>> {
+        self.inner.permit_release_signal(key, kind)
+    }
+}
+
+/// A wait aborted while its attempt is on its way gives its place up once the attempt
+/// settles (the attempt's clean-up), not a TTL later.
+#[test]
+fn a_fair_wait_aborted_mid_attempt_gives_its_place_up() {
+    let timer = FakeTimer::new();
+    let store = Arc::new(SlowFair { inner: memory(&timer), timer: timer.clone(), delay_ms: 40 });
+    let t: Arc<FakeTimer> = Arc::new(timer.clone());
+    let on = || {
+        let mut lock = Lock::new("k", 10_000, store.clone(), t.clone()).unwrap();
+        lock.set_fair().unwrap();
+        lock
+    };
+    let (holder, aborted, next) = (on(), on(), on());
+    let abort = locksmith_core::Abort::new();
+    timer.run(async {
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        futures_util::join!(
+            async {
+                let err = aborted.acquire_abortable(wait(5_000, 1_000), &abort).await.unwrap_err();
+                assert_eq!(err.code(), "ABORTED");
+            },
+            async {
+                timer.sleep_for_test(5).await;
+                assert!(next.acquire(wait(5_000, 1_000)).await.unwrap());
+                assert!(
+                    timer.now() <= 200,
+                    "granted at {} ms: the aborted waiter's place is gone",
+                    timer.now()
+                );
+            },
+            async {
+                timer.sleep_for_test(10).await;
+                abort.abort(); // the first attempt's answer is due at 40 ms
+                timer.sleep_for_test(90).await;
+                assert!(holder.release().await.unwrap());
+            }
+        );
+    });
+}

@@ -59,7 +59,7 @@
 //
 // Fair handles (`fair: true` on holds and on the `attempts` that were refused, aborted or
 // failed) are held to `fair-order`, per key and family: an acquire B sent more than
-// `fairSlackMs` after a waiting acquire A was sent (so A had taken its place in the queue
+// `fairSlackMs` (20: send times are the callers', not the store's) after a waiting acquire A was sent (so A had taken its place in the queue
 // before B asked) is not granted while A still waits — before A's wait ended (its grant,
 // its abort, its answer, or its deadline `send + timeout`), less `fairSlackMs`. An A that
 // does not wait (timeout 0) keeps no place, and one whose process was stopped or stalled
@@ -119,7 +119,7 @@ export function holdTimes(hold, slackMs = 2) {
  */
 export function checkHistory(
   holds,
-  { slackMs = 2, fairSlackMs = 10, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], observations = [], attempts = [] } = {},
+  { slackMs = 2, fairSlackMs = 20, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], observations = [], attempts = [] } = {},
 ) {
   /** The time by which a signal of a hold in `client`'s process must have aborted. */
   const signalDue = (client, goneAt) => {

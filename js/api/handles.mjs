@@ -7,6 +7,15 @@ import { ttlDurationMs } from "./durations.mjs";
 import { OPTIONS_GO, handleOptions, multiKeys } from "./options.mjs";
 import { KINDED, NATIVE_HANDLE, RESTORED } from "./lock.mjs";
 
+const FAIR = Object.freeze({ fair: true });
+const LOCK_ALL_UNFAIR = "lockAll() cannot be fair: fair queues over several keys can deadlock or starve (take fair locks one key at a time)";
+const RW_PHASE_FAIR = "read-write locks take no { fair }: they are phase-fair already (a waiting writer keeps new readers out)";
+
+/** Refuses `{ fair }` given to a handle maker that cannot be fair, in words of its own (`why`). */
+function notFair(options, why) {
+  if (options !== null && typeof options === "object" && "fair" in options) throw invalid(why);
+}
+
 /** The handle makers over `Lock` (from defineLock), with the same `backendOf` and `getLockStore`. */
 export function defineHandles(Lock, { backendOf, getLockStore }) {
   /**
@@ -22,7 +31,10 @@ export function defineHandles(Lock, { backendOf, getLockStore }) {
         super(RESTORED, ttlMs);
         return;
       }
-      if (arguments.length > 3) checkArity(arguments, 3, "new MultiLock(keys, ttlMs?, store?)", OPTIONS_GO);
+      if (arguments.length > 3) {
+        notFair(arguments[3], LOCK_ALL_UNFAIR);
+        checkArity(arguments, 3, "new MultiLock(keys, ttlMs?, store?)", OPTIONS_GO);
+      }
       super(KINDED, { key: multiKeys(keys), ttlMs, kind: "multi", store: store === undefined ? getLockStore() : store });
     }
 
@@ -56,14 +68,17 @@ export function defineHandles(Lock, { backendOf, getLockStore }) {
 
   /** A lock on every one of `keys` at once (all or nothing), held for `ttlMs` once acquired. */
   function lockAll(keys, ttlMs = DEFAULT_TTL_MS, store = undefined) {
-    if (arguments.length > 3) checkArity(arguments, 3, "lockAll(keys, ttlMs?, store?)", OPTIONS_GO);
+    if (arguments.length > 3) {
+      notFair(arguments[3], LOCK_ALL_UNFAIR);
+      checkArity(arguments, 3, "lockAll(keys, ttlMs?, store?)", OPTIONS_GO);
+    }
     return new MultiLock(keys, ttlMs, store === undefined ? getLockStore() : store);
   }
 
   /** A lock on `key`, held for `ttlMs` once acquired, in the current store. */
   function lock(key, ttlMs = DEFAULT_TTL_MS, store = undefined, options = undefined) {
     if (arguments.length > 4) checkArity(arguments, 4, "lock(key, ttlMs?, store?, options?)", OPTIONS_GO);
-    return options === undefined ? new Lock(key, ttlMs, store) : new Lock(key, ttlMs, store, options);
+    return handleOptions(options, "lock()") ? new Lock(key, ttlMs, store, FAIR) : new Lock(key, ttlMs, store);
   }
 
   /**
@@ -83,7 +98,10 @@ export function defineHandles(Lock, { backendOf, getLockStore }) {
    * it alone, and a waiting writer keeps new readers out.
    */
   function readWriteLock(key, ttlMs = DEFAULT_TTL_MS, store = undefined) {
-    if (arguments.length > 3) checkArity(arguments, 3, "readWriteLock(key, ttlMs?, store?)", OPTIONS_GO);
+    if (arguments.length > 3) {
+      notFair(arguments[3], RW_PHASE_FAIR);
+      checkArity(arguments, 3, "readWriteLock(key, ttlMs?, store?)", OPTIONS_GO);
+    }
     if (store === undefined) store = getLockStore();
     checkString("key", key);
     ttlMs = ttlDurationMs(ttlMs);
@@ -92,10 +110,12 @@ export function defineHandles(Lock, { backendOf, getLockStore }) {
       key,
       ttlMs,
       readLock(...args) {
+        notFair(args[0], RW_PHASE_FAIR);
         checkArity(args, 0, "readLock()", OPTIONS_GO.replace("lock(key, ttlMs, store)", "readLock()"));
         return new Lock(KINDED, { key, ttlMs, kind: "read", store });
       },
       writeLock(...args) {
+        notFair(args[0], RW_PHASE_FAIR);
         checkArity(args, 0, "writeLock()", OPTIONS_GO.replace("lock(key, ttlMs, store)", "writeLock()"));
         return new Lock(KINDED, { key, ttlMs, kind: "write", store });
       },

@@ -119,8 +119,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       }
       if (arguments.length > 4) checkArity(arguments, 4, "new Lock(key, ttlMs?, store?, options?)", OPTIONS_GO);
       // A fair lock: a kinded handle of its own (never pooled).
-      if (handleOptions(options, "lock() and new Lock()"))
-        return new Lock(KINDED, { key, ttlMs, kind: "fair lock", store: store === undefined ? getLockStore() : store });
+      if (handleOptions(options, "new Lock()")) return new Lock(KINDED, { key, ttlMs, kind: "fair lock", store: store === undefined ? getLockStore() : store });
       checkString("key", key);
       ttlMs = ttlDurationMs(ttlMs);
       if (store === undefined) store = getLockStore();

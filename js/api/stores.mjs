@@ -33,6 +33,10 @@ export function checkStore(store) {
     throw invalid("the lock store is a promise: did you forget `await`? (`setLockStore(await RedisLockStore.connect(url))`)");
   }
   const missing = STORE_METHODS.filter((m) => typeof store[m] !== "function");
+  // Handle options where the store goes: `lock(key, ttl, { fair: true })`.
+  if (missing.length === STORE_METHODS.length && "fair" in store) {
+    throw invalid("the lock store is an options object ({ fair }): a handle's options come after its store, lock(key, ttlMs, store, { fair: true })");
+  }
   if (missing.length > 0) throw invalid(`the lock store has no ${missing.join(", ")} method`);
 }
 

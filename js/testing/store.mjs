@@ -163,7 +163,10 @@ export class TestStore {
         throw toLockError(err);
       }
       this.#granted.note(op, args, answer);
-      if (answer === true && (op === "release" || op === "releasePermit")) this.#released(key, kind);
+      // A release wakes the key's waiters, and so does a release that only gave up a fair
+      // waiter's place, or a fair semaphore's grant that may leave room for the next.
+      if (op === "release" || op === "releasePermit") this.#released(key, kind);
+      else if (op.startsWith("acquireFair") && kind === "semaphore" && answer !== false) this.#released(key, kind);
       return answer;
     });
   }

@@ -186,7 +186,8 @@ impl State {
         self.entries.retain(|key, entry| {
             let live = entry.live(now);
             if !live {
-                waiters.nudge(key, None, 1);
+                // A fair lock's waiters each check whether they are first.
+                waiters.nudge(key, None, if entry.fair { usize::MAX } else { 1 });
             }
             live
         });
@@ -529,6 +530,9 @@ impl State {
             Some(_) if !holds.holders.is_empty() && !holds.fair => return Err(unfair_holder(key, kind)),
             Some(waits) => {
                 if !holds.queue.stand(owner, until, permits, waits) {
+                    if !waits {
+                        holds.queue.leave(owner);
+                    }
                     return Ok(None);
                 }
                 if !waits {
