@@ -69,6 +69,10 @@ struct PlaceGuard<'a> {
     lock: &'a Lock,
     /// The owner of the latest attempt that may have left a place; `None` once settled.
     owner: Option<OwnerToken>,
+    /// The handle's hold generation when the wait began: where the place cannot be given
+    /// up in the background, it is recorded on the handle only if nothing took the handle
+    /// meanwhile (see `Lock::abandon_attempt`), never over a hold another call was granted.
+    generation: u64,
 }
 
 impl PlaceGuard<'_> {
@@ -82,7 +86,7 @@ impl PlaceGuard<'_> {
 impl Drop for PlaceGuard<'_> {
     fn drop(&mut self) {
         if let Some(owner) = self.owner.take() {
-            self.lock.abandon_attempt(owner, self.lock.hold().generation);
+            self.lock.abandon_attempt(owner, self.generation);
         }
     }
 }
@@ -746,7 +750,7 @@ impl Lock {
         let mut queue_first = self.queues_first(options);
         // What an attempt left in the store (a fair waiter's place, a read-write claim),
         // given up in the background if this future is dropped before the wait ends.
-        let mut place = PlaceGuard { lock: self, owner: None };
+        let mut place = PlaceGuard { lock: self, owner: None, generation: self.hold().generation };
         // The release signal lives until it fires, across the retries a timer starts, so
         // a waiter keeps its place among the store's listeners (a release wakes the
         // longest waiting) and no release between two attempts is missed.
@@ -804,9 +808,11 @@ impl Lock {
                             backoff = outage_backoff(backoff, retry_delay_ms);
                         }
                         outage = Some(err);
+                        // The attempt's clean-up has its token (finish_attempt).
+                        place.owner = None;
                         owner = OwnerToken::generate()?;
                     }
-                    Err(err) => return Err(err),
+                    Err(err) => return Err(place.done(err)),
                 }
             }
             let now = self.timer.now_ms();
@@ -850,7 +856,8 @@ impl Lock {
     async fn give_up_place(&self, owner: OwnerToken, out_of_reach: bool) {
         if self.keeps_a_place() {
             if out_of_reach {
-                self.abandon_attempt(owner, self.hold().generation);
+                let generation = self.hold().generation;
+                self.abandon_attempt(owner, generation);
             } else {
                 let _ = self.store_release(owner).await;
             }
@@ -912,7 +919,8 @@ impl Lock {
     /// on its way, and is cleaned up once it settles; until then a hold may remain.
     fn aborted(&self, owner: OwnerToken, in_flight: bool) -> LockError {
         if !in_flight && self.keeps_a_place() {
-            self.abandon_attempt(owner, self.hold().generation);
+            let generation = self.hold().generation;
+            self.abandon_attempt(owner, generation);
         }
         LockError::Aborted { key: self.key.clone(), hold_may_remain: in_flight }
     }
@@ -1011,7 +1019,8 @@ impl Lock {
             }
             Err(err) => {
                 // Released in the background (a store out of reach would hold the answer up).
-                self.abandon_attempt(owner, self.hold().generation);
+                let generation = self.hold().generation;
+                self.abandon_attempt(owner, generation);
                 return Err(match err {
                     LockError::StoreUnavailable(reason) => {
                         LockError::Unanswered { reason, ttl_ms: self.ttl_ms }
@@ -1063,7 +1072,8 @@ impl Lock {
             }
         });
         if !self.timer.spawn(settle) {
-            self.abandon_attempt(owner, self.hold().generation);
+            let generation = self.hold().generation;
+            self.abandon_attempt(owner, generation);
         }
     }
 

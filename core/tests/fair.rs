@@ -436,3 +436,84 @@ fn a_fair_wait_aborted_mid_attempt_gives_its_place_up() {
         );
     });
 }
+
+/// The fake timer without a way to spawn (a runtime that cannot run work in the
+/// background): what a dropped wait leaves is recorded on the handle instead.
+struct NoSpawn(FakeTimer);
+
+impl locksmith_core::Clock for NoSpawn {
+    fn now_ms(&self) -> u64 {
+        self.0.now_ms()
+    }
+}
+
+impl locksmith_core::Timer for NoSpawn {
+    fn sleep(&self, ms: u64) -> locksmith_core::BoxFuture<'static, ()> {
+        self.0.sleep_for_test(ms)
+    }
+}
+
+/// Runs `test` on a thread of its own and fails if it has not finished in 10 s (a
+/// deadlock would otherwise hang the suite).
+fn within_10_s(test: impl FnOnce() + Send + 'static) {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        test();
+        let _ = done.send(());
+    });
+    assert!(
+        finished.recv_timeout(std::time::Duration::from_secs(10)).is_ok(),
+        "the test did not finish: a deadlock?"
+    );
+}
+
+/// Without spawn, a dropped fair wait neither deadlocks on the handle's own state (it
+/// used to: the hold's lock was still taken when the clean-up took it again) nor records
+/// what it leaves over a hold another call of the same handle was granted meanwhile.
+#[test]
+fn without_spawn_a_dropped_fair_wait_neither_hangs_nor_clobbers_a_hold() {
+    within_10_s(|| {
+        let timer = FakeTimer::new();
+        let store = memory(&timer);
+        let t: Arc<NoSpawn> = Arc::new(NoSpawn(timer.clone()));
+        let on = |key: &str| {
+            let mut lock = Lock::new(key, 10_000, store.clone(), t.clone()).unwrap();
+            lock.set_fair().unwrap();
+            lock
+        };
+        let (holder, waiter) = (on("k"), on("k"));
+        timer.run(async {
+            assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+            // Two waits on one handle: the first is granted at the release (100 ms), the
+            // second is dropped after it.
+            futures_util::join!(
+                async { assert!(waiter.acquire(wait(5_000, 20)).await.unwrap()) },
+                async {
+                    timer.sleep_for_test(5).await;
+                    let second = std::pin::pin!(waiter.acquire(wait(5_000, 20)));
+                    let cut = std::pin::pin!(timer.sleep_for_test(150));
+                    let _ = futures_util::future::select(second, cut).await;
+                },
+                async {
+                    timer.sleep_for_test(100).await;
+                    assert!(holder.release().await.unwrap());
+                }
+            );
+            assert!(!waiter.is_expired().await.unwrap(), "the handle still knows its hold");
+            assert!(waiter.release().await.unwrap(), "and releases it");
+        });
+        // (The second wait's place could not be recorded over that hold: it lapses with
+        // its lease.) One waiter, dropped while another key is held: no deadlock; its place
+        // lapses a TTL after its last attempt (nothing can give it up in the background).
+        let (holder, lone) = (on("k2"), on("k2"));
+        timer.run(async {
+            assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+            let wait_ = std::pin::pin!(lone.acquire(wait(5_000, 20)));
+            let cut = std::pin::pin!(timer.sleep_for_test(50));
+            let _ = futures_util::future::select(wait_, cut).await;
+            assert!(holder.release().await.unwrap());
+            timer.sleep_for_test(10_000).await;
+            assert!(on("k2").acquire(AcquireOptions::default()).await.unwrap(), "the place lapsed");
+        });
+    });
+}
