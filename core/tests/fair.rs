@@ -10,7 +10,12 @@ mod common;
 use common::{memory, waiting as wait};
 
 fn fair(timer: &FakeTimer, store: &Arc<MemoryStore>, key: &str, ttl: u64) -> Lock {
-    let mut lock = Lock::new(key, ttl, store.clone(), Arc::new(timer.clone())).unwrap();
+    fair_on(store.clone(), Arc::new(timer.clone()), key, ttl)
+}
+
+/// A fair lock on `key` over any store and timer.
+fn fair_on(store: Arc<dyn LockStore>, timer: Arc<dyn locksmith_core::Timer>, key: &str, ttl: u64) -> Lock {
+    let mut lock = Lock::new(key, ttl, store, timer).unwrap();
     lock.set_fair().unwrap();
     lock
 }
@@ -96,7 +101,6 @@ fn a_smaller_later_request_does_not_overtake_a_larger_earlier_one() {
 fn a_place_lapses_a_ttl_after_its_last_attempt() {
     let timer = FakeTimer::new();
     let store = memory(&timer);
-    let t: Arc<FakeTimer> = Arc::new(timer.clone());
     timer.run(async {
         // The "crashed" waiter: one store call that keeps a place, and nothing after it.
         let ghost =
@@ -112,8 +116,7 @@ fn a_place_lapses_a_ttl_after_its_last_attempt() {
         assert!(store.release("k", "ghost").await.unwrap());
         // "stuck" is first now and asks no more; a fair handle waits behind it until its
         // place lapses, 1 s after its last attempt.
-        let mut next = Lock::new("k", 1_000, store.clone(), t.clone()).unwrap();
-        next.set_fair().unwrap();
+        let next = fair(&timer, &store, "k", 1_000);
         assert!(next.acquire(wait(5_000, 100)).await.unwrap());
         assert!((1_000..=1_100).contains(&timer.now()), "granted at {} ms", timer.now());
     });
@@ -232,27 +235,33 @@ fn a_lock_on_several_keys_does_not_barge_past_a_fair_queue() {
     });
 }
 
-/// The memory store, saying this process has waiters on every key (as a store that
-/// counts its own process's waiters would): a plain lock would hold its first attempt
-/// back behind them.
-struct WithLocalWaiters(Arc<MemoryStore>);
+/// The memory store behind a test's own `LockStore`: its fair attempts applied at once
+/// and answered `delay_ms` late, and (`local_waiters`) saying this process has waiters
+/// on every key, as a store that counts its own process's waiters would (a plain lock
+/// then holds its first attempt back behind them).
+struct Wrapped {
+    inner: Arc<MemoryStore>,
+    timer: FakeTimer,
+    delay_ms: u64,
+    local_waiters: bool,
+}
 
 #[async_trait::async_trait]
-impl LockStore for WithLocalWaiters {
+impl LockStore for Wrapped {
     async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> locksmith_core::Result<bool> {
-        self.0.acquire(key, owner, ttl_ms).await
+        self.inner.acquire(key, owner, ttl_ms).await
     }
     async fn release(&self, key: &str, owner: &str) -> locksmith_core::Result<bool> {
-        self.0.release(key, owner).await
+        self.inner.release(key, owner).await
     }
     async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> locksmith_core::Result<bool> {
-        self.0.extend(key, owner, ttl_ms).await
+        self.inner.extend(key, owner, ttl_ms).await
     }
     async fn is_locked(&self, key: &str) -> locksmith_core::Result<bool> {
-        self.0.is_locked(key).await
+        self.inner.is_locked(key).await
     }
     async fn remaining_time(&self, key: &str) -> locksmith_core::Result<Option<u64>> {
-        self.0.remaining_time(key).await
+        self.inner.remaining_time(key).await
     }
     async fn acquire_fair(
         &self,
@@ -263,17 +272,21 @@ impl LockStore for WithLocalWaiters {
         permits: u32,
         waits: bool,
     ) -> locksmith_core::Result<Option<locksmith_core::Grant>> {
-        self.0.acquire_fair(key, owner, ttl_ms, kind, permits, waits).await
+        let answer = self.inner.acquire_fair(key, owner, ttl_ms, kind, permits, waits).await;
+        if self.delay_ms > 0 {
+            self.timer.sleep_for_test(self.delay_ms).await;
+        }
+        answer
     }
     fn permit_release_signal(
         &self,
         key: &str,
         kind: HoldKind,
     ) -> Option<locksmith_core::BoxFuture<'static, ()>> {
-        self.0.permit_release_signal(key, kind)
+        self.inner.permit_release_signal(key, kind)
     }
     fn has_local_waiters(&self, _key: &str) -> bool {
-        true
+        self.local_waiters
     }
 }
 
@@ -283,13 +296,9 @@ impl LockStore for WithLocalWaiters {
 #[test]
 fn a_fair_waiter_takes_its_place_on_arrival_behind_local_waiters() {
     let timer = FakeTimer::new();
-    let store = Arc::new(WithLocalWaiters(memory(&timer)));
-    let t: Arc<FakeTimer> = Arc::new(timer.clone());
-    let on = || {
-        let mut lock = Lock::new("k", 10_000, store.clone(), t.clone()).unwrap();
-        lock.set_fair().unwrap();
-        lock
-    };
+    let store =
+        Arc::new(Wrapped { inner: memory(&timer), timer: timer.clone(), delay_ms: 0, local_waiters: true });
+    let on = || fair_on(store.clone(), Arc::new(timer.clone()), "k", 10_000);
     let (holder, early, late) = (on(), on(), on());
     let order = Mutex::new(Vec::new());
     timer.run(async {
@@ -350,65 +359,14 @@ fn a_dropped_fair_wait_gives_its_place_up() {
     });
 }
 
-/// The memory store, its fair attempts answered `delay_ms` late.
-struct SlowFair {
-    inner: Arc<MemoryStore>,
-    timer: FakeTimer,
-    delay_ms: u64,
-}
-
-#[async_trait::async_trait]
-impl LockStore for SlowFair {
-    async fn acquire(&self, key: &str, owner: &str, ttl_ms: u64) -> locksmith_core::Result<bool> {
-        self.inner.acquire(key, owner, ttl_ms).await
-    }
-    async fn release(&self, key: &str, owner: &str) -> locksmith_core::Result<bool> {
-        self.inner.release(key, owner).await
-    }
-    async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> locksmith_core::Result<bool> {
-        self.inner.extend(key, owner, ttl_ms).await
-    }
-    async fn is_locked(&self, key: &str) -> locksmith_core::Result<bool> {
-        self.inner.is_locked(key).await
-    }
-    async fn remaining_time(&self, key: &str) -> locksmith_core::Result<Option<u64>> {
-        self.inner.remaining_time(key).await
-    }
-    async fn acquire_fair(
-        &self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        kind: HoldKind,
-        permits: u32,
-        waits: bool,
-    ) -> locksmith_core::Result<Option<locksmith_core::Grant>> {
-        // Applied at once, answered late.
-        let answer = self.inner.acquire_fair(key, owner, ttl_ms, kind, permits, waits).await;
-        self.timer.sleep_for_test(self.delay_ms).await;
-        answer
-    }
-    fn permit_release_signal(
-        &self,
-        key: &str,
-        kind: HoldKind,
-    ) -> Option<locksmith_core::BoxFuture<'static, ()>> {
-        self.inner.permit_release_signal(key, kind)
-    }
-}
-
 /// A wait aborted while its attempt is on its way gives its place up once the attempt
 /// settles (the attempt's clean-up), not a TTL later.
 #[test]
 fn a_fair_wait_aborted_mid_attempt_gives_its_place_up() {
     let timer = FakeTimer::new();
-    let store = Arc::new(SlowFair { inner: memory(&timer), timer: timer.clone(), delay_ms: 40 });
-    let t: Arc<FakeTimer> = Arc::new(timer.clone());
-    let on = || {
-        let mut lock = Lock::new("k", 10_000, store.clone(), t.clone()).unwrap();
-        lock.set_fair().unwrap();
-        lock
-    };
+    let store =
+        Arc::new(Wrapped { inner: memory(&timer), timer: timer.clone(), delay_ms: 40, local_waiters: false });
+    let on = || fair_on(store.clone(), Arc::new(timer.clone()), "k", 10_000);
     let (holder, aborted, next) = (on(), on(), on());
     let abort = locksmith_core::Abort::new();
     timer.run(async {
@@ -476,11 +434,7 @@ fn without_spawn_a_dropped_fair_wait_neither_hangs_nor_clobbers_a_hold() {
         let timer = FakeTimer::new();
         let store = memory(&timer);
         let t: Arc<NoSpawn> = Arc::new(NoSpawn(timer.clone()));
-        let on = |key: &str| {
-            let mut lock = Lock::new(key, 10_000, store.clone(), t.clone()).unwrap();
-            lock.set_fair().unwrap();
-            lock
-        };
+        let on = |key: &str| fair_on(store.clone(), t.clone(), key, 10_000);
         let (holder, waiter) = (on("k"), on("k"));
         timer.run(async {
             assert!(holder.acquire(AcquireOptions::default()).await.unwrap());

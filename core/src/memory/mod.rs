@@ -33,12 +33,20 @@ pub struct MemoryStore {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     release_signals: bool,
+    /// Set by the first fair attempt: until then no key is fair, and a refused attempt of
+    /// a handle that is not fair asks nothing more (`fair_key`).
+    fair_used: std::sync::atomic::AtomicBool,
 }
 
 impl MemoryStore {
     /// An empty store on `clock`.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        Self { clock, state: Mutex::new(State::new()), release_signals: true }
+        Self {
+            clock,
+            state: Mutex::new(State::new()),
+            release_signals: true,
+            fair_used: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// Turns wake-on-release off: waiters poll at their retry delay. For runtimes where
@@ -245,6 +253,8 @@ impl LockStore for MemoryStore {
         permits: u32,
         waits: bool,
     ) -> Result<Option<Grant>> {
+        // Before the state's lock: whoever then finds this attempt's place or hold sees it.
+        self.fair_used.store(true, std::sync::atomic::Ordering::Relaxed);
         let now = self.clock.now_ms();
         match kind {
             HoldKind::Exclusive => self.state().acquire_fair(key, owner, ttl_ms, waits, now),
@@ -258,6 +268,9 @@ impl LockStore for MemoryStore {
     }
 
     fn fair_key(&self, key: &str, kind: HoldKind) -> bool {
+        if !self.fair_used.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
         let now = self.clock.now_ms();
         self.state().fair_key(key, kind, now)
     }
