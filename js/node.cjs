@@ -1,7 +1,7 @@
 "use strict";
 // locksmith for Node: the native addon under the shared JS surface.
 
-const { makeApi, NATIVE, NativeStore, STORE_NAME, toLockError, invalid, releaseHolds } = require("./gen/api.cjs");
+const { makeApi, NATIVE, NativeStore, NO_TOKENS, STORE_NAME, toLockError, invalid, releaseHolds } = require("./gen/api.cjs");
 const { Calls, callStarted, checkConnectOptions, connectEngine, nodeSockets } = require("./gen/redis-driver.cjs");
 
 const { loadAddon } = require("./native-loader.cjs");
@@ -246,6 +246,11 @@ class RedisLockStore extends NativeStore {
   /** A semaphore hold may take several permits (`{ permits }`). */
   get permitWeights() {
     return true;
+  }
+
+  /** Connected with `fencing: false`: its holds carry no fencing token. */
+  get [NO_TOKENS]() {
+    return this[NATIVE].connection.options.fencing === false;
   }
 
   /**

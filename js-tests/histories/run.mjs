@@ -1060,14 +1060,15 @@ async function main() {
       "store-module": { type: "string" },
     },
   });
-  // `--kinds multi=3,lock=1`: how often each kind of hold is drawn (client.mjs's DEFAULTS.kinds).
+  // `--kinds multi=3,lock=1`: how often each kind of hold (or an observer's reads of an
+  // election's leader, `observe`) is drawn (client.mjs's DEFAULTS.kinds).
   let kinds;
   if (values.kinds !== undefined) {
     kinds = {};
     for (const pair of values.kinds.split(",")) {
-      const m = /^(lock|semaphore|read|write|multi|election)=(\d+(?:\.\d+)?)$/.exec(pair);
+      const m = /^(lock|semaphore|read|write|multi|election|observe)=(\d+(?:\.\d+)?)$/.exec(pair);
       if (!m || Object.hasOwn(kinds, m[1]))
-        throw new Error(`bad --kinds entry ${JSON.stringify(pair)}: kind=weight, each kind once (lock, semaphore, read, write, multi, election)`);
+        throw new Error(`bad --kinds entry ${JSON.stringify(pair)}: kind=weight, each kind once (lock, semaphore, read, write, multi, election, observe)`);
       kinds[m[1]] = Number(m[2]);
     }
     if (!Object.values(kinds).some((w) => w > 0)) throw new Error("--kinds needs a weight above 0");

@@ -20,7 +20,7 @@ import { startRedis } from "../support/redis-server.mjs";
 import { failOnUnhandledRejections, ls, TARGET, uniqueKey } from "../support/target.mjs";
 import { startUpstashRest } from "../support/upstash-rest.mjs";
 
-const { Lock, RedisLockStore } = ls;
+const { Lock, RedisLockStore, election } = ls;
 
 failOnUnhandledRejections();
 
@@ -176,6 +176,37 @@ describe(`fencing: false (${TARGET})`, () => {
         assert.equal(await next.release(), true);
       } finally {
         await close();
+      }
+    });
+  }
+
+  for (const name of NAMES) {
+    it(`${name}: election() refuses the store before it sends anything, while a fenced process leads`, async () => {
+      const fenced = await STORES[name](true);
+      const { store, close } = await STORES[name]();
+      try {
+        const topic = uniqueKey("election-unfenced");
+        const leadership = await election(topic, { store: fenced.store, ttl: "30s" }).campaign();
+        const e = election(topic, { store });
+        const before = await commandCalls();
+        // A campaign that took the key to learn that it has no term would wait for the
+        // leader here, and meanwhile the store's holder() answer gave the last fenced term.
+        const refused = (err) => err.code === "UNSUPPORTED" && /fencing tokens/.test(err.message);
+        await assert.rejects(
+          Promise.race([e.campaign(), new Promise((_, reject) => setTimeout(() => reject(new Error("campaign() waited")), 2_000).unref())]),
+          refused,
+        );
+        await assert.rejects(e.leader(), refused);
+        assert.throws(() => e.observe(), refused);
+        const after = await commandCalls();
+        for (const command of ["set", "evalsha", "eval"]) assert.equal(after[command] ?? 0, before[command] ?? 0, `no ${command.toUpperCase()} sent`);
+        assert.equal((await election(topic, { store: fenced.store }).leader()).term, leadership.term);
+        await leadership.resign();
+        // With nobody leading, the same: refused, not "no leader".
+        await assert.rejects(e.leader(), refused);
+      } finally {
+        await close();
+        await fenced.close();
       }
     });
   }

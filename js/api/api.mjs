@@ -33,7 +33,7 @@ export { checkKind, checkMs, checkPermits, checkSeq } from "./checks.mjs";
 export { DATABASE_OPERATION_TIMEOUT_MS, DEFAULT_SQL_TABLE } from "./defaults.mjs";
 // Every shipped store's close() starts with releaseHolds() (see shutdown.mjs).
 export { DEFAULT_CLOSE_TIMEOUT_MS, closeOptions, releaseHolds } from "./shutdown.mjs";
-export { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "./symbols.mjs";
+export { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, NO_TOKENS, STORE_NAME } from "./symbols.mjs";
 import { TEST_BINDINGS } from "./symbols.mjs";
 // A store written in Rust keeps its native half under NATIVE (runtime entries set it).
 export { NATIVE, NativeStore } from "./stores.mjs";

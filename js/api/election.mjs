@@ -23,7 +23,7 @@ import { durationMs, hostTimers, optionalDurationMs, ttlDurationMs } from "./dur
 import { keepAlive } from "./calls.mjs";
 import { ASYNC_DISPOSE, KINDED, NATIVE_HANDLE } from "./lock.mjs";
 import { parseSignal } from "./options.mjs";
-import { TEST_CLOCK } from "./symbols.mjs";
+import { NO_TOKENS, TEST_CLOCK } from "./symbols.mjs";
 
 const ELECTION_OPTIONS = ["ttl", "retryDelay", "store"];
 const CAMPAIGN_OPTIONS = ["signal", "value"];
@@ -156,6 +156,15 @@ const noTokens = () =>
   new UnsupportedError(
     "locksmith: election() needs a store that gives fencing tokens (a leader's term is its token); this store gives none (a Redis store with `fencing: false`, or a store of your own whose acquire() answers true rather than a growing number)",
   );
+
+/**
+ * Refuses, before anything is sent, a shipped store known to give no tokens: a campaign
+ * would take the key only to give it back, and meanwhile the store's `holder()` would show
+ * another leader's term for it.
+ */
+function needsTokens(store) {
+  if (store?.[NO_TOKENS] === true) throw noTokens();
+}
 
 /** A `holder()` answer checked: null, or `{ owner, fencingToken, remainingMs, value }` with a term. */
 function checkedHolder(h) {
@@ -347,6 +356,7 @@ export function defineElection(Lock, { getLockStore }) {
       const store = this.#store;
       // A value needs a store that keeps it; without a value, the time of the win is kept where the store can.
       if (text !== undefined) needs(store, ["proclaim", "holder"], "campaign({ value })");
+      needsTokens(store);
       const proclaims = typeof store?.proclaim === "function";
       for (;;) {
         const lock = this.#lock();
@@ -416,6 +426,7 @@ export function defineElection(Lock, { getLockStore }) {
     async leader() {
       if (arguments.length > 0) checkArity(arguments, 0, "leader()");
       needs(this.#store, ["holder"], "leader()");
+      needsTokens(this.#store);
       return this.#read();
     }
 
@@ -446,6 +457,7 @@ export function defineElection(Lock, { getLockStore }) {
       const interval = optionalDurationMs("interval", opts.interval) ?? this.#retryDelay;
       if (!(interval > 0 && interval <= MAX_MS)) throw invalid(`interval must be above 0 and at most ${MAX_MS} milliseconds; got ${interval}`);
       needs(this.#store, ["holder"], "observe()");
+      needsTokens(this.#store);
       return this.#observe(signal, interval);
     }
 

@@ -17,6 +17,11 @@ export const ACQUIRE_PERMIT_TOKEN = Symbol.for("locksmith.acquirePermitToken");
 // "redis", "postgres", ... A store without one is "custom".
 export const STORE_NAME = Symbol.for("locksmith.storeName");
 
+// `true` on a shipped store whose holds carry no fencing token (a Redis store with
+// `fencing: false`): an election refuses it before it sends anything, rather than taking
+// the key to learn that its grant has no term.
+export const NO_TOKENS = Symbol.for("locksmith.noTokens");
+
 // The test kit (locksmith-js/testing): a test store's clock, which the JS-store bridge puts
 // the store's locks on (`store[TEST_CLOCK][NATIVE_CLOCK](binding)`: the binding's side of
 // it), and where each loaded build of the API leaves its binding for the kit.

@@ -13,7 +13,7 @@
 // code as for every other store. Keys, scripts and fencing counter are the engine's, the
 // same as the native RedisLockStore's: a lock taken by either is the other's to release.
 import { StoreClosedError, UnsupportedError, checkString, invalid, noteSharedStore, toLockError, typeName } from "../api/errors.mjs";
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, STORE_NAME } from "../api/symbols.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, NO_TOKENS, STORE_NAME } from "../api/symbols.mjs";
 import { Calls } from "../api/calls.mjs";
 import { limitMessage } from "../api/defaults.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
@@ -112,6 +112,11 @@ export class RedisLockStore {
 
   get [STORE_NAME]() {
     return "redis";
+  }
+
+  /** Connected with `fencing: false`: its holds carry no fencing token. */
+  get [NO_TOKENS]() {
+    return this.#connection.options.fencing === false;
   }
 
   /**

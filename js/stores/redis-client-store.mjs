@@ -5,7 +5,7 @@
 // any other. Each client's module supplies a small driver; everything else lives here.
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
 import { holderKeys, holderOf, proclaimArgs, valueKeys } from "../redis/holder.mjs";
-import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS } from "../api/symbols.mjs";
+import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, NO_TOKENS } from "../api/symbols.mjs";
 import { LockStoreError, StoreUnavailableError, checkOptionKeys, checkString, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
@@ -79,6 +79,11 @@ export class RedisClientStore {
   /** A semaphore hold may take several permits (the JS store contract's `permitWeights`). */
   get permitWeights() {
     return true;
+  }
+
+  /** Made with `fencing: false`: its holds carry no fencing token. */
+  get [NO_TOKENS]() {
+    return !this.#fencing;
   }
 
   constructor(driver, options) {
