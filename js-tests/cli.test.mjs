@@ -1380,6 +1380,41 @@ describe("locksmith on a lock file (FileLockStore)", { skip: TARGET !== "native"
     assert.equal(none.code, 1, none.stderr);
   });
 
+  it("inspect lists a fair lock's queue in order, each waiter with the time its place is kept for", async () => {
+    const key = uniqueKey("cli-fair");
+    const holder = ls.lock(key, 30_000, store, { fair: true });
+    assert.equal(await holder.acquire(), true);
+    const controller = new AbortController();
+    const waiters = [ls.lock(key, 20_000, store, { fair: true }), ls.lock(key, 10_000, store, { fair: true })];
+    const waits = [];
+    for (const w of waiters) {
+      waits.push(w.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
+      // Each takes its place before the next asks.
+      await sleep(100);
+    }
+    const got = await cli("inspect", url, key);
+    assert.equal(got.code, 0, got.stderr);
+    const lines = got.stdout.split("\n");
+    // In line in the order they asked: the first with its 20 s TTL, the second with 10 s.
+    const queue = lines.filter((l) => l.startsWith("waiting: "));
+    assert.equal(queue.length, 2, got.stdout);
+    assert.match(queue[0], /^waiting: 1st in the fair lock's queue, \S+ \(its place kept for (19|20)(\.\d+)? s\)$/, got.stdout);
+    assert.match(queue[1], /^waiting: 2nd in the fair lock's queue, \S+ \(its place kept for (9|10)(\.\d+)? s\)$/, got.stdout);
+    assert.ok(lines.includes("waiters: 2"), got.stdout);
+    const json = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
+    assert.deepEqual(
+      json.waiting.map((w) => w.kind),
+      ["lock", "lock"],
+    );
+    assert.ok(json.waiting[0].remainingMs > 15_000 && json.waiting[1].remainingMs < 11_000, JSON.stringify(json.waiting));
+    controller.abort();
+    assert.deepEqual(await Promise.all(waits), ["ABORTED", "ABORTED"]);
+    await holder.release();
+    // Given up at the abort: nobody waits now.
+    const after = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
+    assert.deepEqual([after.held, after.waiting], [false, []]);
+  });
+
   it("a missing file is exit 2 and is not made; a URL that is not a file URL is a usage error", async () => {
     const missing = pathToFileURL(join(dir, "missing")).href;
     const got = await cli("list", missing);

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{LockError, Result};
-use crate::memory::{HoldView, KeyHolder, State, WaitView};
+use crate::memory::{HoldView, KeyHolder, Sections, State, WaitView};
 use crate::store::{BoxFuture, Grant, HoldKind, LockStore, Timer};
 
 const MAGIC: &[u8; 4] = b"LKSM";
@@ -38,8 +38,21 @@ const FORMAT: u8 = 1;
 /// leader's): written only while some hold has one, so an earlier release, which reads
 /// format 1 only, says "a newer format" instead of taking the file for a damaged one.
 const FORMAT_WITH_VALUES: u8 = 2;
+/// The format of a file whose payload ends with the values, then the fair queues (and
+/// which holds fair handles took): written only while a fair handle holds or queues, so
+/// an earlier release says "a newer format" rather than let its handles past a queue.
+const FORMAT_WITH_FAIR: u8 = 3;
 /// What a format byte this version reads says.
-const READS: &str = "1 and 2";
+const READS: &str = "1, 2 and 3";
+
+/// The sections a payload of `format` has (one this version reads).
+fn sections(format: u8) -> Sections {
+    match format {
+        FORMAT_WITH_FAIR => Sections::Fair,
+        FORMAT_WITH_VALUES => Sections::Values,
+        _ => Sections::Holds,
+    }
+}
 const HEADER: usize = 60;
 /// Where payloads start: the header has the first page to itself.
 const PAGE: u64 = 4_096;
@@ -103,7 +116,7 @@ struct Header {
     sum: u64,
     /// The host's boot the file was last written in (0: unknown).
     boot: u64,
-    /// [`FORMAT`], or [`FORMAT_WITH_VALUES`] when the payload ends with values.
+    /// [`FORMAT`], [`FORMAT_WITH_VALUES`] or [`FORMAT_WITH_FAIR`]: the payload's sections.
     format: u8,
 }
 
@@ -285,7 +298,10 @@ impl FileStore {
                 path.display()
             )));
         }
-        if n == HEADER && &head[..4] == MAGIC && !matches!(head[4], FORMAT | FORMAT_WITH_VALUES) {
+        if n == HEADER
+            && &head[..4] == MAGIC
+            && !matches!(head[4], FORMAT | FORMAT_WITH_VALUES | FORMAT_WITH_FAIR)
+        {
             return Err(LockError::StoreError(format!(
                 "the lock file {} has format {}, which this version of locksmith does not read (it reads {READS})",
                 path.display(),
@@ -463,7 +479,7 @@ impl FileStore {
             }
             return Err(self.damaged("is not a locksmith lock file (its first bytes are not a lock file's header): give FileLockStore a file of its own"));
         }
-        if !matches!(bytes[4], FORMAT | FORMAT_WITH_VALUES) {
+        if !matches!(bytes[4], FORMAT | FORMAT_WITH_VALUES | FORMAT_WITH_FAIR) {
             return Err(self.damaged(&format!(
                 "has format {}, which this version of locksmith does not read (it reads {READS})",
                 bytes[4]
@@ -506,7 +522,10 @@ impl FileStore {
         payload.resize(header.len, 0);
         let read = read_full(&self.file, payload, header.offset)
             .map_err(|err| self.io_error("cannot read", &err))?;
-        if read != header.len || checksum(payload) != header.sum || state.decode(payload).is_none() {
+        if read != header.len
+            || checksum(payload) != header.sum
+            || state.decode(payload, sections(header.format)).is_none()
+        {
             return Err(self.damaged(
                 "is damaged (its holds do not match their checksum); delete it once no process uses it",
             ));
@@ -564,7 +583,7 @@ impl FileStore {
         let released = cached.state.wakes() != wakes;
         let Cached { state, buf, payload, .. } = cached;
         buf.clear();
-        let with_values = state.encode(now, buf);
+        let written = state.encode(now, buf);
         // Nothing changed (a refused acquire): the holds are the same. The fencing
         // counter (the first 8 bytes) is left out: raised to the clock before every
         // operation, it differs, but a token minted always changes a hold too.
@@ -591,7 +610,11 @@ impl FileStore {
             len: cached.buf.len(),
             sum: checksum(&cached.buf),
             boot: boot_id(),
-            format: if with_values { FORMAT_WITH_VALUES } else { FORMAT },
+            format: match written {
+                Sections::Holds => FORMAT,
+                Sections::Values => FORMAT_WITH_VALUES,
+                Sections::Fair => FORMAT_WITH_FAIR,
+            },
         };
         let mut bytes = [0u8; HEADER];
         header.write(&mut bytes);
@@ -748,6 +771,24 @@ impl LockStore for FileStore {
 
     async fn permit_remaining_time(&self, key: &str, owner: &str, kind: HoldKind) -> Result<Option<u64>> {
         self.with(false, |state, now| Ok(state.permit_remaining_time(key, owner, kind, now))).await
+    }
+
+    async fn acquire_fair(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        waits: bool,
+    ) -> Result<Option<Grant>> {
+        self.with(true, |state, now| state.fair_attempt(key, owner, ttl_ms, kind, permits, waits, now)).await
+    }
+
+    fn fair_key(&self, key: &str, kind: HoldKind) -> bool {
+        // As this process last read the file: the lock asks just after its refused attempt.
+        let now = self.timer.unix_time_ms().unwrap_or(0);
+        self.cached().state.fair_key(key, kind, now)
     }
 
     fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {

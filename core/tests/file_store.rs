@@ -422,3 +422,114 @@ fn a_proclaimed_value_is_shared_through_the_file_and_goes_with_its_hold() {
     }));
     let _ = std::fs::remove_file(path);
 }
+
+/// A fair lock on `key` over `store`.
+fn fair(store: &Arc<FileStore>, timer: &FakeTimer, key: &str, kind: HoldKind, permits: u32) -> Lock {
+    let mut lock = Lock::of_kind(key, 1_000, kind, store.clone(), Arc::new(timer.clone())).unwrap();
+    lock.set_fair().unwrap();
+    lock.set_permits(permits).unwrap();
+    lock
+}
+
+fn wait(timeout_ms: u64, retry_delay_ms: u64) -> AcquireOptions {
+    AcquireOptions::default().with_timeout_ms(timeout_ms).with_retry_delay_ms(retry_delay_ms)
+}
+
+/// Waiters of three stores (three processes) on one file are granted in the order they
+/// took their places, though the last to arrive retries first after the release: the
+/// queue is in the file, not in one process. A fair semaphore's too: a later, smaller
+/// request of another process does not overtake an earlier, larger one.
+#[test]
+#[allow(clippy::many_single_char_names)] // three stores, as three processes: a, b, c
+fn fair_queues_are_in_the_file_and_grant_in_arrival_order_across_stores() {
+    let (timer, a, b, path) = pair();
+    let c = Arc::new(FileStore::open(&path, Arc::new(timer.clone())).unwrap());
+    let run = timer.runner();
+    let t = timer.clone();
+    let p = path.clone();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let o = order.clone();
+    run(Box::pin(async move {
+        let holder = fair(&a, &t, "k", HoldKind::Exclusive, 1);
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        assert_eq!(
+            std::fs::read(&p).unwrap()[4],
+            3,
+            "format 3 while a fair handle holds: an earlier release refuses it"
+        );
+        let turn = |name: &'static str, store: &Arc<FileStore>, arrives: u64, retry: u64| {
+            let (t, o, lock) = (t.clone(), o.clone(), fair(store, &t, "k", HoldKind::Exclusive, 1));
+            async move {
+                t.sleep_for_test(arrives).await;
+                assert!(lock.acquire(wait(5_000, retry)).await.unwrap(), "{name} timed out");
+                o.lock().unwrap().push(name);
+                t.sleep_for_test(1).await;
+                assert!(lock.release().await.unwrap());
+            }
+        };
+        futures_util::join!(turn("b", &b, 0, 97), turn("c", &c, 10, 5), turn("a", &a, 20, 3), async {
+            t.sleep_for_test(300).await;
+            assert!(holder.release().await.unwrap());
+        });
+        assert_eq!(std::fs::read(&p).unwrap()[4], 1, "format 1 again once nothing fair is left");
+        // A fair semaphore of 3: 2 held (a), 3 asked for (b), then 1 (c), which would fit.
+        let sem = HoldKind::Permit { limit: 3 };
+        let (held, large, small) =
+            (fair(&a, &t, "s", sem, 2), fair(&b, &t, "s", sem, 3), fair(&c, &t, "s", sem, 1));
+        assert!(held.acquire(AcquireOptions::default()).await.unwrap());
+        let at = t.now();
+        futures_util::join!(
+            async {
+                assert!(large.acquire(wait(5_000, 20)).await.unwrap());
+                o.lock().unwrap().push("large");
+                t.sleep_for_test(50).await;
+                assert!(large.release().await.unwrap());
+            },
+            async {
+                t.sleep_for_test(5).await;
+                assert!(small.acquire(wait(5_000, 7)).await.unwrap());
+                o.lock().unwrap().push("small");
+                assert!(t.now() >= at + 150, "in after the large one's release, at {}", t.now() - at);
+                assert!(small.release().await.unwrap());
+            },
+            async {
+                t.sleep_for_test(100).await;
+                assert!(held.release().await.unwrap());
+            }
+        );
+    }));
+    assert_eq!(*order.lock().unwrap(), ["b", "c", "a", "large", "small"]);
+    let _ = std::fs::remove_file(path);
+}
+
+/// A place another process took and stopped renewing (it crashed) lasts its TTL from its
+/// last attempt, then the next waiter is granted; a handle that is not fair is refused
+/// with `INVALID_ARGUMENT` while the file says the key is fair.
+#[test]
+fn a_crashed_waiters_place_in_the_file_lapses_and_unfair_handles_are_refused() {
+    let (timer, a, b, path) = pair();
+    let run = timer.runner();
+    let t = timer.clone();
+    run(Box::pin(async move {
+        let holder = fair(&a, &t, "k", HoldKind::Exclusive, 1);
+        assert!(holder.acquire(AcquireOptions::default()).await.unwrap());
+        // The crashed waiter: one attempt of another process (its place), then nothing.
+        assert!(b.acquire_fair("k", "gone", 1_000, HoldKind::Exclusive, 1, true).await.unwrap().is_none());
+        let unfair = lock(&b, &t, "k", HoldKind::Exclusive);
+        let err = unfair.acquire(AcquireOptions::default()).await.unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT", "{err}");
+        t.sleep_for_test(10).await;
+        let next = fair(&b, &t, "k", HoldKind::Exclusive, 1);
+        let started = t.now();
+        let (granted, ()) = futures_util::join!(next.acquire(wait(5_000, 50)), async {
+            t.sleep_for_test(100).await;
+            assert!(holder.release().await.unwrap());
+        });
+        assert!(granted.unwrap());
+        // The place was taken at `started - 10` for 1 000 ms; the waiter asks every 50 ms.
+        let waited = t.now() - started;
+        assert!((990..=1_040).contains(&waited), "granted {waited} ms after it asked");
+        assert!(next.release().await.unwrap());
+    }));
+    let _ = std::fs::remove_file(path);
+}

@@ -61,7 +61,7 @@
 // failed) are held to `fair-order`, per key and family: an acquire B sent more than
 // `fairSlackMs` (20: send times are the callers', not the store's) after a waiting acquire A was sent (so A had taken its place in the queue
 // before B asked) is not granted while A still waits — before A's wait ended (its grant,
-// its abort, its answer, or its deadline `send + timeout`), less `fairSlackMs`. An A that
+// its abort, its answer, its process's death (`endAt`), or its deadline `send + timeout`), less `fairSlackMs`. An A that
 // does not wait (timeout 0) keeps no place, and one whose process was stopped or stalled
 // meanwhile may have lost its place (a place lasts the TTL from its latest attempt): both
 // are left out.
@@ -339,7 +339,8 @@ function checkFairOrder(holds, attempts, { slackMs, held, report }) {
         key: a.key,
         send: a.send,
         timeout: a.timeout,
-        end: Math.min(a.reply ?? Infinity, a.abortAt ?? Infinity),
+        // (`endAt`: its process was killed with the attempt in flight.)
+        end: Math.min(a.reply ?? Infinity, a.abortAt ?? Infinity, a.endAt ?? Infinity),
         granted: null,
       })),
   ];

@@ -738,7 +738,20 @@ export async function runClients(ls, store, userConfig) {
         emit(record);
       };
       const send = now();
-      emit({ t: "attempt", client: id, id: attemptId, kind, key, ttl, send, reply: null, outcome: "pending", abortAt: null, code: null });
+      emit({
+        t: "attempt",
+        client: id,
+        id: attemptId,
+        kind,
+        key,
+        ttl,
+        send,
+        reply: null,
+        outcome: "pending",
+        abortAt: null,
+        code: null,
+        ...fairness(handle, options),
+      });
       let granted;
       try {
         granted = await handle.acquire(options);

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
 import { ONLY_NATIVE, PAUSES, assertCaught, assertClean, assertPausesBit, assertWaitRidesOut, errorCounts, serversDuring } from "./assert.mjs";
-import { COMMIT_LATENCY, LONG_TTL, STALLS, cliLister, competingSession, kills, lockFile, objectRestarts, restarts } from "./run.mjs";
+import { COMMIT_LATENCY, FAIR_CLIENT, LONG_TTL, STALLS, cliLister, competingSession, kills, lockFile, objectRestarts, restarts } from "./run.mjs";
 import { newSeed } from "./random.mjs";
 import { requireMysql } from "../support/mysql-server.mjs";
 import { requirePostgres } from "../support/postgres-server.mjs";
@@ -78,6 +78,17 @@ describe(`history checker: Durable Objects, the lock file, PostgreSQL, MariaDB (
       t.diagnostic(`${run.kills.length} processes killed; ${cut.length} holds cut short by a kill`);
       assert.ok(run.kills.length >= 3, `processes were killed (seed ${run.seed})`);
       assert.ok(cut.length > 0, `some holds were live when their process was killed (seed ${run.seed})`);
+    });
+
+    // Fair locks and semaphores: the queue is in the file, so waiters of eight processes
+    // are granted in the order they took their places; a killed waiter's place lapses a
+    // TTL after its last attempt (fair-order leaves a waiter out from its death on).
+    it("fair locks and semaphores: 8 processes × 3 clients, one killed with SIGKILL every 400 ms", async (t) => {
+      const run = await assertClean(t, { store: { file: await lockFile() }, processes: 8, clients: 3, fault: kills({ every: 400 }), client: FAIR_CLIENT });
+      const waited = run.holds.filter((h) => h.fair && h.acquire.reply - h.acquire.send > 10).length;
+      t.diagnostic(`${run.kills.length} processes killed; ${waited} fair holds granted after waiting over 10 ms`);
+      assert.ok(run.kills.length >= 3, `processes were killed (seed ${run.seed})`);
+      assert.ok(waited > 10, `fair waiters queued (${waited}); seed ${run.seed}`);
     });
 
     it("catches a broken guard under kills: a process that frees every hold it finds when it opens, taking the holders for dead", async (t) => {

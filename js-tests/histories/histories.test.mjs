@@ -24,7 +24,7 @@ import { checkHistory, checkOrphans } from "./checker.mjs";
 import { driftMs, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { seeded, newSeed } from "./random.mjs";
-import { LONG_TTL, STALLS, cliLister, lastLines, lateDelivery, restarts, runHistory } from "./run.mjs";
+import { FAIR_CLIENT, LONG_TTL, STALLS, cliLister, lastLines, lateDelivery, restarts, runHistory } from "./run.mjs";
 import { startRedis } from "../support/redis-server.mjs";
 import { TARGET, ls, sleep } from "../support/target.mjs";
 import { startUpstashRest } from "../support/upstash-rest.mjs";
@@ -385,7 +385,7 @@ describe(`history checker (${TARGET})`, () => {
       store: "memory",
       processes: 1,
       clients: 8,
-      client: { fair: true, kinds: { lock: 5, semaphore: 3, read: 1, write: 1, election: 1 } },
+      client: FAIR_CLIENT,
     });
     const waited = run.holds.filter((h) => h.fair && h.acquire.reply - h.acquire.send > 10).length;
     t.diagnostic(`${waited} fair holds granted after waiting over 10 ms; ${run.attempts.filter((a) => a.fair).length} fair waits given up`);

@@ -9,7 +9,7 @@
 //               ioredis-pause,node-redis,upstash,upstash-proxy,upstash-pause,postgres,
 //               postgres-proxy,postgres-commit,postgres-pause,postgres-restart,mysql,mysql-pause,
 //               mysql-restart,durable-object,
-//               durable-object-restart,durable-object-pause,file,file-kill,
+//               durable-object-restart,durable-object-pause,memory-fair,file,file-kill,file-fair-kill,
 //               file-pause,etcd,redis-late,ioredis-late,upstash-late,postgres-late,
 //               mysql-late,etcd-late,postgres-competing,mysql-competing]
 //     [--seed N] [--kinds multi=3,lock=1] [--store-module path]
@@ -270,7 +270,8 @@ export function lastLines(records, at) {
     else if (r.t === "attempt" && r.id !== undefined) attempts.set(`${r.client}#${r.id}`, r);
     else rest.push(r);
   }
-  const attempted = [...attempts.values()].filter((a) => a.outcome !== "granted" && a.outcome !== "refused");
+  // A pending attempt's wait ended at `at` too: a fair waiter that died is not overtaken.
+  const attempted = [...attempts.values()].filter((a) => a.outcome !== "granted" && a.outcome !== "refused").map((a) => ({ ...a, endAt: a.endAt ?? at }));
   return [...[...holds.values()].map((h) => ({ ...h, endAt: h.endAt ?? at })), ...attempted, ...rest];
 }
 
@@ -620,6 +621,8 @@ const ABORTS_TEXT = "half the waits (up to 1 s) aborted at a random moment";
 const LATE_TEXT = (what, timeout) => `${what} held back 400–1200 ms (past the ${timeout} ms timeout) every 1 s, then delivered in order; waits up to 3 s`;
 // The late rows' waits: up to 3 s, so that a wait's next attempt follows one given up on.
 const LATE_WAITS = [0, 3_000];
+// Fair locks and semaphores (lockAll() is not fair: no "multi"), with the other kinds beside them.
+export const FAIR_CLIENT = { fair: true, kinds: { lock: 5, semaphore: 3, read: 1, write: 1, election: 1 } };
 
 /**
  * Fault modifiers a row's name may carry (`redis+stall`, `postgres-late+abort`): each
@@ -659,6 +662,12 @@ export function setupFor(name) {
  */
 export const SETUPS = {
   memory: { store: "memory", fault: "none", processes: 1, open: async () => ({ store: "memory" }) },
+  "memory-fair": {
+    store: "memory, fair locks and semaphores",
+    fault: "none",
+    processes: 1,
+    open: async () => ({ store: "memory", client: FAIR_CLIENT }),
+  },
   "js-laggy": {
     store: "a JS store (a user's own)",
     fault: "each call 0–10 ms late each way, one in eight up to 60 ms",
@@ -827,6 +836,12 @@ export const SETUPS = {
     fault: "a client process killed with SIGKILL every 400 ms (a new one takes its place)",
     processes: 8,
     open: async () => ({ store: { file: await lockFile() }, fault: kills({ every: 400 }) }),
+  },
+  "file-fair-kill": {
+    store: "FileLockStore, fair locks and semaphores",
+    fault: "a client process killed with SIGKILL every 400 ms (a new one takes its place)",
+    processes: 8,
+    open: async () => ({ store: { file: await lockFile() }, client: FAIR_CLIENT, fault: kills({ every: 400 }) }),
   },
   "file-pause": {
     store: "FileLockStore",

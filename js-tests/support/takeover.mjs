@@ -20,9 +20,10 @@ const GIVE_UP_MS = 20_000;
 
 /**
  * The stores with a server (or a file), over `s` (histories/run.mjs servers(), which
- * starts each server on first use): `{ name, spec: async () => spec, ttlMs, native?, noClose? }`,
+ * starts each server on first use): `{ name, spec: async () => spec, ttlMs, native?, noClose?, fair? }`,
  * `ttlMs` being the store's effective lease, `native` a store of the native build only,
- * `noClose` one whose close() is not its own.
+ * `noClose` one whose close() is not its own, `fair` one with fair queues
+ * (js-tests/fair-stores.test.mjs).
  */
 export function takeoverStores(s) {
   return [
@@ -44,7 +45,7 @@ export function takeoverStores(s) {
     // Reached from Node over the test worker's WebSocket (a plain JS store here, whose close()
     // only closes that socket): no close() case.
     { name: "DurableObjectLockStore", spec: async () => ({ durableObject: (await s.get("workerd")).url }), ttlMs: 1_000, noClose: true },
-    { name: "FileLockStore", spec: async () => ({ file: await lockFile() }), ttlMs: 1_000, native: true },
+    { name: "FileLockStore", spec: async () => ({ file: await lockFile() }), ttlMs: 1_000, native: true, fair: true },
   ];
 }
 

@@ -34,7 +34,14 @@ export function table(holds) {
 }
 
 const STORE_CANNOT_TELL =
-  "the store does not tell (PostgreSQL, MySQL: only a read-write lock's waiters leave rows; a lock file: only a read-write lock's; etcd: none)";
+  "the store does not tell (PostgreSQL, MySQL: only a read-write lock's waiters leave rows; a lock file: only a read-write lock's and a fair queue's; etcd: none)";
+
+/** 1st, 2nd, 3rd, 4th, ... 11th, 12th, 13th, 21st. */
+function ordinal(n) {
+  const tens = n % 100;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : (["th", "st", "nd", "rd"][n % 10] ?? "th");
+  return `${n}${suffix}`;
+}
 
 /** What inspect reports of `key` from a reader's answer (`found`): its holders in order, their kind, the waiters. */
 export function inspectReport(key, found) {
@@ -65,8 +72,11 @@ export function inspectText(result, url) {
       columns([["KIND", "REMAINING", "FENCING TOKEN", "OWNER"], ...holders.map((h) => [kindText(h), seconds(h.remainingMs), h.fencingToken ?? "-", h.owner])]),
     );
   }
+  // A fair queue's places come in its order.
+  let inLine = 0;
   for (const w of result.waiting) {
-    lines.push(`waiting: a ${w.kind === "write" ? "writer" : "reader"}, ${w.owner} (its place kept for ${seconds(w.remainingMs)})`);
+    const who = w.kind === "write" ? "a writer" : w.kind === "read" ? "a reader" : `${ordinal(++inLine)} in the fair ${w.kind}'s queue`;
+    lines.push(`waiting: ${who}, ${w.owner} (its place kept for ${seconds(w.remainingMs)})`);
   }
   lines.push(
     result.waiters === null

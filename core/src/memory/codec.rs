@@ -3,9 +3,21 @@
 //! show, and what only a file store does (a forced release, waking every waiter).
 //! Not in the WebAssembly build, which has no file store.
 
+use super::fair::Queue;
 use super::holds::{Holder, Holds};
 use super::state::{Entry, Map, Owner, Proclaimed, State};
 use crate::store::HoldKind;
+
+/// The sections of a file store's payload, first to last, which its format byte names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sections {
+    /// The fencing counter and the holds.
+    Holds,
+    /// And the values holds proclaimed (an election leader's).
+    Values,
+    /// And the fair queues, with which holds fair handles took.
+    Fair,
+}
 
 /// A hold as a file store's readers (the CLI) see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,17 +63,76 @@ impl HoldView {
     }
 }
 
-/// A read-write lock's waiting writer (its claim) or waiting reader, as the CLI sees it.
+/// A read-write lock's waiting writer (its claim) or waiting reader, or a fair lock's or
+/// semaphore's waiter (its place in the queue, in queue order), as the CLI sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WaitView {
     /// The lock key.
     pub key: String,
-    /// `write` (a waiting writer's claim) or `read`.
+    /// `write` (a waiting writer's claim), `read`, or `lock` / `semaphore` (a place in a
+    /// fair queue).
     pub kind: &'static str,
     /// The waiter's owner token.
     pub owner: String,
     /// Milliseconds until the wait's record lapses.
     pub remaining_ms: u64,
+}
+
+/// A payload read from its start.
+struct Reader<'a>(&'a [u8]);
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn str(&mut self) -> Option<&str> {
+        let n = self.u32()? as usize;
+        std::str::from_utf8(self.take(n)?).ok()
+    }
+    fn waiting(&mut self) -> Option<Vec<(Owner, u64)>> {
+        (0..self.u32()?).map(|_| Some((Owner::new(self.str()?), self.u64()?))).collect()
+    }
+    fn queue(&mut self, queue: &mut Queue) -> Option<()> {
+        for _ in 0..self.u32()? {
+            let owner = Owner::new(self.str()?);
+            queue.push(owner, self.u64()?, self.u32()?);
+        }
+        Some(())
+    }
+}
+
+impl Reader<'_> {
+    /// The fair section: which plain locks fair handles hold, the plain locks' queues
+    /// (returned), and the semaphores' fairness and queues (into `semaphores`).
+    fn fair_section(&mut self, entries: &mut Map<Entry>, semaphores: &mut Map<Holds>) -> Option<Map<Holds>> {
+        for _ in 0..self.u32()? {
+            entries.get_mut(self.str()?)?.fair = true;
+        }
+        let mut fair = Map::default();
+        for _ in 0..self.u32()? {
+            let key: Box<str> = self.str()?.into();
+            let mut holds = Holds::default();
+            self.queue(&mut holds.queue)?;
+            fair.insert(key, holds);
+        }
+        for _ in 0..self.u32()? {
+            let key: Box<str> = self.str()?.into();
+            let holds = semaphores.entry(key).or_default();
+            holds.fair = self.take(1)?[0] == 1;
+            self.queue(&mut holds.queue)?;
+        }
+        Some(fair)
+    }
 }
 
 impl State {
@@ -76,9 +147,9 @@ impl State {
     }
 
     /// Writes the holds live at `now` and the fencing counter (not the waiters, which
-    /// are this process's) to `out`: the form a file store keeps on disk.
-    /// Whether it wrote the values section (the file's format then says so).
-    pub(crate) fn encode(&self, now: u64, out: &mut Vec<u8>) -> bool {
+    /// are this process's) to `out`: the form a file store keeps on disk. What sections
+    /// it wrote (the file's format then says so).
+    pub(crate) fn encode(&self, now: u64, out: &mut Vec<u8>) -> Sections {
         fn str_(out: &mut Vec<u8>, s: &str) {
             out.extend_from_slice(&u32::try_from(s.len()).unwrap_or(u32::MAX).to_le_bytes());
             out.extend_from_slice(s.as_bytes());
@@ -127,16 +198,17 @@ impl State {
                 waiting(out, &holds.reader_turn, now);
             }
         }
-        // The values holds proclaimed, after everything else and only when there is one,
-        // so a file without any reads as before.
+        // The values holds proclaimed, then the fair queues: each section only when it
+        // (or the one after it) has something, so a file without reads as before.
         let proclaimed: Vec<_> = self
             .entries
             .iter()
             .filter(|(_, e)| e.live(now))
             .filter_map(|(key, e)| e.proclaimed.as_ref().map(|p| (key, p)))
             .collect();
-        if proclaimed.is_empty() {
-            return false;
+        let fair = self.has_fairness(now);
+        if proclaimed.is_empty() && !fair {
+            return Sections::Holds;
         }
         n(out, proclaimed.len());
         for (key, p) in proclaimed {
@@ -144,37 +216,54 @@ impl State {
             out.extend_from_slice(&p.seq.to_le_bytes());
             str_(out, &p.value);
         }
-        true
+        if !fair {
+            return Sections::Values;
+        }
+        // The plain locks held by fair handles, then the fair queues of plain locks, then
+        // the semaphores' (whether their holders came in fairly, and their queue).
+        let fair_held: Vec<_> = self.entries.iter().filter(|(_, e)| e.live(now) && e.fair).collect();
+        n(out, fair_held.len());
+        for (key, _) in fair_held {
+            str_(out, key);
+        }
+        let queue = |out: &mut Vec<u8>, q: &Queue| {
+            let live: Vec<_> = q.places().filter(|(_, until, _)| *until > now).collect();
+            n(out, live.len());
+            for (o, until, permits) in live {
+                owner(out, o);
+                out.extend_from_slice(&until.to_le_bytes());
+                out.extend_from_slice(&permits.to_le_bytes());
+            }
+        };
+        let queued = |q: &Queue| q.places().any(|(_, until, _)| until > now);
+        let plain: Vec<_> = self.fair.iter().filter(|(_, h)| queued(&h.queue)).collect();
+        n(out, plain.len());
+        for (key, holds) in plain {
+            str_(out, key);
+            queue(out, &holds.queue);
+        }
+        let semaphores: Vec<_> = self.semaphores.iter().filter(|(_, h)| h.fair || queued(&h.queue)).collect();
+        n(out, semaphores.len());
+        for (key, holds) in semaphores {
+            str_(out, key);
+            out.push(u8::from(holds.fair));
+            queue(out, &holds.queue);
+        }
+        Sections::Fair
+    }
+
+    /// Whether anything fair is live at `now`: a hold of a fair handle, or a place in a queue.
+    fn has_fairness(&self, now: u64) -> bool {
+        let queued = |q: &Queue| q.places().any(|(_, until, _)| until > now);
+        self.entries.values().any(|e| e.fair && e.live(now))
+            || self.fair.values().any(|h| queued(&h.queue))
+            || self.semaphores.values().any(|h| h.fair || queued(&h.queue))
     }
 
     /// Replaces the holds and the fencing counter with those `bytes` (from
     /// [`encode`](Self::encode)) hold, keeping this process's waiters. `None`, with the
     /// holds left empty, when `bytes` are not such a form.
-    pub(crate) fn decode(&mut self, bytes: &[u8]) -> Option<()> {
-        struct Reader<'a>(&'a [u8]);
-        impl Reader<'_> {
-            fn take(&mut self, n: usize) -> Option<&[u8]> {
-                if self.0.len() < n {
-                    return None;
-                }
-                let (head, rest) = self.0.split_at(n);
-                self.0 = rest;
-                Some(head)
-            }
-            fn u64(&mut self) -> Option<u64> {
-                Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-            }
-            fn u32(&mut self) -> Option<u32> {
-                Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
-            }
-            fn str(&mut self) -> Option<&str> {
-                let n = self.u32()? as usize;
-                std::str::from_utf8(self.take(n)?).ok()
-            }
-            fn waiting(&mut self) -> Option<Vec<(Owner, u64)>> {
-                (0..self.u32()?).map(|_| Some((Owner::new(self.str()?), self.u64()?))).collect()
-            }
-        }
+    pub(crate) fn decode(&mut self, bytes: &[u8], sections: Sections) -> Option<()> {
         self.clear_holds();
         let mut r = Reader(bytes);
         let parsed = (|| {
@@ -216,7 +305,8 @@ impl State {
                     );
                 }
             }
-            if !r.0.is_empty() {
+            // (A format 2 file written by an earlier release may end without its values.)
+            if sections != Sections::Holds && !r.0.is_empty() {
                 for _ in 0..r.u32()? {
                     let key: Box<str> = r.str()?.into();
                     let seq = r.u64()?;
@@ -224,27 +314,35 @@ impl State {
                     entries.get_mut(&*key)?.proclaimed = Some(Box::new(Proclaimed { seq, value }));
                 }
             }
-            r.0.is_empty().then_some((last, entries, maps))
+            let fair = if sections == Sections::Fair {
+                let [semaphores, _] = &mut maps;
+                r.fair_section(&mut entries, semaphores)?
+            } else {
+                Map::default()
+            };
+            r.0.is_empty().then_some((last, entries, maps, fair))
         })();
-        let (last, entries, [semaphores, rwlocks]) = parsed?;
+        let (last, entries, [semaphores, rwlocks], fair) = parsed?;
         self.last_fencing_token = self.last_fencing_token.max(last);
         self.entries = entries;
         self.semaphores = semaphores;
         self.rwlocks = rwlocks;
+        self.fair = fair;
         self.len_after_sweep = self.len();
         Some(())
     }
 
-    /// Drops every hold, keeping the fencing counter and the waiters.
+    /// Drops every hold and place in a queue, keeping the fencing counter and the waiters.
     pub(crate) fn clear_holds(&mut self) {
         self.entries.clear();
         self.semaphores.clear();
         self.rwlocks.clear();
+        self.fair.clear();
         self.len_after_sweep = 0;
     }
 
-    /// Every hold live at `now`, and the read-write locks' waiting writers and readers
-    /// (what `locksmith list|inspect|watch` show of a lock file).
+    /// Every hold live at `now`, the read-write locks' waiting writers and readers, and
+    /// the places in fair queues (what `locksmith list|inspect|watch` show of a lock file).
     pub(crate) fn views(&self, now: u64) -> (Vec<HoldView>, Vec<WaitView>) {
         let mut holds = Vec::new();
         let mut waiting = Vec::new();
@@ -285,6 +383,20 @@ impl State {
                         remaining_ms: until - now,
                     });
                 }
+            }
+        }
+        // Fair queues, each in its order: first in line first.
+        let queues = self.fair.iter().map(|(key, h)| ("lock", key, &h.queue));
+        for (kind, key, queue) in
+            queues.chain(self.semaphores.iter().map(|(key, h)| ("semaphore", key, &h.queue)))
+        {
+            for (o, until, _) in queue.places().filter(|(_, until, _)| *until > now) {
+                waiting.push(WaitView {
+                    key: key.to_string(),
+                    kind,
+                    owner: o.as_str().to_owned(),
+                    remaining_ms: until - now,
+                });
             }
         }
         holds.sort_by(|a, b| (&a.key, a.kind, &a.owner).cmp(&(&b.key, b.kind, &b.owner)));

@@ -49,3 +49,17 @@ impl Queue {
         self.places.len() != before
     }
 }
+
+/// A file store's side of a queue: its places as they are written, and read back.
+#[cfg(not(target_arch = "wasm32"))]
+impl Queue {
+    /// The places, first to last: owner, lease end, permits asked for.
+    pub(super) fn places(&self) -> impl Iterator<Item = (&Owner, u64, u32)> {
+        self.places.iter().map(|p| (&p.owner, p.until, p.permits))
+    }
+
+    /// Puts a place read back from a file at the end of the queue.
+    pub(super) fn push(&mut self, owner: Owner, until: u64, permits: u32) {
+        self.places.push(Place { owner, until, permits });
+    }
+}

@@ -19,6 +19,8 @@ mod state;
 mod waiters;
 
 #[cfg(not(target_arch = "wasm32"))]
+pub(crate) use codec::Sections;
+#[cfg(not(target_arch = "wasm32"))]
 pub use codec::{HoldView, WaitView};
 pub use state::KeyHolder;
 pub(crate) use state::State;
@@ -256,15 +258,7 @@ impl LockStore for MemoryStore {
         // Before the state's lock: whoever then finds this attempt's place or hold sees it.
         self.fair_used.store(true, std::sync::atomic::Ordering::Relaxed);
         let now = self.clock.now_ms();
-        match kind {
-            HoldKind::Exclusive => self.state().acquire_fair(key, owner, ttl_ms, waits, now),
-            kind @ HoldKind::Permit { .. } => {
-                self.state().acquire_permits_fair(key, owner, ttl_ms, kind, permits, waits, now)
-            }
-            _ => Err(crate::error::LockError::InvalidArgument(
-                "`fair` is for locks and semaphores: read-write locks are phase-fair already".into(),
-            )),
-        }
+        self.state().fair_attempt(key, owner, ttl_ms, kind, permits, waits, now)
     }
 
     fn fair_key(&self, key: &str, kind: HoldKind) -> bool {

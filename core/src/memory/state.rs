@@ -338,6 +338,31 @@ impl State {
         self.live_entry(key, now).is_some_and(|e| e.fair) || self.fair_queued(key, now)
     }
 
+    /// A fair handle's attempt on `key` of `kind` (see `LockStore::acquire_fair`). Only
+    /// the first in the queue is admitted, so a later, smaller semaphore request never
+    /// overtakes an earlier, larger one.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fair_attempt(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
+        waits: bool,
+        now: u64,
+    ) -> Result<Option<Grant>> {
+        match kind {
+            HoldKind::Exclusive => self.acquire_fair(key, owner, ttl_ms, waits, now),
+            kind @ HoldKind::Permit { .. } => {
+                self.acquire_permits_as(key, owner, ttl_ms, kind, permits, Some(waits), now)
+            }
+            _ => Err(crate::error::LockError::InvalidArgument(
+                "`fair` is for locks and semaphores: read-write locks are phase-fair already".into(),
+            )),
+        }
+    }
+
     /// A fair attempt on the plain lock `key`: `owner` takes (or renews, until its TTL
     /// from now) its place in the key's queue, and is granted the key when it is first
     /// and the key is free. One that does not `wait` keeps no place. A key held by a
@@ -470,23 +495,6 @@ impl State {
         now: u64,
     ) -> Result<Option<Grant>> {
         self.acquire_permits_as(key, owner, ttl_ms, kind, permits, None, now)
-    }
-
-    /// [`acquire_permits`](Self::acquire_permits) by a fair handle: as
-    /// [`acquire_fair`](Self::acquire_fair) for a semaphore. Only the first in the queue
-    /// is admitted, so a later, smaller request never overtakes an earlier, larger one.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn acquire_permits_fair(
-        &mut self,
-        key: &str,
-        owner: &str,
-        ttl_ms: u64,
-        kind: HoldKind,
-        permits: u32,
-        waits: bool,
-        now: u64,
-    ) -> Result<Option<Grant>> {
-        self.acquire_permits_as(key, owner, ttl_ms, kind, permits, Some(waits), now)
     }
 
     /// `fair`: `None` for a handle that is not fair, else whether the fair one waits.

@@ -61,7 +61,8 @@ export class FileReader {
     const all = (await this.#all()).filter((h) => names.test(h.key));
     const waiters = new Map();
     for (const h of all.filter((x) => x.waiting)) waiters.set(h.key, (waiters.get(h.key) ?? 0) + 1);
-    // A plain lock's or a semaphore's waiters leave nothing in the file; a read-write lock's do.
+    // A plain lock's or a semaphore's waiters leave nothing in the file; a read-write lock's
+    // and a fair handle's (its place in the queue) do.
     return { holds: all.filter((h) => !h.waiting).map(fileHold), waiters, absentWaiters: null };
   }
 
@@ -74,7 +75,9 @@ export class FileReader {
       holders: holders.map(fileHolder),
       limit: semaphore?.limit ?? null,
       waiting,
-      waiters: all.some((h) => h.kind === "read" || h.kind === "write") ? waiting.length : null,
+      // Counted where waiters leave a trace: a read-write lock, and a fair queue (on a fair
+      // key every waiter is fair).
+      waiters: all.some((h) => h.waiting || h.kind === "read" || h.kind === "write") ? waiting.length : null,
     };
   }
 
