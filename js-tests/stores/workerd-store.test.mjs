@@ -330,6 +330,73 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.ok((await store.acquire(key, "b", 10_000)) > permitToken + 1, "the counter went on");
   });
 
+  it("queues fair locks and semaphores: first in line is granted, places survive a restart, handles that disagree on fairness are refused", async () => {
+    const store = await openRemoteStore();
+    const refused = (pattern) => (err) => err.code === "INVALID_ARGUMENT" && pattern.test(err.message);
+    const key = uniqueKey("fair");
+    const fair = (owner, waits = true, ttl = 10_000) => store.acquireFair(key, owner, ttl, "lock", null, 1, waits);
+    assert.equal(typeof (await fair("h")), "number");
+    assert.equal(await fair("a"), false, "a takes the first place");
+    assert.equal(await fair("b"), false, "b the second");
+    await assert.rejects(store.acquire(key, "x", 10_000), refused(/^locksmith: this lock is fair \(fair handles hold it or wait for it\)/));
+    assert.equal(await store.release(key, "h"), true);
+    assert.equal(await fair("b"), false, "b asks first after the release, but a is first in line");
+    assert.deepEqual(await get(`/restart?key=${key}`), { restarted: true });
+    assert.equal(typeof (await fair("a")), "number", "a's place was kept across the restart");
+    assert.equal(await fair("c", false), false, "an attempt that does not wait keeps no place");
+    assert.equal(await store.release(key, "a"), true);
+    assert.equal(typeof (await fair("b")), "number");
+    // A place given up (release of an owner that holds nothing), and one that lapses.
+    assert.equal(await fair("gone", true, 300), false);
+    assert.equal(await fair("quits"), false);
+    assert.equal(await store.release(key, "quits"), false, "it held nothing; its place is given up");
+    assert.equal(await store.release(key, "b"), true);
+    assert.equal(await fair("next"), false, "gone's place lasts 300 ms from its last attempt");
+    await sleep(350);
+    assert.equal(typeof (await fair("next")), "number", "then next is first");
+    assert.equal(await store.release(key, "next"), true);
+    assert.equal(typeof (await store.acquire(key, "plain", 10_000)), "number", "nobody fair holds or waits: a handle that is not fair may take it");
+    await assert.rejects(fair("f"), refused(/^locksmith: this lock is held by a handle that is not fair; this handle is fair/));
+    // A fair semaphore of 3: a later request for 1 does not overtake an earlier one for 3.
+    const sem = (owner, permits) => store.acquireFair(key, owner, 10_000, "semaphore", 3, permits, true);
+    assert.equal(typeof (await sem("s1", 2)), "number");
+    assert.equal(await sem("big", 3), false);
+    assert.equal(await sem("small", 1), false, "1 fits beside 2, but big is first");
+    await assert.rejects(store.acquirePermit(key, "x", 10_000, "semaphore", 3, 1), refused(/^locksmith: this semaphore is fair/));
+    assert.equal(await store.releasePermit(key, "s1", "semaphore"), true);
+    assert.equal(await sem("small", 1), false);
+    assert.equal(typeof (await sem("big", 3)), "number");
+    assert.equal(await store.releasePermit(key, "big", "semaphore"), true);
+    assert.equal(typeof (await sem("small", 1)), "number");
+    assert.equal(await store.releasePermit(key, "small", "semaphore"), true);
+    assert.equal(await store.countPermits(key, "semaphore"), 0);
+  });
+
+  it("wakes fair waiters inside the object in turn: a lock in Node granted in arrival order, though the last retries first", async () => {
+    const store = await openRemoteStore();
+    const key = uniqueKey("fair-order");
+    const holder = ls.lock(key, 10_000, store, { fair: true });
+    assert.equal(await holder.acquire(), true);
+    const order = [];
+    const waits = [
+      ["a", 3_000],
+      ["b", 1_500],
+      ["c", 500],
+    ].map(async ([name, retryDelay], i) => {
+      await sleep(60 * i);
+      const l = ls.lock(key, 10_000, store, { fair: true });
+      assert.equal(await l.acquire({ timeout: 8_000, retryDelay }), true, `${name} timed out`);
+      order.push(name);
+      await l.release();
+    });
+    await sleep(300);
+    const released = performance.now();
+    await holder.release();
+    await Promise.all(waits);
+    assert.deepEqual(order, ["a", "b", "c"]);
+    assert.ok(performance.now() - released < 1_500, "each woken by the release before it, not at its retry delay");
+  });
+
   it("answers acquire() and acquirePermit() with booleans when called directly, as the store contract's interface does", async () => {
     const store = await openRemoteStore();
     const key = uniqueKey("plain");

@@ -44,7 +44,7 @@ export function takeoverStores(s) {
     { name: "EtcdLockStore", spec: async () => ({ etcd: (await s.get("etcd")).endpoints }), ttlMs: 2_000 },
     // Reached from Node over the test worker's WebSocket (a plain JS store here, whose close()
     // only closes that socket): no close() case.
-    { name: "DurableObjectLockStore", spec: async () => ({ durableObject: (await s.get("workerd")).url }), ttlMs: 1_000, noClose: true },
+    { name: "DurableObjectLockStore", spec: async () => ({ durableObject: (await s.get("workerd")).url }), ttlMs: 1_000, noClose: true, fair: true },
     { name: "FileLockStore", spec: async () => ({ file: await lockFile() }), ttlMs: 1_000, native: true, fair: true },
   ];
 }

@@ -19,6 +19,7 @@ export const REMOTE_METHODS = [
   "ownerRemainingTime",
   "holder",
   "proclaim",
+  "acquireFair",
   "plainAcquire",
   "plainAcquirePermit",
 ];

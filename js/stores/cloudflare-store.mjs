@@ -56,8 +56,9 @@ const waitNamed = (kind) => kind === "semaphore" || kind === "read" || kind === 
 
 /**
  * A locksmith `LockStore` over a namespace of `LockDurableObject`s: one object per
- * key (`idFromName(key)`), reached over Durable Object RPC. Fencing tokens, semaphores
- * and read-write locks, and waiters woken from inside the object on release or expiry.
+ * key (`idFromName(key)`), reached over Durable Object RPC. Fencing tokens, semaphores,
+ * read-write locks and fair locks and semaphores, and waiters woken from inside the
+ * object on release or expiry.
  */
 export class DurableObjectLockStore {
   get [STORE_NAME]() {
@@ -128,7 +129,26 @@ export class DurableObjectLockStore {
 
   /** `acquire()` answering the hold's fencing token (how locks get it), or `false`. */
   async [ACQUIRE_TOKEN](key, owner, ttlMs) {
-    return await this.#object(key).acquire(owner, ttlMs);
+    try {
+      return await this.#object(key).acquire(owner, ttlMs);
+    } catch (err) {
+      throw refusal(err);
+    }
+  }
+
+  /**
+   * A fair handle's attempt (`{ fair: true }`; the JS store contract's `acquireFair`):
+   * `owner` takes or renews its place in the key's queue and is granted when first in
+   * line with room. The hold's fencing token, or `false`. A semaphore's attempt names its
+   * waits as `acquirePermit`'s does.
+   */
+  async acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
+    const waitId = kind === "semaphore" ? this.#takeUnnamed(`${kind}\u0000${key}`) : undefined;
+    try {
+      return await this.#object(key).acquireFair(owner, ttlMs, kind, limit, permits, waits, waitId);
+    } catch (err) {
+      throw refusal(err);
+    }
   }
 
   async release(key, owner) {

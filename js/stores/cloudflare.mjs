@@ -10,7 +10,9 @@
 // exactly what it answered. Expiry is by the object's clock (`Date.now()`), to the
 // millisecond; an alarm at the next expiry clears expired holds and wakes waiters.
 // What the plain lock's holder proclaims (elections) is kept beside the lock, named by
-// the hold's fencing token, and dropped when the hold ends.
+// the hold's fencing token, and dropped when the hold ends. Fair handles queue: the plain
+// lock's and the semaphore's waiters in the order they first asked, each place a lease of
+// the TTL from its latest attempt (dropped by the alarm when it runs out).
 import { DurableObject } from "cloudflare:workers";
 
 import { checkPermits, checkSeq } from "../api/checks.mjs";
@@ -27,6 +29,8 @@ const SEMAPHORE = "semaphore";
 const RW = "rw";
 const FENCE = "fence";
 const VALUE = "value";
+// The fair queues: { lock: [[owner, until]], semaphore: [[owner, until, permits]] }.
+const QUEUE = "queue";
 // The longest value a holder may proclaim (UTF-16 code units): elections send at most
 // 8 KiB; this keeps a stored value well under the storage's limit on one value.
 const MAX_VALUE_LENGTH = 32_768;
@@ -98,6 +102,25 @@ function readersTakeTheirTurn(set) {
   set.readers?.clear();
 }
 
+/** A fair group: "lock" or "semaphore" (read-write locks are phase-fair already). */
+function fairGroup(kind) {
+  if (kind === "lock") return LOCK;
+  if (kind === "semaphore") return SEMAPHORE;
+  throw new TypeError(`locksmith: a fair acquire is of a "lock" or a "semaphore"; got ${JSON.stringify(kind)}`);
+}
+
+const KIND_NAME = { [LOCK]: "lock", [SEMAPHORE]: "semaphore" };
+
+/** A fair handle on a key that other handles hold. */
+const unfairHolder = (group) =>
+  new TypeError(`locksmith: this ${KIND_NAME[group]} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``);
+
+/** A handle that is not fair on a key that fair handles hold or queue for. */
+const fairKey = (group) =>
+  new TypeError(
+    `locksmith: this ${KIND_NAME[group]} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``,
+  );
+
 /**
  * The Durable Object class that holds the locks of one key. Export it from your worker
  * and bind it (see the README); `DurableObjectLockStore` calls it.
@@ -116,6 +139,8 @@ export class LockDurableObject extends DurableObject {
   #value;
   /** The last fencing token handed out. Only grows; outlives every hold. */
   #fence = 0;
+  /** The fair queues, first come first: group → [[owner, until, permits]]. */
+  #queue = { [LOCK]: [], [SEMAPHORE]: [] };
   /** When the alarm is set for, or null. */
   #alarmAt = null;
   /** Pending waits: id → { group, resolve, timer }. */
@@ -137,7 +162,7 @@ export class LockDurableObject extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
     ctx.blockConcurrencyWhile(async () => {
-      const saved = await ctx.storage.get([LOCK, SEMAPHORE, RW, FENCE, VALUE]);
+      const saved = await ctx.storage.get([LOCK, SEMAPHORE, RW, FENCE, VALUE, QUEUE]);
       this.#lock = saved.get(LOCK);
       this.#value = saved.get(VALUE);
       this.#semaphore = saved.get(SEMAPHORE);
@@ -148,6 +173,8 @@ export class LockDurableObject extends DurableObject {
         this.#rw.turn ??= new Map();
       }
       this.#fence = saved.get(FENCE) ?? 0;
+      const queue = saved.get(QUEUE);
+      if (queue) this.#queue = { [LOCK]: queue[LOCK] ?? [], [SEMAPHORE]: queue[SEMAPHORE] ?? [] };
       this.#alarmAt = await ctx.storage.getAlarm();
     });
   }
@@ -159,6 +186,7 @@ export class LockDurableObject extends DurableObject {
   acquire(owner, ttlMs) {
     checkHold(owner, ttlMs);
     const now = this.#expire();
+    if (this.#queue[LOCK].length > 0 || this.#lock?.fair) throw fairKey(LOCK);
     if (this.#lock) return false;
     const token = this.#nextToken();
     this.#lock = { owner, expiresAt: now + ttlMs, token };
@@ -169,6 +197,8 @@ export class LockDurableObject extends DurableObject {
   /** Frees the lock if `owner` holds it. */
   release(owner) {
     this.#expire();
+    // An owner that holds nothing gives its place up (a fair wait that ended).
+    if (this.#leaveQueue(LOCK, owner)) this.#wake(LOCK);
     if (this.#lock?.owner !== owner) return false;
     this.#lock = undefined;
     this.#save(LOCK);
@@ -241,6 +271,79 @@ export class LockDurableObject extends DurableObject {
   }
 
   // -------------------------------------------------------------------------------
+  // Fair locks and semaphores
+
+  /**
+   * A fair handle's attempt (the JS store contract's `acquireFair`): `owner` takes its
+   * place at the end of the queue of the plain lock or the semaphore (`kind`), or renews
+   * it until `ttlMs` from now, and is granted when it is first in line and the key has
+   * room (a semaphore: its `permits` fit in `limit`), leaving the queue. One that does
+   * not `waits` keeps no place. The hold's fencing token, or false. `waitId` names waits
+   * as `acquirePermit`'s does.
+   */
+  acquireFair(owner, ttlMs, kind, limit, permits, waits, waitId) {
+    const group = fairGroup(kind);
+    checkHold(owner, ttlMs);
+    if (group === SEMAPHORE && !(Number.isSafeInteger(limit) && limit > 0)) {
+      throw new TypeError("locksmith: a semaphore's limit must be a positive whole number");
+    }
+    const weight = group === SEMAPHORE ? permitsOf(kind, limit, permits) : 1;
+    const now = this.#expire();
+    if (group === SEMAPHORE) this.#nameWaits(waitId, group);
+    const set = group === SEMAPHORE ? this.#semaphore : undefined;
+    const held = group === LOCK ? this.#lock : set?.holders.size > 0 ? set : undefined;
+    if (held && !held.fair) throw unfairHolder(group);
+    if (group === LOCK ? held?.owner === owner : set?.holders.has(owner)) return false;
+    if (group === SEMAPHORE && set?.limit !== undefined && set.limit !== limit && set.holders.size > 0) {
+      throw new RangeError(
+        `locksmith: the semaphore is held with limit ${set.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
+      );
+    }
+    const queue = this.#queue[group];
+    let place = queue.findIndex(([o]) => o === owner);
+    if (place >= 0) queue[place] = [owner, now + ttlMs, weight];
+    else if (waits === true) place = queue.push([owner, now + ttlMs, weight]) - 1;
+    const first = place === 0 || (place < 0 && queue.length === 0);
+    const room = group === LOCK ? !held : !set || permitsHeld(set) + weight <= limit;
+    if (!(first && room)) {
+      if (waits !== true) this.#leaveQueue(group, owner);
+      else this.#saveQueue();
+      return false;
+    }
+    this.#leaveQueue(group, owner);
+    const token = this.#nextToken();
+    if (group === LOCK) {
+      this.#lock = { owner, expiresAt: now + ttlMs, token, fair: true };
+    } else {
+      const admitted = this.#setOf(SEMAPHORE);
+      admitted.limit = limit;
+      admitted.fair = true;
+      admitted.holders.set(owner, { expiresAt: now + ttlMs, token, writer: false, permits: weight });
+      // The next in line may fit beside it.
+      this.#wake(SEMAPHORE);
+    }
+    this.#save(group);
+    return token;
+  }
+
+  /** Drops `owner`'s place in `group`'s queue (saved): whether it had one. */
+  #leaveQueue(group, owner) {
+    const queue = this.#queue[group];
+    const at = queue.findIndex(([o]) => o === owner);
+    if (at < 0) return false;
+    queue.splice(at, 1);
+    this.#saveQueue();
+    return true;
+  }
+
+  #saveQueue() {
+    const { storage } = this.ctx;
+    if (this.#queue[LOCK].length === 0 && this.#queue[SEMAPHORE].length === 0) storage.delete(QUEUE);
+    else storage.put(QUEUE, this.#queue);
+    this.#schedule();
+  }
+
+  // -------------------------------------------------------------------------------
   // Semaphores and read-write locks
 
   /**
@@ -264,6 +367,7 @@ export class LockDurableObject extends DurableObject {
     if (set.holders.has(owner)) return false;
     let admitted;
     if (kind === "semaphore") {
+      if (this.#queue[SEMAPHORE].length > 0 || (set.fair && set.holders.size > 0)) throw fairKey(SEMAPHORE);
       if (set.limit !== undefined && set.limit !== limit && set.holders.size > 0) {
         throw new RangeError(
           `locksmith: the semaphore is held with limit ${set.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
@@ -295,7 +399,11 @@ export class LockDurableObject extends DurableObject {
     }
     if (!admitted) return false;
     if (kind === "write") set.claim = undefined;
-    if (kind === "semaphore") set.limit = limit;
+    if (kind === "semaphore") {
+      set.limit = limit;
+      // Its holders came in unfairly (a fair era, if any, has ended: it had no holders left).
+      set.fair = false;
+    }
     const token = this.#nextToken();
     set.holders.set(
       owner,
@@ -309,6 +417,8 @@ export class LockDurableObject extends DurableObject {
   releasePermit(owner, kind) {
     const group = permitGroup(kind);
     this.#expire();
+    // An owner that holds nothing gives its place up (a fair wait that ended).
+    if (group === SEMAPHORE && this.#leaveQueue(SEMAPHORE, owner)) this.#wake(SEMAPHORE);
     const set = this.#stored(group);
     if (!set) return false;
     let changed = false;
@@ -439,6 +549,8 @@ export class LockDurableObject extends DurableObject {
    */
   #looksFree(kind) {
     const group = groupOf(kind);
+    // A fair queue: only its first may get in, and it is told by its own attempt.
+    if (group !== RW && this.#queue[group].length > 0) return false;
     if (group === LOCK) return this.#lock === undefined;
     const set = this.#stored(group);
     if (!set) return true;
@@ -462,6 +574,14 @@ export class LockDurableObject extends DurableObject {
   /** Drops every expired hold and claim, waking their waiters. Returns now. */
   #expire() {
     const now = Date.now();
+    for (const group of [LOCK, SEMAPHORE]) {
+      const queue = this.#queue[group];
+      if (!queue.some(([, until]) => until <= now)) continue;
+      // A waiter that stopped asking (crashed, paused) lost its place: the next may be first.
+      this.#queue[group] = queue.filter(([, until]) => until > now);
+      this.#saveQueue();
+      this.#wake(group);
+    }
     if (this.#lock && this.#lock.expiresAt <= now) {
       this.#lock = undefined;
       this.#save(LOCK);
@@ -525,6 +645,7 @@ export class LockDurableObject extends DurableObject {
   /** Sets the alarm to the next expiry, or deletes it when nothing can expire. */
   #schedule() {
     let next = this.#lock?.expiresAt ?? Infinity;
+    for (const queue of [this.#queue[LOCK], this.#queue[SEMAPHORE]]) for (const [, until] of queue) next = Math.min(next, until);
     for (const set of [this.#semaphore, this.#rw]) {
       if (!set) continue;
       for (const hold of set.holders.values()) next = Math.min(next, hold.expiresAt);
