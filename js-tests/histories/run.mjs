@@ -9,7 +9,7 @@
 //               ioredis-pause,node-redis,upstash,upstash-proxy,upstash-pause,postgres,
 //               postgres-proxy,postgres-commit,postgres-pause,postgres-restart,mysql,mysql-pause,
 //               mysql-restart,durable-object,
-//               durable-object-restart,durable-object-pause,memory-fair,file,file-kill,file-fair-kill,
+//               durable-object-restart,durable-object-fair-restart,durable-object-pause,memory-fair,file,file-kill,file-fair-kill,
 //               file-pause,etcd,redis-late,ioredis-late,upstash-late,postgres-late,
 //               mysql-late,etcd-late,postgres-competing,mysql-competing]
 //     [--seed N] [--kinds multi=3,lock=1] [--store-module path]
@@ -912,6 +912,14 @@ export const SETUPS = {
     open: async (s) => {
       const worker = await s.get("workerd");
       return { store: { durableObject: worker.url }, client: { ttlMs: 600 }, fault: objectRestarts(worker.mf, { every: 700 }) };
+    },
+  },
+  "durable-object-fair-restart": {
+    store: "DurableObjectLockStore (workerd), fair locks and semaphores",
+    fault: "every key's object restarted (ctx.abort, reloaded from storage) every 700 ms; TTL 600 ms",
+    open: async (s) => {
+      const worker = await s.get("workerd");
+      return { store: { durableObject: worker.url }, client: { ...FAIR_CLIENT, ttlMs: 600 }, fault: objectRestarts(worker.mf, { every: 700 }) };
     },
   },
   "durable-object-pause": {
