@@ -457,6 +457,45 @@ file in the OS's temporary directory.${renewed.length ? ` In ${renewed.map(([nam
 `;
 }
 
+// ---------------------------------------------------------------------------------
+// Fair locks: what first come, first served costs (bench/fair.mjs)
+
+export const FAIR_HEADING = "## Fair locks: what first come, first served costs";
+
+function fairRows(name, r) {
+  if (r.unavailable) return [row([name, `not measured: its server is not available here (${r.unavailable})`, "", "", "", ""])];
+  if (r.error) return [row([name, `**failed**: ${r.error.split("\n")[0]}`, "", "", "", ""])];
+  return ["unfair", "fair"].map((mode) => {
+    const m = r[mode];
+    return row([
+      mode === "unfair" ? name : "",
+      mode,
+      Math.round(m.criticals.median).toLocaleString("en-US"),
+      Math.round(m.handoffP50.median),
+      `${(100 * m.overtakes.median).toFixed(1)}%`,
+      m.jain.median.toFixed(3),
+    ]);
+  });
+}
+
+/** The section, from a run's `results` with a `fair`, `fileLink` its results file's path from BENCHMARKS.md. */
+export function fairSection(results, fileLink, file = fileLink) {
+  const f = results.fair;
+  const m = results.machine;
+  return `${FAIR_HEADING}
+
+Measured by \`${results.command ?? "npm run bench"}\` on ${results.date.slice(0, 10)}: ${m.cpus} cores (${m.cpu}), Node ${m.node}, ${f.rounds} round${f.rounds === 1 ? "" : "s"} of ${f.ms} ms per store and mode, interleaved, medians. Raw numbers (every sample): [\`${file}\`](${fileLink}).
+
+${f.workers} workers (async loops in one process) contend on one key, each taking the lock (\`acquire({ timeout, retryDelay: ${f.retryMs} })\`), yielding a turn of the event loop while it holds, and releasing, first with handles that are not fair and then with \`{ fair: true }\` ones (on a key of their own: fairness belongs to the key). "Overtakes" is the share of grants that went to a waiter while another that had arrived before it (by more than 1 ms) still waited: what fairness removes. Jain's index over the workers' counts is 1 when each got the same share. The stores with a server are the history checker's on loopback (workerd through Miniflare for the Durable Object, reached over the test worker's WebSocket), driven by the native build.
+
+${row(["store", "handles", "criticals/s", "release → next grant p50 (µs)", "grants that overtook an earlier waiter", "Jain's index"])}
+${row(["---", "---", "---:", "---:", "---:", "---:"])}
+${Object.entries(f.stores)
+  .flatMap(([name, r]) => fairRows(name, r))
+  .join("\n")}
+`;
+}
+
 /** `markdown` with `section` in place of its old copy (from its \`## \` heading to the next one), or appended. */
 export function spliceSection(markdown, section) {
   const heading = section.slice(0, section.indexOf("\n"));
@@ -661,15 +700,20 @@ export function chart(results) {
  */
 export function writeReport(results, file, { markdown = "BENCHMARKS.md", chart: chartFile = "bench/results/chart.svg" } = {}) {
   const link = (path) => relative(dirname(markdown), path) || ".";
+  const path = join(root, markdown);
+  // A run without elections or fair locks (one from before the workload) shows the latest run's that measured them.
+  const fairMeasured = results.fair ? { file, results } : latestRun((r) => r.fair && !r.quick);
   if (isFull(results)) {
-    // A run without elections (one from before the workload) shows the latest run's that measured them.
     const measured = results.election ? { file, results } : latestRun((r) => r.election && !r.quick);
     const election = measured && electionSection(measured.results, link(measured.file), measured.file);
-    writeFileSync(join(root, markdown), report(results, file, { chart: link(chartFile), file: link(file), election }));
+    writeFileSync(path, report(results, file, { chart: link(chartFile), file: link(file), election }));
     writeFileSync(join(root, chartFile), chart(results));
   } else if (results.election) {
-    const path = join(root, markdown);
     writeFileSync(path, spliceSection(existsSync(path) ? readFileSync(path, "utf8") : "", electionSection(results, link(file), file)));
+  }
+  if (fairMeasured && (isFull(results) || results.fair)) {
+    const section = fairSection(fairMeasured.results, link(fairMeasured.file), fairMeasured.file);
+    writeFileSync(path, spliceSection(existsSync(path) ? readFileSync(path, "utf8") : "", section));
   }
   return exclusionVerdict(results.exclusion);
 }

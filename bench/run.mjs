@@ -6,7 +6,8 @@
 // writes to bench/results/tmp/ instead (see the end of this file).
 // `node bench/run.mjs election` (or any of the WORKLOADS below) runs those workloads only:
 // its results file has only theirs, and of BENCHMARKS.md it rewrites only the election
-// section (the rest stays the last full run's).
+// and fair locks sections (the rest stays the last full run's). `fair` (bench/fair.mjs):
+// what fair locks cost against unfair ones, per store with fair queues.
 // The native RedisLockStore runs in both modes, fenced and `fencing: false`, as does the
 // store over users' ioredis clients; every figure of theirs names its mode. For each Redis
 // workload the bench also takes the server's CPU and each command type's time per pair
@@ -40,6 +41,7 @@ import { IoRedisLockStore } from "../js/stores/ioredis.mjs";
 import { PlainLock } from "./baseline.mjs";
 import { concurrentSections, contendOnOneKey, exclusionCheck, exclusionVerdict } from "./exclusion.mjs";
 import { electionBench, electionSelfTest, electionVerdict } from "./election.mjs";
+import { fairBench, fairVerdict } from "./fair.mjs";
 import { FENCED, isFull, pingsName, UNFENCED } from "./report.mjs";
 import { countRequests, knownTraffic } from "./round-trips.mjs";
 import { capturePair, replay, respClient, SCRIPT_COMMANDS, sampleServer, serverCost } from "./server-cost.mjs";
@@ -55,7 +57,7 @@ const now = () => performance.now();
 const nativeBuild = { ls: native, entry: new URL("../js/node.mjs", import.meta.url).href };
 
 /** The workloads, in the order a run makes them. */
-const WORKLOADS = ["memory", "redis", "file", "cluster", "ceiling", "wasm", "election"];
+const WORKLOADS = ["memory", "redis", "file", "cluster", "ceiling", "wasm", "election", "fair"];
 const asked = process.argv.slice(2).filter((a) => !a.startsWith("--"));
 const unknown = asked.filter((w) => !WORKLOADS.includes(w));
 if (unknown.length) {
@@ -931,6 +933,8 @@ try {
   if (runs("wasm")) results.wasm = await wasmBench();
   // A few repetitions (one in a quick run): each is a lease long, a second or two.
   if (runs("election")) results.election = await electionBench(nativeBuild, { reps: QUICK ? 1 : 3, log });
+  // Fair and unfair handles side by side, 16 workers on one key (a few seconds per store).
+  if (runs("fair")) results.fair = await fairBench(native, { rounds: QUICK ? 1 : Math.min(ROUNDS, 3), ms: QUICK ? 500 : 2_000, log });
 } finally {
   await server?.stop();
   results.exclusion = exclusion;
@@ -948,9 +952,14 @@ const written = QUICK ? { markdown: `${dir}/BENCHMARKS.md`, chart: `${dir}/chart
 const exclusionChecked = writeReport(results, file, written);
 const markdown = written?.markdown ?? "BENCHMARKS.md";
 if (isFull(results)) log(`wrote ${file}, ${markdown}, ${written?.chart ?? "bench/results/chart.svg"}`);
-else log(`wrote ${file}${results.election ? ` and the election section of ${markdown}` : ""}; the rest of ${markdown} is as it was`);
+else {
+  const sections = [results.election && "election", results.fair && "fair locks"].filter(Boolean);
+  log(
+    `wrote ${file}${sections.length ? ` and the ${sections.join(" and ")} section${sections.length > 1 ? "s" : ""} of ${markdown}` : ""}; the rest of ${markdown} is as it was`,
+  );
+}
 // The exclusion check runs in the memory and Redis workloads; a run without them has nothing to say of it.
-const verdicts = [runs("memory") || runs("redis") ? exclusionChecked : { ok: true }, electionVerdict(results.election)];
+const verdicts = [runs("memory") || runs("redis") ? exclusionChecked : { ok: true }, electionVerdict(results.election), fairVerdict(results.fair)];
 for (const verdict of verdicts.filter((v) => !v.ok)) {
   console.error(`\nFAILED: ${verdict.text.replaceAll("**", "")}`);
   process.exitCode = 1;
