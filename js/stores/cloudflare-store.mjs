@@ -51,8 +51,6 @@ async function bounded(op, ms, call) {
   }
 }
 
-/** Whether a wait of `kind` is named by the attempt after it: a permit's (see `acquirePermit`). */
-const waitNamed = (kind) => kind === "semaphore" || kind === "read" || kind === "write";
 
 /**
  * A locksmith `LockStore` over a namespace of `LockDurableObject`s: one object per
@@ -75,8 +73,8 @@ export class DurableObjectLockStore {
   /** Waits whose listener left in this turn, kept for a waiter that asks again at once. */
   #spare = new Map();
   /**
-   * Permit waits not yet named by the attempt that follows each (see `acquirePermit`),
-   * by name, oldest first.
+   * Waits not yet named by the attempt that follows each (see `acquirePermit` and
+   * `acquireFair`; a plain lock's unfair attempt names none), by name, oldest first.
    */
   #unnamed = new Map();
 
@@ -139,11 +137,11 @@ export class DurableObjectLockStore {
   /**
    * A fair handle's attempt (`{ fair: true }`; the JS store contract's `acquireFair`):
    * `owner` takes or renews its place in the key's queue and is granted when first in
-   * line with room. The hold's fencing token, or `false`. A semaphore's attempt names its
-   * waits as `acquirePermit`'s does.
+   * line with room. The hold's fencing token, or `false`. It names its waits as
+   * `acquirePermit`'s does.
    */
   async acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
-    const waitId = kind === "semaphore" ? this.#takeUnnamed(`${kind}\u0000${key}`) : undefined;
+    const waitId = this.#takeUnnamed(`${kind}\u0000${key}`);
     try {
       return await this.#object(key).acquireFair(owner, ttlMs, kind, limit, permits, waits, waitId);
     } catch (err) {
@@ -209,7 +207,7 @@ export class DurableObjectLockStore {
    * the object after the attempt still hears of a release after it.
    */
   async [ACQUIRE_PERMIT_TOKEN](key, owner, ttlMs, kind, limit, permits) {
-    const waitId = waitNamed(kind) ? this.#takeUnnamed(`${kind}\u0000${key}`) : undefined;
+    const waitId = this.#takeUnnamed(`${kind}\u0000${key}`);
     try {
       return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit, waitId, permits);
     } catch (err) {
@@ -251,11 +249,10 @@ export class DurableObjectLockStore {
     }
     const subscription = { listener };
     wait.subscription = subscription;
-    if (waitNamed(kind)) {
-      const unnamed = this.#unnamed.get(name) ?? [];
-      if (!unnamed.includes(wait)) unnamed.push(wait);
-      this.#unnamed.set(name, unnamed);
-    }
+    // Named by the attempt after it: a permit's (acquirePermit) and a fair one's (acquireFair).
+    const unnamed = this.#unnamed.get(name) ?? [];
+    if (!unnamed.includes(wait)) unnamed.push(wait);
+    this.#unnamed.set(name, unnamed);
     return () => {
       if (wait.subscription !== subscription) return;
       wait.subscription = undefined;

@@ -289,7 +289,9 @@ export class LockDurableObject extends DurableObject {
     }
     const weight = group === SEMAPHORE ? permitsOf(kind, limit, permits) : 1;
     const now = this.#expire();
-    if (group === SEMAPHORE) this.#nameWaits(waitId, group);
+    // Its waits are named too: one that reaches the object after this attempt still hears
+    // of a release after it (a wait does not answer "free" while a queue stands).
+    this.#nameWaits(waitId, group);
     const set = group === SEMAPHORE ? this.#semaphore : undefined;
     const held = group === LOCK ? this.#lock : set?.holders.size > 0 ? set : undefined;
     if (held && !held.fair) throw unfairHolder(group);
