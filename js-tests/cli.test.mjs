@@ -1392,24 +1392,32 @@ describe("locksmith on a lock file (FileLockStore)", { skip: TARGET !== "native"
       // Each takes its place before the next asks.
       await sleep(100);
     }
+    // The key's semaphore queues apart from its lock: its waiter is first in its own line.
+    const slots = ls.semaphore(key, 1, 30_000, store, { fair: true });
+    assert.equal(await slots.acquire(), true);
+    const slotWaiter = ls.semaphore(key, 1, 30_000, store, { fair: true });
+    waits.push(slotWaiter.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
+    await sleep(100);
     const got = await cli("inspect", url, key);
     assert.equal(got.code, 0, got.stderr);
     const lines = got.stdout.split("\n");
     // In line in the order they asked: the first with its 20 s TTL, the second with 10 s.
-    const queue = lines.filter((l) => l.startsWith("waiting: "));
+    assert.equal(lines.filter((l) => l.startsWith("waiting: 1st in the fair semaphore's queue, ")).length, 1, got.stdout);
+    const queue = lines.filter((l) => l.startsWith("waiting: ") && l.includes("fair lock"));
     assert.equal(queue.length, 2, got.stdout);
     assert.match(queue[0], /^waiting: 1st in the fair lock's queue, \S+ \(its place kept for (19|20)(\.\d+)? s\)$/, got.stdout);
     assert.match(queue[1], /^waiting: 2nd in the fair lock's queue, \S+ \(its place kept for (9|10)(\.\d+)? s\)$/, got.stdout);
-    assert.ok(lines.includes("waiters: 2"), got.stdout);
+    assert.ok(lines.includes("waiters: 3"), got.stdout);
     const json = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
     assert.deepEqual(
       json.waiting.map((w) => w.kind),
-      ["lock", "lock"],
+      ["lock", "lock", "semaphore"],
     );
     assert.ok(json.waiting[0].remainingMs > 15_000 && json.waiting[1].remainingMs < 11_000, JSON.stringify(json.waiting));
     controller.abort();
-    assert.deepEqual(await Promise.all(waits), ["ABORTED", "ABORTED"]);
+    assert.deepEqual(await Promise.all(waits), ["ABORTED", "ABORTED", "ABORTED"]);
     await holder.release();
+    await slots.release();
     // Given up at the abort: nobody waits now.
     const after = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
     assert.deepEqual([after.held, after.waiting], [false, []]);

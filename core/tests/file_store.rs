@@ -472,6 +472,14 @@ fn fair_queues_are_in_the_file_and_grant_in_arrival_order_across_stores() {
             assert!(holder.release().await.unwrap());
         });
         assert_eq!(std::fs::read(&p).unwrap()[4], 1, "format 1 again once nothing fair is left");
+        // A fair semaphore's hold that ran out (its holder gone) leaves nothing fair either.
+        let gone = fair(&a, &t, "lapsed", HoldKind::Permit { limit: 2 }, 1);
+        assert!(gone.acquire(AcquireOptions::default()).await.unwrap());
+        assert_eq!(std::fs::read(&p).unwrap()[4], 3);
+        t.advance(1_001);
+        assert!(b.acquire("other", "o", 1_000).await.unwrap());
+        assert_eq!(std::fs::read(&p).unwrap()[4], 1, "format 1 once the fair semaphore's hold ran out");
+        assert!(b.release("other", "o").await.unwrap());
         // A fair semaphore of 3: 2 held (a), 3 asked for (b), then 1 (c), which would fit.
         let sem = HoldKind::Permit { limit: 3 };
         let (held, large, small) =

@@ -347,12 +347,12 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(await store.release(key, "a"), true);
     assert.equal(typeof (await fair("b")), "number");
     // A place given up (release of an owner that holds nothing), and one that lapses.
-    assert.equal(await fair("gone", true, 300), false);
+    assert.equal(await fair("gone", true, 1_500), false);
     assert.equal(await fair("quits"), false);
     assert.equal(await store.release(key, "quits"), false, "it held nothing; its place is given up");
     assert.equal(await store.release(key, "b"), true);
-    assert.equal(await fair("next"), false, "gone's place lasts 300 ms from its last attempt");
-    await sleep(350);
+    assert.equal(await fair("next"), false, "gone's place lasts 1.5 s from its last attempt");
+    await sleep(1_600);
     assert.equal(typeof (await fair("next")), "number", "then next is first");
     assert.equal(await store.release(key, "next"), true);
     assert.equal(typeof (await store.acquire(key, "plain", 10_000)), "number", "nobody fair holds or waits: a handle that is not fair may take it");

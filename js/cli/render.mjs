@@ -72,10 +72,15 @@ export function inspectText(result, url) {
       columns([["KIND", "REMAINING", "FENCING TOKEN", "OWNER"], ...holders.map((h) => [kindText(h), seconds(h.remainingMs), h.fencingToken ?? "-", h.owner])]),
     );
   }
-  // A fair queue's places come in its order.
-  let inLine = 0;
+  // A fair queue's places come in its order (a key's lock and its semaphore queue apart).
+  const inLine = {};
   for (const w of result.waiting) {
-    const who = w.kind === "write" ? "a writer" : w.kind === "read" ? "a reader" : `${ordinal(++inLine)} in the fair ${w.kind}'s queue`;
+    const who =
+      w.kind === "write"
+        ? "a writer"
+        : w.kind === "read"
+          ? "a reader"
+          : `${ordinal((inLine[w.kind] = (inLine[w.kind] ?? 0) + 1))} in the fair ${w.kind}'s queue`;
     lines.push(`waiting: ${who}, ${w.owner} (its place kept for ${seconds(w.remainingMs)})`);
   }
   lines.push(

@@ -78,6 +78,11 @@ pub struct WaitView {
     pub remaining_ms: u64,
 }
 
+/// Whether fair handles hold the semaphore `h` at `now` (its flag outlives holds that ran out).
+fn fair_holders(h: &Holds, now: u64) -> bool {
+    h.fair && h.holders.iter().any(|x| x.expires_at > now)
+}
+
 /// A payload read from its start.
 struct Reader<'a>(&'a [u8]);
 impl Reader<'_> {
@@ -242,7 +247,8 @@ impl State {
             str_(out, key);
             queue(out, &holds.queue);
         }
-        let semaphores: Vec<_> = self.semaphores.iter().filter(|(_, h)| h.fair || queued(&h.queue)).collect();
+        let semaphores: Vec<_> =
+            self.semaphores.iter().filter(|(_, h)| fair_holders(h, now) || queued(&h.queue)).collect();
         n(out, semaphores.len());
         for (key, holds) in semaphores {
             str_(out, key);
@@ -257,7 +263,7 @@ impl State {
         let queued = |q: &Queue| q.places().any(|(_, until, _)| until > now);
         self.entries.values().any(|e| e.fair && e.live(now))
             || self.fair.values().any(|h| queued(&h.queue))
-            || self.semaphores.values().any(|h| h.fair || queued(&h.queue))
+            || self.semaphores.values().any(|h| fair_holders(h, now) || queued(&h.queue))
     }
 
     /// Replaces the holds and the fencing counter with those `bytes` (from
