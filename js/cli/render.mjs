@@ -34,7 +34,7 @@ export function table(holds) {
 }
 
 const STORE_CANNOT_TELL =
-  "the store does not tell (PostgreSQL, MySQL: only a read-write lock's waiters leave rows; a lock file: only a read-write lock's and a fair queue's; etcd: none)";
+  "the store does not tell: PostgreSQL and MySQL keep rows only for a read-write lock's waiters, a lock file only for a read-write lock's and a fair queue's, etcd for none";
 
 /** 1st, 2nd, 3rd, 4th, ... 11th, 12th, 13th, 21st. */
 function ordinal(n) {
