@@ -51,7 +51,6 @@ async function bounded(op, ms, call) {
   }
 }
 
-
 /**
  * A locksmith `LockStore` over a namespace of `LockDurableObject`s: one object per
  * key (`idFromName(key)`), reached over Durable Object RPC. Fencing tokens, semaphores,
