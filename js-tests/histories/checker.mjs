@@ -55,7 +55,11 @@
 //   when its process was killed (the store may have granted it: such a hold lives until its
 //   clean-up or its TTL) begun before the read
 //   returned, whose term is larger than every term granted before that campaign began and
-//   smaller than every term granted to a campaign begun after the read.
+//   smaller than every term granted to a campaign begun after the read. A campaign that won
+//   counts too, for terms below the one it won with: it may have been granted and given the
+//   grant back before (an attempt answered after its timeout and cleaned up, a win whose
+//   record the store could not keep), as its process's campaign loop does, and that grant
+//   was gone before the win.
 //
 // Fair handles (`fair: true` on holds and on the `attempts` that were refused, aborted or
 // failed) are held to `fair-order`, per key and family: an acquire B sent more than
@@ -63,8 +67,10 @@
 // before B asked) is not granted while A still waits — before A's wait ended (its grant,
 // its abort, its answer, its process's death (`endAt`), or its deadline `send + timeout`), less `fairSlackMs`. An A that
 // does not wait (timeout 0) keeps no place, and one whose process was stopped or stalled
-// meanwhile may have lost its place (a place lasts the TTL from its latest attempt): both
-// are left out.
+// meanwhile may have lost its place (a place lasts the TTL from its latest attempt), as may
+// one that met a store outage meanwhile (`outages`, `[{ from, to }]`: a store restart; an
+// attempt that fails with STORE_UNAVAILABLE asks again under a new owner, at the end of the
+// queue): all are left out.
 //
 // `checkOrphans` (below) is the end-of-run check: no hold is left on the store that no
 // client owns.
@@ -119,7 +125,7 @@ export function holdTimes(hold, slackMs = 2) {
  */
 export function checkHistory(
   holds,
-  { slackMs = 2, fairSlackMs = 20, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], observations = [], attempts = [] } = {},
+  { slackMs = 2, fairSlackMs = 20, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], outages = [], observations = [], attempts = [] } = {},
 ) {
   /** The time by which a signal of a hold in `client`'s process must have aborted. */
   const signalDue = (client, goneAt) => {
@@ -304,7 +310,8 @@ export function checkHistory(
   }
   checkFairOrder(holds, attempts, {
     slackMs: fairSlackMs,
-    held: (process, from, to) => [...pauses, ...stalls].some((p) => p.process === process && p.from < to && p.to > from),
+    held: (process, from, to) =>
+      [...pauses, ...stalls].some((p) => p.process === process && p.from < to && p.to > from) || outages.some((o) => o.from < to && o.to > from),
     report: (type, key, message, seen) => {
       byType[type] = (byType[type] ?? 0) + 1;
       if (byType[type] <= maxPerType)
@@ -324,7 +331,7 @@ export function checkHistory(
 
 /**
  * The fair-order check (see the top of this file) over fair `holds` and `attempts`.
- * `held(process, from, to)`: that process was stopped or stalled at some time in between.
+ * `held(process, from, to)`: that process was stopped or stalled, or the store was out, at some time in between.
  */
 function checkFairOrder(holds, attempts, { slackMs, held, report }) {
   const acquires = [
@@ -417,13 +424,19 @@ function checkObservations(observations, holds, attempts, { slackMs, report }) {
       // store granted it: that hold lives until its clean-up releases it, or its TTL.
       // Its term is then larger than every term granted before that campaign began (tokens
       // grow), which a stale read's is not; it may have landed late, so no time bounds it after.
+      // A campaign that won may have been granted before, too, and given that back (a grant
+      // whose record the store could not keep, an attempt answered too late): such a term is
+      // below the one it won with, and was gone before the win.
+      const campaigns = [
+        ...attempts.filter((a) => a.kind === "election" && a.key === key).map((a) => ({ send: a.send, gone: Infinity })),
+        ...leaders.filter((h) => h.acquire.token !== null && h.acquire.token > o.term).map((h) => ({ send: h.acquire.send, gone: h.acquire.reply })),
+      ];
       const unowned =
         grants.length === 0 &&
-        attempts.some(
+        campaigns.some(
           (a) =>
-            a.kind === "election" &&
-            a.key === key &&
             a.send <= o.reply + slackMs &&
+            o.send <= a.gone + slackMs &&
             leaders.every((h) => h.acquire.reply >= a.send - slackMs || h.acquire.token === null || h.acquire.token < o.term) &&
             // ... and smaller than every term granted to a campaign begun after the read returned.
             leaders.every((h) => h.acquire.send <= o.reply + slackMs || h.acquire.token === null || h.acquire.token > o.term),

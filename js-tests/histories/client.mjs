@@ -968,6 +968,20 @@ async function main() {
     // A process killed later leaves no summary: its clock's bound goes out now.
     if (config.stream && clock) (await import("node:fs")).writeSync(1, `${JSON.stringify({ t: "clock", process: config.process, clock })}\n`);
   }
+  // A fair run's first acquires are held to arrival order from their first moment: the
+  // process's path to the store (its connection, the code of a fair wait) is warmed first,
+  // on a key of its own, so a cold path does not send one process's first attempt late.
+  if (config.fair) {
+    const warm = `warm-${config.process}`;
+    if (config.kinds.lock > 0) {
+      const held = new ls.Lock(warm, 1_000, store, FAIR);
+      if (await held.acquire({ timeout: 1_000 })) await held.release();
+    }
+    if (config.kinds.semaphore > 0) {
+      const slots = ls.semaphore(warm, 2, 1_000, store, FAIR);
+      if (await slots.acquire({ timeout: 1_000 })) await slots.release();
+    }
+  }
   // Processes of one run start together: at `startAt` on the run's clock.
   if (config.startAt) await sleep(Math.max(0, config.startAt - now()));
   const { holds, summary, attempts, stalls, observations } = await runClients(ls, store, config);

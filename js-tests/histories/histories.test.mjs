@@ -92,6 +92,14 @@ describe(`history checker (${TARGET})`, () => {
       assert.deepEqual(check([read("1.0", 420, 15)], [attempt]), ["phantom-leader"], "below a term granted before that campaign");
       assert.deepEqual(check([read("1.0", 420, 35)], [attempt]), ["phantom-leader"], "above a term granted to a campaign after the read");
       assert.deepEqual(check([read("1.0", 300, 25)], [{ ...attempt, send: 350 }]), ["phantom-leader"], "a campaign begun after the read");
+      // A campaign that won may have been granted and given it back before: a term below its own.
+      const won = { ...leader("0.3", 28, 400, 600), acquire: { send: 400, reply: 440, token: 28 } };
+      const checkWon = (observations) => Object.keys(checkHistory([...leaders, won], { observations, attempts: [] }).byType).sort();
+      assert.deepEqual(checkWon([read("1.0", 420, 25)]), [], "below the term its campaign won with");
+      assert.deepEqual(checkWon([read("1.0", 420, 29)]), ["phantom-leader"], "above the term its campaign won with");
+      assert.deepEqual(checkWon([read("1.0", 390, 25)]), ["phantom-leader"], "that campaign begun after the read");
+      assert.deepEqual(checkWon([read("1.0", 420, 15)]), ["phantom-leader"], "below a term granted before it began");
+      assert.deepEqual(checkWon([read("1.0", 450, 25)]), ["phantom-leader"], "read begun after the win");
     });
 
     it("reports two overlapping plain holders", () => {
@@ -138,6 +146,9 @@ describe(`history checker (${TARGET})`, () => {
       assert.deepEqual(Object.keys(stillWaiting.byType), ["fair-order"], "a waiter that timed out after b's grant was overtaken");
       // Its process stopped meanwhile: its place may have lapsed.
       assert.deepEqual(checkHistory([a, b], { pauses: [{ process: 0, from: 10, to: 15 }] }).violations, []);
+      // The store was out meanwhile (a restart): a's attempt may have failed and asked again at the end.
+      assert.deepEqual(checkHistory([a, b], { outages: [{ from: 20, to: 25 }] }).violations, []);
+      assert.deepEqual(Object.keys(checkHistory([a, b], { outages: [{ from: 45, to: 50 }] }).byType), ["fair-order"], "an outage after b's grant");
     });
 
     it("reports a semaphore over its limit", () => {

@@ -159,6 +159,8 @@ export async function runHistory({
   // A list of store specs: process i opens the (i mod length)-th (stores of one server, told apart by options).
   const storeOf = (i) => (Array.isArray(store) ? store[i % store.length] : store);
   const pauses = [];
+  // When the store was out (a restart: calls in flight then fail), for the fair-order check.
+  const outages = [];
   // Processes killed with SIGKILL (a `kills` fault), and when.
   const killedAt = new Map();
   const continuing = new Set();
@@ -181,6 +183,12 @@ export async function runHistory({
         }, ms),
       );
       continuing.add(resume);
+    },
+    /** Notes that the store is out from now until the returned function is called. */
+    outage() {
+      const entry = { from: now(), to: Infinity };
+      outages.push(entry);
+      return () => (entry.to = now());
     },
   };
   let faults = null;
@@ -239,7 +247,7 @@ export async function runHistory({
     await fault?.settled?.();
   }
   if (faultErrors.length > 0) throw faultErrors[0];
-  const checked = checkRecords(records, { ...check, pauses });
+  const checked = checkRecords(records, { ...check, pauses, outages });
   let orphans = null;
   if (list && killedAt.size === 0) {
     const listedAt = now();
@@ -409,8 +417,13 @@ export function clusterFailovers(cluster, { key = HISTORY_KEYS[0], every, times,
  * for a test's deliberate damage: the object's holds deleted first).
  */
 export function objectRestarts(mf, { every, route = "/restart", keys = HISTORY_KEYS }) {
-  return serialFault({ every }, async () => {
-    await Promise.all(keys.map(async (key) => (await mf.dispatchFetch(`http://worker${route}?key=${encodeURIComponent(key)}`)).arrayBuffer()));
+  return serialFault({ every }, async (_random, run) => {
+    const over = run.outage();
+    try {
+      await Promise.all(keys.map(async (key) => (await mf.dispatchFetch(`http://worker${route}?key=${encodeURIComponent(key)}`)).arrayBuffer()));
+    } finally {
+      over();
+    }
   });
 }
 
