@@ -10,7 +10,7 @@
 //               postgres-proxy,postgres-commit,postgres-pause,postgres-restart,mysql,mysql-pause,
 //               mysql-restart,durable-object,
 //               durable-object-restart,durable-object-fair-restart,durable-object-pause,memory-fair,file,file-kill,file-fair-kill,
-//               file-pause,etcd,redis-late,ioredis-late,upstash-late,postgres-late,
+//               file-pause,etcd,etcd-fair,redis-late,ioredis-late,upstash-late,postgres-late,
 //               mysql-late,etcd-late,postgres-competing,mysql-competing]
 //     [--seed N] [--kinds multi=3,lock=1] [--store-module path]
 //
@@ -941,6 +941,11 @@ export const SETUPS = {
     open: async (s) => ({ store: { durableObject: (await s.get("workerd")).url }, fault: pauses({ every: 600, ms: [150, 300] }) }),
   },
   etcd: { store: "EtcdLockStore", fault: "none", open: async (s) => listed(s, "etcd", (server) => ({ store: { etcd: server.endpoints } })) },
+  "etcd-fair": {
+    store: "EtcdLockStore, fair locks and semaphores",
+    fault: "none",
+    open: async (s) => listed(s, "etcd", (server) => ({ store: { etcd: server.endpoints }, client: FAIR_CLIENT })),
+  },
   // The faults that make an outcome uncertain and late.
   "redis-late": {
     store: "RedisLockStore",

@@ -1,7 +1,7 @@
 // EtcdLockStore (locksmith-js/etcd) when things go wrong, and where it runs, against a real
 // three-member etcd cluster on loopback: the leader killed and a member stopped with
 // SIGSTOP mid-use, eight processes contending under the history checker through a leader
-// kill (and a broken guard it catches), Deno, workerd, the CommonJS build, TLS and etcd's
+// kill (with plain and with fair handles; and a broken guard it catches), Deno, workerd, the CommonJS build, TLS and etcd's
 // authentication, and the documentation's samples. The store's behaviour, piece by piece:
 // js-tests/etcd.test.mjs.
 import assert from "node:assert/strict";
@@ -18,7 +18,7 @@ import { EtcdLockStore } from "locksmith-js/etcd";
 import { lateFetch } from "../support/etcd-late-fetch.mjs";
 import { enableAuth, etcdCall, etcdStores, requireEtcd, startEtcd } from "../support/etcd-server.mjs";
 import { testCertificates } from "../support/tls.mjs";
-import { checkRecords, runProcess } from "../histories/run.mjs";
+import { FAIR_CLIENT, checkRecords, runProcess } from "../histories/run.mjs";
 import { now } from "../histories/client.mjs";
 import { newSeed } from "../histories/random.mjs";
 import { TARGET, failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
@@ -160,10 +160,12 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
   describe("uncertain outcomes", () => {
     // The store called directly runs the same JS in both builds: once is enough.
     const STORE_ALONE = { skip: TARGET === "wasm" ? "the store's own code, the same in both builds (run natively)" : false };
-    /** A handle on `key` with a 20 s TTL: a "lock", a "semaphore" of one permit, or a "write lock". */
+    /** A handle on `key` with a 20 s TTL: a "lock", a "semaphore" of one permit, a "write lock", or a "fair lock" or "fair semaphore" (`{ fair: true }`). */
     const handle = (kind, key, store) => {
       if (kind === "lock") return new Lock(key, 20_000, store);
       if (kind === "semaphore") return semaphore(key, 1, 20_000, store);
+      if (kind === "fair lock") return new Lock(key, 20_000, store, { fair: true });
+      if (kind === "fair semaphore") return semaphore(key, 1, 20_000, store, { fair: true });
       return readWriteLock(key, 20_000, store).writeLock();
     };
 
@@ -234,6 +236,42 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       }
     });
 
+    it("the store on its own: a fair waiter's attempt applied late moves no place to its lease and grants nothing", STORE_ALONE, async () => {
+      const late = lateFetch();
+      const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
+      const b = await connect();
+      for (const kind of ["lock", "semaphore"]) {
+        const key = uniqueKey(`late-fair-${kind}`);
+        const attempt = (store, owner) => store.acquireFair(key, owner, 10_000, kind, kind === "lock" ? undefined : 1, 1, true);
+        const free = (store, owner) => (kind === "lock" ? store.release(key, owner) : store.releasePermit(key, owner, "semaphore"));
+        const placeKey = `${a.fairQueuePrefix(key, kind)}owner-1`;
+        assert.equal(typeof (await attempt(b, "holder")), "number");
+        assert.equal(await attempt(a, "owner-1"), false, `${kind}: owner-1 takes the first place`);
+        assert.equal(await attempt(b, "owner-2"), false, `${kind}: owner-2 the second`);
+        // The next attempt's transaction is held back past its caller's timeout, then sent.
+        const held = late.hold("/v3/kv/txn", { afterAbortMs: 300 });
+        await assert.rejects(attempt(a, "owner-1"), (err) => err.code === "STORE_UNAVAILABLE");
+        assert.equal(await attempt(a, "owner-1"), false, `${kind}: the attempt after it`);
+        const before = await rawGet(cluster.endpoints[0], placeKey);
+        assert.equal(await free(b, "holder"), true);
+        const { reply } = await held.delivered;
+        await sleep(200);
+        const after = await rawGet(cluster.endpoints[0], placeKey);
+        const moved = `the late answer: ${JSON.stringify(reply)}`;
+        if (after !== undefined) {
+          assert.equal(after.lease, before?.lease, `${kind}: a place stays under its own lease (${moved})`);
+          assert.equal(after.mod_revision, before?.mod_revision, `${kind}: and is not written again (${moved})`);
+        }
+        const holds = kind === "lock" ? Number(await b.isLocked(key)) : await b.countPermits(key, "semaphore");
+        assert.equal(holds, 0, `${kind}: the late attempt granted nothing (${moved})`);
+        // Its place was the one the failed attempt used, gone with that attempt's lease, or
+        // is kept: either way owner-1 gives it up (as the lock's clean-up does) and owner-2 is next.
+        await free(a, "owner-1");
+        assert.equal(typeof (await attempt(b, "owner-2")), "number", `${kind}: owner-2 is first in line`);
+        assert.equal(await free(b, "owner-2"), true);
+      }
+    });
+
     it("the store on its own: an extend applied late leaves the hold under the lease of the extend after it", STORE_ALONE, async () => {
       const late = lateFetch();
       const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
@@ -256,18 +294,26 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       async () => {
         const b = await connect();
         for (const path of ["/v3/lease/grant", "/v3/kv/txn"]) {
-          for (const kind of ["lock", "semaphore", "write"]) {
+          for (const kind of ["lock", "semaphore", "write", "fair lock", "fair semaphore"]) {
             const slow = lateFetch();
             const a = await connect({ fetch: slow.fetch });
-            const key = uniqueKey(`release-waits-${kind}`);
+            const key = uniqueKey(`release-waits-${kind.replace(" ", "-")}`);
+            const lockFamily = kind === "lock" || kind === "fair lock";
             slow.hold(path, { delayMs: 800 });
-            const acquiring = kind === "lock" ? a.acquire(key, "owner-1", 20_000) : a.acquirePermit(key, "owner-1", 20_000, kind, 1);
+            const acquiring =
+              kind === "lock"
+                ? a.acquire(key, "owner-1", 20_000)
+                : kind === "fair lock"
+                  ? a.acquireFair(key, "owner-1", 20_000, "lock", undefined, 1, true)
+                  : kind === "fair semaphore"
+                    ? a.acquireFair(key, "owner-1", 20_000, "semaphore", 1, 1, true)
+                    : a.acquirePermit(key, "owner-1", 20_000, kind, 1);
             // As a release sent on an abort: while the acquire is on its way.
             await sleep(200);
-            const releasing = kind === "lock" ? a.release(key, "owner-1") : a.releasePermit(key, "owner-1", kind);
-            assert.equal(await acquiring, true, `${kind}, slow ${path}: the acquire took it`);
+            const releasing = lockFamily ? a.release(key, "owner-1") : a.releasePermit(key, "owner-1", kind === "fair semaphore" ? "semaphore" : kind);
+            assert.ok(await acquiring, `${kind}, slow ${path}: the acquire took it`);
             assert.equal(await releasing, true, `${kind}, slow ${path}: the release freed what the acquire took`);
-            const held = kind === "lock" ? await b.isLocked(key) : (await b.countPermits(key, kind)) > 0;
+            const held = lockFamily ? await b.isLocked(key) : (await b.countPermits(key, kind === "fair semaphore" ? "semaphore" : kind)) > 0;
             assert.equal(held, false, `${kind}, slow ${path}: nothing stays held`);
           }
         }
@@ -322,13 +368,15 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       },
     );
 
-    for (const kind of ["lock", "semaphore", "write lock"]) {
+    for (const kind of ["lock", "semaphore", "write lock", "fair lock", "fair semaphore"]) {
       it(`a ${kind} acquire applied after it failed leaves nothing held: another store gets in well before the TTL`, async () => {
         const late = lateFetch();
         const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
         const b = await connect();
         const key = uniqueKey(`late-${kind.replace(" ", "-")}`);
         const make = (store) => handle(kind, key, store);
+        // A fair semaphore's first transaction reads (and would take a place); its second is the grant.
+        if (kind === "fair semaphore") late.hold("/v3/kv/txn", {});
         const held = late.hold("/v3/kv/txn", { afterAbortMs: 1_000 });
         await assert.rejects(make(a).acquire(), (err) => err.code === "STORE_UNAVAILABLE");
         const { reply } = await held.delivered;
@@ -343,7 +391,7 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       ["lease grant", "/v3/lease/grant"],
       ["transaction", "/v3/kv/txn"],
     ]) {
-      for (const kind of ["lock", "semaphore", "write lock"]) {
+      for (const kind of ["lock", "semaphore", "write lock", "fair lock", "fair semaphore"]) {
         it(`an abort while a ${kind}'s ${what} is slow leaves nothing held once the attempt settled`, async () => {
           const slow = lateFetch();
           const a = await connect({ fetch: slow.fetch });
@@ -422,6 +470,37 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
           `some ${kind} holds`,
         );
       assert.equal(new Set(run.holds.map((h) => h.client.split(".")[0])).size, 8, "every process held something");
+      assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); seed ${run.seed}`);
+    });
+
+    it("eight processes contend with fair locks and semaphores through a leader kill: no violations, fair order kept", async (t) => {
+      let killed;
+      const run = await etcdHistory({
+        processes: 8,
+        clients: 2,
+        seconds: 6,
+        client: { ...FAIR_CLIENT, ttlMs: 1_000, graceMs: 500, keys: ["h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7"] },
+        during: async () => {
+          await sleep(1_500);
+          killed = await cluster.leader();
+          await killed.kill();
+          await cluster.waitForLeader({ not: killed });
+          await sleep(1_000);
+          await killed.start();
+        },
+      });
+      await cluster.waitForLeader();
+      const errors = {};
+      for (const s of run.summaries) for (const [name, n] of Object.entries(s.errors)) errors[name] = (errors[name] ?? 0) + n;
+      t.diagnostic(
+        `seed ${run.seed}: ${run.result.holds} holds, ${run.holds.filter((h) => h.fair).length} fair, ${run.result.violations.length} violations, errors ${JSON.stringify(errors)}; leader ${killed?.name} killed`,
+      );
+      assert.ok(killed, "the leader was killed");
+      for (const kind of ["lock", "semaphore"])
+        assert.ok(
+          run.holds.some((h) => h.kind === kind && h.fair),
+          `some fair ${kind} holds`,
+        );
       assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); seed ${run.seed}`);
     });
 

@@ -225,6 +225,259 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
     });
   });
 
+  // The store contract's acquireFair (`{ fair: true }` handles): a queue of keys per lock
+  // and semaphore, first in line granted. Each test below leans on the first-in-line check.
+  describe("fair locks and semaphores", () => {
+    const refused = (pattern) => (err) => err.code === "INVALID_ARGUMENT" && err instanceof InvalidArgumentError && pattern.test(err.message);
+    /** A store's attempt of `owner` on the fair lock `key`: its fencing token, or false. */
+    const fairLock =
+      (store, key) =>
+      (owner, waits = true, ttl = 10_000) =>
+        store.acquireFair(key, owner, ttl, "lock", undefined, 1, waits);
+    /** The places in the fair queue of `key`'s lock or semaphore, first to last: `{ owner, revision, lease, ttl, permits }`. */
+    const placesOf = async (store, key, kind = "lock") => {
+      const prefix = store.fairQueuePrefix(key, kind);
+      const end = Buffer.from(prefix);
+      end[end.length - 1] += 1;
+      const { kvs = [] } = await etcdCall(cluster.endpoints[0], "kv/range", { key: b64(prefix), range_end: end.toString("base64") });
+      return kvs
+        .map((kv) => ({ owner: unb64(kv.key).slice(prefix.length), revision: Number(kv.create_revision), lease: kv.lease, ...JSON.parse(unb64(kv.value)) }))
+        .sort((a, b) => a.revision - b.revision);
+    };
+
+    it("queues across stores: a later waiter that asks first after the release is not granted before the earlier one; places are keys under leases", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("fair-order-stores");
+      const [onA, onB] = [fairLock(a, key), fairLock(b, key)];
+      const token = await onA("holder");
+      assert.equal(typeof token, "number");
+      const hold = await rawGet(cluster.endpoints[0], a.lockKey(key));
+      assert.equal(JSON.parse(unb64(hold.value)).fair, true, "a fair hold is marked in its value");
+      assert.equal(Number(hold.create_revision), token, "its fencing token is its create revision");
+      assert.equal(await onA("first"), false, "first takes the first place");
+      assert.equal(await onB("second"), false, "second, in another store, the second");
+      const places = await placesOf(a, key);
+      assert.deepEqual(
+        places.map((p) => [p.owner, p.ttl, p.permits]),
+        [
+          ["first", 10_000, 1],
+          ["second", 10_000, 1],
+        ],
+      );
+      const { TTL } = await etcdCall(cluster.endpoints[0], "lease/timetolive", { ID: places[0].lease });
+      assert.ok(Number(TTL) > 8 && Number(TTL) <= 10, `a place's lease is its TTL in seconds: ${TTL}`);
+      assert.equal(await a.release(key, "holder"), true);
+      assert.equal(await onB("second"), false, "second asks first after the release, but first is first in line");
+      assert.equal(await onB("second"), false, "and again");
+      assert.equal(await a.isLocked(key), false, "the key is free meanwhile");
+      const renewed = (await placesOf(a, key)).find((p) => p.owner === "first");
+      assert.equal(renewed.revision, places[0].revision, "a place renewed keeps its create revision");
+      const granted = await onA("first");
+      assert.ok(granted > token, "then first is granted, with a larger token");
+      assert.deepEqual(
+        (await placesOf(a, key)).map((p) => p.owner),
+        ["second"],
+        "its place went with the grant",
+      );
+      assert.equal(await a.release(key, "first"), true);
+      assert.equal(typeof (await onB("second")), "number");
+      assert.equal(await b.release(key, "second"), true);
+      assert.deepEqual(await placesOf(a, key), []);
+    });
+
+    it("a fair semaphore grants the first in line only: a later request for 1 does not overtake an earlier one for 3", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("fair-sem");
+      const sem = (store, owner, permits, waits = true) => store.acquireFair(key, owner, 10_000, "semaphore", 3, permits, waits);
+      assert.equal(typeof (await sem(a, "s1", 2)), "number");
+      assert.equal(await sem(a, "big", 3), false, "3 do not fit beside 2");
+      assert.equal(await sem(b, "small", 1), false, "1 fits beside 2, but big is first in line");
+      assert.equal(await sem(b, "now", 1, false), false, "and so does an attempt that does not wait");
+      assert.equal(await a.countPermits(key, "semaphore"), 2);
+      assert.deepEqual(
+        (await placesOf(a, key, "semaphore")).map((p) => [p.owner, p.permits]),
+        [
+          ["big", 3],
+          ["small", 1],
+        ],
+      );
+      assert.equal(await a.releasePermit(key, "s1", "semaphore"), true);
+      assert.equal(await sem(b, "small", 1), false, "small asks first after the release; big is still first");
+      const bigToken = await sem(a, "big", 3);
+      assert.equal(typeof bigToken, "number");
+      assert.equal(await b.countPermits(key, "semaphore"), 3, "big's entry is counted by every store");
+      assert.equal(await b.permitRemainingTime(key, "big", "semaphore"), 1, "held (set elsewhere)");
+      assert.equal(await a.extendPermit(key, "big", 10_000, "semaphore"), true);
+      assert.equal(await sem(b, "small", 1), false, "full");
+      assert.equal(await a.releasePermit(key, "big", "semaphore"), true);
+      const smallToken = await sem(b, "small", 1);
+      assert.ok(smallToken > bigToken);
+      // From the package: a fair handle's request for 3 waits for small's permit; a later one for 1 waits behind it.
+      const four = semaphore(key, 3, 10_000, a, { fair: true });
+      assert.equal(four.fair, true);
+      const waiting = four.acquire({ permits: 3, timeout: 5_000 });
+      await sleep(300);
+      const one = semaphore(key, 3, 10_000, b, { fair: true });
+      const oneWaiting = one.acquire({ timeout: 5_000, retryDelay: 20 });
+      await sleep(300);
+      assert.equal(await b.releasePermit(key, "small", "semaphore"), true);
+      assert.equal(await waiting, true, "the 3-permit request first");
+      await sleep(200);
+      assert.equal(await b.countPermits(key, "semaphore"), 3, "the 1-permit request still waits");
+      await four.release();
+      assert.equal(await oneWaiting, true);
+      await one.release();
+      assert.equal(await a.countPermits(key, "semaphore"), 0);
+    });
+
+    it("a release of an owner that holds nothing gives its place up: the next in line is first at once", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("fair-give-up");
+      const [onA, onB] = [fairLock(a, key), fairLock(b, key)];
+      assert.equal(typeof (await onA("holder")), "number");
+      assert.equal(await onA("quits"), false);
+      assert.equal(await onB("next"), false);
+      assert.equal(await a.release(key, "holder"), true);
+      assert.equal(await onB("next"), false, "quits is first in line");
+      assert.equal(await a.release(key, "quits"), false, "it held nothing; its place is given up");
+      assert.deepEqual(
+        (await placesOf(a, key)).map((p) => p.owner),
+        ["next"],
+      );
+      assert.equal(typeof (await onB("next")), "number", "next is first now");
+      assert.equal(await b.release(key, "next"), true);
+      // The same for a semaphore's place, given up by releasePermit.
+      const sem = (store, owner) => store.acquireFair(key, owner, 10_000, "semaphore", 1, 1, true);
+      assert.equal(typeof (await sem(a, "s-holder")), "number");
+      assert.equal(await sem(a, "s-quits"), false);
+      assert.equal(await sem(b, "s-next"), false);
+      assert.equal(await a.releasePermit(key, "s-holder", "semaphore"), true);
+      assert.equal(await sem(b, "s-next"), false, "s-quits is first in line");
+      assert.equal(await a.releasePermit(key, "s-quits", "semaphore"), false);
+      assert.equal(typeof (await sem(b, "s-next")), "number");
+      assert.equal(await b.releasePermit(key, "s-next", "semaphore"), true);
+    });
+
+    it("a place lapses when its lease runs out (a waiter that stopped asking): the next waiter, woken by etcd's deletion, gets in", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("fair-lapse");
+      const holder = ls.lock(key, 10_000, a, { fair: true });
+      assert.equal(await holder.acquire(), true);
+      // A waiter of 300 ms that asks once (a crashed one): its place's lease is 1 s, etcd's minimum here.
+      assert.equal(await a.acquireFair(key, "gone", 300, "lock", undefined, 1, true), false);
+      const placedAt = performance.now();
+      const next = ls.lock(key, 10_000, b, { fair: true });
+      // Its retry delay is longer than the test: only a wake-up lets it in.
+      const waiting = next.acquire({ timeout: 8_000, retryDelay: 5_000 });
+      await sleep(100);
+      await holder.release();
+      await sleep(200);
+      assert.equal(await b.isLocked(key), false, "free, and next waits behind gone's place");
+      assert.equal(await waiting, true);
+      const waited = performance.now() - placedAt;
+      assert.ok(waited >= 700 && waited < 2_500, `next got in when gone's place lapsed (its lease 1 s), ${Math.round(waited)} ms after it was put`);
+      assert.deepEqual(await placesOf(a, key), []);
+      await next.release();
+    });
+
+    it("an attempt that does not wait keeps no place, and is refused while anyone is in line", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("fair-no-wait");
+      const [onA, onB] = [fairLock(a, key), fairLock(b, key)];
+      assert.equal(typeof (await onA("holder")), "number");
+      assert.equal(await onB("once", false), false);
+      assert.deepEqual(await placesOf(a, key), [], "a held key: no place for it");
+      assert.equal(await onA("waiter"), false);
+      assert.equal(await a.release(key, "holder"), true);
+      assert.equal(await onB("once", false), false, "free, but waiter is in line");
+      assert.equal(await ls.lock(key, 10_000, b, { fair: true }).acquireImmediately(), false, "acquireImmediately() is such an attempt");
+      assert.deepEqual(
+        (await placesOf(a, key)).map((p) => p.owner),
+        ["waiter"],
+      );
+      assert.equal(typeof (await onA("waiter")), "number");
+      assert.equal(await a.release(key, "waiter"), true);
+      assert.equal(typeof (await onB("late", true)), "number", "nobody kept a place ahead of a later waiter");
+      assert.equal(await b.release(key, "late"), true);
+    });
+
+    it("handles that disagree on fairness are refused both ways with INVALID_ARGUMENT, while fair handles hold or queue", async () => {
+      const [a, b] = [await connect(), await connect()];
+      const key = uniqueKey("fair-mismatch");
+      const onA = fairLock(a, key);
+      assert.equal(typeof (await onA("holder")), "number");
+      const notFair = /^locksmith: this lock is fair \(fair handles hold it or wait for it\); this handle is not: every handle of a key must agree on `fair`$/;
+      await assert.rejects(b.acquire(key, "plain", 10_000), refused(notFair), "held by a fair handle");
+      await assert.rejects(new Lock(key, 10_000, b).acquire({ timeout: 1_000 }), refused(notFair), "a lock passes it on");
+      assert.equal(await onA("waiter"), false);
+      assert.equal(await a.release(key, "holder"), true);
+      assert.equal(await onA("newcomer", false), false, "free, but waiter is first in line");
+      await assert.rejects(b.acquire(key, "plain", 10_000), refused(notFair), "free, but fair waiters queue for it");
+      assert.equal(typeof (await onA("waiter")), "number");
+      assert.equal(await a.release(key, "waiter"), true);
+      assert.equal(await b.acquire(key, "plain", 10_000), true, "nobody fair holds or waits: a handle that is not fair may take it");
+      assert.equal(await b.isHeldBy(key, "plain"), true);
+      await assert.rejects(
+        onA("fair"),
+        refused(/^locksmith: this lock is held by a handle that is not fair; this handle is fair: every handle of a key must agree on `fair`$/),
+      );
+      await assert.rejects(ls.lock(key, 10_000, a, { fair: true }).acquire({ timeout: 1_000 }), refused(/held by a handle that is not fair/));
+      assert.deepEqual(await placesOf(a, key), [], "the refused fair attempts left no place");
+      assert.equal(await b.release(key, "plain"), true);
+      // Semaphores: the same both ways, and a fair handle's limit must be the holders'.
+      const sem = (store, owner, waits = true, limit = 2) => store.acquireFair(key, owner, 10_000, "semaphore", limit, 1, waits);
+      assert.equal(typeof (await sem(a, "s1")), "number");
+      const semNotFair = /^locksmith: this semaphore is fair \(fair handles hold it or wait for it\); this handle is not/;
+      await assert.rejects(b.acquirePermit(key, "plain", 10_000, "semaphore", 2), refused(semNotFair), "held by a fair handle");
+      assert.equal(await b.countPermits(key, "semaphore"), 1, "the refused entry was taken out");
+      await assert.rejects(sem(b, "other-limit", true, 3), refused(/held with limit 2; this handle asks for 3/));
+      assert.equal(typeof (await sem(a, "s2")), "number");
+      assert.equal(await sem(b, "s3"), false, "full: s3 waits");
+      assert.equal(await a.releasePermit(key, "s1", "semaphore"), true);
+      assert.equal(await sem(b, "s4", false), false, "one permit is free, but s3 is first in line");
+      await assert.rejects(b.acquirePermit(key, "plain", 10_000, "semaphore", 2), refused(semNotFair), "fair waiters queue for it");
+      assert.equal(typeof (await sem(b, "s3")), "number");
+      await a.releasePermit(key, "s2", "semaphore");
+      await b.releasePermit(key, "s3", "semaphore");
+      assert.equal(await b.acquirePermit(key, "plain", 10_000, "semaphore", 2), true);
+      await assert.rejects(sem(a, "fair"), refused(/^locksmith: this semaphore is held by a handle that is not fair; this handle is fair/));
+      assert.deepEqual(await placesOf(a, key, "semaphore"), []);
+      assert.equal(await b.releasePermit(key, "plain", "semaphore"), true);
+    });
+
+    it("locks made with lock(key, ttl, store, { fair: true }) are granted in arrival order, each woken by the release before it, though the first is slow and the last retries first", async () => {
+      const a = await connect();
+      // The first waiter's store is on a slow link: every request it sends is 80 ms late.
+      const slow = await connect({ fetch: (url, init) => sleep(80).then(() => fetch(url, init)) });
+      const b = await connect();
+      const key = uniqueKey("fair-package");
+      const holder = ls.lock(key, 10_000, a, { fair: true });
+      assert.equal(holder.fair, true);
+      assert.equal(await holder.acquire(), true);
+      const order = [];
+      const waits = [
+        ["first", slow, 3_000],
+        ["second", b, 1_500],
+        ["third", a, 200],
+      ].map(async ([name, store, retryDelay], i) => {
+        await sleep(400 * i);
+        const l = ls.lock(key, 10_000, store, { fair: true });
+        assert.equal(await l.acquire({ timeout: 8_000, retryDelay }), true, `${name} timed out`);
+        order.push(name);
+        await sleep(50);
+        await l.release();
+      });
+      await sleep(1_200);
+      assert.deepEqual((await placesOf(a, key)).length, 3, "three places");
+      const released = performance.now();
+      await holder.release();
+      await Promise.all(waits);
+      assert.deepEqual(order, ["first", "second", "third"]);
+      const took = performance.now() - released;
+      assert.ok(took < 2_500, `each woken by the release before it, not at its retry delay: ${Math.round(took)} ms`);
+    });
+  });
+
   describe("keys, leases and fencing tokens", () => {
     it("keeps a plain lock as one key under a lease of its TTL rounded up to seconds; release deletes it and revokes the lease", async () => {
       const store = await connect();

@@ -1,5 +1,5 @@
 // The documented signatures of locksmith-js/etcd, type-checked with `tsc --noEmit`. Not run.
-import { Lock, readWriteLock, semaphore, setLockStore, type LockStore } from "locksmith-js";
+import { Lock, lock, readWriteLock, semaphore, setLockStore, type LockStore } from "locksmith-js";
 import { EtcdLockStore, type EtcdLockStoreOptions } from "locksmith-js/etcd";
 
 export async function etcd(): Promise<void> {
@@ -21,6 +21,11 @@ export async function etcd(): Promise<void> {
   const left: number | null = await store.ownerRemainingTime("k", "owner");
   const key: string = store.lockKey("k") + store.permitPrefix("k", "read") + store.keyPrefix;
   await semaphore("exports", 3, "1m", store).run(async () => {});
+  const queue: string = store.fairQueuePrefix("k", "semaphore");
+  const fairToken: number | false = await store.acquireFair("k", "owner", 1_000, "lock", undefined, 1, true);
+  await lock("report", "30s", store, { fair: true }).run(async () => {});
+  // @ts-expect-error read-write locks are phase-fair; their queues are not fair queues
+  store.fairQueuePrefix("k", "read");
   await readWriteLock("doc", "10s", store).writeLock().run(async () => {});
   const stop = store.onRelease?.("k", () => {});
   stop?.();

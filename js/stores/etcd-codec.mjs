@@ -53,13 +53,17 @@ export function prefixEnd(prefix) {
 export const segment = (text) => text.replaceAll("%", "%25").replaceAll("/", "%2F");
 export const unsegment = (text) => text.replaceAll("%2F", "/").replaceAll("%25", "%");
 
+/** The prefix of the places of the fair queue of `key`'s plain lock (`kind` "lock") or semaphore ("semaphore"): `<prefix>queue/<kind>/<key>/`. */
+export const fairQueue = (keyPrefix, kind, key) => `${keyPrefix}queue/${kind}/${segment(key)}/`;
+
 // -------------------------------------------------------------------------------------
 // Values. A plain lock's value is JSON whose first member is the owner, so a transaction
 // can check the owner with two comparisons (value > `{"owner":<owner>,` and value < that
 // with its last byte raised): exactly the values that begin with it. `w` is the write id.
 
 export const ownerPrefix = (owner) => `{"owner":${JSON.stringify(owner)},`;
-export const lockValue = (owner, ttl, w) => `${ownerPrefix(owner)}"ttl":${ttl},"w":${JSON.stringify(w)}}`;
+/** A plain lock's value; a fair handle's hold is marked `"fair":true` (handles that are not fair are refused while it stands). */
+export const lockValue = (owner, ttl, w, fair = false) => `${ownerPrefix(owner)}"ttl":${ttl},"w":${JSON.stringify(w)}${fair ? ',"fair":true' : ""}}`;
 
 export function parseValue(kv) {
   try {
@@ -180,7 +184,7 @@ export class Writes {
   }
 }
 
-/** How a store sees a kv (a lock, a queue entry) given the writes it remembers, asked by `observer` (see `status`): `{ owner, role, limit, permits, behind, w, state, left }`; state "live" / "expired" / "unknown". */
+/** How a store sees a kv (a lock, a queue entry) given the writes it remembers, asked by `observer` (see `status`): `{ owner, role, limit, permits, behind, fair, w, state, left }`; state "live" / "expired" / "unknown". */
 export function holdOf(writes, kv, observer) {
   const value = parseValue(kv);
   return {
@@ -190,6 +194,8 @@ export function holdOf(writes, kv, observer) {
     // A semaphore entry's permits; entries written before holds had weights have none: 1.
     permits: Number.isSafeInteger(value.permits) && value.permits > 0 ? value.permits : 1,
     behind: value.behind,
+    // Taken by a fair handle (js/stores/etcd-fair.mjs).
+    fair: value.fair === true,
     w: value.w,
     ...writes.status(value.w, observer),
   };
@@ -223,6 +229,36 @@ export const absent = (key) => ({ key: b64(key), target: "CREATE", result: "EQUA
 export const range = (prefix) => ({ request_range: { key: b64(prefix), range_end: prefixEnd(prefix) } });
 
 export const firstKv = (response) => response?.response_range?.kvs?.[0];
+
+/** The kvs a transaction's range response read (none when absent). */
+export const kvsOf = (response) => response?.response_range?.kvs ?? [];
+
+/** A read of whether any key starts with `prefix`: at most one, without its value. */
+export const anyUnder = (prefix) => ({ request_range: { key: b64(prefix), range_end: prefixEnd(prefix), limit: 1, keys_only: true } });
+
+/** A compare that holds while no key starts with `prefix` (etcd compares a range's every key; an empty one as a key of create revision 0). */
+export const noneUnder = (prefix) => ({ key: b64(prefix), range_end: prefixEnd(prefix), target: "CREATE", result: "EQUAL", create_revision: "0" });
+
+/** A compare that holds while no key under `prefix` was created before `revision` (a decimal string): nothing stands ahead of a key created at it. */
+export const noneBefore = (prefix, revision) => ({
+  key: b64(prefix),
+  range_end: prefixEnd(prefix),
+  target: "CREATE",
+  result: "GREATER",
+  create_revision: String(BigInt(revision) - 1n),
+});
+
+/** A compare that holds while no key under `prefix` was created after `revision` (a decimal string; deletions and puts of keys already there pass). */
+export const noneCreatedSince = (prefix, revision) => ({
+  key: b64(prefix),
+  range_end: prefixEnd(prefix),
+  target: "CREATE",
+  result: "LESS",
+  create_revision: String(BigInt(revision) + 1n),
+});
+
+/** A compare that holds while `key`'s value is exactly `value` (base64, as read). */
+export const valueEquals = (key, value) => ({ key: b64(key), target: "VALUE", result: "EQUAL", value });
 
 /** A compare that holds while `key` was last written at `revision` (a decimal string; "0": absent). */
 export const modIs = (key, revision) => ({ key: b64(key), target: "MOD", result: "EQUAL", mod_revision: String(revision ?? "0") });

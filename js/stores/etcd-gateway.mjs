@@ -325,8 +325,31 @@ export class EtcdGateway {
 
   /** A lease for a hold of `ttlMs`: its ID (a decimal string: lease IDs exceed 2^53). */
   async grant(ttlMs, deadline) {
+    return (await this.lease(ttlMs, deadline)).id;
+  }
+
+  /**
+   * `grant()` answering `{ id, until }`: `until` is when the lease ends at the earliest, on
+   * this process's clock (the server's TTL, which may be raised to its minimum, counted
+   * from before the request was sent: the server granted it later).
+   */
+  async lease(ttlMs, deadline) {
+    const sentAt = now();
     const { reply } = await this.request("lease/grant", { TTL: leaseSeconds(ttlMs) }, deadline, "a lease grant");
-    return reply.ID;
+    return { id: reply.ID, until: sentAt + Number(reply.TTL ?? leaseSeconds(ttlMs)) * 1_000 };
+  }
+
+  /**
+   * Renews `lease` to its whole TTL (one keep-alive, which etcd's leader answers without
+   * a write): until when it lasts at the earliest on this process's clock, or undefined
+   * when it is gone (revoked, run out) or the answer is not one.
+   */
+  async keepAlive(lease, deadline) {
+    const sentAt = now();
+    const { reply } = await this.request("lease/keepalive", { ID: lease }, deadline, "a lease keep-alive");
+    // A stream's answer: `{ result }`, or `{ error }` (which the request did not type).
+    const ttl = Number(reply.result?.TTL ?? 0);
+    return reply.result?.ID === lease && ttl > 0 ? sentAt + ttl * 1_000 : undefined;
   }
 
   /**

@@ -23,8 +23,37 @@
 // ahead would not keep admissions stable (an entry could lose its admission when one
 // ahead of it left and let a refused one in).
 import { invalid } from "../api/errors.mjs";
-import { absent, b64, contend, del, holdOf, now, parseValue, put, range, unb64, unsegment, valueIs } from "./etcd-codec.mjs";
+import {
+  absent,
+  anyUnder,
+  b64,
+  contend,
+  del,
+  fairQueue,
+  holdOf,
+  kvsOf,
+  noneUnder,
+  now,
+  parseValue,
+  put,
+  range,
+  unb64,
+  unsegment,
+  valueIs,
+} from "./etcd-codec.mjs";
 import { GRPC, unavailable } from "./etcd-gateway.mjs";
+
+/** A handle that is not fair, on a `kind` ("lock", "semaphore") that fair handles hold or queue for (js/stores/etcd-fair.mjs). */
+export const fairKey = (kind) =>
+  invalid(`this ${kind} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``);
+
+/** A fair handle on a `kind` that a handle that is not fair holds. */
+export const unfairHolder = (kind) =>
+  invalid(`this ${kind} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``);
+
+/** A semaphore handle whose limit is not the one its holders use. */
+export const limitMismatch = (key, held, limit) =>
+  invalid(`semaphore ${JSON.stringify(key)} is held with limit ${held}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`);
 
 /** The key's queue, read in a transaction's range response, as `observer` (an owner, or none) sees it: entries in revision order, with whether each is admitted. */
 export function queueOf(s, kvs, base, kind, limit, observer) {
@@ -85,10 +114,14 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
   // deadline counts from. (Keeping the earlier lease let a hold admitted on it expire
   // up to half a TTL before that deadline.) The put compares the entry's exact value
   // (its write id): first the last one this store wrote for it, then the one it finds.
+  // The semaphore's fair queue (js/stores/etcd-fair.mjs): while anyone stands in it, or
+  // fair handles hold the semaphore, this handle (not fair) is refused.
+  const fairPlaces = kind === "semaphore" ? fairQueue(s.options.keyPrefix, "semaphore", key) : undefined;
   if (kind === "semaphore" && s.contended.has(base)) {
     // Full at the last look: one read, and no entry (which others would count) while it still is.
     const { kvs } = await s.gateway.list(base, deadline, "acquirePermit");
     const queue = queueOf(s, kvs, base, kind, limit, owner);
+    if (queue.some((e) => e.fair && e.admitted)) throw fairKey("semaphore");
     // An entry put now would be last: admitted if every entry's permits and its own fit.
     if (queue.reduce((sum, e) => sum + e.permits, 0) + weight > limit && !queue.some((e) => e.owner === owner)) return false;
   }
@@ -104,17 +137,28 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
   let outcome; // "taken", "refused" (entry out again) or "waiting" (entry kept); undefined: failed
   try {
     lease = await s.gateway.grant(ttlMs, deadline);
-    const readQueue = range(base);
+    // A semaphore's entry is put only while its fair queue is empty, which the reads say.
+    const reads = fairPlaces === undefined ? [range(base)] : [range(base), anyUnder(fairPlaces)];
     let expected = previous === undefined ? undefined : b64(previous.value);
     // Four rounds at most: each that changes nothing found something else, and says what.
     for (let round = 0; round < 4; round++) {
       const compare = expected === undefined ? absent(entryKey) : { key: b64(entryKey), target: "VALUE", result: "EQUAL", value: expected };
       const { reply } = await s.gateway.txn(
-        { compare: [compare], success: [put(entryKey, write.value, lease), readQueue], failure: [readQueue] },
+        {
+          compare: fairPlaces === undefined ? [compare] : [compare, noneUnder(fairPlaces)],
+          success: [put(entryKey, write.value, lease), ...reads],
+          failure: reads,
+        },
         deadline,
         "acquirePermit",
       );
-      const kvs = reply.responses?.at(-1)?.response_range?.kvs ?? [];
+      const responses = reply.responses ?? [];
+      const kvs = kvsOf(responses[reply.succeeded ? 1 : 0]);
+      if (fairPlaces !== undefined && kvsOf(responses.at(-1)).length > 0) {
+        // Fair handles queue for it: refused (nothing was written).
+        outcome = "refused";
+        throw fairKey("semaphore");
+      }
       if (reply.succeeded) {
         s.gateway.revokeReplaced(reply, lease);
       } else {
@@ -133,12 +177,12 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
       if (mine === undefined) continue; // gone meanwhile: put it again
       if (kind === "semaphore") {
         const other = queue.find((e) => e !== mine && typeof e.limit === "number" && e.limit !== limit && e.revision < mine.revision);
-        if (other) {
+        // Fair handles hold it: this one is not fair.
+        const fair = queue.some((e) => e !== mine && e.fair);
+        if (other || fair) {
           outcome = "refused";
           await drop(s, entryKey, mine.kv, deadline);
-          throw invalid(
-            `semaphore ${JSON.stringify(key)} is held with limit ${other.limit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
-          );
+          throw fair ? fairKey("semaphore") : limitMismatch(key, other.limit, limit);
         }
       }
       if (mine.admitted) {
@@ -183,12 +227,24 @@ async function drop(s, entryKey, kv, deadline) {
   s.gateway.revokeReplaced(reply);
 }
 
-/** Drops `owner`'s entry `entryKey` under `base` (a hold, or a place in the queue): whether it was a live hold. */
-export async function releaseEntry(s, key, owner, kind, base, entryKey) {
-  const { reply, uncertain } = await s.gateway.txn({ success: [range(base), del(entryKey)] }, s.gateway.deadline(), "releasePermit");
+/**
+ * Drops `owner`'s entry `entryKey` under `base` (a hold, or a place in the queue), and its
+ * place `placeKey` in a fair queue if given (an owner that holds nothing gives it up): whether it was a live hold.
+ */
+export async function releaseEntry(s, key, owner, kind, base, entryKey, placeKey) {
+  const { reply, uncertain } = await s.gateway.txn(
+    { success: [range(base), del(entryKey), ...(placeKey === undefined ? [] : [del(placeKey)])] },
+    s.gateway.deadline(),
+    "releasePermit",
+  );
   const kvs = reply.responses?.[0]?.response_range?.kvs ?? [];
   const deleted = reply.responses?.[1]?.response_delete_range?.prev_kvs?.[0];
   s.gateway.revokeReplaced(reply);
+  if (placeKey !== undefined) {
+    s.places.delete(placeKey);
+    // A fair waiter's place given up: the waiters behind it may be first now.
+    if (reply.responses?.[2]?.response_delete_range?.prev_kvs?.[0] && !deleted) s.watch.wake(`semaphore:${key}`);
+  }
   const latest = s.writes.latest(entryKey, owner);
   if (deleted) {
     s.watch.wake(`${kind === "semaphore" ? "semaphore" : "rw"}:${key}`);

@@ -1,5 +1,6 @@
 // EtcdLockStore's release wake-ups: one watch over the store's prefix (streamed, DELETE
-// events only), opened while anyone waits and kept a little after the last waiter left;
+// events only: releases, leases run out, places in fair queues given up, run out or
+// granted), opened while anyone waits and kept a little after the last waiter left;
 // while it is down, waiters poll at their retryDelay, and when it opens again every
 // waiter tries again (releases in between were missed).
 import { checkKind } from "../api/checks.mjs";
@@ -12,6 +13,8 @@ const WATCH_RETRY_MAX_MS = 2_000;
 const WATCH_PROBE_MS = 2_000;
 const WATCH_PROBE_TIMEOUT_MS = 1_000;
 const WATCH_LINGER_MS = 1_000;
+// The deletions remembered by name (see `quiet`): past this many, forgotten.
+const DELETIONS_MAX = 10_000;
 
 /**
  * The listeners of one store, by `lock:<key>`, `semaphore:<key>` or `rw:<key>`, and the
@@ -25,6 +28,11 @@ export class ReleaseWatch {
   #retryMs = WATCH_RETRY_MIN_MS;
   #retryTimer;
   #lingerTimer;
+  // While the watch is open: the revision it was opened at (every deletion after it is
+  // streamed, in order). Undefined while it is down.
+  #since;
+  // The revision of the latest deletion streamed, by listener name (`lock:<key>`, ...).
+  #deletedAt = new Map();
 
   /** `options`: the store's (`keyPrefix`, `notifyReleases`, `fetch`). */
   constructor(gateway, options) {
@@ -76,15 +84,33 @@ export class ReleaseWatch {
     for (const name of [...this.#listeners.keys()]) this.wake(name);
   }
 
+  /**
+   * Whether the watch has been open since `revision` (a decimal string, a read's) or
+   * before, and has streamed no deletion that wakes `name` after it. A deletion after
+   * that read that is still on its way wakes `name`'s listeners when it comes: a fair
+   * waiter refused at that read may be refused again until then without asking etcd
+   * (js/stores/etcd-fair.mjs).
+   */
+  quiet(name, revision) {
+    if (this.#since === undefined || this.#watch === undefined) return false;
+    const read = BigInt(revision);
+    if (this.#since > read) return false;
+    const deleted = this.#deletedAt.get(name);
+    return deleted === undefined || deleted <= read;
+  }
+
   /** The listener name an etcd key's deletion wakes, if any. */
   #nameOf(etcdKey) {
     const { keyPrefix } = this.#options;
     if (!etcdKey.startsWith(keyPrefix)) return undefined;
     const rest = etcdKey.slice(keyPrefix.length);
     if (rest.startsWith("lock/")) return `lock:${unsegment(rest.slice(5))}`;
-    for (const family of ["semaphore", "rw"]) {
-      if (rest.startsWith(`${family}/`)) {
-        const inner = rest.slice(family.length + 1);
+    // A place in a fair queue (given up, run out, granted): that lock's or semaphore's waiters.
+    const queued = rest.startsWith("queue/") ? rest.slice(6) : undefined;
+    const path = queued ?? rest;
+    for (const family of queued === undefined ? ["semaphore", "rw"] : ["lock", "semaphore"]) {
+      if (path.startsWith(`${family}/`)) {
+        const inner = path.slice(family.length + 1);
         const slash = inner.indexOf("/");
         if (slash > 0) return `${family}:${unsegment(inner.slice(0, slash))}`;
       }
@@ -102,6 +128,7 @@ export class ReleaseWatch {
       clearInterval(watch.probe);
       if (this.#watch !== watch) return;
       this.#watch = undefined;
+      this.#since = undefined;
       if (this.#gateway.closed || this.#listeners.size === 0) return;
       // Down: waiters poll at their retryDelay until it is back; try another member.
       this.#gateway.rotate(index);
@@ -167,12 +194,24 @@ export class ReleaseWatch {
     if (result.created) {
       // Releases while no watch was open were missed: every waiter tries again.
       this.#retryMs = WATCH_RETRY_MIN_MS;
+      if (this.#watch === watch) {
+        this.#since = BigInt(result.header?.revision ?? "0");
+        this.#deletedAt.clear();
+      }
       this.#wakeAll();
     }
     for (const event of result.events ?? []) {
       if (event.type !== "DELETE") continue;
       const name = this.#nameOf(unb64(event.kv?.key));
-      if (name !== undefined) this.wake(name);
+      if (name === undefined) continue;
+      const at = BigInt(event.kv?.mod_revision ?? "0");
+      if (this.#deletedAt.size >= DELETIONS_MAX && !this.#deletedAt.has(name)) {
+        // Forgotten: as if the watch opened now (reads before it ask etcd again).
+        this.#deletedAt.clear();
+        this.#since = at;
+      }
+      if (!(this.#deletedAt.get(name) >= at)) this.#deletedAt.set(name, at);
+      this.wake(name);
     }
   }
 
@@ -181,6 +220,7 @@ export class ReleaseWatch {
     this.#retryTimer = undefined;
     const watch = this.#watch;
     this.#watch = undefined;
+    this.#since = undefined;
     if (watch) {
       clearInterval(watch.probe);
       watch.controller.abort();

@@ -33,13 +33,19 @@
 // - Semaphores and read-write locks keep one key per contender under the key's prefix,
 //   ordered by create revision (a queue): an entry is admitted by the entries ahead of it
 //   alone (see js/stores/etcd-permits.mjs), so contenders never wait on one another's commits.
+// - Fair locks and semaphores (`acquireFair`) queue their waiters as keys under
+//   `<prefix>queue/<lock|semaphore>/<key>/`, each under the lease of its waiter's latest
+//   attempt, and grant the first in line (see js/stores/etcd-fair.mjs). A fair hold is a
+//   plain lock or a semaphore entry marked `"fair":true`; the plain acquire and
+//   acquirePermit refuse a key that fair handles hold or queue for.
 // - Wake-ups: one watch over the prefix (streamed, DELETE events only), opened while
 //   anyone waits; polling at the waiters' retryDelay when it is down.
 //
 // The store is this file; its parts: js/stores/etcd-codec.mjs (keys, values, the writes
 // it remembers, request bodies), etcd-gateway.mjs (options, requests to the members,
 // leases), etcd-permits.mjs (semaphores and read-write locks, as functions over the
-// store's state) and etcd-watch.mjs (release wake-ups).
+// store's state), etcd-fair.mjs (fair locks and semaphores, likewise) and etcd-watch.mjs
+// (release wake-ups).
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 import { MAX_LIMIT, MAX_MS, limitMessage } from "../api/defaults.mjs";
 import { checkString, connectArguments, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
@@ -48,14 +54,18 @@ import { releaseHolds } from "../api/shutdown.mjs";
 import {
   contend,
   del,
+  fairQueue,
   firstKv,
   get,
+  anyUnder,
   holdOf,
   keptValue,
+  kvsOf,
   leaseSeconds,
   lockValue,
   modIs,
   moveToLease,
+  noneUnder,
   noop,
   now,
   ownerIs,
@@ -71,7 +81,8 @@ import {
   Writes,
 } from "./etcd-codec.mjs";
 import { EtcdGateway, GRPC, parseOptions, unavailable } from "./etcd-gateway.mjs";
-import { acquireEntry, countEntries, entryRemainingTime, extendEntry, queueOf, releaseEntry } from "./etcd-permits.mjs";
+import { acquireFairLock, acquireFairPermit } from "./etcd-fair.mjs";
+import { acquireEntry, countEntries, entryRemainingTime, extendEntry, fairKey, queueOf, releaseEntry } from "./etcd-permits.mjs";
 import { ReleaseWatch } from "./etcd-watch.mjs";
 
 /** Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
@@ -124,7 +135,19 @@ export class EtcdLockStore {
     this.#options = options;
     this.#gateway = new EtcdGateway(options);
     this.#watch = new ReleaseWatch(this.#gateway, options);
-    this.#state = { options, gateway: this.#gateway, writes: this.#writes, contended: this.#contended, watch: this.#watch };
+    // `places`: the place in a fair queue each waiting owner last saw; `spares`: leases
+    // granted ahead for fair attempts; `turns`: fair attempts with no place yet, in the
+    // order they were called, by queue (js/stores/etcd-fair.mjs).
+    this.#state = {
+      options,
+      gateway: this.#gateway,
+      writes: this.#writes,
+      contended: this.#contended,
+      watch: this.#watch,
+      places: new Map(),
+      spares: new Map(),
+      turns: new Map(),
+    };
     if (!options.notifyReleases) this.onRelease = undefined;
     noteSharedStore(this);
   }
@@ -156,6 +179,15 @@ export class EtcdLockStore {
     return `${this.#options.keyPrefix}${checkKind(kind)}/${segment(key)}/`;
   }
 
+  /** The prefix of the places in the fair queue of the plain lock (`kind` "lock") or semaphore ("semaphore") on `key`. */
+  fairQueuePrefix(key, kind) {
+    checkString("key", key);
+    if (kind !== "lock" && kind !== "semaphore") {
+      throw invalid(`kind must be "lock" or "semaphore"; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
+    }
+    return fairQueue(this.#options.keyPrefix, kind, key);
+  }
+
   // -----------------------------------------------------------------------------------
   // The LockStore contract
 
@@ -169,7 +201,7 @@ export class EtcdLockStore {
     checkString("owner", owner);
     checkMs("ttlMs", ttlMs);
     const name = this.lockKey(key);
-    return this.#pending(name, owner, (after) => this.#acquireLock(name, owner, ttlMs, after));
+    return this.#pending(name, owner, (after) => this.#acquireLock(key, name, owner, ttlMs, after));
   }
 
   /**
@@ -178,13 +210,19 @@ export class EtcdLockStore {
    * revoked (`after.cleanup`), which deletes the key if the transaction was applied and
    * makes it fail if it comes later. Nothing else carries that lease.
    */
-  async #acquireLock(name, owner, ttlMs, after) {
+  async #acquireLock(key, name, owner, ttlMs, after) {
     const sentAt = now();
     const deadline = sentAt + this.#options.operationTimeoutMs;
+    // The lock's fair queue: this handle (not fair) takes the key only while it is empty.
+    const queue = fairQueue(this.#options.keyPrefix, "lock", key);
     if (this.#contended.has(name)) {
       // Held at the last look: one read, no lease, while it still is.
       const kv = await this.#gateway.get(name, deadline, "acquire");
-      if (kv && holdOf(this.#writes, kv, owner).state !== "expired") return false;
+      const held = kv && holdOf(this.#writes, kv, owner);
+      if (held && held.state !== "expired") {
+        if (held.fair) throw fairKey("lock");
+        return false;
+      }
     }
     const write = this.#writes.add(name, owner, ttlMs, sentAt, (w) => lockValue(owner, ttlMs, w));
     let lease;
@@ -193,7 +231,7 @@ export class EtcdLockStore {
       lease = await this.#gateway.grant(ttlMs, deadline);
       for (let round = 0; round < 2 && outcome === undefined; round++) {
         const { reply } = await this.#gateway.txn(
-          { compare: [absent(name)], success: [put(name, write.value, lease)], failure: [get(name)] },
+          { compare: [absent(name), noneUnder(queue)], success: [put(name, write.value, lease)], failure: [get(name), anyUnder(queue)] },
           deadline,
           "acquire",
         );
@@ -202,13 +240,18 @@ export class EtcdLockStore {
           return Number(reply.header.revision);
         }
         const kv = firstKv(reply.responses?.[0]);
-        if (kv === undefined) continue; // freed in between
-        const held = holdOf(this.#writes, kv, owner);
-        if (held.w === write.id) {
+        const held = kv && holdOf(this.#writes, kv, owner);
+        if (held?.w === write.id) {
           // An earlier, unanswered attempt of this call was applied after all.
           outcome = "taken";
           return Number(kv.create_revision);
         }
+        // Fair handles queue for it, or one holds it: refused.
+        if (kvsOf(reply.responses?.[1]).length > 0 || (held?.fair && held.state !== "expired")) {
+          outcome = "refused";
+          throw fairKey("lock");
+        }
+        if (kv === undefined) continue; // freed in between
         if (held.state !== "expired" || round > 0) {
           outcome = "refused";
           break;
@@ -243,14 +286,53 @@ export class EtcdLockStore {
     }
   }
 
-  /** Frees `key` if `owner` holds it, and revokes its lease: whether it held a live hold. */
+  /**
+   * A fair handle's attempt (`{ fair: true }`; the store contract's `acquireFair`): `owner`
+   * takes its place at the end of the fair queue of `key`'s plain lock (`kind` "lock") or
+   * semaphore ("semaphore", with its `limit` and `permits`), or renews it for `ttlMs`, and
+   * is granted the key when it is first in line and the key has room: the hold's fencing
+   * token (its key's create revision), or false. One that does not `waits` keeps no place.
+   * See js/stores/etcd-fair.mjs.
+   */
+  async acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
+    checkString("owner", owner);
+    checkMs("ttlMs", ttlMs);
+    const queue = this.fairQueuePrefix(key, kind);
+    if (kind === "lock") {
+      const name = this.lockKey(key);
+      return this.#pending(name, owner, (after) => acquireFairLock(this.#state, key, owner, ttlMs, waits === true, name, queue, after));
+    }
+    if (!(Number.isInteger(limit) && limit >= 1 && limit <= MAX_LIMIT)) throw invalid(limitMessage(typeof limit === "number" ? limit : typeName(limit)));
+    const weight = checkPermits(kind, limit, permits);
+    const base = this.permitPrefix(key, kind);
+    const entryKey = `${base}${segment(owner)}`;
+    return this.#pending(entryKey, owner, (after) =>
+      acquireFairPermit(this.#state, key, owner, ttlMs, limit, weight, waits === true, base, entryKey, queue, after),
+    );
+  }
+
+  /**
+   * Frees `key` if `owner` holds it, and revokes its lease: whether it held a live hold. An
+   * owner waiting in the lock's fair queue gives its place up.
+   */
   async release(key, owner) {
     checkString("owner", owner);
     const name = this.lockKey(key);
+    const place = `${fairQueue(this.#options.keyPrefix, "lock", key)}${segment(owner)}`;
     // An acquire of this owner still on its way (a release sent on an abort) finishes first.
     await this.#settle(name, owner, this.#gateway.deadline());
     const deadline = this.#gateway.deadline();
-    const { reply, uncertain } = await this.#gateway.txn({ compare: ownerIs(name, owner), success: [del(name)], failure: [get(name)] }, deadline, "release");
+    const { reply, uncertain } = await this.#gateway.txn(
+      { compare: ownerIs(name, owner), success: [del(name), del(place)], failure: [get(name), del(place)] },
+      deadline,
+      "release",
+    );
+    this.#state.places.delete(place);
+    if (!reply.succeeded && reply.responses?.[1]?.response_delete_range?.prev_kvs?.[0]) {
+      // A fair waiter's place given up: the waiters behind it may be first now.
+      this.#gateway.revokeReplaced(reply);
+      this.#watch.wake(`lock:${key}`);
+    }
     if (reply.succeeded) {
       const prev = reply.responses?.[0]?.response_delete_range?.prev_kvs?.[0];
       this.#gateway.revokeReplaced(reply);
@@ -287,7 +369,10 @@ export class EtcdLockStore {
     const sentAt = now();
     const deadline = sentAt + this.#options.operationTimeoutMs;
     const previous = this.#writes.latest(name, owner);
-    const write = this.#writes.add(name, owner, ttlMs, sentAt, (w) => lockValue(owner, ttlMs, w));
+    // A fair hold stays marked fair: as the last write this store sent says, else as the key read says (below).
+    const write = this.#writes.add(name, owner, ttlMs, sentAt, (w) =>
+      lockValue(owner, ttlMs, w, previous !== undefined && JSON.parse(previous.value).fair === true),
+    );
     let lease;
     let extended; // true or false once known; undefined when it failed (and may have been applied)
     try {
@@ -307,6 +392,7 @@ export class EtcdLockStore {
           if (held?.owner !== owner || held.state === "expired") return (extended = false);
           if (held.w === write.id) return (extended = true); // an unanswered earlier try of this call, applied
           expected = found.value;
+          write.value = lockValue(owner, ttlMs, write.id, held.fair);
         }
         const { reply } = await this.#gateway.txn(
           {
@@ -511,7 +597,7 @@ export class EtcdLockStore {
     return this.#pending(entryKey, owner, (after) => acquireEntry(this.#state, key, owner, ttlMs, kind, limit, weight, base, entryKey, after));
   }
 
-  /** Drops `owner`'s entry on `key` (a hold, or a place in the queue): whether it was a live hold. */
+  /** Drops `owner`'s entry on `key` (a hold, or a place in the queue; a semaphore's, its place in the fair queue too): whether it was a live hold. */
   async releasePermit(key, owner, kind) {
     checkString("owner", owner);
     checkKind(kind);
@@ -519,7 +605,9 @@ export class EtcdLockStore {
     const entryKey = `${base}${segment(owner)}`;
     // An acquire of this owner still on its way (a release sent on an abort) finishes first.
     await this.#settle(entryKey, owner, this.#gateway.deadline());
-    return releaseEntry(this.#state, key, owner, kind, base, entryKey);
+    // A semaphore's waiter gives up its place in the fair queue, if it has one.
+    const place = kind === "semaphore" ? `${fairQueue(this.#options.keyPrefix, "semaphore", key)}${segment(owner)}` : undefined;
+    return releaseEntry(this.#state, key, owner, kind, base, entryKey, place);
   }
 
   /** Re-puts `owner`'s admitted, live entry under a new lease of `ttlMs`: its place (create revision) stays. */
@@ -638,6 +726,9 @@ export class EtcdLockStore {
   async close(options) {
     const released = await releaseHolds(this, options, "EtcdLockStore");
     if (this.#gateway.closed) return;
+    // Spare leases of fair attempts (js/stores/etcd-fair.mjs) carry nothing: revoked, not left to run out.
+    for (const spares of this.#state.spares.values()) for (const { lease } of spares) if (lease !== undefined) this.#gateway.revoke(lease.id);
+    this.#state.spares.clear();
     const closing = this.#gateway.close();
     this.#watch.close();
     await closing;

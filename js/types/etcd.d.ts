@@ -48,6 +48,8 @@ export declare class EtcdLockStore {
   lockKey(key: string): string;
   /** The prefix of the etcd keys of the semaphore (`"semaphore"`) or read-write lock (`"read"`, `"write"`) on `key`. */
   permitPrefix(key: string, kind: "semaphore" | "read" | "write"): string;
+  /** The prefix of the etcd keys of the places in the fair queue of the plain lock (`"lock"`) or semaphore (`"semaphore"`) on `key`. */
+  fairQueuePrefix(key: string, kind: "lock" | "semaphore"): string;
   /**
    * Releases the holds this process took through the store — locks, permits, read and
    * write holds, lockAll, holds restored here; not those handed off with `serialize()` —
@@ -80,6 +82,12 @@ export declare class EtcdLockStore {
   /** A semaphore holder takes `permits` of the `limit` (1 when absent); `countPermits` sums them. */
   acquirePermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write", limit?: number, permits?: number): Promise<boolean>;
   releasePermit(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<boolean>;
+  /**
+   * A fair handle's attempt: `owner` takes or renews its place in the fair queue of the plain
+   * lock or the semaphore on `key` and is granted when first in line with room: the hold's
+   * fencing token, or false. One that does not `waits` keeps no place.
+   */
+  acquireFair(key: string, owner: string, ttlMs: number, kind: "lock" | "semaphore", limit: number | undefined, permits: number, waits: boolean): Promise<number | false>;
   extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;
   permitRemainingTime(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<number | null>;
