@@ -71,6 +71,12 @@
 // one that met a store outage meanwhile (`outages`, `[{ from, to }]`: a store restart; an
 // attempt that fails with STORE_UNAVAILABLE asks again under a new owner, at the end of the
 // queue): all are left out.
+// Where the store is a JS one, each process also recorded its store's answers on places
+// (`places`, client.mjs recordPlaces): then its fair holds and attempts (`placed`) are held
+// to the exact rule instead — an owner that first asked after another's place was answered
+// is not granted while that place certainly stood (see checkFairPlaces) — with no
+// `fairSlackMs`: a place may land well after its acquire was sent (a Raft commit, a
+// restarted object), and the answers say when it did.
 //
 // `checkOrphans` (below) is the end-of-run check: no hold is left on the store that no
 // client owns.
@@ -125,7 +131,18 @@ export function holdTimes(hold, slackMs = 2) {
  */
 export function checkHistory(
   holds,
-  { slackMs = 2, fairSlackMs = 20, signalBoundMs = 250, maxPerType = 50, pauses = [], stalls = [], outages = [], observations = [], attempts = [] } = {},
+  {
+    slackMs = 2,
+    fairSlackMs = 20,
+    signalBoundMs = 250,
+    maxPerType = 50,
+    pauses = [],
+    stalls = [],
+    outages = [],
+    observations = [],
+    attempts = [],
+    places = [],
+  } = {},
 ) {
   /** The time by which a signal of a hold in `client`'s process must have aborted. */
   const signalDue = (client, goneAt) => {
@@ -308,6 +325,20 @@ export function checkHistory(
       }
     }
   }
+  checkFairPlaces(places, {
+    slackMs,
+    report: (key, message, seen) => {
+      byType["fair-order"] = (byType["fair-order"] ?? 0) + 1;
+      if (byType["fair-order"] <= maxPerType)
+        violations.push({
+          type: "fair-order",
+          key,
+          kind: seen[0].kind,
+          message,
+          places: seen.map((p) => ({ ...p, answers: p.answers.length, first: rel(p.first), queued: rel(p.queued) })),
+        });
+    },
+  });
   checkFairOrder(holds, attempts, {
     slackMs: fairSlackMs,
     held: (process, from, to) =>
@@ -315,7 +346,13 @@ export function checkHistory(
     report: (type, key, message, seen) => {
       byType[type] = (byType[type] ?? 0) + 1;
       if (byType[type] <= maxPerType)
-        violations.push({ type, key, kind: seen[0].kind, message, acquires: seen.map((a) => ({ ...a, send: rel(a.send), end: rel(a.end) })) });
+        violations.push({
+          type,
+          key,
+          kind: seen[0].kind,
+          message,
+          acquires: seen.map((a) => ({ ...a, send: rel(a.send), end: rel(a.end), granted: rel(a.granted) })),
+        });
     },
   });
   checkObservations(observations, all, attempts, {
@@ -334,12 +371,13 @@ export function checkHistory(
  * `held(process, from, to)`: that process was stopped or stalled, or the store was out, at some time in between.
  */
 function checkFairOrder(holds, attempts, { slackMs, held, report }) {
+  // (Records whose store's answers on places were kept are checked by those: checkFairPlaces.)
   const acquires = [
     ...holds
-      .filter((h) => h.fair)
+      .filter((h) => h.fair && !h.placed)
       .map((h) => ({ client: h.client, kind: h.kind, key: h.key, send: h.acquire.send, timeout: h.timeout, end: h.acquire.reply, granted: h.acquire.reply })),
     ...attempts
-      .filter((a) => a.fair)
+      .filter((a) => a.fair && !a.placed)
       .map((a) => ({
         client: a.client,
         kind: a.kind,
@@ -369,6 +407,42 @@ function checkFairOrder(holds, attempts, { slackMs, held, report }) {
           "fair-order",
           b.key,
           `${b.kind} ${JSON.stringify(b.key)} was granted to an acquire sent ${Math.round(b.send - a.send)} ms after another that was still waiting (its wait ended ${Math.round(waitEnd - b.granted)} ms later)`,
+          [a, b],
+        );
+        break;
+      }
+    }
+  }
+}
+
+/**
+ * The fair-order check over the places a JS store answered for (client.mjs recordPlaces):
+ * an owner B that first asked after owner A's place was answered (A waiting in the same
+ * queue) is not granted while A's place certainly stood: from before B's grant was sent
+ * to after it was answered, A had neither given its place up nor been granted, and an
+ * answer of A's before that window renewed the place past its end (a place lasts `ttl`
+ * from the send of each attempt that kept it).
+ */
+function checkFairPlaces(places, { slackMs, report }) {
+  const byQueue = new Map();
+  for (const p of places) {
+    const name = `${p.kind}:${p.key}`;
+    if (!byQueue.has(name)) byQueue.set(name, []);
+    byQueue.get(name).push(p);
+  }
+  for (const list of byQueue.values()) {
+    const waiting = list.filter((p) => p.queued !== null);
+    for (const b of list) {
+      if (b.grant === null) continue;
+      const from = b.grant.send - slackMs;
+      const to = b.grant.reply + slackMs;
+      for (const a of waiting) {
+        if (a === b || !(b.first > a.queued + slackMs)) continue;
+        if ((a.end ?? Infinity) <= to || (a.grant !== null && a.grant.send <= to)) continue;
+        if (!a.answers.some(([send, reply]) => reply <= from && send + a.ttl > to)) continue;
+        report(
+          b.key,
+          `${b.kind} ${JSON.stringify(b.key)} was granted to an owner that first asked ${Math.round(b.first - a.queued)} ms after another's place was answered, while that place stood`,
           [a, b],
         );
         break;

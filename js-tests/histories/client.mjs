@@ -604,8 +604,59 @@ async function storeModule(path, name) {
 
 const FAIR = { fair: true };
 
-/** A fair handle's record fields: `fair`, and its acquire's `timeout` (the checker's fair-order check). */
-const fairness = (handle, options) => (handle.fair ? { fair: true, timeout: options.timeout } : {});
+/**
+ * A fair handle's record fields: `fair`, and its acquire's `timeout` (the checker's
+ * fair-order check); `placed` when the store's own answers on places were recorded
+ * (recordPlaces), which the checker then holds to order instead.
+ */
+const fairness = (handle, options, placed) => (handle.fair ? { fair: true, timeout: options.timeout, ...(placed ? { placed: true } : {}) } : {});
+
+/**
+ * The places of a JS store's fair queues as this process saw them answered: the store's
+ * `acquireFair`, `release` and `releasePermit` are wrapped (own properties over its
+ * methods), and each owner that made a fair attempt gets a record `{ t: "place", process,
+ * key, kind, owner, ttl, first, queued, answers, grant, end }`: when its first attempt was
+ * sent (`first`), when an attempt that waits was first answered "not yet" (`queued`: its
+ * place stood from then), every such answer (`[send, reply]`: each renews the place for
+ * `ttl` from its send at least), its grant (`{ send, reply }`), and when it gave its place
+ * up (`end`: an attempt that does not wait, a release of an owner that holds nothing).
+ * The checker's fair-order check over them is exact where send times are not (a place
+ * may land well after its acquire was sent). Null for a store without `acquireFair` as a
+ * JS method (the built-in stores queue inside core).
+ */
+function recordPlaces(store, process) {
+  if (typeof store?.acquireFair !== "function") return null;
+  const places = new Map();
+  const acquireFair = store.acquireFair;
+  store.acquireFair = async (key, owner, ttlMs, kind, limit, permits, waits) => {
+    const send = now();
+    let place = places.get(owner);
+    if (place === undefined) {
+      place = { t: "place", process, key, kind, owner, ttl: ttlMs, first: send, queued: null, answers: [], grant: null, end: null };
+      places.set(owner, place);
+    }
+    // Whatever it answers, an attempt that does not wait leaves no place behind.
+    if (waits !== true && place.queued !== null) place.end = Math.min(place.end ?? Infinity, send);
+    const answer = await acquireFair.call(store, key, owner, ttlMs, kind, limit, permits, waits);
+    const reply = now();
+    if (answer === false && waits === true) {
+      place.answers.push([send, reply]);
+      place.queued ??= reply;
+    } else if (answer !== false && answer !== undefined && answer !== null) place.grant ??= { send, reply };
+    return answer;
+  };
+  for (const name of ["release", "releasePermit"]) {
+    const release = store[name];
+    if (typeof release !== "function") continue;
+    store[name] = (key, owner, ...rest) => {
+      const place = places.get(owner);
+      // An owner that holds nothing gives its place up.
+      if (place !== undefined && place.grant === null) place.end = Math.min(place.end ?? Infinity, now());
+      return release.call(store, key, owner, ...rest);
+    };
+  }
+  return places;
+}
 
 function pickKind(random, kinds) {
   const entries = Object.entries(kinds).filter(([, w]) => w > 0);
@@ -637,6 +688,7 @@ export async function runClients(ls, store, userConfig) {
   const { ttlMs: baseTtl, limit } = config;
   const weights = store?.permitWeights === true;
   const root = seeded(config.seed).fork(config.process);
+  const places = recordPlaces(store, config.process);
   const holds = [];
   // With `config.stream`, each hold is written out (a JSON line, synchronous: a pipe
   // on Linux) at its grant and at every change, so a process killed with SIGKILL
@@ -750,7 +802,7 @@ export async function runClients(ls, store, userConfig) {
         outcome: "pending",
         abortAt: null,
         code: null,
-        ...fairness(handle, options),
+        ...fairness(handle, options, places !== null),
       });
       let granted;
       try {
@@ -773,7 +825,7 @@ export async function runClients(ls, store, userConfig) {
             outcome: "aborted",
             abortAt,
             code: errorCode(err),
-            ...fairness(handle, options),
+            ...fairness(handle, options, places !== null),
           });
           continue;
         }
@@ -790,7 +842,7 @@ export async function runClients(ls, store, userConfig) {
           outcome: "error",
           abortAt,
           code: errorCode(err),
-          ...fairness(handle, options),
+          ...fairness(handle, options, places !== null),
         });
         await sleep(random.int(1, 5));
         continue;
@@ -835,7 +887,7 @@ export async function runClients(ls, store, userConfig) {
         keys: kind === "multi" ? [...handle.keys] : undefined,
         limit: kind === "semaphore" ? limit : undefined,
         permits,
-        ...fairness(handle, options),
+        ...fairness(handle, options, places !== null),
         ttl,
         drift: driftMs(ttl),
         auto,
@@ -942,7 +994,7 @@ export async function runClients(ls, store, userConfig) {
   await sleep(config.graceMs);
   const endAt = now();
   for (const hold of holds) hold.endAt = endAt;
-  return { holds, summary, attempts, stalls, observations };
+  return { holds, summary, attempts, stalls, observations, places: places === null ? [] : [...places.values()].filter((p) => config.keys.includes(p.key)) };
 }
 
 async function main() {
@@ -984,13 +1036,13 @@ async function main() {
   }
   // Processes of one run start together: at `startAt` on the run's clock.
   if (config.startAt) await sleep(Math.max(0, config.startAt - now()));
-  const { holds, summary, attempts, stalls, observations } = await runClients(ls, store, config);
+  const { holds, summary, attempts, stalls, observations, places } = await runClients(ls, store, config);
   // With the orphaned-hold check (config.keepHolds), close() leaves what is still held to
   // its TTL, as a process that keeps running would: the check then sees it.
   await close(config.keepHolds ? { keepHolds: true } : undefined);
   if (config.syncClock !== false) summary.clock = await syncClock({ check: true });
   // A streaming process wrote its stalls as they came.
-  const lines = [...holds, ...attempts, ...(config.stream ? [] : [...stalls, ...observations])].map((r) => JSON.stringify(r));
+  const lines = [...holds, ...attempts, ...places, ...(config.stream ? [] : [...stalls, ...observations])].map((r) => JSON.stringify(r));
   lines.push(JSON.stringify(summary));
   process.stdout.write(`${lines.join("\n")}\n`, () => process.exit(0));
 }

@@ -102,6 +102,53 @@ describe(`history checker (${TARGET})`, () => {
       assert.deepEqual(checkWon([read("1.0", 450, 25)]), ["phantom-leader"], "read begun after the win");
     });
 
+    it("fair order by the store's answers on places: a later owner granted while an earlier place stood", () => {
+      // a's place answered at 10 and renewed at 40 (ttl 100); b first asks at 30, is granted 50–55.
+      const place = (owner, over) => ({
+        t: "place",
+        process: 0,
+        key: "k",
+        kind: "lock",
+        owner,
+        ttl: 100,
+        first: 0,
+        queued: null,
+        answers: [],
+        grant: null,
+        end: null,
+        ...over,
+      });
+      const a = place("a", {
+        first: 5,
+        queued: 10,
+        answers: [
+          [5, 10],
+          [38, 40],
+        ],
+      });
+      const b = place("b", { process: 1, first: 30, grant: { send: 50, reply: 55 } });
+      const check = (places) => Object.keys(checkHistory([], { places }).byType);
+      assert.deepEqual(check([a, b]), ["fair-order"]);
+      assert.match(checkHistory([], { places: [a, b] }).violations[0].message, /first asked 20 ms after another's place was answered/);
+      assert.deepEqual(check([a, { ...b, first: 9 }]), [], "b asked before a's place was answered");
+      assert.deepEqual(check([{ ...a, end: 52 }, b]), [], "a gave its place up around b's grant");
+      assert.deepEqual(check([{ ...a, grant: { send: 50, reply: 60 } }, b]), [], "a granted around the same time");
+      assert.deepEqual(check([{ ...a, answers: [[5, 10]], ttl: 40 }, b]), [], "a's place may have run out (not renewed)");
+      assert.deepEqual(check([{ ...a, kind: "semaphore" }, b]), [], "another queue");
+      // A fair record whose store's answers were kept is not held to the send-time rule.
+      const fair = (client, send, reply) =>
+        hold({
+          client,
+          fair: true,
+          placed: true,
+          timeout: 100,
+          acquire: { send, reply, token: send + 1 },
+          release: { send: reply + 1, reply: reply + 2, ok: true, code: null },
+          signal: { at: reply + 2, reason: "released" },
+        });
+      assert.deepEqual(checkHistory([fair("0.1", 0, 80), fair("0.2", 30, 40)]).violations, []);
+    });
+
     it("reports two overlapping plain holders", () => {
       const result = checkHistory([hold({}), hold({ client: "0.1", acquire: { send: 2, reply: 5, token: 2 } })]);
       assert.deepEqual(Object.keys(result.byType), ["overlap"]);

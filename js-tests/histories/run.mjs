@@ -117,8 +117,9 @@ export function checkRecords(records, check = {}) {
   const stalls = records.filter((r) => r.t === "stall");
   const attempts = records.filter((r) => r.t === "attempt");
   const observations = records.filter((r) => r.t === "observation");
+  const places = records.filter((r) => r.t === "place");
   return {
-    result: checkHistory(holds, { ...check, stalls: [...(check.stalls ?? []), ...stalls], observations, attempts, slackMs }),
+    result: checkHistory(holds, { ...check, stalls: [...(check.stalls ?? []), ...stalls], observations, attempts, places, slackMs }),
     holds,
     summaries,
     clockErrorMs,
