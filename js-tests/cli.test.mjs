@@ -1269,7 +1269,7 @@ describe("locksmith on etcd", await requireEtcd(), () => {
       () => url,
     ));
 
-  it("inspect: the holder, its fencing token (the create revision) and time left; waiters null (etcd does not tell); exit 1 when free", async () => {
+  it("inspect: the holder, its fencing token (the create revision) and time left; waiters null (waiters that are not fair leave no key); exit 1 when free", async () => {
     const key = uniqueKey("cli-etcd");
     const holder = new ls.Lock(key, 30_000, store);
     assert.equal(await holder.acquire(), true);
@@ -1288,6 +1288,49 @@ describe("locksmith on etcd", await requireEtcd(), () => {
     assert.match(free.stdout, new RegExp(`^"${key}" is free\\nwaiters: unknown`));
   });
 
+  it("inspect lists a fair lock's queue and a fair semaphore's in order, each place with its lease left", async () => {
+    const key = uniqueKey("cli-etcd-fair");
+    const holder = ls.lock(key, 30_000, store, { fair: true });
+    assert.equal(await holder.acquire(), true);
+    const held = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
+    assert.deepEqual([held.waiters, held.waiting], [0, []], "a fair key tells its waiters: none yet");
+    const controller = new AbortController();
+    const waiters = [ls.lock(key, 20_000, store, { fair: true }), ls.lock(key, 10_000, store, { fair: true })];
+    const waits = [];
+    for (const w of waiters) {
+      waits.push(w.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
+      // Each takes its place before the next asks.
+      await sleep(300);
+    }
+    const slots = ls.semaphore(key, 1, 30_000, store, { fair: true });
+    assert.equal(await slots.acquire(), true);
+    const slotWaiter = ls.semaphore(key, 1, 30_000, store, { fair: true });
+    waits.push(slotWaiter.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
+    await sleep(300);
+    const got = await cli("inspect", url, key);
+    assert.equal(got.code, 0, got.stderr);
+    const lines = got.stdout.split("\n");
+    const queue = lines.filter((l) => l.startsWith("waiting: ") && l.includes("fair lock"));
+    assert.equal(queue.length, 2, got.stdout);
+    // Leases count whole seconds: a 20 s place has 19–20 s left, a 10 s one 9–10 s.
+    assert.match(queue[0], /^waiting: 1st in the fair lock's queue, \S+ \(its place kept for (19|20)(\.\d+)? s\)$/, got.stdout);
+    assert.match(queue[1], /^waiting: 2nd in the fair lock's queue, \S+ \(its place kept for (9|10)(\.\d+)? s\)$/, got.stdout);
+    assert.equal(lines.filter((l) => l.startsWith("waiting: 1st in the fair semaphore's queue, ")).length, 1, got.stdout);
+    assert.ok(lines.includes("waiters: 3"), got.stdout);
+    // The listing and the release count holds only; a release leaves the queue to its waiters.
+    const listed = (await cli("list", url, key, "--json")).stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    assert.deepEqual(listed.map((h) => h.kind).sort(), ["lock", "semaphore"]);
+    controller.abort();
+    assert.deepEqual(await Promise.all(waits), ["ABORTED", "ABORTED", "ABORTED"]);
+    await holder.release();
+    await slots.release();
+    const after = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
+    assert.deepEqual([after.held, after.waiting], [false, []]);
+  });
+
   it("watch, piped: a line when a hold appears and when it ends; SIGINT exits 0", async () => {
     const base = uniqueKey("cli-etcd-watch");
     const watching = started(["watch", url, `${base}*`, "--json", "--interval", "100"]);
@@ -1300,7 +1343,7 @@ describe("locksmith on etcd", await requireEtcd(), () => {
       assert.deepEqual([seen.owner, seen.fencingToken, seen.permits], [owner, permit.fencingToken, 2], "a semaphore hold's event carries its permits");
       await permit.release();
       await watching.until("for its end", eventLike({ event: "ended", key: `${base}:sem`, owner }));
-      assert.ok(!watching.lines.some((line) => event(line)?.event === "waiters"), "etcd tells no waiters");
+      assert.ok(!watching.lines.some((line) => event(line)?.event === "waiters"), "waiters that are not fair leave no key to count");
       watching.child.kill("SIGINT");
       assert.equal((await watching.exit).code, 0);
     } finally {

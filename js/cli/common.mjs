@@ -30,6 +30,16 @@ export const hold = (key, kind, remainingMs, fencingToken, owner, permits) => ({
   owner: fingerprint(owner),
 });
 
+/** Of a store's entries where waiters leave a place (`waiting`), how many wait on each key. */
+export function waitersByKey(entries) {
+  const waiters = new Map();
+  for (const e of entries) if (e.waiting) waiters.set(e.key, (waiters.get(e.key) ?? 0) + 1);
+  return waiters;
+}
+
+/** The places in line among a key's entries, in their order, as `inspect` lists them. */
+export const waitingOf = (entries) => entries.filter((e) => e.waiting).map((e) => ({ kind: e.kind, owner: fingerprint(e.owner), remainingMs: e.remainingMs }));
+
 export const redact = (url) => url.replace(/\/\/[^/@]*@/, "//***@");
 export const address = (host, port) => `${host.includes(":") ? `[${host}]` : host}:${port}`;
 

@@ -85,7 +85,11 @@ import { acquireFairLock, acquireFairPermit } from "./etcd-fair.mjs";
 import { acquireEntry, countEntries, entryRemainingTime, extendEntry, fairKey, queueOf, releaseEntry } from "./etcd-permits.mjs";
 import { ReleaseWatch } from "./etcd-watch.mjs";
 
-/** Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` and `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract. */
+/**
+ * Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` (the holds of the keys
+ * `match` accepts, then the places in their fair queues, in order, marked `waiting`) and
+ * `store[ETCD_ADMIN_RELEASE](key)`. Not part of the store contract.
+ */
 export const ETCD_ADMIN_LIST = Symbol("locksmith.etcdAdminList");
 export const ETCD_ADMIN_RELEASE = Symbol("locksmith.etcdAdminRelease");
 
@@ -462,6 +466,11 @@ export class EtcdLockStore {
     const held = holdOf(this.#writes, kv);
     if (held.state === "live") return Math.max(1, Math.ceil(held.left));
     if (held.state === "expired") return null;
+    return this.#leaseLeft(kv, deadline);
+  }
+
+  /** What is left of `kv`'s lease, in milliseconds (whole seconds): null when it ended, MAX_MS without one. */
+  async #leaseLeft(kv, deadline) {
     if (!kv.lease || kv.lease === "0") return MAX_MS;
     try {
       const { reply } = await this.#gateway.request("lease/timetolive", { ID: kv.lease }, deadline, "remainingTime");
@@ -651,6 +660,7 @@ export class EtcdLockStore {
     const { kvs } = await this.#gateway.list(keyPrefix, deadline, "list");
     const sets = new Map();
     const holds = [];
+    const places = [];
     const values = new Map();
     for (const kv of kvs) {
       const rest = unb64(kv.key).slice(keyPrefix.length);
@@ -658,9 +668,21 @@ export class EtcdLockStore {
         values.set(unsegment(rest.slice(6)), kv);
         continue;
       }
+      if (rest.startsWith("queue/")) {
+        // A fair waiter's place: queue/<lock|semaphore>/<key>/<owner>.
+        const [, kind, key, owner] = rest.split("/");
+        if ((kind === "lock" || kind === "semaphore") && owner !== undefined && match(unsegment(key))) {
+          const permits = kind === "semaphore" ? Number(parseValue(kv)?.permits) || 1 : undefined;
+          places.push({ key: unsegment(key), kind, owner: unsegment(owner), ...(permits && { permits }), waiting: true, kv });
+        }
+        continue;
+      }
       if (rest.startsWith("lock/")) {
         const key = unsegment(rest.slice(5));
-        if (match(key)) holds.push({ key, kind: "lock", owner: parseValue(kv).owner, fencingToken: Number(kv.create_revision), etcdKey: unb64(kv.key), kv });
+        if (match(key)) {
+          const { owner, fair } = parseValue(kv);
+          holds.push({ key, kind: "lock", owner, fencingToken: Number(kv.create_revision), ...(fair === true && { fair }), etcdKey: unb64(kv.key), kv });
+        }
         continue;
       }
       const family = ["semaphore", "rw"].find((f) => rest.startsWith(`${f}/`));
@@ -682,6 +704,7 @@ export class EtcdLockStore {
             kind: family === "semaphore" ? "semaphore" : e.role,
             owner: e.owner,
             ...(family === "semaphore" && { permits: e.permits }),
+            ...(family === "semaphore" && parseValue(e.kv)?.fair === true && { fair: true }),
             fencingToken: Number(e.kv.create_revision),
             etcdKey: unb64(e.kv.key),
             kv: e.kv,
@@ -689,18 +712,24 @@ export class EtcdLockStore {
       }
     }
     for (const h of holds) if (h.kind === "lock") h.value = keptValue(values.get(h.key), h.kv)?.value ?? null;
-    await Promise.all(
-      holds.map(async (h) => {
+    // The places in line, each queue in order (create revisions), after the holds.
+    places.sort((a, b) => Number(a.kv.create_revision) - Number(b.kv.create_revision));
+    await Promise.all([
+      ...holds.map(async (h) => {
         h.remainingMs = await this.#timeLeft(h.kv, deadline);
       }),
-    );
-    return holds.filter((h) => h.remainingMs !== null);
+      ...places.map(async (p) => {
+        p.remainingMs = await this.#leaseLeft(p.kv, deadline);
+      }),
+    ]);
+    return [...holds, ...places].filter((h) => h.remainingMs !== null);
   }
 
   /** Deletes every hold of `key` (its lock, its admitted permits) whoever holds it, in one transaction; answers what it deleted. */
   async [ETCD_ADMIN_RELEASE](key) {
     for (let round = 0; round < 3; round++) {
-      const holds = await this[ETCD_ADMIN_LIST]((name) => name === key);
+      // The holds: the places in line stay (their waiters go on waiting).
+      const holds = (await this[ETCD_ADMIN_LIST]((name) => name === key)).filter((h) => !h.waiting);
       if (holds.length === 0) return [];
       // Exactly these: none changed since they were listed.
       const { reply } = await this.#gateway.txn(

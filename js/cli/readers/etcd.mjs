@@ -2,7 +2,7 @@
 // (its requests, login and member failover) and its admin listing and release
 // (`ETCD_ADMIN_LIST`, `ETCD_ADMIN_RELEASE` in js/stores/etcd.mjs), under the store's own
 // key prefix unless --prefix names another.
-import { CONNECT_TIMEOUT_MS, globRegExp, hold, redact, StoreError, storeCall, UsageError } from "../common.mjs";
+import { CONNECT_TIMEOUT_MS, globRegExp, hold, redact, StoreError, storeCall, UsageError, waitersByKey, waitingOf } from "../common.mjs";
 
 /** `etcd://[user:password@]host:port[,host:port…]` (etcds:// for TLS) as EtcdLockStore's options. */
 function parseEtcdUrl(url) {
@@ -61,25 +61,35 @@ export class EtcdReader {
     });
   }
 
-  list(pattern) {
+  /** The holds and the places in fair queues of the keys `match` accepts. */
+  #all(match) {
+    return this.#call(() => this.#store[this.#admin.list](match));
+  }
+
+  async list(pattern) {
     const names = globRegExp(pattern);
-    return this.#call(async () => (await this.#store[this.#admin.list]((name) => names.test(name))).map(etcdHold));
+    return (await this.#all((name) => names.test(name))).filter((h) => !h.waiting).map(etcdHold);
   }
 
-  // etcd keeps a waiting reader's or writer's place in the key's queue, but the store's
-  // listing gives only the admitted entries, and a plain lock's or a semaphore's waiters
-  // leave no key: the waiters are not known.
+  // A fair waiter's place is a key of the store's (in order); a waiting reader's or writer's
+  // place is too, but the listing gives only the admitted entries, and a plain lock's or a
+  // semaphore's waiters that are not fair leave no key: those are not known.
   async snapshot(pattern) {
-    return { holds: await this.list(pattern), waiters: new Map(), absentWaiters: null };
+    const names = globRegExp(pattern);
+    const all = await this.#all((name) => names.test(name));
+    return { holds: all.filter((h) => !h.waiting).map(etcdHold), waiters: waitersByKey(all), absentWaiters: null };
   }
 
-  inspect(key) {
-    return this.#call(async () => ({
-      holders: (await this.#store[this.#admin.list]((name) => name === key)).map(etcdHolder),
+  async inspect(key) {
+    const all = await this.#all((name) => name === key);
+    const waiting = waitingOf(all);
+    return {
+      holders: all.filter((h) => !h.waiting).map(etcdHolder),
       limit: null,
-      waiting: [],
-      waiters: null,
-    }));
+      waiting,
+      // Counted where waiters leave a trace: a fair queue (on a fair key every waiter is fair).
+      waiters: waiting.length > 0 || all.some((h) => h.fair) ? waiting.length : null,
+    };
   }
 
   // One transaction deletes them all; the store's watches wake the waiters.

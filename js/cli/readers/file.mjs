@@ -5,7 +5,7 @@ import { stat } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
-import { fingerprint, globRegExp, hold, StoreError, storeCall, UsageError } from "../common.mjs";
+import { globRegExp, hold, StoreError, storeCall, UsageError, waitersByKey, waitingOf } from "../common.mjs";
 
 const fileHold = (h) => hold(h.key, h.kind, h.remainingMs, h.fencingToken, h.owner, h.permits);
 // A plain lock's holder with the value it proclaimed (an election's leader), or null.
@@ -59,17 +59,15 @@ export class FileReader {
   async snapshot(pattern) {
     const names = globRegExp(pattern);
     const all = (await this.#all()).filter((h) => names.test(h.key));
-    const waiters = new Map();
-    for (const h of all.filter((x) => x.waiting)) waiters.set(h.key, (waiters.get(h.key) ?? 0) + 1);
     // A plain lock's or a semaphore's waiters leave nothing in the file; a read-write lock's
     // and a fair handle's (its place in the queue) do.
-    return { holds: all.filter((h) => !h.waiting).map(fileHold), waiters, absentWaiters: null };
+    return { holds: all.filter((h) => !h.waiting).map(fileHold), waiters: waitersByKey(all), absentWaiters: null };
   }
 
   async inspect(key) {
     const all = (await this.#all()).filter((h) => h.key === key);
     const holders = all.filter((h) => !h.waiting);
-    const waiting = all.filter((h) => h.waiting).map((h) => ({ kind: h.kind, owner: fingerprint(h.owner), remainingMs: h.remainingMs }));
+    const waiting = waitingOf(all);
     const semaphore = holders.find((h) => h.kind === "semaphore");
     return {
       holders: holders.map(fileHolder),
