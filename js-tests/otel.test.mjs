@@ -335,6 +335,58 @@ describe("locksmith-js/otel on the memory store", () => {
   const store = new ls.MemoryLockStore();
   scenarios("memory", () => store);
 
+  it("counts pending acquires, a fair queue's waiters with locksmith.fair, back to 0 once answered", async () => {
+    const otel = instrumented();
+    try {
+      const key = uniqueKey("otel-fair");
+      const holder = ls.lock(key, 5_000, store, { fair: true });
+      assert.equal(await holder.acquire(), true);
+      const waiters = [ls.lock(key, 5_000, store, { fair: true }), ls.lock(key, 5_000, store, { fair: true })];
+      const waits = waiters.map((w) => w.acquire({ timeout: 5_000 }));
+      await sleep(50);
+      const fair = { "locksmith.kind": "lock", "locksmith.store": "memory", "locksmith.fair": true };
+      let metrics = await otel.metrics();
+      assert.equal(total(metrics, "locksmith.acquire.pending", fair), 2, "two in the queue");
+      assert.equal(total(metrics, "locksmith.held", fair), 1);
+      // A lock that is not fair carries no locksmith.fair.
+      const plain = new ls.Lock(uniqueKey("otel-plain"), 5_000, store);
+      await plain.acquire();
+      metrics = await otel.metrics();
+      assert.deepEqual(
+        points(metrics, "locksmith.held", { "locksmith.kind": "lock" })
+          .map((p) => p.attributes["locksmith.fair"])
+          .sort(),
+        [true, undefined],
+      );
+      await plain.release();
+      await holder.release();
+      assert.equal(await waits[0], true);
+      await waiters[0].release();
+      assert.equal(await waits[1], true);
+      await waiters[1].release();
+      metrics = await otel.metrics();
+      assert.equal(total(metrics, "locksmith.acquire.pending", fair), 0, "all answered");
+      const spans = spansNamed(otel.spans(), "locksmith acquire");
+      assert.deepEqual(
+        spans.map((s) => String(s.attributes["locksmith.fair"])).sort(),
+        ["true", "true", "true", "undefined"],
+        "the fair handles' acquire spans say so",
+      );
+      // Uninstrumented while one waits: the count goes back down.
+      const last = ls.lock(key, 5_000, store, { fair: true });
+      await last.acquire();
+      const waiting = ls.lock(key, 5_000, store, { fair: true }).acquire({ timeout: 200 });
+      await sleep(30);
+      assert.equal(total(await otel.metrics(), "locksmith.acquire.pending", fair), 1);
+      otel.uninstrument();
+      assert.equal(total(await otel.metrics(), "locksmith.acquire.pending", fair), 0);
+      assert.equal(await waiting, false);
+      await last.release();
+    } finally {
+      await otel.close();
+    }
+  });
+
   it("records a failing store's acquire as an error span with the exception, on a user's own store", async () => {
     const otel = instrumented();
     try {

@@ -152,6 +152,10 @@ export function instrument(options) {
     description: "Holds granted and not yet released or lost",
     valueType: ValueType.INT,
   });
+  const pendingCounter = meter.createUpDownCounter("locksmith.acquire.pending", {
+    description: "Acquires called and not yet answered: waiters, and calls on their way (with locksmith.fair, places in fair queues)",
+    valueType: ValueType.INT,
+  });
 
   // Per traced acquire (keyed on its context object): when it started, its span, the context it started in.
   const acquires = new WeakMap();
@@ -163,7 +167,11 @@ export function instrument(options) {
   const openAcquires = new Set();
   const openHolds = new Set();
 
-  const base = (ctx) => ({ "locksmith.kind": ctx.kind, "locksmith.store": ctx.store });
+  // A fair handle's calls say so (`locksmith.fair`); others carry no such attribute.
+  const base = (ctx) =>
+    ctx.fair === true
+      ? { "locksmith.kind": ctx.kind, "locksmith.store": ctx.store, "locksmith.fair": true }
+      : { "locksmith.kind": ctx.kind, "locksmith.store": ctx.store };
   const withKey = (attributes, ctx) => {
     if (recordKeys && typeof ctx.key === "string") attributes["locksmith.key"] = ctx.key;
     return attributes;
@@ -234,6 +242,7 @@ export function instrument(options) {
       if (!acquire) return; // started before instrument()
       acquires.delete(ctx);
       openAcquires.delete(acquire);
+      pendingCounter.add(-1, acquire.attributes);
       const outcome = acquireOutcome(ctx);
       const attributes = { ...base(ctx), "locksmith.outcome": outcome };
       acquireDuration.record((now() - acquire.start) / 1000, attributes);
@@ -258,9 +267,10 @@ export function instrument(options) {
         { kind: SpanKind.INTERNAL, attributes: withKey({ ...base(ctx), "locksmith.ttl_ms": ctx.ttlMs }, ctx) },
         parent,
       );
-      const acquire = { start: now(), span, parent };
+      const acquire = { start: now(), span, parent, attributes: base(ctx) };
       acquires.set(ctx, acquire);
       openAcquires.add(acquire);
+      pendingCounter.add(1, acquire.attributes);
     },
   );
 
@@ -315,6 +325,7 @@ export function instrument(options) {
     for (const acquire of openAcquires) {
       acquire.span.setAttribute("locksmith.uninstrumented", true);
       acquire.span.end();
+      pendingCounter.add(-1, acquire.attributes);
     }
     openAcquires.clear();
     for (const hold of openHolds) endHold(hold);

@@ -188,8 +188,9 @@ export async function clientStores(ioredis: object, nodeRedis: object, upstash: 
   const onAcquireEnd = (context: LockTraceContext) => {
     const attempts: number | undefined = context.attempts;
     const token: number | null | undefined = context.fencingToken;
+    const fair: boolean = context.fair;
     const held: Lock = context.lock;
-    void [attempts, token, held, context.outcome === "timeout"];
+    void [attempts, token, held, fair, context.outcome === "timeout"];
     // @ts-expect-error outcomes are a closed set
     void (context.outcome === "granted");
   };

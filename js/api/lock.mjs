@@ -493,7 +493,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
 
     /** A diagnostics channel's context for a call on this lock. */
     #context(ttlMs) {
-      return { key: this.#key, kind: this.#kind, store: storeName(this.#store), ttlMs, lock: this, hold: this.#holds, outcome: undefined };
+      return { key: this.#key, kind: this.#kind, fair: this.#fair, store: storeName(this.#store), ttlMs, lock: this, hold: this.#holds, outcome: undefined };
     }
 
     /** After an async acquire (see `#started`): a grant is numbered and watched for `locksmith:lost`. */

@@ -687,6 +687,8 @@ export interface LockTraceContext {
   /** The lock's key. */
   readonly key: string;
   readonly kind: LockKind;
+  /** Whether the handle is fair (`{ fair: true }`): its acquire holds a place in the key's queue until answered. */
+  readonly fair: boolean;
   /** The store's short name: `memory`, `redis`, `postgres`, `durable-object`, `ioredis`, `node-redis`, `upstash`, `etcd`, or `custom` for a store of your own. */
   readonly store: string;
   /** The hold's TTL in milliseconds (for extend, the TTL asked for). */
