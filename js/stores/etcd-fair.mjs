@@ -39,7 +39,9 @@
 //   of the same call that went unanswered and was applied is recognized by its write id;
 //   a call that fails has its lease revoked (after.cleanup), which deletes what it put
 //   and fails it if it is applied later, and the lock asks again under a new owner (so
-//   with a new place) while its clean-up gives the old place up.
+//   with a new place) while its clean-up gives the old place up. A call one of whose tries
+//   that could grant went unanswered fails rather than answer "waiting" (unsureGrant):
+//   that try compares only the place, which the call may leave as it was.
 // - Wake-ups: a place deleted (given up by a release, run out, or granted) is a deletion
 //   under the store's prefix: the watch wakes the key's waiters, as a release does. A
 //   waiter refused at a read is refused again without a transaction while the watch has
@@ -314,6 +316,7 @@ export async function acquireFairLock(s, key, owner, ttlMs, waits, name, queue, 
   let lease; // { id, until, fresh }: granted in this call, or its place's
   let placed = false; // its place is under `lease`, as it last read
   let outcome; // "taken", "waiting" (its place kept) or "refused"; undefined: failed (and may have been applied)
+  let unsure = false; // a try that could grant went unanswered (see unsureGrant)
   // One with no place takes its turn behind this store's earlier such attempts.
   const turn =
     waits && place !== undefined ? undefined : takeTurn(s, queue, { place: waits ? [placeKey, b64(mine)] : undefined, hold: [name, b64(write.value)] });
@@ -331,7 +334,7 @@ export async function acquireFairLock(s, key, owner, ttlMs, waits, name, queue, 
       // the lease it keeps is left as it is.
       const stood = ahead ? [behind(ahead, placeKey, mine, lease.id)] : lease.fresh || !waits ? [stand(placeKey, place, mine, lease.id, waits)] : [];
       const reads = [...stood, get(name), range(queue)];
-      const { reply } = await s.gateway.txn(
+      const { reply, uncertain } = await s.gateway.txn(
         ahead
           ? { compare: [], success: reads }
           : { compare: [absent(name), ...first], success: [put(name, write.value, lease.id), del(placeKey)], failure: reads },
@@ -343,6 +346,7 @@ export async function acquireFairLock(s, key, owner, ttlMs, waits, name, queue, 
         outcome = "taken";
         return Number(reply.header.revision);
       }
+      unsure ||= !ahead && uncertain;
       const responses = reply.responses ?? [];
       const [read, line] = responses.slice(stood.length);
       if (stood.length > 0 && !ahead) revokeStood(s, responses[0], lease.id);
@@ -394,15 +398,17 @@ export async function acquireFairLock(s, key, owner, ttlMs, waits, name, queue, 
         continue;
       }
       if (free && noneAhead(places, found.create_revision)) continue; // freed meanwhile: the grant
+      if (unsure) throw unsureGrant(key);
       outcome = "waiting";
       place.readAt = String(reply.header.revision);
       place.freeBy = freeBy([kv && holdOf(s.writes, kv, owner)]);
       return false;
     }
-    if (placed) {
+    if (placed && !unsure) {
       outcome = "waiting";
       return false;
     }
+    if (unsure) throw unsureGrant(key);
     throw unavailable(`acquireFair on ${JSON.stringify(key)}: the lock and its queue kept changing`);
   } catch (err) {
     if (err?.cause?.grpc === GRPC.NOT_FOUND) throw unavailable("the lease of this acquireFair ran out before its transaction was applied", err);
@@ -434,6 +440,7 @@ export async function acquireFairPermit(s, key, owner, ttlMs, limit, weight, wai
   let outcome;
   // The revision of a read that found this owner first in line with room: the next transaction grants.
   let roomAt;
+  let unsure = false; // a try that could grant went unanswered (see unsureGrant)
   const turn =
     waits && place !== undefined ? undefined : takeTurn(s, queue, { place: waits ? [placeKey, b64(mine)] : undefined, hold: [entryKey, b64(write.value)] });
   try {
@@ -455,12 +462,13 @@ export async function acquireFairPermit(s, key, owner, ttlMs, limit, weight, wai
             };
       const granting = roomAt !== undefined;
       roomAt = undefined;
-      const { reply } = await s.gateway.txn(txn, deadline, "acquireFair");
+      const { reply, uncertain } = await s.gateway.txn(txn, deadline, "acquireFair");
       if (granting && reply.succeeded) {
         s.gateway.revokeReplaced(reply, lease.id);
         outcome = "taken";
         return Number(reply.header.revision);
       }
+      unsure ||= granting && uncertain;
       const responses = reply.responses ?? [];
       const [line, held] = responses.slice(stood.length);
       if (stood.length > 0 && !ahead) revokeStood(s, responses[0], lease.id);
@@ -511,15 +519,17 @@ export async function acquireFairPermit(s, key, owner, ttlMs, limit, weight, wai
         roomAt = String(reply.header.revision);
         continue;
       }
+      if (unsure) throw unsureGrant(key);
       outcome = "waiting";
       place.readAt = String(reply.header.revision);
       place.freeBy = freeBy(entries);
       return false;
     }
-    if (placed) {
+    if (placed && !unsure) {
       outcome = "waiting";
       return false;
     }
+    if (unsure) throw unsureGrant(key);
     throw unavailable(`acquireFair on ${JSON.stringify(key)}: the semaphore and its queue kept changing`);
   } catch (err) {
     if (err?.cause?.grpc === GRPC.NOT_FOUND) throw unavailable("the lease of this acquireFair ran out before its transaction was applied", err);
@@ -533,6 +543,20 @@ export async function acquireFairPermit(s, key, owner, ttlMs, limit, weight, wai
     settle(s, placeKey, place, write, lease, outcome, after);
   }
 }
+
+/**
+ * The error of a call that would answer "waiting" after a try of it that could grant went
+ * unanswered (the gateway sends a transaction to the next member when one does not answer,
+ * and the first may still be applied later). Such a try compares what the call expected of
+ * its place, which a refused try leaves as it was where the place keeps its lease (and
+ * every round of one call writes the same value): landing after the call answered, it
+ * would take the key for a call that is over and delete the place. Failing instead
+ * revokes the call's lease (settle): the place and whatever the try put go with it, and a
+ * try that lands later fails. The wait asks again under a new owner, at the end of the
+ * queue, as after any STORE_UNAVAILABLE.
+ */
+const unsureGrant = (key) =>
+  unavailable(`acquireFair on ${JSON.stringify(key)}: a try that could grant went unanswered; its place is given up rather than left for that try`);
 
 /** An attempt's end: what it remembers of its place, its write, its lease. */
 function settle(s, placeKey, place, write, lease, outcome, after) {

@@ -44,10 +44,10 @@
 // The store is this file; its parts: js/stores/etcd-codec.mjs (keys, values, the writes
 // it remembers, request bodies), etcd-gateway.mjs (options, requests to the members,
 // leases), etcd-permits.mjs (semaphores and read-write locks, as functions over the
-// store's state), etcd-fair.mjs (fair locks and semaphores, likewise) and etcd-watch.mjs
-// (release wake-ups).
+// store's state), etcd-fair.mjs (fair locks and semaphores, likewise), etcd-watch.mjs
+// (release wake-ups) and etcd-admin.mjs (time left from leases, and the CLI's listing).
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
-import { MAX_LIMIT, MAX_MS, limitMessage } from "../api/defaults.mjs";
+import { MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
 import { checkString, connectArguments, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkKind, checkMs, checkPermits, checkSeq } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
@@ -74,16 +74,15 @@ import {
   put,
   absent,
   segment,
-  unb64,
-  unsegment,
   valueIs,
   b64,
   Writes,
 } from "./etcd-codec.mjs";
 import { EtcdGateway, GRPC, parseOptions, unavailable } from "./etcd-gateway.mjs";
 import { acquireFairLock, acquireFairPermit } from "./etcd-fair.mjs";
-import { acquireEntry, countEntries, entryRemainingTime, extendEntry, fairKey, queueOf, releaseEntry } from "./etcd-permits.mjs";
+import { acquireEntry, countEntries, entryRemainingTime, extendEntry, fairKey, releaseEntry } from "./etcd-permits.mjs";
 import { ReleaseWatch } from "./etcd-watch.mjs";
+import { adminList, adminRelease, timeLeft } from "./etcd-admin.mjs";
 
 /**
  * Internal, for js/cli/cli.mjs: `store[ETCD_ADMIN_LIST](match)` (the holds of the keys
@@ -459,28 +458,7 @@ export class EtcdLockStore {
   async remainingTime(key) {
     const deadline = this.#gateway.deadline();
     const kv = await this.#gateway.get(this.lockKey(key), deadline, "remainingTime");
-    return kv === undefined ? null : this.#timeLeft(kv, deadline);
-  }
-
-  async #timeLeft(kv, deadline) {
-    const held = holdOf(this.#writes, kv);
-    if (held.state === "live") return Math.max(1, Math.ceil(held.left));
-    if (held.state === "expired") return null;
-    return this.#leaseLeft(kv, deadline);
-  }
-
-  /** What is left of `kv`'s lease, in milliseconds (whole seconds): null when it ended, MAX_MS without one. */
-  async #leaseLeft(kv, deadline) {
-    if (!kv.lease || kv.lease === "0") return MAX_MS;
-    try {
-      const { reply } = await this.#gateway.request("lease/timetolive", { ID: kv.lease }, deadline, "remainingTime");
-      // A field at its default (0) is left out of the gateway's JSON.
-      const seconds = Number(reply.TTL ?? 0);
-      return seconds < 0 ? null : Math.max(1, seconds * 1_000);
-    } catch (err) {
-      if (err?.cause?.grpc === GRPC.NOT_FOUND) return null;
-      throw err;
-    }
+    return kv === undefined ? null : timeLeft(this.#state, kv, deadline);
   }
 
   /**
@@ -492,7 +470,7 @@ export class EtcdLockStore {
     const deadline = this.#gateway.deadline();
     const [kv, valueKv] = await this.#readHold(key, deadline, "holder");
     if (kv === undefined) return null;
-    const remainingMs = await this.#timeLeft(kv, deadline);
+    const remainingMs = await timeLeft(this.#state, kv, deadline);
     if (remainingMs === null) return null;
     return { owner: parseValue(kv).owner, fencingToken: Number(kv.create_revision), remainingMs, value: keptValue(valueKv, kv)?.value ?? null };
   }
@@ -647,102 +625,14 @@ export class EtcdLockStore {
   // -----------------------------------------------------------------------------------
   // For the `locksmith` command: what is held, and freeing it whoever holds it
 
-  /**
-   * The holds under the prefix whose names `match(name)` accepts: `[{ key, kind, owner,
-   * remainingMs, fencingToken, etcdKey, kv }]` (plain locks, and the admitted entries of
-   * semaphores and read-write locks; waiting entries hold nothing); a plain lock's has
-   * `value` too, what its holder proclaimed (or null). Time left comes from the leases,
-   * in whole seconds.
-   */
-  async [ETCD_ADMIN_LIST](match) {
-    const deadline = this.#gateway.deadline();
-    const { keyPrefix } = this.#options;
-    const { kvs } = await this.#gateway.list(keyPrefix, deadline, "list");
-    const sets = new Map();
-    const holds = [];
-    const places = [];
-    const values = new Map();
-    for (const kv of kvs) {
-      const rest = unb64(kv.key).slice(keyPrefix.length);
-      if (rest.startsWith("value/")) {
-        values.set(unsegment(rest.slice(6)), kv);
-        continue;
-      }
-      if (rest.startsWith("queue/")) {
-        // A fair waiter's place: queue/<lock|semaphore>/<key>/<owner>.
-        const [, kind, key, owner] = rest.split("/");
-        if ((kind === "lock" || kind === "semaphore") && owner !== undefined && match(unsegment(key))) {
-          const permits = kind === "semaphore" ? Number(parseValue(kv)?.permits) || 1 : undefined;
-          places.push({ key: unsegment(key), kind, owner: unsegment(owner), ...(permits && { permits }), waiting: true, kv });
-        }
-        continue;
-      }
-      if (rest.startsWith("lock/")) {
-        const key = unsegment(rest.slice(5));
-        if (match(key)) {
-          const { owner, fair } = parseValue(kv);
-          holds.push({ key, kind: "lock", owner, fencingToken: Number(kv.create_revision), ...(fair === true && { fair }), etcdKey: unb64(kv.key), kv });
-        }
-        continue;
-      }
-      const family = ["semaphore", "rw"].find((f) => rest.startsWith(`${f}/`));
-      const slash = family ? rest.indexOf("/", family.length + 1) : -1;
-      if (slash < 0) continue;
-      const key = unsegment(rest.slice(family.length + 1, slash));
-      if (!match(key)) continue;
-      const name = `${family}/${key}`;
-      if (!sets.has(name)) sets.set(name, { family, key, kvs: [] });
-      sets.get(name).kvs.push(kv);
-    }
-    for (const { family, key, kvs: entries } of sets.values()) {
-      const kind = family === "semaphore" ? "semaphore" : "read";
-      const base = this.permitPrefix(key, kind);
-      for (const e of queueOf(this.#state, entries, base, kind)) {
-        if (e.admitted)
-          holds.push({
-            key,
-            kind: family === "semaphore" ? "semaphore" : e.role,
-            owner: e.owner,
-            ...(family === "semaphore" && { permits: e.permits }),
-            ...(family === "semaphore" && parseValue(e.kv)?.fair === true && { fair: true }),
-            fencingToken: Number(e.kv.create_revision),
-            etcdKey: unb64(e.kv.key),
-            kv: e.kv,
-          });
-      }
-    }
-    for (const h of holds) if (h.kind === "lock") h.value = keptValue(values.get(h.key), h.kv)?.value ?? null;
-    // The places in line, each queue in order (create revisions), after the holds.
-    places.sort((a, b) => Number(a.kv.create_revision) - Number(b.kv.create_revision));
-    await Promise.all([
-      ...holds.map(async (h) => {
-        h.remainingMs = await this.#timeLeft(h.kv, deadline);
-      }),
-      ...places.map(async (p) => {
-        p.remainingMs = await this.#leaseLeft(p.kv, deadline);
-      }),
-    ]);
-    return [...holds, ...places].filter((h) => h.remainingMs !== null);
+  /** See etcd-admin.mjs's adminList. */
+  [ETCD_ADMIN_LIST](match) {
+    return adminList(this.#state, match, (key, kind) => this.permitPrefix(key, kind));
   }
 
-  /** Deletes every hold of `key` (its lock, its admitted permits) whoever holds it, in one transaction; answers what it deleted. */
-  async [ETCD_ADMIN_RELEASE](key) {
-    for (let round = 0; round < 3; round++) {
-      // The holds: the places in line stay (their waiters go on waiting).
-      const holds = (await this[ETCD_ADMIN_LIST]((name) => name === key)).filter((h) => !h.waiting);
-      if (holds.length === 0) return [];
-      // Exactly these: none changed since they were listed.
-      const { reply } = await this.#gateway.txn(
-        { compare: holds.map((h) => valueIs(h.etcdKey, h.kv)), success: holds.map((h) => del(h.etcdKey)) },
-        this.#gateway.deadline(),
-        "release",
-      );
-      if (reply.succeeded) {
-        this.#gateway.revokeReplaced(reply);
-        return holds;
-      }
-    }
-    throw unavailable(`the holds of ${JSON.stringify(key)} kept changing while they were being released`);
+  /** See etcd-admin.mjs's adminRelease. */
+  [ETCD_ADMIN_RELEASE](key) {
+    return adminRelease(this.#state, key, () => this[ETCD_ADMIN_LIST]((name) => name === key));
   }
 
   // -----------------------------------------------------------------------------------
