@@ -72,8 +72,8 @@
 // attempt that fails with STORE_UNAVAILABLE asks again under a new owner, at the end of the
 // queue): all are left out.
 // Where the store is a JS one, each process also recorded its store's answers on places
-// (`places`, client.mjs recordPlaces): then its fair holds and attempts (`placed`) are held
-// to the exact rule instead — an owner that first asked after another's place was answered
+// (`places`, client.mjs recordPlaces): then its fair holds and attempts (`placed`, from a
+// process whose places are there) are held to the exact rule instead — an owner that first asked after another's place was answered
 // is not granted while that place certainly stood (see checkFairPlaces) — with no
 // `fairSlackMs`: a place may land well after its acquire was sent (a Raft commit, a
 // restarted object), and the answers say when it did.
@@ -339,7 +339,11 @@ export function checkHistory(
         });
     },
   });
+  // Processes whose places were recorded: their fair records are checked by those (a
+  // process killed before it wrote them out is held to the send-time rule).
+  const recorded = new Set(places.map((p) => p.process));
   checkFairOrder(holds, attempts, {
+    placed: (r) => r.placed === true && recorded.has(Number(String(r.client).split(".")[0])),
     slackMs: fairSlackMs,
     held: (process, from, to) =>
       [...pauses, ...stalls].some((p) => p.process === process && p.from < to && p.to > from) || outages.some((o) => o.from < to && o.to > from),
@@ -370,14 +374,14 @@ export function checkHistory(
  * The fair-order check (see the top of this file) over fair `holds` and `attempts`.
  * `held(process, from, to)`: that process was stopped or stalled, or the store was out, at some time in between.
  */
-function checkFairOrder(holds, attempts, { slackMs, held, report }) {
+function checkFairOrder(holds, attempts, { slackMs, held, placed, report }) {
   // (Records whose store's answers on places were kept are checked by those: checkFairPlaces.)
   const acquires = [
     ...holds
-      .filter((h) => h.fair && !h.placed)
+      .filter((h) => h.fair && !placed(h))
       .map((h) => ({ client: h.client, kind: h.kind, key: h.key, send: h.acquire.send, timeout: h.timeout, end: h.acquire.reply, granted: h.acquire.reply })),
     ...attempts
-      .filter((a) => a.fair && !a.placed)
+      .filter((a) => a.fair && !placed(a))
       .map((a) => ({
         client: a.client,
         kind: a.kind,
@@ -419,11 +423,27 @@ function checkFairOrder(holds, attempts, { slackMs, held, report }) {
  * The fair-order check over the places a JS store answered for (client.mjs recordPlaces):
  * an owner B that first asked after owner A's place was answered (A waiting in the same
  * queue) is not granted while A's place certainly stood: from before B's grant was sent
- * to after it was answered, A had neither given its place up nor been granted, and an
- * answer of A's before that window renewed the place past its end (a place lasts `ttl`
- * from the send of each attempt that kept it).
+ * to after it was answered, A had neither given its place up nor been granted, and A's
+ * place had stood without a break since its first answer — each answer came before the
+ * one before it could have run out (a place lasts `ttl` from the send of each attempt that
+ * kept it; one that ran out was taken again at the end) — up to an answer before that
+ * window that renewed it past the window's end.
  */
 function checkFairPlaces(places, { slackMs, report }) {
+  // When `a`'s place, as it stood unbroken from `from` to `to`, was first answered (a place
+  // that may have run out between two answers was taken again at the end by the second);
+  // undefined when it did not certainly stand throughout.
+  const placedSince = (a, from, to) => {
+    const answers = [...a.answers].sort((x, y) => x[0] - y[0]);
+    let since;
+    let lasts = Number.NEGATIVE_INFINITY; // until when the place certainly stands, as renewed so far
+    for (const [send, reply] of answers) {
+      if (reply > from) break;
+      if (reply > lasts) since = reply;
+      lasts = Math.max(lasts, send + a.ttl);
+    }
+    return lasts > to ? since : undefined;
+  };
   const byQueue = new Map();
   for (const p of places) {
     const name = `${p.kind}:${p.key}`;
@@ -437,12 +457,12 @@ function checkFairPlaces(places, { slackMs, report }) {
       const from = b.grant.send - slackMs;
       const to = b.grant.reply + slackMs;
       for (const a of waiting) {
-        if (a === b || !(b.first > a.queued + slackMs)) continue;
-        if ((a.end ?? Infinity) <= to || (a.grant !== null && a.grant.send <= to)) continue;
-        if (!a.answers.some(([send, reply]) => reply <= from && send + a.ttl > to)) continue;
+        if (a === b || (a.end ?? Infinity) <= to || (a.grant !== null && a.grant.send <= to)) continue;
+        const since = placedSince(a, from, to);
+        if (since === undefined || !(b.first > since + slackMs)) continue;
         report(
           b.key,
-          `${b.kind} ${JSON.stringify(b.key)} was granted to an owner that first asked ${Math.round(b.first - a.queued)} ms after another's place was answered, while that place stood`,
+          `${b.kind} ${JSON.stringify(b.key)} was granted to an owner that first asked ${Math.round(b.first - since)} ms after another's place was answered, while that place stood`,
           [a, b],
         );
         break;

@@ -619,7 +619,8 @@ const fairness = (handle, options, placed) => (handle.fair ? { fair: true, timeo
  * sent (`first`), when an attempt that waits was first answered "not yet" (`queued`: its
  * place stood from then), every such answer (`[send, reply]`: each renews the place for
  * `ttl` from its send at least), its grant (`{ send, reply }`), and when it gave its place
- * up (`end`: an attempt that does not wait, a release of an owner that holds nothing).
+ * up (`end`: an attempt that does not wait or that failed, a release of an owner that
+ * holds nothing).
  * The checker's fair-order check over them is exact where send times are not (a place
  * may land well after its acquire was sent). Null for a store without `acquireFair` as a
  * JS method (the built-in stores queue inside core).
@@ -637,7 +638,14 @@ function recordPlaces(store, process) {
     }
     // Whatever it answers, an attempt that does not wait leaves no place behind.
     if (waits !== true && place.queued !== null) place.end = Math.min(place.end ?? Infinity, send);
-    const answer = await acquireFair.call(store, key, owner, ttlMs, kind, limit, permits, waits);
+    let answer;
+    try {
+      answer = await acquireFair.call(store, key, owner, ttlMs, kind, limit, permits, waits);
+    } catch (err) {
+      // A failed attempt may have taken its place with it (its lease revoked): from its send on, none is known.
+      place.end = Math.min(place.end ?? Infinity, send);
+      throw err;
+    }
     const reply = now();
     if (answer === false && waits === true) {
       place.answers.push([send, reply]);
@@ -1023,15 +1031,17 @@ async function main() {
   // A fair run's first acquires are held to arrival order from their first moment: the
   // process's path to the store (its connection, the code of a fair wait) is warmed first,
   // on a key of its own, so a cold path does not send one process's first attempt late.
+  // (A store that fails a warming call, as the rows with late requests make it, is no matter.)
   if (config.fair) {
     const warm = `warm-${config.process}`;
-    if (config.kinds.lock > 0) {
-      const held = new ls.Lock(warm, 1_000, store, FAIR);
-      if (await held.acquire({ timeout: 1_000 })) await held.release();
-    }
-    if (config.kinds.semaphore > 0) {
-      const slots = ls.semaphore(warm, 2, 1_000, store, FAIR);
-      if (await slots.acquire({ timeout: 1_000 })) await slots.release();
+    const handles = [
+      ...(config.kinds.lock > 0 ? [new ls.Lock(warm, 1_000, store, FAIR)] : []),
+      ...(config.kinds.semaphore > 0 ? [ls.semaphore(warm, 2, 1_000, store, FAIR)] : []),
+    ];
+    for (const handle of handles) {
+      try {
+        if (await handle.acquire({ timeout: 1_000 })) await handle.release();
+      } catch {}
     }
   }
   // Processes of one run start together: at `startAt` on the run's clock.

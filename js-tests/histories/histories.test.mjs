@@ -135,6 +135,19 @@ describe(`history checker (${TARGET})`, () => {
       assert.deepEqual(check([{ ...a, grant: { send: 50, reply: 60 } }, b]), [], "a granted around the same time");
       assert.deepEqual(check([{ ...a, answers: [[5, 10]], ttl: 40 }, b]), [], "a's place may have run out (not renewed)");
       assert.deepEqual(check([{ ...a, kind: "semaphore" }, b]), [], "another queue");
+      // A place that may have run out between two answers was taken again by the second, at the end.
+      const broken = {
+        ...a,
+        ttl: 20,
+        answers: [
+          [5, 10],
+          [38, 40],
+        ],
+      };
+      assert.deepEqual(check([broken, b]), [], "taken again at 40, after b asked");
+      const renewed = { ...broken, answers: [...broken.answers, [55, 57]] };
+      assert.deepEqual(check([renewed, { ...b, first: 45, grant: { send: 60, reply: 62 } }]), ["fair-order"], "b asked after it was taken again");
+      assert.deepEqual(check([{ ...a, end: 38 }, b]), [], "an attempt that failed at 38 may have taken its place with it");
       // A fair record whose store's answers were kept is not held to the send-time rule.
       const fair = (client, send, reply) =>
         hold({
@@ -146,7 +159,12 @@ describe(`history checker (${TARGET})`, () => {
           release: { send: reply + 1, reply: reply + 2, ok: true, code: null },
           signal: { at: reply + 2, reason: "released" },
         });
-      assert.deepEqual(checkHistory([fair("0.1", 0, 80), fair("0.2", 30, 40)]).violations, []);
+      assert.deepEqual(
+        checkHistory([fair("0.1", 0, 80), fair("0.2", 30, 40)], { places: [place("x", { process: 0 }), place("y", { process: 0 })] }).violations,
+        [],
+      );
+      // ... but the send-time rule holds where its process's places are missing (a killed process's).
+      assert.deepEqual(Object.keys(checkHistory([fair("0.1", 0, 80), fair("0.2", 30, 40)]).byType), ["fair-order"]);
     });
 
     it("reports two overlapping plain holders", () => {

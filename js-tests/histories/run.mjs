@@ -11,7 +11,7 @@
 //               mysql-restart,durable-object,
 //               durable-object-restart,durable-object-fair-restart,durable-object-pause,memory-fair,file,file-kill,file-fair-kill,
 //               file-pause,etcd,etcd-fair,redis-late,ioredis-late,upstash-late,postgres-late,
-//               mysql-late,etcd-late,postgres-competing,mysql-competing]
+//               mysql-late,etcd-late,etcd-fair-late,postgres-competing,mysql-competing]
 //     [--seed N] [--kinds multi=3,lock=1] [--store-module path]
 //
 // A row's name may add fault modifiers: `+stall` (client event-loop stalls), `+abort`
@@ -1025,6 +1025,18 @@ export const SETUPS = {
       listed(s, "etcd", (server) => ({
         store: { etcd: server.endpoints, operationTimeoutMs: 1_000, late: { share: 0.05, ms: [1_000, 2_500] } },
         client: { longTtl: LONG_TTL, waitMs: LATE_WAITS },
+      })),
+  },
+  // The member named three times: a request held back past a third of operationTimeoutMs
+  // is sent again (to the "next" member), and the first is applied late after an answer.
+  "etcd-fair-late": {
+    store: "EtcdLockStore, fair locks and semaphores",
+    fault:
+      "one request in 20 held back 1–2.5 s by the store's fetch (past the 1 000 ms per member), then sent, while the call goes on at the next member (the one member named thrice, operationTimeoutMs 3 000); waits up to 3 s",
+    open: async (s) =>
+      listed(s, "etcd", (server) => ({
+        store: { etcd: [...server.endpoints, ...server.endpoints, ...server.endpoints], operationTimeoutMs: 3_000, late: { share: 0.05, ms: [1_000, 2_500] } },
+        client: { ...FAIR_CLIENT, longTtl: LONG_TTL, waitMs: LATE_WAITS },
       })),
   },
   "postgres-competing": {
