@@ -514,7 +514,7 @@ export function defineLock(binding, { backendOf, getLockStore }) {
       native.watch().then(undefined, (err) => {
         if (!lostWatched()) return;
         const error = toLockError(err, this.#key);
-        lostChannel.publish({ key: this.#key, kind: this.#kind, store: storeName(this.#store), reason: error.code, error, lock: this, hold });
+        lostChannel.publish({ key: this.#key, kind: this.#kind, fair: this.#fair, store: storeName(this.#store), reason: error.code, error, lock: this, hold });
       });
     }
 

@@ -715,6 +715,8 @@ export interface LockTraceContext {
 export interface LockLostMessage {
   readonly key: string;
   readonly kind: LockKind;
+  /** Whether the handle is fair (`{ fair: true }`). */
+  readonly fair: boolean;
   readonly store: string;
   /** The error's code: `LOCK_NOT_HELD` (its TTL passed, an extend found it gone) or `STORE_UNAVAILABLE` (the store was out of reach until it expired). */
   readonly reason: LockErrorCode;
