@@ -330,6 +330,66 @@ async function inspectPlainLock(watching, url, base, store) {
 }
 
 /**
+ * A fair lock's queue and a fair semaphore's as `inspect` lists them on `store` (at `url`):
+ * two lock waiters with 20 s and 10 s TTLs in the order they asked, each place with the
+ * time it is kept for (`gapMs` between the asks: long enough for a place to land), a
+ * semaphore waiter first in its own line; `list` counts holds only; nothing once the waits
+ * are aborted. `waitersWhileHeld`: what `waiters` says while a fair handle holds the key and
+ * nobody is in line (0 where the store marks fair holds, null where it does not).
+ */
+async function fairQueueCase(store, url, { prefix, gapMs, waitersWhileHeld }) {
+  const key = uniqueKey(prefix);
+  const holder = ls.lock(key, 30_000, store, { fair: true });
+  assert.equal(await holder.acquire(), true);
+  const held = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
+  assert.deepEqual([held.waiters, held.waiting], [waitersWhileHeld, []], "a fair key held, nobody in line");
+  const controller = new AbortController();
+  const waiters = [ls.lock(key, 20_000, store, { fair: true }), ls.lock(key, 10_000, store, { fair: true })];
+  const waits = [];
+  for (const w of waiters) {
+    waits.push(w.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
+    // Each takes its place before the next asks.
+    await sleep(gapMs);
+  }
+  // The key's semaphore queues apart from its lock: its waiter is first in its own line.
+  const slots = ls.semaphore(key, 1, 30_000, store, { fair: true });
+  assert.equal(await slots.acquire(), true);
+  const slotWaiter = ls.semaphore(key, 1, 30_000, store, { fair: true });
+  waits.push(slotWaiter.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
+  await sleep(gapMs);
+  const got = await cli("inspect", url, key);
+  assert.equal(got.code, 0, got.stderr);
+  const lines = got.stdout.split("\n");
+  assert.equal(lines.filter((l) => l.startsWith("waiting: 1st in the fair semaphore's queue, ")).length, 1, got.stdout);
+  const queue = lines.filter((l) => l.startsWith("waiting: ") && l.includes("fair lock"));
+  assert.equal(queue.length, 2, got.stdout);
+  // In line in the order they asked: the first with its 20 s TTL, the second with 10 s
+  // (to the second on etcd, whose leases count whole seconds).
+  assert.match(queue[0], /^waiting: 1st in the fair lock's queue, \S+ \(its place kept for (19|20)(\.\d+)? s\)$/, got.stdout);
+  assert.match(queue[1], /^waiting: 2nd in the fair lock's queue, \S+ \(its place kept for (9|10)(\.\d+)? s\)$/, got.stdout);
+  assert.ok(lines.includes("waiters: 3"), got.stdout);
+  const json = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
+  assert.deepEqual(
+    json.waiting.map((w) => w.kind),
+    ["lock", "lock", "semaphore"],
+  );
+  assert.ok(json.waiting[0].remainingMs > 15_000 && json.waiting[1].remainingMs < 11_000, JSON.stringify(json.waiting));
+  // The listing counts holds only.
+  const listed = (await cli("list", url, key, "--json")).stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
+  assert.deepEqual(listed.map((h) => h.kind).sort(), ["lock", "semaphore"]);
+  controller.abort();
+  assert.deepEqual(await Promise.all(waits), ["ABORTED", "ABORTED", "ABORTED"]);
+  await holder.release();
+  await slots.release();
+  // Given up at the abort: nobody waits now.
+  const after = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
+  assert.deepEqual([after.held, after.waiting], [false, []]);
+}
+
+/**
  * `locksmith leader <url> <name>` on `store`'s store: no leader (exit 1), then the leader of
  * a campaign (its owner's fingerprint, its term, since when, its value), in text and JSON,
  * and none after its resign; `--watch` follows each change until SIGINT.
@@ -1288,48 +1348,8 @@ describe("locksmith on etcd", await requireEtcd(), () => {
     assert.match(free.stdout, new RegExp(`^"${key}" is free\\nwaiters: unknown`));
   });
 
-  it("inspect lists a fair lock's queue and a fair semaphore's in order, each place with its lease left", async () => {
-    const key = uniqueKey("cli-etcd-fair");
-    const holder = ls.lock(key, 30_000, store, { fair: true });
-    assert.equal(await holder.acquire(), true);
-    const held = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
-    assert.deepEqual([held.waiters, held.waiting], [0, []], "a fair key tells its waiters: none yet");
-    const controller = new AbortController();
-    const waiters = [ls.lock(key, 20_000, store, { fair: true }), ls.lock(key, 10_000, store, { fair: true })];
-    const waits = [];
-    for (const w of waiters) {
-      waits.push(w.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
-      // Each takes its place before the next asks.
-      await sleep(300);
-    }
-    const slots = ls.semaphore(key, 1, 30_000, store, { fair: true });
-    assert.equal(await slots.acquire(), true);
-    const slotWaiter = ls.semaphore(key, 1, 30_000, store, { fair: true });
-    waits.push(slotWaiter.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
-    await sleep(300);
-    const got = await cli("inspect", url, key);
-    assert.equal(got.code, 0, got.stderr);
-    const lines = got.stdout.split("\n");
-    const queue = lines.filter((l) => l.startsWith("waiting: ") && l.includes("fair lock"));
-    assert.equal(queue.length, 2, got.stdout);
-    // Leases count whole seconds: a 20 s place has 19–20 s left, a 10 s one 9–10 s.
-    assert.match(queue[0], /^waiting: 1st in the fair lock's queue, \S+ \(its place kept for (19|20)(\.\d+)? s\)$/, got.stdout);
-    assert.match(queue[1], /^waiting: 2nd in the fair lock's queue, \S+ \(its place kept for (9|10)(\.\d+)? s\)$/, got.stdout);
-    assert.equal(lines.filter((l) => l.startsWith("waiting: 1st in the fair semaphore's queue, ")).length, 1, got.stdout);
-    assert.ok(lines.includes("waiters: 3"), got.stdout);
-    // The listing and the release count holds only; a release leaves the queue to its waiters.
-    const listed = (await cli("list", url, key, "--json")).stdout
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l));
-    assert.deepEqual(listed.map((h) => h.kind).sort(), ["lock", "semaphore"]);
-    controller.abort();
-    assert.deepEqual(await Promise.all(waits), ["ABORTED", "ABORTED", "ABORTED"]);
-    await holder.release();
-    await slots.release();
-    const after = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
-    assert.deepEqual([after.held, after.waiting], [false, []]);
-  });
+  it("inspect lists a fair lock's queue and a fair semaphore's in order, each place with its lease left", () =>
+    fairQueueCase(store, url, { prefix: "cli-etcd-fair", gapMs: 300, waitersWhileHeld: 0 }));
 
   it("watch, piped: a line when a hold appears and when it ends; SIGINT exits 0", async () => {
     const base = uniqueKey("cli-etcd-watch");
@@ -1423,48 +1443,9 @@ describe("locksmith on a lock file (FileLockStore)", { skip: TARGET !== "native"
     assert.equal(none.code, 1, none.stderr);
   });
 
-  it("inspect lists a fair lock's queue in order, each waiter with the time its place is kept for", async () => {
-    const key = uniqueKey("cli-fair");
-    const holder = ls.lock(key, 30_000, store, { fair: true });
-    assert.equal(await holder.acquire(), true);
-    const controller = new AbortController();
-    const waiters = [ls.lock(key, 20_000, store, { fair: true }), ls.lock(key, 10_000, store, { fair: true })];
-    const waits = [];
-    for (const w of waiters) {
-      waits.push(w.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
-      // Each takes its place before the next asks.
-      await sleep(100);
-    }
-    // The key's semaphore queues apart from its lock: its waiter is first in its own line.
-    const slots = ls.semaphore(key, 1, 30_000, store, { fair: true });
-    assert.equal(await slots.acquire(), true);
-    const slotWaiter = ls.semaphore(key, 1, 30_000, store, { fair: true });
-    waits.push(slotWaiter.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
-    await sleep(100);
-    const got = await cli("inspect", url, key);
-    assert.equal(got.code, 0, got.stderr);
-    const lines = got.stdout.split("\n");
-    // In line in the order they asked: the first with its 20 s TTL, the second with 10 s.
-    assert.equal(lines.filter((l) => l.startsWith("waiting: 1st in the fair semaphore's queue, ")).length, 1, got.stdout);
-    const queue = lines.filter((l) => l.startsWith("waiting: ") && l.includes("fair lock"));
-    assert.equal(queue.length, 2, got.stdout);
-    assert.match(queue[0], /^waiting: 1st in the fair lock's queue, \S+ \(its place kept for (19|20)(\.\d+)? s\)$/, got.stdout);
-    assert.match(queue[1], /^waiting: 2nd in the fair lock's queue, \S+ \(its place kept for (9|10)(\.\d+)? s\)$/, got.stdout);
-    assert.ok(lines.includes("waiters: 3"), got.stdout);
-    const json = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
-    assert.deepEqual(
-      json.waiting.map((w) => w.kind),
-      ["lock", "lock", "semaphore"],
-    );
-    assert.ok(json.waiting[0].remainingMs > 15_000 && json.waiting[1].remainingMs < 11_000, JSON.stringify(json.waiting));
-    controller.abort();
-    assert.deepEqual(await Promise.all(waits), ["ABORTED", "ABORTED", "ABORTED"]);
-    await holder.release();
-    await slots.release();
-    // Given up at the abort: nobody waits now.
-    const after = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
-    assert.deepEqual([after.held, after.waiting], [false, []]);
-  });
+  it("inspect lists a fair lock's queue in order, each waiter with the time its place is kept for", () =>
+    // A lock file does not mark fair holds: with nobody in line, its waiters are unknown.
+    fairQueueCase(store, url, { prefix: "cli-fair", gapMs: 100, waitersWhileHeld: null }));
 
   it("a missing file is exit 2 and is not made; a URL that is not a file URL is a usage error", async () => {
     const missing = pathToFileURL(join(dir, "missing")).href;

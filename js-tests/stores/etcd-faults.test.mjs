@@ -272,6 +272,41 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       }
     });
 
+    // A waiting owner's attempt keeps its place's lease, and its granting transaction then
+    // compares only the place. Held back past a third of operationTimeoutMs, the try is sent
+    // again to the next member, which answers "waiting"; the first one is applied later,
+    // once the key is free. The call must not answer "waiting" and leave its place to that
+    // try: it fails, and its lease (the place's) is revoked, so the try takes nothing.
+    it("the store on its own: a fair waiter's granting try sent again to the next member, the first applied late, takes nothing", STORE_ALONE, async () => {
+      const late = lateFetch();
+      const a = await connect({ operationTimeoutMs: 3_000, fetch: late.fetch });
+      const b = await connect();
+      for (const kind of ["lock", "semaphore"]) {
+        const key = uniqueKey(`late-grant-${kind}`);
+        const attempt = (store, owner) => store.acquireFair(key, owner, 10_000, kind, kind === "lock" ? undefined : 1, 1, true);
+        const free = (store, owner) => (kind === "lock" ? store.release(key, owner) : store.releasePermit(key, owner, "semaphore"));
+        assert.equal(typeof (await attempt(b, "holder")), "number");
+        assert.equal(await attempt(a, "owner-1"), false, `${kind}: owner-1 takes the first place`);
+        const held = late.hold("/v3/kv/txn", { afterAbortMs: 300 });
+        const answer = await attempt(a, "owner-1").then(
+          (value) => value,
+          (err) => err.code,
+        );
+        assert.equal(await free(b, "holder"), true);
+        const { reply } = await held.delivered;
+        await sleep(300);
+        const holds = kind === "lock" ? Number(await b.isLocked(key)) : await b.countPermits(key, "semaphore");
+        // A semaphore's waiting attempt reads first (its granting transaction comes only
+        // with room): the try held back is that read, and the call answers as it would.
+        assert.deepEqual(
+          [answer, holds],
+          [kind === "lock" ? "STORE_UNAVAILABLE" : false, 0],
+          `${kind}: the call's answer, and what its late try took for a call that was over (that try's answer: ${JSON.stringify(reply)})`,
+        );
+        await free(a, "owner-1");
+      }
+    });
+
     it("the store on its own: an extend applied late leaves the hold under the lease of the extend after it", STORE_ALONE, async () => {
       const late = lateFetch();
       const a = await connect({ operationTimeoutMs: 1_000, fetch: late.fetch });
