@@ -59,7 +59,9 @@
 //   counts too, for terms below the one it won with: it may have been granted and given the
 //   grant back before (an attempt answered after its timeout and cleaned up, a win whose
 //   record the store could not keep), as its process's campaign loop does, and that grant
-//   was gone before the win.
+//   was gone before the win. (So where terms are dense, as etcd's revisions are, a term
+//   between two grants read while someone campaigned passes; a stale one, below a grant
+//   made before the campaign began, does not.)
 //
 // Fair handles (`fair: true` on holds and on the `attempts` that were refused, aborted or
 // failed) are held to `fair-order`, per key and family: an acquire B sent more than
