@@ -118,7 +118,7 @@ fn no_permits() -> crate::error::LockError {
 /// A fair handle's acquire on a store without fair queues.
 pub(crate) fn no_fairness() -> crate::error::LockError {
     crate::error::LockError::Unsupported(
-        "this store has no fair locks or semaphores (`fair: true`): the memory store, the test kit's TestStore and stores with acquireFair have them".into(),
+        "this store has no fair locks or semaphores (`fair: true`): the memory store, FileLockStore, EtcdLockStore, DurableObjectLockStore, the test kit's TestStore and stores with acquireFair have them".into(),
     )
 }
 

@@ -29,8 +29,10 @@ export interface InstrumentOptions {
 /**
  * Starts recording every lock, semaphore permit and read or write lock of this process:
  * the histograms `locksmith.acquire.duration` and `locksmith.hold.duration` (seconds), the
- * counters `locksmith.lost` and `locksmith.extends`, the up-down counter `locksmith.held`,
- * and the spans `locksmith acquire` and `locksmith hold`. Returns the function that stops
+ * counters `locksmith.lost` and `locksmith.extends`, the up-down counters `locksmith.held`
+ * and `locksmith.acquire.pending` (acquires not yet answered), and the spans `locksmith
+ * acquire` and `locksmith hold`; a fair handle's (`{ fair: true }`) carry `locksmith.fair`.
+ * Returns the function that stops
  * it (calling that again does nothing). Throws InvalidArgumentError for an unknown option
  * or one of the wrong type.
  */
