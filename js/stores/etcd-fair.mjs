@@ -295,6 +295,25 @@ function revokeStood(s, response, lease) {
   }
 }
 
+/**
+ * A waiting attempt's place after a read that found `found` there (or nothing): the place
+ * as the next round expects it, and whether it is this call's (`placed`: put by this call
+ * under a lease of its own, or the place it keeps under the lease it kept). When it is not
+ * (the place it expected ran out, so the next round takes one at the end, or it found one
+ * it did not expect, renewed next round): after the attempt of this store it is behind
+ * (`ahead`) landed or ended, with a lease of this call for the next round's place.
+ */
+async function afterRead(s, found, { lease, write, turn, ahead, ttlMs, sentAt, deadline }) {
+  const place = seen(found, lease);
+  const placed = found !== undefined && (lease.fresh ? parseValue(found).w === write.id : found.lease === lease.id);
+  if (placed) {
+    turn?.done();
+    return { place, placed, lease };
+  }
+  if (ahead) await turn.wait(deadline);
+  return { place, placed, lease: lease.fresh ? lease : await leaseFor(s, undefined, ttlMs, sentAt, deadline) };
+}
+
 /** Deletes the place `placeKey` if it is still exactly `kv`, and revokes its lease unless it is `keep`. */
 async function dropPlace(s, placeKey, kv, deadline, keep) {
   const { reply } = await s.gateway.txn({ compare: [valueIs(placeKey, kv)], success: [del(placeKey)] }, deadline, "acquireFair");
@@ -385,18 +404,8 @@ export async function acquireFairLock(s, key, owner, ttlMs, waits, name, queue, 
         outcome = "refused";
         return false;
       }
-      // The place it expected ran out (the next round takes one at the end), or it found
-      // one it did not expect (renewed next round): or its own, under its lease.
-      place = seen(found, lease);
-      placed = found !== undefined && (lease.fresh ? parseValue(found).w === write.id : found.lease === lease.id);
-      if (placed) turn?.done();
-      if (!placed) {
-        // Behind one that had not landed: once it did (or ended), the next round.
-        if (ahead) await turn.wait(deadline);
-        // A new place, or one renewed, goes under a lease of this call.
-        if (!lease.fresh) lease = await leaseFor(s, undefined, ttlMs, sentAt, deadline);
-        continue;
-      }
+      ({ place, placed, lease } = await afterRead(s, found, { lease, write, turn, ahead, ttlMs, sentAt, deadline }));
+      if (!placed) continue;
       if (free && noneAhead(places, found.create_revision)) continue; // freed meanwhile: the grant
       if (unsure) throw unsureGrant(key);
       outcome = "waiting";
@@ -507,14 +516,8 @@ export async function acquireFairPermit(s, key, owner, ttlMs, limit, weight, wai
         outcome = "refused";
         return false;
       }
-      place = seen(found, lease);
-      placed = found !== undefined && (lease.fresh ? parseValue(found).w === write.id : found.lease === lease.id);
-      if (placed) turn?.done();
-      if (!placed) {
-        if (ahead) await turn.wait(deadline);
-        if (!lease.fresh) lease = await leaseFor(s, undefined, ttlMs, sentAt, deadline);
-        continue;
-      }
+      ({ place, placed, lease } = await afterRead(s, found, { lease, write, turn, ahead, ttlMs, sentAt, deadline }));
+      if (!placed) continue;
       if (room && noneAhead(places, found.create_revision)) {
         roomAt = String(reply.header.revision);
         continue;
