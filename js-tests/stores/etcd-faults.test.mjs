@@ -473,14 +473,19 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       return { seed, ...checkRecords(records) };
     }
 
-    it("eight processes contend on every primitive through a leader kill: no violations", async (t) => {
+    /**
+     * Eight processes × 2 clients for 6 s (long enough that eight processes starting on a
+     * loaded two-core machine still hold plenty) with `client`'s config, the leader killed
+     * 1.5 s in and started again a second after a new one was elected: `{ run, killed,
+     * errors }` (the processes' errors summed by name).
+     */
+    async function throughLeaderKill(client) {
       let killed;
       const run = await etcdHistory({
         processes: 8,
         clients: 2,
-        // Long enough that eight processes starting on a loaded two-core machine still hold plenty.
         seconds: 6,
-        client: { ttlMs: 1_000, graceMs: 500, keys: ["h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7"] },
+        client: { ttlMs: 1_000, graceMs: 500, keys: ["h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7"], ...client },
         during: async () => {
           await sleep(1_500);
           killed = await cluster.leader();
@@ -493,6 +498,11 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
       await cluster.waitForLeader();
       const errors = {};
       for (const s of run.summaries) for (const [name, n] of Object.entries(s.errors)) errors[name] = (errors[name] ?? 0) + n;
+      return { run, killed, errors };
+    }
+
+    it("eight processes contend on every primitive through a leader kill: no violations", async (t) => {
+      const { run, killed, errors } = await throughLeaderKill({});
       const grants = run.summaries.reduce((n, s) => n + s.grants, 0);
       t.diagnostic(
         `seed ${run.seed}: ${run.result.holds} holds, ${grants} grants, ${run.result.violations.length} violations, errors ${JSON.stringify(errors)}; leader ${killed?.name} killed`,
@@ -509,24 +519,7 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
     });
 
     it("eight processes contend with fair locks and semaphores through a leader kill: no violations, fair order kept", async (t) => {
-      let killed;
-      const run = await etcdHistory({
-        processes: 8,
-        clients: 2,
-        seconds: 6,
-        client: { ...FAIR_CLIENT, ttlMs: 1_000, graceMs: 500, keys: ["h0", "h1", "h2", "h3", "h4", "h5", "h6", "h7"] },
-        during: async () => {
-          await sleep(1_500);
-          killed = await cluster.leader();
-          await killed.kill();
-          await cluster.waitForLeader({ not: killed });
-          await sleep(1_000);
-          await killed.start();
-        },
-      });
-      await cluster.waitForLeader();
-      const errors = {};
-      for (const s of run.summaries) for (const [name, n] of Object.entries(s.errors)) errors[name] = (errors[name] ?? 0) + n;
+      const { run, killed, errors } = await throughLeaderKill(FAIR_CLIENT);
       t.diagnostic(
         `seed ${run.seed}: ${run.result.holds} holds, ${run.holds.filter((h) => h.fair).length} fair, ${run.result.violations.length} violations, errors ${JSON.stringify(errors)}; leader ${killed?.name} killed`,
       );
