@@ -262,12 +262,13 @@ export function instrument(options) {
     },
     (ctx) => {
       const parent = context.active();
+      const attributes = base(ctx);
       const span = tracer.startSpan(
         "locksmith acquire",
-        { kind: SpanKind.INTERNAL, attributes: withKey({ ...base(ctx), "locksmith.ttl_ms": ctx.ttlMs }, ctx) },
+        { kind: SpanKind.INTERNAL, attributes: withKey({ ...attributes, "locksmith.ttl_ms": ctx.ttlMs }, ctx) },
         parent,
       );
-      const acquire = { start: now(), span, parent, attributes: base(ctx) };
+      const acquire = { start: now(), span, parent, attributes };
       acquires.set(ctx, acquire);
       openAcquires.add(acquire);
       pendingCounter.add(1, acquire.attributes);
