@@ -530,7 +530,7 @@ export function report(results, file, links = { chart: "bench/results/chart.svg"
 
 Measured by \`npm run bench\` on ${r.date.slice(0, 10)}: ${r.machine.cpus} cores (${r.machine.cpu}), Node ${r.machine.node}, one
 \`redis-server\` on loopback started by the bench. ${r.rounds} round${r.rounds === 1 ? "" : "s"}, interleaved: every round runs every
-contender once${r.rotated ? ", in an order that turns by one each round," : ""} so drift hits all alike. Raw numbers: [\`${file}\`](${links.file}). These are benchmarks, not
+contender once${r.rotated ? ", in an order that turns by one each round," : ""} so drift hits all alike.${r.warmedUp ? " Before the rounds, each contender runs its workload once untimed (on Redis, three rounds' worth at concurrency 64 and a short contended pass), so every library is measured with its hot path compiled, as in a service that has been taking locks for a while." : ""} Raw numbers: [\`${file}\`](${links.file}). These are benchmarks, not
 tests: nothing here is asserted by \`npm test\`.
 
 ${r.quick ? "**A quick run (`BENCH_QUICK=1`): smaller runs than `npm run bench` makes, not figures to compare with.**\n\n" : ""}![locksmith relative to the best alternative per workload](${links.chart})

@@ -80,9 +80,10 @@ function recordExclusion(workload, name, { sections, overlaps }) {
  * turns by one each round, so no contender always runs first or right after the same
  * other one (a GC debt or a warm cache left behind hits each in turn).
  */
-async function interleaved(label, contenders) {
+async function interleaved(label, contenders, { warm = true } = {}) {
   const samples = Object.fromEntries(Object.keys(contenders).map((k) => [k, []]));
   const entries = Object.entries(contenders);
+  if (warm) await warmUp(label, contenders);
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < entries.length; i++) {
       const [name, run] = entries[(i + round) % entries.length];
@@ -92,6 +93,19 @@ async function interleaved(label, contenders) {
   const out = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, summarize(v)]));
   for (const [name, s] of Object.entries(out)) log(`  ${label} | ${name}: median ${fmt(s.median)} (min ${fmt(s.min)}, max ${fmt(s.max)})`);
   return out;
+}
+
+/**
+ * Runs each contender's workload once, untimed, before the timed rounds, the same for
+ * every contender. V8 optimizes a library's hot path only after many calls: on this
+ * machine locksmith's Redis path took about three rounds of the concurrency-64 workload
+ * (25,600 pairs each) to settle, the peers on ioredis one or two, so a first round
+ * measured how soon each library gets compiled rather than what it costs in a service
+ * that has been taking locks for a while.
+ */
+async function warmUp(label, contenders) {
+  log(`  ${label}: warm-up (untimed)`);
+  for (const run of Object.values(contenders)) await run();
 }
 
 const fmt = (n) => (n >= 100 ? Math.round(n).toLocaleString("en-US") : n.toFixed(3));
@@ -437,6 +451,20 @@ async function redisBench(server) {
   const costs = { c1: {}, floor: {}, c64: {}, contended: {} };
   const nodeCpu = { c1: {}, floor: {}, c64: {}, contended: {} };
   try {
+    // Every contender warms up before the rounds (see warmUp()), the same way: three rounds'
+    // worth of the concurrency-64 workload, then a short contended pass. The rounds below
+    // record costs as they go, so they are not warmed one by one.
+    const per = scale(400);
+    log("  warm-up (untimed): concurrency 64 and contended, each contender");
+    for (const [name, p] of Object.entries(peers)) {
+      await Promise.all(
+        Array.from({ length: 64 }, async (_, j) => {
+          for (let i = 0; i < 3 * per; i++) await p.once(`warm:${name}:${j}`);
+        }),
+      );
+      const warm = await contendOnOneKey(p.wait, { key: `warm-contended:${name}`, workers: 16, ms: QUICK ? 100 : 500 });
+      recordExclusion("Redis contended", name, warm);
+    }
     // Concurrency 1: pair latency.
     const n1 = scale(2_000);
     const latency = {};
@@ -458,6 +486,7 @@ async function redisBench(server) {
             }),
         ]),
       ),
+      { warm: false },
     );
     const p99 = Object.fromEntries(Object.entries(latency).map(([k, v]) => [k, summarize(v)]));
     // The bare floor at concurrency 1: each contender's pair (the commands MONITOR showed)
@@ -484,11 +513,11 @@ async function redisBench(server) {
             }),
         ]),
       ),
+      { warm: false },
     );
     // Concurrency 64, distinct keys: pairs/s, and the CPU each side spends per pair (the
     // server's from INFO, this process's from process.cpuUsage()): the two take turns, so
     // whichever spends more per pair bounds the rate.
-    const per = scale(400);
     const c64 = await interleaved(
       "concurrency 64 distinct keys, pairs/s",
       Object.fromEntries(
@@ -506,6 +535,7 @@ async function redisBench(server) {
             }),
         ]),
       ),
+      { warm: false },
     );
     // Contended: 16 workers on one key; each critical section yields a turn while held.
     const seconds = QUICK ? 1 : 3;
@@ -542,6 +572,7 @@ async function redisBench(server) {
           },
         ]),
       ),
+      { warm: false },
     );
     const handoff = Object.fromEntries(Object.entries(gaps).map(([k, v]) => [k, { p50: summarize(v.p50), p99: summarize(v.p99) }]));
     for (const [k, v] of Object.entries(handoff))
@@ -921,6 +952,7 @@ const results = {
   workloads: selected,
   rounds: ROUNDS,
   rotated: true,
+  warmedUp: true,
   quick: QUICK,
   machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, platform: `${process.platform}-${process.arch}` },
 };
