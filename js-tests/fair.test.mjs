@@ -148,7 +148,7 @@ describe("fair locks (memory store)", () => {
     const store = mapStore();
     await assert.rejects(ls.lock(uniqueKey("fair-js"), 1_000, store, FAIR).acquire(), {
       code: "UNSUPPORTED",
-      message: /^locksmith: this store has no fair locks or semaphores .*stores with acquireFair have them/,
+      message: /^locksmith: this store has no fair queues .*stores with acquireFair$/,
     });
     // acquireFair but no permit methods: a fair semaphore could not be released or counted.
     let asked = 0;

@@ -27,6 +27,25 @@ pub enum Answer {
     /// privilege, a key of the wrong type): its message. Not an outage, so a waiting
     /// acquire does not retry it.
     Failed(String),
+    /// The store does not do what was asked (`UNSUPPORTED`: a fair semaphore on a store
+    /// with fair locks only): its message. Final, as a refusal is.
+    Unsupported(String),
+}
+
+impl Answer {
+    /// A store's refusal by its error code, as the bridge sends it (`{ refused: code,
+    /// message }`): `INVALID_ARGUMENT`, `STORE_CLOSED`, `STORE_ERROR` or `UNSUPPORTED`;
+    /// another code is no refusal the contract knows.
+    #[must_use]
+    pub fn refusal(code: &str, message: String) -> Self {
+        match code {
+            "INVALID_ARGUMENT" => Self::Refused(message),
+            "STORE_CLOSED" => Self::Closed,
+            "STORE_ERROR" => Self::Failed(message),
+            "UNSUPPORTED" => Self::Unsupported(message),
+            _ => Self::Other("an object".into()),
+        }
+    }
 }
 
 impl std::fmt::Display for Answer {
@@ -36,7 +55,9 @@ impl std::fmt::Display for Answer {
             Self::Number(n) => f.write_str(&crate::validate::show(*n)),
             Self::Text(text) => write!(f, "string {}", crate::validate::quote(text)),
             Self::Nothing => f.write_str("null/undefined"),
-            Self::Other(what) | Self::Refused(what) | Self::Failed(what) => f.write_str(what),
+            Self::Other(what) | Self::Refused(what) | Self::Failed(what) | Self::Unsupported(what) => {
+                f.write_str(what)
+            }
             Self::Closed => f.write_str("a closed store's refusal"),
         }
     }
@@ -285,6 +306,10 @@ fn refusal(answer: Answer) -> Result<Answer> {
             Err(LockError::InvalidArgument(message))
         }
         Answer::Closed => Err(LockError::StoreClosed),
+        Answer::Unsupported(message) => {
+            let message = message.strip_prefix("locksmith: ").unwrap_or(&message).to_owned();
+            Err(LockError::Unsupported(message))
+        }
         Answer::Failed(message) => {
             let message = message.strip_prefix("locksmith: ").unwrap_or(&message);
             let message = message.strip_prefix("store error: ").unwrap_or(message).to_owned();

@@ -40,6 +40,7 @@ pub use serialized::{Fields as SerializedFields, SerializedLock};
 #[cfg(not(target_arch = "wasm32"))]
 pub use store::MonotonicClock;
 pub use store::{
-    AllGrant, BoxFuture, Clock, Grant, HoldCheck, HoldKind, LockStore, MaybeSendSync, SyncLockStore, Timer,
+    fair_on_unfair_key, not_fair_on_fair_key, AllGrant, BoxFuture, Clock, Grant, HoldCheck, HoldKind,
+    LockStore, MaybeSendSync, SyncLockStore, Timer,
 };
 pub use token::OwnerToken;

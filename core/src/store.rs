@@ -118,14 +118,25 @@ fn no_permits() -> crate::error::LockError {
 /// A fair handle's acquire on a store without fair queues.
 pub(crate) fn no_fairness() -> crate::error::LockError {
     crate::error::LockError::Unsupported(
-        "this store has no fair locks or semaphores (`fair: true`): the memory store, FileLockStore, EtcdLockStore, DurableObjectLockStore, the test kit's TestStore and stores with acquireFair have them".into(),
+        "this store has no fair queues (`fair: true`); the stores with them: memory, file, etcd, Durable Objects, Redis (locks only), TestStore and stores with acquireFair".into(),
     )
 }
 
 /// A handle that is not fair, refused on a key fair handles hold or wait for.
-pub(crate) fn not_fair_on_fair_key(key: &str, kind: HoldKind) -> crate::error::LockError {
+#[must_use]
+pub fn not_fair_on_fair_key(key: &str, kind: HoldKind) -> crate::error::LockError {
     crate::error::LockError::InvalidArgument(format!(
         "{} {} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on `fair`",
+        kind.name(),
+        crate::validate::quote(key)
+    ))
+}
+
+/// A fair handle, refused on a key that a handle that is not fair holds.
+#[must_use]
+pub fn fair_on_unfair_key(key: &str, kind: HoldKind) -> crate::error::LockError {
+    crate::error::LockError::InvalidArgument(format!(
+        "{} {} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on `fair`",
         kind.name(),
         crate::validate::quote(key)
     ))

@@ -27,9 +27,9 @@ const GIVE_UP_MS = 20_000;
  */
 export function takeoverStores(s) {
   return [
-    { name: "RedisLockStore", spec: async () => ({ redis: (await s.get("redis")).url }), ttlMs: 1_000 },
-    { name: "IoRedisLockStore", spec: async () => ({ ioredis: (await s.get("redis")).url }), ttlMs: 1_000 },
-    { name: "NodeRedisLockStore", spec: async () => ({ nodeRedis: (await s.get("redis")).url }), ttlMs: 1_000 },
+    { name: "RedisLockStore", spec: async () => ({ redis: (await s.get("redis")).url }), ttlMs: 1_000, fair: true },
+    { name: "IoRedisLockStore", spec: async () => ({ ioredis: (await s.get("redis")).url }), ttlMs: 1_000, fair: true },
+    { name: "NodeRedisLockStore", spec: async () => ({ nodeRedis: (await s.get("redis")).url }), ttlMs: 1_000, fair: true },
     {
       name: "UpstashLockStore",
       spec: async () => {
@@ -37,6 +37,7 @@ export function takeoverStores(s) {
         return { upstash: rest.url, token: rest.token };
       },
       ttlMs: 1_000,
+      fair: true,
     },
     { name: "PostgresLockStore", spec: async () => ({ postgres: (await s.get("postgres")).url }), ttlMs: 1_000 },
     { name: "MySqlLockStore", spec: async () => ({ mysql: (await s.get("mysql")).url }), ttlMs: 1_000 },

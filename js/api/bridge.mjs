@@ -31,13 +31,13 @@ function subscribe(store, subscriptions, call) {
 // A store that rejects with an INVALID_ARGUMENT error refuses the request itself (a
 // semaphore limit that differs from its holders'): that reaches the caller as such, as
 // does a STORE_ERROR (reached, and refused: a missing privilege, a key of the wrong
-// type), which a wait does not ride out. Any other rejection is the store failing
-// (STORE_UNAVAILABLE).
+// type), which a wait does not ride out, and an UNSUPPORTED one (a fair semaphore on a
+// store with fair locks only). Any other rejection is the store failing (STORE_UNAVAILABLE).
+// Closed is final too: a waiting acquire stops rather than riding it out as an outage.
+// Each crosses as `{ refused: code, message }` (core's `Answer::refusal`).
+const REFUSALS = new Set(["INVALID_ARGUMENT", "STORE_CLOSED", "STORE_ERROR", "UNSUPPORTED"]);
 function refusal(err) {
-  if (err?.code === "INVALID_ARGUMENT") return { invalidArgument: String(err.message) };
-  // Closed is final: a waiting acquire stops rather than riding it out as an outage.
-  if (err?.code === "STORE_CLOSED") return { storeClosed: true };
-  if (err?.code === "STORE_ERROR") return { storeError: String(err.message) };
+  if (REFUSALS.has(err?.code)) return { refused: err.code, message: String(err.message) };
   throw storeFailure(err);
 }
 

@@ -174,6 +174,19 @@ function toLockError(err, key) {
 
 const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
 
+/** A handle that is not fair, on a `kind` ("lock", "semaphore") that fair handles hold or queue for (the JS stores with fair queues). */
+const fairKey = (kind) =>
+  invalid(`this ${kind} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``);
+
+/** A fair semaphore on a Redis store (the engine's RedisLockStore words it alike: redis/src/engine/store.rs). */
+const fairLocksOnly = () =>
+  new UnsupportedError(
+    "locksmith: the Redis stores have fair locks, not fair semaphores: `fair: true` on a semaphore needs another store (the memory store, FileLockStore, EtcdLockStore, DurableObjectLockStore)",
+  );
+
+/** A fair handle on a `kind` that a handle that is not fair holds. */
+const unfairHolder = (kind) => invalid(`this ${kind} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``);
+
 function typeName(value) {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
@@ -386,6 +399,9 @@ export {
   wellFormed,
   typeName,
   invalid,
+  fairKey,
+  fairLocksOnly,
+  unfairHolder,
   checkOptionKeys,
   connectArguments,
   closest,

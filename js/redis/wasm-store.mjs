@@ -12,7 +12,7 @@
 // uses it through its JS-store bridge, so the locks, waits and TTL rules are the same
 // code as for every other store. Keys, scripts and fencing counter are the engine's, the
 // same as the native RedisLockStore's: a lock taken by either is the other's to release.
-import { StoreClosedError, UnsupportedError, checkString, invalid, noteSharedStore, toLockError, typeName } from "../api/errors.mjs";
+import { StoreClosedError, UnsupportedError, checkString, fairLocksOnly, invalid, noteSharedStore, toLockError, typeName } from "../api/errors.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, NO_TOKENS, STORE_NAME } from "../api/symbols.mjs";
 import { Calls } from "../api/calls.mjs";
 import { limitMessage } from "../api/defaults.mjs";
@@ -235,6 +235,28 @@ export class RedisLockStore {
         checked(kind, "kind"),
         checkedLimit(limit),
         checkedPermits(permits),
+      ),
+    );
+  }
+
+  /**
+   * A fair handle's attempt (`{ fair: true }`; the store contract's `acquireFair`): taken
+   * when the lock is free and `owner` first in its queue, else `owner` keeps its place
+   * (`waits`). The fencing token, `true` (no token: `fencing: false`) or `false`. Fair
+   * locks only: a fair semaphore is refused with UnsupportedError.
+   */
+  acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
+    if (kind !== "lock") return Promise.reject(fairLocksOnly());
+    return this.#call("token", (id) =>
+      this.#engine.acquireFair(
+        id,
+        checked(key),
+        checked(owner, "owner"),
+        checkedMs(ttlMs),
+        checked(kind, "kind"),
+        checkedLimit(limit),
+        checkedPermits(permits),
+        waits === true,
       ),
     );
   }

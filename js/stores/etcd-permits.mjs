@@ -43,13 +43,8 @@ import {
 } from "./etcd-codec.mjs";
 import { GRPC, unavailable } from "./etcd-gateway.mjs";
 
-/** A handle that is not fair, on a `kind` ("lock", "semaphore") that fair handles hold or queue for (js/stores/etcd-fair.mjs). */
-export const fairKey = (kind) =>
-  invalid(`this ${kind} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``);
-
-/** A fair handle on a `kind` that a handle that is not fair holds. */
-export const unfairHolder = (kind) =>
-  invalid(`this ${kind} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``);
+// The refusals of a handle whose fairness is not the key's, shared with the Redis stores.
+export { fairKey, unfairHolder } from "../api/errors.mjs";
 
 /** A semaphore handle whose limit is not the one its holders use. */
 export const limitMismatch = (key, held, limit) =>

@@ -6,7 +6,18 @@
 import { SCRIPTS } from "../gen/redis-scripts.mjs";
 import { holderKeys, holderOf, proclaimArgs, valueKeys } from "../redis/holder.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, NO_TOKENS } from "../api/symbols.mjs";
-import { LockStoreError, StoreUnavailableError, checkOptionKeys, checkString, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
+import {
+  LockStoreError,
+  StoreUnavailableError,
+  checkOptionKeys,
+  checkString,
+  fairKey,
+  fairLocksOnly,
+  invalid,
+  noteSharedStore,
+  typeName,
+  unfairHolder,
+} from "../api/errors.mjs";
 import { checkPermits } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 import { DEFAULT_KEY_PREFIX, FENCE_GRACE_MS } from "../api/defaults.mjs";
@@ -64,6 +75,9 @@ const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
  *   `onBack()` when a lost connection is back with its channels subscribed again;
  * - `cluster`: true when the client is a Redis Cluster client.
  */
+/** A fair lock's keys (fair_release.lua's KEYS): the lock key, its queue, its places' ends and its fair mark. */
+const fairKeysOf = (lockKey) => [lockKey, `${lockKey}:queue`, `${lockKey}:places`, `${lockKey}:fair`];
+
 export class RedisClientStore {
   #driver;
   #prefix;
@@ -75,6 +89,10 @@ export class RedisClientStore {
   #cluster;
   #fencing;
   #closed = false;
+  // The keys fair handles of this store asked for (acquireFair): their releases and
+  // extends take the fair lock's queue and mark along, and a release wakes every waiter
+  // (only the first in line may go). A key's handles all agree on `fair`.
+  #fairKeys = new Set();
 
   /** A semaphore hold may take several permits (the JS store contract's `permitWeights`). */
   get permitWeights() {
@@ -170,7 +188,10 @@ export class RedisClientStore {
         if (String(held) === owner) return this.extend(key, owner, ttlMs);
         return false;
       }
-      const token = Number(await this.#script(SCRIPTS.acquire, [lockKey, `${lockKey}:fence`], [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
+      // With the fair mark (acquire.lua's KEYS[3]): refused while fair handles hold the key or wait for it.
+      const keys = [lockKey, `${lockKey}:fence`, `${lockKey}:fair`];
+      const token = Number(await this.#script(SCRIPTS.acquire, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
+      if (token === -1) throw fairKey("lock");
       return token > 0 ? token : false;
     } catch (err) {
       if (entry !== undefined && !entry.all && this.#channels.get(`${lockKey}:released`) === entry) RedisClientStore.#released(entry);
@@ -178,10 +199,33 @@ export class RedisClientStore {
     }
   }
 
-  /** Releases `owner`'s hold of `key`; an election's takes its value along (`valueKeys`). */
+  /**
+   * Releases `owner`'s hold of `key`; an election's takes its value along (`valueKeys`), a
+   * fair lock's gives up the owner's place in its queue either way (fair_release.lua).
+   */
   async release(key, owner) {
     const lockKey = this.#key(key);
+    if (this.#fairKeys.size > 0 && this.#fairKeys.has(key)) return this.#releaseAnswer(SCRIPTS.fairRelease, fairKeysOf(lockKey), [owner], key);
     return this.#releaseAnswer(SCRIPTS.release, [lockKey, ...valueKeys(key, lockKey)], [owner], key);
+  }
+
+  /**
+   * A fair handle's attempt (`{ fair: true }`; the store contract's `acquireFair`): the
+   * lock is taken when it is free and `owner` is first in its queue; otherwise, when the
+   * caller `waits`, `owner` takes or renews its place (a lease of `ttlMs`) at the end of
+   * the queue (fair_acquire.lua). The fencing token (`true` with `fencing: false`), or
+   * `false`. Fair locks only: a fair semaphore is refused with UnsupportedError.
+   */
+  async acquireFair(key, owner, ttlMs, kind, _limit, _permits, waits) {
+    const lockKey = this.#key(key);
+    if (kind !== "lock") throw fairLocksOnly();
+    this.#fairKeys.add(key);
+    const [, queue, places, mark] = fairKeysOf(lockKey);
+    const keys = [lockKey, `${lockKey}:fence`, queue, places, mark];
+    const token = Number(await this.#script(SCRIPTS.fairAcquire, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS), waits === true ? "1" : "0"]));
+    if (token === -1) throw unfairHolder("lock");
+    if (!(token > 0)) return false;
+    return this.#fencing ? token : true;
   }
 
   /**
@@ -206,7 +250,9 @@ export class RedisClientStore {
   /** Extends `owner`'s hold of `key`, and its fencing counter; an election's value too (`valueKeys`). */
   async extend(key, owner, ttlMs) {
     const lockKey = this.#key(key);
-    const keys = [lockKey, `${lockKey}:fence`, ...valueKeys(key, lockKey)];
+    // A fair hold keeps its fair mark as long (extend.lua's KEYS[3], as an election's value).
+    const kept = this.#fairKeys.size > 0 && this.#fairKeys.has(key) ? [`${lockKey}:fair`] : valueKeys(key, lockKey);
+    const keys = [lockKey, `${lockKey}:fence`, ...kept];
     const reply = await this.#script(SCRIPTS.extend, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]);
     return Number(reply) === 1;
   }
@@ -347,7 +393,7 @@ export class RedisClientStore {
     const channel = `${kind === undefined ? this.lockKey(key) : this.#holders(key, kind)}:released`;
     let entry = this.#channels.get(channel);
     if (entry === undefined) {
-      entry = { listeners: new Set(), subscribed: false, linger: undefined, all: kind !== undefined, attempts: 0 };
+      entry = { listeners: new Set(), subscribed: false, linger: undefined, all: kind !== undefined || this.#fairKeys.has(key), attempts: 0 };
       this.#channels.set(channel, entry);
       this.#subscribe(channel, entry);
     }

@@ -193,12 +193,9 @@ fn describe(value: &Value) -> Answer {
         Value::Object(o) => {
             if let Some(number) = o.get("nonFinite").and_then(Value::as_str) {
                 Answer::Number(contract::non_finite(number))
-            } else if let Some(message) = o.get("invalidArgument").and_then(Value::as_str) {
-                Answer::Refused(message.to_owned())
-            } else if o.get("storeClosed").is_some_and(|c| c.as_bool() == Some(true)) {
-                Answer::Closed
-            } else if let Some(message) = o.get("storeError").and_then(Value::as_str) {
-                Answer::Failed(message.to_owned())
+            } else if let Some(code) = o.get("refused").and_then(Value::as_str) {
+                let message = o.get("message").and_then(Value::as_str).unwrap_or_default();
+                Answer::refusal(code, message.to_owned())
             } else {
                 Answer::Other("an object".into())
             }

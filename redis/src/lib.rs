@@ -94,6 +94,18 @@ pub fn lock_key(prefix: &str, key: &str) -> String {
     format!("{prefix}{{{key}}}")
 }
 
+/// A fair lock's keys: the lock key, its queue (owners by arrival), its places' ends
+/// (owners by when their place runs out) and its fair mark (see `fair_acquire.lua`), in
+/// the lock key's hash slot.
+#[must_use]
+pub fn fair_keys(prefix: &str, key: &str) -> [String; 4] {
+    let lock_key = lock_key(prefix, key);
+    let queue = format!("{lock_key}:queue");
+    let places = format!("{lock_key}:places");
+    let mark = format!("{lock_key}:fair");
+    [lock_key, queue, places, mark]
+}
+
 /// Refuses, on a Redis Cluster, a key whose lock key has an empty hash tag: with `key`
 /// starting with `}` (or a prefix holding `{}`), `<prefix>{<key>}` closes its tag at
 /// once, so Redis hashes each whole name and the lock key and its companions fall in

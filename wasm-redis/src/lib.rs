@@ -540,6 +540,31 @@ impl WasmRedisEngine {
         Ok(())
     }
 
+    /// Call `id`: a fair handle's attempt (the JS store contract's `acquireFair`); finishes
+    /// as `acquirePermit`. Fair locks only (`kind` "lock"): a semaphore is `UNSUPPORTED`.
+    #[wasm_bindgen(js_name = acquireFair)]
+    #[allow(clippy::too_many_arguments)] // the JS store contract's arguments, and the call id
+    pub fn acquire_fair(
+        &mut self,
+        id: u32,
+        key: String,
+        owner: String,
+        ttl_ms: f64,
+        kind: &str,
+        limit: Option<f64>,
+        permits: Option<f64>,
+        waits: bool,
+    ) -> std::result::Result<(), JsError> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|e| js_error(&e))?;
+        let kind = validate::js::kind(kind, limit).map_err(|e| js_error(&e))?;
+        let permits = permits.map_or(Ok(1), validate::js::permits).map_err(|e| js_error(&e))?;
+        let store = self.store.clone();
+        self.start(id, async move {
+            store.acquire_fair(&key, &owner, ttl_ms, kind, permits, waits).await.map(granted)
+        });
+        Ok(())
+    }
+
     /// Call `id`: gives back `owner`'s hold of `key`.
     #[wasm_bindgen(js_name = releasePermit)]
     pub fn release_permit(

@@ -129,16 +129,11 @@ fn describe(value: &JsValue) -> Answer {
         Reflect::get(value, &JsValue::from_str("nonFinite")).ok().and_then(|n| n.as_string())
     {
         Answer::Number(contract::non_finite(&number))
-    } else if let Some(message) =
-        Reflect::get(value, &JsValue::from_str("invalidArgument")).ok().and_then(|m| m.as_string())
+    } else if let Some(code) =
+        Reflect::get(value, &JsValue::from_str("refused")).ok().and_then(|c| c.as_string())
     {
-        Answer::Refused(message)
-    } else if Reflect::get(value, &JsValue::from_str("storeClosed")).ok().is_some_and(|c| c.is_truthy()) {
-        Answer::Closed
-    } else if let Some(message) =
-        Reflect::get(value, &JsValue::from_str("storeError")).ok().and_then(|m| m.as_string())
-    {
-        Answer::Failed(message)
+        let message = Reflect::get(value, &JsValue::from_str("message")).ok().and_then(|m| m.as_string());
+        Answer::refusal(&code, message.unwrap_or_default())
     } else {
         Answer::Other("an object".into())
     }

@@ -378,7 +378,7 @@ impl State {
         let until = now.saturating_add(ttl_ms);
         if let Some(entry) = self.live_entry(key, now) {
             if !entry.fair {
-                return Err(unfair_holder(key, HoldKind::Exclusive));
+                return Err(crate::store::fair_on_unfair_key(key, HoldKind::Exclusive));
             }
             if entry.owner.is(owner) {
                 return Ok(None);
@@ -535,7 +535,9 @@ impl State {
             // The key's fair waiters and holders refuse it (the lock sees why).
             None if holds.fair() => return Ok(None),
             None => {}
-            Some(_) if !holds.holders.is_empty() && !holds.fair => return Err(unfair_holder(key, kind)),
+            Some(_) if !holds.holders.is_empty() && !holds.fair => {
+                return Err(crate::store::fair_on_unfair_key(key, kind))
+            }
             Some(waits) => {
                 if !holds.queue.stand(owner, until, permits, waits) {
                     if !waits {
@@ -632,13 +634,4 @@ impl State {
     pub(crate) fn permit_release_signal(&mut self, key: &str, kind: HoldKind) -> BoxFuture<'static, ()> {
         self.waiters.listen(key, Some(kind))
     }
-}
-
-/// A fair handle's attempt on a key held by a handle that is not fair.
-fn unfair_holder(key: &str, kind: HoldKind) -> crate::error::LockError {
-    crate::error::LockError::InvalidArgument(format!(
-        "{} {} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on `fair`",
-        kind.name(),
-        crate::validate::quote(key)
-    ))
 }

@@ -39,8 +39,9 @@ use locksmith_core::{HoldKind, LockError, Result};
 use redis_protocol::resp2::types::RangeFrame;
 
 pub use scripts::{
-    Script, ACQUIRE, ACQUIRE_ALL, EXTEND, OWNER_REMAINING, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING,
-    RELEASE, RWLOCK_ACQUIRE, RWLOCK_RELEASE, SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE,
+    Script, ACQUIRE, ACQUIRE_ALL, EXTEND, FAIR_ACQUIRE, FAIR_RELEASE, OWNER_REMAINING, PERMIT_COUNT,
+    PERMIT_EXTEND, PERMIT_REMAINING, RELEASE, RWLOCK_ACQUIRE, RWLOCK_RELEASE, SEMAPHORE_ACQUIRE,
+    SEMAPHORE_RELEASE,
 };
 pub use store::EngineStore;
 pub use subscriber::Subscriber;
@@ -125,14 +126,25 @@ enum Op {
         owner: String,
         ttl_ms: u64,
     },
+    /// `fair`: a fair lock's key (its release also gives up a waiter's place).
     Release {
         key: String,
         owner: String,
+        fair: bool,
     },
+    /// `fair`: a fair lock's key (its fair mark lives as long as the hold).
     Extend {
         key: String,
         owner: String,
         ttl_ms: u64,
+        fair: bool,
+    },
+    /// A fair lock's attempt: `waits` keeps the owner's place in the queue.
+    FairAcquire {
+        key: String,
+        owner: String,
+        ttl_ms: u64,
+        waits: bool,
     },
     IsLocked {
         key: String,
@@ -196,6 +208,7 @@ impl Op {
         matches!(
             self,
             Op::Acquire { .. }
+                | Op::FairAcquire { .. }
                 | Op::AcquireAll { .. }
                 | Op::Extend { .. }
                 | Op::PermitAcquire { .. }
@@ -207,6 +220,7 @@ impl Op {
     fn key(&self) -> Option<&str> {
         match self {
             Op::Acquire { key, .. }
+            | Op::FairAcquire { key, .. }
             | Op::Release { key, .. }
             | Op::Extend { key, .. }
             | Op::IsLocked { key }
@@ -426,14 +440,32 @@ impl Engine {
             Op::Acquire { key, owner, ttl_ms } => {
                 let ttl = ttl_ms.to_string();
                 let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
-                resp::script(
+                // With the fair mark (acquire.lua's KEYS[3]): refused while fair handles
+                // hold the key or wait for it.
+                let lock_key = crate::lock_key(prefix, key);
+                let fence_key = format!("{lock_key}:fence");
+                let mark_key = format!("{lock_key}:fair");
+                resp::script_on(
                     out,
                     &ACQUIRE,
                     eval,
-                    prefix,
-                    key,
-                    true,
+                    &[&lock_key, &fence_key, &mark_key],
                     &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
+                );
+            }
+            Op::FairAcquire { key, owner, ttl_ms, waits } => {
+                let ttl = ttl_ms.to_string();
+                let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
+                let keys = crate::fair_keys(prefix, key);
+                let [lock_key, queue, places, mark] = &keys;
+                let fence_key = format!("{lock_key}:fence");
+                let waits: &[u8] = if *waits { b"1" } else { b"0" };
+                resp::script_on(
+                    out,
+                    &FAIR_ACQUIRE,
+                    eval,
+                    &[lock_key, &fence_key, queue, places, mark],
+                    &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes(), waits],
                 );
             }
             Op::AcquireAll { keys, owner, ttl_ms } => {
@@ -455,10 +487,14 @@ impl Engine {
                     &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
                 );
             }
-            Op::Release { key, owner } => {
+            Op::Release { key, owner, fair } => {
                 let args: Vec<&[u8]> =
                     [owner.as_bytes()].into_iter().chain(publish.iter().copied()).collect();
-                if is_election(key) {
+                if *fair {
+                    let keys = crate::fair_keys(prefix, key);
+                    let [lock_key, queue, places, mark] = &keys;
+                    resp::script_on(out, &FAIR_RELEASE, eval, &[lock_key, queue, places, mark], &args);
+                } else if is_election(key) {
                     // An election's hold takes its leader's value along (release.lua's KEYS[2]).
                     let lock_key = crate::lock_key(prefix, key);
                     let value_key = format!("{lock_key}:value");
@@ -467,17 +503,17 @@ impl Engine {
                     resp::script(out, &RELEASE, eval, prefix, key, false, &args);
                 }
             }
-            Op::Extend { key, owner, ttl_ms } => {
+            Op::Extend { key, owner, ttl_ms, fair } => {
                 let ttl = ttl_ms.to_string();
                 let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
                 let args = [owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()];
-                if is_election(key) {
+                if *fair || is_election(key) {
                     // An election's hold keeps its leader's value as long as its fencing
-                    // counter (extend.lua's KEYS[3]).
+                    // counter (extend.lua's KEYS[3]); a fair hold, its fair mark.
                     let lock_key = crate::lock_key(prefix, key);
                     let fence_key = format!("{lock_key}:fence");
-                    let value_key = format!("{lock_key}:value");
-                    resp::script_on(out, &EXTEND, eval, &[&lock_key, &fence_key, &value_key], &args);
+                    let kept = format!("{lock_key}:{}", if *fair { "fair" } else { "value" });
+                    resp::script_on(out, &EXTEND, eval, &[&lock_key, &fence_key, &kept], &args);
                 } else {
                     resp::script(out, &EXTEND, eval, prefix, key, true, &args);
                 }
@@ -624,12 +660,38 @@ impl Engine {
 
     /// Frees `key` if `owner` holds it, and tells waiters.
     pub fn release(&mut self, key: &str, owner: &str, now_ms: u64) -> RequestId {
-        self.push(Op::Release { key: key.to_owned(), owner: owner.to_owned() }, now_ms)
+        self.push(Op::Release { key: key.to_owned(), owner: owner.to_owned(), fair: false }, now_ms)
     }
 
     /// Sets `key`'s expiry to `ttl_ms` from now if `owner` holds it.
     pub fn extend(&mut self, key: &str, owner: &str, ttl_ms: u64, now_ms: u64) -> RequestId {
-        self.push(Op::Extend { key: key.to_owned(), owner: owner.to_owned(), ttl_ms }, now_ms)
+        self.push(Op::Extend { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, fair: false }, now_ms)
+    }
+
+    /// A fair lock's attempt on `key` for `owner`: taken when the lock is free and `owner`
+    /// is first in its queue; otherwise, when `waits`, `owner` takes or renews its place
+    /// (a lease of `ttl_ms`). Finishes with the fencing token, `None`, or
+    /// `INVALID_ARGUMENT` when a handle that is not fair holds the lock.
+    pub fn fair_acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        waits: bool,
+        now_ms: u64,
+    ) -> RequestId {
+        self.push(Op::FairAcquire { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, waits }, now_ms)
+    }
+
+    /// A fair lock's release: frees `key` if `owner` holds it, gives up `owner`'s place
+    /// in the queue either way, and tells waiters.
+    pub fn fair_release(&mut self, key: &str, owner: &str, now_ms: u64) -> RequestId {
+        self.push(Op::Release { key: key.to_owned(), owner: owner.to_owned(), fair: true }, now_ms)
+    }
+
+    /// A fair hold's extend: as [`extend`](Self::extend), its fair mark kept as long.
+    pub fn fair_extend(&mut self, key: &str, owner: &str, ttl_ms: u64, now_ms: u64) -> RequestId {
+        self.push(Op::Extend { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, fair: true }, now_ms)
     }
 
     /// Whether anyone holds `key`.
@@ -850,9 +912,15 @@ impl Engine {
         let result = match op {
             // Unfenced: `+OK` when set, nil when the key exists (of any type).
             Op::Acquire { .. } if !self.options.fencing => reply.bulk().map(|set| Value::Taken(set.is_some())),
-            Op::Acquire { .. } => {
-                reply.integer().map(|t| Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0)))
-            }
+            // -1: the key's fairness is not the handle's (see acquire.lua, fair_acquire.lua).
+            Op::Acquire { key, .. } => reply.integer().and_then(|t| match t {
+                -1 => Err(locksmith_core::not_fair_on_fair_key(&key, HoldKind::Exclusive)),
+                t => Ok(Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0))),
+            }),
+            Op::FairAcquire { key, .. } => reply.integer().and_then(|t| match t {
+                -1 => Err(locksmith_core::fair_on_unfair_key(&key, HoldKind::Exclusive)),
+                t => Ok(Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0))),
+            }),
             Op::AcquireAll { keys, .. } => match reply.integer() {
                 Ok(held) => Ok(Value::AcquiredAll(Err(usize::try_from(held.unsigned_abs()).unwrap_or(1).saturating_sub(1)))),
                 Err(_) => reply.bulk().and_then(|text| {

@@ -22,7 +22,7 @@ impl Script {
     }
 }
 
-/// `acquire.lua`: KEYS lock, fence; ARGV owner, ttl, fence ttl.
+/// `acquire.lua`: KEYS lock, fence (and the fair mark); ARGV owner, ttl, fence ttl.
 pub static ACQUIRE: Script = Script::new(include_str!("../lua/acquire.lua"));
 /// `release.lua`: KEYS lock (and an election's value); ARGV owner.
 pub static RELEASE: Script = Script::new(include_str!("../lua/release.lua"));
@@ -48,8 +48,13 @@ pub static OWNER_REMAINING: Script = Script::new(include_str!("../lua/owner_rema
 /// `acquire_all.lua`: KEYS lock, fence of each key; ARGV owner, ttl, fence ttl.
 pub static ACQUIRE_ALL: Script = Script::new(include_str!("../lua/acquire_all.lua"));
 
+/// `fair_acquire.lua`: KEYS lock, fence, queue, places, fair mark; ARGV owner, ttl, fence ttl, waits.
+pub static FAIR_ACQUIRE: Script = Script::new(include_str!("../lua/fair_acquire.lua"));
+/// `fair_release.lua`: KEYS lock, queue, places, fair mark; ARGV owner.
+pub static FAIR_RELEASE: Script = Script::new(include_str!("../lua/fair_release.lua"));
+
 /// Every script, in the order the handshake loads them.
-pub static ALL: [&Script; 12] = [
+pub static ALL: [&Script; 14] = [
     &ACQUIRE,
     &RELEASE,
     &EXTEND,
@@ -62,4 +67,6 @@ pub static ALL: [&Script; 12] = [
     &PERMIT_REMAINING,
     &OWNER_REMAINING,
     &ACQUIRE_ALL,
+    &FAIR_ACQUIRE,
+    &FAIR_RELEASE,
 ];

@@ -3,7 +3,7 @@
 //! host's thread (see [`local`](super::local)); the host writes
 //! [`take_output`](EngineStore::take_output) once per turn.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -33,6 +33,9 @@ struct Shared {
     subscribers: Vec<Subscriber>,
     /// `WAIT` after writes (see [`Engine::set_min_replicas`]), for every connection.
     min_replicas: (u32, u64),
+    /// The keys fair handles of this store have asked for: their releases and extends
+    /// take the fair lock's queue and mark along (a key's handles all agree on `fair`).
+    fair_keys: HashSet<String>,
 }
 
 /// How many hash slots a Redis Cluster has.
@@ -194,6 +197,7 @@ impl EngineStore {
                 cluster: None,
                 subscribers: Vec::new(),
                 min_replicas: (0, 0),
+                fair_keys: HashSet::new(),
             }),
             clock,
             closed: AtomicBool::new(false),
@@ -345,6 +349,12 @@ impl EngineStore {
             return self.subscriber.clone();
         }
         self.shared().subscribers.get(conn).cloned()
+    }
+
+    /// Whether fair handles of this store asked for the lock `key`.
+    fn is_fair(&self, key: &str) -> bool {
+        let shared = self.shared();
+        !shared.fair_keys.is_empty() && shared.fair_keys.contains(key)
     }
 
     /// The subscriber that hears `key`'s releases: on a cluster, its slot's node's.
@@ -590,14 +600,25 @@ impl LockStore for EngineStore {
     }
 
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        match self.request(key, |e, now| e.release(key, owner, now)).await? {
+        let fair = self.is_fair(key);
+        let reply = if fair {
+            self.request(key, |e, now| e.fair_release(key, owner, now))
+        } else {
+            self.request(key, |e, now| e.release(key, owner, now))
+        };
+        match reply.await? {
             Value::Flag(flag) => Ok(flag),
             other => Err(unexpected("release", &other)),
         }
     }
 
     async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        match self.request(key, |e, now| e.extend(key, owner, ttl_ms, now)).await? {
+        let reply = if self.is_fair(key) {
+            self.request(key, |e, now| e.fair_extend(key, owner, ttl_ms, now))
+        } else {
+            self.request(key, |e, now| e.extend(key, owner, ttl_ms, now))
+        };
+        match reply.await? {
             Value::Flag(flag) => Ok(flag),
             other => Err(unexpected("extend", &other)),
         }
@@ -663,6 +684,41 @@ impl LockStore for EngineStore {
                 other => Err(unexpected("acquire_all", &other)),
             }
         }))
+    }
+
+    /// Fair locks (`fair: true`): one script per attempt (`fair_acquire.lua`), a queue of
+    /// owners by arrival and a lease per place, in the lock key's slot. Fair semaphores
+    /// are not here yet: `UNSUPPORTED`.
+    async fn acquire_fair(
+        &self,
+        key: &str,
+        owner: &str,
+        ttl_ms: u64,
+        kind: HoldKind,
+        _permits: u32,
+        waits: bool,
+    ) -> Result<Option<Grant>> {
+        if kind != HoldKind::Exclusive {
+            return Err(LockError::Unsupported(
+                // The JS Redis stores word it alike (js/api/errors.mjs fairLocksOnly).
+                "the Redis stores have fair locks, not fair semaphores: `fair: true` on a semaphore needs another store (the memory store, FileLockStore, EtcdLockStore, DurableObjectLockStore)".into(),
+            ));
+        }
+        {
+            let mut shared = self.shared();
+            shared.check_key(key)?;
+            if !shared.fair_keys.contains(key) {
+                shared.fair_keys.insert(key.to_owned());
+            }
+        }
+        let fencing = self.shared().engines[0].options().fencing;
+        match self.request(key, |e, now| e.fair_acquire(key, owner, ttl_ms, waits, now)).await? {
+            // Without fencing, holds carry no token (the script mints one all the same).
+            Value::Acquired(token) => {
+                Ok(token.map(|t| if fencing { Grant::with_fencing_token(t) } else { Grant::default() }))
+            }
+            other => Err(unexpected("acquire_fair", &other)),
+        }
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {
@@ -734,6 +790,10 @@ impl LockStore for EngineStore {
 
     fn permit_release_signal(&self, key: &str, kind: HoldKind) -> Option<BoxFuture<'static, ()>> {
         let subscriber = self.subscriber_for(key)?;
+        if kind == HoldKind::Exclusive {
+            // A fair lock's waiters: every one wakes, as only the first in line may go.
+            return Some(subscriber.signal_all(self.released_channel(key)));
+        }
         let channel = format!("{}:released", crate::permit_key(&self.key_prefix(), key, kind));
         Some(subscriber.signal_all(channel))
     }

@@ -13,17 +13,39 @@ fn feed(engine: &mut Engine, bytes: &[u8]) -> Vec<Completion> {
 }
 
 #[test]
-fn acquire_is_an_evalsha_on_the_lock_and_its_fence() {
+fn acquire_is_an_evalsha_on_the_lock_its_fence_and_its_fair_mark() {
     let mut e = engine();
     e.acquire("k", "owner", 500, 0);
     let out = String::from_utf8(e.take_output()).unwrap();
     let sha = ACQUIRE.sha();
     assert_eq!(sha.len(), 40);
     let expected = format!(
-        "*8\r\n$7\r\nEVALSHA\r\n$40\r\n{sha}\r\n$1\r\n2\r\n$5\r\np:{{k}}\r\n$11\r\np:{{k}}:fence\r\n$5\r\nowner\r\n$3\r\n500\r\n$4\r\n1500\r\n"
+        "*9\r\n$7\r\nEVALSHA\r\n$40\r\n{sha}\r\n$1\r\n3\r\n$5\r\np:{{k}}\r\n$11\r\np:{{k}}:fence\r\n$10\r\np:{{k}}:fair\r\n$5\r\nowner\r\n$3\r\n500\r\n$4\r\n1500\r\n"
     );
     assert_eq!(out, expected);
     assert!(!e.has_output());
+}
+
+#[test]
+fn a_fair_attempt_and_release_send_the_queue_places_and_mark() {
+    let mut e = engine();
+    let id = e.fair_acquire("k", "owner", 500, true, 0);
+    let keys = ["p:{k}", "p:{k}:fence", "p:{k}:queue", "p:{k}:places", "p:{k}:fair"];
+    let mut parts = vec!["5"];
+    parts.extend(keys);
+    parts.extend(["owner", "500", "1500", "1"]);
+    assert_eq!(String::from_utf8(e.take_output()).unwrap(), evalsha(&FAIR_ACQUIRE, &parts));
+    // -1: held by a handle that is not fair.
+    let done = feed(&mut e, b":-1\r\n");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].id, id);
+    assert!(matches!(&done[0].result, Err(LockError::InvalidArgument(m)) if m.contains("not fair")));
+    e.fair_release("k", "owner", 0);
+    let release = ["4", "p:{k}", "p:{k}:queue", "p:{k}:places", "p:{k}:fair", "owner"];
+    assert_eq!(String::from_utf8(e.take_output()).unwrap(), evalsha(&FAIR_RELEASE, &release));
+    e.fair_extend("k", "owner", 500, 0);
+    let extend = ["3", "p:{k}", "p:{k}:fence", "p:{k}:fair", "owner", "500", "1500"];
+    assert_eq!(String::from_utf8(e.take_output()).unwrap(), evalsha(&EXTEND, &extend));
 }
 
 /// The RESP of `EVALSHA` with `script`'s sha and `parts` (the key count, the keys, the arguments).

@@ -2,12 +2,15 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's fencing counter (same hash slot: both share the {key} hash tag)
+-- KEYS[3]  optional: the lock's fair mark (fair_acquire.lua): while it stands, fair
+--          handles hold the lock or wait for it, and this handle, not fair, is refused
 -- ARGV[1]  the owner token
 -- ARGV[2]  the TTL, in milliseconds
 -- ARGV[3]  how long the fencing counter lives from now, in milliseconds: the TTL plus
 --          a small bound, so the counter goes soon after the lock
 --
--- Returns the fencing token (> 0) when taken, 0 when someone else holds the key.
+-- Returns the fencing token (> 0) when taken, 0 when someone else holds the key, -1 when
+-- the key is fair (KEYS[3]).
 --
 -- A key this owner holds already is this call applied a second time: core never sends
 -- an acquire with a token that holds the key (a token is fresh per acquire, and kept
@@ -18,6 +21,9 @@
 --
 -- SET ... NX GET takes the key only if it is free, answers who held it, and fails with
 -- WRONGTYPE on a key that is not a string, in one command (Redis 7).
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
+  return -1
+end
 local held = redis.pcall('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX', 'GET')
 if type(held) == 'table' and held.err then
   if string.sub(held.err, 1, 10) == 'WRONGTYPE ' then
