@@ -387,10 +387,10 @@ export function lateFetch({ share, ms }) {
   };
 }
 
-// The lock methods a test-only wrapper passes through (plain locks only: the broken
-// guards are shown on `kinds: { lock: 1 }` runs). ACQUIRE_TOKEN keeps fencing tokens.
+// The lock methods a test-only wrapper passes through (plain and fair locks only: the
+// broken guards are shown on `kinds: { lock: 1 }` runs). ACQUIRE_TOKEN keeps fencing tokens.
 const ACQUIRE_TOKEN = Symbol.for("locksmith.acquireToken");
-const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime", "isHeldBy", "ownerRemainingTime", ACQUIRE_TOKEN];
+const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime", "isHeldBy", "ownerRemainingTime", "acquireFair", ACQUIRE_TOKEN];
 
 /**
  * A test-only wrapper around a real store with one guard broken, to show that the
@@ -403,7 +403,9 @@ const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime
  *   check that makes a signal report a hold lost never sees the loss);
  * - `skips-cleanup`: the release core sends to clean up after an acquire it abandoned (an
  *   abort, a timeout) does nothing: every release of an owner whose acquire failed, was
- *   unanswered when the release came, or answered after `timeoutMs`.
+ *   unanswered when the release came, or answered after `timeoutMs`;
+ * - `fair-keeps-no-place`: a fair attempt keeps no place in the queue (it is sent as a
+ *   single try), yet answers "waiting" as if it had, so a later waiter can be let in first.
  */
 export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {}) {
   const store = {};
@@ -450,6 +452,8 @@ export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {})
       if (pending.has(owner)) abandoned.add(owner);
       return abandoned.has(owner) ? false : inner.release(key, owner);
     };
+  } else if (how === "fair-keeps-no-place") {
+    store.acquireFair = (key, owner, ttlMs, kind, limit, permits) => inner.acquireFair(key, owner, ttlMs, kind, limit, permits, false);
   } else if (how === "owner-check-says-yes") {
     store.ownerRemainingTime = async () => ttl;
     store.isHeldBy = async () => true;

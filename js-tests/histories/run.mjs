@@ -11,7 +11,8 @@
 //               mysql-restart,durable-object,
 //               durable-object-restart,durable-object-fair-restart,durable-object-pause,memory-fair,file,file-kill,file-fair-kill,
 //               file-pause,etcd,etcd-fair,redis-late,ioredis-late,upstash-late,postgres-late,
-//               mysql-late,etcd-late,etcd-fair-late,postgres-competing,mysql-competing]
+//               mysql-late,etcd-late,etcd-fair-late,postgres-competing,mysql-competing,
+//               redis-fair,ioredis-fair,redis-restart-fair,redis-late-fair]
 //     [--seed N] [--kinds multi=3,lock=1] [--store-module path]
 //
 // A row's name may add fault modifiers: `+stall` (client event-loop stalls), `+abort`
@@ -431,7 +432,8 @@ export function objectRestarts(mf, { every, route = "/restart", keys = HISTORY_K
 /**
  * A fault that holds back what the clients send through `proxy` (or to the Upstash REST
  * endpoint: anything with `holdBack(ms)`) for `ms[0]`–`ms[1]` ms every `every` ms, then
- * delivers it in order: requests held past their caller's timeout are applied late.
+ * delivers it in order: requests held past their caller's timeout are applied late. Each
+ * hold-back is noted as a store outage (`run.outage()`).
  */
 export function lateDelivery(target, { every, ms }) {
   return {
@@ -440,7 +442,11 @@ export function lateDelivery(target, { every, ms }) {
       // Every request held back is delivered, and answered, 200 ms before the clients stop
       // (a process that exits with a call unanswered leaves what a dead one leaves).
       const held = Math.min(random.int(ms[0], ms[1]), run.endsAt - 200 - now());
-      if (held >= ms[0] / 2) target.holdBack(held);
+      if (held < ms[0] / 2) return;
+      // An outage for the fair-order check: a fair waiter whose attempt timed out asks again
+      // under a new owner, at the end of the queue (as one cut off by a restart does).
+      setTimeout(run.outage(), held);
+      target.holdBack(held);
     },
   };
 }
@@ -637,6 +643,8 @@ const LATE_TEXT = (what, timeout) => `${what} held back 400–1200 ms (past the 
 const LATE_WAITS = [0, 3_000];
 // Fair locks and semaphores (lockAll() is not fair: no "multi"), with the other kinds beside them.
 export const FAIR_CLIENT = { fair: true, kinds: { lock: 5, semaphore: 3, read: 1, write: 1, election: 1 } };
+// The Redis stores' fair runs: fair locks (they have no fair semaphores), with the other kinds beside them.
+export const FAIR_LOCKS_CLIENT = { fair: true, kinds: { lock: 6, read: 1, write: 1, election: 1 } };
 
 /**
  * Fault modifiers a row's name may carry (`redis+stall`, `postgres-late+abort`): each
@@ -1072,6 +1080,23 @@ export const SETUPS = {
     },
   },
 };
+
+/** `setup` with fair locks in its clients (FAIR_LOCKS_CLIENT), the other kinds beside them. */
+function withFairLocks(setup) {
+  return {
+    ...setup,
+    store: `${setup.store}, fair locks`,
+    open: async (s, random) => {
+      const opened = await setup.open(s, random);
+      return { ...opened, client: { ...FAIR_LOCKS_CLIENT, ...opened.client } };
+    },
+  };
+}
+
+// The Redis stores' fair locks: the native engine's queue, the same scripts through a
+// user's client (whose answers on places the exact fair-order rule reads), across restarts
+// and with replies held back past the command timeout.
+for (const name of ["redis", "ioredis", "redis-restart", "redis-late"]) SETUPS[`${name}-fair`] = withFairLocks(SETUPS[name]);
 
 /** A fresh lock file for a FileLockStore run (in the OS's temporary directory). */
 export async function lockFile() {
