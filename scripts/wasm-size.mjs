@@ -37,8 +37,11 @@ import { gzipSync } from "node:zlib";
 // Fair locks and semaphores in the memory store (a queue of leased places per key, the
 // key's fairness checked both ways, `"fair lock"` in the serialized form) and a JS store's
 // `acquireFair` (the contract's call, the test kit's store over the memory store), and a
-// wait's place given up when its future is dropped: 55.6 KB.
-export const WASM_GZIP_BUDGET_BYTES = 55.7 * 1024;
+// wait's place given up when its future is dropped: 55.6 KB. A fair lock's release and
+// extend told apart from a plain one's (`LockStore::release_fair`/`extend_fair`, the
+// contract's calls with the kind "lock": the Redis stores keep fair locks apart), and a
+// store's UNSUPPORTED refusal: 56.2 KB.
+export const WASM_GZIP_BUDGET_BYTES = 56.3 * 1024;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const wasmFile = join(root, "js/wasm/locksmith_wasm_bg.wasm");

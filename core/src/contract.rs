@@ -408,6 +408,19 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
         expect_bool("extend", &self.ask(Call::new("extend", key, Some(owner), Some(ttl_ms))).await?)
     }
 
+    /// `release` with the kind `lock`: the bridge calls the store's optional
+    /// `releaseFair(key, owner)` where it has one, else its `release`.
+    fn release_fair<'a>(&'a self, key: &'a str, owner: &'a str) -> BoxFuture<'a, Result<bool>> {
+        let call = Call::new("release", key, Some(owner), None).of_kind(HoldKind::Exclusive);
+        Box::pin(async move { expect_bool("release", &self.ask(call).await?) })
+    }
+
+    /// `extend` with the kind `lock`: the store's optional `extendFair(key, owner, ttlMs)`, else `extend`.
+    fn extend_fair<'a>(&'a self, key: &'a str, owner: &'a str, ttl_ms: u64) -> BoxFuture<'a, Result<bool>> {
+        let call = Call::new("extend", key, Some(owner), Some(ttl_ms)).of_kind(HoldKind::Exclusive);
+        Box::pin(async move { expect_bool("extend", &self.ask(call).await?) })
+    }
+
     async fn is_locked(&self, key: &str) -> Result<bool> {
         expect_bool("isLocked", &self.ask(Call::new("isLocked", key, None, None)).await?)
     }
@@ -497,6 +510,7 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
 }
 
 impl<F: ForeignStore> ForeignLockStore<F> {
+    /// A plain lock's `release` or `extend` (`op`), or a fair lock's (`fair`: the kind `lock`).
     async fn ask(&self, call: Call<'_>) -> Result<Answer> {
         refusal(self.0.call(call).await?)
     }

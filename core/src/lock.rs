@@ -616,7 +616,7 @@ impl Lock {
     }
 
     async fn store_release(&self, owner: OwnerToken) -> Result<bool> {
-        release_in(&*self.store, &self.key, &self.keys, owner, self.kind).await
+        release_in(&*self.store, &self.key, &self.keys, owner, self.kind, self.fair).await
     }
 
     async fn store_extend(&self, owner: OwnerToken, ttl_ms: u64) -> Result<bool> {
@@ -624,6 +624,9 @@ impl Lock {
             return crate::all::extend(&*self.store, &self.keys, owner.as_str(), ttl_ms).await;
         }
         match self.kind {
+            HoldKind::Exclusive if self.fair => {
+                self.store.extend_fair(&self.key, owner.as_str(), ttl_ms).await
+            }
             HoldKind::Exclusive => self.store.extend(&self.key, owner.as_str(), ttl_ms).await,
             kind => self.store.extend_permit(&self.key, owner.as_str(), ttl_ms, kind).await,
         }
@@ -1041,11 +1044,12 @@ impl Lock {
     /// could free is left), so an outage is not met with a growing crowd of clean-ups.
     fn release_call(&self, owner: OwnerToken) -> impl std::future::Future<Output = ()> + 'static {
         let (timer, ttl_ms) = (self.timer.clone(), self.ttl_ms);
-        let (store, key, keys, kind) = (self.store.clone(), self.key.clone(), self.keys.clone(), self.kind);
+        let (store, key, keys, kind, fair) =
+            (self.store.clone(), self.key.clone(), self.keys.clone(), self.kind, self.fair);
         async move {
             let give_up_at = timer.now_ms().saturating_add(ttl_ms);
             let (mut pause, mut tries) = (CLEAN_UP_RETRY_MS, 1);
-            while release_in(&*store, &key, &keys, owner, kind).await.is_err()
+            while release_in(&*store, &key, &keys, owner, kind, fair).await.is_err()
                 && tries < CLEAN_UP_TRIES
                 && timer.now_ms() < give_up_at
             {
@@ -1442,11 +1446,13 @@ async fn release_in(
     keys: &[String],
     owner: OwnerToken,
     kind: HoldKind,
+    fair: bool,
 ) -> Result<bool> {
     if !keys.is_empty() {
         return crate::all::release(store, keys, owner.as_str()).await;
     }
     match kind {
+        HoldKind::Exclusive if fair => store.release_fair(key, owner.as_str()).await,
         HoldKind::Exclusive => store.release(key, owner.as_str()).await,
         kind => store.release_permit(key, owner.as_str(), kind).await,
     }

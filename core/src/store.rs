@@ -271,6 +271,19 @@ pub trait LockStore: MaybeSendSync {
         Err(no_fairness())
     }
 
+    /// A fair lock's release (`fair: true`): as [`release`](LockStore::release), and an
+    /// owner that holds nothing gives up its place in the queue. For a store whose fair
+    /// locks are kept otherwise than its plain ones (the Redis stores); by default,
+    /// `release`, for stores that tell fair holds and places apart themselves.
+    fn release_fair<'a>(&'a self, key: &'a str, owner: &'a str) -> BoxFuture<'a, Result<bool>> {
+        self.release(key, owner)
+    }
+
+    /// A fair lock's extend: as [`extend`](LockStore::extend); by default, `extend`.
+    fn extend_fair<'a>(&'a self, key: &'a str, owner: &'a str, ttl_ms: u64) -> BoxFuture<'a, Result<bool>> {
+        self.extend(key, owner, ttl_ms)
+    }
+
     /// Whether `key` (of `kind`) is fair now: fair handles hold it or queue for it. A
     /// handle that is not fair asks after a refused attempt, to be told why it cannot
     /// get in. The default, for stores without fair queues: `false`.

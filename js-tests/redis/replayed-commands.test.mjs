@@ -170,7 +170,7 @@ describe("the scripts, applied twice by the same owner", () => {
 
   it("acquire_all takes its own keys again, with fresh tokens and TTLs, and refuses another owner's", async () => {
     const [a, b] = [uniqueKey("all-a"), uniqueKey("all-b")];
-    const keys = [a, `${a}:fence`, b, `${b}:fence`];
+    const keys = [a, `${a}:fence`, `${a}:fair`, b, `${b}:fence`, `${b}:fair`];
     const first = String(await run(SCRIPTS.acquireAll, keys, ["owner-1", "1000", "2000"]));
     const second = String(await run(SCRIPTS.acquireAll, keys, ["owner-1", "5000", "6000"]));
     const [t1, t2] = [first.split(" ").map(Number), second.split(" ").map(Number)];

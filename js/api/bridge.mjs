@@ -178,11 +178,18 @@ function dispatcher(store) {
             tokens ? store[ACQUIRE_TOKEN](call.key, call.owner, call.ttlMs) : store.acquire(call.key, call.owner, call.ttlMs),
           );
           break;
+        // A fair lock's release and extend come with the kind "lock": a store that keeps
+        // fair locks otherwise than plain ones (the Redis stores) has releaseFair/extendFair.
         case "release":
-          pending = afterAcquire(call.key, call.owner, () => store.release(call.key, call.owner));
+          pending = afterAcquire(call.key, call.owner, () =>
+            call.kind === "lock" && typeof store.releaseFair === "function" ? store.releaseFair(call.key, call.owner) : store.release(call.key, call.owner),
+          );
           break;
         case "extend":
-          pending = store.extend(call.key, call.owner, call.ttlMs);
+          pending =
+            call.kind === "lock" && typeof store.extendFair === "function"
+              ? store.extendFair(call.key, call.owner, call.ttlMs)
+              : store.extend(call.key, call.owner, call.ttlMs);
           break;
         case "isLocked":
           pending = store.isLocked(call.key);

@@ -191,6 +191,16 @@ export class RedisLockStore {
     return this.#call("flag", (id) => this.#engine.release(id, checked(key), checked(owner, "owner")));
   }
 
+  /** A fair lock's release (the store contract's `releaseFair`): frees the hold, or gives up `owner`'s place. */
+  releaseFair(key, owner) {
+    return this.#call("flag", (id) => this.#engine.releaseFair(id, checked(key), checked(owner, "owner")));
+  }
+
+  /** A fair hold's extend (the store contract's `extendFair`): its fair mark kept at least as long. */
+  extendFair(key, owner, ttlMs) {
+    return this.#call("flag", (id) => this.#engine.extendFair(id, checked(key), checked(owner, "owner"), checkedMs(ttlMs)));
+  }
+
   /** Pushes `key`'s expiry `ttlMs` from now if `owner` holds it. */
   extend(key, owner, ttlMs) {
     return this.#call("flag", (id) => this.#engine.extend(id, checked(key), checked(owner, "owner"), checkedMs(ttlMs)));

@@ -82,17 +82,14 @@ export class RedisClientStore {
   #driver;
   #prefix;
   // channel -> { listeners: Set of { listener, woken, at }, subscribed: boolean, linger,
-  // all: whether a release wakes every listener, attempts: acquires of the lock key sent }
+  // all: whether a release wakes every listener (a semaphore's, a read-write lock's, and a
+  // fair lock's once acquireFair has been called on it), attempts: acquires of the lock key sent }
   #channels = new Map();
   #subscriber;
   #notify;
   #cluster;
   #fencing;
   #closed = false;
-  // The keys fair handles of this store asked for (acquireFair): their releases and
-  // extends take the fair lock's queue and mark along, and a release wakes every waiter
-  // (only the first in line may go). A key's handles all agree on `fair`.
-  #fairKeys = new Set();
 
   /** A semaphore hold may take several permits (the JS store contract's `permitWeights`). */
   get permitWeights() {
@@ -199,14 +196,25 @@ export class RedisClientStore {
     }
   }
 
-  /**
-   * Releases `owner`'s hold of `key`; an election's takes its value along (`valueKeys`), a
-   * fair lock's gives up the owner's place in its queue either way (fair_release.lua).
-   */
+  /** Releases `owner`'s hold of `key`; an election's takes its value along (`valueKeys`). */
   async release(key, owner) {
     const lockKey = this.#key(key);
-    if (this.#fairKeys.size > 0 && this.#fairKeys.has(key)) return this.#releaseAnswer(SCRIPTS.fairRelease, fairKeysOf(lockKey), [owner], key);
     return this.#releaseAnswer(SCRIPTS.release, [lockKey, ...valueKeys(key, lockKey)], [owner], key);
+  }
+
+  /**
+   * A fair lock's release (the store contract's `releaseFair`): frees `owner`'s hold of
+   * `key`, or gives up its place in the queue (fair_release.lua).
+   */
+  async releaseFair(key, owner) {
+    return this.#releaseAnswer(SCRIPTS.fairRelease, fairKeysOf(this.#key(key)), [owner], key);
+  }
+
+  /** A fair hold's extend (the store contract's `extendFair`): its fair mark is kept at least as long. */
+  async extendFair(key, owner, ttlMs) {
+    const lockKey = this.#key(key);
+    const keys = [lockKey, `${lockKey}:fence`, `${lockKey}:fair`];
+    return Number(await this.#script(SCRIPTS.extend, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS), "fair"])) === 1;
   }
 
   /**
@@ -219,7 +227,13 @@ export class RedisClientStore {
   async acquireFair(key, owner, ttlMs, kind, _limit, _permits, waits) {
     const lockKey = this.#key(key);
     if (kind !== "lock") throw fairLocksOnly();
-    this.#fairKeys.add(key);
+    // A fair wait listens before each attempt: a release wakes every listener of the key
+    // here (only the first in line may go), and this attempt uses the wake-up it answers.
+    const entry = this.#channels.size > 0 ? this.#channels.get(`${lockKey}:released`) : undefined;
+    if (entry !== undefined) {
+      entry.all = true;
+      entry.attempts++;
+    }
     const [, queue, places, mark] = fairKeysOf(lockKey);
     const keys = [lockKey, `${lockKey}:fence`, queue, places, mark];
     const token = Number(await this.#script(SCRIPTS.fairAcquire, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS), waits === true ? "1" : "0"]));
@@ -250,9 +264,7 @@ export class RedisClientStore {
   /** Extends `owner`'s hold of `key`, and its fencing counter; an election's value too (`valueKeys`). */
   async extend(key, owner, ttlMs) {
     const lockKey = this.#key(key);
-    // A fair hold keeps its fair mark as long (extend.lua's KEYS[3], as an election's value).
-    const kept = this.#fairKeys.size > 0 && this.#fairKeys.has(key) ? [`${lockKey}:fair`] : valueKeys(key, lockKey);
-    const keys = [lockKey, `${lockKey}:fence`, ...kept];
+    const keys = [lockKey, `${lockKey}:fence`, ...valueKeys(key, lockKey)];
     const reply = await this.#script(SCRIPTS.extend, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]);
     return Number(reply) === 1;
   }
@@ -393,7 +405,7 @@ export class RedisClientStore {
     const channel = `${kind === undefined ? this.lockKey(key) : this.#holders(key, kind)}:released`;
     let entry = this.#channels.get(channel);
     if (entry === undefined) {
-      entry = { listeners: new Set(), subscribed: false, linger: undefined, all: kind !== undefined || this.#fairKeys.has(key), attempts: 0 };
+      entry = { listeners: new Set(), subscribed: false, linger: undefined, all: kind !== undefined, attempts: 0 };
       this.#channels.set(channel, entry);
       this.#subscribe(channel, entry);
     }

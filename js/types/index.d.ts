@@ -202,6 +202,14 @@ export interface LockStore {
    */
   acquireFair?(key: string, owner: string, ttlMs: number, kind: "lock" | "semaphore", limit: number | undefined, permits: number, waits: boolean): Promise<boolean | number>;
   /**
+   * Optional: a fair lock's release, for a store that keeps fair locks otherwise than plain
+   * ones (the Redis stores); without it, `release` serves both. As `release`, and an owner
+   * that holds nothing gives up its place in the queue.
+   */
+  releaseFair?(key: string, owner: string): Promise<boolean>;
+  /** Optional: a fair lock's extend, likewise; without it, `extend` serves both. */
+  extendFair?(key: string, owner: string, ttlMs: number): Promise<boolean>;
+  /**
    * Optional, all five or none: semaphores and read-write locks (docs/stores.md). With
    * `permitWeights: true`, `acquirePermit` gets a sixth argument, `permits` (1 when
    * absent): that many of the semaphore's permits for one holder.

@@ -463,6 +463,28 @@ impl WasmRedisEngine {
         self.start(id, async move { store.release(&key, &owner).await.map(Outcome::Flag) });
     }
 
+    /// Call `id`: a fair lock's release: frees `key` if `owner` holds it, or gives up its place.
+    #[wasm_bindgen(js_name = releaseFair)]
+    pub fn release_fair(&mut self, id: u32, key: String, owner: String) {
+        let store = self.store.clone();
+        self.start(id, async move { store.release_fair(&key, &owner).await.map(Outcome::Flag) });
+    }
+
+    /// Call `id`: a fair hold's extend (its fair mark kept at least as long).
+    #[wasm_bindgen(js_name = extendFair)]
+    pub fn extend_fair(
+        &mut self,
+        id: u32,
+        key: String,
+        owner: String,
+        ttl_ms: f64,
+    ) -> std::result::Result<(), JsError> {
+        let ttl_ms = validate::js::ttl_ms(ttl_ms).map_err(|e| js_error(&e))?;
+        let store = self.store.clone();
+        self.start(id, async move { store.extend_fair(&key, &owner, ttl_ms).await.map(Outcome::Flag) });
+        Ok(())
+    }
+
     /// Call `id`: pushes `key`'s expiry `ttl_ms` from now if `owner` holds it.
     pub fn extend(
         &mut self,

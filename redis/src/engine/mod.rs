@@ -471,12 +471,13 @@ impl Engine {
             Op::AcquireAll { keys, owner, ttl_ms } => {
                 let ttl = ttl_ms.to_string();
                 let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
-                // Each lock key, then its fencing counter.
-                let mut names = Vec::with_capacity(2 * keys.len());
+                // Each lock key, then its fencing counter and its fair mark.
+                let mut names = Vec::with_capacity(3 * keys.len());
                 for key in keys {
                     let lock_key = crate::lock_key(prefix, key);
                     let fence_key = format!("{lock_key}:fence");
-                    names.extend([lock_key, fence_key]);
+                    let mark_key = format!("{lock_key}:fair");
+                    names.extend([lock_key, fence_key, mark_key]);
                 }
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
                 resp::script_on(
@@ -507,13 +508,20 @@ impl Engine {
                 let ttl = ttl_ms.to_string();
                 let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
                 let args = [owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()];
-                if *fair || is_election(key) {
-                    // An election's hold keeps its leader's value as long as its fencing
-                    // counter (extend.lua's KEYS[3]); a fair hold, its fair mark.
+                if *fair {
+                    // A fair hold keeps its fair mark at least as long (extend.lua's KEYS[3], 'fair').
                     let lock_key = crate::lock_key(prefix, key);
                     let fence_key = format!("{lock_key}:fence");
-                    let kept = format!("{lock_key}:{}", if *fair { "fair" } else { "value" });
-                    resp::script_on(out, &EXTEND, eval, &[&lock_key, &fence_key, &kept], &args);
+                    let mark = format!("{lock_key}:fair");
+                    let args = [args[0], args[1], args[2], b"fair".as_slice()];
+                    resp::script_on(out, &EXTEND, eval, &[&lock_key, &fence_key, &mark], &args);
+                } else if is_election(key) {
+                    // An election's hold keeps its leader's value as long as its fencing
+                    // counter (extend.lua's KEYS[3]).
+                    let lock_key = crate::lock_key(prefix, key);
+                    let fence_key = format!("{lock_key}:fence");
+                    let value_key = format!("{lock_key}:value");
+                    resp::script_on(out, &EXTEND, eval, &[&lock_key, &fence_key, &value_key], &args);
                 } else {
                     resp::script(out, &EXTEND, eval, prefix, key, true, &args);
                 }

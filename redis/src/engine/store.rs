@@ -3,7 +3,7 @@
 //! host's thread (see [`local`](super::local)); the host writes
 //! [`take_output`](EngineStore::take_output) once per turn.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -33,9 +33,6 @@ struct Shared {
     subscribers: Vec<Subscriber>,
     /// `WAIT` after writes (see [`Engine::set_min_replicas`]), for every connection.
     min_replicas: (u32, u64),
-    /// The keys fair handles of this store have asked for: their releases and extends
-    /// take the fair lock's queue and mark along (a key's handles all agree on `fair`).
-    fair_keys: HashSet<String>,
 }
 
 /// How many hash slots a Redis Cluster has.
@@ -197,7 +194,6 @@ impl EngineStore {
                 cluster: None,
                 subscribers: Vec::new(),
                 min_replicas: (0, 0),
-                fair_keys: HashSet::new(),
             }),
             clock,
             closed: AtomicBool::new(false),
@@ -349,12 +345,6 @@ impl EngineStore {
             return self.subscriber.clone();
         }
         self.shared().subscribers.get(conn).cloned()
-    }
-
-    /// Whether fair handles of this store asked for the lock `key`.
-    fn is_fair(&self, key: &str) -> bool {
-        let shared = self.shared();
-        !shared.fair_keys.is_empty() && shared.fair_keys.contains(key)
     }
 
     /// The subscriber that hears `key`'s releases: on a cluster, its slot's node's.
@@ -600,25 +590,14 @@ impl LockStore for EngineStore {
     }
 
     async fn release(&self, key: &str, owner: &str) -> Result<bool> {
-        let fair = self.is_fair(key);
-        let reply = if fair {
-            self.request(key, |e, now| e.fair_release(key, owner, now))
-        } else {
-            self.request(key, |e, now| e.release(key, owner, now))
-        };
-        match reply.await? {
+        match self.request(key, |e, now| e.release(key, owner, now)).await? {
             Value::Flag(flag) => Ok(flag),
             other => Err(unexpected("release", &other)),
         }
     }
 
     async fn extend(&self, key: &str, owner: &str, ttl_ms: u64) -> Result<bool> {
-        let reply = if self.is_fair(key) {
-            self.request(key, |e, now| e.fair_extend(key, owner, ttl_ms, now))
-        } else {
-            self.request(key, |e, now| e.extend(key, owner, ttl_ms, now))
-        };
-        match reply.await? {
+        match self.request(key, |e, now| e.extend(key, owner, ttl_ms, now)).await? {
             Value::Flag(flag) => Ok(flag),
             other => Err(unexpected("extend", &other)),
         }
@@ -704,13 +683,6 @@ impl LockStore for EngineStore {
                 "the Redis stores have fair locks, not fair semaphores: `fair: true` on a semaphore needs another store (the memory store, FileLockStore, EtcdLockStore, DurableObjectLockStore)".into(),
             ));
         }
-        {
-            let mut shared = self.shared();
-            shared.check_key(key)?;
-            if !shared.fair_keys.contains(key) {
-                shared.fair_keys.insert(key.to_owned());
-            }
-        }
         let fencing = self.shared().engines[0].options().fencing;
         match self.request(key, |e, now| e.fair_acquire(key, owner, ttl_ms, waits, now)).await? {
             // Without fencing, holds carry no token (the script mints one all the same).
@@ -719,6 +691,29 @@ impl LockStore for EngineStore {
             }
             other => Err(unexpected("acquire_fair", &other)),
         }
+    }
+
+    /// A fair lock's release (`fair_release.lua`): frees the hold, or gives up the
+    /// owner's place; either way the mark goes with the last fair holder or waiter.
+    fn release_fair<'a>(&'a self, key: &'a str, owner: &'a str) -> BoxFuture<'a, Result<bool>> {
+        let reply = self.request(key, |e, now| e.fair_release(key, owner, now));
+        Box::pin(async move {
+            match reply.await? {
+                Value::Flag(flag) => Ok(flag),
+                other => Err(unexpected("release_fair", &other)),
+            }
+        })
+    }
+
+    /// A fair hold's extend: its fair mark is kept at least as long.
+    fn extend_fair<'a>(&'a self, key: &'a str, owner: &'a str, ttl_ms: u64) -> BoxFuture<'a, Result<bool>> {
+        let reply = self.request(key, |e, now| e.fair_extend(key, owner, ttl_ms, now));
+        Box::pin(async move {
+            match reply.await? {
+                Value::Flag(flag) => Ok(flag),
+                other => Err(unexpected("extend_fair", &other)),
+            }
+        })
     }
 
     fn release_signal(&self, key: &str) -> Option<BoxFuture<'static, ()>> {

@@ -44,7 +44,7 @@ fn a_fair_attempt_and_release_send_the_queue_places_and_mark() {
     let release = ["4", "p:{k}", "p:{k}:queue", "p:{k}:places", "p:{k}:fair", "owner"];
     assert_eq!(String::from_utf8(e.take_output()).unwrap(), evalsha(&FAIR_RELEASE, &release));
     e.fair_extend("k", "owner", 500, 0);
-    let extend = ["3", "p:{k}", "p:{k}:fence", "p:{k}:fair", "owner", "500", "1500"];
+    let extend = ["3", "p:{k}", "p:{k}:fence", "p:{k}:fair", "owner", "500", "1500", "fair"];
     assert_eq!(String::from_utf8(e.take_output()).unwrap(), evalsha(&EXTEND, &extend));
 }
 

@@ -1,0 +1,165 @@
+// Fair locks on the Redis stores (RedisLockStore in the build under test, and the store over
+// a user's ioredis client, which runs the same scripts): what a fair hold and a fair place
+// leave in Redis, seen from the server. A hold restored in another store keeps its key
+// fair; an extend never shortens the fair mark a longer place keeps; lockAll() does not
+// take a key past its queue; a client store's fair waiters wait on wake-ups, not in a loop;
+// a waiter that gives up leaves the queue at once, and the last one takes the mark along.
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+
+import { Redis } from "ioredis";
+
+import { IoRedisLockStore } from "../../js/stores/ioredis.mjs";
+import { startRedis } from "../support/redis-server.mjs";
+import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
+
+failOnUnhandledRejections();
+
+const FAIR = { fair: true };
+
+let server;
+let admin;
+before(async () => {
+  server = await startRedis();
+  admin = new Redis(server.url);
+});
+after(async () => {
+  await admin.quit();
+  await server.stop();
+});
+
+/** Each store kind: `open()` → `{ store, close() }`. */
+const KINDS = {
+  RedisLockStore: async () => {
+    const store = await ls.RedisLockStore.connect(server.url);
+    return { store, close: () => store.close() };
+  },
+  IoRedisLockStore: async () => {
+    const client = new Redis(server.url);
+    const store = new IoRedisLockStore(client);
+    return {
+      store,
+      close: async () => {
+        await store.close();
+        await client.quit();
+      },
+    };
+  },
+};
+
+/** The fair lock's keys in Redis (the default prefix). */
+const keysOf = (key) => {
+  const lock = `locksmith:{${key}}`;
+  return { lock, queue: `${lock}:queue`, places: `${lock}:places`, mark: `${lock}:fair` };
+};
+
+/** Resolves once `key`'s queue holds `n` places. */
+async function queued(key, n) {
+  const { queue } = keysOf(key);
+  for (let i = 0; i < 200; i++) {
+    if ((await admin.zcard(queue)) === n) return;
+    await sleep(10);
+  }
+  assert.fail(`${key}'s queue never held ${n} places (it holds ${await admin.zcard(queue)})`);
+}
+
+for (const [name, open] of Object.entries(KINDS)) {
+  describe(`fair locks on ${name}`, () => {
+    let a;
+    let b;
+    before(async () => {
+      a = await open();
+      b = await open();
+    });
+    after(async () => {
+      await a?.close();
+      await b?.close();
+    });
+
+    it("a hold restored in another store keeps the key fair: its extends keep the mark, its release goes through the queue", async () => {
+      const key = uniqueKey("fair-restored");
+      const holder = ls.lock(key, 1_500, a.store, FAIR);
+      assert.equal(await holder.acquire(), true);
+      const restored = ls.restoreLock(holder.serialize(), b.store);
+      assert.equal(restored.fair, true);
+      const waiter = ls.lock(key, 1_500, a.store, FAIR);
+      const waiting = waiter.acquire({ timeout: 20_000, retryDelay: 100 });
+      await queued(key, 1);
+      // Past the first hold's TTL and the mark's grace: only the restored handle's extends keep them.
+      for (let i = 0; i < 6; i++) {
+        await sleep(500);
+        await restored.extend();
+      }
+      assert.ok((await admin.pttl(keysOf(key).mark)) > 1_000, "the restored hold's extends keep the fair mark");
+      assert.equal(await restored.release(), true);
+      assert.equal(await waiting, true, "the waiter is granted, not refused as if a plain handle held the key");
+      assert.equal(await waiter.release(), true);
+      const { lock, queue, places, mark } = keysOf(key);
+      assert.equal(await admin.exists(lock, queue, places, mark), 0, "the last fair release takes the queue and the mark along");
+    });
+
+    it("an extend never shortens the fair mark that a longer waiter's place keeps", async () => {
+      const key = uniqueKey("fair-mark");
+      const holder = ls.lock(key, 2_000, a.store, FAIR);
+      assert.equal(await holder.acquire(), true);
+      const controller = new AbortController();
+      const waiter = ls.lock(key, 60_000, b.store, FAIR);
+      const waiting = waiter.acquire({ timeout: 60_000, signal: controller.signal }).catch((err) => err.code);
+      await queued(key, 1);
+      assert.ok((await admin.pttl(keysOf(key).mark)) > 55_000);
+      await holder.extend();
+      assert.ok((await admin.pttl(keysOf(key).mark)) > 55_000, "the holder's extend left the mark as long as the place keeps it");
+      controller.abort();
+      assert.equal(await waiting, "ABORTED");
+      // The waiter that gave up leaves the queue at once (its clean-up release, one round
+      // trip after the abort); the hold keeps the mark.
+      await queued(key, 0);
+      assert.equal(await admin.exists(keysOf(key).mark), 1);
+      assert.equal(await holder.release(), true);
+      assert.equal(await admin.exists(keysOf(key).mark), 0);
+    });
+
+    it("lockAll() does not take a fair key past its queue", async () => {
+      const [key, other] = [uniqueKey("fair-all"), uniqueKey("fair-all-other")];
+      const holder = ls.lock(key, 10_000, a.store, FAIR);
+      assert.equal(await holder.acquire(), true);
+      const waiter = ls.lock(key, 10_000, b.store, FAIR);
+      const waiting = waiter.acquire({ timeout: 10_000 });
+      await queued(key, 1);
+      const all = ls.lockAll([key, other], 10_000, a.store);
+      // Waiting behind the queue (the engine's one script counts the key held) or refused
+      // (a store that takes the keys one at a time: the plain acquire refuses a fair key).
+      const taking = all.acquire({ timeout: 400, retryDelay: 20 }).catch((err) => err.code);
+      await sleep(100);
+      assert.equal(await holder.release(), true);
+      assert.equal(await waiting, true, "the fair waiter is granted");
+      assert.ok([false, "INVALID_ARGUMENT"].includes(await taking), "lockAll() was not granted the fair key");
+      assert.equal(await waiter.release(), true);
+    });
+
+    it("fair waiters wait on release wake-ups: a few attempts each while the key stays held", async () => {
+      const key = uniqueKey("fair-quiet");
+      const holder = ls.lock(key, 30_000, b.store, FAIR);
+      assert.equal(await holder.acquire(), true);
+      const before = Number((await admin.info("commandstats")).match(/cmdstat_evalsha:calls=(\d+)/)?.[1] ?? 0);
+      const controller = new AbortController();
+      const waits = Array.from({ length: 8 }, () =>
+        ls
+          .lock(key, 30_000, b.store, FAIR)
+          .acquire({ timeout: 30_000, retryDelay: 1_000, signal: controller.signal })
+          .catch((err) => err.code),
+      );
+      await sleep(1_500);
+      const calls = Number((await admin.info("commandstats")).match(/cmdstat_evalsha:calls=(\d+)/)?.[1] ?? 0) - before;
+      controller.abort();
+      assert.deepEqual(
+        await Promise.all(waits),
+        waits.map(() => "ABORTED"),
+      );
+      // Each waiter's first attempt and at most a retry or two: not a loop.
+      assert.ok(calls <= 8 * 3, `${calls} scripts ran while 8 fair waiters waited 1.5 s`);
+      await queued(key, 0); // the aborted waiters leave the queue
+      assert.equal(await holder.release(), true);
+    });
+  });
+}
