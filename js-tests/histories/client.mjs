@@ -390,7 +390,7 @@ export function lateFetch({ share, ms }) {
 // The lock methods a test-only wrapper passes through (plain and fair locks only: the
 // broken guards are shown on `kinds: { lock: 1 }` runs). ACQUIRE_TOKEN keeps fencing tokens.
 const ACQUIRE_TOKEN = Symbol.for("locksmith.acquireToken");
-const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime", "isHeldBy", "ownerRemainingTime", "acquireFair", ACQUIRE_TOKEN];
+const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime", "isHeldBy", "ownerRemainingTime", "acquireFair", "releaseFair", "extendFair", ACQUIRE_TOKEN];
 
 /**
  * A test-only wrapper around a real store with one guard broken, to show that the
@@ -617,7 +617,7 @@ const fairness = (handle, options, placed) => (handle.fair ? { fair: true, timeo
 
 /**
  * The places of a JS store's fair queues as this process saw them answered: the store's
- * `acquireFair`, `release` and `releasePermit` are wrapped (own properties over its
+ * `acquireFair`, `release`, `releasePermit` and `releaseFair` are wrapped (own properties over its
  * methods), and each owner that made a fair attempt gets a record `{ t: "place", process,
  * key, kind, owner, ttl, first, queued, answers, grant, end }`: when its first attempt was
  * sent (`first`), when an attempt that waits was first answered "not yet" (`queued`: its
@@ -657,7 +657,7 @@ function recordPlaces(store, process) {
     } else if (answer !== false && answer !== undefined && answer !== null) place.grant ??= { send, reply };
     return answer;
   };
-  for (const name of ["release", "releasePermit"]) {
+  for (const name of ["release", "releasePermit", "releaseFair"]) {
     const release = store[name];
     if (typeof release !== "function") continue;
     store[name] = (key, owner, ...rest) => {
