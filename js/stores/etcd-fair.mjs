@@ -73,7 +73,8 @@ import {
   valueIs,
 } from "./etcd-codec.mjs";
 import { GRPC, unavailable } from "./etcd-gateway.mjs";
-import { limitMismatch, queueOf, unfairHolder } from "./etcd-permits.mjs";
+import { unfairHolder } from "../api/errors.mjs";
+import { limitMismatch, queueOf } from "./etcd-permits.mjs";
 
 // Places remembered past this many are forgotten (an attempt that knows none reads its own).
 const PLACES_MAX = 10_000;

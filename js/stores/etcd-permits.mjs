@@ -22,7 +22,7 @@
 // it out, can refuse an entry behind it that would fit. Counting only the admitted ones
 // ahead would not keep admissions stable (an entry could lose its admission when one
 // ahead of it left and let a refused one in).
-import { invalid } from "../api/errors.mjs";
+import { fairKey, invalid } from "../api/errors.mjs";
 import {
   absent,
   anyUnder,
@@ -42,9 +42,6 @@ import {
   valueIs,
 } from "./etcd-codec.mjs";
 import { GRPC, unavailable } from "./etcd-gateway.mjs";
-
-// The refusals of a handle whose fairness is not the key's, shared with the Redis stores.
-export { fairKey, unfairHolder } from "../api/errors.mjs";
 
 /** A semaphore handle whose limit is not the one its holders use. */
 export const limitMismatch = (key, held, limit) =>

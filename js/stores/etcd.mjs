@@ -48,7 +48,7 @@
 // (release wake-ups) and etcd-admin.mjs (time left from leases, and the CLI's listing).
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, STORE_NAME } from "../api/symbols.mjs";
 import { MAX_LIMIT, limitMessage } from "../api/defaults.mjs";
-import { checkString, connectArguments, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
+import { checkString, connectArguments, fairKey, invalid, noteSharedStore, typeName } from "../api/errors.mjs";
 import { checkKind, checkMs, checkPermits, checkSeq } from "../api/checks.mjs";
 import { releaseHolds } from "../api/shutdown.mjs";
 import {
@@ -80,7 +80,7 @@ import {
 } from "./etcd-codec.mjs";
 import { EtcdGateway, GRPC, parseOptions, unavailable } from "./etcd-gateway.mjs";
 import { acquireFairLock, acquireFairPermit } from "./etcd-fair.mjs";
-import { acquireEntry, countEntries, entryRemainingTime, extendEntry, fairKey, releaseEntry } from "./etcd-permits.mjs";
+import { acquireEntry, countEntries, entryRemainingTime, extendEntry, releaseEntry } from "./etcd-permits.mjs";
 import { ReleaseWatch } from "./etcd-watch.mjs";
 import { adminList, adminRelease, timeLeft } from "./etcd-admin.mjs";
 
