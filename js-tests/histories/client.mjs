@@ -390,7 +390,19 @@ export function lateFetch({ share, ms }) {
 // The lock methods a test-only wrapper passes through (plain and fair locks only: the
 // broken guards are shown on `kinds: { lock: 1 }` runs). ACQUIRE_TOKEN keeps fencing tokens.
 const ACQUIRE_TOKEN = Symbol.for("locksmith.acquireToken");
-const LOCK_METHODS = ["acquire", "release", "extend", "isLocked", "remainingTime", "isHeldBy", "ownerRemainingTime", "acquireFair", "releaseFair", "extendFair", ACQUIRE_TOKEN];
+const LOCK_METHODS = [
+  "acquire",
+  "release",
+  "extend",
+  "isLocked",
+  "remainingTime",
+  "isHeldBy",
+  "ownerRemainingTime",
+  "acquireFair",
+  "releaseFair",
+  "extendFair",
+  ACQUIRE_TOKEN,
+];
 
 /**
  * A test-only wrapper around a real store with one guard broken, to show that the
