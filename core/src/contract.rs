@@ -510,7 +510,6 @@ impl<F: ForeignStore> LockStore for ForeignLockStore<F> {
 }
 
 impl<F: ForeignStore> ForeignLockStore<F> {
-    /// A plain lock's `release` or `extend` (`op`), or a fair lock's (`fair`: the kind `lock`).
     async fn ask(&self, call: Call<'_>) -> Result<Answer> {
         refusal(self.0.call(call).await?)
     }

@@ -418,6 +418,8 @@ const LOCK_METHODS = [
  *   unanswered when the release came, or answered after `timeoutMs`;
  * - `fair-keeps-no-place`: a fair attempt keeps no place in the queue (it is sent as a
  *   single try), yet answers "waiting" as if it had, so a later waiter can be let in first.
+ * The release and extend guards break the plain lock's methods only: a fair lock's
+ * (releaseFair, extendFair) pass through, so they are shown on plain locks.
  */
 export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {}) {
   const store = {};

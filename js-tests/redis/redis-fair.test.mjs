@@ -10,6 +10,7 @@ import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 
 import { IoRedisLockStore } from "../../js/stores/ioredis.mjs";
+import { withFaults } from "../../js/testing.mjs";
 import { startRedis } from "../support/redis-server.mjs";
 import { failOnUnhandledRejections, ls, sleep, uniqueKey } from "../support/target.mjs";
 
@@ -163,3 +164,25 @@ for (const [name, open] of Object.entries(KINDS)) {
     });
   });
 }
+
+// withFaults() over a store whose fair locks have their own release and extend: a fault
+// named "release" or "extend" reaches them as it reaches a plain lock's.
+describe("withFaults() over IoRedisLockStore's fair locks", () => {
+  it("fails a fair lock's release and extend named as release and extend", async () => {
+    const client = new Redis(server.url);
+    const inner = new IoRedisLockStore(client);
+    const store = withFaults(inner);
+    try {
+      const l = ls.lock(uniqueKey("fair-faults"), 10_000, store, FAIR);
+      assert.equal(await l.acquire(), true);
+      store.failNext(1, { calls: ["extend"] });
+      await assert.rejects(l.extend(), { code: "STORE_UNAVAILABLE" });
+      store.failNext(1, { calls: ["release"] });
+      await assert.rejects(l.release(), { code: "STORE_UNAVAILABLE" });
+      assert.equal(await l.release(), true, "the fault failed the call before it reached Redis: the hold stood");
+    } finally {
+      await store.close();
+      await client.quit();
+    }
+  });
+});

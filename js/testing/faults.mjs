@@ -27,10 +27,15 @@ export const STORE_CALLS = Object.freeze([
   "proclaim",
 ]);
 
-/** A method's call name: the shipped stores' token paths are their acquires. */
+/**
+ * A method's call name: the shipped stores' token paths are their acquires, and a fair
+ * lock's release and extend (the Redis stores' releaseFair, extendFair) are releases and extends.
+ */
 export function callName(method) {
   if (method === ACQUIRE_TOKEN) return "acquire";
   if (method === ACQUIRE_PERMIT_TOKEN) return "acquirePermit";
+  if (method === "releaseFair") return "release";
+  if (method === "extendFair") return "extend";
   return STORE_CALLS.includes(method) ? method : undefined;
 }
 

@@ -45,7 +45,7 @@ pub static PERMIT_REMAINING: Script = Script::new(include_str!("../lua/permit_re
 /// `owner_remaining.lua`: KEYS lock; ARGV owner.
 pub static OWNER_REMAINING: Script = Script::new(include_str!("../lua/owner_remaining.lua"));
 
-/// `acquire_all.lua`: KEYS lock, fence of each key; ARGV owner, ttl, fence ttl.
+/// `acquire_all.lua`: KEYS lock, fence, fair mark of each key; ARGV owner, ttl, fence ttl.
 pub static ACQUIRE_ALL: Script = Script::new(include_str!("../lua/acquire_all.lua"));
 
 /// `fair_acquire.lua`: KEYS lock, fence, queue, places, fair mark; ARGV owner, ttl, fence ttl, waits.
