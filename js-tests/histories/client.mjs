@@ -417,11 +417,16 @@ const LOCK_METHODS = [
  *   abort, a timeout) does nothing: every release of an owner whose acquire failed, was
  *   unanswered when the release came, or answered after `timeoutMs`;
  * - `fair-keeps-no-place`: a fair attempt keeps no place in the queue (it is sent as a
- *   single try), yet answers "waiting" as if it had, so a later waiter can be let in first.
+ *   single try), yet answers "waiting" as if it had, so a later waiter can be let in first;
+ * - `put-without-compare`: acquire() writes the key whether or not it is held (`put(key,
+ *   owner, ttl)`, the raw write of the store's own hold, is given by the caller: etcd's, a
+ *   put under a lease without the transaction's "create revision is 0" compare); release
+ *   and extend still check the owner. Without fencing tokens (core then acquires through
+ *   acquire()).
  * The release and extend guards break the plain lock's methods only: a fair lock's
  * (releaseFair, extendFair) pass through, so they are shown on plain locks.
  */
-export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {}) {
+export function brokenStore(inner, how, { del, put, ttl, timeoutMs = Infinity } = {}) {
   const store = {};
   for (const name of LOCK_METHODS) if (typeof inner[name] === "function") store[name] = (...args) => inner[name](...args);
   // The bridge's timeout for the store's calls (core gives up on a call after it).
@@ -471,6 +476,12 @@ export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {})
   } else if (how === "owner-check-says-yes") {
     store.ownerRemainingTime = async () => ttl;
     store.isHeldBy = async () => true;
+  } else if (how === "put-without-compare") {
+    delete store[ACQUIRE_TOKEN];
+    store.acquire = async (key, owner, ttlMs) => {
+      await put(key, owner, ttlMs);
+      return true;
+    };
   } else {
     throw new Error(`unknown broken guard ${how}`);
   }
@@ -488,7 +499,7 @@ export function brokenStore(inner, how, { del, ttl, timeoutMs = Infinity } = {})
  * `{ upstash: url, token, ... }` (UpstashLockStore over an @upstash/redis client, to a
  * REST endpoint), `{ durableObject: url }` (DurableObjectLockStore in the worker at
  * `url`: js-tests/workerd/store-worker.mjs, reached over its /store WebSocket), or
- * `queue-ignored-memory` (ignoresQueue: a fair store without a queue), `{ broken: how, store: spec }` (brokenStore over an ioredis or Upstash spec's store),
+ * `queue-ignored-memory` (ignoresQueue: a fair store without a queue), `{ broken: how, store: spec }` (brokenStore over an ioredis, Upstash or etcd spec's store),
  * or `{ laggyJs: ms }` (a plain JS store with isHeldBy, ownerRemainingTime, permits,
  * fencing tokens and onRelease, each call late: laggy).
  */
@@ -599,14 +610,43 @@ export async function openStore(ls, spec) {
     const { etcd, late, module, ...options } = spec;
     const { EtcdLockStore } = await storeModule(module, "locksmith-js/etcd");
     const store = await EtcdLockStore.connect({ endpoints: etcd, ...options, ...(late && { fetch: lateFetch(late) }) });
-    return { store, close: (options) => store.close(options) };
+    return { store, raw: etcdRaw(etcd), close: (options) => store.close(options) };
   }
   if (spec && typeof spec === "object" && typeof spec.broken === "string") {
     const inner = await openStore(ls, spec.store);
     const del = (key) => inner.raw.del(inner.store.lockKey(key));
-    return { store: brokenStore(inner.store, spec.broken, { del, ttl: spec.ttl, timeoutMs: spec.timeoutMs }), close: inner.close };
+    const put = (key, owner, ttl) => inner.raw.put(inner.store.lockKey(key), owner, ttl);
+    return { store: brokenStore(inner.store, spec.broken, { del, put, ttl: spec.ttl, timeoutMs: spec.timeoutMs }), close: inner.close };
   }
   throw new Error(`unknown store ${JSON.stringify(spec)}`);
+}
+
+/**
+ * Raw writes to an etcd cluster at `endpoints` (its JSON gateway, the first member that
+ * answers), for the broken guards: `del(name)` deletes a key; `put(name, owner, ttl)` puts
+ * a lock's hold (the value in the store's form, so its release and extend check the owner)
+ * under a new lease, held or not.
+ */
+function etcdRaw(endpoints) {
+  const post = async (path, body) => {
+    let last;
+    for (const url of endpoints) {
+      try {
+        return await (await fetch(`${url}/v3/${path}`, { method: "POST", body: JSON.stringify(body) })).json();
+      } catch (err) {
+        last = err;
+      }
+    }
+    throw last;
+  };
+  const b64 = (text) => Buffer.from(text).toString("base64");
+  return {
+    del: (name) => post("kv/deleterange", { key: b64(name) }),
+    put: async (name, owner, ttl) => {
+      const { ID } = await post("lease/grant", { TTL: Math.ceil(ttl / 1_000) });
+      await post("kv/put", { key: b64(name), value: b64(JSON.stringify({ owner, ttl, w: "unchecked" })), lease: ID });
+    },
+  };
 }
 
 /**

@@ -19,7 +19,18 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Redis } from "ioredis";
 
-import { ONLY_NATIVE, PAUSES, SECONDS, assertCaught, assertClean, assertPausesBit, assertWaitRidesOut, errorCounts, serversDuring } from "./assert.mjs";
+import {
+  ONLY_NATIVE,
+  PAUSES,
+  SECONDS,
+  assertCaught,
+  assertClean,
+  assertPausesBit,
+  assertWaitRidesOut,
+  caughtWithin,
+  errorCounts,
+  serversDuring,
+} from "./assert.mjs";
 import { checkHistory, checkOrphans } from "./checker.mjs";
 import { driftMs, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
@@ -705,40 +716,33 @@ describe(`history checker (${TARGET})`, () => {
       assert.ok(run.faults >= 2, `requests were held back (seed ${run.seed})`);
     });
 
-    // A broken guard shows only when a fault lines up with an acquire, which random runs do
-    // not always bring about: up to `tries` runs, until one finds orphaned holds (each run
-    // that did not is said). Its last run.
-    async function caughtWithin(tries, t, once) {
-      for (let i = 1; ; i++) {
-        const run = await once();
-        if (run.orphans.length > 0 || i === tries) return run;
-        t.diagnostic(`run ${i} (seed ${run.seed}) found no orphaned hold; running again`);
-      }
-    }
-
     // The guard stalls test: a store call held up behind a stalled event loop outlives the
     // bridge's timeout (100 ms here) and then takes effect; the acquire it belonged to is
     // cleaned up once it may have. A store that drops that clean-up leaves holds nobody
     // owns, found at the end of the run.
     it("catches a broken guard under stalls: a store that skips the clean-up of an acquire given up on (orphaned holds)", ONLY_NATIVE, async (t) => {
-      const run = await caughtWithin(3, t, () =>
-        runHistory({
-          seconds: SECONDS,
-          store: { broken: "skips-cleanup", timeoutMs: 100, store: { ioredis: server.url, operationTimeoutMs: 100 } },
-          // Few clients a key, so that an acquire applied late often finds its key free.
-          processes: 2,
-          clients: 3,
-          // Every hold with a 4 s TTL (released within a few ms): a hold left by a late
-          // acquire outlives the run. Stalls of 150–500 ms every 50–150 ms; six keys, so
-          // that a late acquire finds its key free (a key holds one orphan at most).
-          client: {
-            kinds: { lock: 1 },
-            keys: ["h0", "h1", "h2", "h3", "h4", "h5"],
-            stalls: { everyMs: [50, 150], ms: [150, 500] },
-            longTtl: { share: 1, ms: 4_000 },
-          },
-          orphans: list,
-        }),
+      const run = await caughtWithin(
+        t,
+        3,
+        (run) => run.orphans.length > 0,
+        () =>
+          runHistory({
+            seconds: SECONDS,
+            store: { broken: "skips-cleanup", timeoutMs: 100, store: { ioredis: server.url, operationTimeoutMs: 100 } },
+            // Few clients a key, so that an acquire applied late often finds its key free.
+            processes: 2,
+            clients: 3,
+            // Every hold with a 4 s TTL (released within a few ms): a hold left by a late
+            // acquire outlives the run. Stalls of 150–500 ms every 50–150 ms; six keys, so
+            // that a late acquire finds its key free (a key holds one orphan at most).
+            client: {
+              kinds: { lock: 1 },
+              keys: ["h0", "h1", "h2", "h3", "h4", "h5"],
+              stalls: { everyMs: [50, 150], ms: [150, 500] },
+              longTtl: { share: 1, ms: 4_000 },
+            },
+            orphans: list,
+          }),
       );
       t.diagnostic(
         `seed ${run.seed}: ${run.result.holds} holds, ${run.stalls.length} stalls, ${run.orphans.length} orphaned holds; errors ${JSON.stringify(errorCounts(run))}`,
@@ -753,17 +757,21 @@ describe(`history checker (${TARGET})`, () => {
       "catches a broken guard under late delivery and aborts: a store that skips the clean-up of an acquire given up on (orphaned holds)",
       ONLY_NATIVE,
       async (t) => {
-        const run = await caughtWithin(3, t, () =>
-          runHistory({
-            seconds: SECONDS,
-            store: { broken: "skips-cleanup", timeoutMs: 300, store: { ioredis: proxy.url(), operationTimeoutMs: 300 } },
-            processes: 2,
-            clients: 6,
-            // Half the holds with a 3 s TTL: a hold left by a late acquire outlives the run.
-            client: { kinds: { lock: 1 }, aborts: 0.5, longTtl: { share: 0.5, ms: 3_000 } },
-            fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
-            orphans: list,
-          }),
+        const run = await caughtWithin(
+          t,
+          3,
+          (run) => run.orphans.length > 0,
+          () =>
+            runHistory({
+              seconds: SECONDS,
+              store: { broken: "skips-cleanup", timeoutMs: 300, store: { ioredis: proxy.url(), operationTimeoutMs: 300 } },
+              processes: 2,
+              clients: 6,
+              // Half the holds with a 3 s TTL: a hold left by a late acquire outlives the run.
+              client: { kinds: { lock: 1 }, aborts: 0.5, longTtl: { share: 0.5, ms: 3_000 } },
+              fault: lateDelivery(proxy, { every: 1_000, ms: [400, 1_200] }),
+              orphans: list,
+            }),
         );
         t.diagnostic(`seed ${run.seed}: ${run.result.holds} holds, ${run.faults} hold-backs, ${run.orphans.length} orphaned holds`);
         assert.ok(run.orphans.length > 0, `the end-of-run listing found holds nobody owns (seed ${run.seed})`);

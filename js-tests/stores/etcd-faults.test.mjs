@@ -27,7 +27,6 @@ const { Lock, semaphore, readWriteLock, restoreLock } = ls;
 const run = promisify(execFile);
 const require = createRequire(import.meta.url);
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const HISTORY_CLIENT = fileURLToPath(new URL("../support/etcd-history-client.mjs", import.meta.url));
 
 await failOnUnhandledRejections();
 
@@ -449,16 +448,15 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
 
   describe("processes and the history checker", () => {
     /**
-     * `processes` OS processes (etcd-history-client.mjs: the checker's clients on an
-     * EtcdLockStore) for `seconds`, `during()` run once they have started; resolves to the
+     * `processes` OS processes (the checker's client processes, histories/client.mjs, on an
+     * EtcdLockStore; `broken`: one of its brokenStore guards) for `seconds`, `during()` run once they have started; resolves to the
      * checker's result over every process's holds.
      */
     async function etcdHistory({ processes, clients, seconds, client = {}, broken, during }) {
       const seed = newSeed();
       const startAt = now() + 2_000; // every process loaded and connected by then
       const configs = Array.from({ length: processes }, (_, i) => ({
-        endpoints: cluster.endpoints,
-        broken,
+        store: broken ? { broken, store: { etcd: cluster.endpoints } } : { etcd: cluster.endpoints },
         clients,
         durationMs: seconds * 1_000,
         seed,
@@ -466,7 +464,7 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
         startAt,
         ...client,
       }));
-      const outputs = configs.map((config) => runProcess(config, { script: HISTORY_CLIENT, timeoutMs: seconds * 1_000 + 30_000 }));
+      const outputs = configs.map((config) => runProcess(config, { timeoutMs: seconds * 1_000 + 30_000 }));
       const fault = during ? sleep(startAt - now()).then(during) : undefined;
       const records = (await Promise.all(outputs)).flat();
       await fault;
