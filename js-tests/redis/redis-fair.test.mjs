@@ -2,7 +2,8 @@
 // a user's ioredis client, which runs the same scripts): what a fair hold and a fair place
 // leave in Redis, seen from the server. A hold restored in another store keeps its key
 // fair; an extend never shortens the fair mark a longer place keeps; lockAll() does not
-// take a key past its queue; a client store's fair waiters wait on wake-ups, not in a loop;
+// take a key past its queue, nor a free key its mark keeps fair; a handle that disagrees
+// on fairness is refused in the same words on every store; a client store's fair waiters wait on wake-ups, not in a loop;
 // a waiter that gives up leaves the queue at once, and the last one takes the mark along.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
@@ -136,6 +137,39 @@ for (const [name, open] of Object.entries(KINDS)) {
       assert.equal(await waiting, true, "the fair waiter is granted");
       assert.ok([false, "INVALID_ARGUMENT"].includes(await taking), "lockAll() was not granted the fair key");
       assert.equal(await waiter.release(), true);
+    });
+
+    it("lockAll() counts a key with only its fair mark as held, and takes none of its keys", async () => {
+      // The mark outlives the last fair hold or place by a small bound: a free key with
+      // its mark is still fair, and lockAll() (not fair) must not take it.
+      const [key, other] = [uniqueKey("fair-all-mark"), uniqueKey("fair-all-mark-other")];
+      await admin.set(keysOf(key).mark, "1", "PX", 5_000);
+      const all = ls.lockAll([key, other], 10_000, a.store);
+      const taking = await all.acquire().catch((err) => err.code);
+      assert.ok([false, "INVALID_ARGUMENT"].includes(taking), `lockAll() was refused the marked key (${taking})`);
+      assert.equal(await admin.exists(keysOf(key).lock, keysOf(other).lock), 0, "neither key was taken");
+      await admin.del(keysOf(key).mark);
+      assert.equal(await all.acquire(), true, "without the mark, the keys are free");
+      assert.equal(await all.release(), true);
+    });
+
+    it("a handle that disagrees on fairness is refused naming the key, in the same words on every Redis store", async () => {
+      const key = uniqueKey("fair-words");
+      const fair = ls.lock(key, 10_000, a.store, FAIR);
+      assert.equal(await fair.acquire(), true);
+      await assert.rejects(ls.lock(key, 10_000, b.store).acquire(), {
+        code: "INVALID_ARGUMENT",
+        message: `locksmith: lock ${JSON.stringify(key)} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``,
+      });
+      assert.equal(await fair.release(), true);
+      await admin.del(keysOf(key).mark);
+      const plain = ls.lock(key, 10_000, b.store);
+      assert.equal(await plain.acquire(), true);
+      await assert.rejects(ls.lock(key, 10_000, a.store, FAIR).acquire(), {
+        code: "INVALID_ARGUMENT",
+        message: `locksmith: lock ${JSON.stringify(key)} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``,
+      });
+      assert.equal(await plain.release(), true);
     });
 
     it("fair waiters wait on release wake-ups: a few attempts each while the key stays held", async () => {

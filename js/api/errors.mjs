@@ -174,9 +174,15 @@ function toLockError(err, key) {
 
 const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
 
-/** A handle that is not fair, on a `kind` ("lock", "semaphore") that fair handles hold or queue for (the JS stores with fair queues). */
-const fairKey = (kind) =>
-  invalid(`this ${kind} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``);
+/** `lock "k"`, or `this lock` where the store does not know its key (a Durable Object's). */
+const named = (kind, key) => (key === undefined ? `this ${kind}` : `${kind} ${JSON.stringify(key)}`);
+
+/**
+ * A handle that is not fair, on `key` of `kind` ("lock", "semaphore") that fair handles
+ * hold or queue for (the JS stores with fair queues; core's not_fair_on_fair_key words it alike).
+ */
+const fairKey = (kind, key) =>
+  invalid(`${named(kind, key)} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``);
 
 /** A fair semaphore on a Redis store (the engine's RedisLockStore words it alike: redis/src/engine/store.rs). */
 const fairLocksOnly = () =>
@@ -184,8 +190,13 @@ const fairLocksOnly = () =>
     "locksmith: the Redis stores have fair locks, not fair semaphores: `fair: true` on a semaphore needs another store (the memory store, FileLockStore, EtcdLockStore, DurableObjectLockStore)",
   );
 
-/** A fair handle on a `kind` that a handle that is not fair holds. */
-const unfairHolder = (kind) => invalid(`this ${kind} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``);
+/** A fair handle on `key` of `kind` that a handle that is not fair holds (core's fair_on_unfair_key words it alike). */
+const unfairHolder = (kind, key) =>
+  invalid(`${named(kind, key)} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``);
+
+/** A semaphore handle whose limit is not the one its holders use (the JS stores with semaphores). */
+const limitMismatch = (key, held, limit) =>
+  invalid(`semaphore ${JSON.stringify(key)} is held with limit ${held}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`);
 
 function typeName(value) {
   if (value === null) return "null";
@@ -402,6 +413,7 @@ export {
   fairKey,
   fairLocksOnly,
   unfairHolder,
+  limitMismatch,
   checkOptionKeys,
   connectArguments,
   closest,

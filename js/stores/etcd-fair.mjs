@@ -73,8 +73,8 @@ import {
   valueIs,
 } from "./etcd-codec.mjs";
 import { GRPC, unavailable } from "./etcd-gateway.mjs";
-import { unfairHolder } from "../api/errors.mjs";
-import { limitMismatch, queueOf } from "./etcd-permits.mjs";
+import { limitMismatch, unfairHolder } from "../api/errors.mjs";
+import { queueOf } from "./etcd-permits.mjs";
 
 // Places remembered past this many are forgotten (an attempt that knows none reads its own).
 const PLACES_MAX = 10_000;
@@ -395,7 +395,7 @@ export async function acquireFairLock(s, key, owner, ttlMs, waits, name, queue, 
         } else if (!held.fair) {
           outcome = "refused";
           if (found !== undefined) await dropPlace(s, placeKey, found, deadline);
-          throw unfairHolder("lock");
+          throw unfairHolder("lock", key);
         }
       }
       if (!waits) {
@@ -504,7 +504,7 @@ export async function acquireFairPermit(s, key, owner, ttlMs, limit, weight, wai
       if (other !== undefined || holders.some((e) => !e.fair)) {
         outcome = "refused";
         if (found !== undefined) await dropPlace(s, placeKey, found, deadline);
-        throw other !== undefined ? limitMismatch(key, other.limit, limit) : unfairHolder("semaphore");
+        throw other !== undefined ? limitMismatch(key, other.limit, limit) : unfairHolder("semaphore", key);
       }
       // Every entry's permits count, as acquirePermit's admission counts them: its entry, put now, would be last.
       const room = entries.reduce((sum, e) => sum + e.permits, 0) + weight <= limit;

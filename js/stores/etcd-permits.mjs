@@ -22,7 +22,7 @@
 // it out, can refuse an entry behind it that would fit. Counting only the admitted ones
 // ahead would not keep admissions stable (an entry could lose its admission when one
 // ahead of it left and let a refused one in).
-import { fairKey, invalid } from "../api/errors.mjs";
+import { fairKey, limitMismatch } from "../api/errors.mjs";
 import {
   absent,
   anyUnder,
@@ -42,10 +42,6 @@ import {
   valueIs,
 } from "./etcd-codec.mjs";
 import { GRPC, unavailable } from "./etcd-gateway.mjs";
-
-/** A semaphore handle whose limit is not the one its holders use. */
-export const limitMismatch = (key, held, limit) =>
-  invalid(`semaphore ${JSON.stringify(key)} is held with limit ${held}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`);
 
 /** The key's queue, read in a transaction's range response, as `observer` (an owner, or none) sees it: entries in revision order, with whether each is admitted. */
 export function queueOf(s, kvs, base, kind, limit, observer) {
@@ -113,7 +109,7 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
     // Full at the last look: one read, and no entry (which others would count) while it still is.
     const { kvs } = await s.gateway.list(base, deadline, "acquirePermit");
     const queue = queueOf(s, kvs, base, kind, limit, owner);
-    if (queue.some((e) => e.fair && e.admitted)) throw fairKey("semaphore");
+    if (queue.some((e) => e.fair && e.admitted)) throw fairKey("semaphore", key);
     // An entry put now would be last: admitted if every entry's permits and its own fit.
     if (queue.reduce((sum, e) => sum + e.permits, 0) + weight > limit && !queue.some((e) => e.owner === owner)) return false;
   }
@@ -149,7 +145,7 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
       if (fairPlaces !== undefined && kvsOf(responses.at(-1)).length > 0) {
         // Fair handles queue for it: refused (nothing was written).
         outcome = "refused";
-        throw fairKey("semaphore");
+        throw fairKey("semaphore", key);
       }
       if (reply.succeeded) {
         s.gateway.revokeReplaced(reply, lease);
@@ -174,7 +170,7 @@ export async function acquireEntry(s, key, owner, ttlMs, kind, limit, weight, ba
         if (other || fair) {
           outcome = "refused";
           await drop(s, entryKey, mine.kv, deadline);
-          throw fair ? fairKey("semaphore") : limitMismatch(key, other.limit, limit);
+          throw fair ? fairKey("semaphore", key) : limitMismatch(key, other.limit, limit);
         }
       }
       if (mine.admitted) {

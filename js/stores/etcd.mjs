@@ -223,7 +223,7 @@ export class EtcdLockStore {
       const kv = await this.#gateway.get(name, deadline, "acquire");
       const held = kv && holdOf(this.#writes, kv, owner);
       if (held && held.state !== "expired") {
-        if (held.fair) throw fairKey("lock");
+        if (held.fair) throw fairKey("lock", key);
         return false;
       }
     }
@@ -252,7 +252,7 @@ export class EtcdLockStore {
         // Fair handles queue for it, or one holds it: refused.
         if (kvsOf(reply.responses?.[1]).length > 0 || (held?.fair && held.state !== "expired")) {
           outcome = "refused";
-          throw fairKey("lock");
+          throw fairKey("lock", key);
         }
         if (kv === undefined) continue; // freed in between
         if (held.state !== "expired" || round > 0) {

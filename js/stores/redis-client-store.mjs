@@ -188,7 +188,7 @@ export class RedisClientStore {
       // With the fair mark (acquire.lua's KEYS[3]): refused while fair handles hold the key or wait for it.
       const keys = [lockKey, `${lockKey}:fence`, `${lockKey}:fair`];
       const token = Number(await this.#script(SCRIPTS.acquire, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS)]));
-      if (token === -1) throw fairKey("lock");
+      if (token === -1) throw fairKey("lock", key);
       return token > 0 ? token : false;
     } catch (err) {
       if (entry !== undefined && !entry.all && this.#channels.get(`${lockKey}:released`) === entry) RedisClientStore.#released(entry);
@@ -237,7 +237,7 @@ export class RedisClientStore {
     const [, queue, places, mark] = fairKeysOf(lockKey);
     const keys = [lockKey, `${lockKey}:fence`, queue, places, mark];
     const token = Number(await this.#script(SCRIPTS.fairAcquire, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS), waits === true ? "1" : "0"]));
-    if (token === -1) throw unfairHolder("lock");
+    if (token === -1) throw unfairHolder("lock", key);
     if (!(token > 0)) return false;
     return this.#fencing ? token : true;
   }

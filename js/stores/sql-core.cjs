@@ -13,6 +13,7 @@ const {
   checkOptionKeys,
   checkString,
   invalid,
+  limitMismatch,
   noteSharedStore,
   typeName,
   checkMs,
@@ -186,12 +187,6 @@ function decidePermit(rows, kind, owner, limit, weight) {
   const wait = kind === "read" && !inTurn ? "waiting" : kind === "write" && (!claim || claim.owner === owner) ? "claim" : undefined;
   return { admitted: false, wait };
 }
-
-/** The refusal of a handle whose semaphore limit differs from the held one's. */
-const limitMismatch = (key, heldLimit, limit) =>
-  invalid(
-    `semaphore ${JSON.stringify(key)} is held with limit ${heldLimit}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
-  );
 
 const turnId = (kind, key, owner) => `${kind}\u0000${key}\u0000${owner}`;
 
