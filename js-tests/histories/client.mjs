@@ -615,6 +615,8 @@ export async function openStore(ls, spec) {
   if (spec && typeof spec === "object" && typeof spec.broken === "string") {
     const inner = await openStore(ls, spec.store);
     const del = (key) => inner.raw.del(inner.store.lockKey(key));
+    if (spec.broken === "put-without-compare" && typeof inner.raw?.put !== "function")
+      throw new Error("put-without-compare breaks an etcd store's acquire only");
     const put = (key, owner, ttl) => inner.raw.put(inner.store.lockKey(key), owner, ttl);
     return { store: brokenStore(inner.store, spec.broken, { del, put, ttl: spec.ttl, timeoutMs: spec.timeoutMs }), close: inner.close };
   }
@@ -631,11 +633,15 @@ function etcdRaw(endpoints) {
   const post = async (path, body) => {
     let last;
     for (const url of endpoints) {
+      let answer;
       try {
-        return await (await fetch(`${url}/v3/${path}`, { method: "POST", body: JSON.stringify(body) })).json();
+        answer = await (await fetch(`${url}/v3/${path}`, { method: "POST", body: JSON.stringify(body) })).json();
       } catch (err) {
         last = err;
+        continue;
       }
+      if (answer.error !== undefined || answer.code !== undefined) throw new Error(`etcd refused ${path}: ${JSON.stringify(answer)}`);
+      return answer;
     }
     throw last;
   };
@@ -644,6 +650,8 @@ function etcdRaw(endpoints) {
     del: (name) => post("kv/deleterange", { key: b64(name) }),
     put: async (name, owner, ttl) => {
       const { ID } = await post("lease/grant", { TTL: Math.ceil(ttl / 1_000) });
+      // Never a put without a lease: it would outlive the run.
+      if (!ID) throw new Error("etcd granted no lease");
       await post("kv/put", { key: b64(name), value: b64(JSON.stringify({ owner, ttl, w: "unchecked" })), lease: ID });
     },
   };

@@ -807,7 +807,10 @@ describe(`history checker (${TARGET})`, () => {
     // false says lost itself, so only a holder that stays quiet shows a signal the
     // lying owner check kept silent.
     it("catches a broken guard under pauses: a store whose owner check says 'still yours'", async (t) => {
+      // A hold that runs out while its process is stopped, then lingers unreleased: not
+      // every 3 s run brings one about (one in CI found none), so up to three runs.
       await assertCaught(t, ["late-signal", "not-reported-lost"], {
+        tries: 3,
         store: { broken: "owner-check-says-yes", ttl: 120, store: { ioredis: plain.url } },
         processes: 2,
         clients: 6,

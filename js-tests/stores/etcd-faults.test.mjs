@@ -1,9 +1,9 @@
 // EtcdLockStore (locksmith-js/etcd) when things go wrong, and where it runs, against a real
 // three-member etcd cluster on loopback: the leader killed and a member stopped with
 // SIGSTOP mid-use, eight processes contending under the history checker through a leader
-// kill (with plain and with fair handles; and a broken guard it catches), Deno, workerd, the CommonJS build, TLS and etcd's
-// authentication, and the documentation's samples. The store's behaviour, piece by piece:
-// js-tests/etcd.test.mjs.
+// kill (with plain and with fair handles; and a broken guard it catches), Deno, workerd,
+// the CommonJS build, TLS and etcd's authentication, and the documentation's samples.
+// The store's behaviour, piece by piece: js-tests/etcd.test.mjs.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -449,7 +449,8 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
   describe("processes and the history checker", () => {
     /**
      * `processes` OS processes (the checker's client processes, histories/client.mjs, on an
-     * EtcdLockStore; `broken`: one of its brokenStore guards) for `seconds`, `during()` run once they have started; resolves to the
+     * EtcdLockStore; `broken`: one of its brokenStore guards that takes no options, such
+     * as put-without-compare) for `seconds`, `during()` run once they have started; resolves to the
      * checker's result over every process's holds.
      */
     async function etcdHistory({ processes, clients, seconds, client = {}, broken, during }) {
@@ -527,6 +528,11 @@ describe(`EtcdLockStore, faults and runtimes (${TARGET})`, await requireEtcd(), 
           run.holds.some((h) => h.kind === kind && h.fair),
           `some fair ${kind} holds`,
         );
+      // Held to the exact rule: the places the store answered were recorded (client.mjs recordPlaces).
+      assert.ok(
+        run.holds.filter((h) => h.fair).every((h) => h.placed === true),
+        "every fair hold is checked against the places its store answered",
+      );
       assert.deepEqual(run.result.violations.slice(0, 5), [], `no violations (${JSON.stringify(run.result.byType)}); seed ${run.seed}`);
     });
 

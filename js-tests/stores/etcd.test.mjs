@@ -229,6 +229,8 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
   // and semaphore, first in line granted. Each test below leans on the first-in-line check.
   describe("fair locks and semaphores", () => {
     const refused = (pattern) => (err) => err.code === "INVALID_ARGUMENT" && err instanceof InvalidArgumentError && pattern.test(err.message);
+    /** A pattern that `text` alone matches. */
+    const exactly = (text) => ({ test: (message) => message === text });
     /** A store's attempt of `owner` on the fair lock `key`: its fencing token, or false. */
     const fairLock =
       (store, key) =>
@@ -406,8 +408,9 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       const key = uniqueKey("fair-mismatch");
       const onA = fairLock(a, key);
       assert.equal(typeof (await onA("holder")), "number");
-      const notFair =
-        /^locksmith: lock "[^"]+" is fair \(fair handles hold it or wait for it\); this handle is not: every handle of a key must agree on `fair`$/;
+      const notFair = exactly(
+        `locksmith: lock ${JSON.stringify(key)} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``,
+      );
       await assert.rejects(b.acquire(key, "plain", 10_000), refused(notFair), "held by a fair handle");
       await assert.rejects(new Lock(key, 10_000, b).acquire({ timeout: 1_000 }), refused(notFair), "a lock passes it on");
       assert.equal(await onA("waiter"), false);
@@ -420,7 +423,11 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       assert.equal(await b.isHeldBy(key, "plain"), true);
       await assert.rejects(
         onA("fair"),
-        refused(/^locksmith: lock "[^"]+" is held by a handle that is not fair; this handle is fair: every handle of a key must agree on `fair`$/),
+        refused(
+          exactly(
+            `locksmith: lock ${JSON.stringify(key)} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``,
+          ),
+        ),
       );
       await assert.rejects(ls.lock(key, 10_000, a, { fair: true }).acquire({ timeout: 1_000 }), refused(/held by a handle that is not fair/));
       assert.deepEqual(await placesOf(a, key), [], "the refused fair attempts left no place");
@@ -428,7 +435,9 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       // Semaphores: the same both ways, and a fair handle's limit must be the holders'.
       const sem = (store, owner, waits = true, limit = 2) => store.acquireFair(key, owner, 10_000, "semaphore", limit, 1, waits);
       assert.equal(typeof (await sem(a, "s1")), "number");
-      const semNotFair = /^locksmith: semaphore "[^"]+" is fair \(fair handles hold it or wait for it\); this handle is not/;
+      const semNotFair = exactly(
+        `locksmith: semaphore ${JSON.stringify(key)} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``,
+      );
       await assert.rejects(b.acquirePermit(key, "plain", 10_000, "semaphore", 2), refused(semNotFair), "held by a fair handle");
       assert.equal(await b.countPermits(key, "semaphore"), 1, "the refused entry was taken out");
       await assert.rejects(sem(b, "other-limit", true, 3), refused(/held with limit 2; this handle asks for 3/));
@@ -441,7 +450,14 @@ describe(`EtcdLockStore (${TARGET})`, await requireEtcd(), () => {
       await a.releasePermit(key, "s2", "semaphore");
       await b.releasePermit(key, "s3", "semaphore");
       assert.equal(await b.acquirePermit(key, "plain", 10_000, "semaphore", 2), true);
-      await assert.rejects(sem(a, "fair"), refused(/^locksmith: semaphore "[^"]+" is held by a handle that is not fair; this handle is fair/));
+      await assert.rejects(
+        sem(a, "fair"),
+        refused(
+          exactly(
+            `locksmith: semaphore ${JSON.stringify(key)} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``,
+          ),
+        ),
+      );
       assert.deepEqual(await placesOf(a, key, "semaphore"), []);
       assert.equal(await b.releasePermit(key, "plain", "semaphore"), true);
     });

@@ -13,6 +13,9 @@ import { remoteStore } from "../support/workerd-remote-store.mjs";
 import { assertPhaseFair } from "../conformance/rw-scenarios.mjs";
 import { TARGET, ls, sleep, uniqueKey } from "../support/target.mjs";
 
+/** `key` as the refusals quote it (JSON), escaped for a RegExp. */
+const escaped = (key) => JSON.stringify(key).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
 const ONCE = TARGET === "native";
 
 let started;
@@ -338,7 +341,10 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(typeof (await fair("h")), "number");
     assert.equal(await fair("a"), false, "a takes the first place");
     assert.equal(await fair("b"), false, "b the second");
-    await assert.rejects(store.acquire(key, "x", 10_000), refused(/^locksmith: this lock is fair \(fair handles hold it or wait for it\)/));
+    await assert.rejects(
+      store.acquire(key, "x", 10_000),
+      refused(new RegExp(`^locksmith: lock ${escaped(key)} is fair \\(fair handles hold it or wait for it\\)`)),
+    );
     assert.equal(await store.release(key, "h"), true);
     assert.equal(await fair("b"), false, "b asks first after the release, but a is first in line");
     assert.deepEqual(await get(`/restart?key=${key}`), { restarted: true });
@@ -356,13 +362,13 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(typeof (await fair("next")), "number", "then next is first");
     assert.equal(await store.release(key, "next"), true);
     assert.equal(typeof (await store.acquire(key, "plain", 10_000)), "number", "nobody fair holds or waits: a handle that is not fair may take it");
-    await assert.rejects(fair("f"), refused(/^locksmith: this lock is held by a handle that is not fair; this handle is fair/));
+    await assert.rejects(fair("f"), refused(new RegExp(`^locksmith: lock ${escaped(key)} is held by a handle that is not fair; this handle is fair`)));
     // A fair semaphore of 3: a later request for 1 does not overtake an earlier one for 3.
     const sem = (owner, permits) => store.acquireFair(key, owner, 10_000, "semaphore", 3, permits, true);
     assert.equal(typeof (await sem("s1", 2)), "number");
     assert.equal(await sem("big", 3), false);
     assert.equal(await sem("small", 1), false, "1 fits beside 2, but big is first");
-    await assert.rejects(store.acquirePermit(key, "x", 10_000, "semaphore", 3, 1), refused(/^locksmith: this semaphore is fair/));
+    await assert.rejects(store.acquirePermit(key, "x", 10_000, "semaphore", 3, 1), refused(new RegExp(`^locksmith: semaphore ${escaped(key)} is fair`)));
     assert.equal(await store.releasePermit(key, "s1", "semaphore"), true);
     assert.equal(await sem("small", 1), false);
     assert.equal(typeof (await sem("big", 3)), "number");
@@ -425,7 +431,7 @@ describe("DurableObjectLockStore in workerd", { skip: !ONCE && "runs once, with 
     assert.equal(typeof (await store.acquirePermit(key, "a", 5_000, "semaphore", 3)), "number");
     await assert.rejects(store.acquirePermit(key, "b", 5_000, "semaphore", 2), {
       code: "INVALID_ARGUMENT",
-      message: /^locksmith: the semaphore is held with limit 3; this handle asks for 2/,
+      message: new RegExp(`^locksmith: semaphore ${escaped(key)} is held with limit 3; this handle asks for 2`),
     });
     assert.equal(await store.countPermits(key, "semaphore"), 1);
     assert.equal(await store.releasePermit(key, "a", "semaphore"), true);

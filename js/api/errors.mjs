@@ -174,15 +174,12 @@ function toLockError(err, key) {
 
 const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
 
-/** `lock "k"`, or `this lock` where the store does not know its key (a Durable Object's). */
-const named = (kind, key) => (key === undefined ? `this ${kind}` : `${kind} ${JSON.stringify(key)}`);
-
 /**
  * A handle that is not fair, on `key` of `kind` ("lock", "semaphore") that fair handles
  * hold or queue for (the JS stores with fair queues; core's not_fair_on_fair_key words it alike).
  */
 const fairKey = (kind, key) =>
-  invalid(`${named(kind, key)} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``);
+  invalid(`${kind} ${JSON.stringify(key)} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``);
 
 /** A fair semaphore on a Redis store (the engine's RedisLockStore words it alike: redis/src/engine/store.rs). */
 const fairLocksOnly = () =>
@@ -192,7 +189,7 @@ const fairLocksOnly = () =>
 
 /** A fair handle on `key` of `kind` that a handle that is not fair holds (core's fair_on_unfair_key words it alike). */
 const unfairHolder = (kind, key) =>
-  invalid(`${named(kind, key)} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``);
+  invalid(`${kind} ${JSON.stringify(key)} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``);
 
 /** A semaphore handle whose limit is not the one its holders use (the JS stores with semaphores). */
 const limitMismatch = (key, held, limit) =>

@@ -16,23 +16,27 @@ const DEFAULT_OPERATION_TIMEOUT_MS = 10_000;
 
 /**
  * The object refused a request itself (it crossed RPC as a plain error): the
- * InvalidArgumentError it is, not the store failing. Anything else as it came.
+ * InvalidArgumentError it is, not the store failing, naming `key` as the other stores do
+ * (the object does not know its key: it says `this lock`, `the semaphore`). Anything
+ * else as it came.
  */
-function refusal(err) {
+function refusal(err, key) {
   const message = String(err?.message ?? "");
   if ((err?.name === "RangeError" || err?.name === "TypeError") && message.startsWith("locksmith: ")) {
-    return invalid(message.slice("locksmith: ".length));
+    const text = message.slice("locksmith: ".length);
+    const kind = /^(?:this|the) (lock|semaphore) /.exec(text)?.[1];
+    return invalid(kind === undefined ? text : text.replace(/^(?:this|the) (?:lock|semaphore) /, `${kind} ${JSON.stringify(key)} `));
   }
   return err;
 }
 
 /**
- * `call()`, a call of an object that the bridge does not make (`op`: holder, proclaim),
+ * `call()`, a call of `key`'s object that the bridge does not make (`op`: holder, proclaim),
  * bounded and typed as the bridge bounds and types the store's other calls: no answer
  * within `ms` and a failure on the way (the object out of reach, reset, overloaded) are
  * STORE_UNAVAILABLE, a request the object refused is INVALID_ARGUMENT.
  */
-async function bounded(op, ms, call) {
+async function bounded(op, key, ms, call) {
   let timer;
   const timeout = new Promise((_, reject) => {
     timer = setTimeout(() => reject(new StoreUnavailableError(`locksmith: store unavailable: store.${op}() did not settle within ${ms} ms`)), ms);
@@ -41,7 +45,7 @@ async function bounded(op, ms, call) {
     return await Promise.race([Promise.resolve().then(call), timeout]);
   } catch (err) {
     if (err instanceof LockError) throw err;
-    const refused = refusal(err);
+    const refused = refusal(err, key);
     if (refused !== err) throw refused;
     const error = new StoreUnavailableError(`locksmith: store unavailable: store.${op}() failed: ${err?.message ?? String(err)}`);
     error.cause = err;
@@ -129,7 +133,7 @@ export class DurableObjectLockStore {
     try {
       return await this.#object(key).acquire(owner, ttlMs);
     } catch (err) {
-      throw refusal(err);
+      throw refusal(err, key);
     }
   }
 
@@ -144,7 +148,7 @@ export class DurableObjectLockStore {
     try {
       return await this.#object(key).acquireFair(owner, ttlMs, kind, limit, permits, waits, waitId);
     } catch (err) {
-      throw refusal(err);
+      throw refusal(err, key);
     }
   }
 
@@ -177,7 +181,7 @@ export class DurableObjectLockStore {
    * null. One call of its object, within operationTimeoutMs (see `bounded`).
    */
   async holder(key) {
-    return bounded("holder", this.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS, () => this.#object(key).holder());
+    return bounded("holder", key, this.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS, () => this.#object(key).holder());
   }
 
   /**
@@ -188,7 +192,7 @@ export class DurableObjectLockStore {
   async proclaim(key, owner, value, seq) {
     checkString("value", value);
     checkSeq(seq);
-    return bounded("proclaim", this.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS, () => this.#object(key).proclaim(owner, value, seq));
+    return bounded("proclaim", key, this.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS, () => this.#object(key).proclaim(owner, value, seq));
   }
 
   /**
@@ -210,7 +214,7 @@ export class DurableObjectLockStore {
     try {
       return await this.#object(key).acquirePermit(owner, ttlMs, kind, limit, waitId, permits);
     } catch (err) {
-      throw refusal(err);
+      throw refusal(err, key);
     }
   }
 

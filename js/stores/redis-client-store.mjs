@@ -13,6 +13,7 @@ import {
   checkString,
   fairKey,
   fairLocksOnly,
+  limitMismatch,
   invalid,
   noteSharedStore,
   typeName,
@@ -346,11 +347,7 @@ export class RedisClientStore {
           [owner, String(ttlMs), String(limit), grace, String(permits)],
         ),
       );
-      if (token < 0) {
-        throw invalid(
-          `semaphore ${JSON.stringify(key)} is held with limit ${-token}; this handle asks for ${limit}: every handle of a semaphore must use the same limit`,
-        );
-      }
+      if (token < 0) throw limitMismatch(key, -token, limit);
     } else {
       token = Number(
         await this.#script(
