@@ -337,10 +337,10 @@ async function inspectPlainLock(watching, url, base, store) {
  * are aborted. `waitersWhileHeld`: what `waiters` says while a fair handle holds the key and
  * nobody is in line (0 where the store marks fair holds, null where it does not);
  * `waitersQueued`: what it says with the three in line (Redis counts the connections
- * subscribed to the key's releases, one here); `semaphores: false` for a store with fair
- * locks only (Redis): no semaphore part.
+ * subscribed to each of the key's release channels: one to the lock's, one to the
+ * semaphore's here).
  */
-async function fairQueueCase(store, url, { prefix, gapMs, waitersWhileHeld, waitersQueued = 3, semaphores = true }) {
+async function fairQueueCase(store, url, { prefix, gapMs, waitersWhileHeld, waitersQueued = 3 }) {
   const key = uniqueKey(prefix);
   const holder = ls.lock(key, 30_000, store, { fair: true });
   assert.equal(await holder.acquire(), true);
@@ -355,17 +355,15 @@ async function fairQueueCase(store, url, { prefix, gapMs, waitersWhileHeld, wait
     await sleep(gapMs);
   }
   // The key's semaphore queues apart from its lock: its waiter is first in its own line.
-  const slots = semaphores ? ls.semaphore(key, 1, 30_000, store, { fair: true }) : null;
-  if (slots !== null) {
-    assert.equal(await slots.acquire(), true);
-    const slotWaiter = ls.semaphore(key, 1, 30_000, store, { fair: true });
-    waits.push(slotWaiter.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
-    await sleep(gapMs);
-  }
+  const slots = ls.semaphore(key, 1, 30_000, store, { fair: true });
+  assert.equal(await slots.acquire(), true);
+  const slotWaiter = ls.semaphore(key, 1, 30_000, store, { fair: true });
+  waits.push(slotWaiter.acquire({ timeout: 30_000, signal: controller.signal }).catch((err) => err.code));
+  await sleep(gapMs);
   const got = await cli("inspect", url, key);
   assert.equal(got.code, 0, got.stderr);
   const lines = got.stdout.split("\n");
-  assert.equal(lines.filter((l) => l.startsWith("waiting: 1st in the fair semaphore's queue, ")).length, semaphores ? 1 : 0, got.stdout);
+  assert.equal(lines.filter((l) => l.startsWith("waiting: 1st in the fair semaphore's queue, ")).length, 1, got.stdout);
   const queue = lines.filter((l) => l.startsWith("waiting: ") && l.includes("fair lock"));
   assert.equal(queue.length, 2, got.stdout);
   // In line in the order they asked: the first with its 20 s TTL, the second with 10 s
@@ -379,7 +377,7 @@ async function fairQueueCase(store, url, { prefix, gapMs, waitersWhileHeld, wait
   const json = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
   assert.deepEqual(
     json.waiting.map((w) => w.kind),
-    semaphores ? ["lock", "lock", "semaphore"] : ["lock", "lock"],
+    ["lock", "lock", "semaphore"],
   );
   assert.ok(json.waiting[0].remainingMs > 15_000 && json.waiting[1].remainingMs < 11_000, JSON.stringify(json.waiting));
   // The listing counts holds only.
@@ -387,14 +385,14 @@ async function fairQueueCase(store, url, { prefix, gapMs, waitersWhileHeld, wait
     .trim()
     .split("\n")
     .map((l) => JSON.parse(l));
-  assert.deepEqual(listed.map((h) => h.kind).sort(), semaphores ? ["lock", "semaphore"] : ["lock"]);
+  assert.deepEqual(listed.map((h) => h.kind).sort(), ["lock", "semaphore"]);
   controller.abort();
   assert.deepEqual(
     await Promise.all(waits),
     waits.map(() => "ABORTED"),
   );
   await holder.release();
-  await slots?.release();
+  await slots.release();
   // Given up at the abort: nobody waits now.
   const after = JSON.parse((await cli("inspect", url, key, "--json")).stdout);
   assert.deepEqual([after.held, after.waiting], [false, []]);
@@ -525,7 +523,7 @@ describe("locksmith on Redis", () => {
 
   it("inspect lists a fair lock's queue in order, each waiter with the time its place is kept for", () =>
     // Waiters: the connections subscribed to the key's releases (the store's one).
-    fairQueueCase(native, server.url, { prefix: "cli-redis-fair", gapMs: 100, waitersWhileHeld: 0, waitersQueued: 1, semaphores: false }));
+    fairQueueCase(native, server.url, { prefix: "cli-redis-fair", gapMs: 100, waitersWhileHeld: 0, waitersQueued: 2 }));
 
   it("lists held locks with remaining time, fencing token and an owner fingerprint, never the token", async () => {
     const base = uniqueKey("cli");

@@ -27,8 +27,8 @@ pub enum Answer {
     /// privilege, a key of the wrong type): its message. Not an outage, so a waiting
     /// acquire does not retry it.
     Failed(String),
-    /// The store does not do what was asked (`UNSUPPORTED`: a fair semaphore on a store
-    /// with fair locks only): its message. Final, as a refusal is.
+    /// The store does not do what was asked (`UNSUPPORTED`: a fair handle on a store
+    /// without fair queues): its message. Final, as a refusal is.
     Unsupported(String),
 }
 

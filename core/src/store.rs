@@ -118,7 +118,7 @@ fn no_permits() -> crate::error::LockError {
 /// A fair handle's acquire on a store without fair queues.
 pub(crate) fn no_fairness() -> crate::error::LockError {
     crate::error::LockError::Unsupported(
-        "this store has no fair queues (`fair: true`); the stores with them: memory, file, etcd, Durable Objects, Redis (locks only), TestStore and stores with acquireFair".into(),
+        "this store has no fair queues (`fair: true`); the stores with them: memory, file, etcd, Durable Objects, Redis, TestStore and stores with acquireFair".into(),
     )
 }
 

@@ -5,6 +5,9 @@
 // take a key past its queue, nor a free key its mark keeps fair; a handle that
 // disagrees on fairness is refused in the same words on every store; a client store's fair waiters wait on wake-ups, not in a loop;
 // a waiter that gives up leaves the queue at once, and the last one takes the mark along.
+// Fair semaphores: grants in queue order (a later, smaller request never overtakes an
+// earlier, larger one), a grant that leaves room wakes the next in line, the refusals, and
+// the mark kept by holds and places alike.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
@@ -200,6 +203,129 @@ for (const [name, open] of Object.entries(KINDS)) {
       assert.ok(calls <= 8 * 3, `${calls} scripts ran while 8 fair waiters waited 1.5 s`);
       await queued(key, 0); // the aborted waiters leave the queue
       assert.equal(await holder.release(), true);
+    });
+  });
+}
+
+/** A fair semaphore's keys in Redis (the default prefix). */
+const semKeysOf = (key) => {
+  const holders = `locksmith:{${key}}:semaphore`;
+  return { holders, queue: `${holders}:queue`, places: `${holders}:places`, mark: `${holders}:fair` };
+};
+
+/** Resolves once `key`'s fair semaphore queue holds `n` places. */
+async function semQueued(key, n) {
+  const { queue } = semKeysOf(key);
+  for (let i = 0; i < 200; i++) {
+    if ((await admin.zcard(queue)) === n) return;
+    await sleep(10);
+  }
+  assert.fail(`${key}'s semaphore queue never held ${n} places (it holds ${await admin.zcard(queue)})`);
+}
+
+for (const [name, open] of Object.entries(KINDS)) {
+  describe(`fair semaphores on ${name}`, () => {
+    let a;
+    let b;
+    before(async () => {
+      a = await open();
+      b = await open();
+    });
+    after(async () => {
+      await a?.close();
+      await b?.close();
+    });
+
+    it("a later, smaller request does not overtake an earlier, larger one; each grant goes in queue order", async () => {
+      const key = uniqueKey("fair-sem-order");
+      const sem = (store) => ls.semaphore(key, 3, 10_000, store, FAIR);
+      const holder = sem(a.store);
+      assert.equal(await holder.acquire({ permits: 2 }), true);
+      const order = [];
+      const big = sem(b.store);
+      const bigWait = big.acquire({ timeout: 10_000, permits: 3 }).then((ok) => order.push("big") && ok);
+      await semQueued(key, 1);
+      const small = sem(a.store);
+      const smallWait = small.acquire({ timeout: 10_000 }).then((ok) => order.push("small") && ok);
+      await semQueued(key, 2);
+      await sleep(100);
+      assert.deepEqual(order, [], "one permit is free, but the larger request is first in line");
+      assert.equal(await holder.release(), true);
+      assert.equal(await bigWait, true);
+      await sleep(100);
+      assert.deepEqual(order, ["big"], "the smaller one waits for the larger one's permits");
+      assert.equal(await big.release(), true);
+      assert.equal(await smallWait, true);
+      assert.deepEqual(order, ["big", "small"]);
+      assert.equal(await small.release(), true);
+      const { holders, queue, places, mark } = semKeysOf(key);
+      assert.equal(await admin.exists(holders, queue, places, mark), 0, "the last fair release takes the queue and the mark along");
+    });
+
+    it("a grant that leaves room wakes the next in line: two waiters for one permit each are both granted at one release", async () => {
+      const key = uniqueKey("fair-sem-room");
+      const sem = (store) => ls.semaphore(key, 2, 10_000, store, FAIR);
+      const holder = sem(a.store);
+      assert.equal(await holder.acquire({ permits: 2 }), true);
+      const waiters = [sem(b.store), sem(a.store)];
+      const waits = [];
+      for (const w of waiters) {
+        waits.push(w.acquire({ timeout: 10_000, retryDelay: 5_000 }));
+        await sleep(50);
+      }
+      await semQueued(key, 2);
+      const released = performance.now();
+      assert.equal(await holder.release(), true);
+      assert.deepEqual(await Promise.all(waits), [true, true]);
+      assert.ok(performance.now() - released < 2_000, "the second was woken by the first one's grant, not by its 5 s retry");
+      for (const w of waiters) assert.equal(await w.release(), true);
+    });
+
+    it("handles that disagree on fairness are refused naming the key; a fair handle's limit must be the holders'", async () => {
+      const key = uniqueKey("fair-sem-words");
+      const fair = ls.semaphore(key, 2, 10_000, a.store, FAIR);
+      assert.equal(await fair.acquire(), true);
+      await assert.rejects(ls.semaphore(key, 2, 10_000, b.store).acquire(), {
+        code: "INVALID_ARGUMENT",
+        message: `locksmith: semaphore ${JSON.stringify(key)} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``,
+      });
+      await assert.rejects(ls.semaphore(key, 3, 10_000, b.store, FAIR).acquire(), {
+        code: "INVALID_ARGUMENT",
+        message: `locksmith: semaphore ${JSON.stringify(key)} is held with limit 2; this handle asks for 3: every handle of a semaphore must use the same limit`,
+      });
+      assert.equal(await fair.release(), true);
+      assert.equal(await admin.exists(semKeysOf(key).mark), 0, "the last fair holder took the mark along");
+      const plain = ls.semaphore(key, 2, 10_000, b.store);
+      assert.equal(await plain.acquire(), true);
+      await assert.rejects(ls.semaphore(key, 2, 10_000, a.store, FAIR).acquire(), {
+        code: "INVALID_ARGUMENT",
+        message: `locksmith: semaphore ${JSON.stringify(key)} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``,
+      });
+      assert.equal(await admin.exists(semKeysOf(key).queue), 0, "the refused fair attempt took no place");
+      assert.equal(await plain.release(), true);
+    });
+
+    it("a waiter that gives up leaves the queue at once; an extend keeps the mark as long as the hold, never shorter", async () => {
+      const key = uniqueKey("fair-sem-quit");
+      const holder = ls.semaphore(key, 1, 2_000, a.store, FAIR);
+      assert.equal(await holder.acquire(), true);
+      const controller = new AbortController();
+      const waiter = ls.semaphore(key, 1, 60_000, b.store, FAIR);
+      const waiting = waiter.acquire({ timeout: 60_000, signal: controller.signal }).catch((err) => err.code);
+      await semQueued(key, 1);
+      const { mark } = semKeysOf(key);
+      assert.ok((await admin.pttl(mark)) > 55_000);
+      await holder.extend();
+      assert.ok((await admin.pttl(mark)) > 55_000, "the holder's extend left the mark as long as the place keeps it");
+      controller.abort();
+      assert.equal(await waiting, "ABORTED");
+      await semQueued(key, 0);
+      assert.equal(await admin.exists(mark), 1, "the hold keeps the mark");
+      await admin.pexpire(mark, 500);
+      await holder.extend("5s");
+      assert.ok((await admin.pttl(mark)) > 4_000, "a fair holder's extend lengthens the mark with the hold");
+      assert.equal(await holder.release(), true);
+      assert.equal(await admin.exists(mark), 0);
     });
   });
 }

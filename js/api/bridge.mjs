@@ -31,8 +31,8 @@ function subscribe(store, subscriptions, call) {
 // A store that rejects with an INVALID_ARGUMENT error refuses the request itself (a
 // semaphore limit that differs from its holders'): that reaches the caller as such, as
 // does a STORE_ERROR (reached, and refused: a missing privilege, a key of the wrong
-// type), which a wait does not ride out, and an UNSUPPORTED one (a fair semaphore on a
-// store with fair locks only). Any other rejection is the store failing (STORE_UNAVAILABLE).
+// type), which a wait does not ride out, and an UNSUPPORTED one (a fair handle on a
+// store without fair queues). Any other rejection is the store failing (STORE_UNAVAILABLE).
 // Closed is final too: a waiting acquire stops rather than riding it out as an outage.
 // Each crosses as `{ refused: code, message }` (core's `Answer::refusal`).
 const REFUSALS = new Set(["INVALID_ARGUMENT", "STORE_CLOSED", "STORE_ERROR", "UNSUPPORTED"]);

@@ -181,12 +181,6 @@ const invalid = (message) => new InvalidArgumentError(`locksmith: ${message}`);
 const fairKey = (kind, key) =>
   invalid(`${kind} ${JSON.stringify(key)} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``);
 
-/** A fair semaphore on a Redis store (the engine's RedisLockStore words it alike: redis/src/engine/store.rs). */
-const fairLocksOnly = () =>
-  new UnsupportedError(
-    "locksmith: the Redis stores have fair locks, not fair semaphores: `fair: true` on a semaphore needs another store (the memory store, FileLockStore, EtcdLockStore, DurableObjectLockStore)",
-  );
-
 /** A fair handle on `key` of `kind` that a handle that is not fair holds (core's fair_on_unfair_key words it alike). */
 const unfairHolder = (kind, key) =>
   invalid(`${kind} ${JSON.stringify(key)} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``);
@@ -408,7 +402,6 @@ export {
   typeName,
   invalid,
   fairKey,
-  fairLocksOnly,
   unfairHolder,
   limitMismatch,
   checkOptionKeys,

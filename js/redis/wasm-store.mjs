@@ -12,7 +12,7 @@
 // uses it through its JS-store bridge, so the locks, waits and TTL rules are the same
 // code as for every other store. Keys, scripts and fencing counter are the engine's, the
 // same as the native RedisLockStore's: a lock taken by either is the other's to release.
-import { StoreClosedError, UnsupportedError, checkString, fairLocksOnly, invalid, noteSharedStore, toLockError, typeName } from "../api/errors.mjs";
+import { StoreClosedError, UnsupportedError, checkString, invalid, noteSharedStore, toLockError, typeName } from "../api/errors.mjs";
 import { ACQUIRE_PERMIT_TOKEN, ACQUIRE_TOKEN, HAS_WAITERS, NO_TOKENS, STORE_NAME } from "../api/symbols.mjs";
 import { Calls } from "../api/calls.mjs";
 import { limitMessage } from "../api/defaults.mjs";
@@ -250,13 +250,12 @@ export class RedisLockStore {
   }
 
   /**
-   * A fair handle's attempt (`{ fair: true }`; the store contract's `acquireFair`): taken
-   * when the lock is free and `owner` first in its queue, else `owner` keeps its place
-   * (`waits`). The fencing token, `true` (no token: `fencing: false`) or `false`. Fair
-   * locks only: a fair semaphore is refused with UnsupportedError.
+   * A fair handle's attempt (`{ fair: true }`; the store contract's `acquireFair`) on a
+   * lock or a semaphore's `permits`: taken when `owner` is first in the key's queue and
+   * the key has room, else `owner` keeps its place (`waits`). The fencing token, `true`
+   * (no token: `fencing: false`) or `false`.
    */
   acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
-    if (kind !== "lock") return Promise.reject(fairLocksOnly());
     return this.#call("token", (id) =>
       this.#engine.acquireFair(
         id,

@@ -12,7 +12,6 @@ import {
   checkOptionKeys,
   checkString,
   fairKey,
-  fairLocksOnly,
   limitMismatch,
   invalid,
   noteSharedStore,
@@ -76,8 +75,10 @@ const isNoScript = (err) => /NOSCRIPT/.test(String(err?.message ?? err));
  *   `onBack()` when a lost connection is back with its channels subscribed again;
  * - `cluster`: true when the client is a Redis Cluster client.
  */
-/** A fair lock's keys (fair_release.lua's KEYS): the lock key, its queue, its places' ends and its fair mark. */
-const fairKeysOf = (lockKey) => [lockKey, `${lockKey}:queue`, `${lockKey}:places`, `${lockKey}:fair`];
+/** The keys of the fair queue of `base` (a lock key, or a semaphore's holders key): its queue, its places' ends and its fair mark. */
+const fairCompanions = (base) => [`${base}:queue`, `${base}:places`, `${base}:fair`];
+/** A fair lock's keys (fair_release.lua's KEYS): the lock key and its fair queue's. */
+const fairKeysOf = (lockKey) => [lockKey, ...fairCompanions(lockKey)];
 
 export class RedisClientStore {
   #driver;
@@ -219,15 +220,17 @@ export class RedisClientStore {
   }
 
   /**
-   * A fair handle's attempt (`{ fair: true }`; the store contract's `acquireFair`): the
-   * lock is taken when it is free and `owner` is first in its queue; otherwise, when the
-   * caller `waits`, `owner` takes or renews its place (a lease of `ttlMs`) at the end of
-   * the queue (fair_acquire.lua). The fencing token (`true` with `fencing: false`), or
-   * `false`. Fair locks only: a fair semaphore is refused with UnsupportedError.
+   * A fair handle's attempt (`{ fair: true }`; the store contract's `acquireFair`): a lock
+   * is taken when it is free and `owner` is first in its queue, a semaphore's `permits`
+   * when `owner` is first in its queue and that many are free; otherwise, when the caller
+   * `waits`, `owner` takes or renews its place (a lease of `ttlMs`) at the end of the
+   * queue (fair_acquire.lua, fair_semaphore_acquire.lua). The fencing token (`true` with
+   * `fencing: false`), or `false`.
    */
-  async acquireFair(key, owner, ttlMs, kind, _limit, _permits, waits) {
+  async acquireFair(key, owner, ttlMs, kind, limit, permits = 1, waits = false) {
+    if (kind === "semaphore") return this.#acquireFairPermits(key, owner, ttlMs, limit, permits, waits);
+    if (kind !== "lock") throw invalid(`a fair acquire is of a "lock" or a "semaphore"; got ${typeName(kind)}`);
     const lockKey = this.#key(key);
-    if (kind !== "lock") throw fairLocksOnly();
     // A fair wait listens before each attempt: a release wakes every listener of the key
     // here (only the first in line may go), and this attempt uses the wake-up it answers.
     const entry = this.#channels.size > 0 ? this.#channels.get(`${lockKey}:released`) : undefined;
@@ -239,6 +242,20 @@ export class RedisClientStore {
     const keys = [lockKey, `${lockKey}:fence`, queue, places, mark];
     const token = Number(await this.#script(SCRIPTS.fairAcquire, keys, [owner, String(ttlMs), String(ttlMs + FENCE_GRACE_MS), waits === true ? "1" : "0"]));
     if (token === -1) throw unfairHolder("lock", key);
+    if (!(token > 0)) return false;
+    return this.#fencing ? token : true;
+  }
+
+  /** A fair semaphore's attempt (acquireFair of a "semaphore"). */
+  async #acquireFairPermits(key, owner, ttlMs, limit, permits, waits) {
+    checkPermits("semaphore", limit, permits);
+    const holders = this.#holders(key, "semaphore");
+    const keys = [holders, `${holders}:limit`, `${holders}:fence`, `${holders}:weights`, ...fairCompanions(holders)];
+    const args = [owner, String(ttlMs), String(limit), String(FENCE_GRACE_MS), String(permits), waits === true ? "1" : "0"];
+    const answer = await this.#script(SCRIPTS.fairSemaphoreAcquire, keys, args);
+    if (answer === null) throw unfairHolder("semaphore", key);
+    const token = Number(answer);
+    if (token < 0) throw limitMismatch(key, -token, limit);
     if (!(token > 0)) return false;
     return this.#fencing ? token : true;
   }
@@ -340,13 +357,14 @@ export class RedisClientStore {
     let token;
     checkPermits(kind, limit, permits);
     if (kind === "semaphore") {
-      token = Number(
-        await this.#script(
-          SCRIPTS.semaphoreAcquire,
-          [holders, `${holders}:limit`, `${holders}:fence`, `${holders}:weights`],
-          [owner, String(ttlMs), String(limit), grace, String(permits)],
-        ),
+      // With the fair mark (semaphore_acquire.lua's KEYS[5]): refused while fair handles hold it or wait for it.
+      const answer = await this.#script(
+        SCRIPTS.semaphoreAcquire,
+        [holders, `${holders}:limit`, `${holders}:fence`, `${holders}:weights`, `${holders}:fair`],
+        [owner, String(ttlMs), String(limit), grace, String(permits)],
       );
+      if (answer === null) throw fairKey("semaphore", key);
+      token = Number(answer);
       if (token < 0) throw limitMismatch(key, -token, limit);
     } else {
       token = Number(
@@ -363,15 +381,25 @@ export class RedisClientStore {
   async releasePermit(key, owner, kind) {
     const holders = this.#holders(key, kind);
     return kind === "semaphore"
-      ? this.#releaseAnswer(SCRIPTS.semaphoreRelease, [holders, `${holders}:limit`, `${holders}:weights`], [owner], key)
+      ? // Fair or not, a release gives up the owner's place in the fair queue (semaphore_release.lua's KEYS[4..6]).
+        this.#releaseAnswer(SCRIPTS.semaphoreRelease, [holders, `${holders}:limit`, `${holders}:weights`, ...fairCompanions(holders)], [owner], key)
       : this.#releaseAnswer(SCRIPTS.rwlockRelease, [holders, `${holders}:writer`, `${holders}:claim`, `${holders}:readers`, `${holders}:turn`], [owner], key);
   }
 
   async extendPermit(key, owner, ttlMs, kind) {
     const holders = this.#holders(key, kind);
-    const keys =
-      kind === "semaphore" ? [holders, `${holders}:limit`, `${holders}:fence`, `${holders}:weights`] : [holders, `${holders}:writer`, `${holders}:fence`];
-    const reply = await this.#script(SCRIPTS.permitExtend, keys, [owner, String(ttlMs), String(FENCE_GRACE_MS)]);
+    // A semaphore's fair mark last, kept at least as long where it stands (permit_extend.lua's 'fair').
+    const [keys, args] =
+      kind === "semaphore"
+        ? [
+            [holders, `${holders}:limit`, `${holders}:fence`, `${holders}:weights`, `${holders}:fair`],
+            [owner, String(ttlMs), String(FENCE_GRACE_MS), "fair"],
+          ]
+        : [
+            [holders, `${holders}:writer`, `${holders}:fence`],
+            [owner, String(ttlMs), String(FENCE_GRACE_MS)],
+          ];
+    const reply = await this.#script(SCRIPTS.permitExtend, keys, args);
     return Number(reply) === 1;
   }
 

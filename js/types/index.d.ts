@@ -680,7 +680,7 @@ export declare class RedisLockStore implements LockStore {
   isHeldBy?(key: string, owner: string): Promise<boolean>;
   /** The WebAssembly build's: calls `listener` when `key` may have been released; returns the unsubscribe function. */
   onRelease?(key: string, listener: () => void): () => void;
-  /** The WebAssembly build's: a fair lock's attempt, release and extend (`{ fair: true }`; fair locks only). */
+  /** The WebAssembly build's: a fair lock's or semaphore's attempt, and a fair lock's release and extend (`{ fair: true }`). */
   acquireFair?(key: string, owner: string, ttlMs: number, kind: "lock" | "semaphore", limit: number | undefined, permits: number, waits: boolean): Promise<boolean | number>;
   releaseFair?(key: string, owner: string): Promise<boolean>;
   extendFair?(key: string, owner: string, ttlMs: number): Promise<boolean>;

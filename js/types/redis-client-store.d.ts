@@ -26,7 +26,7 @@ export declare class RedisClientStore implements LockStore {
   acquire(key: string, owner: string, ttlMs: number): Promise<boolean>;
   release(key: string, owner: string): Promise<boolean>;
   extend(key: string, owner: string, ttlMs: number): Promise<boolean>;
-  /** A fair lock's attempt (`{ fair: true }`; fair locks only: a semaphore is refused with UnsupportedError). */
+  /** A fair lock's or semaphore's attempt (`{ fair: true }`). */
   acquireFair(key: string, owner: string, ttlMs: number, kind: "lock" | "semaphore", limit: number | undefined, permits: number, waits: boolean): Promise<boolean | number>;
   /** A fair lock's release: frees the hold, or gives up `owner`'s place in the queue. */
   releaseFair(key: string, owner: string): Promise<boolean>;

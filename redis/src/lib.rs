@@ -100,10 +100,16 @@ pub fn lock_key(prefix: &str, key: &str) -> String {
 #[must_use]
 pub fn fair_keys(prefix: &str, key: &str) -> [String; 4] {
     let lock_key = lock_key(prefix, key);
-    let queue = format!("{lock_key}:queue");
-    let places = format!("{lock_key}:places");
-    let mark = format!("{lock_key}:fair");
+    let [queue, places, mark] = fair_companions(&lock_key);
     [lock_key, queue, places, mark]
+}
+
+/// The keys of the fair queue of `base` (a lock key, or a semaphore's holders key,
+/// [`permit_key`]): its queue, its places' ends and its fair mark (`<base>:queue`,
+/// `<base>:places`, `<base>:fair`; see `fair_acquire.lua`, `fair_semaphore_acquire.lua`).
+#[must_use]
+pub fn fair_companions(base: &str) -> [String; 3] {
+    [format!("{base}:queue"), format!("{base}:places"), format!("{base}:fair")]
 }
 
 /// Refuses, on a Redis Cluster, a key whose lock key has an empty hash tag: with `key`

@@ -562,8 +562,8 @@ impl WasmRedisEngine {
         Ok(())
     }
 
-    /// Call `id`: a fair handle's attempt (the JS store contract's `acquireFair`); finishes
-    /// as `acquirePermit`. Fair locks only (`kind` "lock"): a semaphore is `UNSUPPORTED`.
+    /// Call `id`: a fair handle's attempt (the JS store contract's `acquireFair`) on a lock
+    /// (`kind` "lock") or a semaphore's `permits` of `limit`; finishes as `acquirePermit`.
     #[wasm_bindgen(js_name = acquireFair)]
     #[allow(clippy::too_many_arguments)] // the JS store contract's arguments, and the call id
     pub fn acquire_fair(

@@ -20,9 +20,15 @@ async function serverNow(redis) {
 // claim is `prefix{key}:rw:claim` (its owner token), the waiting readers and the readers
 // whose turn it is are the sorted sets `…:rw:readers` and `…:rw:turn`. A fair lock's waiters
 // are the sorted set `prefix{key}:queue` (owner tokens in arrival order) with their place
-// leases in `prefix{key}:places` (scored by when each runs out, server ms). Every key of a
-// name shares its `{key}` hash tag: one Cluster slot.
+// leases in `prefix{key}:places` (scored by when each runs out, server ms); a fair
+// semaphore's, `…:semaphore:queue` and `…:semaphore:places`. Every key of a name shares its
+// `{key}` hash tag: one Cluster slot.
 const HOLDERS_SUFFIX = { semaphore: ":semaphore", rw: ":rw" };
+// The fair queues of a name: the kind of their waiters, and the suffix of the key they queue for.
+const FAIR_QUEUES = [
+  ["lock", ""],
+  ["semaphore", ":semaphore"],
+];
 // rwlock_release.lua's KEYS after the holders, in its order (a script that reads fewer
 // ignores the rest): the writer, a waiting writer's claim, the waiting readers, their turn.
 const RW_COMPANIONS = ["writer", "claim", "readers", "turn"];
@@ -292,7 +298,7 @@ export class RedisReader {
       const here = await this.#onKey(key, async (redis) => {
         const now = await serverNow(redis);
         const rw = `${lockKey}:rw`;
-        const [lock, semaphore, readWrite, limit, claim, claimLeft, readers, turn, sharded, queue, places] = await Promise.all([
+        const [lock, semaphore, readWrite, limit, claim, claimLeft, readers, turn, sharded, ...queues] = await Promise.all([
           lockHolds(redis, lockKey, key, true),
           permitHolds(redis, `${lockKey}:semaphore`, key, ":semaphore", now),
           permitHolds(redis, rw, key, ":rw", now),
@@ -302,16 +308,22 @@ export class RedisReader {
           liveMembers(redis, `${rw}:readers`, now),
           liveMembers(redis, `${rw}:turn`, now),
           this.#cluster ? redis.call("PUBSUB", "SHARDNUMSUB", ...channels) : [],
-          redis.call("ZRANGE", `${lockKey}:queue`, 0, -1),
-          liveMembers(redis, `${lockKey}:places`, now),
+          ...FAIR_QUEUES.flatMap(([, suffix]) => [
+            redis.call("ZRANGE", `${lockKey}${suffix}:queue`, 0, -1),
+            liveMembers(redis, `${lockKey}${suffix}:places`, now),
+          ]),
         ]);
         const waiting = [];
-        // A fair lock's queue (fair_acquire.lua), in order: the places whose lease still runs.
-        const placeEnds = new Map(places.map((p) => [p.owner, p.expiresAt]));
-        for (const owner of queue.map(String)) {
-          const ends = placeEnds.get(owner);
-          if (ends !== undefined) waiting.push({ kind: "lock", owner: fingerprint(owner), remainingMs: Math.max(0, ends - now) });
-        }
+        // A fair lock's and a fair semaphore's queues (fair_acquire.lua,
+        // fair_semaphore_acquire.lua), in order: the places whose lease still runs.
+        FAIR_QUEUES.forEach(([kind], i) => {
+          const [queue, places] = [queues[2 * i], queues[2 * i + 1]];
+          const placeEnds = new Map(places.map((p) => [p.owner, p.expiresAt]));
+          for (const owner of queue.map(String)) {
+            const ends = placeEnds.get(owner);
+            if (ends !== undefined) waiting.push({ kind, owner: fingerprint(owner), remainingMs: Math.max(0, ends - now) });
+          }
+        });
         if (claim !== null && Number(claimLeft) !== -2) waiting.push({ kind: "write", owner: fingerprint(claim), remainingMs: Math.max(0, Number(claimLeft)) });
         const seen = new Set();
         for (const r of [...turn, ...readers]) {

@@ -39,9 +39,9 @@ use locksmith_core::{HoldKind, LockError, Result};
 use redis_protocol::resp2::types::RangeFrame;
 
 pub use scripts::{
-    Script, ACQUIRE, ACQUIRE_ALL, EXTEND, FAIR_ACQUIRE, FAIR_RELEASE, OWNER_REMAINING, PERMIT_COUNT,
-    PERMIT_EXTEND, PERMIT_REMAINING, RELEASE, RWLOCK_ACQUIRE, RWLOCK_RELEASE, SEMAPHORE_ACQUIRE,
-    SEMAPHORE_RELEASE,
+    Script, ACQUIRE, ACQUIRE_ALL, EXTEND, FAIR_ACQUIRE, FAIR_RELEASE, FAIR_SEMAPHORE_ACQUIRE,
+    OWNER_REMAINING, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING, RELEASE, RWLOCK_ACQUIRE, RWLOCK_RELEASE,
+    SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE,
 };
 pub use store::EngineStore;
 pub use subscriber::Subscriber;
@@ -139,11 +139,14 @@ enum Op {
         ttl_ms: u64,
         fair: bool,
     },
-    /// A fair lock's attempt: `waits` keeps the owner's place in the queue.
+    /// A fair attempt on a lock (`kind` exclusive) or a semaphore (`Permit`, of `permits`):
+    /// `waits` keeps the owner's place in the queue.
     FairAcquire {
         key: String,
         owner: String,
         ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
         waits: bool,
     },
     IsLocked {
@@ -453,7 +456,34 @@ impl Engine {
                     &[owner.as_bytes(), ttl.as_bytes(), fence_ttl.as_bytes()],
                 );
             }
-            Op::FairAcquire { key, owner, ttl_ms, waits } => {
+            Op::FairAcquire { key, owner, ttl_ms, kind: HoldKind::Permit { limit }, permits, waits } => {
+                let holders = crate::permit_key(prefix, key, HoldKind::Permit { limit: *limit });
+                let [queue, places, mark] = crate::fair_companions(&holders);
+                let (limit_key, fence, weights) =
+                    (format!("{holders}:limit"), format!("{holders}:fence"), format!("{holders}:weights"));
+                let (ttl, limit, grace, permits) =
+                    (ttl_ms.to_string(), limit.to_string(), FENCE_GRACE_MS.to_string(), permits.to_string());
+                let waits: &[u8] = if *waits { b"1" } else { b"0" };
+                let args: Vec<&[u8]> = [
+                    owner.as_bytes(),
+                    ttl.as_bytes(),
+                    limit.as_bytes(),
+                    grace.as_bytes(),
+                    permits.as_bytes(),
+                    waits,
+                ]
+                .into_iter()
+                .chain(publish.iter().copied())
+                .collect();
+                resp::script_on(
+                    out,
+                    &FAIR_SEMAPHORE_ACQUIRE,
+                    eval,
+                    &[&holders, &limit_key, &fence, &weights, &queue, &places, &mark],
+                    &args,
+                );
+            }
+            Op::FairAcquire { key, owner, ttl_ms, waits, .. } => {
                 let ttl = ttl_ms.to_string();
                 let fence_ttl = ttl_ms.saturating_add(FENCE_GRACE_MS).to_string();
                 let keys = crate::fair_keys(prefix, key);
@@ -543,11 +573,14 @@ impl Engine {
                         grace.as_bytes(),
                         permits.as_bytes(),
                     ];
+                    // With the fair mark (semaphore_acquire.lua's KEYS[5]): refused while
+                    // fair handles hold the semaphore or wait for it.
+                    let mark = format!("{holders}:fair");
                     resp::script_on(
                         out,
                         &SEMAPHORE_ACQUIRE,
                         eval,
-                        &[&holders, &limit_key, &fence, &weights],
+                        &[&holders, &limit_key, &fence, &weights, &mark],
                         &args,
                     );
                 } else {
@@ -570,7 +603,16 @@ impl Engine {
                 if let HoldKind::Permit { .. } = kind {
                     let limit_key = format!("{holders}:limit");
                     let weights = format!("{holders}:weights");
-                    resp::script_on(out, &SEMAPHORE_RELEASE, eval, &[&holders, &limit_key, &weights], &args);
+                    // Fair or not, a release gives up the owner's place in the fair queue
+                    // (semaphore_release.lua's KEYS[4..6]).
+                    let [queue, places, mark] = crate::fair_companions(&holders);
+                    resp::script_on(
+                        out,
+                        &SEMAPHORE_RELEASE,
+                        eval,
+                        &[&holders, &limit_key, &weights, &queue, &places, &mark],
+                        &args,
+                    );
                 } else {
                     let [w, c, r, t] = rw_companions(&holders);
                     resp::script_on(out, &RWLOCK_RELEASE, eval, &[holders.as_str(), &w, &c, &r, &t], &args);
@@ -587,12 +629,15 @@ impl Engine {
                 let grace = FENCE_GRACE_MS.to_string();
                 let args = [owner.as_bytes(), ttl.as_bytes(), grace.as_bytes()];
                 if matches!(kind, HoldKind::Permit { .. }) {
+                    // The fair mark last, kept at least as long where it stands ('fair').
                     let weights = format!("{holders}:weights");
+                    let mark = format!("{holders}:fair");
+                    let args = [args[0], args[1], args[2], b"fair".as_slice()];
                     resp::script_on(
                         out,
                         &PERMIT_EXTEND,
                         eval,
-                        &[&holders, &companion, &fence, &weights],
+                        &[&holders, &companion, &fence, &weights, &mark],
                         &args,
                     );
                 } else {
@@ -676,19 +721,26 @@ impl Engine {
         self.push(Op::Extend { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, fair: false }, now_ms)
     }
 
-    /// A fair lock's attempt on `key` for `owner`: taken when the lock is free and `owner`
-    /// is first in its queue; otherwise, when `waits`, `owner` takes or renews its place
-    /// (a lease of `ttl_ms`). Finishes with the fencing token, `None`, or
-    /// `INVALID_ARGUMENT` when a handle that is not fair holds the lock.
+    /// A fair attempt on `key` for `owner` (`kind`: a lock, or a semaphore's `permits`):
+    /// taken when `owner` is first in the key's queue and the key has room; otherwise,
+    /// when `waits`, `owner` takes or renews its place (a lease of `ttl_ms`). Finishes
+    /// with the fencing token, `None`, or `INVALID_ARGUMENT` when handles that are not
+    /// fair hold the key (or a semaphore's holders use another limit).
+    #[allow(clippy::too_many_arguments)] // the store contract's own arguments
     pub fn fair_acquire(
         &mut self,
         key: &str,
         owner: &str,
         ttl_ms: u64,
+        kind: HoldKind,
+        permits: u32,
         waits: bool,
         now_ms: u64,
     ) -> RequestId {
-        self.push(Op::FairAcquire { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, waits }, now_ms)
+        self.push(
+            Op::FairAcquire { key: key.to_owned(), owner: owner.to_owned(), ttl_ms, kind, permits, waits },
+            now_ms,
+        )
     }
 
     /// A fair lock's release: frees `key` if `owner` holds it, gives up `owner`'s place
@@ -919,18 +971,15 @@ impl Engine {
         }
         let result = match op {
             // Unfenced: `+OK` when set, nil when the key exists (of any type).
-            Op::Acquire { .. } if !self.options.fencing => reply.bulk().map(|set| Value::Taken(set.is_some())),
-            // -1: the key's fairness is not the handle's (see acquire.lua, fair_acquire.lua).
-            Op::Acquire { key, .. } => reply.integer().and_then(|t| match t {
-                -1 => Err(locksmith_core::not_fair_on_fair_key(&key, HoldKind::Exclusive)),
-                t => Ok(Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0))),
-            }),
-            Op::FairAcquire { key, .. } => reply.integer().and_then(|t| match t {
-                -1 => Err(locksmith_core::fair_on_unfair_key(&key, HoldKind::Exclusive)),
-                t => Ok(Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0))),
-            }),
+            Op::Acquire { .. } if !self.options.fencing => {
+                reply.bulk().map(|set| Value::Taken(set.is_some()))
+            }
+            Op::Acquire { key, .. } => hold_answer(&key, HoldKind::Exclusive, false, reply),
+            Op::FairAcquire { key, kind, .. } => hold_answer(&key, kind, true, reply),
             Op::AcquireAll { keys, .. } => match reply.integer() {
-                Ok(held) => Ok(Value::AcquiredAll(Err(usize::try_from(held.unsigned_abs()).unwrap_or(1).saturating_sub(1)))),
+                Ok(held) => Ok(Value::AcquiredAll(Err(usize::try_from(held.unsigned_abs())
+                    .unwrap_or(1)
+                    .saturating_sub(1)))),
                 Err(_) => reply.bulk().and_then(|text| {
                     let tokens: Option<Vec<u64>> = std::str::from_utf8(text.unwrap_or_default())
                         .ok()
@@ -949,13 +998,7 @@ impl Engine {
             | Op::IsLocked { .. }
             | Op::PermitRelease { .. }
             | Op::PermitExtend { .. } => reply.integer().map(|n| Value::Flag(n == 1)),
-            Op::PermitAcquire { key, kind, .. } => reply.integer().and_then(|t| match (t, kind) {
-                (held, HoldKind::Permit { limit }) if held < 0 => Err(LockError::InvalidArgument(format!(
-                    "semaphore {key:?} is held with limit {}; this handle asks for {limit}: every handle of a semaphore must use the same limit",
-                    held.unsigned_abs()
-                ))),
-                (t, _) => Ok(Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0))),
-            }),
+            Op::PermitAcquire { key, kind, .. } => hold_answer(&key, kind, false, reply),
             Op::PermitCount { .. } => reply.integer().map(|n| Value::Count(u64::try_from(n).unwrap_or(0))),
             Op::PermitRemainingTime { .. } | Op::OwnerRemainingTime { .. } => {
                 reply.integer().map(|ms| Value::Millis(u64::try_from(ms).ok().filter(|ms| *ms > 0)))
@@ -1174,6 +1217,36 @@ impl Reply<'_> {
             RangeFrame::Null => Ok(None),
             other => Err(unexpected("a string", other)),
         }
+    }
+}
+
+/// An acquire script's answer on `key` of `kind` (`fair`: a fair handle's attempt): the
+/// fencing token, or 0 when not taken. A key whose fairness is not the handle's answers -1
+/// for a lock (`acquire.lua`, `fair_acquire.lua`) and nil for a semaphore, whose -L says
+/// it is held with another limit L (`semaphore_acquire.lua`, `fair_semaphore_acquire.lua`).
+fn hold_answer(key: &str, kind: HoldKind, fair: bool, reply: &Reply<'_>) -> Result<Value> {
+    let refused = || {
+        if fair {
+            locksmith_core::fair_on_unfair_key(key, kind)
+        } else {
+            locksmith_core::not_fair_on_fair_key(key, kind)
+        }
+    };
+    let acquired = |t: i64| Value::Acquired(u64::try_from(t).ok().filter(|t| *t > 0));
+    match kind {
+        HoldKind::Permit { .. } if matches!(reply.bulk(), Ok(None)) => Err(refused()),
+        HoldKind::Permit { limit } => reply.integer().and_then(|t| {
+            if t < 0 {
+                return Err(LockError::InvalidArgument(format!(
+                    "semaphore {} is held with limit {}; this handle asks for {limit}: every handle of a semaphore must use the same limit",
+                    locksmith_core::validate::quote(key),
+                    t.unsigned_abs()
+                )));
+            }
+            Ok(acquired(t))
+        }),
+        HoldKind::Exclusive => reply.integer().and_then(|t| if t == -1 { Err(refused()) } else { Ok(acquired(t)) }),
+        _ => reply.integer().map(acquired),
     }
 }
 

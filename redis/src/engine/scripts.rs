@@ -52,9 +52,12 @@ pub static ACQUIRE_ALL: Script = Script::new(include_str!("../lua/acquire_all.lu
 pub static FAIR_ACQUIRE: Script = Script::new(include_str!("../lua/fair_acquire.lua"));
 /// `fair_release.lua`: KEYS lock, queue, places, fair mark; ARGV owner.
 pub static FAIR_RELEASE: Script = Script::new(include_str!("../lua/fair_release.lua"));
+/// `fair_semaphore_acquire.lua`: KEYS holders, limit, fence, weights, queue, places, fair
+/// mark; ARGV owner, ttl, limit, grace, permits, waits, publish command.
+pub static FAIR_SEMAPHORE_ACQUIRE: Script = Script::new(include_str!("../lua/fair_semaphore_acquire.lua"));
 
 /// Every script, in the order the handshake loads them.
-pub static ALL: [&Script; 14] = [
+pub static ALL: [&Script; 15] = [
     &ACQUIRE,
     &RELEASE,
     &EXTEND,
@@ -69,4 +72,5 @@ pub static ALL: [&Script; 14] = [
     &ACQUIRE_ALL,
     &FAIR_ACQUIRE,
     &FAIR_RELEASE,
+    &FAIR_SEMAPHORE_ACQUIRE,
 ];

@@ -674,17 +674,24 @@ impl LockStore for EngineStore {
         owner: &str,
         ttl_ms: u64,
         kind: HoldKind,
-        _permits: u32,
+        permits: u32,
         waits: bool,
     ) -> Result<Option<Grant>> {
-        if kind != HoldKind::Exclusive {
-            return Err(LockError::Unsupported(
-                // The JS Redis stores word it alike (js/api/errors.mjs fairLocksOnly).
-                "the Redis stores have fair locks, not fair semaphores: `fair: true` on a semaphore needs another store (the memory store, FileLockStore, EtcdLockStore, DurableObjectLockStore)".into(),
-            ));
-        }
+        let permits = match kind {
+            HoldKind::Exclusive => 1,
+            HoldKind::Permit { .. } => locksmith_core::validate::permits(kind, permits)?,
+            other => {
+                return Err(LockError::InvalidArgument(format!(
+                    "a {} has no fair queue: fair handles are locks and semaphores",
+                    other.name()
+                )))
+            }
+        };
         let fencing = self.shared().engines[0].options().fencing;
-        match self.request(key, |e, now| e.fair_acquire(key, owner, ttl_ms, waits, now)).await? {
+        match self
+            .request(key, |e, now| e.fair_acquire(key, owner, ttl_ms, kind, permits, waits, now))
+            .await?
+        {
             // Without fencing, holds carry no token (the script mints one all the same).
             Value::Acquired(token) => {
                 Ok(token.map(|t| if fencing { Grant::with_fencing_token(t) } else { Grant::default() }))

@@ -29,7 +29,7 @@ fn acquire_is_an_evalsha_on_the_lock_its_fence_and_its_fair_mark() {
 #[test]
 fn a_fair_attempt_and_release_send_the_queue_places_and_mark() {
     let mut e = engine();
-    let id = e.fair_acquire("k", "owner", 500, true, 0);
+    let id = e.fair_acquire("k", "owner", 500, HoldKind::Exclusive, 1, true, 0);
     let keys = ["p:{k}", "p:{k}:fence", "p:{k}:queue", "p:{k}:places", "p:{k}:fair"];
     let mut parts = vec!["5"];
     parts.extend(keys);
@@ -46,6 +46,50 @@ fn a_fair_attempt_and_release_send_the_queue_places_and_mark() {
     e.fair_extend("k", "owner", 500, 0);
     let extend = ["3", "p:{k}", "p:{k}:fence", "p:{k}:fair", "owner", "500", "1500", "fair"];
     assert_eq!(String::from_utf8(e.take_output()).unwrap(), evalsha(&EXTEND, &extend));
+}
+
+#[test]
+fn a_fair_semaphore_attempt_sends_its_queue_and_reads_its_refusals() {
+    let mut e = engine();
+    let kind = HoldKind::Permit { limit: 3 };
+    let holders = "p:{k}:semaphore";
+    let keys = ["p:{k}:semaphore:limit", "p:{k}:semaphore:fence", "p:{k}:semaphore:weights"];
+    let fair = ["p:{k}:semaphore:queue", "p:{k}:semaphore:places", "p:{k}:semaphore:fair"];
+    let id = e.fair_acquire("k", "owner", 500, kind, 2, true, 0);
+    let mut parts = vec!["7", holders];
+    parts.extend(keys);
+    parts.extend(fair);
+    parts.extend(["owner", "500", "3", "1000", "2", "1"]);
+    assert_eq!(String::from_utf8(e.take_output()).unwrap(), evalsha(&FAIR_SEMAPHORE_ACQUIRE, &parts));
+    // Nil: handles that are not fair hold it.
+    let done = feed(&mut e, b"$-1\r\n");
+    assert_eq!(done[0].id, id);
+    assert!(
+        matches!(&done[0].result, Err(LockError::InvalidArgument(m)) if m.contains("held by a handle that is not fair"))
+    );
+    // -L: held with another limit.
+    e.fair_acquire("k", "owner", 500, kind, 1, false, 0);
+    e.take_output();
+    let done = feed(&mut e, b":-5\r\n");
+    assert!(
+        matches!(&done[0].result, Err(LockError::InvalidArgument(m)) if m.contains("held with limit 5; this handle asks for 3"))
+    );
+    // A plain attempt sends the mark, and nil is its refusal; a release sends the queue.
+    e.acquire_permit("k", "plain", 500, kind, 1, 0);
+    let mut parts = vec!["5", holders];
+    parts.extend(keys);
+    parts.push(fair[2]);
+    parts.extend(["plain", "500", "3", "1000", "1"]);
+    assert_eq!(String::from_utf8(e.take_output()).unwrap(), evalsha(&SEMAPHORE_ACQUIRE, &parts));
+    let done = feed(&mut e, b"$-1\r\n");
+    assert!(
+        matches!(&done[0].result, Err(LockError::InvalidArgument(m)) if m.contains("is fair (fair handles hold it or wait for it)"))
+    );
+    e.release_permit("k", "plain", kind, 0);
+    let mut parts = vec!["6", holders, keys[0], keys[2]];
+    parts.extend(fair);
+    parts.push("plain");
+    assert_eq!(String::from_utf8(e.take_output()).unwrap(), evalsha(&SEMAPHORE_RELEASE, &parts));
 }
 
 /// The RESP of `EVALSHA` with `script`'s sha and `parts` (the key count, the keys, the arguments).

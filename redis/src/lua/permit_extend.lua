@@ -8,6 +8,9 @@
 -- ARGV[1]  the owner token
 -- ARGV[2]  the new TTL from now, in milliseconds
 -- ARGV[3]  how long the keys outlive the latest hold, in milliseconds (a small bound)
+-- ARGV[4]  optional: 'fair' when the last of KEYS is the semaphore's fair mark
+--          (fair_semaphore_acquire.lua), which is then kept at least as long if it
+--          stands (a waiter's place may keep it longer; a semaphore without one has none)
 --
 -- Returns 1 when extended, 0 when the owner holds nothing live.
 local time = redis.call('TIME')
@@ -19,7 +22,15 @@ end
 redis.call('ZADD', KEYS[1], 'XX', string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
 local latest = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
 local keep = string.format('%.0f', latest - now + tonumber(ARGV[3]))
-for i = 1, #KEYS do
+local n = #KEYS
+if ARGV[4] == 'fair' then
+  local left = redis.call('PTTL', KEYS[n])
+  if left > 0 and left < tonumber(keep) then
+    redis.call('PEXPIRE', KEYS[n], keep)
+  end
+  n = n - 1
+end
+for i = 1, n do
   redis.call('PEXPIRE', KEYS[i], keep)
 end
 return 1

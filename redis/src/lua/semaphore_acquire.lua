@@ -7,6 +7,9 @@
 -- KEYS[3]  the semaphore's fencing counter
 -- KEYS[4]  optional: the permits of holders that hold more than one, a hash (owner
 --          token -> permits); a holder missing from it holds one
+-- KEYS[5]  optional (with KEYS[4]): the semaphore's fair mark
+--          (fair_semaphore_acquire.lua): while it stands, fair handles hold or wait,
+--          and this handle, not fair, is refused
 --          (all share the lock key's {key} hash tag, so they live in one slot)
 -- ARGV[1]  the owner token
 -- ARGV[2]  the TTL, in milliseconds
@@ -16,7 +19,7 @@
 --
 -- Returns the fencing token (> 0) when the permits were taken; 0 when fewer than
 -- `permits` are free; -L when the semaphore is held with another limit L (every handle
--- of a semaphore must agree on it). An owner that holds these very permits already
+-- of a semaphore must agree on it); false (nil) while the fair mark stands. An owner that holds these very permits already
 -- (as many, under this limit) is this call applied a second time (see acquire.lua):
 -- taken, its expiry counted again, a new token; an owner holding others is refused.
 --
@@ -32,6 +35,9 @@ if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
     return 0
   end
 else
+  if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
+    return false
+  end
   local holders = redis.call('ZCARD', KEYS[1])
   if holders > 0 then
     local held = tonumber(redis.call('GET', KEYS[2]))
