@@ -387,9 +387,11 @@ export function lateFetch({ share, ms }) {
   };
 }
 
-// The lock methods a test-only wrapper passes through (plain and fair locks only: the
-// broken guards are shown on `kinds: { lock: 1 }` runs). ACQUIRE_TOKEN keeps fencing tokens.
+// The methods a test-only wrapper passes through: locks and semaphores, plain and fair
+// (the broken guards are shown on `kinds: { lock: 1 }` runs, and a fair queue's on
+// `{ semaphore: 1 }` too). ACQUIRE_TOKEN and ACQUIRE_PERMIT_TOKEN keep fencing tokens.
 const ACQUIRE_TOKEN = Symbol.for("locksmith.acquireToken");
+const ACQUIRE_PERMIT_TOKEN = Symbol.for("locksmith.acquirePermitToken");
 const LOCK_METHODS = [
   "acquire",
   "release",
@@ -401,7 +403,13 @@ const LOCK_METHODS = [
   "acquireFair",
   "releaseFair",
   "extendFair",
+  "acquirePermit",
+  "releasePermit",
+  "extendPermit",
+  "countPermits",
+  "permitRemainingTime",
   ACQUIRE_TOKEN,
+  ACQUIRE_PERMIT_TOKEN,
 ];
 
 /**

@@ -35,7 +35,7 @@ import { checkHistory, checkOrphans } from "./checker.mjs";
 import { driftMs, now } from "./client.mjs";
 import { startProxy } from "./proxy.mjs";
 import { seeded, newSeed } from "./random.mjs";
-import { FAIR_CLIENT, FAIR_LOCKS_CLIENT, LONG_TTL, STALLS, cliLister, lastLines, lateDelivery, restarts, runHistory } from "./run.mjs";
+import { FAIR_CLIENT, LONG_TTL, STALLS, cliLister, lastLines, lateDelivery, restarts, runHistory } from "./run.mjs";
 import { startRedis } from "../support/redis-server.mjs";
 import { TARGET, ls, sleep } from "../support/target.mjs";
 import { startUpstashRest } from "../support/upstash-rest.mjs";
@@ -619,25 +619,27 @@ describe(`history checker (${TARGET})`, () => {
       await assertClean(t, { store: { nodeRedis: server.url }, processes: 2, clients: 6 });
     });
 
-    // Fair locks: granted in queue order (fair-order, by the store's answers on places where
-    // the store is a JS one) besides every other check. With fair_acquire.lua's first-in-line
-    // check removed, run.mjs's redis-fair and ioredis-fair rows reported 29 and 113
-    // violations in 10 s runs.
-    it("RedisLockStore and IoRedisLockStore, fair locks: a process of each × 6 clients", async (t) => {
-      const run = await assertClean(t, { store: [{ redis: server.url }, { ioredis: server.url }], processes: 2, clients: 6, client: FAIR_LOCKS_CLIENT });
+    // Fair locks and semaphores: granted in queue order (fair-order, by the store's answers
+    // on places where the store is a JS one) besides every other check. With
+    // fair_acquire.lua's first-in-line check removed, run.mjs's redis-fair and ioredis-fair
+    // rows (fair locks then) reported 29 and 113 violations in 10 s runs.
+    it("RedisLockStore and IoRedisLockStore, fair locks and semaphores: a process of each × 6 clients", async (t) => {
+      const run = await assertClean(t, { store: [{ redis: server.url }, { ioredis: server.url }], processes: 2, clients: 6, client: FAIR_CLIENT });
       const waited = run.holds.filter((h) => h.fair && h.acquire.reply - h.acquire.send > 10).length;
       t.diagnostic(`${waited} fair holds granted after waiting over 10 ms`);
       assert.ok(waited > 10, `fair waiters queued (${waited}); seed ${run.seed}`);
     });
 
-    it("catches a broken guard: a Redis store whose fair waiters keep no place in the queue", ONLY_NATIVE, async (t) => {
-      await assertCaught(t, ["fair-order"], {
-        store: { broken: "fair-keeps-no-place", store: { ioredis: server.url } },
-        processes: 2,
-        clients: 6,
-        client: { fair: true, kinds: { lock: 1 } },
+    for (const kind of ["lock", "semaphore"]) {
+      it(`catches a broken guard: a Redis store whose fair ${kind} waiters keep no place in the queue`, ONLY_NATIVE, async (t) => {
+        await assertCaught(t, ["fair-order"], {
+          store: { broken: "fair-keeps-no-place", store: { ioredis: server.url } },
+          processes: 2,
+          clients: 6,
+          client: { fair: true, kinds: { [kind]: 1 } },
+        });
       });
-    });
+    }
 
     // @upstash/redis over HTTP to the project's REST endpoint (js-tests/support/upstash-rest.mjs)
     // in front of the redis-server: no pub/sub, so waiters retry at their retryDelay, and

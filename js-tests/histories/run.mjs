@@ -643,8 +643,6 @@ const LATE_TEXT = (what, timeout) => `${what} held back 400–1200 ms (past the 
 const LATE_WAITS = [0, 3_000];
 // Fair locks and semaphores (lockAll() is not fair: no "multi"), with the other kinds beside them.
 export const FAIR_CLIENT = { fair: true, kinds: { lock: 5, semaphore: 3, read: 1, write: 1, election: 1 } };
-// The Redis stores' fair runs: fair locks (they have no fair semaphores), with the other kinds beside them.
-export const FAIR_LOCKS_CLIENT = { fair: true, kinds: { lock: 6, read: 1, write: 1, election: 1 } };
 
 /**
  * Fault modifiers a row's name may carry (`redis+stall`, `postgres-late+abort`): each
@@ -1081,22 +1079,22 @@ export const SETUPS = {
   },
 };
 
-/** `setup` with fair locks in its clients (FAIR_LOCKS_CLIENT), the other kinds beside them. */
-function withFairLocks(setup) {
+/** `setup` with fair locks and semaphores in its clients (FAIR_CLIENT), the other kinds beside them. */
+function withFair(setup) {
   return {
     ...setup,
-    store: `${setup.store}, fair locks`,
+    store: `${setup.store}, fair locks and semaphores`,
     open: async (s, random) => {
       const opened = await setup.open(s, random);
-      return { ...opened, client: { ...FAIR_LOCKS_CLIENT, ...opened.client } };
+      return { ...opened, client: { ...FAIR_CLIENT, ...opened.client } };
     },
   };
 }
 
-// The Redis stores' fair locks: the native engine's queue, the same scripts through a
-// user's client (whose answers on places the exact fair-order rule reads), across restarts
-// and with replies held back past the command timeout.
-for (const name of ["redis", "ioredis", "redis-restart", "redis-late"]) SETUPS[`${name}-fair`] = withFairLocks(SETUPS[name]);
+// The Redis stores' fair locks and semaphores: the native engine's queues, the same
+// scripts through a user's client (whose answers on places the exact fair-order rule
+// reads), across restarts and with replies held back past the command timeout.
+for (const name of ["redis", "ioredis", "redis-restart", "redis-late"]) SETUPS[`${name}-fair`] = withFair(SETUPS[name]);
 
 /** A fresh lock file for a FileLockStore run (in the OS's temporary directory). */
 export async function lockFile() {

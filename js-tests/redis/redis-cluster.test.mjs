@@ -1,6 +1,7 @@
 // RedisLockStore over Redis Cluster: three masters with a replica each, of the test's
-// own. The conformance suite, keys spread over every master, a slot migrated while a
-// lock on it is held and waited on (ASK, TRYAGAIN, then MOVED), and failovers: a
+// own. The conformance suite, keys spread over every master, fair locks and semaphores
+// woken over each key's shard, a slot migrated while a lock on it is held and waited on
+// (ASK, TRYAGAIN, then MOVED), and failovers: a
 // graceful CLUSTER FAILOVER under the 8-process load test (its ordered log shows no
 // overlap), and a master killed with its replica promoted while locks are held. The
 // history checker's bounded pass over Cluster runs here too, on this cluster: a manual
@@ -185,6 +186,35 @@ describe("RedisLockStore over Redis Cluster", () => {
       assert.equal(await waiter.release(), true);
     }
     await store.close();
+  });
+
+  it("fair locks and semaphores: waiters granted in the order they asked, each woken over its key's shard", { timeout: 30_000 }, async () => {
+    const store = await connect();
+    const other = await connect();
+    try {
+      for (const kind of ["lock", "semaphore"]) {
+        const key = uniqueKey(`fair-${kind}`);
+        const make = (s) => (kind === "lock" ? ls.lock(key, 10_000, s, { fair: true }) : ls.semaphore(key, 1, 10_000, s, { fair: true }));
+        const holder = make(store);
+        assert.equal(await holder.acquire(), true);
+        const order = [];
+        const waiters = [make(other), make(store), make(other)];
+        const waits = [];
+        for (const [i, w] of waiters.entries()) {
+          // A retry delay longer than the test: only release messages wake them in time.
+          waits.push(w.acquire({ timeout: 8_000, retryDelay: 6_000 }).then(async (ok) => (order.push(i), await w.release(), ok)));
+          await sleep(100); // each takes its place before the next asks
+        }
+        const start = performance.now();
+        assert.equal(await holder.release(), true);
+        assert.deepEqual(await Promise.all(waits), [true, true, true]);
+        assert.deepEqual(order, [0, 1, 2], `${kind}: granted in the order they asked`);
+        assert.ok(performance.now() - start < 3_000, `${kind}: woken by releases, not retries`);
+      }
+    } finally {
+      await store.close();
+      await other.close();
+    }
   });
 
   it("lockAll(): keys on several masters in order, keys of one slot in one script, all or nothing either way", { timeout: 30_000 }, async () => {

@@ -256,8 +256,8 @@ export class RedisClientStore {
     if (answer === null) throw unfairHolder("semaphore", key);
     const token = Number(answer);
     if (token < 0) throw limitMismatch(key, -token, limit);
-    if (!(token > 0)) return false;
-    return this.#fencing ? token : true;
+    // With or without `fencing` (the plain locks' option), as a plain semaphore's.
+    return token > 0 ? token : false;
   }
 
   /**

@@ -687,12 +687,13 @@ impl LockStore for EngineStore {
                 )))
             }
         };
-        let fencing = self.shared().engines[0].options().fencing;
+        // `fencing: false` is the plain locks' (a semaphore's holds carry tokens either way).
+        let fencing = self.shared().engines[0].options().fencing || kind != HoldKind::Exclusive;
         match self
             .request(key, |e, now| e.fair_acquire(key, owner, ttl_ms, kind, permits, waits, now))
             .await?
         {
-            // Without fencing, holds carry no token (the script mints one all the same).
+            // Without fencing, a lock's holds carry no token (the script mints one all the same).
             Value::Acquired(token) => {
                 Ok(token.map(|t| if fencing { Grant::with_fencing_token(t) } else { Grant::default() }))
             }
