@@ -5,7 +5,7 @@
 // from an AUTO_INCREMENT column; waiters poll (at the acquire's retryDelay): MySQL has no
 // LISTEN/NOTIFY, and GET_LOCK's session locks do not mix well with pooled connections.
 
-const { StoreClosedError, checkKind, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
+const { StoreClosedError, checkKind, invalid, limitMismatch, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
 // What the SQL stores share, and MySQL's dialect of it.
 const core = require("./sql-core.cjs");
 const dialect = require("./sql-mysql.cjs");
@@ -588,7 +588,7 @@ class MySqlLockStore extends core.SqlLockStore {
       admitted,
     ).then(...this.#cleanups.settled(cleanup, set, key, owner, ttlMs));
     this.#maybeSweep();
-    if (token !== null && typeof token === "object") throw core.limitMismatch(key, token.heldLimit, limit);
+    if (token !== null && typeof token === "object") throw limitMismatch(key, token.heldLimit, limit);
     return token;
   }
 

@@ -4,7 +4,7 @@
 // fencing tokens come from a sequence; releases are announced with NOTIFY and heard on
 // one LISTEN connection per store, so waiters wake at once instead of polling.
 
-const { StoreClosedError, StoreUnavailableError, checkKind, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
+const { StoreClosedError, StoreUnavailableError, checkKind, invalid, limitMismatch, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
 // What the SQL stores share, and PostgreSQL's dialect of it.
 const core = require("./sql-core.cjs");
 const dialect = require("./sql-postgres.cjs");
@@ -595,7 +595,7 @@ class PostgresLockStore extends core.SqlLockStore {
       return false;
     }).then(...this.#cleanups.settled(cleanup, set, key, owner, ttlMs));
     this.#maybeSweep();
-    if (typeof token === "object") throw core.limitMismatch(key, token.heldLimit, limit);
+    if (typeof token === "object") throw limitMismatch(key, token.heldLimit, limit);
     return token;
   }
 
