@@ -437,6 +437,8 @@ const LOCK_METHODS = [
 export function brokenStore(inner, how, { del, put, ttl, timeoutMs = Infinity } = {}) {
   const store = {};
   for (const name of LOCK_METHODS) if (typeof inner[name] === "function") store[name] = (...args) => inner[name](...args);
+  // Weighted permits as the inner store has them (a fair semaphore's guard is shown with them).
+  if (inner.permitWeights === true) store.permitWeights = true;
   // The bridge's timeout for the store's calls (core gives up on a call after it).
   if (typeof inner.operationTimeoutMs === "number") store.operationTimeoutMs = inner.operationTimeoutMs;
   if (how === "extend-says-yes") {

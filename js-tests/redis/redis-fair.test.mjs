@@ -330,6 +330,43 @@ for (const [name, open] of Object.entries(KINDS)) {
   });
 }
 
+// The script itself (through the store contract of a client store, which runs the scripts
+// RedisLockStore compiles in): a grant that leaves others in line publishes, one that
+// leaves nobody does not, so the next in line hears of room a grant left.
+describe("fair_semaphore_acquire.lua", () => {
+  it("publishes on the semaphore's release channel when a grant leaves others in line, not otherwise", async () => {
+    const client = new Redis(server.url);
+    const subscriber = new Redis(server.url);
+    const store = new IoRedisLockStore(client);
+    const key = uniqueKey("fair-sem-publish");
+    const messages = [];
+    try {
+      await subscriber.subscribe(`${semKeysOf(key).holders}:released`);
+      subscriber.on("message", (channel) => messages.push(channel));
+      const fair = (owner, waits = true) => store.acquireFair(key, owner, 10_000, "semaphore", 2, 1, waits);
+      // A script publishes before it answers: its message is on its way by then.
+      const seen = async () => (await sleep(50), messages.length);
+      assert.equal(typeof (await store.acquireFair(key, "holder", 10_000, "semaphore", 2, 2, true)), "number");
+      assert.equal(await fair("a"), false);
+      assert.equal(await fair("b"), false);
+      assert.equal(await seen(), 0, "places taken: nothing published");
+      assert.equal(await store.releasePermit(key, "holder", "semaphore"), true);
+      assert.equal(await seen(), 1, "the release");
+      assert.equal(await fair("b"), false, "b is second in line");
+      assert.equal(typeof (await fair("a")), "number");
+      assert.equal(await seen(), 2, "a's grant left b in line: published");
+      assert.equal(typeof (await fair("b")), "number");
+      assert.equal(await seen(), 2, "b's grant left nobody: nothing published");
+      await store.releasePermit(key, "a", "semaphore");
+      await store.releasePermit(key, "b", "semaphore");
+    } finally {
+      await store.close();
+      await client.quit();
+      subscriber.disconnect();
+    }
+  });
+});
+
 // withFaults() over a store whose fair locks have their own release and extend: a fault
 // named "release" or "extend" reaches them as it reaches a plain lock's.
 describe("withFaults() over IoRedisLockStore's fair locks", () => {

@@ -399,7 +399,12 @@ async function redisRelease(redis, key, prefix, cluster) {
     for (const holder of await liveMembers(redis, holdersKey, now)) {
       const gone =
         set === "semaphore"
-          ? await runScript(redis, SCRIPTS.semaphoreRelease, [holdersKey, `${holdersKey}:limit`, `${holdersKey}:weights`], [holder.owner])
+          ? await runScript(
+              redis,
+              SCRIPTS.semaphoreRelease,
+              [holdersKey, `${holdersKey}:limit`, `${holdersKey}:weights`, ...["queue", "places", "fair"].map((suffix) => `${holdersKey}:${suffix}`)],
+              [holder.owner],
+            )
           : await runScript(redis, SCRIPTS.rwlockRelease, [holdersKey, ...RW_COMPANIONS.map((suffix) => `${holdersKey}:${suffix}`)], [holder.owner]);
       if (Number(gone) !== 1) continue; // released or expired meanwhile
       freed = true;

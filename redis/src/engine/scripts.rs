@@ -28,15 +28,18 @@ pub static ACQUIRE: Script = Script::new(include_str!("../lua/acquire.lua"));
 pub static RELEASE: Script = Script::new(include_str!("../lua/release.lua"));
 /// `extend.lua`: KEYS lock, fence (and an election's value); ARGV owner, ttl, fence ttl.
 pub static EXTEND: Script = Script::new(include_str!("../lua/extend.lua"));
-/// `semaphore_acquire.lua`: KEYS holders, limit, fence; ARGV owner, ttl, limit, grace.
+/// `semaphore_acquire.lua`: KEYS holders, limit, fence, weights, fair mark; ARGV owner, ttl,
+/// limit, grace, permits.
 pub static SEMAPHORE_ACQUIRE: Script = Script::new(include_str!("../lua/semaphore_acquire.lua"));
-/// `semaphore_release.lua`: KEYS holders, limit; ARGV owner.
+/// `semaphore_release.lua`: KEYS holders, limit, weights, fair queue, places, fair mark;
+/// ARGV owner, publish command.
 pub static SEMAPHORE_RELEASE: Script = Script::new(include_str!("../lua/semaphore_release.lua"));
 /// `rwlock_acquire.lua`: KEYS holders, writer, claim, fence; ARGV owner, ttl, mode, grace.
 pub static RWLOCK_ACQUIRE: Script = Script::new(include_str!("../lua/rwlock_acquire.lua"));
 /// `rwlock_release.lua`: KEYS holders, writer, claim; ARGV owner.
 pub static RWLOCK_RELEASE: Script = Script::new(include_str!("../lua/rwlock_release.lua"));
-/// `permit_extend.lua`: KEYS holders, then the keys that live as long; ARGV owner, ttl, grace.
+/// `permit_extend.lua`: KEYS holders, then the keys that live as long (a semaphore's fair
+/// mark last); ARGV owner, ttl, grace (and `fair` with a mark).
 pub static PERMIT_EXTEND: Script = Script::new(include_str!("../lua/permit_extend.lua"));
 /// `permit_count.lua`: KEYS holders.
 pub static PERMIT_COUNT: Script = Script::new(include_str!("../lua/permit_count.lua"));

@@ -665,9 +665,9 @@ impl LockStore for EngineStore {
         }))
     }
 
-    /// Fair locks (`fair: true`): one script per attempt (`fair_acquire.lua`), a queue of
-    /// owners by arrival and a lease per place, in the lock key's slot. Fair semaphores
-    /// are not here yet: `UNSUPPORTED`.
+    /// Fair locks and semaphores (`fair: true`): one script per attempt
+    /// (`fair_acquire.lua`, `fair_semaphore_acquire.lua`), a queue of owners by arrival
+    /// and a lease per place, in the key's slot.
     async fn acquire_fair(
         &self,
         key: &str,

@@ -10,7 +10,10 @@
 -- ARGV[3]  how long the keys outlive the latest hold, in milliseconds (a small bound)
 -- ARGV[4]  optional: 'fair' when the last of KEYS is the semaphore's fair mark
 --          (fair_semaphore_acquire.lua), which is then kept at least as long if it
---          stands (a waiter's place may keep it longer; a semaphore without one has none)
+--          stands (a waiter's place may keep it longer; a semaphore without one has none).
+--          Unlike extend.lua's, it is never made here: this script cannot tell a fair
+--          hold from a plain one, and a fair hold's mark, set with the holders' expiry
+--          plus the same bound, stands as long as the hold does.
 --
 -- Returns 1 when extended, 0 when the owner holds nothing live.
 local time = redis.call('TIME')

@@ -19,9 +19,10 @@
 --
 -- Returns the fencing token (> 0) when the permits were taken; 0 when fewer than
 -- `permits` are free; -L when the semaphore is held with another limit L (every handle
--- of a semaphore must agree on it); false (nil) while the fair mark stands. An owner that holds these very permits already
--- (as many, under this limit) is this call applied a second time (see acquire.lua):
--- taken, its expiry counted again, a new token; an owner holding others is refused.
+-- of a semaphore must agree on it); false (nil) while the fair mark stands. An owner
+-- that holds these very permits already (as many, under this limit) is this call applied
+-- a second time (see acquire.lua): taken, its expiry counted again, a new token; an owner
+-- holding others is refused.
 --
 -- The clock is the server's (TIME), never the caller's.
 local time = redis.call('TIME')
