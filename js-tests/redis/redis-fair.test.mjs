@@ -58,18 +58,24 @@ const keysOf = (key) => {
   return { lock, queue: `${lock}:queue`, places: `${lock}:places`, mark: `${lock}:fair` };
 };
 
-/** Resolves once `key`'s queue holds `n` places. */
-async function queued(key, n) {
-  const { queue } = keysOf(key);
+/** A fair semaphore's keys in Redis (the default prefix). */
+const semKeysOf = (key) => {
+  const holders = `locksmith:{${key}}:semaphore`;
+  return { holders, queue: `${holders}:queue`, places: `${holders}:places`, mark: `${holders}:fair` };
+};
+
+/** Resolves once `key`'s queue (a fair lock's, or with `of` semKeysOf a fair semaphore's) holds `n` places. */
+async function queued(key, n, of = keysOf) {
+  const { queue } = of(key);
   for (let i = 0; i < 200; i++) {
     if ((await admin.zcard(queue)) === n) return;
     await sleep(10);
   }
-  assert.fail(`${key}'s queue never held ${n} places (it holds ${await admin.zcard(queue)})`);
+  assert.fail(`${queue} never held ${n} places (it holds ${await admin.zcard(queue)})`);
 }
 
 for (const [name, open] of Object.entries(KINDS)) {
-  describe(`fair locks on ${name}`, () => {
+  describe(`fair locks and semaphores on ${name}`, () => {
     let a;
     let b;
     before(async () => {
@@ -204,38 +210,8 @@ for (const [name, open] of Object.entries(KINDS)) {
       await queued(key, 0); // the aborted waiters leave the queue
       assert.equal(await holder.release(), true);
     });
-  });
-}
 
-/** A fair semaphore's keys in Redis (the default prefix). */
-const semKeysOf = (key) => {
-  const holders = `locksmith:{${key}}:semaphore`;
-  return { holders, queue: `${holders}:queue`, places: `${holders}:places`, mark: `${holders}:fair` };
-};
-
-/** Resolves once `key`'s fair semaphore queue holds `n` places. */
-async function semQueued(key, n) {
-  const { queue } = semKeysOf(key);
-  for (let i = 0; i < 200; i++) {
-    if ((await admin.zcard(queue)) === n) return;
-    await sleep(10);
-  }
-  assert.fail(`${key}'s semaphore queue never held ${n} places (it holds ${await admin.zcard(queue)})`);
-}
-
-for (const [name, open] of Object.entries(KINDS)) {
-  describe(`fair semaphores on ${name}`, () => {
-    let a;
-    let b;
-    before(async () => {
-      a = await open();
-      b = await open();
-    });
-    after(async () => {
-      await a?.close();
-      await b?.close();
-    });
-
+    // Fair semaphores.
     it("a later, smaller request does not overtake an earlier, larger one; each grant goes in queue order", async () => {
       const key = uniqueKey("fair-sem-order");
       const sem = (store) => ls.semaphore(key, 3, 10_000, store, FAIR);
@@ -244,10 +220,10 @@ for (const [name, open] of Object.entries(KINDS)) {
       const order = [];
       const big = sem(b.store);
       const bigWait = big.acquire({ timeout: 10_000, permits: 3 }).then((ok) => order.push("big") && ok);
-      await semQueued(key, 1);
+      await queued(key, 1, semKeysOf);
       const small = sem(a.store);
       const smallWait = small.acquire({ timeout: 10_000 }).then((ok) => order.push("small") && ok);
-      await semQueued(key, 2);
+      await queued(key, 2, semKeysOf);
       await sleep(100);
       assert.deepEqual(order, [], "one permit is free, but the larger request is first in line");
       assert.equal(await holder.release(), true);
@@ -273,7 +249,7 @@ for (const [name, open] of Object.entries(KINDS)) {
         waits.push(w.acquire({ timeout: 10_000, retryDelay: 5_000 }));
         await sleep(50);
       }
-      await semQueued(key, 2);
+      await queued(key, 2, semKeysOf);
       const released = performance.now();
       assert.equal(await holder.release(), true);
       assert.deepEqual(await Promise.all(waits), [true, true]);
@@ -312,14 +288,14 @@ for (const [name, open] of Object.entries(KINDS)) {
       const controller = new AbortController();
       const waiter = ls.semaphore(key, 1, 60_000, b.store, FAIR);
       const waiting = waiter.acquire({ timeout: 60_000, signal: controller.signal }).catch((err) => err.code);
-      await semQueued(key, 1);
+      await queued(key, 1, semKeysOf);
       const { mark } = semKeysOf(key);
       assert.ok((await admin.pttl(mark)) > 55_000);
       await holder.extend();
       assert.ok((await admin.pttl(mark)) > 55_000, "the holder's extend left the mark as long as the place keeps it");
       controller.abort();
       assert.equal(await waiting, "ABORTED");
-      await semQueued(key, 0);
+      await queued(key, 0, semKeysOf);
       assert.equal(await admin.exists(mark), 1, "the hold keeps the mark");
       await admin.pexpire(mark, 500);
       await holder.extend("5s");
