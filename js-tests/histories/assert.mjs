@@ -23,7 +23,7 @@ export async function assertClean(t, { minHolds = 50, ...options }) {
     `seed ${run.seed}: ${run.result.holds} holds, ${run.result.violations.length} violations, ${run.result.lateSignals} late signals; clocks within ${run.clockErrorMs.toFixed(3)} ms of the run's`,
   );
   assert.ok(run.result.holds > minHolds, `enough holds to mean something (${run.result.holds}); seed ${run.seed}`);
-  // Every kind the run draws (a run of its own kinds names them: the Redis fair runs have no semaphores).
+  // Every kind the run draws (a run of its own kinds names them).
   const drawn = options.client?.kinds;
   for (const kind of ["lock", "semaphore", "read", "write"].filter((k) => drawn === undefined || drawn[k] > 0)) {
     assert.ok(

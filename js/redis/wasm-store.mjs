@@ -196,7 +196,7 @@ export class RedisLockStore {
     return this.#call("flag", (id) => this.#engine.releaseFair(id, checked(key), checked(owner, "owner")));
   }
 
-  /** A fair hold's extend (the store contract's `extendFair`): its fair mark kept at least as long. */
+  /** A fair lock's extend (the store contract's `extendFair`): its fair mark kept at least as long. */
   extendFair(key, owner, ttlMs) {
     return this.#call("flag", (id) => this.#engine.extendFair(id, checked(key), checked(owner, "owner"), checkedMs(ttlMs)));
   }
@@ -253,7 +253,7 @@ export class RedisLockStore {
    * A fair handle's attempt (`{ fair: true }`; the store contract's `acquireFair`) on a
    * lock or a semaphore's `permits`: taken when `owner` is first in the key's queue and
    * the key has room, else `owner` keeps its place (`waits`). The fencing token, `true`
-   * (no token: `fencing: false`) or `false`.
+   * (a lock's with `fencing: false`: no token) or `false`.
    */
   acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
     return this.#call("token", (id) =>

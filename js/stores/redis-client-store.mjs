@@ -212,7 +212,7 @@ export class RedisClientStore {
     return this.#releaseAnswer(SCRIPTS.fairRelease, fairKeysOf(this.#key(key)), [owner], key);
   }
 
-  /** A fair hold's extend (the store contract's `extendFair`): its fair mark is kept at least as long. */
+  /** A fair lock's extend (the store contract's `extendFair`): its fair mark is kept at least as long. */
   async extendFair(key, owner, ttlMs) {
     const lockKey = this.#key(key);
     const keys = [lockKey, `${lockKey}:fence`, `${lockKey}:fair`];
@@ -224,8 +224,9 @@ export class RedisClientStore {
    * is taken when it is free and `owner` is first in its queue, a semaphore's `permits`
    * when `owner` is first in its queue and that many are free; otherwise, when the caller
    * `waits`, `owner` takes or renews its place (a lease of `ttlMs`) at the end of the
-   * queue (fair_acquire.lua, fair_semaphore_acquire.lua). The fencing token (`true` with
-   * `fencing: false`), or `false`.
+   * queue (fair_acquire.lua, fair_semaphore_acquire.lua). The fencing token (`true` for a
+   * lock with `fencing: false`; a semaphore's grant carries its token either way), or
+   * `false`.
    */
   async acquireFair(key, owner, ttlMs, kind, limit, permits = 1, waits = false) {
     if (kind === "semaphore") return this.#acquireFairPermits(key, owner, ttlMs, limit, permits, waits);

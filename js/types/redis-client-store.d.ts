@@ -30,7 +30,7 @@ export declare class RedisClientStore implements LockStore {
   acquireFair(key: string, owner: string, ttlMs: number, kind: "lock" | "semaphore", limit: number | undefined, permits: number, waits: boolean): Promise<boolean | number>;
   /** A fair lock's release: frees the hold, or gives up `owner`'s place in the queue. */
   releaseFair(key: string, owner: string): Promise<boolean>;
-  /** A fair hold's extend: its fair mark kept at least as long. */
+  /** A fair lock's extend: its fair mark kept at least as long. */
   extendFair(key: string, owner: string, ttlMs: number): Promise<boolean>;
   isLocked(key: string): Promise<boolean>;
   remainingTime(key: string): Promise<number | null>;

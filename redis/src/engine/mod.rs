@@ -778,7 +778,8 @@ impl Engine {
     /// Takes a hold of `kind` on `key` for `owner`: `permits` of a semaphore's permits
     /// (`Permit`), a read or a write lock; a refused writer claims the key. Any kind but
     /// `Permit` and `Read` is taken as `Write`: callers pass only these three (see
-    /// [`EngineStore`]).
+    /// [`EngineStore`]). A semaphore's attempt fails with `INVALID_ARGUMENT` while its
+    /// fair mark stands (fair handles hold it or wait for it).
     pub fn acquire_permit(
         &mut self,
         key: &str,
@@ -794,7 +795,8 @@ impl Engine {
         )
     }
 
-    /// Gives back `owner`'s hold of `key` (and a waiting writer's claim), and tells waiters.
+    /// Gives back `owner`'s hold of `key` (and a waiting writer's claim, or its place in a
+    /// semaphore's fair queue), and tells waiters.
     pub fn release_permit(&mut self, key: &str, owner: &str, kind: HoldKind, now_ms: u64) -> RequestId {
         self.push(Op::PermitRelease { key: key.to_owned(), owner: owner.to_owned(), kind }, now_ms)
     }

@@ -713,7 +713,7 @@ impl LockStore for EngineStore {
         })
     }
 
-    /// A fair hold's extend: its fair mark is kept at least as long.
+    /// A fair lock's extend: its fair mark is kept at least as long.
     fn extend_fair<'a>(&'a self, key: &'a str, owner: &'a str, ttl_ms: u64) -> BoxFuture<'a, Result<bool>> {
         let reply = self.request(key, |e, now| e.fair_extend(key, owner, ttl_ms, now));
         Box::pin(async move {
