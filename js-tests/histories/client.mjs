@@ -1022,11 +1022,14 @@ export async function runClients(ls, store, userConfig) {
       if (kind === "election") {
         // A leader leads for a while, asking `isLeader` every few ms (the check the guide
         // gives before a step that must not run once leadership is lost): it believes it
-        // leads until the last answer that said yes (beliefUntil).
+        // leads until the last answer that said yes (beliefUntil). The time is read before
+        // the question: the answer is about the clock as it was when asked, and a process
+        // stopped (SIGSTOP) just after a yes would otherwise record the yes as given when
+        // it ran again, past a lease that ran out meanwhile.
         const until = now() + random.int(0, Math.min(ttl * 3, 400));
         hold.beliefUntil = hold.acquire.reply;
-        while (now() < until && handle.isLeader) {
-          hold.beliefUntil = now();
+        for (let asked = now(); asked < until && handle.isLeader; asked = now()) {
+          hold.beliefUntil = asked;
           await sleep(random.int(1, 5));
         }
       } else if (pattern < 0.45) {
