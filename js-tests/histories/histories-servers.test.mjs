@@ -135,6 +135,26 @@ describe(`history checker: Durable Objects, the lock file, PostgreSQL, MariaDB (
       assertPausesBit(t, run);
     });
 
+    // Fair locks and semaphores: places and marks in the permits table, decided under the
+    // key's advisory lock (js/stores/postgres-permits.cjs).
+    it("fair locks and semaphores: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, { store: { postgres: server.url }, processes: 2, clients: 6, client: FAIR_CLIENT });
+      const waited = run.holds.filter((h) => h.fair && h.acquire.reply - h.acquire.send > 10).length;
+      t.diagnostic(`${waited} fair holds granted after waiting over 10 ms`);
+      assert.ok(waited > 10, `fair waiters queued (${waited}); seed ${run.seed}`);
+    });
+
+    for (const kind of ["lock", "semaphore"]) {
+      it(`catches a broken guard: fair ${kind} waiters that keep no place in the queue`, ONLY_NATIVE, async (t) => {
+        await assertCaught(t, ["fair-order"], {
+          store: { broken: "fair-keeps-no-place", store: { postgres: server.url } },
+          processes: 2,
+          clients: 6,
+          client: { fair: true, kinds: { [kind]: 1 } },
+        });
+      });
+    }
+
     // Another session holds a key's advisory lock (the store's calls on it wait past their
     // 1 s timeout, then run), the clients' event loops stall, waits run up to 3 s (a wait's
     // next attempt follows one given up on); then the holds left nobody owns.

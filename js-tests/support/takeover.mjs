@@ -39,7 +39,7 @@ export function takeoverStores(s) {
       ttlMs: 1_000,
       fair: true,
     },
-    { name: "PostgresLockStore", spec: async () => ({ postgres: (await s.get("postgres")).url }), ttlMs: 1_000 },
+    { name: "PostgresLockStore", spec: async () => ({ postgres: (await s.get("postgres")).url }), ttlMs: 1_000, fair: true },
     { name: "MySqlLockStore", spec: async () => ({ mysql: (await s.get("mysql")).url }), ttlMs: 1_000 },
     // etcd's leases are whole seconds, at least its minimum (2 s here).
     { name: "EtcdLockStore", spec: async () => ({ etcd: (await s.get("etcd")).endpoints }), ttlMs: 2_000, fair: true },

@@ -4,10 +4,11 @@
 // fencing tokens come from a sequence; releases are announced with NOTIFY and heard on
 // one LISTEN connection per store, so waiters wake at once instead of polling.
 
-const { StoreClosedError, StoreUnavailableError, checkKind, invalid, limitMismatch, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
+const { StoreClosedError, StoreUnavailableError, checkKind, fairKey, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
 // What the SQL stores share, and PostgreSQL's dialect of it.
 const core = require("./sql-core.cjs");
 const dialect = require("./sql-postgres.cjs");
+const pgPermits = require("./postgres-permits.cjs");
 
 const { HOLDING, SWEEP_ROWS, noop, serverTimeoutMs } = core;
 const { inTransaction, quote } = dialect;
@@ -241,12 +242,13 @@ class PostgresLockStore extends core.SqlLockStore {
     const { locks, permits, channel } = this.#sql;
     if (kind === "lock") {
       await this.#serialize(client, `lock:${key}`);
-      await client.query(`WITH gone AS (DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING 1) SELECT pg_notify($3, $4) FROM gone`, [
-        key,
-        owner,
-        channel,
-        `lock:${key}`,
-      ]);
+      // With a fair lock's mark and place, if the attempt was fair.
+      await client.query(
+        `WITH gone AS (DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING 1),
+         left_queue AS (DELETE FROM ${permits} WHERE kind = 'lock' AND key = $1 AND owner = $2 RETURNING 1)
+         SELECT pg_notify($3, $4) WHERE EXISTS (SELECT 1 FROM gone) OR EXISTS (SELECT 1 FROM left_queue)`,
+        [key, owner, channel, `lock:${key}`],
+      );
     } else {
       await this.#serialize(client, `${kind}:${key}`);
       await client.query(`WITH gone AS (DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND owner = $3 RETURNING 1) SELECT pg_notify($4, $5) FROM gone`, [
@@ -309,22 +311,30 @@ class PostgresLockStore extends core.SqlLockStore {
   }
 
   async #acquire(key, owner, ttlMs) {
-    const { locks, sequence } = this.#sql;
+    const { locks, permits, sequence } = this.#sql;
     const cleanup = await this.#cleanups.takeOver("lock", key, owner);
     // One transaction under the key's advisory lock: abandoned by the client it rolls
     // back, and a cleanup after it (see #cleanUp) waits for its end.
     const token = await this.#transaction("acquire", async (client) => {
       await cleanup.free?.(client);
       await this.#serialize(client, `lock:${key}`);
+      // Not while the key is fair: a fair hold's mark or a waiter's place lives.
       const { rowCount } = await client.query(
         `INSERT INTO ${locks} AS held (key, owner, expires_at, fencing_token)
-         VALUES ($1, $2, ${fromNow(3)}, NULL)
+         SELECT $1, $2, ${fromNow(3)}, NULL
+         WHERE NOT EXISTS (SELECT 1 FROM ${permits} WHERE kind = 'lock' AND key = $1 AND expires_at > clock_timestamp())
          ON CONFLICT (key) DO UPDATE
            SET owner = excluded.owner, expires_at = excluded.expires_at, fencing_token = NULL
            WHERE held.expires_at <= clock_timestamp()`,
         [key, owner, ttlMs],
       );
-      if (rowCount === 0) return false;
+      if (rowCount === 0) {
+        const { rowCount: fairRows } = await client.query(
+          `SELECT 1 FROM ${permits} WHERE kind = 'lock' AND key = $1 AND expires_at > clock_timestamp() LIMIT 1`,
+          [key],
+        );
+        return fairRows > 0 ? { fair: true } : false;
+      }
       const { rows } = await client.query(
         `UPDATE ${locks} SET fencing_token = nextval('${sequence.replaceAll("'", "''")}')
          WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
@@ -335,6 +345,7 @@ class PostgresLockStore extends core.SqlLockStore {
       return rows.length > 0 ? toToken(rows[0].fencing_token) : false;
     }).then(...this.#cleanups.settled(cleanup, "lock", key, owner, ttlMs));
     this.#maybeSweep();
+    if (token?.fair) throw fairKey("lock", key);
     return token;
   }
 
@@ -350,7 +361,7 @@ class PostgresLockStore extends core.SqlLockStore {
   }
 
   async #acquireAll(keys, owner, ttlMs) {
-    const { locks, sequence } = this.#sql;
+    const { locks, permits, sequence } = this.#sql;
     const cleanups = [];
     for (const key of keys) cleanups.push(await this.#cleanups.takeOver("lock", key, owner));
     const done = (committed) => {
@@ -363,7 +374,14 @@ class PostgresLockStore extends core.SqlLockStore {
       const ordered = ids.map((row) => Number(row.id)).sort((a, b) => a - b);
       for (const id of ordered) await client.query("SELECT pg_advisory_xact_lock(hashtext($1), $2::int)", [this.#sql.lockspace, id]);
       for (const cleanup of cleanups) await cleanup.free?.(client);
-      const { rows: held } = await client.query(`SELECT key FROM ${locks} WHERE key = ANY($1::text[]) AND expires_at > clock_timestamp() LIMIT 1`, [keys]);
+      // A key that is fair (a fair hold's mark or a place lives) first, then one that is held.
+      const { rows: held } = await client.query(
+        `SELECT key, true AS fair FROM ${permits} WHERE kind = 'lock' AND key = ANY($1::text[]) AND expires_at > clock_timestamp()
+         UNION ALL SELECT key, false FROM ${locks} WHERE key = ANY($1::text[]) AND expires_at > clock_timestamp()
+         ORDER BY fair DESC LIMIT 1`,
+        [keys],
+      );
+      if (held.length > 0 && held[0].fair) return { fair: held[0].key };
       // The index of a key that is held: a waiting lockAll listens for its release.
       if (held.length > 0) return Math.max(0, keys.indexOf(held[0].key));
       await client.query(
@@ -403,6 +421,7 @@ class PostgresLockStore extends core.SqlLockStore {
       },
     );
     this.#maybeSweep();
+    if (tokens?.fair !== undefined) throw fairKey("lock", tokens.fair);
     return tokens;
   }
 
@@ -540,63 +559,13 @@ class PostgresLockStore extends core.SqlLockStore {
   }
 
   async #acquirePermit(key, owner, ttlMs, kind, set, limit, weight) {
-    const { permits, sequence } = this.#sql;
     const cleanup = await this.#cleanups.takeOver(set, key, owner);
-    const token = await this.#transaction("acquirePermit", async (client) => {
-      await cleanup.free?.(client);
-      await this.#serialize(client, `${set}:${key}`);
-      const { rows: all } = await client.query(
-        `SELECT owner, role, semaphore_limit, permits, expires_at > clock_timestamp() AS live FROM ${permits} WHERE kind = $1 AND key = $2`,
-        [set, key],
-      );
-      // A writer's hold that ran out (no release told us): the waiting readers' turn.
-      if (all.some((r) => r.role === "write" && !r.live)) {
-        await client.query(
-          `WITH gone AS (DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND role = 'write' AND expires_at <= clock_timestamp() RETURNING 1)
-           UPDATE ${permits} SET role = 'turn' WHERE kind = $1 AND key = $2 AND role = 'waiting' AND expires_at > clock_timestamp()`,
-          [set, key],
-        );
-        for (const r of all) if (r.role === "waiting") r.role = "turn";
-      }
-      const rows = all.filter((r) => r.live).map((r) => ({ owner: r.owner, role: r.role, limit: r.semaphore_limit, permits: r.permits }));
-      const { admitted, held, heldLimit, wait } = core.decidePermit(rows, kind, owner, limit, weight);
-      if (held) return false;
-      if (heldLimit !== undefined) return { heldLimit };
-      if (admitted) {
-        // A writer's own claim, if any, becomes its hold (same primary key).
-        const { rows: inserted } = await client.query(
-          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at, fencing_token, semaphore_limit, permits)
-           VALUES ($1, $2, $3, $4, ${fromNow(5)}, nextval('${sequence.replaceAll("'", "''")}'), $6, $7)
-           ON CONFLICT (kind, key, owner) DO UPDATE
-             SET role = excluded.role, expires_at = excluded.expires_at, fencing_token = excluded.fencing_token,
-               semaphore_limit = excluded.semaphore_limit, permits = excluded.permits
-           RETURNING fencing_token`,
-          [set, key, owner, kind, ttlMs, kind === "semaphore" ? limit : null, weight],
-        );
-        return toToken(inserted[0].fencing_token);
-      }
-      if (wait === "waiting") {
-        await client.query(
-          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at)
-           VALUES ($1, $2, $3, 'waiting', ${fromNow(4)})
-           ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'waiting', expires_at = excluded.expires_at, fencing_token = NULL
-             WHERE p.role <> 'turn'`,
-          [set, key, owner, ttlMs],
-        );
-      }
-      if (wait === "claim") {
-        await client.query(
-          `INSERT INTO ${permits} AS p (kind, key, owner, role, expires_at)
-           VALUES ($1, $2, $3, 'claim', ${fromNow(4)})
-           ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'claim', expires_at = excluded.expires_at, fencing_token = NULL`,
-          [set, key, owner, ttlMs],
-        );
-      }
-      return false;
-    }).then(...this.#cleanups.settled(cleanup, set, key, owner, ttlMs));
-    this.#maybeSweep();
-    if (typeof token === "object") throw limitMismatch(key, token.heldLimit, limit);
-    return token;
+    const settled = this.#cleanups.settled(cleanup, set, key, owner, ttlMs);
+    try {
+      return await pgPermits.acquirePermit(this.#lent, key, owner, ttlMs, kind, set, limit, weight, cleanup.free, settled);
+    } finally {
+      this.#maybeSweep();
+    }
   }
 
   /** Drops `owner`'s hold (and claim) on `key`: whether it held a live permit. */
@@ -668,6 +637,44 @@ class PostgresLockStore extends core.SqlLockStore {
       ),
     );
     return rows.length > 0 ? Math.max(0, rows[0].ms) : null;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Fair locks and semaphores (js/stores/postgres-permits.cjs)
+
+  /** A fair handle's attempt (`{ fair: true }`): see docs/stores.md's `acquireFair`. */
+  acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
+    const set = kind === "lock" ? "lock" : checkKind(kind);
+    const weight = set === "lock" ? 1 : core.checkWeight(kind, limit, permits);
+    return this.#cleanups.inTurn(set, key, owner, async () => {
+      const cleanup = await this.#cleanups.takeOver(set, key, owner);
+      const settled = this.#cleanups.settled(cleanup, set, key, owner, ttlMs);
+      try {
+        return await pgPermits.acquireFair(this.#lent, key, owner, ttlMs, set, limit, weight, waits === true, cleanup.free, settled);
+      } finally {
+        this.#maybeSweep();
+      }
+    });
+  }
+
+  /** Frees a fair lock and its mark, or gives up the owner's place. */
+  releaseFair(key, owner) {
+    return this.#cleanups.inTurn("lock", key, owner, () => pgPermits.releaseFair(this.#lent, key, owner));
+  }
+
+  /** Extends a fair lock and its mark. */
+  extendFair(key, owner, ttlMs) {
+    return pgPermits.extendFair(this.#lent, key, owner, ttlMs);
+  }
+
+  /** What postgres-permits.cjs runs on. */
+  get #lent() {
+    return {
+      sql: this.#sql,
+      run: (what, fn) => this.#run(what, fn),
+      transaction: (what, fn) => this.#transaction(what, fn),
+      serialize: (client, name) => this.#serialize(client, name),
+    };
   }
 
   /**

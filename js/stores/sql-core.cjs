@@ -26,9 +26,14 @@ const {
   releaseHolds,
 } = require("../gen/api.cjs");
 
-// The roles of a permits row that hold the key; the others wait: a writer's 'claim', a
-// reader 'waiting' for the readers' turn, and a reader whose 'turn' it is.
-const HOLDING_ROLES = ["semaphore", "read", "write"];
+// The roles of a permits row that hold the key ('fair': a fair semaphore's holder); the
+// others wait: a writer's 'claim', a reader 'waiting' for the readers' turn, a reader
+// whose 'turn' it is, and a fair waiter's 'place'. A fair lock's hold is a locks row like
+// any other, beside its 'mark' in the permits table (kind 'lock'), which neither holds
+// nor waits: it says the hold is fair, for as long as the hold lasts.
+const HOLDING_ROLES = ["semaphore", "read", "write", "fair"];
+// Permits rows that make a key fair while they live: a fair hold or mark, a waiter's place.
+const FAIR_ROLES = ["fair", "mark", "place"];
 const HOLDING = `(${HOLDING_ROLES.map((r) => `'${r}'`).join(", ")})`;
 
 // Opportunistic cleanup of expired rows: at most this often per store, this many rows.
@@ -169,6 +174,8 @@ function checkWeight(kind, limit, permits) {
  * or a reader's turn, becomes its hold.
  */
 function decidePermit(rows, kind, owner, limit, weight) {
+  // A fair semaphore (fair holders, or places in its queue) refuses a handle that is not.
+  if (rows.some((r) => FAIR_ROLES.includes(r.role))) return { fair: true };
   const holders = rows.filter((r) => HOLDING_ROLES.includes(r.role));
   if (holders.some((r) => r.owner === owner)) return { held: true };
   // Every handle of a semaphore must agree on its limit while it is held.
@@ -185,6 +192,39 @@ function decidePermit(rows, kind, owner, limit, weight) {
   if (admitted) return { admitted: true };
   const wait = kind === "read" && !inTurn ? "waiting" : kind === "write" && (!claim || claim.owner === owner) ? "claim" : undefined;
   return { admitted: false, wait };
+}
+
+/**
+ * A fair attempt (`acquireFair`) of `owner` for `weight` permits of `key`, a fair lock
+ * (`kind` "lock") or a fair semaphore of `limit`, from the key's live permits rows `rows`
+ * ({ owner, role, limit, permits, arrival }: a place's `arrival` is the number it drew
+ * when it joined the queue) and, for a lock, its live holder's owner (`lockHolder`, or
+ * null), all read under the key's lock. Answers `{ unfair }` (held by handles that are
+ * not fair), `{ held }` (the owner holds it already), `{ heldLimit }`, `{ grant, others }`
+ * (first in line with room: take it, and `others` still wait) or `{ place }`: what to do
+ * with the owner's place ("renew", "take" at the end, "drop", or undefined: nothing).
+ */
+function decideFair(rows, kind, owner, limit, weight, waits, lockHolder) {
+  let room;
+  if (kind === "lock") {
+    if (lockHolder !== null && !rows.some((r) => r.role === "mark" && r.owner === lockHolder)) return { unfair: true };
+    if (lockHolder === owner) return { held: true };
+    room = lockHolder === null;
+  } else {
+    const holders = rows.filter((r) => HOLDING_ROLES.includes(r.role));
+    if (holders.some((r) => r.role !== "fair")) return { unfair: true };
+    if (holders.some((r) => r.owner === owner)) return { held: true };
+    const heldLimit = holders.find((r) => r.limit !== null && r.limit !== undefined)?.limit;
+    if (heldLimit !== undefined && heldLimit !== limit) return { heldLimit };
+    room = holders.reduce((sum, r) => sum + r.permits, 0) + weight <= limit;
+  }
+  const places = rows.filter((r) => r.role === "place").sort((a, b) => a.arrival - b.arrival);
+  const mine = places.find((r) => r.owner === owner);
+  // First in line: its place heads the queue, or it has none and nobody waits.
+  if ((mine === undefined ? places.length === 0 : places[0] === mine) && room) {
+    return { grant: true, others: places.some((r) => r !== mine) };
+  }
+  return { place: waits ? (mine ? "renew" : "take") : mine ? "drop" : undefined };
 }
 
 const turnId = (kind, key, owner) => `${kind}\u0000${key}\u0000${owner}`;
@@ -506,6 +546,7 @@ async function closing(close) {
 }
 
 module.exports = {
+  FAIR_ROLES,
   HOLDING,
   HOLDING_ROLES,
   SWEEP_INTERVAL_MS,
@@ -514,6 +555,7 @@ module.exports = {
   Cleanups,
   SqlLockStore,
   checkWeight,
+  decideFair,
   decidePermit,
   holderOf,
   loadDriver,
