@@ -1127,6 +1127,9 @@ describe("locksmith on PostgreSQL", await requirePostgres(), () => {
       () => server.url,
     ));
 
+  it("inspect lists a fair lock's queue and a fair semaphore's in order, each place with its lease left", () =>
+    fairQueueCase(store, server.url, { prefix: "cli-pg-fair", gapMs: 100, waitersWhileHeld: 0 }));
+
   it("lists and frees semaphore permits and read-write holds beside locks", async () => {
     const base = uniqueKey("cli-pg");
     const { l, permits, rw: reader } = await holdEveryKind(store, base, "read");

@@ -11,6 +11,8 @@ const REMAINING_MS = "ceil(extract(epoch FROM expires_at - clock_timestamp()) * 
 // A permits row's `permits` (a semaphore hold's weight): tables made before holds had
 // weights have no such column, so the rows are read whole (`p.*`) and a row without it holds 1.
 const pgHold = (r, kind) => hold(r.key, kind, Number(r.remaining_ms), r.fencing_token === null ? null : Number(r.fencing_token), r.owner, r.permits);
+// A permits row's hold as reported: a fair semaphore's holder (role 'fair') is a semaphore's.
+const permitHold = (r) => pgHold(r, r.role === "fair" ? "semaphore" : r.role);
 
 export class PostgresReader {
   #client;
@@ -56,7 +58,8 @@ export class PostgresReader {
           ORDER BY key`,
         [value],
       ),
-      // role: semaphore, read or write; a waiting writer's claim holds nothing.
+      // role: semaphore, fair (a fair semaphore's), read or write; a waiting writer's claim,
+      // a fair waiter's place and a fair lock's mark hold nothing.
       client.query(
         `SELECT p.*, ${REMAINING_MS} AS remaining_ms
            FROM ${this.#tables.permits} AS p
@@ -70,7 +73,7 @@ export class PostgresReader {
   list(pattern) {
     return storeCall(this.#where, async () => {
       const { locks, permits } = await this.#holdsWhere("LIKE", likeOf(pattern));
-      return [...locks.map((r) => pgHold(r, "lock")), ...permits.map((r) => pgHold(r, r.role))];
+      return [...locks.map((r) => pgHold(r, "lock")), ...permits.map(permitHold)];
     });
   }
 
@@ -79,38 +82,50 @@ export class PostgresReader {
       const [holds, counts] = await Promise.all([
         this.list(pattern),
         this.#client.query(
-          `SELECT key, count(*) FILTER (WHERE role NOT IN ${HOLDING}) AS waiting FROM ${this.#tables.permits}
-            WHERE kind = 'rw' AND expires_at > clock_timestamp() AND key LIKE $1
+          `SELECT key, count(*) FILTER (WHERE role NOT IN ${HOLDING} AND role <> 'mark') AS waiting FROM ${this.#tables.permits}
+            WHERE (kind = 'rw' OR role IN ('place', 'mark', 'fair')) AND expires_at > clock_timestamp() AND key LIKE $1
             GROUP BY key`,
           [likeOf(pattern)],
         ),
       ]);
-      // Read-write locks only: a plain lock's or a semaphore's waiters leave no rows.
+      // Read-write locks and fair queues only: a plain lock's or semaphore's waiters leave no rows.
       return { holds, waiters: new Map(counts.rows.map((r) => [r.key, Number(r.waiting)])), absentWaiters: null };
     });
   }
 
   inspect(key) {
     return storeCall(this.#where, async () => {
-      const [{ locks, permits }, rw] = await Promise.all([
+      const [{ locks, permits }, rw, fair] = await Promise.all([
         this.#holdsWhere("=", key),
         this.#client.query(
           `SELECT role, owner, ${REMAINING_MS} AS remaining_ms FROM ${this.#tables.permits}
             WHERE kind = 'rw' AND key = $1 AND expires_at > clock_timestamp() ORDER BY role, owner`,
           [key],
         ),
+        // A fair queue's places in line (by the number each drew when it joined), and marks.
+        this.#client.query(
+          `SELECT kind, role, owner, ${REMAINING_MS} AS remaining_ms FROM ${this.#tables.permits}
+            WHERE kind IN ('lock', 'semaphore') AND role IN ('place', 'mark', 'fair') AND key = $1 AND expires_at > clock_timestamp()
+            ORDER BY kind, fencing_token`,
+          [key],
+        ),
       ]);
-      const waiting = rw.rows
-        .filter(waits)
-        .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(r.owner), remainingMs: Number(r.remaining_ms) }));
-      const semaphore = permits.find((r) => r.role === "semaphore");
+      const waiting = [
+        ...rw.rows
+          .filter(waits)
+          .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(r.owner), remainingMs: Number(r.remaining_ms) })),
+        ...fair.rows
+          .filter((r) => r.role === "place")
+          .map((r) => ({ kind: r.kind, owner: fingerprint(r.owner), remainingMs: Number(r.remaining_ms) })),
+      ];
+      const semaphore = permits.find((r) => r.role === "semaphore" || r.role === "fair");
       return {
-        holders: [...locks.map((r) => ({ ...pgHold(r, "lock"), value: keptValue(r) })), ...permits.map((r) => pgHold(r, r.role))],
+        holders: [...locks.map((r) => ({ ...pgHold(r, "lock"), value: keptValue(r) })), ...permits.map(permitHold)],
         limit: semaphore?.semaphore_limit ?? null,
         waiting,
-        // Only a read-write lock's waiters leave rows (readers, and the first waiting writer's
-        // claim); a plain lock's or a semaphore's leave none.
-        waiters: rw.rows.length > 0 ? waiting.length : null,
+        // Only a read-write lock's waiters (readers, and the first waiting writer's claim)
+        // and a fair queue's leave rows; a plain lock's or semaphore's leave none.
+        waiters: rw.rows.length > 0 || fair.rows.length > 0 ? waiting.length : null,
       };
     });
   }
@@ -137,13 +152,15 @@ export class PostgresReader {
            RETURNING *, ${REMAINING_MS} AS remaining_ms`,
           [key],
         );
+        // A fair lock's mark goes with its hold (the key's waiters stay in line).
+        await client.query(`DELETE FROM ${permitsTable} WHERE kind = 'lock' AND key = $1 AND role = 'mark'`, [key]);
         // Waiters listen on the channel named like the table (without its schema), for
         // `<lock|semaphore|rw>:<key>`; notifications go out at commit.
         const sets = new Set(permits.rows.map((r) => r.kind));
         if (locks.rows.length > 0) sets.add("lock");
         for (const set of sets) await client.query("SELECT pg_notify($1, $2)", [name, `${set}:${key}`]);
         await client.query("COMMIT");
-        return [...locks.rows.map((r) => pgHold(r, "lock")), ...permits.rows.sort((a, b) => a.owner.localeCompare(b.owner)).map((r) => pgHold(r, r.role))];
+        return [...locks.rows.map((r) => pgHold(r, "lock")), ...permits.rows.sort((a, b) => a.owner.localeCompare(b.owner)).map(permitHold)];
       } catch (err) {
         await client.query("ROLLBACK").catch(() => {});
         throw err;
