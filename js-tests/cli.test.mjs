@@ -1251,6 +1251,10 @@ describe("locksmith on MySQL (MariaDB)", await requireMysql(), () => {
       () => server.url,
     ));
 
+  // MySQL's waiters poll at their retryDelay (no NOTIFY): 300 ms between the asks.
+  it("inspect lists a fair lock's queue and a fair semaphore's in order, each place with its lease left", () =>
+    fairQueueCase(store, server.url, { prefix: "cli-mysql-fair", gapMs: 300, waitersWhileHeld: 0 }));
+
   it("lists and frees locks, semaphore permits and read-write holds; a freed permit goes to a waiter", async () => {
     const base = uniqueKey("cli-mysql");
     const { l, permits, rw: writer } = await holdEveryKind(store, base, "write");

@@ -2,7 +2,8 @@
 // tests, memory, a late JS store and the Redis stores): the other stores —
 // DurableObjectLockStore in workerd (direct, its objects restarted), FileLockStore (native: processes killed and stopped), PostgresLockStore
 // (direct, commit latency, a stopped client process, a competing session, PostgreSQL
-// restarted) and MySqlLockStore on MariaDB — each with a broken guard caught. Apart from
+// restarted) and MySqlLockStore on MariaDB — each with a broken guard caught, and fair
+// locks and semaphores on the SQL stores with a guard of their queue. Apart from
 // histories.test.mjs so that the two run side by side.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -263,6 +264,24 @@ describe(`history checker: Durable Objects, the lock file, PostgreSQL, MariaDB (
 
     it("direct: 2 processes × 6 clients", async (t) => {
       await assertClean(t, { store: { mysql: server.url }, processes: 2, clients: 6 });
+    });
+
+    // Fair locks and semaphores: places and marks as PostgreSQL's, a fair lock's attempt
+    // under its locks row's lock, a semaphore's under its key's row (mysql-permits.cjs).
+    it("fair locks and semaphores: 2 processes × 6 clients", async (t) => {
+      const run = await assertClean(t, { store: { mysql: server.url }, processes: 2, clients: 6, client: FAIR_CLIENT });
+      const waited = run.holds.filter((h) => h.fair && h.acquire.reply - h.acquire.send > 10).length;
+      t.diagnostic(`${waited} fair holds granted after waiting over 10 ms`);
+      assert.ok(waited > 10, `fair waiters queued (${waited}); seed ${run.seed}`);
+    });
+
+    it("catches a broken guard: fair lock waiters that keep no place in the queue", ONLY_NATIVE, async (t) => {
+      await assertCaught(t, ["fair-order"], {
+        store: { broken: "fair-keeps-no-place", store: { mysql: server.url } },
+        processes: 2,
+        clients: 6,
+        client: { fair: true, kinds: { lock: 1 } },
+      });
     });
 
     // The guard: holds outlive a restart (InnoDB keeps the committed rows). Rows deleted

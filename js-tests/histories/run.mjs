@@ -1095,9 +1095,9 @@ function withFair(setup) {
 // scripts through a user's client (whose answers on places the exact fair-order rule
 // reads), across restarts and with replies held back past the command timeout.
 for (const name of ["redis", "ioredis", "redis-restart", "redis-late"]) SETUPS[`${name}-fair`] = withFair(SETUPS[name]);
-// PostgreSQL's: places and marks in the permits table, across restarts and with the
-// clients' bytes held back past the operation timeout.
-for (const name of ["postgres", "postgres-restart", "postgres-late"]) SETUPS[`${name}-fair`] = withFair(SETUPS[name]);
+// PostgreSQL's and MySQL's: places and marks in the permits table, across restarts and
+// with the clients' bytes held back past the operation timeout.
+for (const name of ["postgres", "postgres-restart", "postgres-late", "mysql", "mysql-restart", "mysql-late"]) SETUPS[`${name}-fair`] = withFair(SETUPS[name]);
 
 /** A fresh lock file for a FileLockStore run (in the OS's temporary directory). */
 export async function lockFile() {

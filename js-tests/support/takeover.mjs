@@ -40,7 +40,7 @@ export function takeoverStores(s) {
       fair: true,
     },
     { name: "PostgresLockStore", spec: async () => ({ postgres: (await s.get("postgres")).url }), ttlMs: 1_000, fair: true },
-    { name: "MySqlLockStore", spec: async () => ({ mysql: (await s.get("mysql")).url }), ttlMs: 1_000 },
+    { name: "MySqlLockStore", spec: async () => ({ mysql: (await s.get("mysql")).url }), ttlMs: 1_000, fair: true },
     // etcd's leases are whole seconds, at least its minimum (2 s here).
     { name: "EtcdLockStore", spec: async () => ({ etcd: (await s.get("etcd")).endpoints }), ttlMs: 2_000, fair: true },
     // Reached from Node over the test worker's WebSocket (a plain JS store here, whose close()

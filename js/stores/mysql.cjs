@@ -5,11 +5,12 @@
 // from an AUTO_INCREMENT column; waiters poll (at the acquire's retryDelay): MySQL has no
 // LISTEN/NOTIFY, and GET_LOCK's session locks do not mix well with pooled connections.
 
-const { StoreClosedError, checkKind, invalid, limitMismatch, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
+const { StoreClosedError, checkKind, fairKey, invalid, typeName, ACQUIRE_TOKEN, ACQUIRE_PERMIT_TOKEN } = require("../gen/api.cjs");
 // What the SQL stores share, and MySQL's dialect of it.
 const core = require("./sql-core.cjs");
 const dialect = require("./sql-mysql.cjs");
 const { createSchema } = require("./mysql-schema.cjs");
+const myPermits = require("./mysql-permits.cjs");
 
 const { HOLDING, SWEEP_ROWS, noop } = core;
 const { NOW_MS } = dialect;
@@ -38,19 +39,7 @@ const parseOptions = (options) => core.parseOptions(options, dialect.DIALECT);
 
 const toToken = (value) => core.toToken(value, "MySQL: the fencing counter");
 
-/** A VARBINARY column's value (a Buffer from mysql2) as text. */
-const text = (value) => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
-
-/**
- * The rows an UPDATE matched: from the server's info text when it sends one ("Rows
- * matched: 1 Changed: 0"), since `affectedRows` counts only the changed rows on a
- * connection without the FOUND_ROWS flag (an extend within the millisecond of the last
- * one changes nothing, yet found the hold).
- */
-function matchedRows(result) {
-  const found = /Rows matched: (\d+)/.exec(result?.info ?? "");
-  return found ? Number(found[1]) : Number(result?.affectedRows ?? 0);
-}
+const { matchedRows, text } = myPermits;
 
 class MySqlLockStore extends core.SqlLockStore {
   #pool;
@@ -305,8 +294,9 @@ class MySqlLockStore extends core.SqlLockStore {
   /** Deletes `owner`'s row of `key` (a hold or a writer's claim), under the key's row lock. */
   async #freeOwn(connection, kind, key, owner) {
     if (kind === "lock") {
-      // Expired now, like a release (see release()).
+      // Expired now, like a release (see release()), with a fair lock's mark and place.
       await connection.query(`UPDATE ${this.#sql.locks} SET expires_at = LEAST(expires_at, ${NOW_MS}) WHERE \`key\` = ? AND owner = ?`, [key, owner]);
+      await connection.query(`DELETE FROM ${this.#sql.permits} WHERE kind = 'lock' AND \`key\` = ? AND owner = ?`, [key, owner]);
       return;
     }
     await this.#serialize(connection, kind, key);
@@ -404,8 +394,21 @@ class MySqlLockStore extends core.SqlLockStore {
         );
         // Ours, and new (a token of NULL), while the row lock keeps everyone else out: a
         // token drawn now is larger than every earlier holder's, drawn before they let go.
-        const [rows] = await c.query(`SELECT fencing_token IS NULL AS fresh FROM ${locks} WHERE \`key\` = ? AND owner = ?`, [key, owner]);
-        if (rows.length === 0 || Number(rows[0].fresh) !== 1) return { rollback: false };
+        // Not while the key is fair (a fair hold's mark or a waiter's place lives): what this
+        // statement took over is given back.
+        const [[row]] = await c.query(
+          `SELECT (SELECT fencing_token IS NULL FROM ${locks} WHERE \`key\` = ? AND owner = ?) AS fresh,
+             EXISTS (SELECT 1 FROM ${this.#sql.permits} WHERE kind = 'lock' AND \`key\` = ? AND expires_at > ${NOW_MS}) AS fair`,
+          [key, owner, key],
+        );
+        if (Number(row.fair) === 1) {
+          await c.query(`UPDATE ${locks} SET expires_at = LEAST(expires_at, ${NOW_MS}) WHERE \`key\` = ? AND owner = ? AND fencing_token IS NULL`, [
+            key,
+            owner,
+          ]);
+          return { fair: true };
+        }
+        if (row.fresh === null || Number(row.fresh) !== 1) return { rollback: false };
         const token = await this.#drawToken(c);
         const [set] = await c.query(`UPDATE ${locks} SET fencing_token = ? WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}`, [token, key, owner]);
         // Expired before it had its token: as good as not taken.
@@ -414,6 +417,7 @@ class MySqlLockStore extends core.SqlLockStore {
       admitted,
     ).then(...this.#cleanups.settled(cleanup, "lock", key, owner, ttlMs));
     this.#maybeSweep();
+    if (token?.fair) throw fairKey("lock", key);
     return token;
   }
 
@@ -542,54 +546,13 @@ class MySqlLockStore extends core.SqlLockStore {
   }
 
   async #acquirePermit(key, owner, ttlMs, kind, set, limit, weight, admitted) {
-    const table = this.#sql.permits;
     const cleanup = await this.#cleanups.takeOver(set, key, owner);
-    const token = await this.#transaction(
-      "acquirePermit",
-      async (c) => {
-        await cleanup.free?.(c);
-        await this.#serialize(c, set, key);
-        // A writer's hold that ran out (no release told us): the waiting readers' turn.
-        await this.#endExpiredWriters(c, set, key);
-        const [all] = await c.query(
-          `SELECT owner, role, semaphore_limit, permits, expires_at > ${NOW_MS} AS live FROM ${table} WHERE kind = ? AND \`key\` = ?`,
-          [set, key],
-        );
-        const rows = all
-          .filter((r) => Number(r.live) === 1)
-          .map((r) => ({
-            owner: text(r.owner),
-            role: r.role,
-            limit: r.semaphore_limit === null ? null : Number(r.semaphore_limit),
-            permits: Number(r.permits),
-          }));
-        const { admitted, held, heldLimit, wait } = core.decidePermit(rows, kind, owner, limit, weight);
-        if (held) return false;
-        if (heldLimit !== undefined) return { rollback: { heldLimit } };
-        const upsert = (role, token) =>
-          c.query(
-            `INSERT INTO ${table} (kind, \`key\`, owner, role, expires_at, fencing_token, semaphore_limit, permits)
-           VALUES (?, ?, ?, ?, ${NOW_MS} + ?, ?, ?, ?)
-           ON DUPLICATE KEY UPDATE role = VALUES(role), expires_at = VALUES(expires_at), fencing_token = VALUES(fencing_token),
-             semaphore_limit = VALUES(semaphore_limit), permits = VALUES(permits)`,
-            [set, key, owner, role, ttlMs, token, kind === "semaphore" && token !== null ? limit : null, weight],
-          );
-        if (admitted) {
-          // A writer's own claim, or a reader's turn, becomes its hold (same primary key).
-          const token = await this.#drawToken(c);
-          await upsert(kind, token);
-          return token;
-        }
-        // A waiting reader keeps its turn if it has one; a waiting writer's claim keeps new
-        // readers out until it expires (the first waiting writer's only).
-        if (wait !== undefined) await upsert(wait, null);
-        return false;
-      },
-      admitted,
-    ).then(...this.#cleanups.settled(cleanup, set, key, owner, ttlMs));
-    this.#maybeSweep();
-    if (token !== null && typeof token === "object") throw limitMismatch(key, token.heldLimit, limit);
-    return token;
+    const settled = this.#cleanups.settled(cleanup, set, key, owner, ttlMs);
+    try {
+      return await myPermits.acquirePermit(this.#lent, key, owner, ttlMs, kind, set, limit, weight, { free: cleanup.free, settled, internal: admitted });
+    } finally {
+      this.#maybeSweep();
+    }
   }
 
   /** Drops `owner`'s hold (and claim) on `key`: whether it held a live permit. */
@@ -655,6 +618,51 @@ class MySqlLockStore extends core.SqlLockStore {
       ),
     );
     return rows.length > 0 ? Math.max(0, Number(rows[0].ms)) : null;
+  }
+
+  // -------------------------------------------------------------------------------
+  // Fair locks and semaphores (js/stores/mysql-permits.cjs)
+
+  /** A fair handle's attempt (`{ fair: true }`): see docs/stores.md's `acquireFair`. */
+  acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
+    const set = kind === "lock" ? "lock" : checkKind(kind);
+    const weight = set === "lock" ? 1 : core.checkWeight(kind, limit, permits);
+    const admitted = this.#admit();
+    return this.#cleanups.inTurn(set, key, owner, async () => {
+      const cleanup = await this.#cleanups.takeOver(set, key, owner);
+      const settled = this.#cleanups.settled(cleanup, set, key, owner, ttlMs);
+      try {
+        return await myPermits.acquireFair(this.#lent, key, owner, ttlMs, set, limit, weight, waits === true, {
+          free: cleanup.free,
+          settled,
+          internal: admitted,
+        });
+      } finally {
+        this.#maybeSweep();
+      }
+    });
+  }
+
+  /** Frees a fair lock and its mark, or gives up the owner's place. */
+  releaseFair(key, owner) {
+    return this.#cleanups.inTurn("lock", key, owner, () => myPermits.releaseFair(this.#lent, key, owner));
+  }
+
+  /** Extends a fair lock and its mark. */
+  extendFair(key, owner, ttlMs) {
+    return myPermits.extendFair(this.#lent, key, owner, ttlMs);
+  }
+
+  /** What mysql-permits.cjs runs on. */
+  get #lent() {
+    return {
+      sql: this.#sql,
+      run: (what, fn) => this.#run(what, fn),
+      transaction: (what, fn, internal) => this.#transaction(what, fn, internal),
+      serialize: (c, set, key) => this.#serialize(c, set, key),
+      drawToken: (c) => this.#drawToken(c),
+      endExpiredWriters: (c, set, key) => this.#endExpiredWriters(c, set, key),
+    };
   }
 
   // -------------------------------------------------------------------------------

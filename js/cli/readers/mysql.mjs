@@ -12,6 +12,8 @@ const bytesText = (value) => (Buffer.isBuffer(value) ? value.toString("utf8") : 
 
 const mysqlHold = (r, kind) =>
   hold(bytesText(r.key), kind, Number(r.remaining_ms), r.fencing_token === null ? null : Number(r.fencing_token), bytesText(r.owner), r.permits);
+// A permits row's hold as reported: a fair semaphore's holder (role 'fair') is a semaphore's.
+const permitHold = (r) => mysqlHold(r, r.role === "fair" ? "semaphore" : r.role);
 
 export class MySqlReader {
   #db;
@@ -56,7 +58,8 @@ export class MySqlReader {
           WHERE expires_at > ${NOW_MS} AND \`key\` ${condition} ? ORDER BY \`key\``,
         [value],
       ),
-      // role: semaphore, read or write; a waiting writer's claim and waiting readers hold nothing.
+      // role: semaphore, fair (a fair semaphore's), read or write; a waiting writer's claim,
+      // waiting readers, a fair waiter's place and a fair lock's mark hold nothing.
       this.#query(
         `SELECT \`key\`, role, owner, fencing_token, semaphore_limit, permits, ${REMAINING_MS} AS remaining_ms FROM ${this.#permits}
           WHERE expires_at > ${NOW_MS} AND role IN ${HOLDING} AND \`key\` ${condition} ?
@@ -69,7 +72,7 @@ export class MySqlReader {
   list(pattern) {
     return storeCall(this.#where, async () => {
       const { locks, permits } = await this.#holdsWhere("LIKE", likeOf(pattern));
-      return [...locks.map((r) => mysqlHold(r, "lock")), ...permits.map((r) => mysqlHold(r, r.role))];
+      return [...locks.map((r) => mysqlHold(r, "lock")), ...permits.map(permitHold)];
     });
   }
 
@@ -78,36 +81,49 @@ export class MySqlReader {
       const [holds, counts] = await Promise.all([
         this.list(pattern),
         this.#query(
-          `SELECT \`key\`, SUM(role NOT IN ${HOLDING}) AS waiting FROM ${this.#permits}
-            WHERE kind = 'rw' AND expires_at > ${NOW_MS} AND \`key\` LIKE ? GROUP BY \`key\``,
+          `SELECT \`key\`, SUM(role NOT IN ${HOLDING} AND role <> 'mark') AS waiting FROM ${this.#permits}
+            WHERE (kind = 'rw' OR role IN ('place', 'mark', 'fair')) AND expires_at > ${NOW_MS} AND \`key\` LIKE ? GROUP BY \`key\``,
           [likeOf(pattern)],
         ),
       ]);
-      // Read-write locks only: a plain lock's or a semaphore's waiters leave no rows.
+      // Read-write locks and fair queues only: a plain lock's or semaphore's waiters leave no rows.
       return { holds, waiters: new Map(counts.map((r) => [bytesText(r.key), Number(r.waiting)])), absentWaiters: null };
     });
   }
 
   inspect(key) {
     return storeCall(this.#where, async () => {
-      const [{ locks, permits }, rw] = await Promise.all([
+      const [{ locks, permits }, rw, fair] = await Promise.all([
         this.#holdsWhere("=", key),
         this.#query(
           `SELECT role, owner, ${REMAINING_MS} AS remaining_ms FROM ${this.#permits}
             WHERE kind = 'rw' AND \`key\` = ? AND expires_at > ${NOW_MS} ORDER BY role, owner`,
           [key],
         ),
+        // A fair queue's places in line (by the number each drew when it joined), and marks.
+        this.#query(
+          `SELECT kind, role, owner, ${REMAINING_MS} AS remaining_ms FROM ${this.#permits}
+            WHERE kind IN ('lock', 'semaphore') AND role IN ('place', 'mark', 'fair') AND \`key\` = ? AND expires_at > ${NOW_MS}
+            ORDER BY kind, fencing_token`,
+          [key],
+        ),
       ]);
-      const waiting = rw
-        .filter(waits)
-        .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(bytesText(r.owner)), remainingMs: Number(r.remaining_ms) }));
-      const semaphore = permits.find((r) => r.role === "semaphore");
+      const waiting = [
+        ...rw
+          .filter(waits)
+          .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(bytesText(r.owner)), remainingMs: Number(r.remaining_ms) })),
+        ...fair
+          .filter((r) => r.role === "place")
+          .map((r) => ({ kind: bytesText(r.kind), owner: fingerprint(bytesText(r.owner)), remainingMs: Number(r.remaining_ms) })),
+      ];
+      const semaphore = permits.find((r) => r.role === "semaphore" || r.role === "fair");
       return {
-        holders: [...locks.map((r) => ({ ...mysqlHold(r, "lock"), value: keptValue(r) })), ...permits.map((r) => mysqlHold(r, r.role))],
+        holders: [...locks.map((r) => ({ ...mysqlHold(r, "lock"), value: keptValue(r) })), ...permits.map(permitHold)],
         limit: semaphore?.semaphore_limit == null ? null : Number(semaphore.semaphore_limit),
         waiting,
-        // Only a read-write lock's waiters leave rows; a plain lock's or a semaphore's none.
-        waiters: rw.length > 0 ? waiting.length : null,
+        // Only a read-write lock's waiters and a fair queue's leave rows; a plain lock's or
+        // semaphore's none.
+        waiters: rw.length > 0 || fair.length > 0 ? waiting.length : null,
       };
     });
   }
@@ -137,6 +153,8 @@ export class MySqlReader {
         for (const r of permits) {
           await this.#query(`DELETE FROM ${this.#permits} WHERE kind = ? AND \`key\` = ? AND owner = ?`, [r.kind, key, r.owner]);
         }
+        // A fair lock's mark goes with its hold (the key's waiters stay in line).
+        await this.#query(`DELETE FROM ${this.#permits} WHERE kind = 'lock' AND \`key\` = ? AND role = 'mark'`, [key]);
         // A writer's hold ended: the readers waiting for it take their turn.
         if (permits.some((r) => r.role === "write")) {
           await this.#query(`UPDATE ${this.#permits} SET role = 'turn' WHERE kind = 'rw' AND \`key\` = ? AND role = 'waiting' AND expires_at > ${NOW_MS}`, [
@@ -145,7 +163,7 @@ export class MySqlReader {
         }
         await this.#query("COMMIT");
         const owners = (r) => bytesText(r.owner);
-        return [...locks.map((r) => mysqlHold(r, "lock")), ...permits.sort((a, b) => owners(a).localeCompare(owners(b))).map((r) => mysqlHold(r, r.role))];
+        return [...locks.map((r) => mysqlHold(r, "lock")), ...permits.sort((a, b) => owners(a).localeCompare(owners(b))).map(permitHold)];
       } catch (err) {
         await this.#query("ROLLBACK").catch(() => {});
         throw err;
