@@ -96,6 +96,16 @@ export declare class PostgresLockStore {
   extendPermit(key: string, owner: string, ttlMs: number, kind: "semaphore" | "read" | "write"): Promise<boolean>;
   countPermits(key: string, kind: "semaphore" | "read" | "write"): Promise<number>;
   permitRemainingTime(key: string, owner: string, kind: "semaphore" | "read" | "write"): Promise<number | null>;
+  /**
+   * A fair lock's or semaphore's attempt (`{ fair: true }`): takes or renews `owner`'s
+   * place in the key's queue (when it `waits`), and grants it when first in line with
+   * room: the hold's fencing token, or false.
+   */
+  acquireFair(key: string, owner: string, ttlMs: number, kind: "lock" | "semaphore", limit: number | undefined, permits: number, waits: boolean): Promise<number | false>;
+  /** A fair lock's release: frees the hold and its mark, or gives up `owner`'s place. */
+  releaseFair(key: string, owner: string): Promise<boolean>;
+  /** A fair lock's extend: the hold and its mark. */
+  extendFair(key: string, owner: string, ttlMs: number): Promise<boolean>;
   /** Calls `listener` when `key` may have been released; returns the function that stops it. */
   onRelease(key: string, listener: () => void, kind?: "semaphore" | "read" | "write"): () => void;
 }

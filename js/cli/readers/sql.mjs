@@ -1,8 +1,9 @@
 // What the PostgreSQL and MySQL readers share, with the SQL stores' own schema from their
 // core (js/stores/sql-core.cjs): the roles of a permits row
-// that hold a key (`HOLDING`, as SQL); a row in any other role waits (a read-write lock's
-// waiting writer's 'claim', its readers 'waiting' for their turn and those whose 'turn' it is);
-// and the value a plain lock's holder proclaimed.
+// that hold a key (`HOLDING`, as SQL: a fair semaphore's holder's 'fair' among them); a row
+// in any other role waits (a read-write lock's waiting writer's 'claim', its readers
+// 'waiting' for their turn and those whose 'turn' it is, a fair waiter's 'place') but a fair
+// lock's 'mark', which neither holds nor waits; and the value a plain lock's holder proclaimed.
 import { HOLDING, HOLDING_ROLES } from "../../stores/sql-core.cjs";
 
 export { HOLDING };
