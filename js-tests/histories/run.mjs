@@ -12,7 +12,9 @@
 //               durable-object-restart,durable-object-fair-restart,durable-object-pause,memory-fair,file,file-kill,file-fair-kill,
 //               file-pause,etcd,etcd-fair,redis-late,ioredis-late,upstash-late,postgres-late,
 //               mysql-late,etcd-late,etcd-fair-late,postgres-competing,mysql-competing,
-//               redis-fair,ioredis-fair,redis-restart-fair,redis-late-fair]
+//               redis-fair,ioredis-fair,redis-restart-fair,redis-late-fair,postgres-fair,
+//               postgres-restart-fair,postgres-late-fair,mysql-fair,mysql-restart-fair,
+//               mysql-late-fair]
 //     [--seed N] [--kinds multi=3,lock=1] [--store-module path]
 //
 // A row's name may add fault modifiers: `+stall` (client event-loop stalls), `+abort`
