@@ -114,9 +114,7 @@ export class PostgresReader {
         ...rw.rows
           .filter(waits)
           .map((r) => ({ kind: r.role === "claim" ? "write" : "read", owner: fingerprint(r.owner), remainingMs: Number(r.remaining_ms) })),
-        ...fair.rows
-          .filter((r) => r.role === "place")
-          .map((r) => ({ kind: r.kind, owner: fingerprint(r.owner), remainingMs: Number(r.remaining_ms) })),
+        ...fair.rows.filter((r) => r.role === "place").map((r) => ({ kind: r.kind, owner: fingerprint(r.owner), remainingMs: Number(r.remaining_ms) })),
       ];
       const semaphore = permits.find((r) => r.role === "semaphore" || r.role === "fair");
       return {
