@@ -275,14 +275,16 @@ describe(`history checker: Durable Objects, the lock file, PostgreSQL, MariaDB (
       assert.ok(waited > 10, `fair waiters queued (${waited}); seed ${run.seed}`);
     });
 
-    it("catches a broken guard: fair lock waiters that keep no place in the queue", ONLY_NATIVE, async (t) => {
-      await assertCaught(t, ["fair-order"], {
-        store: { broken: "fair-keeps-no-place", store: { mysql: server.url } },
-        processes: 2,
-        clients: 6,
-        client: { fair: true, kinds: { lock: 1 } },
+    for (const kind of ["lock", "semaphore"]) {
+      it(`catches a broken guard: fair ${kind} waiters that keep no place in the queue`, ONLY_NATIVE, async (t) => {
+        await assertCaught(t, ["fair-order"], {
+          store: { broken: "fair-keeps-no-place", store: { mysql: server.url } },
+          processes: 2,
+          clients: 6,
+          client: { fair: true, kinds: { [kind]: 1 } },
+        });
       });
-    });
+    }
 
     // The guard: holds outlive a restart (InnoDB keeps the committed rows). Rows deleted
     // as the server comes back stand for a store that forgot them.

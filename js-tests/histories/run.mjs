@@ -13,8 +13,8 @@
 //               file-pause,etcd,etcd-fair,redis-late,ioredis-late,upstash-late,postgres-late,
 //               mysql-late,etcd-late,etcd-fair-late,postgres-competing,mysql-competing,
 //               redis-fair,ioredis-fair,redis-restart-fair,redis-late-fair,postgres-fair,
-//               postgres-restart-fair,postgres-late-fair,mysql-fair,mysql-restart-fair,
-//               mysql-late-fair]
+//               postgres-restart-fair,postgres-late-fair,postgres-repeatable-read,
+//               postgres-repeatable-read-fair,mysql-fair,mysql-restart-fair,mysql-late-fair]
 //     [--seed N] [--kinds multi=3,lock=1] [--store-module path]
 //
 // A row's name may add fault modifiers: `+stall` (client event-loop stalls), `+abort`
@@ -603,6 +603,8 @@ export function servers() {
 // PostgreSQL's commit_delay (microseconds) for the commit-latency rows: each durable
 // commit waits 10 ms.
 export const COMMIT_LATENCY = "-c synchronous_commit=on -c commit_delay=10000 -c commit_siblings=0";
+// A session whose default isolation is REPEATABLE READ (as a database's, a role's or a pool's setting may make it).
+export const REPEATABLE_READ = "-c default_transaction_isolation=repeatable\\ read";
 
 const RESTART_REDIS = "redis-server (AOF, appendfsync always) stopped for 100 ms and started again on its port every 1 s; TTL 600 ms";
 const PAUSES = "a client process SIGSTOPped for 150–300 ms (TTL 120 ms) every 600 ms";
@@ -890,6 +892,13 @@ export const SETUPS = {
     fault: "commit latency (fsync on, synchronous_commit on, commit_delay 10 ms); TTL 300 ms",
     open: async (s) => listed(s, "postgres", (server) => ({ store: { postgres: server.url, options: COMMIT_LATENCY }, client: { ttlMs: 300 } })),
   },
+  // The store's transactions are READ COMMITTED whatever the session's default: under
+  // REPEATABLE READ a transaction's snapshot would predate the key's advisory lock.
+  "postgres-repeatable-read": {
+    store: "PostgresLockStore, sessions REPEATABLE READ by default",
+    fault: "none",
+    open: async (s) => listed(s, "postgres", (server) => ({ store: { postgres: server.url, options: REPEATABLE_READ } })),
+  },
   "postgres-pause": {
     store: "PostgresLockStore",
     fault: PAUSES,
@@ -1099,7 +1108,9 @@ function withFair(setup) {
 for (const name of ["redis", "ioredis", "redis-restart", "redis-late"]) SETUPS[`${name}-fair`] = withFair(SETUPS[name]);
 // PostgreSQL's and MySQL's: places and marks in the permits table, across restarts and
 // with the clients' bytes held back past the operation timeout.
-for (const name of ["postgres", "postgres-restart", "postgres-late", "mysql", "mysql-restart", "mysql-late"]) SETUPS[`${name}-fair`] = withFair(SETUPS[name]);
+for (const name of ["postgres", "postgres-restart", "postgres-late", "postgres-repeatable-read", "mysql", "mysql-restart", "mysql-late"]) {
+  SETUPS[`${name}-fair`] = withFair(SETUPS[name]);
+}
 
 /** A fresh lock file for a FileLockStore run (in the OS's temporary directory). */
 export async function lockFile() {

@@ -446,7 +446,7 @@ describe("PostgresLockStore", await requirePostgres(), () => {
         const taking = store[Symbol.for("locksmith.acquireToken")](key, "y", 5_000);
         // Wait until that acquire waits for the row lock.
         for (let i = 0; ; i++) {
-          const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'");
+          const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO%'");
           if (rows[0].n > 0) break;
           assert.ok(i < 250, "the acquire waits for the row lock");
           await sleep(20);

@@ -31,6 +31,102 @@ for (const sql of SQL_STORES) {
       await server?.dispose();
     });
 
+    // Fairness belongs to the key (docs/stores.md, acquireFair): while fair handles hold
+    // it or wait for it, a handle that is not fair is refused, and a fair one while other
+    // handles hold it; each refusal names the key, on every path a plain handle takes
+    // (acquire, lockAll, acquirePermit), and leaves nothing behind.
+    describe("fair locks and semaphores: fairness belongs to the key", () => {
+      let a;
+      let b;
+      storeDuring(
+        () => sql.connect(server.url),
+        (opened) => {
+          a = opened;
+        },
+      );
+      storeDuring(
+        () => sql.connect(server.url),
+        (opened) => {
+          b = opened;
+        },
+      );
+      const refused = (text) => (err) => err.code === "INVALID_ARGUMENT" && err instanceof ls.InvalidArgumentError && err.message === text;
+      const notFair = (kind, key) =>
+        refused(
+          `locksmith: ${kind} ${JSON.stringify(key)} is fair (fair handles hold it or wait for it); this handle is not: every handle of a key must agree on \`fair\``,
+        );
+      const unfairHeld = (kind, key) =>
+        refused(
+          `locksmith: ${kind} ${JSON.stringify(key)} is held by a handle that is not fair; this handle is fair: every handle of a key must agree on \`fair\``,
+        );
+      const fairRows = async (set, key) => (await admin.query(sql.fairRows, [set, key])).map((r) => `${r.owner}:${r.role}`);
+
+      it("a lock: refused both ways while fair handles hold or queue, by acquire and lockAll too; free of them, either may take it", async () => {
+        const key = uniqueKey("fair-mix");
+        const fair = (store, owner, waits = true) => store.acquireFair(key, owner, 10_000, "lock", undefined, 1, waits);
+        assert.equal(typeof (await fair(a, "holder")), "number");
+        await assert.rejects(b.acquire(key, "plain", 10_000), notFair("lock", key), "held by a fair handle");
+        await assert.rejects(new Lock(key, 10_000, b).acquire({ timeout: 300 }), notFair("lock", key), "a lock passes it on");
+        await assert.rejects(ls.lockAll([uniqueKey("fair-mix-other"), key], 10_000, b).acquire(), notFair("lock", key), "lockAll");
+        assert.equal(await fair(a, "waiter"), false);
+        assert.deepEqual(await fairRows("lock", key), ["holder:mark", "waiter:place"]);
+        assert.equal(await a.releaseFair(key, "holder"), true);
+        assert.equal(await fair(b, "newcomer", false), false, "free, but waiter is first in line");
+        await assert.rejects(b.acquire(key, "plain", 10_000), notFair("lock", key), "free, but a fair waiter queues for it");
+        assert.equal(typeof (await fair(a, "waiter")), "number");
+        assert.equal(await a.releaseFair(key, "waiter"), true);
+        assert.deepEqual(await fairRows("lock", key), [], "released: no mark, no place");
+        assert.equal(await b.acquire(key, "plain", 10_000), true, "nobody fair holds or waits: a handle that is not fair may take it");
+        await assert.rejects(fair(a, "fair"), unfairHeld("lock", key));
+        await assert.rejects(ls.lock(key, 10_000, a, { fair: true }).acquire({ timeout: 300 }), unfairHeld("lock", key));
+        assert.deepEqual(await fairRows("lock", key), [], "the refused fair attempts left no place");
+        assert.equal(await b.release(key, "plain"), true);
+      });
+
+      it("a fair lock's extend moves its mark with it: a handle that is not fair stays refused for the new TTL", async () => {
+        const key = uniqueKey("fair-extend");
+        assert.equal(typeof (await a.acquireFair(key, "holder", 300, "lock", undefined, 1, true)), "number");
+        assert.equal(await a.extendFair(key, "holder", 5_000), true);
+        await sleep(500);
+        await assert.rejects(b.acquire(key, "plain", 10_000), notFair("lock", key), "held past its first TTL, and fair");
+        assert.equal(await b.acquireFair(key, "waiter", 10_000, "lock", undefined, 1, true), false, "a fair waiter queues behind it");
+        assert.equal(await a.releaseFair(key, "holder"), true);
+        assert.equal(typeof (await b.acquireFair(key, "waiter", 10_000, "lock", undefined, 1, true)), "number");
+        assert.equal(await b.releaseFair(key, "waiter"), true);
+      });
+
+      it("a plain acquire refused on a key a waiter queues for takes nothing, even where the fair hold had run out", async () => {
+        const key = uniqueKey("fair-expired");
+        assert.equal(typeof (await a.acquireFair(key, "holder", 200, "lock", undefined, 1, true)), "number");
+        assert.equal(await a.acquireFair(key, "waiter", 10_000, "lock", undefined, 1, true), false);
+        await sleep(400);
+        await assert.rejects(b.acquire(key, "plain", 10_000), notFair("lock", key), "the hold ran out, but a fair waiter queues");
+        assert.equal(await b.isLocked(key), false, "the refused acquire holds nothing");
+        assert.equal(typeof (await a.acquireFair(key, "waiter", 10_000, "lock", undefined, 1, true)), "number", "the waiter is granted");
+        assert.equal(await a.releaseFair(key, "waiter"), true);
+      });
+
+      it("a semaphore: refused both ways, a fair handle's limit must be the holders', and a smaller later request waits its turn", async () => {
+        const key = uniqueKey("fair-mix-sem");
+        const sem = (store, owner, waits = true, limit = 2, permits = 1) => store.acquireFair(key, owner, 10_000, "semaphore", limit, permits, waits);
+        assert.equal(typeof (await sem(a, "s1")), "number");
+        await assert.rejects(b.acquirePermit(key, "plain", 10_000, "semaphore", 2), notFair("semaphore", key), "held by a fair handle");
+        assert.equal(await b.countPermits(key, "semaphore"), 1, "the refused handle took nothing");
+        await assert.rejects(sem(b, "other-limit", true, 3), invalidArgument(/held with limit 2; this handle asks for 3/));
+        assert.equal(await sem(b, "big", true, 2, 2), false, "two permits asked, one free: it waits");
+        assert.equal(await sem(b, "small", false), false, "one permit is free, but a larger request is first in line");
+        assert.deepEqual(await fairRows("semaphore", key), ["s1:fair", "big:place"]);
+        await assert.rejects(b.acquirePermit(key, "plain", 10_000, "semaphore", 2), notFair("semaphore", key), "fair waiters queue for it");
+        assert.equal(await a.releasePermit(key, "s1", "semaphore"), true);
+        assert.equal(typeof (await sem(b, "big", true, 2, 2)), "number");
+        assert.equal(await b.releasePermit(key, "big", "semaphore"), true);
+        assert.equal(await b.acquirePermit(key, "plain", 10_000, "semaphore", 2), true, "nobody fair holds or waits");
+        await assert.rejects(sem(a, "fair"), unfairHeld("semaphore", key));
+        assert.deepEqual(await fairRows("semaphore", key), [], "the refused fair attempt left no place");
+        assert.equal(await b.releasePermit(key, "plain", "semaphore"), true);
+      });
+    });
+
     describe("semaphores and read-write locks", () => {
       let store;
       storeDuring(

@@ -121,6 +121,8 @@ export const SQL_STORES = [
     frozenWait: { timeout: 2_000, atLeast: 1_900, below: 3_500 },
     contend: postgresContend,
     liveRows: postgresLiveRows,
+    // A key's fair rows (places in line, a fair lock's mark, fair semaphore holders) of a set ("lock", "semaphore").
+    fairRows: "SELECT owner, role FROM locksmith_locks_permits WHERE kind = $1 AND key = $2 AND role IN ('place', 'mark', 'fair') ORDER BY fencing_token",
   },
   {
     name: "MySqlLockStore",
@@ -149,5 +151,7 @@ export const SQL_STORES = [
     frozenWait: { timeout: 1_500, atLeast: 1_400, below: 3_000 },
     contend: mysqlContend,
     liveRows: mysqlLiveRows,
+    fairRows:
+      "SELECT CAST(owner AS CHAR) AS owner, role FROM locksmith_locks_permits WHERE kind = ? AND `key` = ? AND role IN ('place', 'mark', 'fair') ORDER BY fencing_token",
   },
 ];

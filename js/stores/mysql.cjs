@@ -291,7 +291,7 @@ class MySqlLockStore extends core.SqlLockStore {
     return connection.query(`INSERT INTO ${this.#sql.keys} (kind, \`key\`) VALUES (?, ?) ON DUPLICATE KEY UPDATE kind = kind`, [set, key]);
   }
 
-  /** Deletes `owner`'s row of `key` (a hold or a writer's claim), under the key's row lock. */
+  /** Deletes `owner`'s row of `key` (a hold, a writer's claim, a fair lock's mark or place), under the key's row lock for permits. */
   async #freeOwn(connection, kind, key, owner) {
     if (kind === "lock") {
       // Expired now, like a release (see release()), with a fair lock's mark and place.
@@ -624,8 +624,8 @@ class MySqlLockStore extends core.SqlLockStore {
   // Fair locks and semaphores (js/stores/mysql-permits.cjs)
 
   /** A fair handle's attempt (`{ fair: true }`): see docs/stores.md's `acquireFair`. */
-  acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
-    const set = kind === "lock" ? "lock" : checkKind(kind);
+  async acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
+    const set = core.fairSet(kind);
     const weight = set === "lock" ? 1 : core.checkWeight(kind, limit, permits);
     const admitted = this.#admit();
     return this.#cleanups.inTurn(set, key, owner, async () => {

@@ -137,8 +137,8 @@ async function acquireFair(s, key, owner, ttlMs, set, limit, weight, waits, free
       if (decided.held) return false;
       if (decided.grant) {
         const token = set === "lock" ? await grantLock(s, client, key, owner, ttlMs) : await grantPermits(s, client, key, owner, ttlMs, limit, weight);
-        // The next in line may fit beside a semaphore's new holder.
-        if (token !== false && decided.others && set === "semaphore") await client.query("SELECT pg_notify($1, $2)", [channel, `${set}:${key}`]);
+        // The next in line may fit beside a semaphore's new holder (if permits are left).
+        if (token !== false && decided.others && decided.roomLeft) await client.query("SELECT pg_notify($1, $2)", [channel, `${set}:${key}`]);
         return token;
       }
       if (decided.place === "renew") {
@@ -239,16 +239,18 @@ async function releaseFair(s, key, owner) {
 /** Moves the expiry of `owner`'s fair lock `key`, and of its mark, to `ttlMs` from now: whether it held it. */
 async function extendFair(s, key, owner, ttlMs) {
   const { locks, permits } = s.sql;
+  // The mark is set to the hold's new expiry, exactly, and made if it is missing.
   const { rows } = await s.run("extendFair", (client) =>
     client.query(
       `WITH held AS (
          UPDATE ${locks} SET expires_at = ${fromNow(3)}
          WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
-         RETURNING expires_at
+         RETURNING expires_at, fencing_token
        ),
        marked AS (
-         UPDATE ${permits} SET expires_at = greatest(${permits}.expires_at, (SELECT expires_at FROM held))
-         WHERE kind = 'lock' AND key = $1 AND owner = $2 AND role = 'mark' AND EXISTS (SELECT 1 FROM held)
+         INSERT INTO ${permits} (kind, key, owner, role, expires_at, fencing_token)
+         SELECT 'lock', $1, $2, 'mark', expires_at, fencing_token FROM held
+         ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'mark', expires_at = excluded.expires_at, fencing_token = excluded.fencing_token
          RETURNING 1
        )
        SELECT count(*)::int AS n FROM held`,

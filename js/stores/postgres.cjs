@@ -65,6 +65,14 @@ class PostgresLockStore extends core.SqlLockStore {
     config.keepAlive ??= true;
     // The server cancels what the client would give up on (see serverTimeoutMs).
     config.statement_timeout ??= serverTimeoutMs(parsed.operationTimeoutMs);
+    // The store's single statements (a release, an extend) read committed rows, whatever the
+    // database's or role's default: under REPEATABLE READ, one that met a concurrent change
+    // would fail with a serialization error. (Its transactions say so themselves.) An
+    // isolation of yours, in the configuration or the URL, is left alone (and pg takes a
+    // URL's own options over these).
+    if (!/default_transaction_isolation/.test(`${config.options ?? ""} ${url ?? ""}`)) {
+      config.options = `${config.options ?? ""} -c default_transaction_isolation=read\\ committed`.trim();
+    }
     // The store's pool must not keep Node alive: the application's own work decides that.
     config.allowExitOnIdle ??= true;
     const pg = core.loadDriver(() => require("pg"), "PostgresLockStore", "pg");
@@ -211,7 +219,9 @@ class PostgresLockStore extends core.SqlLockStore {
   }
 
   /**
-   * Runs `fn` inside one transaction on one connection. Its statements each have a
+   * Runs `fn` inside one READ COMMITTED transaction on one connection, whatever the
+   * database's default (each statement after the key's advisory lock sees what the lock's
+   * previous holder committed; a snapshot taken before the lock would not). Its statements each have a
    * server-side timeout below what is left of the call's time, and the server ends the
    * session if the client leaves the transaction idle that long: so what the client
    * abandons (it timed out, and closed the connection) does not go on, or hold its
@@ -223,7 +233,7 @@ class PostgresLockStore extends core.SqlLockStore {
       inTransaction.add(client);
       const left = serverTimeoutMs(deadline - performance.now());
       await client.query(
-        `BEGIN; SET LOCAL statement_timeout = ${left}; SET LOCAL idle_in_transaction_session_timeout = ${Math.max(left, this.#options.operationTimeoutMs)}`,
+        `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = ${left}; SET LOCAL idle_in_transaction_session_timeout = ${Math.max(left, this.#options.operationTimeoutMs)}`,
       );
       const result = await fn(client);
       await client.query("COMMIT");
@@ -318,23 +328,23 @@ class PostgresLockStore extends core.SqlLockStore {
     const token = await this.#transaction("acquire", async (client) => {
       await cleanup.free?.(client);
       await this.#serialize(client, `lock:${key}`);
-      // Not while the key is fair: a fair hold's mark or a waiter's place lives.
-      const { rowCount } = await client.query(
-        `INSERT INTO ${locks} AS held (key, owner, expires_at, fencing_token)
-         SELECT $1, $2, ${fromNow(3)}, NULL
-         WHERE NOT EXISTS (SELECT 1 FROM ${permits} WHERE kind = 'lock' AND key = $1 AND expires_at > clock_timestamp())
-         ON CONFLICT (key) DO UPDATE
-           SET owner = excluded.owner, expires_at = excluded.expires_at, fencing_token = NULL
-           WHERE held.expires_at <= clock_timestamp()`,
+      // Not while the key is fair (a fair hold's mark or a waiter's place lives): told
+      // apart from "held" in the same statement.
+      const { rows: taking } = await client.query(
+        `WITH f AS (SELECT EXISTS (SELECT 1 FROM ${permits} WHERE kind = 'lock' AND key = $1 AND expires_at > clock_timestamp()) AS fair),
+         taken AS (
+           INSERT INTO ${locks} AS held (key, owner, expires_at, fencing_token)
+           SELECT $1, $2, ${fromNow(3)}, NULL WHERE NOT (SELECT fair FROM f)
+           ON CONFLICT (key) DO UPDATE
+             SET owner = excluded.owner, expires_at = excluded.expires_at, fencing_token = NULL
+             WHERE held.expires_at <= clock_timestamp()
+           RETURNING 1
+         )
+         SELECT (SELECT fair FROM f) AS fair, EXISTS (SELECT 1 FROM taken) AS taken`,
         [key, owner, ttlMs],
       );
-      if (rowCount === 0) {
-        const { rowCount: fairRows } = await client.query(
-          `SELECT 1 FROM ${permits} WHERE kind = 'lock' AND key = $1 AND expires_at > clock_timestamp() LIMIT 1`,
-          [key],
-        );
-        return fairRows > 0 ? { fair: true } : false;
-      }
+      if (taking[0].fair) return { fair: true };
+      if (!taking[0].taken) return false;
       const { rows } = await client.query(
         `UPDATE ${locks} SET fencing_token = nextval('${sequence.replaceAll("'", "''")}')
          WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
@@ -643,8 +653,8 @@ class PostgresLockStore extends core.SqlLockStore {
   // Fair locks and semaphores (js/stores/postgres-permits.cjs)
 
   /** A fair handle's attempt (`{ fair: true }`): see docs/stores.md's `acquireFair`. */
-  acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
-    const set = kind === "lock" ? "lock" : checkKind(kind);
+  async acquireFair(key, owner, ttlMs, kind, limit, permits, waits) {
+    const set = core.fairSet(kind);
     const weight = set === "lock" ? 1 : core.checkWeight(kind, limit, permits);
     return this.#cleanups.inTurn(set, key, owner, async () => {
       const cleanup = await this.#cleanups.takeOver(set, key, owner);

@@ -194,18 +194,26 @@ function decidePermit(rows, kind, owner, limit, weight) {
   return { admitted: false, wait };
 }
 
+/** The set of a fair handle's `kind`: "lock" or "semaphore" (read-write locks are phase-fair, never `fair`). */
+function fairSet(kind) {
+  if (kind === "lock" || kind === "semaphore") return kind;
+  throw invalid(`a fair handle is a lock or a semaphore; got ${typeof kind === "string" ? JSON.stringify(kind) : typeName(kind)}`);
+}
+
 /**
  * A fair attempt (`acquireFair`) of `owner` for `weight` permits of `key`, a fair lock
  * (`kind` "lock") or a fair semaphore of `limit`, from the key's live permits rows `rows`
  * ({ owner, role, limit, permits, arrival }: a place's `arrival` is the number it drew
  * when it joined the queue) and, for a lock, its live holder's owner (`lockHolder`, or
  * null), all read under the key's lock. Answers `{ unfair }` (held by handles that are
- * not fair), `{ held }` (the owner holds it already), `{ heldLimit }`, `{ grant, others }`
- * (first in line with room: take it, and `others` still wait) or `{ place }`: what to do
+ * not fair), `{ held }` (the owner holds it already), `{ heldLimit }`, `{ grant, others,
+ * roomLeft }` (first in line with room: take it; `others` still wait, and a semaphore has
+ * permits left for the next of them) or `{ place }`: what to do
  * with the owner's place ("renew", "take" at the end, "drop", or undefined: nothing).
  */
 function decideFair(rows, kind, owner, limit, weight, waits, lockHolder) {
   let room;
+  let roomLeft = false;
   if (kind === "lock") {
     if (lockHolder !== null && !rows.some((r) => r.role === "mark" && r.owner === lockHolder)) return { unfair: true };
     if (lockHolder === owner) return { held: true };
@@ -216,13 +224,15 @@ function decideFair(rows, kind, owner, limit, weight, waits, lockHolder) {
     if (holders.some((r) => r.owner === owner)) return { held: true };
     const heldLimit = holders.find((r) => r.limit !== null && r.limit !== undefined)?.limit;
     if (heldLimit !== undefined && heldLimit !== limit) return { heldLimit };
-    room = holders.reduce((sum, r) => sum + r.permits, 0) + weight <= limit;
+    const used = holders.reduce((sum, r) => sum + r.permits, 0);
+    room = used + weight <= limit;
+    roomLeft = used + weight < limit;
   }
   const places = rows.filter((r) => r.role === "place").sort((a, b) => a.arrival - b.arrival);
   const mine = places.find((r) => r.owner === owner);
   // First in line: its place heads the queue, or it has none and nobody waits.
   if ((mine === undefined ? places.length === 0 : places[0] === mine) && room) {
-    return { grant: true, others: places.some((r) => r !== mine) };
+    return { grant: true, others: places.some((r) => r !== mine), roomLeft };
   }
   return { place: waits ? (mine ? "renew" : "take") : mine ? "drop" : undefined };
 }
@@ -556,6 +566,7 @@ module.exports = {
   SqlLockStore,
   checkWeight,
   decideFair,
+  fairSet,
   decidePermit,
   holderOf,
   loadDriver,

@@ -157,7 +157,7 @@ async function createSchema(client, sql, options) {
   // Several processes may start at once: an advisory lock makes them create in turn
   // (CREATE ... IF NOT EXISTS alone can still fail on a concurrent creation).
   inTransaction.add(client);
-  await client.query(`BEGIN; SET LOCAL statement_timeout = ${serverTimeoutMs(options.operationTimeoutMs)}`);
+  await client.query(`BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = ${serverTimeoutMs(options.operationTimeoutMs)}`);
   await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [lockspace]);
   // (Only the value columns missing: no CREATE, which needs the right to create in the
   // schema even when there is nothing to create.)

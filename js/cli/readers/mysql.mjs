@@ -135,13 +135,20 @@ export class MySqlReader {
       await this.#query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
       await this.#query("START TRANSACTION");
       try {
-        const locks = await this.#query(
-          `SELECT \`key\`, owner, fencing_token, ${REMAINING_MS} AS remaining_ms FROM ${this.#locks}
-            WHERE \`key\` = ? AND expires_at > ${NOW_MS} FOR UPDATE`,
+        // The row's lock whatever its expiry (a fair grant takes it too, so none is under
+        // way while this runs), then the live hold, if any.
+        const rows = await this.#query(
+          `SELECT \`key\`, owner, fencing_token, ${REMAINING_MS} AS remaining_ms, expires_at > ${NOW_MS} AS live FROM ${this.#locks}
+            WHERE \`key\` = ? FOR UPDATE`,
           [key],
         );
-        // Expired, not deleted, as the store's own release does.
-        if (locks.length > 0) await this.#query(`UPDATE ${this.#locks} SET expires_at = ${NOW_MS} WHERE \`key\` = ?`, [key]);
+        const locks = rows.filter((r) => Number(r.live) === 1);
+        // Expired, not deleted, as the store's own release does, with a fair hold's mark
+        // (the key's waiters stay in line).
+        for (const r of locks) {
+          await this.#query(`UPDATE ${this.#locks} SET expires_at = ${NOW_MS} WHERE \`key\` = ?`, [key]);
+          await this.#query(`DELETE FROM ${this.#permits} WHERE kind = 'lock' AND \`key\` = ? AND owner = ? AND role = 'mark'`, [key, r.owner]);
+        }
         for (const set of ["semaphore", "rw"]) {
           await this.#query(`INSERT INTO ${this.#keys} (kind, \`key\`) VALUES (?, ?) ON DUPLICATE KEY UPDATE kind = kind`, [set, key]);
         }
@@ -153,8 +160,6 @@ export class MySqlReader {
         for (const r of permits) {
           await this.#query(`DELETE FROM ${this.#permits} WHERE kind = ? AND \`key\` = ? AND owner = ?`, [r.kind, key, r.owner]);
         }
-        // A fair lock's mark goes with its hold (the key's waiters stay in line).
-        await this.#query(`DELETE FROM ${this.#permits} WHERE kind = 'lock' AND \`key\` = ? AND role = 'mark'`, [key]);
         // A writer's hold ended: the readers waiting for it take their turn.
         if (permits.some((r) => r.role === "write")) {
           await this.#query(`UPDATE ${this.#permits} SET role = 'turn' WHERE kind = 'rw' AND \`key\` = ? AND role = 'waiting' AND expires_at > ${NOW_MS}`, [

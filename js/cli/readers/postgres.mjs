@@ -135,7 +135,8 @@ export class PostgresReader {
       // Under the advisory locks the store decides each kind of hold under (js/stores/postgres.cjs),
       // so an acquire or extend in flight sees the holds either all there or all gone.
       const lockspace = `locksmith:${this.#table}`;
-      await client.query("BEGIN");
+      // READ COMMITTED whatever the default: each statement sees what was committed before the advisory locks.
+      await client.query("BEGIN ISOLATION LEVEL READ COMMITTED");
       try {
         for (const set of ["lock", "semaphore", "rw"]) {
           await client.query("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))", [lockspace, `${set}:${key}`]);
