@@ -20,6 +20,30 @@ const POSTGRES = await requirePostgres();
 // The same for MariaDB.
 const MYSQL = await requireMysql();
 
+/**
+ * A SQL store's fair cases, on the store `spec()` names: fair locks and semaphores clean
+ * (waiters queued), and the broken guard of waiters that keep no place, caught on each kind.
+ */
+function sqlFairCases(spec) {
+  it("fair locks and semaphores: 2 processes × 6 clients", async (t) => {
+    const run = await assertClean(t, { store: spec(), processes: 2, clients: 6, client: FAIR_CLIENT });
+    const waited = run.holds.filter((h) => h.fair && h.acquire.reply - h.acquire.send > 10).length;
+    t.diagnostic(`${waited} fair holds granted after waiting over 10 ms`);
+    assert.ok(waited > 10, `fair waiters queued (${waited}); seed ${run.seed}`);
+  });
+
+  for (const kind of ["lock", "semaphore"]) {
+    it(`catches a broken guard: fair ${kind} waiters that keep no place in the queue`, ONLY_NATIVE, async (t) => {
+      await assertCaught(t, ["fair-order"], {
+        store: { broken: "fair-keeps-no-place", store: spec() },
+        processes: 2,
+        clients: 6,
+        client: { fair: true, kinds: { [kind]: 1 } },
+      });
+    });
+  }
+}
+
 describe(`history checker: Durable Objects, the lock file, PostgreSQL, MariaDB (${TARGET})`, () => {
   // The Durable Object store in workerd (Miniflare): each client process drives the
   // worker's DurableObjectLockStore over one WebSocket (js-tests/support/workerd-remote-store.mjs),
@@ -138,23 +162,7 @@ describe(`history checker: Durable Objects, the lock file, PostgreSQL, MariaDB (
 
     // Fair locks and semaphores: places and marks in the permits table, decided under the
     // key's advisory lock (js/stores/postgres-permits.cjs).
-    it("fair locks and semaphores: 2 processes × 6 clients", async (t) => {
-      const run = await assertClean(t, { store: { postgres: server.url }, processes: 2, clients: 6, client: FAIR_CLIENT });
-      const waited = run.holds.filter((h) => h.fair && h.acquire.reply - h.acquire.send > 10).length;
-      t.diagnostic(`${waited} fair holds granted after waiting over 10 ms`);
-      assert.ok(waited > 10, `fair waiters queued (${waited}); seed ${run.seed}`);
-    });
-
-    for (const kind of ["lock", "semaphore"]) {
-      it(`catches a broken guard: fair ${kind} waiters that keep no place in the queue`, ONLY_NATIVE, async (t) => {
-        await assertCaught(t, ["fair-order"], {
-          store: { broken: "fair-keeps-no-place", store: { postgres: server.url } },
-          processes: 2,
-          clients: 6,
-          client: { fair: true, kinds: { [kind]: 1 } },
-        });
-      });
-    }
+    sqlFairCases(() => ({ postgres: server.url }));
 
     // Another session holds a key's advisory lock (the store's calls on it wait past their
     // 1 s timeout, then run), the clients' event loops stall, waits run up to 3 s (a wait's
@@ -268,23 +276,7 @@ describe(`history checker: Durable Objects, the lock file, PostgreSQL, MariaDB (
 
     // Fair locks and semaphores: places and marks as PostgreSQL's, a fair lock's attempt
     // under its locks row's lock, a semaphore's under its key's row (mysql-permits.cjs).
-    it("fair locks and semaphores: 2 processes × 6 clients", async (t) => {
-      const run = await assertClean(t, { store: { mysql: server.url }, processes: 2, clients: 6, client: FAIR_CLIENT });
-      const waited = run.holds.filter((h) => h.fair && h.acquire.reply - h.acquire.send > 10).length;
-      t.diagnostic(`${waited} fair holds granted after waiting over 10 ms`);
-      assert.ok(waited > 10, `fair waiters queued (${waited}); seed ${run.seed}`);
-    });
-
-    for (const kind of ["lock", "semaphore"]) {
-      it(`catches a broken guard: fair ${kind} waiters that keep no place in the queue`, ONLY_NATIVE, async (t) => {
-        await assertCaught(t, ["fair-order"], {
-          store: { broken: "fair-keeps-no-place", store: { mysql: server.url } },
-          processes: 2,
-          clients: 6,
-          client: { fair: true, kinds: { [kind]: 1 } },
-        });
-      });
-    }
+    sqlFairCases(() => ({ mysql: server.url }));
 
     // The guard: holds outlive a restart (InnoDB keeps the committed rows). Rows deleted
     // as the server comes back stand for a store that forgot them.

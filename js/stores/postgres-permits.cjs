@@ -39,6 +39,17 @@ const toToken = (value) => core.toToken(value, "PostgreSQL: the fencing sequence
 const nextval = (sequence) => `nextval('${sequence.replaceAll("'", "''")}')`;
 
 /**
+ * A fair lock's mark written from its hold's row, as returned by a CTE `held` (with
+ * `expires_at` and `fencing_token`; the key and owner are $1 and $2): its expiry is the
+ * hold's to the microsecond (a timestamp read back into JS keeps milliseconds only).
+ */
+const markFromHeld = (permits) =>
+  `INSERT INTO ${permits} (kind, key, owner, role, expires_at, fencing_token)
+   SELECT 'lock', $1, $2, 'mark', expires_at, fencing_token FROM held
+   ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'mark', expires_at = excluded.expires_at, fencing_token = excluded.fencing_token
+   RETURNING 1`;
+
+/**
  * `acquirePermit()` of a semaphore or read-write lock (`set` "semaphore" or "rw"), in a
  * transaction under the key's advisory lock: the hold's fencing token, or false. A
  * semaphore holder takes `weight` of its `limit` permits, admitted while the live
@@ -178,20 +189,14 @@ async function grantLock(s, client, key, owner, ttlMs) {
     [key, owner, ttlMs],
   );
   // The token drawn once the hold is in place, as a plain acquire's (see its comment),
-  // and the mark written from the hold's own row in the same statement: its expiry is the
-  // hold's to the microsecond (a timestamp read back into JS keeps milliseconds only).
+  // and the mark written from the hold's own row in the same statement.
   const { rows } = await client.query(
     `WITH held AS (
        UPDATE ${locks} SET fencing_token = ${nextval(sequence)}
        WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
        RETURNING fencing_token, expires_at
      ),
-     marked AS (
-       INSERT INTO ${permits} (kind, key, owner, role, expires_at, fencing_token)
-       SELECT 'lock', $1, $2, 'mark', expires_at, fencing_token FROM held
-       ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'mark', expires_at = excluded.expires_at, fencing_token = excluded.fencing_token
-       RETURNING 1
-     )
+     marked AS (${markFromHeld(permits)})
      SELECT fencing_token FROM held`,
     [key, owner],
   );
@@ -247,12 +252,7 @@ async function extendFair(s, key, owner, ttlMs) {
          WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
          RETURNING expires_at, fencing_token
        ),
-       marked AS (
-         INSERT INTO ${permits} (kind, key, owner, role, expires_at, fencing_token)
-         SELECT 'lock', $1, $2, 'mark', expires_at, fencing_token FROM held
-         ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'mark', expires_at = excluded.expires_at, fencing_token = excluded.fencing_token
-         RETURNING 1
-       )
+       marked AS (${markFromHeld(permits)})
        SELECT count(*)::int AS n FROM held`,
       [key, owner, ttlMs],
     ),
