@@ -14,7 +14,9 @@
 //               mysql-late,etcd-late,etcd-fair-late,postgres-competing,mysql-competing,
 //               redis-fair,ioredis-fair,redis-restart-fair,redis-late-fair,postgres-fair,
 //               postgres-restart-fair,postgres-late-fair,postgres-repeatable-read,
-//               postgres-repeatable-read-fair,mysql-fair,mysql-restart-fair,mysql-late-fair]
+//               postgres-repeatable-read-fair,mysql-fair,mysql-restart-fair,mysql-late-fair,
+//               ioredis-pause-fair,postgres-pause-fair,mysql-pause-fair,
+//               durable-object-pause-fair,file-pause-fair]
 //     [--seed N] [--kinds multi=3,lock=1] [--store-module path]
 //
 // A row's name may add fault modifiers: `+stall` (client event-loop stalls), `+abort`
@@ -1109,6 +1111,11 @@ for (const name of ["redis", "ioredis", "redis-restart", "redis-late"]) SETUPS[`
 // PostgreSQL's and MySQL's: places and marks in the permits table, across restarts and
 // with the clients' bytes held back past the operation timeout.
 for (const name of ["postgres", "postgres-restart", "postgres-late", "postgres-repeatable-read", "mysql", "mysql-restart", "mysql-late"]) {
+  SETUPS[`${name}-fair`] = withFair(SETUPS[name]);
+}
+// Fair waiters in a process that is stopped (SIGSTOP) past their places' leases, on each
+// kind of queue: Redis's scripts, the SQL stores' rows, a Durable Object's, the lock file's.
+for (const name of ["ioredis-pause", "postgres-pause", "mysql-pause", "durable-object-pause", "file-pause"]) {
   SETUPS[`${name}-fair`] = withFair(SETUPS[name]);
 }
 

@@ -442,11 +442,12 @@ describe("PostgresLockStore", await requirePostgres(), () => {
       try {
         await tx.query("BEGIN");
         await tx.query("SELECT 1 FROM locksmith_locks WHERE key = $1 FOR UPDATE", [key]);
+        const txPid = (await tx.query("SELECT pg_backend_pid() AS pid")).rows[0].pid;
         // The token-answering acquire locks use (js/api/symbols.mjs); acquire() answers a boolean.
         const taking = store[Symbol.for("locksmith.acquireToken")](key, "y", 5_000);
-        // Wait until that acquire waits for the row lock.
+        // Wait until that acquire waits for the row lock (a session blocked by this one).
         for (let i = 0; ; i++) {
-          const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO%'");
+          const { rows } = await admin.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", [txPid]);
           if (rows[0].n > 0) break;
           assert.ok(i < 250, "the acquire waits for the row lock");
           await sleep(20);

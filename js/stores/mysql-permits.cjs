@@ -187,7 +187,7 @@ function releaseFair(s, key, owner) {
 /**
  * Moves the expiry of `owner`'s fair lock `key`, and of its mark, to `ttlMs` from now, in
  * one statement (one reading of the clock: the mark's expiry is the hold's): whether it
- * held it. A hold found without its mark has it made again, from the hold's row.
+ * held it.
  */
 async function extendFair(s, key, owner, ttlMs) {
   const { locks, permits } = s.sql;
@@ -200,19 +200,7 @@ async function extendFair(s, key, owner, ttlMs) {
       [ttlMs, ttlMs, key, owner],
     ),
   );
-  // Rows matched: the hold's, and its mark's.
-  const matched = matchedRows(result);
-  if (matched === 1) {
-    await s.run("extendFair", (c) =>
-      c.query(
-        `INSERT INTO ${permits} (kind, \`key\`, owner, role, expires_at, fencing_token)
-         SELECT 'lock', \`key\`, owner, 'mark', expires_at, fencing_token FROM ${locks} WHERE \`key\` = ? AND owner = ? AND expires_at > ${NOW_MS}
-         ON DUPLICATE KEY UPDATE role = VALUES(role), expires_at = VALUES(expires_at), fencing_token = VALUES(fencing_token)`,
-        [key, owner],
-      ),
-    );
-  }
-  return matched > 0;
+  return matchedRows(result) > 0;
 }
 
 module.exports = { acquireFair, acquirePermit, extendFair, matchedRows, releaseFair, text };

@@ -27,7 +27,7 @@
 //   hold, mark and place), and the owner's next attempt takes that clean-up over.
 // - Wake-ups: releases NOTIFY as plain ones do; a waiter that gives its place up
 //   (releaseFair, releasePermit) and a fair semaphore's grant that leaves others in line
-//   NOTIFY too, so the next in line asks at once.
+//   and permits free NOTIFY too, so the next in line asks at once.
 
 const { fairKey, limitMismatch, unfairHolder } = require("../gen/api.cjs");
 const core = require("./sql-core.cjs");
@@ -37,17 +37,6 @@ const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisec
 
 const toToken = (value) => core.toToken(value, "PostgreSQL: the fencing sequence");
 const nextval = (sequence) => `nextval('${sequence.replaceAll("'", "''")}')`;
-
-/**
- * A fair lock's mark written from its hold's row, as returned by a CTE `held` (with
- * `expires_at` and `fencing_token`; the key and owner are $1 and $2): its expiry is the
- * hold's to the microsecond (a timestamp read back into JS keeps milliseconds only).
- */
-const markFromHeld = (permits) =>
-  `INSERT INTO ${permits} (kind, key, owner, role, expires_at, fencing_token)
-   SELECT 'lock', $1, $2, 'mark', expires_at, fencing_token FROM held
-   ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'mark', expires_at = excluded.expires_at, fencing_token = excluded.fencing_token
-   RETURNING 1`;
 
 /**
  * `acquirePermit()` of a semaphore or read-write lock (`set` "semaphore" or "rw"), in a
@@ -189,14 +178,20 @@ async function grantLock(s, client, key, owner, ttlMs) {
     [key, owner, ttlMs],
   );
   // The token drawn once the hold is in place, as a plain acquire's (see its comment),
-  // and the mark written from the hold's own row in the same statement.
+  // and the mark written from the hold's own row in the same statement: its expiry is the
+  // hold's to the microsecond (a timestamp read back into JS keeps milliseconds only).
   const { rows } = await client.query(
     `WITH held AS (
        UPDATE ${locks} SET fencing_token = ${nextval(sequence)}
        WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
        RETURNING fencing_token, expires_at
      ),
-     marked AS (${markFromHeld(permits)})
+     marked AS (
+       INSERT INTO ${permits} (kind, key, owner, role, expires_at, fencing_token)
+       SELECT 'lock', $1, $2, 'mark', expires_at, fencing_token FROM held
+       ON CONFLICT (kind, key, owner) DO UPDATE SET role = 'mark', expires_at = excluded.expires_at, fencing_token = excluded.fencing_token
+       RETURNING 1
+     )
      SELECT fencing_token FROM held`,
     [key, owner],
   );
@@ -244,15 +239,19 @@ async function releaseFair(s, key, owner) {
 /** Moves the expiry of `owner`'s fair lock `key`, and of its mark, to `ttlMs` from now: whether it held it. */
 async function extendFair(s, key, owner, ttlMs) {
   const { locks, permits } = s.sql;
-  // The mark is set to the hold's new expiry, exactly, and made if it is missing.
+  // The mark's expiry is set to the hold's new one, exactly.
   const { rows } = await s.run("extendFair", (client) =>
     client.query(
       `WITH held AS (
          UPDATE ${locks} SET expires_at = ${fromNow(3)}
          WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
-         RETURNING expires_at, fencing_token
+         RETURNING expires_at
        ),
-       marked AS (${markFromHeld(permits)})
+       marked AS (
+         UPDATE ${permits} SET expires_at = (SELECT expires_at FROM held)
+         WHERE kind = 'lock' AND key = $1 AND owner = $2 AND role = 'mark' AND EXISTS (SELECT 1 FROM held)
+         RETURNING 1
+       )
        SELECT count(*)::int AS n FROM held`,
       [key, owner, ttlMs],
     ),

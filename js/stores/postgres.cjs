@@ -65,14 +65,6 @@ class PostgresLockStore extends core.SqlLockStore {
     config.keepAlive ??= true;
     // The server cancels what the client would give up on (see serverTimeoutMs).
     config.statement_timeout ??= serverTimeoutMs(parsed.operationTimeoutMs);
-    // The store's single statements (a release, an extend) read committed rows, whatever the
-    // database's or role's default: under REPEATABLE READ, one that met a concurrent change
-    // would fail with a serialization error. (Its transactions say so themselves.) An
-    // isolation of yours, in the configuration or the URL, is left alone (and pg takes a
-    // URL's own options over these).
-    if (!/default_transaction_isolation/.test(`${config.options ?? ""} ${url ?? ""}`)) {
-      config.options = `${config.options ?? ""} -c default_transaction_isolation=read\\ committed`.trim();
-    }
     // The store's pool must not keep Node alive: the application's own work decides that.
     config.allowExitOnIdle ??= true;
     const pg = core.loadDriver(() => require("pg"), "PostgresLockStore", "pg");
