@@ -34,7 +34,7 @@ export function table(holds) {
 }
 
 const STORE_CANNOT_TELL =
-  "the store does not tell: PostgreSQL and MySQL keep rows only for a read-write lock's waiters, a lock file only for a read-write lock's and a fair queue's, etcd for none";
+  "the store does not tell: PostgreSQL, MySQL, a lock file and etcd keep rows only for a read-write lock's waiters (etcd for none) and a fair queue's places";
 
 /** 1st, 2nd, 3rd, 4th, ... 11th, 12th, 13th, 21st. */
 function ordinal(n) {

@@ -16,6 +16,8 @@ const permitHold = (r) => pgHold(r, r.role === "fair" ? "semaphore" : r.role);
 
 export class PostgresReader {
   #client;
+  // The reader's last query, settled: the next one waits for it (see #query).
+  #last = Promise.resolve();
   #table;
   #tables;
   #where;
@@ -47,11 +49,20 @@ export class PostgresReader {
     this.#where = `PostgreSQL at ${where}`;
   }
 
+  /**
+   * `client.query(text, params)` after the reader's queries before it: one pg client runs
+   * one query at a time (pg 9 refuses a query while another is under way).
+   */
+  #query(text, params) {
+    const run = this.#last.then(() => this.#client.query(text, params));
+    this.#last = run.catch(() => {});
+    return run;
+  }
+
   #holdsWhere(condition, value) {
-    const client = this.#client;
     return Promise.all([
       // Whole rows: tables made before the value columns have none (keptValue).
-      client.query(
+      this.#query(
         `SELECT l.*, ${REMAINING_MS} AS remaining_ms
            FROM ${this.#tables.locks} AS l
           WHERE expires_at > clock_timestamp() AND key ${condition} $1
@@ -60,7 +71,7 @@ export class PostgresReader {
       ),
       // role: semaphore, fair (a fair semaphore's), read or write; a waiting writer's claim,
       // a fair waiter's place and a fair lock's mark hold nothing.
-      client.query(
+      this.#query(
         `SELECT p.*, ${REMAINING_MS} AS remaining_ms
            FROM ${this.#tables.permits} AS p
           WHERE expires_at > clock_timestamp() AND role IN ${HOLDING} AND key ${condition} $1
@@ -81,7 +92,7 @@ export class PostgresReader {
     return storeCall(this.#where, async () => {
       const [holds, counts] = await Promise.all([
         this.list(pattern),
-        this.#client.query(
+        this.#query(
           `SELECT key, count(*) FILTER (WHERE role NOT IN ${HOLDING} AND role <> 'mark') AS waiting FROM ${this.#tables.permits}
             WHERE (kind = 'rw' OR role IN ('place', 'mark', 'fair')) AND expires_at > clock_timestamp() AND key LIKE $1
             GROUP BY key`,
@@ -97,13 +108,13 @@ export class PostgresReader {
     return storeCall(this.#where, async () => {
       const [{ locks, permits }, rw, fair] = await Promise.all([
         this.#holdsWhere("=", key),
-        this.#client.query(
+        this.#query(
           `SELECT role, owner, ${REMAINING_MS} AS remaining_ms FROM ${this.#tables.permits}
             WHERE kind = 'rw' AND key = $1 AND expires_at > clock_timestamp() ORDER BY role, owner`,
           [key],
         ),
         // A fair queue's places in line (by the number each drew when it joined), and marks.
-        this.#client.query(
+        this.#query(
           `SELECT kind, role, owner, ${REMAINING_MS} AS remaining_ms FROM ${this.#tables.permits}
             WHERE kind IN ('lock', 'semaphore') AND role IN ('place', 'mark', 'fair') AND key = $1 AND expires_at > clock_timestamp()
             ORDER BY kind, fencing_token`,
