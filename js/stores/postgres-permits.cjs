@@ -32,11 +32,7 @@
 const { fairKey, limitMismatch, unfairHolder } = require("../gen/api.cjs");
 const core = require("./sql-core.cjs");
 
-// The milliseconds of `$n` from now, on the server's clock.
-const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisecond'`;
-
-const toToken = (value) => core.toToken(value, "PostgreSQL: the fencing sequence");
-const nextval = (sequence) => `nextval('${sequence.replaceAll("'", "''")}')`;
+const { fromNow, nextval, toToken } = require("./sql-postgres.cjs");
 
 /**
  * `acquirePermit()` of a semaphore or read-write lock (`set` "semaphore" or "rw"), in a

@@ -11,18 +11,12 @@ const dialect = require("./sql-postgres.cjs");
 const pgPermits = require("./postgres-permits.cjs");
 
 const { HOLDING, SWEEP_ROWS, noop, serverTimeoutMs } = core;
-const { inTransaction, quote } = dialect;
+const { fromNow, inTransaction, nextval, quote, toToken } = dialect;
 
 // The URL schemes of PostgreSQL connection strings.
 const URL_SCHEME = /^postgres(?:ql)?:\/\//i;
 
-// The milliseconds of `$n` from now, on the server's clock.
-const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisecond'`;
-
 const parseOptions = (options) => core.parseOptions(options, dialect.DIALECT);
-
-/** `value`, a bigint as pg returns it, as a fencing token JS can carry. */
-const toToken = (value) => core.toToken(value, "PostgreSQL: the fencing sequence");
 
 class PostgresLockStore extends core.SqlLockStore {
   #pool;
@@ -338,7 +332,7 @@ class PostgresLockStore extends core.SqlLockStore {
       if (taking[0].fair) return { fair: true };
       if (!taking[0].taken) return false;
       const { rows } = await client.query(
-        `UPDATE ${locks} SET fencing_token = nextval('${sequence.replaceAll("'", "''")}')
+        `UPDATE ${locks} SET fencing_token = ${nextval(sequence)}
          WHERE key = $1 AND owner = $2 AND expires_at > clock_timestamp()
          RETURNING fencing_token`,
         [key, owner],
@@ -396,7 +390,7 @@ class PostgresLockStore extends core.SqlLockStore {
       );
       // Each token drawn once its hold is in place, as acquire's (see there).
       const { rows } = await client.query(
-        `UPDATE ${locks} SET fencing_token = nextval('${sequence.replaceAll("'", "''")}')
+        `UPDATE ${locks} SET fencing_token = ${nextval(sequence)}
          WHERE key = ANY($1::text[]) AND owner = $2 AND expires_at > clock_timestamp()
          RETURNING key, fencing_token`,
         [keys, owner],

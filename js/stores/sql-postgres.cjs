@@ -7,7 +7,7 @@
 // connection now and then; a pool without pg's Client and options gets no LISTEN.
 
 const { LockStoreError, checkKind, warnOnce } = require("../gen/api.cjs");
-const { VALUE_COLUMNS, noop, serverTimeoutMs, storeError: sqlStoreError } = require("./sql-core.cjs");
+const { VALUE_COLUMNS, noop, serverTimeoutMs, storeError: sqlStoreError, toToken: sqlToToken } = require("./sql-core.cjs");
 
 /**
  * Warns, once per process, when `pool` (a user's pg.Pool given to new PostgresLockStore)
@@ -421,8 +421,20 @@ class PostgresListener {
   }
 }
 
+// The milliseconds of `$n` from now, on the server's clock (every expiry the store sets).
+const fromNow = (n) => `clock_timestamp() + $${n}::float8 * interval '1 millisecond'`;
+
+/** The next value of the fencing sequence `sequence` (its quoted name), as SQL. */
+const nextval = (sequence) => `nextval('${sequence.replaceAll("'", "''")}')`;
+
+/** `value`, a bigint as pg returns it, as a fencing token JS can carry. */
+const toToken = (value) => sqlToToken(value, "PostgreSQL: the fencing sequence");
+
 module.exports = {
   DIALECT,
+  fromNow,
+  nextval,
+  toToken,
   PostgresListener,
   createSchema,
   inTransaction,
