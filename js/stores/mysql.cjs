@@ -395,7 +395,9 @@ class MySqlLockStore extends core.SqlLockStore {
         // Ours, and new (a token of NULL), while the row lock keeps everyone else out: a
         // token drawn now is larger than every earlier holder's, drawn before they let go.
         // Not while the key is fair (a fair hold's mark or a waiter's place lives): what this
-        // statement took over is given back.
+        // statement took over is given back by an UPDATE that commits, not by a rollback,
+        // which would also undo the clean-up this attempt took over (`cleanup.free` above)
+        // after that clean-up was counted done.
         const [[row]] = await c.query(
           `SELECT (SELECT fencing_token IS NULL FROM ${locks} WHERE \`key\` = ? AND owner = ?) AS fresh,
              EXISTS (SELECT 1 FROM ${this.#sql.permits} WHERE kind = 'lock' AND \`key\` = ? AND expires_at > ${NOW_MS}) AS fair`,
