@@ -215,19 +215,26 @@ async function grantPermits(s, client, key, owner, ttlMs, limit, weight) {
  * place (a fair wait that ended): whether it held the lock. Announces either.
  */
 async function releaseFair(s, key, owner) {
-  const { locks, permits, channel } = s.sql;
-  const { rows } = await s.run("releaseFair", (client) =>
-    client.query(
-      `WITH gone AS (
-         DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING expires_at > clock_timestamp() AS live
-       ),
-       left_queue AS (
-         DELETE FROM ${permits} WHERE kind = 'lock' AND key = $1 AND owner = $2 RETURNING 1
-       )
-       SELECT (SELECT bool_or(live) FROM gone) AS live, pg_notify($3, $4)
-       WHERE EXISTS (SELECT 1 FROM gone) OR EXISTS (SELECT 1 FROM left_queue)`,
-      [key, owner, channel, `lock:${key}`],
-    ),
+  return s.run("releaseFair", (client) => freeLock(s.sql, client, key, owner));
+}
+
+/**
+ * Deletes `owner`'s hold of the lock `key`, with a fair lock's mark and place, on
+ * `client`, and announces it if there was any: whether a live hold went. (A fair release,
+ * and the clean-up after any lock acquire whose outcome was uncertain.)
+ */
+async function freeLock(sql, client, key, owner) {
+  const { locks, permits, channel } = sql;
+  const { rows } = await client.query(
+    `WITH gone AS (
+       DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING expires_at > clock_timestamp() AS live
+     ),
+     left_queue AS (
+       DELETE FROM ${permits} WHERE kind = 'lock' AND key = $1 AND owner = $2 RETURNING 1
+     )
+     SELECT (SELECT bool_or(live) FROM gone) AS live, pg_notify($3, $4)
+     WHERE EXISTS (SELECT 1 FROM gone) OR EXISTS (SELECT 1 FROM left_queue)`,
+    [key, owner, channel, `lock:${key}`],
   );
   return rows.length > 0 && rows[0].live === true;
 }
@@ -255,4 +262,4 @@ async function extendFair(s, key, owner, ttlMs) {
   return rows[0].n > 0;
 }
 
-module.exports = { acquireFair, acquirePermit, extendFair, releaseFair };
+module.exports = { acquireFair, acquirePermit, extendFair, freeLock, releaseFair };

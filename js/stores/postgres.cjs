@@ -235,16 +235,11 @@ class PostgresLockStore extends core.SqlLockStore {
 
   /** Deletes `owner`'s row of `key` (a hold or a writer's claim) under the key's advisory lock, and announces the release. */
   async #freeOwn(client, kind, key, owner) {
-    const { locks, permits, channel } = this.#sql;
+    const { permits, channel } = this.#sql;
     if (kind === "lock") {
       await this.#serialize(client, `lock:${key}`);
       // With a fair lock's mark and place, if the attempt was fair.
-      await client.query(
-        `WITH gone AS (DELETE FROM ${locks} WHERE key = $1 AND owner = $2 RETURNING 1),
-         left_queue AS (DELETE FROM ${permits} WHERE kind = 'lock' AND key = $1 AND owner = $2 RETURNING 1)
-         SELECT pg_notify($3, $4) WHERE EXISTS (SELECT 1 FROM gone) OR EXISTS (SELECT 1 FROM left_queue)`,
-        [key, owner, channel, `lock:${key}`],
-      );
+      await pgPermits.freeLock(this.#sql, client, key, owner);
     } else {
       await this.#serialize(client, `${kind}:${key}`);
       await client.query(`WITH gone AS (DELETE FROM ${permits} WHERE kind = $1 AND key = $2 AND owner = $3 RETURNING 1) SELECT pg_notify($4, $5) FROM gone`, [
