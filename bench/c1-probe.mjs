@@ -2,7 +2,8 @@
 // writes and `data` events split one acquire + release into client work, write syscalls
 // and the round trips themselves (median of each step over 18,000 pairs), then times
 // two PING round trips on a bare `net` socket: the floor of a pair on this machine. A
-// benchmark, not a test: `node bench/c1-probe.mjs`. The marks themselves cost a little.
+// benchmark, not a test: `node bench/c1-probe.mjs` (`--fencing=false` for the fencing-free
+// path). The marks themselves cost a little.
 import { createRequire } from "node:module";
 import net from "node:net";
 import { startRedis } from "../js-tests/support/redis-server.mjs";
@@ -10,7 +11,9 @@ import { startRedis } from "../js-tests/support/redis-server.mjs";
 const require = createRequire(import.meta.url);
 const native = require("../js/node.cjs");
 const server = await startRedis();
-const store = await native.RedisLockStore.connect(server.url);
+const fencing = !process.argv.includes("--fencing=false");
+const store = await native.RedisLockStore.connect(server.url, { fencing });
+console.log(`fencing: ${fencing}`);
 let marks = [];
 const mark = (m) => marks.push([m, performance.now()]);
 const write = net.Socket.prototype.write;

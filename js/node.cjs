@@ -45,7 +45,7 @@ const completions = new addon.Completions((done) => calls.deliver(done));
 // a local task of an engine store with commands for the driver to write; 2, it finished
 // at once on this thread (a lock file's calls, mostly), its outcome waiting here.
 const afterStart = (started) => {
-  if (started === 1) callStarted();
+  if (started === 1) callStarted(calls.inFlight === 1);
   else if (started === 2) calls.deliver(completions.takeInline());
 };
 

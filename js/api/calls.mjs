@@ -76,6 +76,11 @@ export class Calls {
     });
   }
 
+  /** How many calls that keep the process alive (not background ones) are in flight. */
+  get inFlight() {
+    return this.#holding;
+  }
+
   #hold() {
     if (this.#keepAlive === undefined) this.#keepAlive = keepAliveTimer();
     else this.#keepAlive.ref?.();

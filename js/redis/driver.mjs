@@ -167,6 +167,14 @@ let flushQueued = false;
 const EARLY_WRITE = 16;
 let started = 0;
 
+// What an engine turn answers beside the count of numbers it reported (`4 * count +
+// wants`): what the driver has to do now. Bits: some connection has bytes to write; some
+// subscriber wants a socket or has bytes to write (EngineStore::host_wants). A turn that
+// wants nothing (most replies at concurrency 1) costs no crossing after it.
+const WANTS_WRITE = 1;
+const WANTS_SUBSCRIBER = 2;
+const WANTS_ALL = WANTS_WRITE | WANTS_SUBSCRIBER;
+
 function flushAll() {
   flushQueued = false;
   // Calls started since the last flush may have gone to sleep (a lock's retry, a hold's
@@ -175,14 +183,23 @@ function flushAll() {
   const turn = started > 0;
   started = 0;
   for (const connection of live) {
-    if (turn) connection.take(connection.engine.turn(), false);
-    connection.flush();
+    if (turn) {
+      // The calls' commands go out first and the turn comes after, while the server
+      // works: at concurrency 1 it is off the round trip.
+      connection.flush(WANTS_WRITE);
+      connection.take(connection.engine.turn(), false);
+    }
+    connection.flushWanted();
   }
 }
 
-/** A call queued commands: written with the turn's others, or now if EARLY_WRITE are waiting. */
-export function callStarted() {
-  if (++started >= EARLY_WRITE) flushAll();
+/**
+ * A call queued commands: written with the turn's others, or now if EARLY_WRITE are
+ * waiting. `alone`: no other call is in flight, so none will join it this turn (one loop
+ * taking a lock after another): written now, ahead of what the caller's code does next.
+ */
+export function callStarted(alone = false) {
+  if (++started >= EARLY_WRITE || alone) flushAll();
   else flushSoon();
 }
 
@@ -445,8 +462,8 @@ class SubscriberLink {
         }
         // A redirected SSUBSCRIBE: the slot map is read again.
         c.afterFeed();
-        // A woken waiter's attempt is queued even when no call finished.
-        flushSoon();
+        // A woken waiter's attempt is queued even when no call finished: the turn says
+        // what to write.
         c.take(count);
       },
       error: () => {},
@@ -707,12 +724,16 @@ class Connection {
     this.refreshAgain = false;
     this.sleepTimer = null;
     this.sleepAt = Infinity;
+    // What the engine's turns asked of the driver since the last flush (WANTS_*).
+    this.wants = WANTS_ALL;
     const tick = Math.max(10, Math.min(250, Math.floor(options.commandTimeoutMs / 4)));
     this.expiry = unref(setInterval(() => this.tick(), tick));
     // Run once each call is on record (one function for every call, not one per call).
     this.afterStart = () => {
       // A closed store's calls finish at once (STORE_CLOSED); nothing flushes it any more.
       if (this.closed) this.take(this.engine.turn(), false);
+      // Not written at once (`alone`): the driver's own calls start where a write now
+      // would come too early (a socket's handshake, queued before the socket is set).
       else callStarted();
     };
     live.add(this);
@@ -729,7 +750,7 @@ class Connection {
     for (const conn of engine.expire()) this.links[conn]?.drop();
     if (this.options.notifyReleases) for (const conn of engine.subscriberTick()) this.subscribers[conn]?.drop();
     // Requests a cluster asked to retry (TRYAGAIN, CLUSTERDOWN) were queued again.
-    if (this.options.cluster) flushSoon();
+    if (this.options.cluster) this.flushAllSoon();
     this.take(engine.turn());
   }
 
@@ -737,42 +758,62 @@ class Connection {
    * Settles what a turn of the engine finished (`count` numbers of `this.outcomes`;
    * 0: nothing) and arms the sleep timer for the engine's own sleeps.
    */
-  take(count, thenFlush = true) {
-    if (count === 0) return;
-    const outcomes = this.outcomes;
-    const next = outcomes[0];
-    if (next >= 0) {
-      const at = performance.now() + next;
-      if (at < this.sleepAt) {
-        clearTimeout(this.sleepTimer);
-        this.sleepAt = at;
-        this.sleepTimer = unref(
-          setTimeout(() => {
-            this.sleepAt = Infinity;
-            this.take(this.engine.fire());
-            flushSoon();
-          }, next),
-        );
+  take(result, thenFlush = true) {
+    if (result === 0) return;
+    this.wants |= result & WANTS_ALL;
+    const count = result >>> 2;
+    if (count > 0) {
+      const outcomes = this.outcomes;
+      const next = outcomes[0];
+      if (next >= 0) {
+        const at = performance.now() + next;
+        if (at < this.sleepAt) {
+          clearTimeout(this.sleepTimer);
+          this.sleepAt = at;
+          this.sleepTimer = unref(
+            setTimeout(() => {
+              this.sleepAt = Infinity;
+              this.take(this.engine.fire());
+            }, next),
+          );
+        }
       }
+      if (count > 1) this.binding.calls.settle(outcomes, count, this.engine);
+      // A full array: more calls finished than it holds.
+      if (count === outcomes.length) this.take(this.engine.turn(), false);
     }
-    if (count > 1) this.binding.calls.settle(outcomes, count, this.engine);
-    // A full array: more calls finished than it holds.
-    if (count === outcomes.length) this.take(this.engine.turn(), false);
-    if (thenFlush) flushSoon();
+    if (thenFlush && this.wants !== 0) flushSoon();
   }
 
-  flush() {
+  /**
+   * Writes what the engine has for each connection (`WANTS_WRITE`), and sees to the
+   * subscribers (`WANTS_SUBSCRIBER`): by default both.
+   */
+  flush(wants = WANTS_ALL) {
     if (this.closed) return;
     const connections = this.options.cluster ? this.engine.connections : 1;
     for (let conn = 0; conn < connections; conn++) {
-      (this.links[conn] ??= new Link(this, conn)).flush();
-      if (this.options.notifyReleases) (this.subscribers[conn] ??= new SubscriberLink(this, conn)).flush();
+      if (wants & WANTS_WRITE) (this.links[conn] ??= new Link(this, conn)).flush();
+      if (wants & WANTS_SUBSCRIBER && this.options.notifyReleases) (this.subscribers[conn] ??= new SubscriberLink(this, conn)).flush();
     }
+  }
+
+  /** `flush()` for what the engine's last turns wanted. */
+  flushWanted() {
+    const wants = this.wants;
+    if (wants === 0) return;
+    this.wants = 0;
+    this.flush(wants);
+  }
+
+  /** Everything is looked at on the next flush, whatever the turns said (the slot map changed). */
+  flushAllSoon() {
+    this.wants = WANTS_ALL;
+    flushSoon();
   }
 
   /** After a chunk was fed: a cluster's redirects may want the slot map read again. */
   afterFeed() {
-    flushSoon();
     if (this.options.cluster && this.engine.takeTopologyStale()) this.refreshSoon();
   }
 
@@ -995,7 +1036,7 @@ class Connection {
       .then(() => new Promise((resolve) => unref(setTimeout(resolve, 100))))
       .then(() => {
         this.refreshing = null;
-        flushSoon();
+        this.flushAllSoon();
         if (this.refreshAgain) {
           this.refreshAgain = false;
           this.refreshSoon();

@@ -6,8 +6,9 @@
 //!
 //! Finished calls travel back in one `Float64Array` whose bytes the driver hands over
 //! once (`useOutcomes`) and the store fills on each chunk: `[next timer in ms (-1: none), id,
-//! value, id, value, ...]`; the calls that fill it answer how many numbers they wrote (0:
-//! nothing to report). A value is 1/0 for a flag, milliseconds (or -1 for none) for a
+//! value, id, value, ...]`; the calls that fill it answer `4 * n + wants`: `n` numbers
+//! written (0: nothing to report), and in `wants` what the driver has to do now (bit 0:
+//! write, bit 1: see to a subscriber). A value is 1/0 for a flag, milliseconds (or -1 for none) for a
 //! number, -1 for nothing, and `-2 - i` for the i-th message of `errors()` (`CODE
 //! message`). Calls that do not fit stay for the next `turn()`: a full array tells the
 //! driver to ask again. Output is copied into the driver's buffer the same way
@@ -241,9 +242,17 @@ impl NativeEngineStore {
     }
 
     /// Runs woken tasks and writes what finished, and when the next sleep ends, into the
-    /// outcome array: how many numbers (0: nothing to report).
+    /// outcome array. Answers `4 * n + wants`: `n` numbers written (0: nothing to report),
+    /// `wants` what the driver has to do now (`EngineStore::host_wants`: 1, write; 2, see
+    /// to a subscriber), so a turn that leaves nothing to write costs no more crossings.
     #[napi]
     pub fn turn(&mut self) -> u32 {
+        let count = self.report();
+        (count << 2) | self.store.host_wants()
+    }
+
+    /// `turn()`'s work: how many numbers it wrote into the outcome array.
+    fn report(&mut self) -> u32 {
         self.timer.run_background();
         let mut finished = std::mem::take(&mut self.finished);
         self.tasks.run_ready(&mut finished);

@@ -301,9 +301,17 @@ impl WasmRedisEngine {
     }
 
     /// Runs woken tasks and writes what finished into the outcome array, `[-1 (no
-    /// sleep), id, value, id, value, ...]`: how many numbers (0: nothing to report).
-    /// Calls that do not fit are reported by the next turn.
+    /// sleep), id, value, id, value, ...]`. Answers `4 * n + wants`: `n` numbers written
+    /// (0: nothing to report), `wants` what the driver has to do now (bit 0: write; bit
+    /// 1: see to a subscriber; `EngineStore::host_wants`). Calls that do not fit are
+    /// reported by the next turn.
     pub fn turn(&mut self) -> u32 {
+        let count = self.report();
+        (count << 2) | self.store.host_wants()
+    }
+
+    /// `turn()`'s work: how many numbers it wrote into the outcome array.
+    fn report(&mut self) -> u32 {
         let mut finished = std::mem::take(&mut self.finished);
         self.tasks.run_ready(&mut finished);
         let Some(array) = self.outcomes.as_ref() else {

@@ -43,7 +43,7 @@ pub use scripts::{
     OWNER_REMAINING, PERMIT_COUNT, PERMIT_EXTEND, PERMIT_REMAINING, RELEASE, RWLOCK_ACQUIRE, RWLOCK_RELEASE,
     SEMAPHORE_ACQUIRE, SEMAPHORE_RELEASE,
 };
-pub use store::EngineStore;
+pub use store::{EngineStore, WANTS_SUBSCRIBER, WANTS_WRITE};
 pub use subscriber::Subscriber;
 
 use crate::{check_redis_version, FENCE_GRACE_MS, TRANSIENT_CODES};

@@ -35,6 +35,11 @@ struct Shared {
     min_replicas: (u32, u64),
 }
 
+/// [`EngineStore::host_wants`]: some connection has bytes to write.
+pub const WANTS_WRITE: u32 = 1;
+/// [`EngineStore::host_wants`]: some subscriber wants a socket or has bytes to write.
+pub const WANTS_SUBSCRIBER: u32 = 2;
+
 /// How many hash slots a Redis Cluster has.
 pub const CLUSTER_SLOTS: usize = 16_384;
 
@@ -382,6 +387,26 @@ impl EngineStore {
         let mut shared = self.shared();
         let moved = shared.subscribers.iter().fold(false, |moved, s| s.take_moved() | moved);
         shared.cluster.as_mut().is_some_and(|c| std::mem::take(&mut c.stale)) | moved
+    }
+
+    /// What the host has to do now, as bits: [`WANTS_WRITE`] when some connection has
+    /// bytes to write, [`WANTS_SUBSCRIBER`] when some subscriber wants a socket or has
+    /// bytes to write. The engine's turns report it beside what finished, so a host that
+    /// has nothing to do crosses no more (see `NativeEngineStore::turn`).
+    #[must_use]
+    pub fn host_wants(&self) -> u32 {
+        let shared = self.shared();
+        let mut wants = 0;
+        if shared.engines.iter().any(Engine::has_output) {
+            wants |= WANTS_WRITE;
+        }
+        // On a cluster `subscribers` holds connection 0's too.
+        let subscribers =
+            if shared.subscribers.is_empty() { self.subscriber.as_slice() } else { &shared.subscribers };
+        if subscribers.iter().any(Subscriber::wants_attention) {
+            wants |= WANTS_SUBSCRIBER;
+        }
+        wants
     }
 
     /// Whether connection `conn` has bytes to write.

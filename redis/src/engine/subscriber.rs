@@ -239,6 +239,18 @@ impl Subscriber {
         !state.connected && !state.channels.is_empty()
     }
 
+    /// Whether the host has something to do for this subscriber: open a socket
+    /// ([`wants_connection`](Self::wants_connection)) or write on the one it has.
+    #[must_use]
+    pub fn wants_attention(&self) -> bool {
+        let state = self.state();
+        if state.connected {
+            !state.output.is_empty()
+        } else {
+            !state.channels.is_empty()
+        }
+    }
+
     /// The host's socket is up. `auth` is `AUTH`'s arguments, if the server wants them;
     /// every wanted channel is subscribed in one command after it.
     pub fn connected(&self, auth: Option<(Option<&str>, &str)>, now_ms: u64) {
