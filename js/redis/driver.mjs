@@ -274,23 +274,16 @@ class Link {
     else attempt.resolve();
   }
 
-  /** Queues this socket's handshake and dials it; the handshake goes out first. */
+  /**
+   * Dials this socket and queues its handshake, which the engine puts in front of
+   * everything else. The socket is the link's before the handshake is queued, so a write
+   * that the call starts at once finds it (not yet open: nothing is written) rather than
+   * no socket, which would dial a second one beside it.
+   */
   attach(generation) {
     const c = this.connection;
     const target = (this.target = this.conn === 0 ? c.target : c.nodeTarget(this.conn));
     const { user, password } = target;
-    c.call((id) => c.engine.handshake(id, this.conn, user ?? undefined, password ?? undefined, this.conn === 0 ? target.db : 0), "nothing").then(
-      () => {
-        if (this.generation !== generation) return;
-        this.failures = 0;
-        this.settleAttempt(null);
-      },
-      (err) => {
-        if (this.generation !== generation) return;
-        this.settleAttempt(err);
-        this.drop(err.message);
-      },
-    );
     const socket = c.dial(target, {
       open: () => {
         if (this.socket !== socket) return;
@@ -324,6 +317,18 @@ class Link {
       close: () => this.onClose(socket),
     });
     this.socket = socket;
+    c.call((id) => c.engine.handshake(id, this.conn, user ?? undefined, password ?? undefined, this.conn === 0 ? target.db : 0), "nothing").then(
+      () => {
+        if (this.generation !== generation) return;
+        this.failures = 0;
+        this.settleAttempt(null);
+      },
+      (err) => {
+        if (this.generation !== generation) return;
+        this.settleAttempt(err);
+        this.drop(err.message);
+      },
+    );
   }
 
   onClose(socket) {
@@ -732,8 +737,8 @@ class Connection {
     this.afterStart = () => {
       // A closed store's calls finish at once (STORE_CLOSED); nothing flushes it any more.
       if (this.closed) this.take(this.engine.turn(), false);
-      // Not written at once (`alone`): the driver's own calls start where a write now
-      // would come too early (a socket's handshake, queued before the socket is set).
+      // The driver's own calls (handshakes; the WebAssembly build's lock calls) are
+      // written with the turn's others, never at once (`alone`).
       else callStarted();
     };
     live.add(this);

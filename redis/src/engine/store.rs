@@ -860,6 +860,31 @@ mod tests {
     }
 
     #[test]
+    fn host_wants_says_what_the_host_has_to_do() {
+        let clock = Arc::new(TestClock(AtomicU64::new(0)));
+        let options = EngineOptions { key_prefix: "p:".into(), command_timeout_ms: 1_000, fencing: true };
+        let store = EngineStore::new(options, clock, Some(Subscriber::new(1_000)));
+        assert_eq!(store.host_wants(), 0, "idle: nothing to do");
+        let mut locked = store.is_locked("k");
+        assert!(poll(&mut locked).is_pending());
+        assert_eq!(store.host_wants(), WANTS_WRITE, "a queued command");
+        assert!(output(&store, 0).contains("EXISTS"));
+        assert_eq!(store.host_wants(), 0, "written: waiting on the reply asks nothing");
+        // A waiter listens for releases: the subscriber wants a socket, then has its
+        // SUBSCRIBE to write once it has one, then nothing.
+        let subscriber = store.subscriber().unwrap().clone();
+        let mut signal = subscriber.signal("p:{k}:released".into());
+        assert!(signal.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+        assert_eq!(store.host_wants(), WANTS_SUBSCRIBER, "a channel wanted and no socket");
+        subscriber.connected(None, 0);
+        assert_eq!(store.host_wants(), WANTS_SUBSCRIBER, "its SUBSCRIBE to write");
+        assert!(subscriber.take_output().is_some());
+        assert_eq!(store.host_wants(), 0);
+        store.feed_on(0, b":0\r\n").unwrap();
+        assert!(matches!(poll(&mut locked), Poll::Ready(Ok(false))));
+    }
+
+    #[test]
     fn a_cluster_routes_by_slot_and_follows_moved_and_ask() {
         let (_, store) = cluster();
         let slot = key_slot(b"p:{k}");
