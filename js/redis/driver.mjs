@@ -195,8 +195,9 @@ function flushAll() {
 
 /**
  * A call queued commands: written with the turn's others, or now if EARLY_WRITE are
- * waiting. `alone`: no other call is in flight, so none will join it this turn (one loop
- * taking a lock after another): written now, ahead of what the caller's code does next.
+ * waiting. `alone`: no other call that keeps the process alive is in flight (a hold's
+ * background watch does not count), so none will join it this turn (one loop taking a
+ * lock after another): written now, ahead of what the caller's code does next.
  */
 export function callStarted(alone = false) {
   if (++started >= EARLY_WRITE || alone) flushAll();
@@ -276,9 +277,9 @@ class Link {
 
   /**
    * Dials this socket and queues its handshake, which the engine puts in front of
-   * everything else. The socket is the link's before the handshake is queued, so a write
-   * that the call starts at once finds it (not yet open: nothing is written) rather than
-   * no socket, which would dial a second one beside it.
+   * everything else. The socket is the link's before the handshake is queued, so a flush
+   * run inside that call (the driver's own calls wait for the turn's end today) would find
+   * it, not yet open, rather than no socket, and would not dial a second one beside it.
    */
   attach(generation) {
     const c = this.connection;
@@ -760,8 +761,9 @@ class Connection {
   }
 
   /**
-   * Settles what a turn of the engine finished (`count` numbers of `this.outcomes`;
-   * 0: nothing) and arms the sleep timer for the engine's own sleeps.
+   * Settles what a turn of the engine finished (its `result`, `4 * count + wants`:
+   * `count` numbers of `this.outcomes`, 0 for none), arms the sleep timer for the
+   * engine's own sleeps, and keeps what the turn wants done (WANTS_*) for the next flush.
    */
   take(result, thenFlush = true) {
     if (result === 0) return;
@@ -796,6 +798,9 @@ class Connection {
    */
   flush(wants = WANTS_ALL) {
     if (this.closed) return;
+    // Done here: a link not open yet writes when it opens, a subscriber before its retry
+    // time is seen to again by the turns that still want it.
+    this.wants &= ~wants;
     const connections = this.options.cluster ? this.engine.connections : 1;
     for (let conn = 0; conn < connections; conn++) {
       if (wants & WANTS_WRITE) (this.links[conn] ??= new Link(this, conn)).flush();
@@ -805,10 +810,7 @@ class Connection {
 
   /** `flush()` for what the engine's last turns wanted. */
   flushWanted() {
-    const wants = this.wants;
-    if (wants === 0) return;
-    this.wants = 0;
-    this.flush(wants);
+    if (this.wants !== 0) this.flush(this.wants);
   }
 
   /** Everything is looked at on the next flush, whatever the turns said (the slot map changed). */
